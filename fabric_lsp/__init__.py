@@ -1,0 +1,3 @@
+"""fabric-lsp: Pi session compaction previews, recall and safe compaction commits."""
+
+__version__ = "0.1.0"

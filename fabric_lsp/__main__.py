@@ -1,0 +1,3 @@
+from fabric_lsp.cli import main
+
+raise SystemExit(main())
