@@ -1,0 +1,40 @@
+"""Pi session model: typed entries, streaming reader, tree, discovery, token estimate."""
+
+from .context import build_context_messages, context_entries, context_tokens, entry_to_message
+from .discovery import (
+    AmbiguousSession,
+    SessionNotFound,
+    SessionRef,
+    by_recency,
+    default_agent_dir,
+    default_session_dir,
+    encode_cwd,
+    list_session_files,
+    resolve_session,
+    session_ref,
+)
+from .model import ENTRY_TYPES, OpaqueEntry, typed_entry, typed_header
+from .reader import (
+    DEFAULT_MAX_LINE_BYTES,
+    EntryRecord,
+    ReadStats,
+    SessionLog,
+    bytes_hash,
+    iter_session,
+    parse_json_line,
+    parse_session_bytes,
+    read_header,
+    read_session,
+    source_hash,
+)
+from .tokens import (
+    calculate_context_tokens,
+    estimate_context_tokens,
+    estimate_tokens,
+    js_number,
+    js_stringify,
+    utf16_len,
+)
+from .tree import INVALID_PARENT_GRAPH, Branch, SessionTree
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,92 @@
+"""Pi's context view: what Pi sends to the model for a branch (spec pi-host §6).
+
+Given the active path root→leaf as raw entry dicts, `build_context_messages` returns the
+AgentMessages Pi's buildSessionContext would produce: the latest compaction as a
+`compactionSummary`, the kept entries from `firstKeptEntryId` (none when that id is not
+found before the compaction, which covers both retain-none conventions "" and the
+compaction's own id), then every entry after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def entry_to_message(entry: dict) -> Optional[dict]:
+    """Pi's sessionEntryToContextMessages for one entry (None when it adds nothing)."""
+    etype = entry.get("type")
+    if etype == "message":
+        msg = entry.get("message")
+        if not isinstance(msg, dict):
+            return None
+        if msg.get("content", []) is None:
+            msg = dict(msg)
+            msg["content"] = []
+        return msg
+    if etype == "custom_message":
+        return {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": entry.get("content"),
+            "display": entry.get("display"),
+            "details": entry.get("details"),
+            "timestamp": entry.get("timestamp"),
+        }
+    if etype == "branch_summary":
+        if not entry.get("summary"):
+            return None
+        return {
+            "role": "branchSummary",
+            "summary": entry.get("summary"),
+            "fromId": entry.get("fromId"),
+            "timestamp": entry.get("timestamp"),
+        }
+    if etype == "compaction":
+        return compaction_message(entry)
+    return None
+
+
+def compaction_message(entry: dict) -> dict:
+    return {
+        "role": "compactionSummary",
+        "summary": entry.get("summary"),
+        "tokensBefore": entry.get("tokensBefore"),
+        "timestamp": entry.get("timestamp"),
+    }
+
+
+def context_entries(path: list[dict]) -> list[dict]:
+    """The path entries that make up the context, in order, with the latest compaction
+    first when there is one (Pi's buildContextEntries)."""
+    comp_idx = -1
+    for i in range(len(path) - 1, -1, -1):
+        if path[i].get("type") == "compaction":
+            comp_idx = i
+            break
+    if comp_idx < 0:
+        return list(path)
+    comp = path[comp_idx]
+    first_kept = comp.get("firstKeptEntryId")
+    kept_from = comp_idx  # nothing before the compaction unless the id is found there
+    for i in range(comp_idx):
+        if path[i].get("id") == first_kept:
+            kept_from = i
+            break
+    return [comp] + path[kept_from:comp_idx] + path[comp_idx + 1 :]
+
+
+def build_context_messages(path: list[dict]) -> list[dict]:
+    """Pi's buildSessionContext(path).messages over raw entry dicts root→leaf."""
+    out: list[dict] = []
+    for entry in context_entries(path):
+        msg = entry_to_message(entry)
+        if msg is not None:
+            out.append(msg)
+    return out
+
+
+def context_tokens(path: list[dict]) -> Any:
+    """`tokensBefore` as Pi computes it: estimateContextTokens over the context view."""
+    from .tokens import estimate_context_tokens
+
+    return estimate_context_tokens(build_context_messages(path))

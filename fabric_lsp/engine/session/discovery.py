@@ -1,0 +1,155 @@
+"""Where Pi keeps sessions, and how a session reference resolves to a file.
+
+Pi's layout: ``<agentDir>/sessions/<encoded cwd>/<timestamp>_<sessionId>.jsonl``; the
+agent dir is ``$PI_CODING_AGENT_DIR`` or ``~/.pi/agent``. The cwd encoding loses
+information, so the real cwd comes from each file's header.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+from urllib.parse import unquote, urlparse
+
+import msgspec
+
+from .reader import read_header
+
+
+class SessionNotFound(LookupError):
+    code = "session_not_found"
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"Session not found: {ref}")
+        self.ref = ref
+
+
+class AmbiguousSession(LookupError):
+    code = "ambiguous_session"
+
+    def __init__(self, ref: str, candidates: list[str]) -> None:
+        super().__init__(f'Session id "{ref}" is ambiguous; use an exact session file path.')
+        self.ref = ref
+        self.candidates = candidates
+
+
+class SessionRef(msgspec.Struct, kw_only=True):
+    """A session file as discovery sees it (header id, else the file stem)."""
+
+    id: str
+    file: str
+    cwd: str
+    mtime: float  # stat mtime in ms, 0 when unknown
+
+
+def expand_path(p: str) -> str:
+    return os.path.expanduser(p)
+
+
+def default_agent_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    """``$PI_CODING_AGENT_DIR`` (``~`` expanded), else ``~/.pi/agent``."""
+    e = os.environ if env is None else env
+    configured = e.get("PI_CODING_AGENT_DIR")
+    if configured:
+        return os.path.abspath(expand_path(configured))
+    return os.path.join(os.path.expanduser("~"), ".pi", "agent")
+
+
+def default_session_dir(agent_dir: str) -> str:
+    return os.path.join(agent_dir, "sessions")
+
+
+def encode_cwd(cwd: str) -> str:
+    """Pi's per-cwd folder name: resolved path, one leading separator dropped, every
+    ``/``, ``\\`` and ``:`` replaced by ``-``, wrapped in ``--``."""
+    resolved = os.path.abspath(cwd)
+    if resolved[:1] in ("/", "\\"):
+        resolved = resolved[1:]
+    for ch in ("/", "\\", ":"):
+        resolved = resolved.replace(ch, "-")
+    return f"--{resolved}--"
+
+
+def _jsonl_files(folder: str) -> list[str]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if not name.endswith(".jsonl"):
+            continue
+        full = os.path.join(folder, name)
+        if os.path.isfile(full) and not os.path.islink(full):
+            out.append(full)
+    return out
+
+
+def list_session_files(session_dir: str, cwd: Optional[str] = None) -> list[str]:
+    """Session files of one project (`cwd`) or of all projects (one folder level deep,
+    as Pi's listAll), sorted by path."""
+    if cwd is not None:
+        return sorted(_jsonl_files(os.path.join(session_dir, encode_cwd(cwd))))
+    files: list[str] = []
+    try:
+        subdirs = sorted(os.listdir(session_dir))
+    except OSError:
+        return []
+    for sub in subdirs:
+        full = os.path.join(session_dir, sub)
+        if os.path.isdir(full):
+            files.extend(_jsonl_files(full))
+    return sorted(files)
+
+
+def session_ref(path: str) -> SessionRef:
+    header = read_header(path)
+    try:
+        mtime = os.stat(path).st_mtime_ns / 1e6
+    except OSError:
+        mtime = 0.0
+    sid = str(header.get("id")) if header is not None and header.get("id") is not None else Path(path).stem
+    cwd = str(header.get("cwd", "")) if header is not None and header.get("cwd") is not None else ""
+    return SessionRef(id=sid, file=path, cwd=cwd, mtime=mtime)
+
+
+def by_recency(refs: list[SessionRef]) -> list[SessionRef]:
+    """mtime descending, then file path ascending."""
+    return sorted(refs, key=lambda r: (-r.mtime, r.file))
+
+
+def _as_path(ref: str) -> Optional[str]:
+    if ref.startswith("file://"):
+        return unquote(urlparse(ref).path)
+    return None
+
+
+def resolve_session(ref: str, session_dir: str) -> str:
+    """Resolve a session id, absolute path or ``file://`` URI to an existing file.
+
+    A path (or URI) must name an existing file. An id matches header ids first, then
+    file stems (and the ``<timestamp>_<id>`` file-name suffix); more than one match
+    raises `AmbiguousSession` with the candidate files, none raises `SessionNotFound`.
+    """
+    target = ref.strip()
+    if not target:
+        raise SessionNotFound(ref)
+    as_path = _as_path(target)
+    if as_path is not None or os.path.isabs(target) or target.endswith(".jsonl"):
+        p = os.path.abspath(expand_path(as_path if as_path is not None else target))
+        if os.path.isfile(p):
+            return p
+        raise SessionNotFound(ref)
+    files = list_session_files(session_dir)
+    by_header = [f for f in files if (h := read_header(f)) is not None and str(h.get("id")) == target]
+    if len(by_header) > 1:
+        raise AmbiguousSession(target, by_header)
+    if by_header:
+        return by_header[0]
+    by_stem = [f for f in files if Path(f).stem == target or Path(f).stem.endswith("_" + target)]
+    if len(by_stem) > 1:
+        raise AmbiguousSession(target, by_stem)
+    if by_stem:
+        return by_stem[0]
+    raise SessionNotFound(ref)

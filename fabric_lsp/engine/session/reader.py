@@ -1,0 +1,356 @@
+"""Streaming reader for Pi session logs (JSONL, format v3).
+
+Invariants:
+* Every complete line (one ending in ``\\n``) is accounted for exactly once in
+  `ReadStats`: ``lines == header + entries + blank + malformed + oversize + non_object``.
+* A half-written last line (no trailing newline yet) is never an entry; its size is
+  reported as `ReadStats.partial_tail_bytes` and `SessionLog.size` stops before it.
+* A line longer than `max_line_bytes` is never buffered whole: memory stays bounded by
+  the limit plus one read chunk, whatever the file holds.
+* Nothing here raises on bad content; only I/O errors on opening propagate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator, Optional
+
+import msgspec
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+_CHUNK = 1 << 20
+
+_decode = msgspec.json.Decoder().decode
+
+
+class ReadStats(msgspec.Struct, kw_only=True):
+    """Counts of every complete line read, by what became of it."""
+
+    lines: int = 0  # complete lines read (header included)
+    header: int = 0  # 1 when a session header was taken from these lines
+    entries: int = 0  # JSON objects kept as EntryRecord (valid or not)
+    no_id: int = 0  # of `entries`: no string id, or parentId neither null nor a string
+    blank: int = 0  # empty or whitespace-only lines
+    malformed: int = 0  # lines that are not valid JSON
+    oversize: int = 0  # lines longer than max_line_bytes (never parsed)
+    non_object: int = 0  # valid JSON that is not an object (counted in the raw ordinal)
+    partial_tail_bytes: int = 0  # bytes after the last newline (a line still being written)
+    complete_bytes: int = 0  # bytes of all complete lines read (newlines included)
+
+    @property
+    def skipped(self) -> int:
+        return self.blank + self.malformed + self.oversize + self.non_object
+
+
+class EntryRecord(msgspec.Struct, kw_only=True):
+    """One non-header JSON object line of a session file, with where it stands."""
+
+    line: int  # 0-based line number in the file
+    offset: int  # byte offset of the line's first byte
+    length: int  # bytes of the line including its newline
+    ordinal: int  # 0-based over non-header lines that parse as JSON (memory's raw ordinal)
+    id: Optional[str]
+    parent_id: Optional[str]
+    type: Optional[str]
+    valid: bool  # string id and parentId null-or-string: a tree node
+    raw: dict
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+class SessionLog(msgspec.Struct, kw_only=True):
+    """What a session file holds, as Pi would read it."""
+
+    path: Optional[str]
+    header: Optional[dict]  # the raw header object, when the first parsed line is one
+    records: list[EntryRecord]
+    stats: ReadStats
+    size: int  # bytes up to the end of the last complete line (start_offset included)
+    first_parsed_is_header: bool = False
+
+    @property
+    def is_session(self) -> bool:
+        """Pi's rule: the first parsed object is ``{type:"session", id:<string>}``."""
+        return self.first_parsed_is_header
+
+    @property
+    def session_id(self) -> Optional[str]:
+        if self.header is not None:
+            return str(self.header.get("id"))
+        if self.path:
+            return Path(self.path).stem
+        return None
+
+
+def parse_json_line(line: bytes) -> tuple[bool, Any]:
+    """Decode one line as JavaScript's JSON.parse would; (ok, value).
+
+    msgspec is tried first for speed; a line it refuses (invalid UTF-8, lone surrogate
+    escapes) is retried as text with replacement characters, as Node reads files.
+    """
+    try:
+        return True, _decode(line)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        pass
+    try:
+        return True, json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _is_header(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
+
+
+def _iter_lines(fp: BinaryIO, max_line_bytes: int, chunk_size: int = _CHUNK) -> Iterator[tuple[int, int, Optional[bytes]]]:
+    """Yield (offset, length, content-or-None-when-oversize) per complete line, then
+    (offset, partial_len, b"") once for a trailing partial line if any (length<0 flags it)."""
+    offset = 0
+    buf = bytearray()
+    dropping = False  # inside an oversize line
+    dropped = 0
+    while True:
+        chunk = fp.read(chunk_size)
+        if not chunk:
+            break
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                piece = chunk[start:]
+                if dropping:
+                    dropped += len(piece)
+                else:
+                    buf += piece
+                    if len(buf) > max_line_bytes:
+                        dropped = len(buf)
+                        buf = bytearray()
+                        dropping = True
+                break
+            piece = chunk[start:nl]
+            if dropping:
+                length = dropped + len(piece) + 1
+                yield offset, length, None
+                dropping = False
+                dropped = 0
+            else:
+                if buf:
+                    buf += piece
+                    content = bytes(buf)
+                    buf = bytearray()
+                else:
+                    content = piece
+                length = len(content) + 1
+                if length - 1 > max_line_bytes:
+                    yield offset, length, None
+                else:
+                    yield offset, length, content
+            offset += length
+            start = nl + 1
+    tail = dropped if dropping else len(buf)
+    if tail:
+        yield offset, -tail, b""
+
+
+def iter_session(
+    fp: BinaryIO,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    start_offset: int = 0,
+    start_line: int = 0,
+    start_ordinal: int = 0,
+    header_seen: Optional[bool] = None,
+    stats: Optional[ReadStats] = None,
+    chunk_size: int = _CHUNK,
+) -> Iterator[EntryRecord | dict]:
+    """Stream a session from `fp` (positioned at `start_offset`).
+
+    Yields the header dict (once, when taken) and then `EntryRecord`s. `stats` is updated
+    in place. With `start_offset > 0` the reader continues a file already read up to
+    that offset (`header_seen` defaults to True then), which is how appended lines are
+    parsed without re-reading the file.
+    """
+    st = stats if stats is not None else ReadStats()
+    seen_first = (start_offset > 0) if header_seen is None else header_seen
+    line_no = start_line
+    ordinal = start_ordinal
+    for rel, length, content in _iter_lines(fp, max_line_bytes, chunk_size):
+        if length < 0:
+            st.partial_tail_bytes = -length
+            break
+        st.lines += 1
+        st.complete_bytes += length
+        offset = start_offset + rel
+        if content is None:
+            st.oversize += 1
+        elif not content.strip():
+            st.blank += 1
+        else:
+            ok, value = parse_json_line(content)
+            if not ok:
+                st.malformed += 1
+            elif not seen_first:
+                seen_first = True
+                if _is_header(value):
+                    st.header += 1
+                    yield value
+                else:
+                    # Pi rejects such a file; records are still produced for callers
+                    # that index leniently, and the log says it is not a session.
+                    yield from _record(value, st, line_no, offset, length, ordinal)
+                    ordinal += 1
+            else:
+                yield from _record(value, st, line_no, offset, length, ordinal)
+                ordinal += 1
+        line_no += 1
+
+
+def _record(value: Any, st: ReadStats, line: int, offset: int, length: int, ordinal: int) -> Iterator[EntryRecord]:
+    if not isinstance(value, dict):
+        st.non_object += 1
+        return
+    eid = value.get("id")
+    pid = value.get("parentId", _MISSING)
+    etype = value.get("type")
+    valid = isinstance(eid, str) and (pid is None or isinstance(pid, str))
+    st.entries += 1
+    if not valid:
+        st.no_id += 1
+    yield EntryRecord(
+        line=line,
+        offset=offset,
+        length=length,
+        ordinal=ordinal,
+        id=eid if isinstance(eid, str) else None,
+        parent_id=pid if isinstance(pid, str) else None,
+        type=etype if isinstance(etype, str) else None,
+        valid=valid,
+        raw=value,
+    )
+
+
+_MISSING = object()
+
+
+def _collect(
+    fp: BinaryIO,
+    path: Optional[str],
+    *,
+    max_line_bytes: int,
+    start_offset: int,
+    start_line: int,
+    start_ordinal: int,
+    header_seen: Optional[bool],
+) -> SessionLog:
+    stats = ReadStats()
+    header: Optional[dict] = None
+    records: list[EntryRecord] = []
+    for item in iter_session(
+        fp,
+        max_line_bytes=max_line_bytes,
+        start_offset=start_offset,
+        start_line=start_line,
+        start_ordinal=start_ordinal,
+        header_seen=header_seen,
+        stats=stats,
+    ):
+        if isinstance(item, EntryRecord):
+            records.append(item)
+        else:
+            header = item
+    return SessionLog(
+        path=path,
+        header=header,
+        records=records,
+        stats=stats,
+        size=start_offset + stats.complete_bytes,
+        first_parsed_is_header=header is not None,
+    )
+
+
+def read_session(
+    path: str | os.PathLike[str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    start_offset: int = 0,
+    start_line: int = 0,
+    start_ordinal: int = 0,
+    header_seen: Optional[bool] = None,
+) -> SessionLog:
+    """Read a session file line by line (bounded memory per line).
+
+    With `start_offset`, continue a file already read up to that byte (the end of a
+    complete line), numbering lines from `start_line` and ordinals from `start_ordinal`.
+    """
+    p = os.fspath(path)
+    with open(p, "rb") as fp:
+        if start_offset:
+            fp.seek(start_offset)
+        return _collect(
+            fp,
+            p,
+            max_line_bytes=max_line_bytes,
+            start_offset=start_offset,
+            start_line=start_line,
+            start_ordinal=start_ordinal,
+            header_seen=header_seen,
+        )
+
+
+def parse_session_bytes(
+    data: bytes,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> SessionLog:
+    """Parse bytes already read (e.g. under a lock, to hash and parse the same bytes)."""
+    fp = io.BytesIO(data)
+    return _collect(
+        fp,
+        os.fspath(path) if path is not None else None,
+        max_line_bytes=max_line_bytes,
+        start_offset=0,
+        start_line=0,
+        start_ordinal=0,
+        header_seen=None,
+    )
+
+
+def source_hash(path: str | os.PathLike[str]) -> str:
+    """SHA-256 hex of the complete raw file bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fp:
+        while True:
+            chunk = fp.read(_CHUNK)
+            if not chunk:
+                break
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bytes_hash(data: bytes) -> str:
+    """SHA-256 hex of `data` (the same value `source_hash` gives for a file of these bytes)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_header(path: str | os.PathLike[str], limit: int = 8192) -> Optional[dict]:
+    """Memory's header rule: the first line within `limit` bytes, trimmed, parsed; a
+    ``type:"session"`` object or None."""
+    try:
+        with open(path, "rb") as fp:
+            head = fp.read(limit)
+    except OSError:
+        return None
+    first = head.split(b"\n", 1)[0].strip()
+    if not first:
+        return None
+    ok, value = parse_json_line(first)
+    if ok and isinstance(value, dict) and value.get("type") == "session":
+        return value
+    return None
