@@ -1,0 +1,22 @@
+-- vim.lsp.Config for the fabric-lsp server (Neovim 0.11+):
+--
+--   vim.lsp.enable('fabric')                                  -- plugin/fabric.lua does this by default
+--   vim.lsp.config('fabric', { settings = { fabric = { agentDir = '~/.pi/agent' } } })
+--
+-- Options also come from `vim.g.fabric` (see `:help fabric-options`); values given through
+-- vim.lsp.config() win over vim.g.fabric.
+local opts = require('fabric.config').get()
+local lsp = require('fabric.lsp')
+
+---@type vim.lsp.Config
+return {
+  cmd = opts.cmd,
+  filetypes = opts.filetypes,
+  root_dir = lsp.root_dir,
+  -- One server for the whole editor: it serves every session of the agent dir.
+  reuse_client = lsp.reuse_client,
+  init_options = vim.deepcopy(opts.settings),
+  settings = { fabric = vim.deepcopy(opts.settings) },
+  before_init = lsp.before_init,
+  handlers = lsp.handlers,
+}

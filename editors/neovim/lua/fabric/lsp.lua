@@ -1,0 +1,201 @@
+-- Client-side pieces of the vim.lsp.Config in lsp/fabric.lua, and access to the running client.
+local config = require('fabric.config')
+
+local M = {}
+
+M.name = 'fabric'
+
+---Workspace root: the nearest root marker, else the current directory.
+---@param bufnr integer
+---@param on_dir fun(dir: string)
+function M.root_dir(bufnr, on_dir)
+  local markers = config.get().root_markers
+  local root = (#markers > 0) and vim.fs.root(bufnr, markers) or nil
+  on_dir(root or vim.fn.getcwd())
+end
+
+---Reuse any running fabric client: the server is editor-wide, not per project.
+---@param client vim.lsp.Client
+---@param cfg vim.lsp.ClientConfig
+function M.reuse_client(client, cfg)
+  return client.name == cfg.name and not client:is_stopped()
+end
+
+---Merge settings tables; an empty result is a JSON object (`{}`), never an array.
+local function deep_merge(base, over)
+  local merged = vim.tbl_deep_extend('force', base or {}, over or {})
+  if next(merged) == nil then
+    return vim.empty_dict()
+  end
+  return merged
+end
+M.deep_merge = deep_merge
+
+---Settings changed in vim.g.fabric after lsp/fabric.lua was resolved still reach the server:
+---vim.g.fabric.settings are the base, anything set through vim.lsp.config() wins.
+---@param params lsp.InitializeParams
+---@param cfg vim.lsp.ClientConfig
+function M.before_init(params, cfg)
+  local base = config.get().settings
+  params.initializationOptions = deep_merge(base, params.initializationOptions)
+  if type(cfg.settings) == 'table' then
+    -- Mutate in place: the client already holds this table as client.settings.
+    cfg.settings.fabric = deep_merge(base, cfg.settings.fabric)
+  end
+end
+
+-- Server log lines (window/logMessage), newest last, for `:Fabric log`.
+M.log_lines = {}
+local MAX_LOG = 2000
+local LEVEL_NAMES = { 'ERROR', 'WARN', 'INFO', 'LOG', 'DEBUG' }
+
+local function record_log(params)
+  local level = LEVEL_NAMES[params.type] or tostring(params.type)
+  for line in tostring(params.message):gmatch('[^\n]+') do
+    M.log_lines[#M.log_lines + 1] = ('[%s] %s'):format(level, line)
+  end
+  while #M.log_lines > MAX_LOG do
+    table.remove(M.log_lines, 1)
+  end
+end
+
+M.handlers = {
+  ['window/logMessage'] = function(err, params, ctx)
+    if params then
+      record_log(params)
+    end
+    return vim.lsp.handlers['window/logMessage'](err, params, ctx)
+  end,
+  ['fabric/compactionCommitted'] = function(_, params)
+    require('fabric.notify').compaction_committed(params)
+  end,
+  ['fabric/activity'] = function(_, params)
+    require('fabric.progress').activity(params)
+  end,
+}
+
+---The fabric client attached to `bufnr`, else any running fabric client.
+---@param bufnr? integer
+---@return vim.lsp.Client?
+function M.get_client(bufnr)
+  local attached = vim.lsp.get_clients({ name = M.name, bufnr = bufnr or 0 })
+  if attached[1] then
+    return attached[1]
+  end
+  return vim.lsp.get_clients({ name = M.name })[1]
+end
+
+---Start (or reuse) the fabric client without attaching it to the current buffer.
+---@return vim.lsp.Client?, string?
+function M.ensure_client()
+  local client = M.get_client(0)
+  if client then
+    return client
+  end
+  local ok, resolved = pcall(function()
+    return vim.lsp.config[M.name]
+  end)
+  if not ok or type(resolved) ~= 'table' then
+    return nil, 'no vim.lsp config named "fabric" (is editors/neovim on the runtimepath?)'
+  end
+  local cfg = vim.deepcopy(resolved)
+  if type(cfg.root_dir) == 'function' then
+    local dir
+    cfg.root_dir(vim.api.nvim_get_current_buf(), function(d)
+      dir = d
+    end)
+    cfg.root_dir = dir or vim.fn.getcwd()
+  end
+  local cmd = cfg.cmd
+  if type(cmd) == 'table' and vim.fn.executable(cmd[1]) ~= 1 then
+    return nil, ('server command %q is not executable (set vim.g.fabric.cmd; see :checkhealth fabric)'):format(
+      tostring(cmd[1])
+    )
+  end
+  local id = vim.lsp.start(cfg, { attach = false, silent = true })
+  if not id then
+    return nil, 'the fabric-lsp server failed to start (see :Fabric log and :checkhealth fabric)'
+  end
+  return vim.lsp.get_client_by_id(id)
+end
+
+---Call `fn(client)` once a fabric client is initialized, or `fn(nil, err)`.
+---@param fn fun(client: vim.lsp.Client?, err: string?)
+function M.with_client(fn)
+  local client, err = M.ensure_client()
+  if not client then
+    return fn(nil, err)
+  end
+  if client.initialized then
+    return fn(client)
+  end
+  local deadline = vim.uv.now() + config.get().timeout_ms
+  local timer = assert(vim.uv.new_timer())
+  timer:start(
+    20,
+    20,
+    vim.schedule_wrap(function()
+      if timer:is_closing() then
+        return
+      end
+      if client.initialized then
+        timer:close()
+        fn(client)
+      elseif client:is_stopped() or vim.uv.now() > deadline then
+        timer:close()
+        fn(nil, 'the fabric-lsp server did not initialize (see :Fabric log)')
+      end
+    end)
+  )
+end
+
+---Send a request; `cb(err_message, result)` runs exactly once, also on timeout.
+---@param method string
+---@param params table
+---@param cb fun(err: string?, result: any)
+---@param opts? {bufnr?: integer, timeout_ms?: integer}
+function M.request(method, params, cb, opts)
+  opts = opts or {}
+  M.with_client(function(client, cerr)
+    if not client then
+      return cb(cerr)
+    end
+    local done = false
+    local timer
+    local function finish(err, result)
+      if done then
+        return
+      end
+      done = true
+      if timer and not timer:is_closing() then
+        timer:close()
+      end
+      cb(err, result)
+    end
+    local bufnr = opts.bufnr or vim.api.nvim_get_current_buf()
+    local ok, request_id = client:request(method, params, function(err, result)
+      if err then
+        finish(('%s (%s)'):format(err.message or vim.inspect(err), tostring(err.code)))
+      else
+        finish(nil, result)
+      end
+    end, bufnr)
+    if not ok then
+      return finish('the fabric-lsp server is not running')
+    end
+    local timeout = opts.timeout_ms or config.get().timeout_ms
+    timer = assert(vim.uv.new_timer())
+    timer:start(
+      timeout,
+      0,
+      vim.schedule_wrap(function()
+        if not done then
+          pcall(client.cancel_request, client, request_id)
+          finish(('%s timed out after %d ms'):format(method, timeout))
+        end
+      end)
+    )
+  end)
+end
+
+return M

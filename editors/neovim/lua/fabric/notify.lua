@@ -1,0 +1,38 @@
+-- Server notifications that the user should see.
+local ui = require('fabric.ui')
+
+local M = {}
+
+---`fabric/compactionCommitted` {session, record: CommitRecord} → vim.notify, then
+---`User FabricCompactionCommitted` with the params as data.
+---@param params {session: string, record: table}?
+function M.compaction_committed(params)
+  if type(params) ~= 'table' then
+    return
+  end
+  local record = type(params.record) == 'table' and params.record or {}
+  local session = tostring(params.session)
+  if record.status == 'committed' then
+    local tokens = ''
+    if ui.present(record.tokensBefore) then
+      tokens = (' (%s tokens before'):format(record.tokensBefore)
+      if ui.present(record.estimatedTokensAfter) then
+        tokens = tokens .. (', ~%s after'):format(record.estimatedTokensAfter)
+      end
+      tokens = tokens .. ')'
+    end
+    ui.notify(('Fabric: compaction committed to %s%s'):format(session, tokens), vim.log.levels.INFO)
+  else
+    ui.notify(
+      ('Fabric: compaction of %s failed: %s'):format(session, tostring(record.error or record.status)),
+      vim.log.levels.WARN
+    )
+  end
+  vim.api.nvim_exec_autocmds('User', {
+    pattern = 'FabricCompactionCommitted',
+    modeline = false,
+    data = params,
+  })
+end
+
+return M

@@ -1,0 +1,123 @@
+-- Entry references `pi-entry:<sessionId>/<entryId>` and session JSONL buffers.
+local M = {}
+
+-- Lua-pattern form of docs/protocol.md's reference syntax.
+M.pattern = 'pi%-entry:([%w][%w_.%-]*)/([%w][%w_.:%-]*)'
+
+---Format a reference.
+function M.format(session_id, entry_id)
+  return ('pi-entry:%s/%s'):format(session_id, entry_id)
+end
+
+---All references on `line`: {session_id, entry_id, first_col, last_col} (1-based, inclusive).
+---@param line string
+function M.find_all(line)
+  local out = {}
+  local init = 1
+  while true do
+    local s, e, sid, eid = line:find(M.pattern, init)
+    if not s then
+      break
+    end
+    -- A reference cannot end on '.' or ':' (sentence punctuation after it).
+    while eid:match('[.:]$') do
+      eid = eid:sub(1, -2)
+      e = e - 1
+    end
+    out[#out + 1] = { session_id = sid, entry_id = eid, first_col = s, last_col = e }
+    init = e + 1
+  end
+  return out
+end
+
+---The reference under the cursor of the current window, if any.
+---@return {session_id: string, entry_id: string}?
+function M.under_cursor()
+  local line = vim.api.nvim_get_current_line()
+  local col = vim.api.nvim_win_get_cursor(0)[2] + 1
+  for _, ref in ipairs(M.find_all(line)) do
+    if col >= ref.first_col and col <= ref.last_col then
+      return ref
+    end
+  end
+end
+
+---The session header of `bufnr` when it is a Pi session JSONL buffer (first line
+---`{"type":"session","id":…}`), else nil.
+---@param bufnr? integer
+---@return {id: string, path: string}?
+function M.session_of_buffer(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  if not vim.api.nvim_buf_is_valid(bufnr) then
+    return nil
+  end
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if not name:match('%.jsonl$') then
+    return nil
+  end
+  local first = vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1]
+  if not first or first == '' then
+    return nil
+  end
+  local ok, header = pcall(vim.json.decode, first)
+  if ok and type(header) == 'table' and header.type == 'session' and type(header.id) == 'string' then
+    return { id = header.id, path = vim.fn.fnamemodify(name, ':p') }
+  end
+end
+
+---The entry id on line `lnum` (1-based) of a session buffer.
+---@param bufnr integer
+---@param lnum integer
+---@return string?
+function M.entry_id_at(bufnr, lnum)
+  local text = vim.api.nvim_buf_get_lines(bufnr, lnum - 1, lnum, false)[1]
+  if not text or text == '' then
+    return nil
+  end
+  local ok, obj = pcall(vim.json.decode, text)
+  if ok and type(obj) == 'table' and type(obj.id) == 'string' and obj.type ~= 'session' then
+    return obj.id
+  end
+end
+
+---`gd`: the server's textDocument/definition on a reference in a buffer the client is attached
+---to; through fabric/expand (which knows the entry's line) elsewhere; the built-in `gd`
+---when the cursor is on no reference.
+function M.goto_definition()
+  local ref = M.under_cursor()
+  if not ref then
+    vim.cmd('normal! gd')
+    return
+  end
+  local attached = vim.lsp.get_clients({ name = 'fabric', bufnr = 0 })[1]
+  if attached then
+    vim.lsp.buf.definition()
+    return
+  end
+  require('fabric.lsp').request(
+    'fabric/expand',
+    { session = ref.session_id, entryIds = { ref.entry_id } },
+    function(err, result)
+      if err then
+        return require('fabric.ui').done('definition', false, err)
+      end
+      if type(result) == 'table' and type(result.error) == 'table' then
+        return require('fabric.ui').done('definition', false, result.error.message)
+      end
+      local entry = result.expanded and result.expanded[1]
+      M.open_jsonl(result.sessionFile, entry and entry.line or 0)
+      require('fabric.ui').done('definition', true)
+    end
+  )
+end
+
+---Open a session JSONL at a 0-based line.
+---@param path string
+---@param line integer
+function M.open_jsonl(path, line)
+  vim.cmd.edit(vim.fn.fnameescape(path))
+  local last = vim.api.nvim_buf_line_count(0)
+  vim.api.nvim_win_set_cursor(0, { math.min(math.max((line or 0) + 1, 1), last), 0 })
+end
+
+return M

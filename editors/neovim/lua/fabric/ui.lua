@@ -1,0 +1,105 @@
+-- Scratch buffers, messages and the completion event shared by the subcommands.
+local config = require('fabric.config')
+
+local M = {}
+
+---@param msg string
+---@param level? integer vim.log.levels.*
+function M.notify(msg, level)
+  vim.notify(msg, level or vim.log.levels.INFO, { title = 'Fabric' })
+end
+
+---Fire `User FabricCommandDone` (data: {command, ok, message?}) when a subcommand finished.
+---Scripts and tests wait for it; a failure is also reported with vim.notify.
+---@param command string
+---@param ok boolean
+---@param message? string
+function M.done(command, ok, message)
+  if not ok and message then
+    M.notify(('Fabric %s: %s'):format(command, message), vim.log.levels.ERROR)
+  end
+  vim.api.nvim_exec_autocmds('User', {
+    pattern = 'FabricCommandDone',
+    modeline = false,
+    data = { command = command, ok = ok, message = message },
+  })
+end
+
+---Show `buf` in a window following the `open` option; focus an existing window first.
+---@param buf integer
+function M.show(buf)
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      vim.api.nvim_set_current_win(win)
+      return
+    end
+  end
+  local open = config.get().open
+  if open == 'current' then
+    vim.api.nvim_set_current_buf(buf)
+  else
+    vim.cmd(open)
+    vim.api.nvim_set_current_buf(buf)
+  end
+end
+
+---Create or refresh the read-only scratch buffer `name` with `lines` and show it.
+---@param name string a `fabric://…` buffer name
+---@param lines string[]
+---@param opts? {filetype?: string, vars?: table<string, any>}
+---@return integer bufnr
+function M.scratch(name, lines, opts)
+  opts = opts or {}
+  local buf = vim.fn.bufnr('^' .. vim.fn.escape(name, '\\/.*$^~[]') .. '$')
+  if buf == -1 or not vim.api.nvim_buf_is_valid(buf) then
+    buf = vim.api.nvim_create_buf(true, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  local bo = vim.bo[buf]
+  bo.buftype = 'nofile'
+  bo.bufhidden = 'hide'
+  bo.swapfile = false
+  bo.modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  bo.modifiable = false
+  bo.modified = false
+  for k, v in pairs(opts.vars or {}) do
+    vim.b[buf][k] = v
+  end
+  if opts.filetype then
+    bo.filetype = opts.filetype
+  end
+  M.show(buf)
+  return buf
+end
+
+---Split text into buffer lines (no embedded newlines; CR dropped).
+---@param text string?
+---@return string[]
+function M.lines(text)
+  local out = {}
+  for line in ((text or '') .. '\n'):gmatch('(.-)\r?\n') do
+    out[#out + 1] = line
+  end
+  return out
+end
+
+---One-line excerpt: whitespace collapsed, at most `max` characters.
+---@param text string?
+---@param max? integer
+function M.excerpt(text, max)
+  max = max or 100
+  local s = (text or ''):gsub('%s+', ' '):gsub('^ ', '')
+  if vim.fn.strchars(s) > max then
+    s = vim.fn.strcharpart(s, 0, max - 1) .. '…'
+  end
+  return s
+end
+
+---@param value any
+---@return boolean
+function M.present(value)
+  return value ~= nil and value ~= vim.NIL
+end
+
+return M
