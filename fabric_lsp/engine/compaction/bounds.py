@@ -1,0 +1,105 @@
+"""Bounds helpers (digest §1): UTF-8 measurement and clipping, canonical text,
+earliest+latest sampling and omission lines."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable, Iterable, Optional
+
+from .jsstr import split_ws_words
+
+MAX_SUMMARY_BYTES = 32768
+ARROW = "\u2192"
+
+
+def utf8_bytes(s: str) -> int:
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-8", "surrogatepass"))
+
+
+def clip_utf8(text: str, max_bytes: int, suffix: str = "\u2026") -> str:
+    """Whole code points while they fit in `max_bytes - len(suffix)`, then the suffix."""
+    if max_bytes <= 0:
+        return ""
+    if text.isascii():
+        if len(text) <= max_bytes:
+            return text
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) <= max_bytes:
+            return text
+    suffix_bytes = utf8_bytes(suffix)
+    if suffix_bytes >= max_bytes:
+        return ""
+    limit = max_bytes - suffix_bytes
+    if text.isascii():
+        return text[:limit] + suffix
+    cut = limit
+    # back off to a code point boundary (continuation bytes are 10xxxxxx)
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:
+        cut -= 1
+    return data[:cut].decode("utf-8", "surrogatepass") + suffix
+
+
+def canonicalize_text(source: str, max_bytes: int = 8192) -> dict[str, Any]:
+    canonical = " ".join(split_ws_words(source))
+    source_bytes = utf8_bytes(canonical)
+    return {
+        "canonical": canonical,
+        "text": clip_utf8(canonical, max_bytes),
+        "sourceBytes": source_bytes,
+        "truncated": source_bytes > max_bytes,
+    }
+
+
+class Sample:
+    __slots__ = ("values", "omitted", "omitted_first", "omitted_last", "split_index")
+
+    def __init__(self, values: list, omitted: int, first: Optional[str], last: Optional[str], split: int):
+        self.values = values
+        self.omitted = omitted
+        self.omitted_first = first
+        self.omitted_last = last
+        self.split_index = split
+
+
+def _entry_id(item: Any) -> Optional[str]:
+    if isinstance(item, dict):
+        return item.get("entryId")
+    return getattr(item, "entryId", None)
+
+
+def sample_addressed(items: Iterable, max_items: int, entry_id: Callable[[Any], Optional[str]] = _entry_id) -> Sample:
+    """Earliest `ceil(max/2)` + sliding latest `floor(max/2)`; displaced items are
+    counted with the entry ids of the first and last displaced item."""
+    earliest_limit = -(-max_items // 2)
+    latest_limit = max_items // 2
+    earliest: list = []
+    latest: deque = deque()
+    omitted = 0
+    first: Optional[str] = None
+    last: Optional[str] = None
+    for item in items:
+        if len(earliest) < earliest_limit:
+            earliest.append(item)
+            continue
+        latest.append(item)
+        if len(latest) > latest_limit:
+            gone = latest.popleft()
+            omitted += 1
+            eid = entry_id(gone)
+            if first is None:
+                first = eid
+            last = eid
+    return Sample(earliest + list(latest), omitted, first, last, len(earliest))
+
+
+def range_text(first: Optional[str], last: Optional[str]) -> str:
+    if first or last:
+        return f"{first or '(start)'} {ARROW} {last or '(end)'}"
+    return "(unknown range)"
+
+
+def omission_line(count: int, first: Optional[str], last: Optional[str], noun: str) -> str:
+    return f"\u2026 omitted {count} {noun}; source entries {range_text(first, last)}"

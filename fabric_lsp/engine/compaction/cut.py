@@ -1,0 +1,297 @@
+"""Live window and cuts (digest §7): live items, call/result spans, the calibrated
+continuity cut and the legacy latest-turn cut."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from fabric_lsp.engine.session.context import build_context_messages, entry_to_message
+from fabric_lsp.engine.session.tokens import estimate_tokens
+
+from .normalize import typed_custom_message
+
+SUMMARY_RAW_TOKEN_BUDGET = 8192  # ceil(32768 / 4)
+HARD_CEILING_SAFETY_RATIO = 0.9
+MAX_PRECOMPACTION_RATIO = 0.95
+TURN_BOUNDARY_ROLES = frozenset(("user", "custom", "bashExecution", "branchSummary", "compactionSummary"))
+
+
+def _num(v: Any) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return v
+
+
+def calculate_context_tokens_js(usage: Any) -> float:
+    """JS `calculateContextTokens`: NaN when fields are missing (no checkpoint)."""
+    if not isinstance(usage, dict):
+        return math.nan
+    total = usage.get("totalTokens")
+    if total:  # truthy
+        t = _num(total)
+        return math.nan if t is None else t
+    s = 0.0
+    for k in ("input", "output", "cacheRead", "cacheWrite"):
+        v = _num(usage.get(k))
+        if v is None:
+            return math.nan
+        s += v
+    return s
+
+
+def context_tokens_of(entries: list[dict]) -> int:
+    return sum(estimate_tokens(m) for m in build_context_messages(entries))
+
+
+class LiveItem:
+    __slots__ = ("branch_index", "id", "turn_boundary", "cut_point", "tokens")
+
+    def __init__(self, branch_index: int, eid: Any, turn_boundary: bool, cut_point: bool, tokens: int) -> None:
+        self.branch_index = branch_index
+        self.id = eid
+        self.turn_boundary = turn_boundary
+        self.cut_point = cut_point
+        self.tokens = tokens
+
+
+def last_compaction_index(branch: list[dict]) -> int:
+    for i in range(len(branch) - 1, -1, -1):
+        if branch[i].get("type") == "compaction":
+            return i
+    return -1
+
+
+def live_start(branch: list[dict], lc: int) -> int:
+    if lc < 0:
+        return 0
+    kept = branch[lc].get("firstKeptEntryId")
+    if isinstance(kept, str) and kept:
+        for i, e in enumerate(branch):
+            if e.get("id") == kept:
+                return i
+    return lc + 1
+
+
+def live_items(branch: list[dict], start: int) -> list[LiveItem]:
+    items: list[LiveItem] = []
+    for i in range(start, len(branch)):
+        e = branch[i]
+        t = e.get("type")
+        if t == "compaction":
+            continue
+        if t == "custom_message" and not typed_custom_message(e):
+            continue
+        if t == "message":
+            m = e.get("message")
+            if isinstance(m, dict) and m.get("role") == "custom" and m.get("display") is False:
+                c = m.get("content")
+                if c == "" or c == []:
+                    continue
+        msg = entry_to_message(e)
+        if msg is None:
+            continue
+        role = msg.get("role")
+        items.append(
+            LiveItem(
+                i,
+                e.get("id"),
+                role in TURN_BOUNDARY_ROLES,
+                role != "toolResult",
+                estimate_tokens(msg),
+            )
+        )
+    return items
+
+
+class Spans:
+    """Call/result spans over the whole branch, with an O(1) crossing test."""
+
+    def __init__(self, branch: list[dict]) -> None:
+        spans: dict[str, list] = {}  # id -> [first, last, hasCall, hasResult]
+
+        def note(cid: str, idx: int, is_call: bool) -> None:
+            s = spans.get(cid)
+            if s is None:
+                spans[cid] = [idx, idx, is_call, not is_call]
+            else:
+                if idx < s[0]:
+                    s[0] = idx
+                if idx > s[1]:
+                    s[1] = idx
+                if is_call:
+                    s[2] = True
+                else:
+                    s[3] = True
+
+        for i, e in enumerate(branch):
+            if e.get("type") != "message":
+                continue
+            m = e.get("message")
+            if not isinstance(m, dict):
+                continue
+            content = m.get("content")
+            if isinstance(content, list):
+                for p in content:
+                    if isinstance(p, dict) and p.get("type") == "toolCall":
+                        cid = p.get("id")
+                        if isinstance(cid, str) and cid:
+                            note(cid, i, True)
+            if m.get("role") == "toolResult":
+                cid = m.get("toolCallId")
+                if isinstance(cid, str) and cid:
+                    note(cid, i, False)
+        self.closed = [(s[0], s[1]) for s in spans.values() if s[2] and s[3] and s[0] < s[1]]
+        n = len(branch) + 2
+        diff = [0] * n
+        for first, last in self.closed:
+            diff[first + 1] += 1
+            diff[last + 1] -= 1
+        acc = 0
+        self.crossing = [0] * n
+        for b in range(n):
+            acc += diff[b]
+            self.crossing[b] = acc
+
+    def safe(self, b: int) -> bool:
+        return self.crossing[b] == 0
+
+    def min_first_crossing(self, b: int) -> Optional[int]:
+        if self.crossing[b] == 0:
+            return None
+        return min(f for f, l in self.closed if f < b <= l)
+
+
+def calibrate(branch: list[dict], tokens_before: float, raw_before: int) -> tuple[float, float]:
+    lc = last_compaction_index(branch)
+    raw = context_tokens_of(branch[: lc + 1]) if lc >= 0 else 0
+    checkpoints: list[tuple[int, float]] = []
+    for e in branch[lc + 1 :]:
+        msg = entry_to_message(e)
+        if msg is None:
+            continue
+        raw += estimate_tokens(msg)
+        if msg.get("role") == "assistant":
+            ctx = calculate_context_tokens_js(msg.get("usage"))
+            if math.isfinite(ctx) and ctx > 0:
+                checkpoints.append((raw, ctx))
+    kept = [(r, c) for r, c in checkpoints if r < raw_before and c <= tokens_before]
+    minimum_delta = max(4096, math.floor(raw_before * 0.1))
+    slopes = []
+    for r, c in kept:
+        rd = raw_before - r
+        cd = tokens_before - c
+        if rd >= minimum_delta and cd >= 0:
+            s = cd / rd
+            if math.isfinite(s) and s >= 0:
+                slopes.append(s)
+    if not slopes:
+        return 1, max(0, tokens_before - raw_before)
+    scale = max(1, max(slopes))
+    fixed = max(0, tokens_before - scale * raw_before)
+    if kept:
+        fixed = max(fixed, max(c - scale * r for r, c in kept))
+    return scale, fixed
+
+
+def _js_floor(x: float) -> int:
+    return math.floor(x)
+
+
+def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
+    """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
+    lc = last_compaction_index(branch)
+    live = live_items(branch, live_start(branch, lc))
+    if not live:
+        return {"ok": False, "reason": "empty"}
+    spans = Spans(branch)
+    if budget_input is not None:
+        b = budget_input["budget"]
+        window = b.get("contextWindow")
+        if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
+            return _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b)
+    return _legacy_cut(live, spans, lc)
+
+
+def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, tokens_before: float, b: dict) -> dict:
+    raw_before = context_tokens_of(branch)
+    scale, fixed = calibrate(branch, tokens_before, raw_before)
+    window = math.floor(b["contextWindow"])
+    reserve = max(0, math.floor(b["reserveTokens"]))
+    keep = max(0, math.floor(b["keepRecentTokens"]))
+    ratio = min(0.85, max(0.25, b["targetContextRatio"]))
+    continuity = max(1, math.ceil(fixed + (keep + SUMMARY_RAW_TOKEN_BUDGET) * scale))
+    occupancy = max(1, math.floor(window * ratio))
+    safe_ceiling = max(1, math.floor(max(1, window - reserve) * HARD_CEILING_SAFETY_RATIO))
+    reduction = max(1, math.floor(tokens_before * MAX_PRECOMPACTION_RATIO))
+    target = min(continuity, occupancy, safe_ceiling, reduction)
+    binding = "continuity"
+    for name, v in (("continuity", continuity), ("occupancy", occupancy), ("reserve", safe_ceiling), ("reduction", reduction)):
+        if v == target:
+            binding = name
+            break
+    raw_post = max(0, math.floor((target - fixed) / scale))
+    raw_tail = max(0, raw_post - SUMMARY_RAW_TOKEN_BUDGET)
+    n = len(live)
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + live[i].tokens
+    cut = -1
+    for i in range(1, n):
+        it = live[i]
+        if it.branch_index > lc and it.cut_point and suffix[i] <= raw_tail and spans.safe(it.branch_index):
+            cut = i
+            break
+    if cut < 0:
+        summarized = live
+        first_kept = ""
+        retained = 0
+    else:
+        summarized = live[:cut]
+        first_kept = live[cut].id
+        retained = suffix[cut]
+    budget = {
+        "strategy": "continuity",
+        "contextWindow": b["contextWindow"],
+        "targetContextRatio": ratio,
+        "targetContextTokens": target,
+        "reserveTokens": reserve,
+        "keepRecentTokens": keep,
+        "rawTokensBefore": raw_before,
+        "tokenScale": scale,
+        "fixedOverheadTokens": fixed,
+        "retainedRawTokens": retained,
+        "continuityTargetTokens": continuity,
+        "occupancyCeilingTokens": occupancy,
+        "safeCeilingTokens": safe_ceiling,
+        "reductionCeilingTokens": reduction,
+        "rawTailTokenBudget": raw_tail,
+        "bindingConstraint": binding,
+    }
+    return {"ok": True, "firstKeptEntryId": first_kept, "summarized": summarized, "retainedRawTokens": retained, "budget": budget}
+
+
+def _legacy_cut(live: list[LiveItem], spans: Spans, lc: int) -> dict:
+    lb = -1
+    for i in range(len(live) - 1, -1, -1):
+        if live[i].turn_boundary:
+            lb = i
+            break
+    i = lb
+    if lb > 0:
+        while i > 0:
+            e = spans.min_first_crossing(live[i].branch_index)
+            if e is None:
+                break
+            j = -1
+            for k in range(len(live) - 1, -1, -1):
+                if live[k].branch_index <= e and live[k].turn_boundary:
+                    j = k
+                    break
+            if j < 0 or j >= i:
+                i = 0
+                break
+            i = j
+    if i <= 0 or live[i].branch_index <= lc:
+        return {"ok": True, "firstKeptEntryId": "", "summarized": live, "retainedRawTokens": 0}
+    return {"ok": True, "firstKeptEntryId": live[i].id, "summarized": live[:i], "retainedRawTokens": 0}

@@ -1,0 +1,258 @@
+"""The Fabric `session_before_compact` / `session_before_tree` hooks as pure functions
+(digest §6, §11, §12): precedence, threshold deferral, budget inputs, compile."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+from .bounds import clip_utf8
+from .cut import compute_cut
+from .details import build_details, is_fabric_v1, is_fabric_v2
+from .instructions import PI_VCC_SENTINEL, decode_instructions
+from .jsstr import utf16_len
+from .normalize import count_erased_thinking_blocks, normalize
+from .projections import project_all
+from .render import render_summary, section_headers
+
+DEFAULT_PI_SETTINGS = {"reserveTokens": 16384, "keepRecentTokens": 20000}
+DEFAULT_TARGET_RATIO = 0.65
+
+
+# ----------------------------------------------------------------------- config
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def normalize_config(raw: Any) -> dict[str, Any]:
+    """Fabric's compaction config normalization (digest §8)."""
+    cfg = raw if isinstance(raw, dict) else {}
+    if isinstance(cfg.get("compaction"), dict):
+        cfg = cfg["compaction"]
+    engine = cfg.get("engine")
+    ratio = cfg.get("targetContextRatio")
+    out: dict[str, Any] = {
+        "engine": engine if engine in ("pi", "fabric") else "fabric",
+        "targetContextRatio": min(0.85, max(0.25, ratio)) if _finite(ratio) else DEFAULT_TARGET_RATIO,
+        "thresholds": {},
+        "tokenThresholds": {},
+    }
+    th = cfg.get("thresholds")
+    if isinstance(th, dict):
+        for k, v in th.items():
+            if isinstance(k, str) and "/" in k and _finite(v):
+                out["thresholds"][k] = min(0.95, max(0.25, v))
+    tt = cfg.get("tokenThresholds")
+    if isinstance(tt, dict):
+        for k, v in tt.items():
+            if isinstance(k, str) and "/" in k and _finite(v):
+                out["tokenThresholds"][k] = min(100000000, max(1000, math.floor(v + 0.5)))
+    return out
+
+
+# ---------------------------------------------------------------------- compile
+
+
+class CompileResult(dict):
+    pass
+
+
+def _cancel(reason: str, instruction_error: Optional[dict] = None) -> dict:
+    r: dict[str, Any] = {"cancel": True, "reason": reason}
+    if instruction_error is not None:
+        r["instructionError"] = instruction_error
+    return r
+
+
+def compile_fabric_summary(
+    branch: list[dict],
+    tokens_before: float,
+    custom_instructions: Optional[str] = None,
+    budget: Optional[dict] = None,
+    *,
+    check: Optional[Callable[[], None]] = None,
+) -> dict:
+    """`{cancel, reason, instructionError?}` or
+    `{summary, firstKeptEntryId, details, events, cut}` (digest §6 internals)."""
+    decoded = decode_instructions(custom_instructions)
+    if not decoded["ok"]:
+        err = decoded["error"]
+        return _cancel(f"fabric: {err['code']}: {err['message']}", err)
+    cut = compute_cut(branch, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None)
+    if check is not None:
+        check()
+    if not cut["ok"]:
+        return _cancel("fabric: nothing to compact")
+    first_kept = cut["firstKeptEntryId"]
+    boundary = len(branch)
+    if first_kept:
+        for i, e in enumerate(branch):
+            if e.get("id") == first_kept:
+                boundary = i
+                break
+    prefix = branch[:boundary]
+    events = normalize(prefix, check)
+    if not events:
+        return _cancel("fabric: no raw cumulative source")
+    source_ids = {ev["sourceEntryId"] for ev in events}
+    src_entries = [e for e in prefix if e.get("id") in source_ids]
+    first_id = src_entries[0].get("id") if src_entries else ""
+    last_id = src_entries[-1].get("id") if src_entries else ""
+    source_range = {"first": first_id if isinstance(first_id, str) else "", "last": last_id if isinstance(last_id, str) else ""}
+    ts = src_entries[-1].get("timestamp") if src_entries else None
+    sections = project_all(events)
+    if check is not None:
+        check()
+    req_lines = decoded["requestLines"]
+    summary = render_summary(
+        sections,
+        first_entry_id=source_range["first"],
+        last_entry_id=source_range["last"],
+        last_timestamp=ts if isinstance(ts, str) else None,
+        request_lines=req_lines,
+        summary_kind="compaction",
+    )
+    b = cut.get("budget")
+    if b is not None:
+        projected = math.ceil(b["fixedOverheadTokens"] + (cut["retainedRawTokens"] + math.ceil(utf16_len(summary) / 4)) * b["tokenScale"])
+        b["projectedTokensAfter"] = projected
+        if projected > b["targetContextTokens"]:
+            return _cancel("fabric: no deterministic summary fits the continuity context target")
+    summarized = cut["summarized"]
+    v1 = v2 = 0
+    for e in branch:
+        if e.get("type") == "compaction":
+            d = e.get("details")
+            if is_fabric_v1(d):
+                v1 += 1
+            elif is_fabric_v2(d):
+                v2 += 1
+    omitted = dict(sections["omittedCounts"])
+    omitted["preserve"] = decoded["policy"]["omittedPreserveCount"]
+    omitted["thinking"] = count_erased_thinking_blocks(prefix)
+    details = build_details(
+        sections=section_headers(sections, bool(req_lines)),
+        source_range=source_range,
+        live_range={"first": summarized[0].id if summarized else None, "last": summarized[-1].id if summarized else None},
+        counts={
+            "branchEntries": len(branch),
+            "cumulativeSourceEntries": len(src_entries),
+            "sourceEvents": len(events),
+            "liveCutEntries": len(summarized),
+            "priorFabricV1": v1,
+            "priorFabricV2": v2,
+        },
+        omitted_counts=omitted,
+        policy=decoded["policy"],
+        first_kept=first_kept,
+        budget=b,
+        timestamp=ts,
+    )
+    return {"summary": summary, "firstKeptEntryId": first_kept, "details": details, "events": events, "cut": cut}
+
+
+# ------------------------------------------------------------------------- hook
+
+
+def compaction_hook(
+    branch: list[dict],
+    *,
+    tokens_before: float,
+    reason: str = "manual",
+    custom_instructions: Optional[str] = None,
+    model_key: Optional[str] = None,
+    context_window: Optional[float] = None,
+    pi_settings: Optional[dict] = None,
+    config: Optional[dict] = None,
+    pi_vcc_overriding: bool = False,
+    check: Optional[Callable[[], None]] = None,
+) -> dict:
+    """The pure `session_before_compact` handler.
+
+    Returns `{"result": "passthrough"}`, `{"result": "cancel", "reason", "notification"?}`
+    or `{"result": "compaction", "compaction": {...}, "compile": ...}`.
+    """
+    cfg = normalize_config(config)
+    if custom_instructions == PI_VCC_SENTINEL:
+        return {"result": "passthrough", "reason": "pi-vcc sentinel: Fabric defers to pi-vcc"}
+    if reason == "threshold" and model_key is not None:
+        token_threshold = cfg["tokenThresholds"].get(model_key)
+        if token_threshold is not None:
+            if tokens_before < token_threshold:
+                return {"result": "cancel", "reason": f"fabric: threshold deferred ({tokens_before} < {token_threshold} tokens for {model_key})"}
+        else:
+            ratio = cfg["thresholds"].get(model_key)
+            if ratio is not None and _finite(context_window) and tokens_before / context_window < ratio:
+                return {"result": "cancel", "reason": f"fabric: threshold deferred (below {ratio} of the window for {model_key})"}
+    if cfg["engine"] != "fabric":
+        return {"result": "passthrough", "reason": "compaction.engine is \"pi\": Pi's own compactor runs"}
+    settings = pi_settings if pi_settings is not None else DEFAULT_PI_SETTINGS
+    windows = []
+    if reason == "overflow" and _finite(tokens_before) and tokens_before > 0:
+        windows.append(max(1, math.floor(tokens_before * 0.9)))
+    if _finite(context_window) and context_window > 0:
+        windows.append(context_window)
+    budget = None
+    if windows:
+        budget = {
+            "contextWindow": min(windows),
+            "targetContextRatio": cfg["targetContextRatio"],
+            "reserveTokens": settings.get("reserveTokens", DEFAULT_PI_SETTINGS["reserveTokens"]),
+            "keepRecentTokens": settings.get("keepRecentTokens", DEFAULT_PI_SETTINGS["keepRecentTokens"]),
+        }
+    res = compile_fabric_summary(branch, tokens_before, custom_instructions, budget, check=check)
+    if res.get("cancel"):
+        err = res.get("instructionError")
+        if err is not None:
+            note = clip_utf8(f"Fabric compaction rejected: {err['code']}: {err['message']}", 512)
+            return {"result": "cancel", "reason": res["reason"], "notification": note, "instructionError": err}
+        if pi_vcc_overriding:
+            return {"result": "passthrough", "reason": res["reason"]}
+        return {"result": "cancel", "reason": res["reason"]}
+    return {
+        "result": "compaction",
+        "compaction": {
+            "summary": res["summary"],
+            "firstKeptEntryId": res["firstKeptEntryId"],
+            "tokensBefore": tokens_before,
+            "details": res["details"],
+        },
+        "compile": res,
+    }
+
+
+def tree_hook(
+    entries_to_summarize: list[dict],
+    *,
+    user_wants_summary: bool = True,
+    custom_instructions: Optional[str] = None,
+    replace_instructions: bool = False,
+    old_leaf_id: Optional[str] = None,
+    config: Optional[dict] = None,
+) -> dict:
+    """The pure `session_before_tree` handler:
+    `{"result": "passthrough"|"cancel"|"summary", ...}`."""
+    from .branch import compile_branch_summary
+
+    cfg = normalize_config(config)
+    if cfg["engine"] != "fabric":
+        return {"result": "passthrough", "reason": "compaction.engine is \"pi\""}
+    if not user_wants_summary:
+        return {"result": "passthrough", "reason": "no summary requested"}
+    if replace_instructions is True:
+        return {"result": "passthrough", "reason": "replaceInstructions: Fabric defers to Pi's summarizer"}
+    decoded = decode_instructions(custom_instructions)
+    if not decoded["ok"]:
+        err = decoded["error"]
+        return {
+            "result": "cancel",
+            "reason": f"fabric: {err['code']}: {err['message']}",
+            "notification": clip_utf8(f"Fabric compaction rejected: {err['code']}: {err['message']}", 512),
+            "instructionError": err,
+        }
+    res = compile_branch_summary(entries_to_summarize, decoded, old_leaf_id, normalize_fn=normalize)
+    if res is None:
+        return {"result": "passthrough", "reason": "nothing to summarize"}
+    return {"result": "summary", "summary": {"summary": res["summary"], "details": res["details"]}, "events": res["events"]}

@@ -1,0 +1,294 @@
+"""JavaScript string and value semantics the compactor must reproduce byte for byte.
+
+The reference engine is TypeScript. Python strings are code-point sequences while JS
+strings are UTF-16 code-unit sequences; JS whitespace, `JSON.stringify`, `String(v)`,
+number formatting, object key order and default sort order all differ from Python's.
+Every helper here copies the JS behaviour described in the compaction digest §0, with
+one deliberate deviation: `truncate` never splits a surrogate pair (see docs/compaction.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from typing import Any
+
+# JS `\s` (WhiteSpace + LineTerminator), used by /\s+/g, trim(), trimStart().
+JS_WS_CHARS = (
+    "\t\n\x0b\x0c\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_WS_CLASS = "[" + re.escape(JS_WS_CHARS) + "]"
+_WS_RUN = re.compile(_WS_CLASS + "+")
+_WS_TRANS = {ord(c): " " for c in JS_WS_CHARS}
+
+ELLIPSIS = "\u2026"
+MAX_SAFE_INTEGER = 9007199254740991
+
+
+def utf16_len(s: str) -> int:
+    """JS `s.length`: UTF-16 code units (astral characters count 2)."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+def utf16_prefix(s: str, units: int) -> str:
+    """The longest prefix of `s` of at most `units` UTF-16 code units that never splits
+    a surrogate pair (JS `slice(0, units)` would keep a lone high surrogate; we stop one
+    code unit earlier instead — the documented deviation)."""
+    if units <= 0:
+        return ""
+    if s.isascii():
+        return s[:units]
+    if len(s) <= units and utf16_len(s) <= units:
+        return s
+    used = 0
+    for i, ch in enumerate(s):
+        w = 2 if ord(ch) > 0xFFFF else 1
+        if used + w > units:
+            return s[:i]
+        used += w
+    return s
+
+
+def js_trim(s: str) -> str:
+    return s.strip(JS_WS_CHARS)
+
+
+def js_trim_start(s: str) -> str:
+    return s.lstrip(JS_WS_CHARS)
+
+
+def is_blank(s: str) -> bool:
+    return not s.strip(JS_WS_CHARS)
+
+
+def collapse(s: str) -> str:
+    """Exact JS whitespace collapse (handles the \\x1c-\\x1f difference)."""
+    if s.isascii() and not any("\x1c" <= c <= "\x1f" for c in s):
+        return " ".join(s.split())
+    return _WS_RUN.sub(" ", s).strip(JS_WS_CHARS)
+
+
+def split_ws_words(s: str) -> list[str]:
+    """`s.trim().split(/\\s+/u).filter(Boolean)`."""
+    if s.isascii() and not any("\x1c" <= c <= "\x1f" for c in s):
+        return s.split()
+    return [p for p in _WS_RUN.split(s) if p]
+
+
+def truncate(text: str, max_units: int) -> str:
+    """Projection `truncate`: collapse whitespace, trim; over `max_units` UTF-16 units,
+    keep `max_units - 1` units plus `…` (never splitting a surrogate pair)."""
+    t = collapse(text)
+    if len(t) <= max_units and (t.isascii() or utf16_len(t) <= max_units):
+        return t
+    if utf16_len(t) <= max_units:
+        return t
+    return utf16_prefix(t, max_units - 1) + ELLIPSIS
+
+
+def first_line(text: str) -> str:
+    """trimStart, then up to the first `\\n` (exclusive)."""
+    t = js_trim_start(text)
+    i = t.find("\n")
+    return t if i < 0 else t[:i]
+
+
+def utf16_sort_key(s: str) -> bytes:
+    """Key for JS default string comparison (UTF-16 code unit order)."""
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def has_unpaired_surrogate(s: str) -> bool:
+    if s.isascii():
+        return False
+    for ch in s:
+        if "\ud800" <= ch <= "\udfff":
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def js_number(x: Any) -> str:
+    """JS Number#toString for finite numbers (JSON.stringify gives "null" otherwise)."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        if -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+            return str(x)
+        try:
+            x = float(x)
+        except OverflowError:
+            return "Infinity" if x > 0 else "-Infinity"
+    if not math.isfinite(x):
+        if x != x:
+            return "NaN"
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "0"
+    if x.is_integer() and abs(x) < 1e21:
+        return str(int(x))
+    sign = "-" if x < 0 else ""
+    d = Decimal(repr(abs(x)))
+    _, digits_t, exp = d.as_tuple()
+    digits = "".join(map(str, digits_t)).rstrip("0") or "0"
+    # value = 0.digits * 10^n  -> n = exp + len(all digits)
+    n = exp + len(digits_t)
+    k = len(digits)
+    if k <= n <= 21:
+        out = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        out = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        out = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        es = ("+" if e >= 0 else "-") + str(abs(e))
+        out = digits + "e" + es if k == 1 else digits[0] + "." + digits[1:] + "e" + es
+    return sign + out
+
+
+def is_finite_number(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return True
+    return isinstance(x, float) and math.isfinite(x)
+
+
+def is_safe_int(x: Any) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, int):
+        return -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER
+    return isinstance(x, float) and math.isfinite(x) and x.is_integer() and abs(x) <= MAX_SAFE_INTEGER
+
+
+# ------------------------------------------------------------------------ object keys
+
+
+def _is_array_index(k: str) -> bool:
+    if not k or not k.isdigit() or not k.isascii():
+        return False
+    if len(k) > 1 and k[0] == "0":
+        return False
+    return int(k) < 4294967295
+
+
+def js_keys(obj: dict) -> list[str]:
+    """`Object.keys(obj)`: integer-like keys first (ascending), then insertion order."""
+    keys = list(obj.keys())
+    idx = [k for k in keys if isinstance(k, str) and k[:1].isdigit() and _is_array_index(k)]
+    if not idx:
+        return keys
+    idx_set = set(idx)
+    idx.sort(key=int)
+    return idx + [k for k in keys if k not in idx_set]
+
+
+# --------------------------------------------------------------------- JSON.stringify
+
+_ESC = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESC = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
+
+
+def _esc_char(m: re.Match) -> str:
+    c = m.group(0)
+    e = _ESC.get(c)
+    if e is not None:
+        return e
+    return "\\u%04x" % ord(c)
+
+
+def _quote_nonascii(s: str) -> str:
+    # Python strings never hold *paired* surrogates as two code points unless they came
+    # from surrogateescape; a code point in D800-DFFF here is a lone surrogate.
+    return '"' + _NEEDS_ESC.sub(_esc_char, s) + '"'
+
+
+def js_quote(s: str) -> str:
+    """`JSON.stringify(s)` for a string."""
+    if _NEEDS_ESC.search(s) is None:
+        return '"' + s + '"'
+    return _quote_nonascii(s)
+
+
+def js_stringify(value: Any) -> str:
+    """`JSON.stringify(value)` (compact, non-ASCII raw, JS number format, JS key order)."""
+    parts: list[str] = []
+    _emit(value, parts)
+    return "".join(parts)
+
+
+def _emit(v: Any, out: list[str]) -> None:
+    if isinstance(v, str):
+        out.append(js_quote(v))
+    elif v is None:
+        out.append("null")
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif isinstance(v, (int, float)):
+        out.append(js_number(v) if is_finite_number(v) else "null")
+    elif isinstance(v, dict):
+        out.append("{")
+        first = True
+        for k in js_keys(v):
+            if not first:
+                out.append(",")
+            first = False
+            out.append(js_quote(str(k)))
+            out.append(":")
+            _emit(v[k], out)
+        out.append("}")
+    elif isinstance(v, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(v):
+            if i:
+                out.append(",")
+            _emit(item, out)
+        out.append("]")
+    else:
+        out.append("null")
+
+
+def js_string_of(v: Any) -> str:
+    """`String(v)` for JSON values."""
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, (int, float)):
+        return js_number(v)
+    if isinstance(v, list):
+        return ",".join("" if x is None else js_string_of(x) for x in v)
+    return "[object Object]"
+
+
+def js_entries(v: Any) -> list[tuple[str, Any]]:
+    """`Object.entries(v)` for JSON values (strings enumerate characters)."""
+    if isinstance(v, dict):
+        return [(k, v[k]) for k in js_keys(v)]
+    if isinstance(v, list):
+        return [(str(i), x) for i, x in enumerate(v)]
+    if isinstance(v, str):
+        return [(str(i), c) for i, c in enumerate(v)]
+    return []

@@ -1,0 +1,568 @@
+"""Normalization (digest §2): raw session entry dicts -> a flat list of typed events.
+
+Events are plain dicts with `type`, `index` (1-based), `entryId` (fact address) and
+`sourceEntryId` (carrier entry). Only structure is read; prose is never interpreted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Optional
+
+from .bounds import clip_utf8, utf8_bytes
+from .jsstr import is_finite_number, is_safe_int, js_number, js_stringify, js_trim, utf16_sort_key
+
+OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
+FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")
+TRACE_MAX_BYTES = 524288
+
+
+class _Reject(Exception):
+    pass
+
+
+# ----------------------------------------------------------------- JSON value checks
+
+
+def is_json_value(value: Any, max_depth: int, depth: int = 0) -> bool:
+    """null, string, boolean, finite number, array or plain object, depth-bounded."""
+    if depth > max_depth:
+        return False
+    if value is None or isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, (int, float)):
+        return is_finite_number(value)
+    if isinstance(value, list):
+        return all(is_json_value(v, max_depth, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(is_json_value(v, max_depth, depth + 1) for v in value.values())
+    return False
+
+
+# --------------------------------------------------------------------- trace reader
+
+
+def _split_ref(ref: str) -> tuple[Optional[str], Optional[str]]:
+    i = ref.find(".")
+    if i <= 0 or i == len(ref) - 1:
+        return None, None
+    return ref[:i], ref[i + 1 :]
+
+
+def _op_identity(ref: str, provider: Any, action: Any) -> tuple[Optional[str], Optional[str], str]:
+    sp, sa = _split_ref(ref)
+    prov = provider if isinstance(provider, str) else sp
+    act = action if isinstance(action, str) else sa
+    tool = act if act is not None else ref
+    return prov, act, tool
+
+
+_TRACE_KEYS = frozenset(("kind", "version", "outcome", "phases", "operations", "counts", "error"))
+_COUNT_KEYS = ("droppedValues", "truncatedValues", "redactedValues", "droppedOperations")
+_OP_KEYS = frozenset(
+    ("type", "sequence", "ref", "provider", "action", "args", "outcome", "failureStage", "error", "result")
+)
+
+
+def _valid_trace_v1(trace: Any) -> bool:
+    if not isinstance(trace, dict):
+        return False
+    if any(k not in _TRACE_KEYS for k in trace):
+        return False
+    if trace.get("kind") != "pi-fabric.execution":
+        return False
+    version = trace.get("version")
+    if isinstance(version, bool) or not isinstance(version, (int, float)) or version != 1:
+        return False
+    if trace.get("outcome") not in OUTCOMES:
+        return False
+    phases = trace.get("phases")
+    if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
+        return False
+    counts = trace.get("counts")
+    if not isinstance(counts, dict) or any(k not in _COUNT_KEYS for k in counts):
+        return False
+    for k in _COUNT_KEYS:
+        v = counts.get(k)
+        if not is_safe_int(v) or v < 0:
+            return False
+    if "error" in trace and not isinstance(trace["error"], str):
+        return False
+    ops = trace.get("operations")
+    if not isinstance(ops, list):
+        return False
+    prev = -1
+    for op in ops:
+        if not isinstance(op, dict) or any(k not in _OP_KEYS for k in op):
+            return False
+        if op.get("type") != "call":
+            return False
+        seq = op.get("sequence")
+        if not is_safe_int(seq) or seq < 0 or seq <= prev:
+            return False
+        prev = seq
+        if not isinstance(op.get("ref"), str):
+            return False
+        for k in ("provider", "action", "error"):
+            if k in op and not isinstance(op[k], str):
+                return False
+        args = op.get("args")
+        if not isinstance(args, dict) or not is_json_value(args, 14):
+            return False
+        if op.get("outcome") not in OUTCOMES:
+            return False
+        if "failureStage" in op and op["failureStage"] not in FAILURE_STAGES:
+            return False
+        if "result" in op and not is_json_value(op["result"], 14):
+            return False
+    if len(js_stringify(trace).encode("utf-8", "surrogatepass")) > TRACE_MAX_BYTES:
+        return False
+    return True
+
+
+def read_fabric_trace(details: Any) -> Optional[dict]:
+    """The projection trace of a fabric_exec result: `{source, outcome?, phases, operations}`."""
+    if not isinstance(details, dict):
+        return None
+    try:
+        if "trace" in details:
+            trace = details["trace"]
+            if not _valid_trace_v1(trace):
+                return None
+            ops = []
+            for op in trace["operations"]:
+                prov, act, tool = _op_identity(op["ref"], op.get("provider"), op.get("action"))
+                ops.append(
+                    {
+                        "sequence": op["sequence"],
+                        "ref": op["ref"],
+                        "provider": prov,
+                        "action": act,
+                        "tool": tool,
+                        "args": op["args"],
+                        "outcome": op["outcome"],
+                        "error": op.get("error"),
+                        "result": op["result"] if "result" in op else _MISSING,
+                    }
+                )
+            return {"source": "trace", "outcome": trace["outcome"], "phases": list(trace["phases"]), "operations": ops}
+        audits = details.get("audits")
+        if not isinstance(audits, list):
+            return None
+        ops = []
+        for i, rec in enumerate(audits):
+            if not isinstance(rec, dict):
+                return None
+            ref = rec.get("ref")
+            args = rec.get("args")
+            success = rec.get("success")
+            if not isinstance(ref, str) or not isinstance(args, dict) or not is_json_value(args, 16):
+                return None
+            if not isinstance(success, bool):
+                return None
+            if "error" in rec and not isinstance(rec["error"], str):
+                return None
+            prov, act, tool = _op_identity(ref, None, None)
+            ops.append(
+                {
+                    "sequence": i,
+                    "ref": ref,
+                    "provider": prov,
+                    "action": act,
+                    "tool": tool,
+                    "args": args,
+                    "outcome": "succeeded" if success else "failed",
+                    "error": rec.get("error"),
+                    "result": _MISSING,
+                }
+            )
+        return {"source": "legacy", "outcome": None, "phases": [], "operations": ops}
+    except Exception:  # any exception during validation counts as invalid
+        return None
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+# ----------------------------------------------------------------- run display
+
+
+def _display_from_object(obj: dict) -> Optional[dict]:
+    name = obj.get("name")
+    desc = obj.get("description")
+    out: dict = {}
+    if isinstance(name, str):
+        out["name"] = name
+    if isinstance(desc, str):
+        out["description"] = desc
+    return out or None
+
+
+def repair_display(display: Any) -> Optional[dict]:
+    """Lenient `fabric_exec` display repair (session-format §7.1)."""
+    if isinstance(display, str):
+        t = js_trim(display)
+        if not t:
+            return None
+        if t.startswith("{") and t.endswith("}"):
+            try:
+                import json
+
+                parsed = json.loads(t)
+            except Exception:
+                parsed = None
+            if isinstance(parsed, dict):
+                d = _display_from_object(parsed)
+                if d:
+                    return d
+        return {"name": display}
+    if isinstance(display, dict):
+        return _display_from_object(display)
+    return None
+
+
+def run_intent(args: Any) -> Optional[dict]:
+    if not isinstance(args, dict):
+        return None
+    d = repair_display(args.get("display"))
+    if not d or "name" not in d:
+        return None
+    name = clip_utf8(js_trim(d["name"]), 256)
+    if not name:
+        return None
+    out = {"name": name}
+    if "description" in d:
+        desc = clip_utf8(js_trim(d["description"]), 1024)
+        if desc:
+            out["description"] = desc
+    return out
+
+
+# ------------------------------------------------------------- custom messages
+
+
+def typed_custom_message(entry: dict) -> bool:
+    if not isinstance(entry.get("customType"), str) or not isinstance(entry.get("display"), bool):
+        return False
+    content = entry.get("content")
+    if isinstance(content, str):
+        return True
+    if not isinstance(content, list):
+        return False
+    for part in content:
+        if not isinstance(part, dict):
+            return False
+        t = part.get("type")
+        if t == "text":
+            if not isinstance(part.get("text"), str):
+                return False
+        elif t != "image":
+            return False
+    return True
+
+
+def _text_of_parts(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def sanitize_custom_details(value: Any) -> Any:
+    """Bounded copy of custom_message details, or _MISSING when rejected."""
+    counter = [0]
+
+    def walk(v: Any, depth: int) -> Any:
+        counter[0] += 1
+        if counter[0] > 256:
+            raise _Reject()
+        if v is None or isinstance(v, bool):
+            return v
+        if isinstance(v, str):
+            return clip_utf8(v, 1024)
+        if isinstance(v, (int, float)):
+            if not is_finite_number(v):
+                raise _Reject()
+            return v
+        if isinstance(v, list):
+            if depth > 12:
+                raise _Reject()
+            return [walk(x, depth + 1) for x in v[:64]]
+        if isinstance(v, dict):
+            if depth > 12:
+                raise _Reject()
+            keys = sorted(v.keys(), key=utf16_sort_key)[:64]
+            return {k: walk(v[k], depth + 1) for k in keys}
+        raise _Reject()
+
+    try:
+        out = walk(value, 0)
+    except (_Reject, RecursionError):
+        return _MISSING
+    if utf8_bytes(js_stringify(out)) > 8192:
+        return _MISSING
+    return out
+
+
+def count_erased_thinking_blocks(entries: list[dict]) -> int:
+    n = 0
+    for e in entries:
+        if not isinstance(e, dict) or e.get("type") != "message":
+            continue
+        m = e.get("message")
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        for p in content:
+            if isinstance(p, dict) and p.get("type") == "thinking" and isinstance(p.get("thinking"), str):
+                n += 1
+    return n
+
+
+# ------------------------------------------------------------------- normalize
+
+
+def normalize(entries: list[dict], check: Optional[Callable[[], None]] = None, branch_reader=None) -> list[dict]:
+    """Typed events for `entries` in order (digest §2)."""
+    if branch_reader is None:
+        from .branch import read_branch_details
+
+        branch_reader = read_branch_details
+    events: list[dict] = []
+    calls: dict[str, dict] = {}
+    push = events.append
+
+    def emit(ev: dict) -> None:
+        ev["index"] = len(events) + 1
+        push(ev)
+
+    for n, entry in enumerate(entries):
+        if check is not None and (n & 1023) == 0:
+            check()
+        if not isinstance(entry, dict):
+            continue
+        etype = entry.get("type")
+        eid = entry.get("id")
+        if etype == "message":
+            msg = entry.get("message")
+            if not isinstance(msg, dict):
+                continue
+            role = msg.get("role")
+            if role == "assistant":
+                content = msg.get("content")
+                if not isinstance(content, list):
+                    continue
+                for part in content:
+                    if not isinstance(part, dict):
+                        continue
+                    pt = part.get("type")
+                    if pt == "text":
+                        if isinstance(part.get("text"), str):
+                            emit({"type": "assistantText", "entryId": eid, "sourceEntryId": eid, "text": part["text"]})
+                    elif pt == "toolCall":
+                        cid = part.get("id")
+                        name = part.get("name")
+                        if isinstance(cid, str) and isinstance(name, str):
+                            args = part.get("arguments")
+                            if args is None:
+                                args = {}
+                            calls[cid] = {"entryId": eid, "name": name, "args": args}
+                            emit(
+                                {
+                                    "type": "toolCall",
+                                    "entryId": eid,
+                                    "sourceEntryId": eid,
+                                    "toolCallId": cid,
+                                    "name": name,
+                                    "args": args,
+                                }
+                            )
+            elif role == "toolResult":
+                _tool_result(entry, msg, eid, calls, emit)
+            elif role == "user":
+                emit({"type": "user", "entryId": eid, "sourceEntryId": eid, "text": _text_of_parts(msg.get("content"))})
+            elif role == "bashExecution":
+                code = msg.get("exitCode")
+                exit_code = code if is_finite_number(code) or (isinstance(code, float) and math.isnan(code)) else None
+                if isinstance(code, bool):
+                    exit_code = None
+                is_error = exit_code is not None and exit_code != 0
+                command = msg.get("command")
+                ev = {
+                    "type": "bash",
+                    "entryId": eid,
+                    "sourceEntryId": eid,
+                    "toolCallId": "",
+                    "command": command if isinstance(command, str) else "",
+                    "isError": is_error,
+                    "exitCode": exit_code,
+                }
+                out = msg.get("output")
+                if is_error and isinstance(out, str) and out:
+                    ev["error"] = out
+                emit(ev)
+        elif etype == "custom_message":
+            try:
+                if not typed_custom_message(entry):
+                    continue
+                ev = {
+                    "type": "customMessage",
+                    "entryId": eid,
+                    "sourceEntryId": eid,
+                    "customType": entry["customType"],
+                    "text": _text_of_parts(entry["content"]),
+                    "display": entry["display"],
+                }
+                if "details" in entry:
+                    d = sanitize_custom_details(entry["details"])
+                    if d is not _MISSING:
+                        ev["details"] = d
+                emit(ev)
+            except Exception:
+                continue
+        elif etype == "branch_summary":
+            env = branch_reader(entry.get("details"))
+            if env is None:
+                continue
+            for fact in env["facts"]:
+                _emit_fact(fact, eid, emit)
+    return events
+
+
+def _emit_fact(fact: dict, carrier: Any, emit) -> None:
+    kind = fact.get("kind")
+    base = {"entryId": fact["entryId"], "sourceEntryId": carrier}
+    if kind == "user":
+        emit({"type": "user", **base, "text": fact["text"]})
+    elif kind == "customMessage":
+        ev = {"type": "customMessage", **base, "customType": fact["customType"], "text": fact["text"], "display": fact["display"]}
+        if "details" in fact:
+            ev["details"] = fact["details"]
+        emit(ev)
+    elif kind == "phase":
+        emit({"type": "fabricPhase", **base, "subordinal": fact["subordinal"], "address": fact["address"], "phase": fact["phase"]})
+    elif kind == "fabricRun":
+        sub = fact["subordinal"]
+        ev = {
+            "type": "fabricRun",
+            **base,
+            "toolCallId": sub[5:] if sub.startswith("call:") else sub,
+            "subordinal": sub,
+            "address": fact["address"],
+            "name": fact["name"],
+            "outcome": fact["outcome"],
+            "source": "branch",
+        }
+        if "description" in fact:
+            ev["description"] = fact["description"]
+        emit(ev)
+    elif kind == "operation":
+        ev = {
+            "type": "fabricOperation",
+            **base,
+            "subordinal": fact["subordinal"],
+            "address": fact["address"],
+            "ref": fact["ref"],
+            "tool": fact["tool"],
+            "args": fact["args"],
+            "outcome": fact["outcome"],
+            "source": "branch",
+        }
+        for k in ("provider", "action", "error", "result"):
+            if k in fact:
+                ev[k] = fact[k]
+        emit(ev)
+
+
+def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
+    tcid = msg.get("toolCallId")
+    tcid = tcid if isinstance(tcid, str) else ""
+    tname = msg.get("toolName")
+    tname = tname if isinstance(tname, str) else ""
+    is_error = msg.get("isError") is True
+    content = msg.get("content")
+    text = _text_of_parts(content) if isinstance(content, list) else ""
+    pending = calls.get(tcid)
+    if tname == "bash":
+        cmd = ""
+        if pending is not None and isinstance(pending["args"], dict):
+            c = pending["args"].get("command")
+            if isinstance(c, str):
+                cmd = c
+        ev = {"type": "bash", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "command": cmd, "isError": is_error, "exitCode": None}
+        if is_error and text:
+            ev["error"] = text
+        emit(ev)
+    else:
+        emit({"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text})
+    if tname != "fabric_exec":
+        return
+    nested = read_fabric_trace(msg.get("details"))
+    intent = None
+    if pending is not None and pending["name"] == "fabric_exec":
+        intent = run_intent(pending["args"])
+    if intent is not None:
+        outcome = nested["outcome"] if nested is not None and nested["outcome"] is not None else ("failed" if is_error else "succeeded")
+        sub = "call:" + tcid
+        ev = {
+            "type": "fabricRun",
+            "entryId": pending["entryId"],
+            "sourceEntryId": eid,
+            "toolCallId": tcid,
+            "subordinal": sub,
+            "address": f"{pending['entryId']}/{sub}",
+            "name": intent["name"],
+            "outcome": outcome,
+            "source": nested["source"] if nested is not None else "result",
+        }
+        if "description" in intent:
+            ev["description"] = intent["description"]
+        emit(ev)
+    if nested is None:
+        return
+    for i, phase in enumerate(nested["phases"]):
+        emit(
+            {
+                "type": "fabricPhase",
+                "entryId": eid,
+                "sourceEntryId": eid,
+                "subordinal": f"phase:{i}",
+                "address": f"{eid}/phase:{i}",
+                "phase": phase,
+            }
+        )
+    for op in nested["operations"]:
+        sub = js_number(op["sequence"])
+        ev = {
+            "type": "fabricOperation",
+            "entryId": eid,
+            "sourceEntryId": eid,
+            "subordinal": sub,
+            "address": f"{eid}/{sub}",
+            "ref": op["ref"],
+            "tool": op["tool"],
+            "args": op["args"],
+            "outcome": op["outcome"],
+            "source": nested["source"],
+        }
+        if op["provider"] is not None:
+            ev["provider"] = op["provider"]
+        if op["action"] is not None:
+            ev["action"] = op["action"]
+        if op["error"] is not None:
+            ev["error"] = op["error"]
+        if op["result"] is not _MISSING:
+            ev["result"] = op["result"]
+        emit(ev)

@@ -1,0 +1,506 @@
+"""Projections (digest §3-§4): typed events -> bounded section lines."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
+from .jsstr import (
+    first_line,
+    is_blank,
+    js_entries,
+    js_quote,
+    js_string_of,
+    js_stringify,
+    truncate,
+)
+
+FILE_TOOLS = frozenset(("read", "edit", "write", "grep", "find", "ls"))
+MAX_USER_GOAL_LINES = 3
+MAX_USER_GOAL_LINE = 1024
+MAX_LATER_GOALS = 24
+MAX_FILES_PER_KIND = 24
+MAX_UNRESOLVED = 24
+MAX_RESOLVED = 8
+MAX_ACTIVITY = 48
+MAX_EARLIER_TURNS = 32
+TRANSCRIPT_WINDOW = 40
+EM_DASH = "\u2014"
+
+
+def quoted(text: str, max_units: int) -> str:
+    return js_quote(truncate(text, max_units))
+
+
+def nullish_get(obj: Any, *keys: str) -> Any:
+    """`obj.a ?? obj.b ?? ...` for a JSON value."""
+    if not isinstance(obj, dict):
+        return None
+    for k in keys:
+        v = obj.get(k)
+        if v is not None:
+            return v
+    return None
+
+
+def path_of(args: Any) -> Optional[str]:
+    v = nullish_get(args, "path", "file", "dir")
+    if isinstance(v, str) and not is_blank(v):
+        return v
+    return None
+
+
+def custom_message_line(ev: dict, max_units: int) -> str:
+    vis = "visible" if ev["display"] else "hidden"
+    suffix = ""
+    if "details" in ev:
+        suffix = " details=" + truncate(js_stringify(ev["details"]), 160)
+    return f"custom {quoted(ev['customType'], 80)} ({vis}): {quoted(ev['text'], max_units)}{suffix}"
+
+
+# --------------------------------------------------------------------- operations
+
+
+class Op:
+    __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result")
+
+    def __init__(self, index, entry_id, address, tool, ref, args, outcome, error=None, result=None, nested=False, has_result=False):
+        self.index = index
+        self.entryId = entry_id
+        self.address = address
+        self.tool = tool
+        self.ref = ref
+        self.args = args
+        self.outcome = outcome
+        self.error = error
+        self.result = result
+        self.nested = nested
+        self.has_result = has_result
+
+
+def collect_operations(events: list[dict]) -> list[Op]:
+    calls: dict[str, dict] = {}
+    for ev in events:
+        if ev["type"] == "toolCall":
+            calls[ev["toolCallId"]] = ev
+    ops: list[Op] = []
+    for ev in events:
+        t = ev["type"]
+        if t == "fabricOperation":
+            ops.append(
+                Op(
+                    ev["index"], ev["entryId"], ev["address"], ev["tool"], ev["ref"], ev["args"], ev["outcome"],
+                    ev.get("error"), ev.get("result"), True, "result" in ev,
+                )
+            )
+        elif t == "toolResult":
+            call = calls.get(ev["toolCallId"])
+            if call is None:
+                continue
+            err = ev["text"] if ev["isError"] and ev["text"] else None
+            ops.append(
+                Op(ev["index"], call["entryId"], call["entryId"], call["name"], call["name"], call["args"],
+                   "failed" if ev["isError"] else "succeeded", err)
+            )
+        elif t == "bash":
+            ops.append(
+                Op(ev["index"], ev["entryId"], ev["entryId"], "bash", "bash", {"command": ev["command"]},
+                   "failed" if ev["isError"] else "succeeded", ev.get("error"))
+            )
+    return ops
+
+
+def is_file_op(op: Any) -> bool:
+    tool = op.tool if isinstance(op, Op) else op.get("tool")
+    ref = op.ref if isinstance(op, Op) else op.get("ref")
+    return tool in FILE_TOOLS and (ref == tool or ref == "pi." + tool)
+
+
+def is_bash_op(op: Any) -> bool:
+    tool = op.tool if isinstance(op, Op) else op.get("tool")
+    ref = op.ref if isinstance(op, Op) else op.get("ref")
+    return tool == "bash" and ref in ("bash", "pi.bash")
+
+
+def created_proof(op: Op) -> bool:
+    if not op.has_result:
+        return False
+    r = op.result
+    if not isinstance(r, dict):
+        return False
+    if r.get("created") is True:
+        return True
+    d = r.get("details")
+    return isinstance(d, dict) and d.get("created") is True
+
+
+# ---------------------------------------------------------------------------- goal
+
+
+def goal_lines_of(text: str) -> list[str]:
+    lines = text.split("\n")
+    kept = [truncate(line, MAX_USER_GOAL_LINE) for line in lines if not is_blank(line) or len(lines) == 1]
+    if len(kept) > MAX_USER_GOAL_LINES:
+        kept = kept[:MAX_USER_GOAL_LINES] + ["\u2026"]
+    return kept
+
+
+def project_goal(events: list[dict]) -> tuple[list[str], int]:
+    users = [ev for ev in events if ev["type"] == "user"]
+    if not users:
+        return [], 0
+    lines = goal_lines_of(users[0]["text"])
+    s = sample_addressed(users[1:], MAX_LATER_GOALS)
+    for i, ev in enumerate(s.values):
+        if s.omitted > 0 and i == s.split_index:
+            lines.append(omission_line(s.omitted, s.omitted_first, s.omitted_last, "user scope changes"))
+        line = truncate(first_line(ev["text"]), 120)
+        if line:
+            lines.append(f"- {line} [entry {ev['entryId']}]")
+    return lines, s.omitted
+
+
+# --------------------------------------------------------------------------- files
+
+_SEG_SPLIT = re.compile(r"[/\\]")
+
+
+def common_root(paths: list[str]) -> str:
+    if not paths:
+        return ""
+    segs = [[p for p in _SEG_SPLIT.split(path) if p] for path in paths]
+    first = segs[0]
+    n = len(first)
+    for s in segs[1:]:
+        m = 0
+        lim = min(n, len(s))
+        while m < lim and s[m] == first[m]:
+            m += 1
+        n = m
+        if n == 0:
+            break
+    if n == 0:
+        return ""
+    return "/".join(first[:n]) + "/"
+
+
+def project_files(ops: list[Op]) -> tuple[list[str], int]:
+    created: dict[str, dict] = {}
+    written: dict[str, dict] = {}
+    modified: dict[str, dict] = {}
+    read: dict[str, dict] = {}
+    for op in ops:
+        if op.outcome != "succeeded" or not is_file_op(op):
+            continue
+        p = path_of(op.args)
+        if p is None:
+            continue
+        if op.tool == "write":
+            target = created if created_proof(op) else written
+        elif op.tool == "edit":
+            target = modified
+        else:
+            target = read
+        if p not in target:
+            target[p] = {"path": p, "entryId": op.address}
+    read_list = [v for k, v in read.items() if k not in modified and k not in written and k not in created]
+    groups = [
+        ("Created:", sample_addressed(created.values(), MAX_FILES_PER_KIND)),
+        ("Written:", sample_addressed(written.values(), MAX_FILES_PER_KIND)),
+        ("Modified:", sample_addressed(modified.values(), MAX_FILES_PER_KIND)),
+        ("Read:", sample_addressed(read_list, MAX_FILES_PER_KIND)),
+    ]
+    omitted = sum(s.omitted for _, s in groups)
+    if all(not s.values and s.omitted == 0 for _, s in groups):
+        return [], omitted
+    if all(not s.values for _, s in groups):
+        # every block empty -> section empty (omissions only happen with values)
+        return [], omitted
+    root = common_root([v["path"] for _, s in groups for v in s.values])
+    lines: list[str] = []
+    if root:
+        lines.append(f"(under {root})")
+    for header, s in groups:
+        if not s.values and s.omitted == 0:
+            continue
+        lines.append(header)
+        for i, v in enumerate(s.values):
+            if s.omitted > 0 and i == s.split_index:
+                lines.append("  " + omission_line(s.omitted, s.omitted_first, s.omitted_last, "file addresses"))
+            shown = v["path"].replace(root, "", 1) if root else v["path"]
+            lines.append(f"  {shown} [entry {v['entryId']}]")
+    return lines, omitted
+
+
+# ------------------------------------------------------------------------ activity
+
+
+def _run_pointer(ev: dict) -> str:
+    return ev["address"] if ev.get("source") == "branch" else ev["entryId"]
+
+
+def project_activity(events: list[dict]) -> tuple[list[str], int]:
+    items: list[dict] = []
+    for ev in events:
+        t = ev["type"]
+        if t == "fabricRun":
+            name = clip_utf8(truncate(ev["name"], 80), 192)
+            desc = ""
+            if ev.get("description"):
+                desc = f" {EM_DASH} " + clip_utf8(truncate(ev["description"], 180), 512)
+            items.append({"entryId": _run_pointer(ev), "text": f"- {name}{desc} {ARROW} {ev['outcome']}"})
+        elif t == "fabricPhase":
+            items.append({"entryId": ev["address"], "text": f"- Phase: {truncate(ev['phase'], 140)}"})
+        elif t == "fabricOperation":
+            if is_file_op(ev):
+                continue
+            args = ev["args"]
+            if is_bash_op(ev):
+                primary = args.get("command") if isinstance(args, dict) else None
+            else:
+                primary = nullish_get(args, "id", "name", "query", "action")
+            detail = ""
+            if isinstance(primary, str) and not is_blank(primary):
+                detail = f" ({truncate(first_line(primary), 72)})"
+            items.append({"entryId": ev["address"], "text": f"- {ev['ref']}{detail} {ARROW} {ev['outcome']}"})
+    s = sample_addressed(items, MAX_ACTIVITY)
+    lines: list[str] = []
+    for i, it in enumerate(s.values):
+        if s.omitted > 0 and i == s.split_index:
+            lines.append(omission_line(s.omitted, s.omitted_first, s.omitted_last, "Fabric activity records"))
+        lines.append(f"{it['text']} [entry {it['entryId']}]")
+    return lines, s.omitted
+
+
+# --------------------------------------------------------------------- outstanding
+
+
+def op_key(op: Op) -> str:
+    if is_file_op(op):
+        p = path_of(op.args)
+        if p is not None:
+            return f"file\0{op.tool}\0{p}"
+    if is_bash_op(op):
+        c = op.args.get("command") if isinstance(op.args, dict) else None
+        if isinstance(c, str):
+            return f"bash\0{op.tool}\0{c}"
+    return f"generic\0{op.ref}\0{js_stringify(op.args)}"
+
+
+def project_outstanding(ops: list[Op]) -> tuple[list[str], int]:
+    keys = [op_key(op) for op in ops]
+    last_success: dict[str, int] = {}
+    for op, k in zip(ops, keys):
+        if op.outcome == "succeeded":
+            if op.index > last_success.get(k, -1):
+                last_success[k] = op.index
+    unresolved: list[dict] = []
+    resolved: list[dict] = []
+    for op, k in zip(ops, keys):
+        if op.outcome == "succeeded":
+            continue
+        subject = op.ref
+        if is_file_op(op) and path_of(op.args) is not None:
+            subject = f"{op.ref} {path_of(op.args)}"
+        elif is_bash_op(op) and isinstance(op.args, dict) and isinstance(op.args.get("command"), str):
+            subject = f"{op.ref}: {truncate(first_line(op.args['command']), 140)}"
+        err = f": {truncate(first_line(op.error), 140)}" if isinstance(op.error, str) and op.error else f": {op.outcome}"
+        is_resolved = last_success.get(k, -1) > op.index
+        item = {"entryId": op.address, "text": subject + err, "resolved": is_resolved}
+        (resolved if is_resolved else unresolved).append(item)
+    lines: list[str] = []
+    su = sample_addressed(unresolved, MAX_UNRESOLVED)
+    for i, it in enumerate(su.values):
+        if su.omitted > 0 and i == su.split_index:
+            lines.append(omission_line(su.omitted, su.omitted_first, su.omitted_last, "open error records"))
+        lines.append(f"- {it['text']} [entry {it['entryId']}]")
+    sr = sample_addressed(resolved, MAX_RESOLVED)
+    for i, it in enumerate(sr.values):
+        if sr.omitted > 0 and i == sr.split_index:
+            lines.append(omission_line(sr.omitted, sr.omitted_first, sr.omitted_last, "resolved error records"))
+        lines.append(f"- {it['text']} [RESOLVED] [entry {it['entryId']}]")
+    return lines, su.omitted + sr.omitted
+
+
+# ------------------------------------------------------------------- earlier turns
+
+
+def _context_line(ev: dict, max_units: int) -> str:
+    if ev["type"] == "user":
+        return quoted(first_line(ev["text"]), max_units)
+    return custom_message_line(ev, max_units)
+
+
+def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
+    turns: list[dict] = []
+    cur: Optional[dict] = None
+    for ev in events:
+        t = ev["type"]
+        if t == "user" or t == "customMessage":
+            if cur is not None:
+                turns.append(cur)
+            cur = {"context": ev, "tools": {}, "run": None}
+            continue
+        if cur is None:
+            continue
+        tools = cur["tools"]
+        if t == "fabricRun":
+            cur["run"] = ev
+        elif t == "toolCall":
+            if ev["name"] != "fabric_exec":
+                tools[ev["name"]] = tools.get(ev["name"], 0) + 1
+        elif t == "bash":
+            tools["bash"] = tools.get("bash", 0) + 1
+        elif t == "fabricOperation":
+            tools[ev["tool"]] = tools.get(ev["tool"], 0) + 1
+    items: list[dict] = []
+    for turn in turns:
+        ctx = turn["context"]
+        parts = []
+        if turn["tools"]:
+            parts.append(" ".join(f"{k}:{v}" for k, v in turn["tools"].items()))
+        run = turn["run"]
+        if run is not None:
+            parts.append(f"fabric:{quoted(clip_utf8(run['name'], 128), 48)}{ARROW}{run['outcome']}")
+        tail = (" | " + " | ".join(parts)) if parts else ""
+        items.append({"entryId": ctx["entryId"], "text": f"{_context_line(ctx, 80)}{tail} [entry {ctx['entryId']}]"})
+    s = sample_addressed(items, MAX_EARLIER_TURNS)
+    lines: list[str] = []
+    for i, it in enumerate(s.values):
+        if s.omitted > 0 and i == s.split_index:
+            lines.append(omission_line(s.omitted, s.omitted_first, s.omitted_last, "earlier turns"))
+        lines.append(it["text"])
+    return lines, s.omitted
+
+
+# ------------------------------------------------------------------------- status
+
+
+def project_status(events: list[dict], ops: list[Op]) -> list[str]:
+    lines: list[str] = []
+    last_ctx = last_run = last_note = None
+    for ev in events:
+        t = ev["type"]
+        if t == "user" or t == "customMessage":
+            last_ctx = ev
+        elif t == "fabricRun":
+            last_run = ev
+        elif t == "assistantText":
+            last_note = ev
+    if last_ctx is not None:
+        if last_ctx["type"] == "user":
+            lines.append(f"Last request: {truncate(first_line(last_ctx['text']), 140)}")
+        else:
+            lines.append(f"Last context: {custom_message_line(last_ctx, 140)}")
+    last_change = None
+    for op in ops:
+        if is_file_op(op) and op.tool in ("edit", "write"):
+            last_change = op
+    if last_change is not None:
+        p = path_of(last_change.args)
+        lines.append(f"Last change: {last_change.tool}{' ' + p if p is not None else ''}")
+    if last_run is not None:
+        name = clip_utf8(truncate(last_run["name"], 96), 256)
+        lines.append(f"Last execution: {name} {ARROW} {last_run['outcome']} [entry {_run_pointer(last_run)}]")
+    if last_note is not None:
+        note = truncate(first_line(last_note["text"]), 140)
+        if note:
+            lines.append(f"Last note: {note}")
+    return lines
+
+
+# ----------------------------------------------------------------------- transcript
+
+
+def summarize_args(name: str, args: Any) -> str:
+    if name == "fabric_exec":
+        return "structured execution"
+    if name == "bash":
+        primary = nullish_get(args, "command", "cmd", "shell")
+    elif name == "grep":
+        primary = nullish_get(args, "pattern", "query", "regex")
+    elif name == "find":
+        primary = nullish_get(args, "pattern")
+    else:
+        primary = path_of(args)
+    if isinstance(primary, str) and not is_blank(primary):
+        return truncate(first_line(primary), 80)
+    return " ".join(f"{k}={truncate(js_string_of(v), 40)}" for k, v in js_entries(args)[:2])
+
+
+def transcript_line(ev: dict) -> str:
+    r = f"(#{ev['index']})"
+    t = ev["type"]
+    if t == "user":
+        return f"{r} user: {truncate(first_line(ev['text']), 100)}"
+    if t == "assistantText":
+        return f"{r} assistant: {truncate(first_line(ev['text']), 100)}"
+    if t == "customMessage":
+        return f"{r} {custom_message_line(ev, 100)}"
+    if t == "toolCall":
+        return f"{r} {ev['name']}({summarize_args(ev['name'], ev['args'])})"
+    if t == "toolResult":
+        return f"{r} {ARROW} {'error' if ev['isError'] else 'ok'}: {truncate(first_line(ev['text']), 100)}"
+    if t == "bash":
+        return f"{r} bash({truncate(first_line(ev['command']), 80)}) {ARROW} {'error' if ev['isError'] else 'ok'}"
+    if t == "fabricRun":
+        return f"{r} fabric_exec {quoted(clip_utf8(ev['name'], 160), 60)} {ARROW} {ev['outcome']} [entry {_run_pointer(ev)}]"
+    if t == "fabricPhase":
+        return f"{r} phase({truncate(ev['phase'], 80)}) [{ev['address']}]"
+    if t == "fabricOperation":
+        return f"{r} {ev['ref']}({summarize_args(ev['tool'], ev['args'])}) {ARROW} {ev['outcome']} [{ev['address']}]"
+    return r
+
+
+def project_transcript(events: list[dict]) -> tuple[list[str], int]:
+    completed = {ev["toolCallId"] for ev in events if ev["type"] == "fabricRun"}
+    remaining = [
+        ev
+        for ev in events
+        if not (
+            (ev["type"] == "toolCall" and ev["name"] == "fabric_exec" and ev["toolCallId"] in completed)
+            or (ev["type"] == "toolResult" and ev["toolName"] == "fabric_exec" and ev["toolCallId"] in completed)
+        )
+    ]
+    omitted = len(remaining) - TRANSCRIPT_WINDOW
+    lines: list[str] = []
+    if omitted > 0:
+        lines.append(omission_line(omitted, remaining[0]["entryId"], remaining[omitted - 1]["entryId"], "transcript events"))
+        window = remaining[omitted:]
+    else:
+        omitted = 0
+        window = remaining
+    lines.extend(transcript_line(ev) for ev in window)
+    return lines, omitted
+
+
+# --------------------------------------------------------------------------- all
+
+
+def project_all(events: list[dict]) -> dict[str, Any]:
+    ops = collect_operations(events)
+    goal, og = project_goal(events)
+    files, of = project_files(ops)
+    activity, oa = project_activity(events)
+    outstanding, oo = project_outstanding(ops)
+    earlier, oe = project_earlier_turns(events)
+    status = project_status(events, ops)
+    transcript, ot = project_transcript(events)
+    return {
+        "goal": goal,
+        "files": files,
+        "activity": activity,
+        "outstanding": outstanding,
+        "earlierTurns": earlier,
+        "status": status,
+        "transcript": transcript,
+        "omittedCounts": {
+            "goal": og,
+            "files": of,
+            "activity": oa,
+            "outstanding": oo,
+            "earlierTurns": oe,
+            "transcript": ot,
+        },
+    }
