@@ -1,0 +1,22 @@
+"""LSP handlers. Each module exposes `register(server)`; handlers are thin: decode params
+→ run the engine in the executor → return plain JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register_all(server: Any) -> None:
+    from fabric_lsp.handlers import (
+        commands,
+        compaction,
+        documents,
+        expand,
+        intents,
+        lifecycle,
+        recall,
+        sessions,
+    )
+
+    for module in (lifecycle, sessions, recall, expand, compaction, intents, documents, commands):
+        module.register(server)

@@ -1,0 +1,377 @@
+"""Typed server settings from layered sources (docs/configuration.md).
+
+Later wins: built-in defaults → `<agentDir>/fabric.json` → the project's `.pi/fabric.json`
+(only when trusted) → `initializationOptions` → `workspace/configuration` section
+`fabric`. Pi's own `settings.json` (global, and the project's when trusted) supplies
+`compaction.keepRecentTokens` / `reserveTokens` (and `sessionDir`) exactly as Pi reads
+them. Invariant: loading never raises for bad input; every invalid value becomes a
+warning (later shown with `window/showMessage`) and the default for that key.
+
+No pygls import: the CLI may use this module too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+# Pi's DEFAULT_COMPACTION_SETTINGS
+PI_KEEP_RECENT_TOKENS = 20000
+PI_RESERVE_TOKENS = 16384
+
+MEMORY_DEFAULTS: dict[str, Any] = {
+    "enabled": True,
+    "maxSessions": 500,
+    "maxEntryChars": 2000,
+    "indexThinking": False,
+    "indexToolOutput": True,
+    "hotSessions": 50,
+    "maxColdVocabularyBytes": 524288,
+    "maxColdCacheBytes": 1048576,
+    "maxSyncSessions": 10000,
+    "maxSyncSourceBytes": 536870912,
+    "maxCacheCleanupFiles": 100000,
+    "regexMaxPatternBytes": 1024,
+    "regexMaxHaystackTerms": 20000,
+    "regexMaxHaystackBytes": 2097152,
+    "regexTimeoutMs": 250,
+}
+
+COMPACTION_DEFAULTS: dict[str, Any] = {
+    "engine": "fabric",
+    "targetContextRatio": 0.65,
+    "thresholds": {},
+    "tokenThresholds": {},
+    "contextWindow": 200000,
+    "commitQuietMs": 2000,
+}
+
+TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    agent_dir: Path
+    session_dir: Path
+    index_dir: Path
+    trusted: bool
+    memory: dict[str, Any]
+    compaction: dict[str, Any]
+    keep_recent_tokens: int = PI_KEEP_RECENT_TOKENS
+    reserve_tokens: int = PI_RESERVE_TOKENS
+    warnings: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # files that contributed, in layering order
+    workspace_root: Path | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The effective settings as a camelCase dict (for logs and `fabric.reload`)."""
+        return {
+            "agentDir": str(self.agent_dir),
+            "sessionDir": str(self.session_dir),
+            "indexDir": str(self.index_dir),
+            "trusted": self.trusted,
+            "memory": dict(self.memory),
+            "compaction": dict(self.compaction),
+            "keepRecentTokens": self.keep_recent_tokens,
+            "reserveTokens": self.reserve_tokens,
+            "sources": list(self.sources),
+            "warnings": list(self.warnings),
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# validators: return the clean value or raise ValueError naming the rule
+# ---------------------------------------------------------------------------------------
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("must be true or false")
+    return v
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[Any], int]:
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("must be an integer")
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise ValueError("must be an integer")
+            v = int(v)
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= {lo}")
+        if hi is not None and v > hi:
+            raise ValueError(f"must be <= {hi}")
+        return v
+
+    return check
+
+
+def _ratio(lo: float, hi: float) -> Callable[[Any], float]:
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError("must be a number")
+        if not lo <= v <= hi:
+            raise ValueError(f"must be between {lo} and {hi}")
+        return float(v)
+
+    return check
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def check(v: Any) -> str:
+        if v not in options:
+            raise ValueError("must be one of " + ", ".join(f'"{o}"' for o in options))
+        return v
+
+    return check
+
+
+def _path(v: Any) -> Path:
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError("must be a non-empty path string")
+    p = Path(os.path.expanduser(v.strip()))
+    if not p.is_absolute():
+        raise ValueError("must be an absolute path (or start with ~)")
+    return p
+
+
+def _model_map(lo: float, hi: float, *, integer: bool) -> Callable[[Any], dict[str, Any]]:
+    # Seed 002: percent thresholds are bounded to 0.25–0.95, token thresholds rounded and
+    # bounded to 1,000–100,000,000 ("bounded" = clamped, as the reference does).
+    def check(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise ValueError('must be an object of "provider/model": number')
+        out: dict[str, Any] = {}
+        for key in sorted(v):
+            value = v[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f'entry "{key}" must be a number')
+            clamped = min(hi, max(lo, value))
+            out[key] = int(round(clamped)) if integer else float(clamped)
+        return out
+
+    return check
+
+
+MEMORY_RULES: dict[str, Callable[[Any], Any]] = {
+    "enabled": _bool,
+    "maxSessions": _int(1),
+    "maxEntryChars": _int(1),
+    "indexThinking": _bool,
+    "indexToolOutput": _bool,
+    "hotSessions": _int(0),
+    "maxColdVocabularyBytes": _int(0),
+    "maxColdCacheBytes": _int(0),
+    "maxSyncSessions": _int(0),
+    "maxSyncSourceBytes": _int(0),
+    "maxCacheCleanupFiles": _int(0),
+    "regexMaxPatternBytes": _int(1),
+    "regexMaxHaystackTerms": _int(1),
+    "regexMaxHaystackBytes": _int(1),
+    "regexTimeoutMs": _int(1),
+}
+
+COMPACTION_RULES: dict[str, Callable[[Any], Any]] = {
+    "engine": _choice("fabric", "pi"),
+    "targetContextRatio": _ratio(0.25, 0.85),
+    "thresholds": _model_map(0.25, 0.95, integer=False),
+    "tokenThresholds": _model_map(1000, 100_000_000, integer=True),
+    "contextWindow": _int(0),
+    "commitQuietMs": _int(0, 600000),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# sources
+# ---------------------------------------------------------------------------------------
+
+
+def read_json_object(path: Path, warnings: list[str]) -> dict[str, Any] | None:
+    """The JSON object in `path`; None when absent. A broken file is a warning."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        warnings.append(f"{path}: cannot be read ({err.strerror or err}); ignored")
+        return None
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        warnings.append(f"{path}: not valid JSON ({err}); ignored")
+        return None
+    if not isinstance(value, dict):
+        warnings.append(f"{path}: must contain a JSON object; ignored")
+        return None
+    return value
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def default_agent_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    value = env.get("PI_CODING_AGENT_DIR")
+    if value:
+        return Path(os.path.expanduser(value))
+    return Path(os.path.expanduser("~")) / ".pi" / "agent"
+
+
+def _layer(name: str, value: Any, warnings: list[str]) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        warnings.append(f"{name}: must be an object; ignored")
+        return {}
+    return value
+
+
+def load_config(
+    *,
+    workspace_root: Path | None = None,
+    init_options: Any = None,
+    client_settings: Any = None,
+    env: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Resolve the effective settings; never raises for bad input."""
+    warnings: list[str] = []
+    sources: list[str] = []
+    init_layer = _layer("initializationOptions", init_options, warnings)
+    client_layer = _layer('workspace/configuration "fabric"', client_settings, warnings)
+
+    # agentDir and trusted decide which files are read, so files cannot set them.
+    agent_dir = default_agent_dir(env)
+    trusted = False
+    for name, layer in (("initializationOptions", init_layer), ("workspace configuration", client_layer)):
+        if "agentDir" in layer:
+            try:
+                agent_dir = _path(layer["agentDir"])
+            except ValueError as err:
+                warnings.append(f"{name}: agentDir {err}; using {agent_dir}")
+        if "trusted" in layer:
+            try:
+                trusted = _bool(layer["trusted"])
+            except ValueError as err:
+                warnings.append(f"{name}: trusted {err}; using {trusted}")
+
+    file_layers: list[tuple[str, dict[str, Any]]] = []
+    global_file = agent_dir / "fabric.json"
+    if (g := read_json_object(global_file, warnings)) is not None:
+        file_layers.append((str(global_file), g))
+    project_pi_dir = workspace_root / ".pi" if workspace_root is not None else None
+    if project_pi_dir is not None and trusted:
+        project_file = project_pi_dir / "fabric.json"
+        if (p := read_json_object(project_file, warnings)) is not None:
+            file_layers.append((str(project_file), p))
+    for name, layer in file_layers:
+        sources.append(name)
+        for key in ("agentDir", "trusted"):
+            if key in layer:
+                warnings.append(
+                    f"{name}: `{key}` cannot be set in fabric.json (it decides which files are read); ignored"
+                )
+
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    layers = file_layers + [("initializationOptions", init_layer), ("workspace configuration", client_layer)]
+    for name, layer in layers:
+        clean = {k: v for k, v in layer.items() if k not in ("agentDir", "trusted")}
+        for key in clean:
+            if key not in TOP_LEVEL_KEYS:
+                warnings.append(f"{name}: unknown setting `{key}`; ignored")
+        clean = {k: v for k, v in clean.items() if k in TOP_LEVEL_KEYS}
+        # seed 000 spells the cache dir memory.indexDir; accept it as an alias
+        mem = clean.get("memory")
+        if isinstance(mem, dict) and "indexDir" in mem:
+            mem = dict(mem)
+            clean["indexDir"] = mem.pop("indexDir")
+            clean["memory"] = mem
+        for key in clean:
+            origin[key] = name
+        merged = _merge(merged, clean)
+
+    # Pi's settings.json: global, then the project's when trusted (Pi's deep merge).
+    pi_settings: dict[str, Any] = {}
+    pi_files = [agent_dir / "settings.json"]
+    if project_pi_dir is not None and trusted:
+        pi_files.append(project_pi_dir / "settings.json")
+    for path in pi_files:
+        if (s := read_json_object(path, warnings)) is not None:
+            sources.append(str(path))
+            pi_settings = _merge(pi_settings, s)
+
+    def pick(value: Any, rule: Callable[[Any], Any], default: Any, label: str) -> Any:
+        try:
+            return rule(value)
+        except ValueError as err:
+            warnings.append(f"{label} {err}; using the default {json.dumps(_jsonable(default))}")
+            return default
+
+    session_default = agent_dir / "sessions"
+    if "sessionDir" in pi_settings:
+        session_default = pick(pi_settings["sessionDir"], _path, session_default, "settings.json: sessionDir")
+    session_dir = session_default
+    if "sessionDir" in merged:
+        session_dir = pick(merged["sessionDir"], _path, session_default, f"{origin['sessionDir']}: sessionDir")
+    index_default = agent_dir / "fabric-lsp" / "memory-index"
+    index_dir = index_default
+    if "indexDir" in merged:
+        index_dir = pick(merged["indexDir"], _path, index_default, f"{origin['indexDir']}: indexDir")
+
+    def section(key: str, defaults: dict[str, Any], rules: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
+        out = dict(defaults)
+        raw = merged.get(key)
+        if raw is None:
+            return out
+        if not isinstance(raw, dict):
+            warnings.append(f"{origin.get(key, 'settings')}: `{key}` must be an object; using defaults")
+            return out
+        for name in sorted(raw):
+            if name not in rules:
+                warnings.append(f"{origin.get(key, 'settings')}: unknown setting `{key}.{name}`; ignored")
+                continue
+            out[name] = pick(raw[name], rules[name], defaults[name], f"{origin.get(key, 'settings')}: {key}.{name}")
+        return out
+
+    memory = section("memory", MEMORY_DEFAULTS, MEMORY_RULES)
+    compaction = section("compaction", COMPACTION_DEFAULTS, COMPACTION_RULES)
+
+    pi_compaction = pi_settings.get("compaction")
+    keep_recent, reserve = PI_KEEP_RECENT_TOKENS, PI_RESERVE_TOKENS
+    if isinstance(pi_compaction, dict):
+        if "keepRecentTokens" in pi_compaction:
+            keep_recent = pick(pi_compaction["keepRecentTokens"], _int(0), keep_recent, "settings.json: compaction.keepRecentTokens")
+        if "reserveTokens" in pi_compaction:
+            reserve = pick(pi_compaction["reserveTokens"], _int(0), reserve, "settings.json: compaction.reserveTokens")
+    elif pi_compaction is not None:
+        warnings.append("settings.json: `compaction` must be an object; using Pi's defaults")
+
+    return ServerConfig(
+        agent_dir=agent_dir,
+        session_dir=session_dir,
+        index_dir=index_dir,
+        trusted=trusted,
+        memory=memory,
+        compaction=compaction,
+        keep_recent_tokens=keep_recent,
+        reserve_tokens=reserve,
+        warnings=tuple(warnings),
+        sources=tuple(sources),
+        workspace_root=workspace_root,
+    )
+
+
+def _jsonable(v: Any) -> Any:
+    return str(v) if isinstance(v, Path) else v

@@ -1,0 +1,202 @@
+"""Standard LSP features: hover on Pi session JSONL lines and on entry references,
+go-to-definition from a reference to its JSONL line, and `workspace/symbol` as
+project-scope recall."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import cachetools
+from lsprotocol import types
+
+from fabric_lsp import protocol
+from fabric_lsp.engine.references import EntryReference, reference_at
+from fabric_lsp.handlers.engines import DomainError, resolve_session_ref
+from fabric_lsp.handlers.entry_preview import entry_text, render_entry
+from fabric_lsp.handlers.progress import run_request
+
+HOVER = types.TEXT_DOCUMENT_HOVER
+DEFINITION = types.TEXT_DOCUMENT_DEFINITION
+SYMBOL = types.WORKSPACE_SYMBOL
+
+_logs: cachetools.LRUCache[tuple[Any, ...], Any] = cachetools.LRUCache(maxsize=8)
+_logs_lock = threading.Lock()
+
+
+def _session_header(first_line: str) -> dict[str, Any] | None:
+    """Pi's rule: a session file starts with {"type":"session","id":<string>}."""
+    try:
+        value = json.loads(first_line)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
+        return value
+    return None
+
+
+def _read_log(ls: Any, method: str, path: Path) -> Any:
+    session = ls.engines.session(method, "read_session")
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _logs_lock:
+        hit = _logs.get(key)
+    if hit is not None:
+        return hit
+    log = session.read_session(path)
+    with _logs_lock:
+        _logs[key] = log
+    return log
+
+
+def find_entry(ls: Any, method: str, ref: EntryReference) -> tuple[Path, Any, Any]:
+    """(session file, SessionLog, EntryRecord) of a reference; DomainError when absent."""
+    path = Path(resolve_session_ref(ls.engines, method, ref.session_id))
+    log = _read_log(ls, method, path)
+    record = None
+    for rec in log.records:  # last duplicate wins, as in Pi
+        if rec.id == ref.entry_id:
+            record = rec
+    if record is None:
+        raise DomainError("address_not_found", f'Entry "{ref.entry_id}" was not found in session {ref.session_id}.')
+    return path, log, record
+
+
+def _server_position(doc: Any, position: types.Position) -> tuple[list[str], int, int]:
+    lines = doc.lines
+    pos = doc.position_codec.position_from_client_units(lines, position)
+    return lines, pos.line, pos.character
+
+
+def _markdown(value: str) -> types.Hover:
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
+
+
+async def hover(ls: Any, params: types.HoverParams) -> types.Hover | None:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    try:
+        lines, line_no, char = _server_position(doc, params.position)
+    except Exception:
+        return None
+    if line_no >= len(lines):
+        return None
+    line = lines[line_no].rstrip("\r\n")
+    ref = reference_at(line, char)
+    if ref is not None:
+
+        def work(_p: Any, cancel: Any, activity: Any) -> str:
+            try:
+                path, log, rec = find_entry(ls, HOVER, ref)
+            except DomainError as err:
+                return f"**{ref.text}**: {err.message}"
+            sid = (log.header or {}).get("id", ref.session_id)
+            return render_entry(rec.raw, session_id=sid, line=rec.line, session_file=str(path))
+
+        text = await run_request(ls, HOVER, None, work, title="Fabric: entry preview", long=False, params=params)
+        return _markdown(text)
+    header = _session_header(lines[0]) if lines else None
+    if header is None or not line.strip():
+        return None
+    try:
+        raw = json.loads(line)
+    except ValueError:
+        return _markdown(f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it.")
+    if not isinstance(raw, dict):
+        return _markdown(f"**Line {line_no + 1}** is not a JSON object, so Pi skips it.")
+    path = doc.path if getattr(doc, "path", None) else None
+    return _markdown(render_entry(raw, session_id=header["id"], line=line_no, session_file=path))
+
+
+async def definition(ls: Any, params: types.DefinitionParams) -> list[types.Location] | None:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    try:
+        lines, line_no, char = _server_position(doc, params.position)
+    except Exception:
+        return None
+    if line_no >= len(lines):
+        return None
+    ref = reference_at(lines[line_no].rstrip("\r\n"), char)
+    if ref is None:
+        return None
+
+    def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        try:
+            path, _log, rec = find_entry(ls, DEFINITION, ref)
+        except DomainError:
+            return None
+        return path, rec.line
+
+    found = await run_request(ls, DEFINITION, None, work, title="Fabric: go to entry", long=False, params=params)
+    if found is None:
+        return None
+    path, line = found
+    start = types.Position(line=line, character=0)
+    return [types.Location(uri=path.as_uri(), range=types.Range(start=start, end=start))]
+
+
+def _symbol_name(text: str, limit: int = 80) -> str:
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def recall_to_symbols(result: dict[str, Any]) -> list[types.SymbolInformation]:
+    """Matched entries of a recall result as symbols located at their JSONL lines."""
+    out: list[types.SymbolInformation] = []
+    for item in result.get("items", []):
+        if item.get("kind") == "segment":
+            seg = item["segment"]
+            uri = Path(seg["sessionFile"]).as_uri()
+            for entry in seg.get("entries", []):
+                if not entry.get("matched"):
+                    continue
+                pos = types.Position(line=int(entry.get("line", 0)), character=0)
+                label = entry.get("role") or entry.get("type") or "entry"
+                out.append(
+                    types.SymbolInformation(
+                        name=_symbol_name(entry.get("text", "")) or f"{label} {entry.get('entryId')}",
+                        kind=types.SymbolKind.String,
+                        location=types.Location(uri=uri, range=types.Range(start=pos, end=pos)),
+                        container_name=f"{seg['sessionId']} · {label}",
+                    )
+                )
+        elif item.get("kind") == "pointer":
+            ptr = item["pointer"]
+            pos = types.Position(line=0, character=0)
+            terms = ", ".join(ptr.get("matchedTerms", []))
+            out.append(
+                types.SymbolInformation(
+                    name=f"session {ptr['sessionId']} (cold; matches {terms})",
+                    kind=types.SymbolKind.File,
+                    location=types.Location(uri=Path(ptr["sessionFile"]).as_uri(), range=types.Range(start=pos, end=pos)),
+                    container_name=ptr.get("cwd") or None,
+                )
+            )
+    return out
+
+
+async def workspace_symbol(ls: Any, params: types.WorkspaceSymbolParams) -> list[types.SymbolInformation] | None:
+    query = params.query.strip()
+    if not query:
+        return []
+
+    def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        engine = ls.engines.memory(SYMBOL)
+        decoded = protocol.decode_params(protocol.RECALL, {"query": query, "scope": "project", "pageSize": 100})
+        return engine.recall(protocol.params_to_dict(decoded), cwd=ls.default_cwd(), cancel=cancel, activity=activity)
+
+    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params)
+    if isinstance(result, dict) and "error" in result and "items" not in result:
+        return []
+    return recall_to_symbols(result)
+
+
+def register(server: Any) -> None:
+    server.feature(HOVER)(hover)
+    server.feature(DEFINITION)(definition)
+    server.feature(SYMBOL)(workspace_symbol)
+
+
+__all__ = ["entry_text", "find_entry", "recall_to_symbols", "register"]

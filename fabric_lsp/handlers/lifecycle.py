@@ -1,0 +1,174 @@
+"""initialize / initialized / shutdown, configuration pulls and session-file freshness
+(`workspace/didChangeWatchedFiles` when the client can register it, else cheap polling)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from fabric_lsp import __version__
+
+log = logging.getLogger("fabric_lsp.lifecycle")
+
+POLL_INTERVAL_S = float(os.environ.get("FABRIC_LSP_POLL_INTERVAL", "2.0"))
+WATCH_REGISTRATION_ID = "fabric-lsp/session-files"
+CONFIG_REGISTRATION_ID = "fabric-lsp/configuration"
+
+
+def initialize(ls: Any, params: types.InitializeParams) -> None:
+    from fabric_lsp.server import workspace_root_of
+
+    ls.loop = asyncio.get_running_loop()
+    ls.init_options = params.initialization_options
+    ls.workspace_root = workspace_root_of(params)
+    ls.reload_config()
+
+
+async def pull_client_settings(ls: Any) -> None:
+    """`workspace/configuration` section "fabric", when the client supports it."""
+    if not ls.client_supports("workspace", "configuration"):
+        return
+    scope = ls.workspace_root.as_uri() if ls.workspace_root is not None else None
+    try:
+        result = await asyncio.wait_for(
+            ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="fabric", scope_uri=scope)])
+            ),
+            5.0,
+        )
+    except Exception as err:
+        log.warning("workspace/configuration failed: %s", err)
+        return
+    if isinstance(result, list) and result:
+        ls.client_settings = result[0]
+
+
+async def initialized(ls: Any, params: types.InitializedParams) -> None:
+    await pull_client_settings(ls)
+    config = ls.reload_config()
+    if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
+        await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
+    await start_watching(ls)
+    ls.log_message(
+        f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
+        f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"
+    )
+
+
+async def _register(ls: Any, reg_id: str, method: str, options: Any) -> bool:
+    try:
+        await asyncio.wait_for(
+            ls.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[types.Registration(id=reg_id, method=method, register_options=options)]
+                )
+            ),
+            5.0,
+        )
+        return True
+    except Exception as err:
+        log.info("client/registerCapability %s failed: %s", method, err)
+        return False
+
+
+async def start_watching(ls: Any) -> None:
+    stop_watching(ls)
+    session_dir: Path = ls.config.session_dir
+    if ls.client_supports("workspace", "did_change_watched_files", "dynamic_registration"):
+        if ls.client_supports("workspace", "did_change_watched_files", "relative_pattern_support"):
+            pattern: Any = types.RelativePattern(base_uri=session_dir.as_uri(), pattern="**/*.jsonl")
+        else:
+            pattern = f"{session_dir.as_posix()}/**/*.jsonl"
+        options = types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(glob_pattern=pattern)]
+        )
+        if await _register(ls, WATCH_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_WATCHED_FILES, options):
+            ls.watch_mode = "registered"
+            return
+    ls.watch_mode = "polling"
+    ls.watch_task = asyncio.ensure_future(_poll(ls, session_dir))
+
+
+def stop_watching(ls: Any) -> None:
+    task = getattr(ls, "watch_task", None)
+    if task is not None:
+        task.cancel()
+        ls.watch_task = None
+
+
+def snapshot(session_dir: Path) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of every `<sessionDir>/*/*.jsonl`; a stat per file."""
+    out: dict[str, tuple[int, int, int]] = {}
+    try:
+        projects = list(os.scandir(session_dir))
+    except OSError:
+        return out
+    for project in projects:
+        if not project.is_dir(follow_symlinks=False):
+            continue
+        try:
+            entries = list(os.scandir(project.path))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".jsonl"):
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                out[entry.path] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return out
+
+
+async def _poll(ls: Any, session_dir: Path) -> None:
+    loop = asyncio.get_running_loop()
+    previous = await loop.run_in_executor(ls.engine_executor, snapshot, session_dir)
+    while True:
+        await asyncio.sleep(POLL_INTERVAL_S)
+        current = await loop.run_in_executor(ls.engine_executor, snapshot, session_dir)
+        changed = [p for p in set(previous) | set(current) if previous.get(p) != current.get(p)]
+        previous = current
+        if changed:
+            log.debug("polling: %d session files changed", len(changed))
+            await loop.run_in_executor(ls.engine_executor, ls.engines.notify_changed, changed)
+
+
+async def did_change_watched_files(ls: Any, params: types.DidChangeWatchedFilesParams) -> None:
+    paths = []
+    for change in params.changes:
+        path = to_fs_path(change.uri)
+        if path and path.endswith(".jsonl"):
+            paths.append(path)
+    if paths:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(ls.engine_executor, ls.engines.notify_changed, paths)
+
+
+async def did_change_configuration(ls: Any, params: types.DidChangeConfigurationParams) -> None:
+    if ls.client_supports("workspace", "configuration"):
+        await pull_client_settings(ls)
+    elif isinstance(params.settings, dict) and "fabric" in params.settings:
+        ls.client_settings = params.settings["fabric"]
+    old_dir = ls.config.session_dir
+    config = ls.reload_config()
+    if config.session_dir != old_dir:
+        await start_watching(ls)
+
+
+def shutdown(ls: Any, *args: Any) -> None:
+    stop_watching(ls)
+    ls.engines.close()
+
+
+def register(server: Any) -> None:
+    server.feature(types.INITIALIZE)(initialize)
+    server.feature(types.INITIALIZED)(initialized)
+    server.feature(types.SHUTDOWN)(shutdown)
+    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
+    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)

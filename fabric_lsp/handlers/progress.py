@@ -1,0 +1,236 @@
+"""Work-done progress, `fabric/activity`, cancellation and error mapping for every request.
+
+`run_request` is the one body every handler shares: decode params strictly → run the
+engine call in the engine executor with a CancelToken and an activity sink → return
+plain JSON. Invariants: exactly one `end` per `begin` (also on error and cancellation),
+no `report` after `end`, and `$/cancelRequest` answers -32800 promptly while the token
+tells the engine to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcMethodNotFound,
+    JsonRpcRequestCancelled,
+)
+
+from fabric_lsp import protocol
+from fabric_lsp.engine.activity import Cancelled, CancelToken
+from fabric_lsp.handlers.engines import DomainError, EngineUnavailable
+
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
+
+log = logging.getLogger("fabric_lsp.requests")
+
+_token_ids = itertools.count(1)
+
+# Fault injection for end-to-end tests of failure and cancellation paths (documented in
+# docs/protocol.md): FABRIC_LSP_FAULTS="fabric/sessions=fail,fabric/recall=slow".
+# "fail" raises inside the request; "slow" works for up to 60 s, reporting progress and
+# honouring the CancelToken like an engine loop. Unset in normal use.
+FAULTS: dict[str, str] = dict(
+    item.split("=", 1) for item in os.environ.get("FABRIC_LSP_FAULTS", "").split(",") if "=" in item
+)
+
+
+def _injected(method: str, kind: str) -> Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any]:
+    def work(params: Any, cancel: CancelToken, activity: Callable[[dict[str, Any]], None]) -> Any:
+        if kind == "fail":
+            raise RuntimeError(f"injected fault in {method}")
+        deadline = time.monotonic() + 60.0
+        step = 0
+        while time.monotonic() < deadline:
+            cancel.check()
+            activity({"type": "progress", "message": f"Injected slow work, step {step}", "percentage": min(99, step)})
+            step += 1
+            time.sleep(0.02)
+        return None
+
+    return work
+CREATE_TIMEOUT_S = 5.0
+REPORT_INTERVAL_S = 0.05
+
+
+class RequestProgress:
+    """One request's `$/progress` stream plus its `fabric/activity` notifications.
+
+    Engine events arrive from worker threads through `sink` and are replayed on the event
+    loop; events before `begin` is sent are buffered, events after `end` are dropped.
+    """
+
+    def __init__(self, server: "FabricServer", method: str, title: str, token: Any, *, create: bool) -> None:
+        self.server = server
+        self.method = method
+        self.title = title
+        self.token = token
+        self._create = create and token is None and server.client_supports("window", "work_done_progress")
+        self._started: asyncio.Task[Any] | None = None
+        self._begun = False
+        self._ended = False
+        self._buffer: list[dict[str, Any]] = []
+        self._last_report = 0.0
+        self._last_message: str | None = None
+
+    def start(self) -> None:
+        if self.token is None and not self._create:
+            return
+        self._started = asyncio.ensure_future(self._begin())
+
+    async def _begin(self) -> None:
+        if self.token is None:
+            token = f"fabric-lsp/{next(_token_ids)}"
+            try:
+                await asyncio.wait_for(
+                    self.server.work_done_progress.create_async(token), CREATE_TIMEOUT_S
+                )
+            except Exception as err:  # the client refused or never answered: no progress
+                log.info("window/workDoneProgress/create failed for %s: %s", self.method, err)
+                return
+            self.token = token
+        if self._ended:
+            return
+        self.server.work_done_progress.begin(
+            self.token, types.WorkDoneProgressBegin(title=self.title, cancellable=False, percentage=0)
+        )
+        self._begun = True
+        for event in self._buffer:
+            self._report(event, force=True)
+        self._buffer.clear()
+
+    # called from worker threads
+    def sink(self, event: dict[str, Any]) -> None:
+        if not isinstance(event, dict):
+            return
+        self.server.call_in_loop(self._on_event, dict(event))
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if self._ended:
+            return
+        activity = dict(event)
+        activity.setdefault("request", self.method)
+        self.server.protocol.notify(protocol.ACTIVITY, activity)
+        if event.get("type") != "progress":
+            return
+        if not self._begun:
+            self._buffer = [event]  # only the latest matters before begin
+            return
+        self._report(event)
+
+    def _report(self, event: dict[str, Any], *, force: bool = False) -> None:
+        now = time.monotonic()
+        message = str(event.get("message") or "")
+        pct = event.get("percentage")
+        if not force and now - self._last_report < REPORT_INTERVAL_S and pct != 100:
+            return
+        if message == self._last_message and pct is None:
+            return
+        self._last_report = now
+        self._last_message = message
+        value = types.WorkDoneProgressReport(message=message or None)
+        if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+            value.percentage = max(0, min(100, int(pct)))
+        self.server.work_done_progress.report(self.token, value)
+
+    async def end(self, message: str) -> None:
+        if self._ended:
+            return
+        if self._started is not None and not self._started.done():
+            if message == "cancelled":  # answer promptly: never wait for the client here
+                self._started.cancel()
+            else:
+                try:
+                    await asyncio.shield(self._started)
+                except BaseException:
+                    pass
+        self._ended = True
+        if self._begun:
+            self.server.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+            self.server.work_done_progress.tokens.pop(self.token, None)
+
+
+def _internal_error(method: str, err: BaseException) -> JsonRpcInternalError:
+    log.error("%s failed", method, exc_info=(type(err), err, err.__traceback__))
+    return JsonRpcInternalError(message=f"{method} failed: {type(err).__name__}: {err}")
+
+
+def decode(method: str, raw: Any) -> Any:
+    try:
+        return protocol.decode_params(method, raw)
+    except protocol.InvalidParams as err:
+        raise JsonRpcInvalidParams(message=str(err)) from None
+
+
+async def run_request(
+    server: "FabricServer",
+    method: str,
+    raw_params: Any,
+    work: Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any],
+    *,
+    title: str,
+    long: bool = True,
+    params: Any = None,
+) -> Any:
+    """Decode, run `work(params, cancel, activity)` in the engine executor, map errors.
+
+    `long` requests get a server-created progress token when the client sent none.
+    """
+    if params is None:
+        params = decode(method, raw_params)
+    if method in FAULTS:
+        work = _injected(method, FAULTS[method])
+    token = CancelToken()
+    msg_id = server.protocol.msg_id
+    if msg_id is not None:
+        server.cancel_tokens[msg_id] = token
+    progress = RequestProgress(
+        server, method, title, getattr(params, "work_done_token", None), create=long
+    )
+    progress.start()
+    outcome = "failed"
+    try:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(work, params, token, progress.sink)
+        result = await loop.run_in_executor(server.engine_executor, call)
+        outcome = "done"
+        return result
+    except asyncio.CancelledError:
+        token.cancel()
+        outcome = "cancelled"
+        raise
+    except Cancelled:
+        outcome = "cancelled"
+        raise JsonRpcRequestCancelled(message=f"{method} was cancelled") from None
+    except DomainError as err:
+        outcome = "done"
+        return err.to_result()
+    except EngineUnavailable as err:
+        raise JsonRpcMethodNotFound(message=str(err)) from None
+    except JsonRpcException:
+        raise
+    except protocol.InvalidParams as err:
+        raise JsonRpcInvalidParams(message=str(err)) from None
+    except Exception as err:
+        raise _internal_error(method, err) from None
+    finally:
+        if msg_id is not None:
+            server.cancel_tokens.pop(msg_id, None)
+        await progress.end(outcome)
+
+
+def to_wire(value: Any) -> Any:
+    """Plain JSON values for pygls (a Struct would never be answered)."""
+    return msgspec.to_builtins(value)

@@ -1,0 +1,549 @@
+"""The fabric-lsp wire contract: method names and msgspec Structs for every custom
+params and result type (see docs/protocol.md).
+
+Params are strict: `decode_params` rejects unknown keys, wrong types, out-of-range values
+and two selectors where one is allowed, with a message that names the field and the
+rule. Results are what the engines return as plain dicts; the result Structs here are the
+schema (docs/protocol.schema.json is generated from them) and tests check engine output
+against them. This module imports only msgspec, so the CLI and the engines may use it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+from msgspec import Meta, Struct
+
+# ---------------------------------------------------------------------------------------
+# Method names
+# ---------------------------------------------------------------------------------------
+
+SESSIONS = "fabric/sessions"
+RECALL = "fabric/recall"
+EXPAND = "fabric/expand"
+COMPACTION_PREVIEW = "fabric/compactionPreview"
+BRANCH_SUMMARY_PREVIEW = "fabric/branchSummaryPreview"
+COMPACT_REQUEST = "fabric/compact/request"
+COMPACT_STATUS = "fabric/compact/status"
+COMPACT_CANCEL = "fabric/compact/cancel"
+
+# server -> client notifications
+ACTIVITY = "fabric/activity"
+COMPACTION_COMMITTED = "fabric/compactionCommitted"
+
+# workspace/executeCommand names -> the request each one mirrors
+COMMANDS: dict[str, str | None] = {
+    "fabric.recall": RECALL,
+    "fabric.expand": EXPAND,
+    "fabric.compactionPreview": COMPACTION_PREVIEW,
+    "fabric.branchSummaryPreview": BRANCH_SUMMARY_PREVIEW,
+    "fabric.compact.request": COMPACT_REQUEST,
+    "fabric.compact.status": COMPACT_STATUS,
+    "fabric.compact.cancel": COMPACT_CANCEL,
+    "fabric.sessions": SESSIONS,
+    "fabric.reload": None,  # drop caches, re-read configuration
+}
+
+# The entry reference syntax used in rendered recall text, hover and definition.
+ENTRY_REFERENCE_PATTERN = r"pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z0-9][A-Za-z0-9_.:-]*)"
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces
+# ---------------------------------------------------------------------------------------
+
+NonNegInt = Annotated[int, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(ge=1)]
+NonEmptyStr = Annotated[str, Meta(min_length=1)]
+ProgressToken = Union[int, str]
+Branches = Literal["active", "all"]
+Tier = Literal["hot", "cold"]
+ListScope = Literal["session", "project", "global"]
+# "session" | "project" | "global" | "session:<id-or-path>"
+RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|session:.+)$")]
+
+_PARAMS = dict(forbid_unknown_fields=True, rename="camel", kw_only=True, omit_defaults=True)
+_RESULT = dict(rename="camel", kw_only=True, omit_defaults=True)
+
+
+class EntryRange(Struct, **_PARAMS):
+    """An inclusive range of raw entry ordinals; `first <= last`."""
+
+    first: NonNegInt
+    last: NonNegInt
+
+    def __post_init__(self) -> None:
+        if self.first > self.last:
+            raise ValueError("`first` must be <= `last`")
+
+
+# ---------------------------------------------------------------------------------------
+# Params
+# ---------------------------------------------------------------------------------------
+
+
+class SessionsParams(Struct, **_PARAMS):
+    scope: ListScope = "project"
+    cwd: str | None = None
+    page: PositiveInt = 1
+    page_size: Annotated[int, Meta(ge=1, le=200)] = 50
+    work_done_token: ProgressToken | None = None
+
+
+class RecallParams(Struct, **_PARAMS):
+    query: str | None = None
+    query_mode: Literal["literal", "regex"] = "literal"
+    scope: RecallScope = "session"
+    branches: Branches = "active"
+    page: PositiveInt = 1
+    page_size: Annotated[int, Meta(ge=1, le=100)] = 25
+    expected_source_hash: str | None = None
+    expected_lineage_fingerprint: str | None = None
+    entry_range: EntryRange | None = None
+    cwd: str | None = None
+    work_done_token: ProgressToken | None = None
+
+
+EXPAND_SELECTORS = ("indices", "entryIds", "operationAddresses", "entryRange")
+
+
+class ExpandParams(Struct, **_PARAMS):
+    session: NonEmptyStr
+    branches: Branches | None = None
+    expected_source_hash: str | None = None
+    expected_lineage_fingerprint: str | None = None
+    indices: list[NonNegInt] | None = None
+    entry_ids: list[NonEmptyStr] | None = None
+    operation_addresses: list[NonEmptyStr] | None = None
+    entry_range: EntryRange | None = None
+    work_done_token: ProgressToken | None = None
+
+    def __post_init__(self) -> None:
+        given = [
+            name
+            for name, value in zip(
+                EXPAND_SELECTORS,
+                (self.indices, self.entry_ids, self.operation_addresses, self.entry_range),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            shown = ", ".join(f"`{g}`" for g in given) if given else "none"
+            raise ValueError(
+                "exactly one selector of `indices`, `entryIds`, `operationAddresses`, "
+                f"`entryRange` is required (got {shown})"
+            )
+
+
+Instructions = Annotated[str, Meta(max_length=8192)]
+PreserveList = Annotated[list[Annotated[str, Meta(max_length=2048)]], Meta(max_length=16)]
+
+
+class CompactionPreviewParams(Struct, **_PARAMS):
+    session: NonEmptyStr
+    instructions: str | None = None
+    preserve: list[str] | None = None
+    reason: Literal["manual", "threshold", "overflow"] = "manual"
+    context_window: NonNegInt | None = None
+    reserve_tokens: NonNegInt | None = None
+    keep_recent_tokens: NonNegInt | None = None
+    target_context_ratio: Annotated[float, Meta(ge=0.25, le=0.85)] | None = None
+    tokens_before: NonNegInt | None = None
+    leaf_id: NonEmptyStr | None = None
+    include_qa: bool = False
+    work_done_token: ProgressToken | None = None
+
+
+class BranchSummaryPreviewParams(Struct, **_PARAMS):
+    session: NonEmptyStr
+    target_id: NonEmptyStr
+    from_id: NonEmptyStr | None = None
+    instructions: str | None = None
+    preserve: list[str] | None = None
+    replace_instructions: bool | None = None
+    work_done_token: ProgressToken | None = None
+
+
+class CompactRequestParams(Struct, **_PARAMS):
+    session: NonEmptyStr
+    reason: str | None = None
+    instructions: Instructions | None = None
+    preserve: PreserveList | None = None
+    requested_by: NonEmptyStr = "user"
+    work_done_token: ProgressToken | None = None
+
+
+class CompactSessionParams(Struct, **_PARAMS):
+    """Params of `fabric/compact/status` and `fabric/compact/cancel`."""
+
+    session: NonEmptyStr
+    work_done_token: ProgressToken | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# Results (lenient: extra keys allowed, so engines may add detail)
+# ---------------------------------------------------------------------------------------
+
+
+class CoverageError(Struct, **_RESULT):
+    code: str
+    message: str
+
+
+class Coverage(Struct, **_RESULT):
+    complete: bool
+    indexed_sessions: int
+    eligible_sessions: int
+    stale_sessions: int
+    incomplete_sessions: int
+    reasons: list[str]
+    error: CoverageError | None = None
+
+
+class SessionInfo(Struct, **_RESULT):
+    session_id: str
+    session_file: str
+    uri: str
+    cwd: str | None
+    entry_count: int
+    size_bytes: int
+    mtime: float
+    tier: Tier
+    first_ts: str | None = None
+    last_ts: str | None = None
+    leaf_id: str | None = None
+
+
+class SessionsResult(Struct, **_RESULT):
+    sessions: list[SessionInfo]
+    total_items: int
+    page: int
+    page_size: int
+    has_next: bool
+    coverage: Coverage
+
+
+class ResultEntryRange(Struct, **_RESULT):
+    first: int
+    last: int
+
+
+class ExactMatch(Struct, **_RESULT):
+    index: int
+    entry_id: str | None
+    operation_address: str | None = None
+
+
+class SegmentEntry(Struct, **_RESULT):
+    index: int
+    entry_id: str | None
+    parent_id: str | None
+    type: str | None
+    role: str | None
+    tool_name: str | None
+    timestamp: Any
+    is_error: bool
+    truncated: bool
+    text: str
+    matched: bool
+    line: int
+
+
+class Segment(Struct, **_RESULT):
+    tier: Tier
+    session_id: str
+    session_file: str
+    source_hash: str
+    branches: Branches
+    lineage_fingerprint: str
+    entry_range: ResultEntryRange
+    score: float
+    matched_count: int
+    exact_matches: list[ExactMatch]
+    entries: list[SegmentEntry]
+
+
+class Pointer(Struct, **_RESULT):
+    tier: Literal["cold"]
+    session_id: str
+    session_file: str
+    source_hash: str
+    branches: Branches
+    lineage_fingerprint: str
+    matched_terms: list[str]
+    score: float
+    cwd: str | None
+    last_ts: Any
+
+
+class SegmentItem(Struct, tag_field="kind", tag="segment", **_RESULT):
+    segment: Segment
+
+
+class PointerItem(Struct, tag_field="kind", tag="pointer", **_RESULT):
+    pointer: Pointer
+
+
+class RecallResult(Struct, **_RESULT):
+    scope: str
+    branches: Branches
+    query: str | None
+    query_mode: str
+    page: int
+    page_size: int
+    total_items: int
+    total_matches: int
+    has_next: bool
+    authoritative: bool
+    coverage: Coverage
+    items: list[Union[SegmentItem, PointerItem]]
+    text: str
+
+
+class ExpandedEntry(Struct, **_RESULT):
+    index: int
+    entry_id: str | None
+    role: str | None
+    type: str | None
+    is_error: bool
+    text: str
+    line: int
+    operation_address: str | None = None
+    tool_name: str | None = None
+    timestamp: Any = None
+
+
+class ExpandResult(Struct, **_RESULT):
+    session: str
+    session_id: str
+    session_file: str
+    source_hash: str
+    branches: Branches
+    lineage_fingerprint: str
+    expanded: list[ExpandedEntry]
+
+
+ExpandErrorCode = Literal[
+    "stale_pointer",
+    "address_not_found",
+    "ambiguous_address",
+    "ambiguous_session",
+    "index_out_of_bounds",
+    "session_not_found",
+    "source_unavailable",
+]
+
+
+class ExpandErrorBody(Struct, **_RESULT):
+    code: ExpandErrorCode
+    message: str
+    candidates: list[str] | None = None
+
+
+class ExpandErrorResult(Struct, **_RESULT):
+    error: ExpandErrorBody
+
+
+class CompactionPreviewResult(Struct, **_RESULT):
+    outcome: Literal["compacted", "cancelled", "skipped"]
+    tokens_before: int
+    session_id: str
+    session_file: str
+    source_hash: str
+    leaf_id: str | None
+    reason: str | None = None
+    summary: str | None = None
+    first_kept_entry_id: str | None = None
+    details: dict[str, Any] | None = None
+    qa: dict[str, Any] | None = None
+
+
+class BranchSummaryPreviewResult(Struct, **_RESULT):
+    outcome: Literal["summarized", "deferred", "none"]
+    entries_summarized: int
+    summary: str | None = None
+    details: dict[str, Any] | None = None
+    common_ancestor_id: str | None = None
+
+
+class Intent(Struct, **_RESULT):
+    requested_by: str
+    requested_at: Any
+    reason: str | None = None
+    instructions: str | None = None
+    preserve: list[str] | None = None
+
+
+class CommitRecord(Struct, **_RESULT):
+    at: Any
+    requested_by: str
+    status: Literal["committed", "failed"]
+    summary: str | None = None
+    tokens_before: int | None = None
+    estimated_tokens_after: int | None = None
+    error: str | None = None
+    entry_id: str | None = None
+
+
+class CompactRequestResult(Struct, **_RESULT):
+    pending: Intent
+
+
+class CompactStatusResult(Struct, **_RESULT):
+    settled: bool
+    pending: Intent | None = None
+    last: CommitRecord | None = None
+
+
+class CompactCancelResult(Struct, **_RESULT):
+    cancelled: bool
+
+
+class CompactionCommittedParams(Struct, **_RESULT):
+    session: str
+    record: CommitRecord
+
+
+class ActivityEntity(Struct, tag_field="type", tag="entity", **_RESULT):
+    id: str
+    kind: str
+    name: str | None = None
+    request: str | None = None
+
+
+class ActivityProgress(Struct, tag_field="type", tag="progress", **_RESULT):
+    message: str
+    percentage: int | None = None
+    request: str | None = None
+
+
+class ActivityMetrics(Struct, tag_field="type", tag="metrics", **_RESULT):
+    request: str | None = None
+
+
+ActivityParams = Union[ActivityEntity, ActivityProgress, ActivityMetrics]
+
+# ---------------------------------------------------------------------------------------
+# Method table and strict decoding
+# ---------------------------------------------------------------------------------------
+
+PARAMS_TYPES: dict[str, type[Struct]] = {
+    SESSIONS: SessionsParams,
+    RECALL: RecallParams,
+    EXPAND: ExpandParams,
+    COMPACTION_PREVIEW: CompactionPreviewParams,
+    BRANCH_SUMMARY_PREVIEW: BranchSummaryPreviewParams,
+    COMPACT_REQUEST: CompactRequestParams,
+    COMPACT_STATUS: CompactSessionParams,
+    COMPACT_CANCEL: CompactSessionParams,
+}
+
+RESULT_TYPES: dict[str, Any] = {
+    SESSIONS: SessionsResult,
+    RECALL: RecallResult,
+    EXPAND: ExpandResult,  # or ExpandErrorResult on a domain error
+    COMPACTION_PREVIEW: CompactionPreviewResult,
+    BRANCH_SUMMARY_PREVIEW: BranchSummaryPreviewResult,
+    COMPACT_REQUEST: CompactRequestResult,
+    COMPACT_STATUS: CompactStatusResult,
+    COMPACT_CANCEL: CompactCancelResult,
+}
+
+NOTIFICATION_TYPES: dict[str, Any] = {
+    ACTIVITY: ActivityParams,
+    COMPACTION_COMMITTED: CompactionCommittedParams,
+}
+
+
+class InvalidParams(ValueError):
+    """Params that do not match the wire contract; the message names field and rule."""
+
+
+_AT_PATH = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+
+
+def _describe(method: str, err: msgspec.ValidationError) -> str:
+    m = _AT_PATH.match(str(err))
+    assert m is not None  # the pattern matches every string
+    rule, path = m.group("rule"), m.group("path")
+    # msgspec says "Object contains unknown field `x`" at the parent's path
+    unknown = re.match(r"Object contains unknown field `([^`]*)`", rule)
+    if unknown:
+        field = (path or "") + "." + unknown.group(1)
+        return f"{method}: unknown field `{field.lstrip('.')}` (unknown keys are rejected)"
+    missing = re.match(r"Object missing required field `([^`]*)`", rule)
+    if missing:
+        field = (path or "") + "." + missing.group(1)
+        return f"{method}: missing required field `{field.lstrip('.')}`"
+    where = f"field `{path.lstrip('.')}`" if path else "params"
+    rule = rule[:1].lower() + rule[1:]
+    return f"{method}: {where}: {rule}"
+
+
+def decode_params(method: str, params: Any) -> Any:
+    """Convert raw JSON params to the method's params Struct, strictly.
+
+    Raises `InvalidParams` whose message names the method, the field and the rule.
+    A missing params object is treated as `{}`.
+    """
+    typ = PARAMS_TYPES[method]
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParams(f"{method}: params must be an object, got {type(params).__name__}")
+    try:
+        return msgspec.convert(params, typ, strict=True)
+    except msgspec.ValidationError as err:
+        raise InvalidParams(_describe(method, err)) from None
+
+
+def params_to_dict(params: Struct) -> dict[str, Any]:
+    """Wire-shaped (camelCase) dict of decoded params with defaults filled in and unset
+    optionals dropped, without the progress token; this is what the engines receive."""
+    out: dict[str, Any] = {}
+    for field, name in zip(params.__struct_fields__, params.__struct_encode_fields__):
+        value = getattr(params, field)
+        if value is None or name == "workDoneToken":
+            continue
+        out[name] = msgspec.to_builtins(value)
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12 components) of every params, result and notification
+    type, keyed by method name; deterministic."""
+    methods = sorted(PARAMS_TYPES)
+    types_: list[Any] = [PARAMS_TYPES[m] for m in methods] + [RESULT_TYPES[m] for m in methods]
+    notes = sorted(NOTIFICATION_TYPES)
+    types_ += [NOTIFICATION_TYPES[n] for n in notes]
+    types_.append(ExpandErrorResult)
+    schemas, components = msgspec.json.schema_components(types_, ref_template="#/$defs/{name}")
+    n = len(methods)
+    method_schemas = {
+        m: {"params": schemas[i], "result": schemas[n + i]} for i, m in enumerate(methods)
+    }
+    method_schemas[EXPAND]["result"] = {"oneOf": [schemas[n + methods.index(EXPAND)], schemas[-1]]}
+    out: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fabric-lsp wire contract v1",
+        "methods": method_schemas,
+        "notifications": {note: schemas[2 * n + i] for i, note in enumerate(notes)},
+        "commands": sorted(COMMANDS),
+        "entryReferencePattern": ENTRY_REFERENCE_PATTERN,
+        "$defs": {k: components[k] for k in sorted(components)},
+    }
+    return out
+
+
+def json_schema_text() -> str:
+    """docs/protocol.schema.json, byte for byte (`python -m fabric_lsp.protocol > docs/protocol.schema.json`)."""
+    import json
+
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.stdout.write(json_schema_text())

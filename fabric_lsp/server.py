@@ -1,0 +1,235 @@
+"""The language server: builds the pygls LanguageServer, owns the state, registers the
+handler modules. All request logic lives in `handlers/` (thin) and `engine/` (real work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+)
+from pygls.protocol import default_converter as _pygls_default_converter
+from pygls.uris import to_fs_path
+
+from fabric_lsp import __version__
+from fabric_lsp.config import ServerConfig, load_config
+from fabric_lsp.engine.activity import CancelToken
+
+log = logging.getLogger("fabric_lsp.server")
+
+
+def _keep_params(obj: dict[str, Any], cls: type) -> Any:
+    # Custom (`fabric/*`) params and results stay plain dicts: protocol.py decodes them
+    # strictly. pygls' default would turn them into namedtuples.
+    obj.setdefault("result" if cls is JsonRPCResponseMessage else "params", None)
+    return cls(**obj)
+
+
+def converter_factory() -> cattrs.Converter:
+    converter = _pygls_default_converter()
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        converter.register_structure_hook(cls, _keep_params)
+    return converter
+
+
+class FabricProtocol(LanguageServerProtocol):
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        # Set the engine's CancelToken first, so work running in the executor stops at
+        # its next check; pygls then cancels the handler task (→ -32800).
+        token = self._server.cancel_tokens.get(msg_id)  # type: ignore[attr-defined]
+        if token is not None:
+            token.cancel()
+        super()._handle_cancel_notification(msg_id)
+
+
+class FabricServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            name="fabric-lsp",
+            version=__version__,
+            protocol_cls=FabricProtocol,
+            converter_factory=converter_factory,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            max_workers=4,  # pygls' stdio reader lives in this pool: never 1
+        )
+        self.engine_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fabric-engine")
+        self.cancel_tokens: dict[Any, CancelToken] = {}
+        self.init_options: Any = None
+        self.client_settings: Any = None
+        self.workspace_root: Path | None = None
+        self.config: ServerConfig = load_config()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.watch_task: asyncio.Task[Any] | None = None
+        self.watch_mode: str | None = None  # "registered" | "polling"
+        self._shown_warnings: set[str] = set()
+        self._lock = threading.Lock()
+        from fabric_lsp.handlers.engines import Engines
+
+        self.engines = Engines(self)
+
+    # -- client capabilities -------------------------------------------------------
+
+    def client_supports(self, *path: str) -> bool:
+        node: Any = self.client_capabilities
+        for name in path:
+            node = getattr(node, name, None)
+            if node is None:
+                return False
+        return bool(node)
+
+    # -- configuration -------------------------------------------------------------
+
+    def reload_config(self) -> ServerConfig:
+        """Re-read every configuration layer; invalid values become warnings."""
+        new = load_config(
+            workspace_root=self.workspace_root,
+            init_options=self.init_options,
+            client_settings=self.client_settings,
+        )
+        old, self.config = self.config, new
+        if (old.agent_dir, old.session_dir, old.index_dir, old.memory, old.compaction) != (
+            new.agent_dir,
+            new.session_dir,
+            new.index_dir,
+            new.memory,
+            new.compaction,
+        ):
+            self.engines.reset()
+        for warning in new.warnings:
+            log.warning("configuration: %s", warning)
+            if warning not in self._shown_warnings:
+                self._shown_warnings.add(warning)
+                self.show_message(f"fabric-lsp configuration: {warning}", types.MessageType.Warning)
+        return new
+
+    # -- thread-safe outbound messages ---------------------------------------------
+
+    def call_in_loop(self, fn: Any, *args: Any) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            if threading.current_thread() is threading.main_thread():
+                fn(*args)
+            else:
+                loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def notify(self, method: str, params: Any) -> None:
+        self.call_in_loop(self.protocol.notify, method, params)
+
+    def show_message(self, message: str, kind: types.MessageType) -> None:
+        self.call_in_loop(self.window_show_message, types.ShowMessageParams(type=kind, message=message))
+
+    def log_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.call_in_loop(self.window_log_message, types.LogMessageParams(type=kind, message=message))
+
+    # -- paths ------------------------------------------------------------------------
+
+    def default_cwd(self) -> str | None:
+        return str(self.workspace_root) if self.workspace_root is not None else None
+
+
+def workspace_root_of(params: types.InitializeParams) -> Path | None:
+    uri = None
+    if params.workspace_folders:
+        uri = params.workspace_folders[0].uri
+    elif params.root_uri:
+        uri = params.root_uri
+    if uri:
+        path = to_fs_path(uri)
+        return Path(path) if path else None
+    if params.root_path:
+        return Path(params.root_path)
+    return None
+
+
+# -- logging ----------------------------------------------------------------------------
+
+
+class _ClientLogHandler(logging.Handler):
+    """Forwards fabric_lsp log records to the client as `window/logMessage`."""
+
+    _LEVELS = (
+        (logging.ERROR, types.MessageType.Error),
+        (logging.WARNING, types.MessageType.Warning),
+        (logging.INFO, types.MessageType.Info),
+        (0, types.MessageType.Log),
+    )
+
+    def __init__(self, server: FabricServer) -> None:
+        super().__init__()
+        self.server = server
+        self._busy = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self._busy, "on", False):
+            return
+        self._busy.on = True
+        try:
+            kind = next(k for lvl, k in self._LEVELS if record.levelno >= lvl)
+            message = record.getMessage()
+            if record.exc_info and record.levelno >= logging.ERROR:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            self.server.log_message(message, kind)
+        except Exception:  # logging must never break serving
+            pass
+        finally:
+            self._busy.on = False
+
+
+class _DropOwnRpcErrors(logging.Filter):
+    """pygls logs every error response with a traceback; ours are already logged (or are
+    plain InvalidParams / cancellations), so drop those duplicates."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, JsonRpcException)
+
+
+def _configure_logging(server: FabricServer) -> None:
+    # pygls logs every message at INFO ("Sending data: ..."): keep it at WARNING.
+    for name in ("pygls", "pygls.protocol", "pygls.server", "pygls.feature_manager"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_DropOwnRpcErrors())
+    handler = _ClientLogHandler(server)
+    logging.getLogger("fabric_lsp").addHandler(handler)
+
+
+def build_server() -> FabricServer:
+    server = FabricServer()
+    _configure_logging(server)
+    from fabric_lsp.handlers import register_all
+
+    register_all(server)
+    return server
+
+
+def run_server(tcp: str | None = None) -> int:
+    """Serve LSP over stdio (or TCP `host:port`, for debugging); returns the exit code."""
+    server = build_server()
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        if not host or not port.isdigit():
+            log.error("--tcp expects HOST:PORT, got %r", tcp)
+            return 2
+        server.start_tcp(host, int(port))
+    else:
+        server.start_io()
+    server.engines.close()
+    server.engine_executor.shutdown(wait=False, cancel_futures=True)
+    return 0

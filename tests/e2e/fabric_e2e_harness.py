@@ -1,0 +1,133 @@
+"""End-to-end harness: the real server process over stdio, driven by pytest-lsp with the
+capability sets of real editors (VS Code, Neovim 0.11)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from fabric_lsp.server import converter_factory
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_SESSIONS = REPO / "tests" / "fixtures" / "real-sessions"
+PROJECT_CWD = "/home/user/proj"
+PROJECT_FOLDER = "--home-user-proj--"
+EDITORS = ["visual-studio-code", "neovim@v0.11"]
+SERVER_CMD = [sys.executable, "-m", "fabric_lsp"]
+
+
+def make_agent_dir(root: Path) -> Path:
+    """`<root>/agent/sessions/--home-user-proj--/*.jsonl` from the real Pi fixtures
+    (04 is a resumed copy of 03, so their session id is ambiguous by design)."""
+    agent = root / "agent"
+    folder = agent / "sessions" / PROJECT_FOLDER
+    folder.mkdir(parents=True)
+    for src in sorted(REAL_SESSIONS.glob("*.jsonl")):
+        dst = folder / src.name
+        shutil.copyfile(src, dst)
+        os.chmod(dst, stat.S_IRUSR | stat.S_IWUSR)
+    return agent
+
+
+def make_client() -> LanguageClient:
+    """pytest-lsp's client, but custom results stay dicts and fabric notifications,
+    registrations and progress are recorded."""
+    client = LanguageClient(converter_factory=converter_factory)
+    pytest_lsp.client.register_lsp_features(client)
+    client.activity = []  # type: ignore[attr-defined]
+    client.committed = []  # type: ignore[attr-defined]
+    client.registrations = []  # type: ignore[attr-defined]
+
+    @client.feature("fabric/activity")
+    def _activity(ls: LanguageClient, params: Any) -> None:
+        ls.activity.append(params)  # type: ignore[attr-defined]
+
+    @client.feature("fabric/compactionCommitted")
+    def _committed(ls: LanguageClient, params: Any) -> None:
+        ls.committed.append(params)  # type: ignore[attr-defined]
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def _register(ls: LanguageClient, params: types.RegistrationParams) -> None:
+        ls.registrations.extend(params.registrations)  # type: ignore[attr-defined]
+
+    return client
+
+
+def server_env(agent_dir: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PI_CODING_AGENT_DIR"] = str(agent_dir)
+    env["HOME"] = str(agent_dir.parent)
+    env.update(extra)
+    return env
+
+
+async def start(
+    agent_dir: Path,
+    editor: str,
+    *,
+    workspace: Path | None = None,
+    init_options: Any = None,
+    configuration: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> LanguageClient:
+    """A started and initialized client against a fresh server process."""
+    config = ClientServerConfig(
+        server_command=SERVER_CMD,
+        client_factory=make_client,
+        server_env=env or server_env(agent_dir),
+    )
+    client = await config.start()
+    if configuration is not None:
+        client.set_configuration(configuration, section="fabric")
+    ws = workspace or Path(PROJECT_CWD)
+    await client.initialize_session(
+        types.InitializeParams(
+            capabilities=client_capabilities(editor),
+            workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="proj")],
+            initialization_options=init_options,
+        )
+    )
+    return client
+
+
+async def stop(client: LanguageClient) -> None:
+    await client.shutdown_session()
+    await client.stop()
+
+
+
+
+async def rpc(client: LanguageClient, method: str, params: Any = None) -> Any:
+    return await client.protocol.send_request_async(method, params)
+
+
+async def rpc_error(client: LanguageClient, method: str, params: Any = None) -> tuple[int, str]:
+    """(code, message) of the error the server answers; fails when it answers a result."""
+    from pygls.exceptions import JsonRpcException
+
+    try:
+        result = await client.protocol.send_request_async(method, params)
+    except JsonRpcException as err:
+        return err.code, err.message
+    raise AssertionError(f"{method} answered a result instead of an error: {result!r}")
+
+
+def engine_landed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+SPEC_WARNINGS_AS_ERRORS = pytest.mark.filterwarnings("error::pytest_lsp.checks.LspSpecificationWarning")
