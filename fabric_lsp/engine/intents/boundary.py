@@ -1,0 +1,107 @@
+"""Safe-boundary detection: is this session settled, so that a compaction may be appended?
+
+A session is settled when
+
+1. its active branch ends a finished turn: the last entry that carries context (skipping
+   metadata-only entries a user can write while idle: `label`, `session_info`,
+   `custom`, `model_change`, `thinking_level_change`) is an assistant message whose
+   `stopReason` is not `toolUse`, or a `compaction` (idle after a compaction: a commit
+   then finds "Already compacted" and clears quietly);
+2. no tool call of the last turn lacks its result (calls of `error`/`aborted` assistant
+   messages are ignored: the provider transform drops those messages); and
+3. the file has been quiet (mtime unchanged) for the interval; after an assistant
+   message that ended in `error`, for at least `ERROR_QUIET_S`, because Pi may still be
+   waiting to auto-retry.
+
+The verdict depends only on the bytes and the mtime, so it is cached per
+(size, mtime_ns, inode) by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from fabric_lsp.engine.session import SessionLog, SessionTree
+
+ERROR_QUIET_S = 30.0
+METADATA_TYPES = frozenset({"label", "session_info", "custom", "model_change", "thinking_level_change"})
+TURN_START_ROLES = frozenset({"user", "bashExecution", "custom"})
+
+
+@dataclass(frozen=True)
+class TurnVerdict:
+    """Whether the branch ends a finished turn; `min_quiet_s` is the quiet time it needs."""
+
+    finished: bool
+    why: str
+    leaf_id: Optional[str] = None
+    min_quiet_s: float = 0.0
+
+
+def _message(raw: dict[str, Any]) -> Optional[dict[str, Any]]:
+    msg = raw.get("message")
+    return msg if isinstance(msg, dict) else None
+
+
+def _tool_call_ids(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [
+        part["id"]
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("id"), str)
+    ]
+
+
+def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict:
+    """Rules 1 and 2 above on the persisted leaf's branch of `log`."""
+    if not log.is_session:
+        return TurnVerdict(False, "not a Pi session file")
+    tree = SessionTree.from_records(log.records)
+    if tree.leaf_id is None:
+        return TurnVerdict(False, "no entries")
+    branch = tree.branch()
+    if branch.error is not None:
+        return TurnVerdict(False, f"parent graph is invalid ({branch.error})", tree.leaf_id)
+    entries = branch.entries
+    i = len(entries) - 1
+    while i >= 0 and entries[i].type in METADATA_TYPES:
+        i -= 1
+    if i < 0:
+        return TurnVerdict(False, "no turn yet", tree.leaf_id)
+    last = entries[i]
+    if last.type == "compaction":
+        return TurnVerdict(True, "idle after a compaction", tree.leaf_id, quiet_interval_s)
+    msg = _message(last.raw) if last.type == "message" else None
+    if msg is None or msg.get("role") != "assistant":
+        return TurnVerdict(False, f"the branch ends with {last.type}/{(msg or {}).get('role')}", tree.leaf_id)
+    stop = msg.get("stopReason")
+    if stop == "toolUse":
+        return TurnVerdict(False, "the last assistant message waits for tool results (stopReason toolUse)", tree.leaf_id)
+    # Rule 2 over the last turn: from the last turn start to the end.
+    start = i
+    while start >= 0:
+        m = _message(entries[start].raw) if entries[start].type == "message" else None
+        if m is not None and m.get("role") in TURN_START_ROLES:
+            break
+        if entries[start].type in ("compaction", "branch_summary", "custom_message"):
+            break
+        start -= 1
+    open_calls: dict[str, None] = {}
+    for rec in entries[max(start, 0) : i + 1]:
+        m = _message(rec.raw) if rec.type == "message" else None
+        if m is None:
+            continue
+        role = m.get("role")
+        if role == "assistant" and m.get("stopReason") not in ("error", "aborted"):
+            for call_id in _tool_call_ids(m):
+                open_calls[call_id] = None
+        elif role == "toolResult" and isinstance(m.get("toolCallId"), str):
+            open_calls.pop(m["toolCallId"], None)
+    if open_calls:
+        first = next(iter(open_calls))
+        return TurnVerdict(False, f"tool call {first} has no result yet", tree.leaf_id)
+    quiet = max(quiet_interval_s, ERROR_QUIET_S) if stop == "error" else quiet_interval_s
+    return TurnVerdict(True, f"finished turn (stopReason {stop})", tree.leaf_id, quiet)

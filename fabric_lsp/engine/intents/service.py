@@ -1,0 +1,272 @@
+"""IntentsService: compaction intents for sessions seen from an editor (the server's API).
+
+Results are plain dicts shaped as protocol.md's `Intent`, `CommitRecord` and the
+status/cancel results. One controller per session; the state lives in `state_dir`
+(beside the index), so pending intents survive a restart and are shared with other
+processes (a second editor's server, `fabric-lsp compact`).
+
+A background thread (`start()`/`close()`) polls the sessions that have a pending intent
+with `os.stat` only, and attempts a commit when a file has been quiet for the interval
+and has changed since the last attempt found it unsettled. `on_committed(session_path,
+record)` is called for every recorded outcome (committed or failed), whichever path
+(thread or `maybe_commit`) produced it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn
+from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
+from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
+from fabric_lsp.engine.intents.limits import validate_request_arguments
+from fabric_lsp.engine.intents.store import IntentStore
+from fabric_lsp.engine.session import parse_session_bytes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REQUESTED_BY = "user"  # protocol.md: `requestedBy?: string = "user"`
+_RESCAN_S = 1.0
+
+OnCommitted = Callable[[str, dict[str, Any]], None]
+OptionsProvider = Callable[[str], Optional[dict[str, Any]]]
+
+
+def default_state_dir(agent_dir: str) -> str:
+    """Where intents live by default: beside the memory index under the agent dir."""
+    return os.path.join(agent_dir, "fabric-lsp", "intents")
+
+
+def normalize_session_path(session_path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(session_path))
+
+
+class IntentsService:
+    def __init__(
+        self,
+        *,
+        state_dir: str | os.PathLike[str],
+        quiet_interval_s: float = 2.0,
+        compaction_options_provider: Optional[OptionsProvider] = None,
+        on_committed: Optional[OnCommitted] = None,
+        poll_interval_s: Optional[float] = None,
+    ) -> None:
+        if quiet_interval_s < 0:
+            raise ValueError("quiet_interval_s must be >= 0")
+        self.store = IntentStore(state_dir)
+        self.quiet_interval_s = float(quiet_interval_s)
+        self.poll_interval_s = (
+            poll_interval_s if poll_interval_s is not None else min(0.5, max(0.02, self.quiet_interval_s / 4))
+        )
+        self._options_provider = compaction_options_provider
+        self._on_committed = on_committed
+        self._lock = threading.Lock()
+        self._controllers: dict[str, CompactController] = {}
+        self._verdicts: dict[str, tuple[tuple[int, int, int], TurnVerdict]] = {}
+        self._unsettled_sig: dict[str, tuple[int, int, int]] = {}
+        self._watch: set[str] = set()
+        self._state_mtimes: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # -- the wire API ---------------------------------------------------------------
+
+    def request(self, session_path: str | os.PathLike[str], params: dict[str, Any]) -> dict[str, Any]:
+        """Record (replace) the pending intent. Raises ValueError with the seed's message."""
+        path = normalize_session_path(session_path)
+        args = validate_request_arguments(params)
+        intent = self._controller(path).request(
+            default_requested_by=DEFAULT_REQUESTED_BY,
+            reason=args.get("reason"),
+            instructions=args.get("instructions"),
+            preserve=args.get("preserve"),
+            requested_by=args.get("requestedBy"),
+        )
+        with self._lock:
+            self._watch.add(path)
+            self._unsettled_sig.pop(path, None)
+        self._wake.set()
+        return {"pending": intent}
+
+    def status(self, session_path: str | os.PathLike[str]) -> dict[str, Any]:
+        path = normalize_session_path(session_path)
+        self._recover(path)
+        out = self._controller(path).status()
+        out["settled"] = self.is_settled(path)
+        return out
+
+    def cancel(self, session_path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Clear the pending intent. `cancelled` is True when one was pending."""
+        path = normalize_session_path(session_path)
+        return {"cancelled": self._controller(path).cancel()}
+
+    def maybe_commit(self, session_path: str | os.PathLike[str]) -> Optional[dict[str, Any]]:
+        """Attempt a commit now, at the current state of the file (the boundary and quiet
+        rules apply). Returns the CommitRecord recorded, or None (nothing pending, quiet
+        clear, or not at a safe boundary yet: the intent then stays pending)."""
+        path = normalize_session_path(session_path)
+        recovered = self._recover(path)
+        if recovered is not None:
+            return recovered
+        controller = self._controller(path)
+        compute = self._compute_for(path)
+
+        def commit_fn(intent: dict[str, Any], intent_id: str) -> CommitOutcome:
+            sig = _file_sig(path)
+            outcome = attempt_commit(
+                path,
+                intent,
+                intent_id,
+                store=self.store,
+                compute=compute,
+                quiet_interval_s=self.quiet_interval_s,
+            )
+            if isinstance(outcome, Deferred) and outcome.until_change and sig is not None:
+                with self._lock:
+                    self._unsettled_sig[path] = sig
+            return outcome
+
+        return controller.maybe_commit(commit_fn)
+
+    def is_settled(self, session_path: str | os.PathLike[str]) -> bool:
+        """Whether the session is at a safe boundary right now (finished turn + quiet)."""
+        path = normalize_session_path(session_path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        sig = (st.st_size, st.st_mtime_ns, st.st_ino)
+        with self._lock:
+            cached = self._verdicts.get(path)
+        if cached is not None and cached[0] == sig:
+            verdict = cached[1]
+        else:
+            try:
+                with open(path, "rb") as fp:
+                    data = fp.read()
+            except OSError:
+                return False
+            verdict = finished_turn(parse_session_bytes(data, path), self.quiet_interval_s)
+            with self._lock:
+                self._verdicts[path] = (sig, verdict)
+        age = time.time() - st.st_mtime
+        return verdict.finished and age >= max(self.quiet_interval_s, verdict.min_quiet_s)
+
+    # -- the background committer ---------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._rescan()
+        self._thread = threading.Thread(target=self._run, name="fabric-intents", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def __enter__(self) -> "IntentsService":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        last_rescan = time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(self.poll_interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                if time.monotonic() - last_rescan >= _RESCAN_S:
+                    self._rescan()
+                    last_rescan = time.monotonic()
+                self.tick()
+            except Exception:  # the committer thread must survive anything
+                log.exception("intent committer tick failed")
+
+    def tick(self) -> None:
+        """One polling pass: attempt commits on quiet, changed, pending sessions."""
+        with self._lock:
+            watch = sorted(self._watch)
+        now = time.time()
+        for path in watch:
+            if self._stop.is_set():
+                return
+            controller = self._controller(path)
+            if controller.in_flight:
+                continue
+            state = self.store.load(path)
+            if state.pending is None and state.committing is None:
+                with self._lock:
+                    self._watch.discard(path)
+                continue
+            sig = _file_sig(path)
+            if sig is not None:
+                try:
+                    age = now - os.stat(path).st_mtime
+                except OSError:
+                    age = 0.0
+                if age < self.quiet_interval_s:
+                    continue
+                with self._lock:
+                    if self._unsettled_sig.get(path) == sig:
+                        continue
+            self.maybe_commit(path)
+
+    def _rescan(self) -> None:
+        """Pick up intents written by other processes (and, at start, by our last run)."""
+        for session, mtime in self.store.sessions():
+            with self._lock:
+                if self._state_mtimes.get(session) == mtime:
+                    continue
+                self._state_mtimes[session] = mtime
+                self._watch.add(session)
+                self._unsettled_sig.pop(session, None)
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _controller(self, path: str) -> CompactController:
+        with self._lock:
+            controller = self._controllers.get(path)
+            if controller is None:
+                controller = CompactController(
+                    self.store, path, on_commit=lambda record, p=path: self._notify(p, record)
+                )
+                self._controllers[path] = controller
+            return controller
+
+    def _compute_for(self, path: str) -> ComputeFn:
+        options = self._options_provider(path) if self._options_provider is not None else None
+        return default_compute(options or None)
+
+    def _notify(self, path: str, record: dict[str, Any]) -> None:
+        if self._on_committed is not None:
+            self._on_committed(path, record)
+
+    def _recover(self, path: str) -> Optional[dict[str, Any]]:
+        if self.store.load(path).committing is None or self._controller(path).in_flight:
+            return None
+        record = recover_marker(self.store, path)
+        if record is not None:
+            self._notify(path, record)
+        return record
+
+
+def _file_sig(path: str) -> Optional[tuple[int, int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)

@@ -1,0 +1,185 @@
+"""Durable per-session intent state beside the index: pending slot, last record, commit marker.
+
+One JSON file per session in `state_dir` (mode 0600, directory 0700), named by the
+SHA-256 of the session's absolute path. Writes are atomic (temp file, fsync, rename),
+so a reader never sees a half-written state. Read-modify-write sequences take an
+exclusive `flock` on a sidecar lock file, so several processes (two editors' servers,
+the CLI) sharing one state directory never lose each other's updates.
+
+Invariant: the disk is the source of truth; nothing here is cached across calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+_SUFFIX = ".json"
+
+
+def session_key(session_path: str) -> str:
+    """Stable file-name key of a session: SHA-256 of its absolute path (first 32 hex)."""
+    return hashlib.sha256(os.fsencode(session_path)).hexdigest()[:32]
+
+
+@dataclass
+class IntentState:
+    """What one session's state file holds.
+
+    `pending` is the wire Intent, `pending_id` its identity (clearing is by identity,
+    as the seed's controller compares objects). `committing` is written just before an
+    append and names the entry that append writes, so a crash between the append and
+    the final state write is recovered instead of committing the intent twice.
+    """
+
+    session: str
+    pending: Optional[dict[str, Any]] = None
+    pending_id: Optional[str] = None
+    last: Optional[dict[str, Any]] = None
+    last_intent_id: Optional[str] = None
+    committing: Optional[dict[str, Any]] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": STATE_VERSION, "session": self.session}
+        if self.pending is not None:
+            out["pending"] = self.pending
+            out["pendingId"] = self.pending_id
+        if self.last is not None:
+            out["last"] = self.last
+        if self.last_intent_id is not None:
+            out["lastIntentId"] = self.last_intent_id
+        if self.committing is not None:
+            out["committing"] = self.committing
+        return out
+
+    @classmethod
+    def from_json(cls, session: str, obj: Any) -> "IntentState":
+        state = cls(session=session)
+        if not isinstance(obj, dict) or obj.get("version") != STATE_VERSION:
+            return state
+        pending = obj.get("pending")
+        pending_id = obj.get("pendingId")
+        if isinstance(pending, dict) and isinstance(pending_id, str):
+            state.pending, state.pending_id = pending, pending_id
+        last = obj.get("last")
+        if isinstance(last, dict):
+            state.last = last
+        if isinstance(obj.get("lastIntentId"), str):
+            state.last_intent_id = obj["lastIntentId"]
+        committing = obj.get("committing")
+        if isinstance(committing, dict):
+            state.committing = committing
+        return state
+
+
+def new_intent_id() -> str:
+    return secrets.token_hex(8)
+
+
+class IntentStore:
+    """Reads and atomically writes `IntentState` files under `state_dir`."""
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.state_dir = Path(state_dir)
+
+    def _ensure_dir(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(OSError):
+            os.chmod(self.state_dir, 0o700)
+
+    def state_path(self, session_path: str) -> Path:
+        return self.state_dir / (session_key(session_path) + _SUFFIX)
+
+    @contextlib.contextmanager
+    def locked(self, session_path: str) -> Iterator[None]:
+        """Exclusive lock for a read-modify-write of one session's state (all processes)."""
+        self._ensure_dir()
+        lock_path = self.state_dir / (session_key(session_path) + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def load(self, session_path: str) -> IntentState:
+        path = self.state_path(session_path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return IntentState(session=session_path)
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            log.warning("ignoring unreadable intent state %s", path)
+            return IntentState(session=session_path)
+        return IntentState.from_json(session_path, obj)
+
+    def save(self, state: IntentState) -> None:
+        """Atomically replace the state file (0600); an empty state removes it."""
+        self._ensure_dir()
+        path = self.state_path(state.session)
+        if state.pending is None and state.last is None and state.committing is None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return
+        data = json.dumps(state.to_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(
+            "utf-8", "surrogatepass"
+        )
+        tmp = self.state_dir / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        os.close(fd)
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):
+            dfd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    def sessions(self) -> list[tuple[str, int]]:
+        """(session path, state-file mtime_ns) of every state file, sorted by path."""
+        out: list[tuple[str, int]] = []
+        try:
+            entries = list(os.scandir(self.state_dir))
+        except OSError as err:
+            if err.errno != errno.ENOENT:
+                log.warning("cannot list intent state dir %s: %s", self.state_dir, err)
+            return out
+        for entry in entries:
+            if not entry.name.endswith(_SUFFIX) or entry.name.startswith("."):
+                continue
+            try:
+                mtime = entry.stat().st_mtime_ns
+                obj = json.loads(Path(entry.path).read_bytes())
+            except (OSError, ValueError):
+                continue
+            session = obj.get("session") if isinstance(obj, dict) else None
+            if isinstance(session, str) and session_key(session) + _SUFFIX == entry.name:
+                out.append((session, mtime))
+        out.sort(key=lambda item: item[0])
+        return out
