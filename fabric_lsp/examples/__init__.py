@@ -1,0 +1,26 @@
+"""The small example Pi agent dir shipped inside the package.
+
+``example_agent_dir()/sessions/<encoded cwd>/<ts>_<id>.jsonl`` holds six sessions over two
+projects (/home/user/projects/orbit and /home/user/projects/ledger) with branches (one with
+a branch_summary), tool errors, provider-error retries, truncated tool output, Pi and
+extension-hook compactions, bashExecution, custom messages, labels, session names, model
+and thinking changes, a tiny image and non-ASCII text. The files are generated
+deterministically by ``bench/corpus.py --example`` (regenerate with ``scripts/gen-examples``);
+a test checks that regenerating gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["example_agent_dir", "example_session_dir"]
+
+
+def example_agent_dir() -> Path:
+    """The agent dir of the embedded example (read-only package data)."""
+    return Path(__file__).resolve().parent / "agent"
+
+
+def example_session_dir() -> Path:
+    """``example_agent_dir() / "sessions"``."""
+    return example_agent_dir() / "sessions"
