@@ -1,0 +1,919 @@
+"""Memory engine API used by the server and the CLI: `recall`, `expand`, `sessions`.
+
+Results are plain dicts shaped exactly as the `fabric/recall`, `fabric/expand` and
+`fabric/sessions` result objects of the wire contract. The engine keeps a warm
+in-memory index (one derived state per session and branch mode) that is kept fresh by
+`stat` (size, mtime_ns, ctime_ns, inode): unchanged files are neither read nor hashed,
+grown files are extended in place after their old tail is verified, and anything else
+is rebuilt from source. The disk cache (V5 contents, atomic writes) only saves work
+across processes; results are identical whether it is empty, warm or corrupted.
+
+Thread-safe: one lock serialises calls. A cancelled call raises `Cancelled` between
+sessions or every few hundred lines; it never leaves a partial cache record because
+records are written whole (temp file + rename) only after a session is complete.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+from urllib.parse import unquote, urlparse
+
+import msgspec
+from cachetools import LRUCache
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.engine.session.discovery import encode_cwd
+
+from . import store
+from .normalize import Normalizer
+from .regex_worker import RegexRunner
+from .search import (
+    CANDIDATE_DIGESTS,
+    CANDIDATE_ENTRIES,
+    CANDIDATE_ITEMS,
+    DigestHit,
+    DigestView,
+    HotIndex,
+    HotView,
+    SegmentItem,
+    bm25_located,
+    group_and_rank,
+    page_bounds,
+    pointer_object,
+    render_text,
+    score_digests,
+    segment_object,
+)
+from .sessions import SessionState, SourceMissing, build_state, remove_file_quiet, state_from_record, try_append
+from .source import CONTENT_TYPES, StatKey, decode_json_line, stat_key
+from .tokenize import plan_memory_query, sort_lexical, utf16_key
+
+_MAX_SAFE = 2**53 - 1
+SESSIONS_LIST_CAP = 500
+RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
+SESSIONS_MAX_PAGE_SIZE = 200
+
+
+# ---- configuration ------------------------------------------------------------------------
+
+_BOUNDS: dict[str, tuple[int, int, int]] = {
+    # name: (default, min, max) — digest §11
+    "max_sessions": (500, 1, 100_000),
+    "max_entry_chars": (2000, 100, 1_000_000),
+    "hot_sessions": (50, 0, 100_000),
+    "digest_terms": (200, 1, 10_000),
+    "max_cold_vocabulary_bytes": (524_288, 2, 64 * 1024 * 1024),
+    "max_cold_cache_bytes": (1_048_576, 512, 128 * 1024 * 1024),
+    "max_sync_sessions": (10_000, 1, 1_000_000),
+    "max_sync_source_bytes": (536_870_912, 1024, 8 * 1024 * 1024 * 1024),
+    "max_cache_cleanup_files": (100_000, 1, 1_000_000),
+    "regex_max_pattern_bytes": (1024, 1, 65_536),
+    "regex_max_haystack_terms": (20_000, 1, 1_000_000),
+    "regex_max_haystack_bytes": (2_097_152, 1024, 128 * 1024 * 1024),
+    "regex_timeout_ms": (250, 10, 10_000),
+}
+
+
+class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
+    """The `memory` settings object (seed 000 "Configuration"); out-of-range integers
+    are clamped, as the reference's config normalization does."""
+
+    enabled: bool = True
+    index_dir: Optional[str] = None
+    max_sessions: int = 500
+    max_entry_chars: int = 2000
+    index_thinking: bool = False
+    index_tool_output: bool = True
+    hot_sessions: int = 50
+    digest_terms: int = 200  # accepted, unused (as the reference)
+    max_cold_vocabulary_bytes: int = 524_288
+    max_cold_cache_bytes: int = 1_048_576
+    max_sync_sessions: int = 10_000
+    max_sync_source_bytes: int = 536_870_912
+    max_cache_cleanup_files: int = 100_000
+    regex_max_pattern_bytes: int = 1024
+    regex_max_haystack_terms: int = 20_000
+    regex_max_haystack_bytes: int = 2_097_152
+    regex_timeout_ms: int = 250
+
+    def __post_init__(self) -> None:
+        for name, (_default, lo, hi) in _BOUNDS.items():
+            setattr(self, name, max(lo, min(hi, getattr(self, name))))
+        if self.index_dir is not None and not self.index_dir.strip():
+            self.index_dir = None
+
+    @classmethod
+    def from_settings(cls, settings: Optional[dict]) -> "MemoryConfig":
+        """Lenient: a value of the wrong type gives the default (digest §11)."""
+        values: dict[str, Any] = {}
+        camel = {f: msgspec.structs.fields(cls)[i].encode_name for i, f in enumerate(cls.__struct_fields__)}
+        for name, enc in camel.items():
+            if not settings or enc not in settings:
+                continue
+            v = settings[enc]
+            if name in _BOUNDS:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+                    continue
+                values[name] = int(v)
+            elif name in ("enabled", "index_thinking", "index_tool_output"):
+                if isinstance(v, bool):
+                    values[name] = v
+            elif name == "index_dir":
+                if isinstance(v, str) and v.strip():
+                    values[name] = v
+        return cls(**values)
+
+
+# ---- discovery ------------------------------------------------------------------------------
+
+
+@dataclass
+class Ref:
+    id: str
+    file: str
+    cwd: str
+    mtime: float
+    key: Optional[StatKey]
+
+
+def _recency(refs: Iterable[Ref]) -> list[Ref]:
+    return sorted(refs, key=lambda r: (-r.mtime, utf16_key(r.file)))
+
+
+class _Unresolved(Exception):
+    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.candidates = candidates
+
+
+def _scope_kind(scope: Any) -> tuple[str, Optional[str]]:
+    if scope is None:
+        return "session", None
+    if not isinstance(scope, str):
+        raise ValueError("scope: must be a string")
+    s = scope.strip()
+    if s in ("session", "project", "global"):
+        return s, None
+    if s.startswith("session:"):
+        target = s[len("session:") :].strip()
+        if not target:
+            raise ValueError('scope: "session:" needs a session id or path')
+        return "target", target
+    raise ValueError(f'scope: unknown scope "{scope}"; expected session, project, global or session:<id-or-path>')
+
+
+def _branches(value: Any, field: str = "branches") -> str:
+    if value is None:
+        return "active"
+    if value not in ("active", "all"):
+        raise ValueError(f'{field}: must be "active" or "all"')
+    return value
+
+
+def _safe_nonneg_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return 0 <= v <= _MAX_SAFE
+    if isinstance(v, float):
+        return math.isfinite(v) and v.is_integer() and 0 <= v <= _MAX_SAFE
+    return False
+
+
+def _path_of(target: str) -> Optional[str]:
+    if target.startswith("file://"):
+        return unquote(urlparse(target).path)
+    return None
+
+
+# ---- the engine -----------------------------------------------------------------------------
+
+
+class MemoryEngine:
+    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: Optional[str] = None, index_dir: Optional[str] = None) -> None:
+        self.config = config
+        self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
+        self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
+        chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
+        self.index_dir = os.path.abspath(os.path.expanduser(chosen))
+        self._lock = threading.RLock()
+        self._states: dict[tuple[str, str], SessionState] = {}
+        self._hydrated: LRUCache = LRUCache(maxsize=8)
+        self._headers: dict[str, tuple[tuple, Optional[str], Optional[str]]] = {}
+        self._cleanup_complete: Optional[bool] = None
+        self._regex = RegexRunner()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def notify_changed(self, paths: Iterable[str]) -> None:
+        """A watched-file event. Freshness is checked by stat on every call anyway; this
+        only forgets state of files that are gone."""
+        with self._lock:
+            for p in paths:
+                p = os.path.abspath(_path_of(p) or p)
+                if not os.path.exists(p):
+                    for key in [k for k in self._states if k[0] == p]:
+                        del self._states[key]
+                    self._headers.pop(p, None)
+
+    def drop_caches(self) -> None:
+        with self._lock:
+            self._states.clear()
+            self._hydrated.clear()
+            self._headers.clear()
+            self._cleanup_complete = None
+
+    def close(self) -> None:
+        self._regex.close()
+
+    # -- discovery ------------------------------------------------------------------------------
+
+    def _ref(self, path: str, key: Optional[StatKey] = None) -> Ref:
+        key = key or stat_key(path)
+        hid, hcwd = self._header(path, key)
+        return Ref(
+            id=hid if hid is not None else Path(path).stem,
+            file=path,
+            cwd=hcwd if hcwd is not None else "",
+            mtime=key.mtime_ms if key else 0.0,
+            key=key,
+        )
+
+    def _header(self, path: str, key: Optional[StatKey]) -> tuple[Optional[str], Optional[str]]:
+        ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
+        cached = self._headers.get(path)
+        if cached is not None and cached[0] == ident:
+            return cached[1], cached[2]
+        hid = hcwd = None
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(8192)
+            line = head.split(b"\n", 1)[0].strip()
+            ok, value = decode_json_line(line)
+            if ok and isinstance(value, dict) and value.get("type") == "session":
+                from .jsvalues import js_string
+
+                hid = js_string(value.get("id")) if "id" in value else "undefined"
+                hcwd = js_string(value.get("cwd")) if "cwd" in value else "undefined"
+        except OSError:
+            pass
+        self._headers[path] = (ident, hid, hcwd)
+        return hid, hcwd
+
+    def _folder_refs(self, folder: str) -> list[Ref]:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            full = os.path.join(folder, name)
+            key = stat_key(full)
+            if key is None:
+                continue
+            out.append(self._ref(full, key))
+        return out
+
+    def _all_refs(self) -> list[Ref]:
+        try:
+            subs = os.listdir(self.session_dir)
+        except OSError:
+            return []
+        refs: list[Ref] = []
+        for sub in subs:
+            full = os.path.join(self.session_dir, sub)
+            if os.path.isdir(full):
+                refs.extend(self._folder_refs(full))
+        return _recency(refs)
+
+    def _project_refs(self, cwd: Optional[str]) -> list[Ref]:
+        if not cwd:
+            return []
+        return _recency(self._folder_refs(os.path.join(self.session_dir, encode_cwd(cwd))))
+
+    def _resolve_target(self, target: str, all_refs: list[Ref]) -> Ref:
+        as_path = _path_of(target)
+        candidate = as_path if as_path is not None else target
+        if as_path is not None or candidate.endswith(".jsonl") or os.path.isabs(candidate):
+            full = os.path.abspath(os.path.expanduser(candidate))
+            if os.path.isfile(full):
+                return self._ref(full)
+            if as_path is not None or os.path.isabs(candidate):
+                raise _Unresolved("session_not_found", f"Session not found: {target}")
+        by_id = [r for r in all_refs if r.id == target and self._header(r.file, r.key)[0] is not None]
+        if len(by_id) > 1:
+            raise _Unresolved(
+                "ambiguous_session",
+                f'Session id "{target}" is ambiguous; use an exact session file path.',
+                sorted((r.file for r in by_id), key=utf16_key),
+            )
+        if by_id:
+            return by_id[0]
+        by_stem = [r for r in all_refs if Path(r.file).stem == target]
+        if len(by_stem) > 1:
+            raise _Unresolved(
+                "ambiguous_session",
+                f'Session id "{target}" is ambiguous; use an exact session file path.',
+                sorted((r.file for r in by_stem), key=utf16_key),
+            )
+        if by_stem:
+            return by_stem[0]
+        raise _Unresolved("session_not_found", f"Session not found: {target}")
+
+    def _scope_refs(self, kind: str, target: Optional[str], cwd: Optional[str], all_refs: list[Ref]) -> list[Ref]:
+        if kind == "global":
+            return list(all_refs)
+        if kind == "project":
+            return self._project_refs(cwd)
+        if kind == "target":
+            assert target is not None
+            return [self._resolve_target(target, all_refs)]
+        project = self._project_refs(cwd)
+        return project[:1]
+
+    def _hot_files(self, all_refs: list[Ref], scoped: list[Ref]) -> set[str]:
+        tier_refs = list(all_refs)
+        known = {r.file for r in all_refs}
+        tier_refs.extend(r for r in scoped if r.file not in known)
+        tier_refs = _recency(tier_refs)
+        return {r.file for r in tier_refs[: max(0, self.config.hot_sessions)]}
+
+    # -- derived state ---------------------------------------------------------------------------
+
+    def _cleanup_once(self) -> bool:
+        if self._cleanup_complete is None:
+            self._cleanup_complete = store.cleanup(
+                self.index_dir, self.config.max_cache_cleanup_files, self.config.max_sync_source_bytes
+            )
+        return self._cleanup_complete
+
+    def _persist(self, state: SessionState) -> None:
+        kind = "shard" if state.tier == "hot" else "digest"
+        name = store.cache_name(state.file, state.branches, kind)
+        if state.persisted:
+            store.write_atomic(self.index_dir, name, state.persisted)
+        else:
+            store.remove(self.index_dir, name)
+        other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
+        store.remove(self.index_dir, other)
+
+    def _from_disk(self, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
+        kind = "shard" if tier == "hot" else "digest"
+        name = store.cache_name(ref.file, branches, kind)
+        limit = self.config.max_sync_source_bytes if kind == "shard" else self.config.max_cold_cache_bytes
+        data = store.read_cache_file(self.index_dir, name, limit)
+        if data is None or ref.key is None:
+            return None
+        if not store.valid_record(data, kind, len(data)):
+            store.remove(self.index_dir, name)
+            return None
+        record = store.decode_record(data)
+        if record is None:
+            store.remove(self.index_dir, name)
+            return None
+        try:
+            state = state_from_record(record, kind, ref.file, branches, ref.key, self.config)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            state = None
+        if state is None:
+            store.remove(self.index_dir, name)
+        return state
+
+    def _ensure(self, ref: Ref, branches: str, tier: str, cancel: Optional[CancelToken]) -> tuple[SessionState, bool]:
+        """(fresh state, whether work was done). Raises SourceMissing."""
+        key = ref.key
+        if key is None:
+            raise SourceMissing("source_unavailable")
+        slot = (ref.file, branches)
+        state = self._states.get(slot)
+        if state is not None and state.tier == tier:
+            if state.key == key:
+                return state, False
+            if try_append(state, key, self.config):
+                self._persist(state)
+                return state, True
+        if state is None or state.tier != tier:
+            loaded = self._from_disk(ref, branches, tier)
+            if loaded is not None:
+                self._states[slot] = loaded
+                store.remove(
+                    self.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
+                )
+                return loaded, True
+        self._states.pop(slot, None)
+        state = build_state(ref.file, branches, tier, self.config, ref.id, ref.cwd, cancel=lambda: check(cancel))
+        check(cancel)
+        self._persist(state)
+        self._states[slot] = state
+        return state, True
+
+    def _hydrated_state(self, ref: Ref, branches: str, cancel: Optional[CancelToken]) -> SessionState:
+        slot = (ref.file, branches)
+        state = self._hydrated.get(slot)
+        assert ref.key is not None
+        if state is not None:
+            if state.key == ref.key:
+                return state
+            if try_append(state, ref.key, self.config):
+                return state
+        state = build_state(
+            ref.file, branches, "hot", self.config, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False
+        )
+        self._hydrated[slot] = state
+        return state
+
+    def _load_index(
+        self,
+        refs: list[Ref],
+        hot_files: set[str],
+        branches: str,
+        hydrate: bool,
+        cancel: Optional[CancelToken],
+        activity: Optional[ActivitySink],
+    ) -> tuple[list[SessionState], list[str], dict]:
+        """States of the scoped sessions in scope order, their tiers, and index coverage."""
+        cleanup_complete = self._cleanup_once()
+        reasons: set[str] = set()
+        if not cleanup_complete:
+            reasons.add("cache_cleanup_budget")
+        processed = 0
+        processed_bytes = 0
+        indexed = incomplete = 0
+        states: list[SessionState] = []
+        tiers: list[str] = []
+        total = len(refs)
+        for i, ref in enumerate(refs):
+            check(cancel)
+            if ref.key is None:
+                reasons.add("source_unavailable")
+                continue
+            if processed >= self.config.max_sync_sessions:
+                reasons.add("max_sync_sessions")
+                continue
+            if processed_bytes + ref.key.size > self.config.max_sync_source_bytes:
+                reasons.add("max_sync_source_bytes")
+                continue
+            processed += 1
+            processed_bytes += ref.key.size
+            tier = "hot" if ref.file in hot_files else "cold"
+            try:
+                state, worked = self._ensure(ref, branches, tier, cancel)
+                if hydrate:
+                    if tier == "cold":
+                        state = self._hydrated_state(ref, branches, cancel)
+                    tier = "hydrated"
+            except SourceMissing as missing:
+                reasons.add(missing.reason)
+                self._states.pop((ref.file, branches), None)
+                store.remove(self.index_dir, store.cache_name(ref.file, branches, "shard"))
+                store.remove(self.index_dir, store.cache_name(ref.file, branches, "digest"))
+                continue
+            if worked and activity is not None:
+                report(activity, f"Indexing {i + 1}/{total} sessions", int(100 * (i + 1) / max(1, total)))
+            indexed += 1
+            if not state.coverage["complete"]:
+                incomplete += 1
+                reasons.update(state.coverage["reasons"])
+            states.append(state)
+            tiers.append(tier)
+        eligible = len(refs)
+        coverage = {
+            "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0,
+            "indexedSessions": indexed,
+            "eligibleSessions": eligible,
+            "staleSessions": eligible - indexed,
+            "incompleteSessions": incomplete,
+            "reasons": sort_lexical(reasons),
+        }
+        return states, tiers, coverage
+
+    # -- recall ---------------------------------------------------------------------------------
+
+    def recall(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+        params = params or {}
+        query = params.get("query")
+        if query is not None and not isinstance(query, str):
+            raise ValueError("query: must be a string")
+        mode = params.get("queryMode") or "literal"
+        if mode not in ("literal", "regex"):
+            raise ValueError('queryMode: must be "literal" or "regex"')
+        branches = _branches(params.get("branches"))
+        kind, target = _scope_kind(params.get("scope"))
+        scope = params.get("scope") or "session"
+        cwd = params.get("cwd") or cwd
+        page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
+        hydrate = kind == "target"
+        exp_hash = params.get("expectedSourceHash")
+        exp_fp = params.get("expectedLineageFingerprint")
+        if (exp_hash is not None or exp_fp is not None) and not hydrate:
+            raise ValueError("expectedSourceHash/expectedLineageFingerprint: integrity expectations require scope session:<id-or-path>")
+        entry_range = params.get("entryRange")
+        rng: Optional[tuple[int, int]] = None
+        if entry_range is not None:
+            if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
+                raise ValueError("entryRange: requires both first and last")
+            if not hydrate:
+                raise ValueError("entryRange: requires scope session:<id-or-path>")
+            first, last = entry_range["first"], entry_range["last"]
+            if not (_safe_nonneg_int(first) and _safe_nonneg_int(last)) or last < first:
+                return self._recall_error(scope, branches, query, mode, page, page_size,
+                                          "index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
+            rng = (int(first), int(last))
+        plan = plan_memory_query(query, mode)
+        with self._lock:
+            all_refs = self._all_refs()
+            try:
+                refs = self._scope_refs(kind, target, cwd, all_refs)
+            except _Unresolved as err:
+                return self._recall_error(scope, branches, query, mode, page, page_size, err.code, err.message)
+            hot_files = self._hot_files(all_refs, refs)
+            states, tiers, index_cov = self._load_index(refs, hot_files, branches, hydrate, cancel, activity)
+            if hydrate and states:
+                st = states[0]
+                stale = self._stale(st, exp_hash, exp_fp)
+                if stale is not None:
+                    return self._recall_error(scope, branches, query, mode, page, page_size, "stale_pointer", stale["message"])
+                if rng is not None and rng[1] >= st.entry_count:
+                    return self._recall_error(
+                        scope, branches, query, mode, page, page_size, "index_out_of_bounds",
+                        f"Entry range ends at {rng[1]}, but the session has {st.entry_count} entries.",
+                    )
+            views: list[HotView] = []
+            digests: list[DigestView] = []
+            for st, tier in zip(states, tiers):
+                if tier == "hydrated":
+                    view = st.hot_view("cold")
+                    if rng is not None:
+                        chosen = [e for e in st.entries or [] if rng[0] <= e["index"] <= rng[1]]
+                        view = HotView(view.session_id, view.session_file, view.source_hash, view.branches,
+                                       view.lineage_fingerprint, view.mtime, chosen, HotIndex.build(chosen), "cold")
+                    views.append(view)
+                elif tier == "hot":
+                    views.append(st.hot_view())
+                else:
+                    digests.append(st.digest_view())
+            check(cancel)
+            return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
+
+    def _search(self, plan, query, mode, scope, branches, page, page_size, views, digests, index_cov) -> dict:
+        q_reasons: set[str] = set()
+        q_error: Optional[dict] = None
+        q_complete = True
+        browse = plan["kind"] == "browse"
+        located: dict[int, dict[int, float]] = {}
+        hits: list[DigestHit] = []
+        if browse:
+            remaining = CANDIDATE_ENTRIES
+            order = sorted(range(len(views)), key=lambda i: (-views[i].mtime, utf16_key(views[i].session_file)))
+            for vn in order:
+                n = len(views[vn].entries)
+                if n == 0:
+                    continue
+                take = min(n, remaining)
+                if take < n:
+                    q_reasons.add("candidate_entry_budget")
+                if take > 0:
+                    located[vn] = dict.fromkeys(range(take), 0.0)
+                remaining -= take
+            eligible = [d for d in digests]
+            if len(eligible) > CANDIDATE_DIGESTS:
+                q_reasons.add("candidate_digest_budget")
+            hits = [DigestHit(d, 0.0, []) for d in eligible[:CANDIDATE_DIGESTS]]
+        elif plan["kind"] == "terms":
+            located, capped = bm25_located(views, plan["terms"])
+            if capped:
+                q_reasons.add("candidate_entry_budget")
+            hits, dcapped = score_digests(digests, plan["terms"])
+            if dcapped:
+                q_reasons.add("candidate_digest_budget")
+        else:
+            located, hits, q_reasons, q_error = self._regex_search(plan["pattern"], views, digests)
+        if q_error is not None or q_reasons:
+            q_complete = False
+        items, total_matches, segment_count, icapped = group_and_rank(views, located, hits, browse)
+        if icapped:
+            q_reasons.add("candidate_item_budget")
+            q_complete = False
+        start = (page - 1) * page_size
+        page_items = items[start : start + page_size]
+        coverage = dict(index_cov)
+        coverage["complete"] = bool(index_cov["complete"] and q_complete)
+        coverage["reasons"] = sort_lexical(set(index_cov["reasons"]) | q_reasons)
+        if q_error is not None:
+            coverage["error"] = q_error
+        text = render_text(
+            page_items, query=query if not browse else None, total_items=len(items), total_matches=total_matches,
+            segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
+            query_complete=q_complete,
+        )
+        if browse and query:  # a blank query browses; the text keys on the raw query
+            pass
+        return {
+            "scope": scope,
+            "branches": branches,
+            "query": query if query is not None else None,
+            "queryMode": mode,
+            "page": page,
+            "pageSize": page_size,
+            "totalItems": len(items),
+            "totalMatches": total_matches,
+            "hasNext": start + page_size < len(items),
+            "authoritative": coverage["complete"],
+            "coverage": coverage,
+            "items": [
+                {"kind": "segment", "segment": segment_object(it)} if isinstance(it, SegmentItem)
+                else {"kind": "pointer", "pointer": pointer_object(it)}
+                for it in page_items
+            ],
+            "text": text,
+        }
+
+    def _regex_search(self, pattern: str, views: list[HotView], digests: list[DigestView]):
+        cfg = self.config
+        reasons: set[str] = set()
+        haystacks: list[str] = []
+        owners: list[tuple[int, int]] = []  # (view number, position) or (-1 - digest number, term)
+        total_bytes = 0
+        complete = True
+
+        def add(text: str, owner: tuple[int, int]) -> bool:
+            nonlocal total_bytes, complete
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if len(haystacks) + 1 > cfg.regex_max_haystack_terms:
+                reasons.add("regex_max_haystack_terms")
+                complete = False
+                return False
+            if total_bytes + size > cfg.regex_max_haystack_bytes:
+                reasons.add("regex_max_haystack_bytes")
+                complete = False
+                return False
+            haystacks.append(text)
+            owners.append(owner)
+            total_bytes += size
+            return True
+
+        for vn, v in enumerate(views):
+            if not complete:
+                break
+            for pos, e in enumerate(v.entries):
+                if not add(e["text"], (vn, pos)):
+                    break
+        if complete:
+            for dn, d in enumerate(digests):
+                if not complete:
+                    break
+                for ti, term in enumerate(d.vocabulary):
+                    if not add(term, (-1 - dn, ti)):
+                        break
+        pbytes = len(pattern.encode("utf-8", "surrogatepass"))
+        if pbytes > cfg.regex_max_pattern_bytes:
+            err = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
+            return {}, [], {err["code"]}, err
+        outcome = self._regex.run(pattern, haystacks, cfg.regex_timeout_ms)
+        if outcome.error is not None:
+            return {}, [], {outcome.error["code"]}, outcome.error
+        located: dict[int, dict[int, float]] = {}
+        matched_terms: dict[int, list[str]] = {}
+        for h in outcome.hits or []:
+            a, b = owners[h]
+            if a >= 0:
+                located.setdefault(a, {})[b] = 1.0
+            else:
+                matched_terms.setdefault(-1 - a, []).append(digests[-1 - a].vocabulary[b])
+        n_loc = sum(len(x) for x in located.values())
+        if n_loc > CANDIDATE_ENTRIES:
+            reasons.add("candidate_entry_budget")
+            kept = 0
+            trimmed: dict[int, dict[int, float]] = {}
+            for vn in sorted(located):
+                for pos in sorted(located[vn]):
+                    if kept >= CANDIDATE_ENTRIES:
+                        break
+                    trimmed.setdefault(vn, {})[pos] = 1.0
+                    kept += 1
+            located = trimmed
+        hits = [DigestHit(digests[dn], float(len(terms)), terms) for dn, terms in sorted(matched_terms.items())]
+        if len(hits) > CANDIDATE_DIGESTS:
+            reasons.add("candidate_digest_budget")
+            hits = hits[:CANDIDATE_DIGESTS]
+        return located, hits, reasons, None
+
+    def _recall_error(self, scope, branches, query, mode, page, page_size, code: str, message: str) -> dict:
+        return {
+            "scope": scope or "session",
+            "branches": branches,
+            "query": query,
+            "queryMode": mode,
+            "page": page,
+            "pageSize": page_size,
+            "totalItems": 0,
+            "totalMatches": 0,
+            "hasNext": False,
+            "authoritative": False,
+            "coverage": {
+                "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
+                "incompleteSessions": 0, "reasons": [code], "error": {"code": code, "message": message},
+            },
+            "items": [],
+            "text": message,
+        }
+
+    @staticmethod
+    def _stale(state: SessionState, exp_hash: Any, exp_fp: Any) -> Optional[dict]:
+        hash_bad = exp_hash is not None and exp_hash != state.source_hash
+        fp_bad = exp_fp is not None and exp_fp != state.lineage.fingerprint
+        if not (hash_bad or fp_bad):
+            return None
+        msg = (
+            "Session active lineage changed after the pointer was issued."
+            if fp_bad
+            else "Session source changed after the pointer was issued."
+        )
+        return {"code": "stale_pointer", "message": msg}
+
+    # -- expand ---------------------------------------------------------------------------------
+
+    def expand(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+        params = params or {}
+        branches = _branches(params.get("branches"))
+        indices = params.get("indices")
+        if indices is not None and not isinstance(indices, list):
+            raise ValueError("indices: must be an array")
+        if indices is not None and not all(_safe_nonneg_int(i) for i in indices):
+            return _expand_error("index_out_of_bounds", "Every entry index must be a non-negative safe integer.")
+        session = params.get("session")
+        if not isinstance(session, str) or not session.strip():
+            raise ValueError("session: expand requires a session")
+        entry_ids = [x for x in params.get("entryIds") or [] if isinstance(x, str) and x]
+        op_addrs = [x for x in params.get("operationAddresses") or [] if isinstance(x, str) and x]
+        entry_range = params.get("entryRange")
+        rng: Optional[tuple[int, int]] = None
+        if entry_range is not None:
+            if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
+                raise ValueError("entryRange: requires both first and last")
+            first, last = entry_range["first"], entry_range["last"]
+            if not (_safe_nonneg_int(first) and _safe_nonneg_int(last)) or last < first:
+                return _expand_error("index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
+            rng = (int(first), int(last))
+        exp_hash = params.get("expectedSourceHash")
+        exp_fp = params.get("expectedLineageFingerprint")
+        with self._lock:
+            check(cancel)
+            try:
+                ref = self._resolve_target(session.strip(), self._all_refs())
+            except _Unresolved as err:
+                return _expand_error(err.code, err.message, err.candidates)
+        report(activity, "Expanding session entries")
+        try:
+            # Expansion re-reads the full source: no truncation, thinking and output included.
+            full = _ExpandConfig(self.config)
+            state = build_state(
+                ref.file, branches, "hot", full, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False
+            )
+        except SourceMissing:
+            return _expand_error("source_unavailable", f"Session source is unavailable: {ref.file}")
+        stale = self._stale(state, exp_hash, exp_fp)
+        if stale is not None:
+            return _expand_error("stale_pointer", stale["message"])
+        entries = state.entries or []
+        n = len(entries)
+        for i in indices or []:
+            if int(i) >= n:
+                return _expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
+        if rng is not None and rng[1] >= n:
+            return _expand_error("index_out_of_bounds", f"Entry range ends at {rng[1]}, but the session has {n} entries.")
+        base = {
+            "session": ref.file,
+            "sessionId": state.session_id,
+            "sessionFile": ref.file,
+            "sourceHash": state.source_hash,
+            "branches": branches,
+            "lineageFingerprint": state.lineage.fingerprint,
+        }
+        for kind_name, values, field in (("Entry", entry_ids, "entryId"), ("Operation", op_addrs, "operationAddress")):
+            for value in dict.fromkeys(values):
+                count = sum(1 for e in entries if e.get(field) == value)
+                if count == 0:
+                    return _expand_error("address_not_found", f'{kind_name} address "{value}" was not found.')
+                if count > 1:
+                    return _expand_error("ambiguous_address", f'{kind_name} address "{value}" resolves to {count} records.')
+        want_idx = {int(i) for i in indices or []}
+        want_ids = set(entry_ids)
+        want_ops = set(op_addrs)
+        selected = [
+            e for e in entries
+            if e["index"] in want_idx
+            or (e.get("entryId") in want_ids)
+            or (e.get("operationAddress") in want_ops)
+            or (rng is not None and rng[0] <= e["index"] <= rng[1])
+        ]
+        # The source must not have moved while we read it.
+        after = stat_key(ref.file)
+        if after is None:
+            return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")
+        if after != state.key:
+            return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")
+        base["expanded"] = [_expanded_item(e) for e in selected]
+        return base
+
+    # -- sessions --------------------------------------------------------------------------------
+
+    def sessions(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+        params = params or {}
+        kind, target = _scope_kind(params.get("scope") or "project")
+        branches = _branches(params.get("branches"))
+        cwd = params.get("cwd") or cwd
+        page, page_size = page_bounds(params.get("page"), params.get("pageSize"), SESSIONS_MAX_PAGE_SIZE, 50)
+        with self._lock:
+            all_refs = self._all_refs()
+            try:
+                refs = self._scope_refs(kind, target, cwd, all_refs)
+            except _Unresolved as err:
+                return {
+                    "sessions": [], "totalItems": 0, "page": page, "pageSize": page_size, "hasNext": False,
+                    "coverage": {
+                        "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
+                        "incompleteSessions": 0, "reasons": [err.code], "error": {"code": err.code, "message": err.message},
+                    },
+                }
+            refs = refs[: max(1, self.config.max_sessions)][:SESSIONS_LIST_CAP]
+            hot_files = self._hot_files(all_refs, refs)
+            states, tiers, coverage = self._load_index(refs, hot_files, branches, False, cancel, activity)
+        by_file = {st.file: (st, tier) for st, tier in zip(states, tiers)}
+        rows = []
+        for ref in refs:
+            st_tier = by_file.get(ref.file)
+            row: dict[str, Any] = {
+                "sessionId": ref.id,
+                "sessionFile": ref.file,
+                "uri": Path(ref.file).as_uri(),
+                "cwd": ref.cwd,
+                "entryCount": 0,
+                "sizeBytes": ref.key.size if ref.key else 0,
+                "mtime": ref.mtime,
+                "tier": "hot" if ref.file in hot_files else "cold",
+            }
+            if st_tier is not None:
+                st, tier = st_tier
+                row["sessionId"] = st.session_id
+                row["cwd"] = st.cwd or ref.cwd
+                row["entryCount"] = st.entry_count
+                if st.first_ts is not None:
+                    row["firstTs"] = st.first_ts
+                if st.last_ts is not None:
+                    row["lastTs"] = st.last_ts
+                if st.lineage.leaf_id is not None:
+                    row["leafId"] = st.lineage.leaf_id
+            rows.append(row)
+        start = (page - 1) * page_size
+        return {
+            "sessions": rows[start : start + page_size],
+            "totalItems": len(rows),
+            "page": page,
+            "pageSize": page_size,
+            "hasNext": start + page_size < len(rows),
+            "coverage": coverage,
+        }
+
+
+class _ExpandConfig:
+    """The engine config seen by expansion: full text, thinking and tool output."""
+
+    def __init__(self, cfg: MemoryConfig) -> None:
+        self.max_entry_chars = None
+        self.index_thinking = True
+        self.index_tool_output = True
+        self.max_cold_vocabulary_bytes = cfg.max_cold_vocabulary_bytes
+        self.max_cold_cache_bytes = cfg.max_cold_cache_bytes
+
+
+def _expand_error(code: str, message: str, candidates: Optional[list[str]] = None) -> dict:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if candidates is not None:
+        err["candidates"] = candidates
+    return {"error": err}
+
+
+def _expanded_item(e: dict) -> dict:
+    item: dict[str, Any] = {"index": e["index"], "entryId": e.get("entryId")}
+    if e.get("operationAddress") is not None:
+        item["operationAddress"] = e["operationAddress"]
+    item["role"] = e.get("role")
+    if e.get("toolName"):
+        item["toolName"] = e["toolName"]
+    item["type"] = e.get("type")
+    if e.get("timestamp") is not None:
+        item["timestamp"] = e["timestamp"]
+    item["isError"] = bool(e.get("isError"))
+    item["text"] = e["text"]
+    item["line"] = e.get("line", -1)
+    return item

@@ -1,0 +1,428 @@
+"""Session lines -> memory records (digest §2).
+
+A `Normalizer` is fed the raw entries of the selected lineage in file order and emits
+records with dense indices: the entry's own record, then its Fabric trace children,
+then its branch-summary fact children. It keeps the session-wide state (duplicate ids,
+emitted fact addresses, coverage reasons), so an appended file can be fed on.
+
+Invariant: truncation counts Unicode scalars and never splits a surrogate pair; any cut
+adds the coverage reason `max_entry_chars`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Optional
+
+from .fabric_details import read_branch_details, read_execution_trace, split_ref
+from .jsvalues import js_string, js_stringify, js_stringify_bytes_len, js_truthy, parse_date_ms
+from .tokenize import js_trim
+
+_PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
+_FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
+_OPERATION_JSON_BOUND = 98304
+_ARGS_SUMMARY_SCALARS = 400
+
+
+def truncate_scalars(text: str, limit: Optional[int]) -> tuple[str, bool]:
+    """Cut `text` to `limit` Unicode scalars (Python str = scalars; no pair can split)."""
+    if limit is None or len(text) <= limit:
+        return text, False
+    return text[: max(0, limit)], True
+
+
+def _text_parts(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _args_summary(arguments: Any, present: bool) -> str:
+    if not present:
+        return ""
+    try:
+        text = js_stringify(arguments)
+    except (TypeError, ValueError, OverflowError):
+        text = js_string(arguments)
+    if len(text) > _ARGS_SUMMARY_SCALARS:
+        return text[:_ARGS_SUMMARY_SCALARS] + "…"
+    return text
+
+
+def collect_paths(value: Any, key: Optional[str], out: dict[str, None]) -> None:
+    """String values under keys ending file/files/path/paths (array items inherit the key)."""
+    if isinstance(value, str):
+        if key is not None and _PATH_KEY.search(key):
+            trimmed = js_trim(value)
+            if trimmed:
+                out.setdefault(trimmed, None)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            collect_paths(v, k, out)
+    elif isinstance(value, list):
+        for v in value:
+            collect_paths(v, key, out)
+
+
+def entry_timestamp(raw: dict, message: Optional[dict]) -> Optional[int | float]:
+    ts = parse_date_ms(raw.get("timestamp"))
+    if ts is not None:
+        return ts
+    if message is not None:
+        mts = message.get("timestamp")
+        if isinstance(mts, (int, float)) and not isinstance(mts, bool):
+            return mts
+        if isinstance(mts, str):
+            return parse_date_ms(mts)
+    return None
+
+
+def _role_of(raw: dict, message: Optional[dict]) -> Optional[str]:
+    etype = raw.get("type")
+    if etype == "message":
+        role = js_string(message.get("role")) if "role" in message else "undefined"
+        return role or None
+    if etype == "compaction":
+        return "compaction"
+    if etype == "branch_summary":
+        return "branchSummary"
+    if etype == "custom_message":
+        return "custom"
+    return None
+
+
+class Normalizer:
+    """Stateful record builder for one session and one lineage (see module doc)."""
+
+    def __init__(
+        self,
+        session_file: str,
+        session_id: str,
+        *,
+        max_entry_chars: Optional[int],
+        index_thinking: bool,
+        index_tool_output: bool,
+    ) -> None:
+        self.session_file = session_file
+        self.session_id = session_id
+        self.max_entry_chars = max_entry_chars
+        self.index_thinking = index_thinking
+        self.index_tool_output = index_tool_output
+        self.next_index = 0
+        self.reasons: set[str] = set()
+        self._entry_ids: set[str] = set()
+        self._op_addresses: set[str] = set()
+        self._fact_addresses: set[str] = set()
+
+    # -- public --------------------------------------------------------------------------
+
+    def feed(self, raw: Any, line: int) -> list[dict]:
+        """Records for one raw entry (already lineage-filtered), in emission order."""
+        if not isinstance(raw, dict):
+            return []
+        etype = raw.get("type")
+        if etype not in ("message", "compaction", "branch_summary", "custom_message"):
+            return []
+        message = raw.get("message") if etype == "message" else None
+        if etype == "message" and not isinstance(message, dict):
+            message = {}
+        role = _role_of(raw, message)
+        tool_name, is_error, text, files = self._fields(raw, etype, message, role)
+        text, truncated = truncate_scalars(text, self.max_entry_chars)
+        if not js_trim(text) and role is None:
+            return []
+        entry_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+        parent_id = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
+        ts = entry_timestamp(raw, message)
+        record = self._record(entry_id, parent_id, etype, role, tool_name, text, ts, is_error, truncated, line)
+        if files:
+            record["filesTouched"] = files
+        out = [record]
+        if role == "toolResult" and tool_name == "fabric_exec" and entry_id is not None:
+            out.extend(self._trace_children(message, entry_id, parent_id, ts, line))
+        if (etype == "branch_summary" or role == "branchSummary") and entry_id is not None:
+            out.extend(self._fact_children(raw, message, entry_id, parent_id, ts, line))
+        return out
+
+    def coverage_reasons(self, extra: Iterable[str] = ()) -> list[str]:
+        return sorted(set(extra) | self.reasons)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _record(self, entry_id, parent_id, etype, role, tool_name, text, ts, is_error, truncated, line) -> dict:
+        if truncated:
+            self.reasons.add("max_entry_chars")
+        index = self.next_index
+        self.next_index += 1
+        if entry_id is not None:
+            if entry_id in self._entry_ids:
+                self.reasons.add("duplicate_entry_id")
+            self._entry_ids.add(entry_id)
+        return {
+            "sessionFile": self.session_file,
+            "sessionId": self.session_id,
+            "index": index,
+            "entryId": entry_id,
+            "parentId": parent_id,
+            "type": etype,
+            "role": role,
+            "toolName": tool_name,
+            "text": text,
+            "timestamp": ts,
+            "isError": is_error,
+            "truncated": truncated,
+            "line": line,
+        }
+
+    def _note_op_address(self, address: str) -> None:
+        if address in self._op_addresses:
+            self.reasons.add("duplicate_operation_address")
+        self._op_addresses.add(address)
+
+    def _fields(self, raw: dict, etype: str, message: Optional[dict], role: Optional[str]):
+        tool_name: Optional[str] = None
+        is_error = False
+        files: list[str] = []
+        text = ""
+        if etype == "message":
+            assert message is not None
+            is_error = js_truthy(message.get("isError"))
+            if role == "toolResult":
+                tool_name = (js_string(message["toolName"]) if "toolName" in message else "undefined") or None
+            elif role == "bashExecution":
+                tool_name = "bash"
+            elif role == "assistant":
+                content = message.get("content")
+                if isinstance(content, list):
+                    for part in content:
+                        if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("name"), str):
+                            tool_name = part["name"]
+                            break
+            text = self._message_text(message, role, tool_name)
+            if role == "assistant":
+                found: dict[str, None] = {}
+                content = message.get("content")
+                if isinstance(content, list):
+                    for part in content:
+                        if isinstance(part, dict) and part.get("type") == "toolCall" and "arguments" in part:
+                            collect_paths(part["arguments"], None, found)
+                files = list(found)
+        elif etype == "compaction":
+            text = "compaction: " + (js_string(raw["summary"]) if "summary" in raw else "undefined")
+        elif etype == "custom_message":
+            text = self._custom_text(raw)
+        return tool_name, is_error, text, files
+
+    def _custom_text(self, holder: dict) -> str:
+        body = _text_parts(holder.get("content"))
+        ctype = holder.get("customType")
+        ctype = js_string(ctype) if ctype is not None else ""
+        return f"[{ctype}] {body}" if ctype else body
+
+    def _message_text(self, message: dict, role: Optional[str], tool_name: Optional[str]) -> str:
+        if role == "user":
+            return _text_parts(message.get("content"))
+        if role == "assistant":
+            pieces: list[str] = []
+            content = message.get("content")
+            if isinstance(content, list):
+                for part in content:
+                    if not isinstance(part, dict):
+                        continue
+                    ptype = part.get("type")
+                    if ptype == "text" and isinstance(part.get("text"), str):
+                        pieces.append(part["text"])
+                    elif ptype == "thinking" and self.index_thinking and isinstance(part.get("thinking"), str):
+                        pieces.append(part["thinking"])
+                    elif ptype == "toolCall":
+                        name = js_string(part["name"]) if "name" in part else "undefined"
+                        pieces.append(f"Tool: {name}({_args_summary(part.get('arguments'), 'arguments' in part)})")
+            err = message.get("errorMessage")
+            if isinstance(err, str) and err:
+                pieces.append(f"Error: {err}")
+            return "\n".join(pieces)
+        if role == "toolResult":
+            prefix = f"toolResult({tool_name})" if tool_name else "toolResult"
+            if message.get("isError") is True:
+                prefix += " [error]"
+            body = _text_parts(message.get("content"))
+            return f"{prefix}: {body}" if self.index_tool_output and body else prefix
+        if role == "bashExecution":
+            command = js_string(message["command"]) if "command" in message else "undefined"
+            text = f"bash$ {command}"
+            code = message.get("exitCode")
+            if isinstance(code, (int, float)) and not isinstance(code, bool):
+                text += f" [exit {js_string(code)}]"
+            output = message.get("output")
+            if self.index_tool_output and isinstance(output, str) and output:
+                text += "\n" + output
+            return text
+        if role == "custom":
+            return self._custom_text(message)
+        if role == "compactionSummary":
+            return "compaction: " + (js_string(message["summary"]) if "summary" in message else "undefined")
+        return ""
+
+    def _bounded_operation(self, op: dict, result_present: bool, result: Any) -> dict:
+        if result_present:
+            if self.index_tool_output:
+                op["result"] = result
+            else:
+                op["resultOmitted"] = True
+        if "result" in op and js_stringify_bytes_len(op) > _OPERATION_JSON_BOUND:
+            del op["result"]
+            op["resultOmitted"] = True
+        return op
+
+    def _trace_children(self, message: dict, entry_id: str, parent_id, ts, line: int) -> list[dict]:
+        ops = read_execution_trace(message.get("details"))
+        if not ops:
+            return []
+        out = []
+        for raw_op in ops:
+            seq = raw_op["sequence"]
+            seq = int(seq) if isinstance(seq, float) else seq
+            ref = raw_op["ref"]
+            provider, action, tool = split_ref(ref, raw_op.get("provider"), raw_op.get("action"))
+            address = f"{entry_id}/{seq}"
+            op: dict[str, Any] = {"address": address, "parentEntryId": entry_id, "sequence": seq, "tool": tool, "ref": ref}
+            if provider is not None:
+                op["provider"] = provider
+            if action is not None:
+                op["action"] = action
+            op["args"] = raw_op["args"]
+            op["outcome"] = raw_op["outcome"]
+            if "error" in raw_op:
+                op["error"] = raw_op["error"]
+            op = self._bounded_operation(op, "result" in raw_op, raw_op.get("result"))
+            text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + js_stringify(op), self.max_entry_chars)
+            rec = self._record(
+                address, parent_id, "fabric_operation", "fabricOperation", tool, text, ts,
+                raw_op["outcome"] != "succeeded", truncated, line,
+            )
+            if ref in _FILE_REFS and ref == f"pi.{tool}":
+                args = raw_op["args"]
+                value = next((args[k] for k in ("path", "file", "dir") if args.get(k) is not None), None)
+                if isinstance(value, str) and js_trim(value):
+                    rec["filesTouched"] = [js_trim(value)]
+            rec["parentEntryId"] = entry_id
+            rec["operationAddress"] = address
+            rec["ref"] = ref
+            if provider is not None:
+                rec["provider"] = provider
+            if action is not None:
+                rec["action"] = action
+            rec["outcome"] = raw_op["outcome"]
+            rec["operation"] = op
+            self._note_op_address(address)
+            out.append(rec)
+        return out
+
+    def _fact_children(self, raw: dict, message: Optional[dict], entry_id: str, parent_id, ts, line: int) -> list[dict]:
+        facts = read_branch_details(raw.get("details")) if "details" in raw else None
+        if facts is None and message is not None:
+            facts = read_branch_details(message.get("details"))
+        if facts is None:
+            return []
+        seen: set[str] = set()
+        for fact in facts:
+            if fact["address"] in seen:
+                self.reasons.add("duplicate_branch_fact_address")
+                if fact["kind"] == "operation":
+                    self.reasons.add("duplicate_operation_address")
+                return []
+            seen.add(fact["address"])
+        from_id = raw.get("fromId")
+        if from_id is None and message is not None:
+            from_id = message.get("fromId")
+        out = []
+        for fact in facts:
+            address = fact["address"]
+            if address in self._fact_addresses:
+                continue
+            self._fact_addresses.add(address)
+            kind = fact["kind"]
+            bf: dict[str, Any] = {
+                "kind": kind, "address": address, "entryId": fact["entryId"], "subordinal": fact["subordinal"],
+                "carrierEntryId": entry_id, "carrierParentId": parent_id, "carrierFromId": from_id,
+            }
+            tool_name = None
+            is_error = False
+            files: list[str] = []
+            extra: dict[str, Any] = {}
+            if kind == "user":
+                bf["text"] = fact["text"]
+                role, text = "branchUser", fact["text"]
+            elif kind == "customMessage":
+                bf.update(text=fact["text"], customType=fact["customType"], display=fact["display"])
+                role = "branchCustomMessage"
+                text = f"[{fact['customType']}] {fact['text']}" if fact["customType"] else fact["text"]
+            elif kind == "phase":
+                bf["phase"] = fact["phase"]
+                role, text = "fabricPhase", f"Fabric phase {fact['phase']}"
+            elif kind == "fabricRun":
+                bf["name"] = fact["name"]
+                if "description" in fact:
+                    bf["description"] = fact["description"]
+                bf["outcome"] = fact["outcome"]
+                role, tool_name = "fabricRun", "fabric_exec"
+                desc = f" — {fact['description']}" if fact.get("description") else ""
+                text = f"Fabric run {fact['name']}{desc} → {fact['outcome']}"
+                is_error = fact["outcome"] != "succeeded"
+                extra = {"operationAddress": address, "outcome": fact["outcome"]}
+            else:  # operation
+                provider, action = fact.get("provider"), fact.get("action")
+                bf.update(ref=fact["ref"])
+                if provider is not None:
+                    bf["provider"] = provider
+                if action is not None:
+                    bf["action"] = action
+                bf.update(tool=fact["tool"], args=fact["args"], outcome=fact["outcome"])
+                if "error" in fact:
+                    bf["error"] = fact["error"]
+                if "result" in fact and self.index_tool_output:
+                    bf["result"] = fact["result"]
+                op: dict[str, Any] = {
+                    "address": address, "parentEntryId": fact["entryId"], "subordinal": fact["subordinal"],
+                    "tool": fact["tool"], "ref": fact["ref"],
+                }
+                if provider is not None:
+                    op["provider"] = provider
+                if action is not None:
+                    op["action"] = action
+                op["args"] = fact["args"]
+                op["outcome"] = fact["outcome"]
+                if "error" in fact:
+                    op["error"] = fact["error"]
+                op = self._bounded_operation(op, "result" in fact, fact.get("result"))
+                role, tool_name = "fabricOperation", fact["tool"]
+                text = f"Fabric branch operation {fact['ref']}\n" + js_stringify(op)
+                is_error = fact["outcome"] != "succeeded"
+                found: dict[str, None] = {}
+                collect_paths(fact["args"], None, found)
+                files = list(found)
+                extra = {"operationAddress": address, "ref": fact["ref"]}
+                if provider is not None:
+                    extra["provider"] = provider
+                if action is not None:
+                    extra["action"] = action
+                extra.update(outcome=fact["outcome"], operation=op)
+            text, truncated = truncate_scalars(text, self.max_entry_chars)
+            rec = self._record(address, parent_id, "fabric_branch_fact", role, tool_name, text, ts, is_error, truncated, line)
+            if files:
+                rec["filesTouched"] = files
+            rec["parentEntryId"] = entry_id
+            rec.update(extra)
+            rec["branchFact"] = bf
+            rec["factAddress"] = address
+            rec["carrierEntryId"] = entry_id
+            rec["carrierParentId"] = parent_id
+            rec["carrierFromId"] = from_id
+            if "operationAddress" in extra:
+                self._note_op_address(address)
+            out.append(rec)
+        return out

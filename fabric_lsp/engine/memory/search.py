@@ -1,0 +1,432 @@
+"""Hot BM25, cold digest scoring, segment grouping, global ranking, pagination and the
+rendered text (digest §6-§8).
+
+Hot sessions arrive as `HotView`s carrying a per-session inverted index, so a query
+touches only the postings of its terms; grouping uses precomputed segment starts, and
+only the requested page is materialised into wire objects.
+
+Invariants: results depend only on the session data and the query (ties broken by
+explicit keys); totals describe the whole retained stream, never just the page.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from .jsvalues import iso_ms, js_stringify
+from .tokenize import tokenize_lexical, utf16_key
+
+K1 = 1.2
+B = 0.75
+CANDIDATE_ENTRIES = 50_000
+CANDIDATE_DIGESTS = 10_000
+CANDIDATE_ITEMS = 10_000
+SEGMENT_ROLES = frozenset({"user", "bashExecution", "compaction"})
+
+_SESSION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_ENTRY_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
+
+
+@dataclass
+class HotIndex:
+    """Inverted index over one session's hot records: term -> packed (index<<32 | tf)."""
+
+    doc_len: list[int] = field(default_factory=list)
+    postings: dict[str, array] = field(default_factory=dict)
+    seg_starts: list[int] = field(default_factory=list)
+    total_len: int = 0
+
+    def add(self, record: dict) -> None:
+        idx = len(self.doc_len)
+        tokens = tokenize_lexical(record["text"])
+        self.doc_len.append(max(1, len(tokens)))
+        self.total_len += max(1, len(tokens))
+        postings = self.postings
+        for term, tf in Counter(tokens).items():
+            arr = postings.get(term)
+            if arr is None:
+                postings[term] = array("Q", ((idx << 32) | tf,))
+            else:
+                arr.append((idx << 32) | tf)
+        if idx == 0 or record.get("role") in SEGMENT_ROLES:
+            self.seg_starts.append(idx)
+
+    @classmethod
+    def build(cls, records: Iterable[dict]) -> "HotIndex":
+        index = cls()
+        for rec in records:
+            index.add(rec)
+        return index
+
+
+@dataclass
+class HotView:
+    """One hot (or hydrated) session as the search sees it."""
+
+    session_id: str
+    session_file: str
+    source_hash: str
+    branches: str
+    lineage_fingerprint: str
+    mtime: float
+    entries: list[dict]
+    index: HotIndex
+    tier: str = "hot"
+    first_index: int = 0  # hydrated ranges: index of entries[0]
+
+
+@dataclass
+class DigestView:
+    session_id: str
+    session_file: str
+    source_hash: str
+    branches: str
+    lineage_fingerprint: str
+    cwd: str
+    last_ts: Optional[float]
+    mtime: float
+    vocabulary: list[str]
+    vocab_set: frozenset
+
+
+@dataclass
+class DigestHit:
+    view: DigestView
+    score: float
+    matched_terms: list[str]
+
+
+@dataclass
+class SegmentItem:
+    view: HotView
+    start: int  # position in view.entries
+    end: int  # exclusive
+    score: float
+    matched: Optional[set[int]]  # positions; None = browse (all matched)
+    matched_count: int
+
+
+@dataclass
+class SearchResult:
+    items: list[Any]  # SegmentItem | DigestHit, globally ranked
+    total_matches: int
+    segment_count: int
+    reasons: list[str]
+    error: Optional[dict] = None
+    complete: bool = True
+
+
+# ---- scoring ---------------------------------------------------------------------------
+
+
+def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_ENTRIES) -> tuple[dict[int, dict[int, float]], bool]:
+    """{view number: {position: score}} for documents with score > 0, and whether the
+    corpus was capped at `limit` documents (in view order)."""
+    query_terms = list(dict.fromkeys(t for term in terms for t in tokenize_lexical(term)))
+    sizes = []
+    remaining = limit
+    capped = False
+    for v in views:
+        n = len(v.entries)
+        take = min(n, remaining)
+        if take < n:
+            capped = True
+        sizes.append(take)
+        remaining -= take
+    N = sum(sizes)
+    if N == 0 or not query_terms:
+        return {}, capped
+    total_len = 0
+    for v, take in zip(views, sizes):
+        if take == len(v.entries):
+            total_len += v.index.total_len
+        else:
+            total_len += sum(v.index.doc_len[:take])
+    avgdl = total_len / N
+    located: dict[int, dict[int, float]] = {}
+    for term in query_terms:
+        lists = []
+        df = 0
+        for vn, (v, take) in enumerate(zip(views, sizes)):
+            arr = v.index.postings.get(term)
+            if not arr or take == 0:
+                continue
+            if take < len(v.entries):
+                kept = [p for p in arr if (p >> 32) < take]
+            else:
+                kept = arr
+            if kept:
+                lists.append((vn, v, kept))
+                df += len(kept)
+        if df == 0:
+            continue
+        idf = math.log((N - df + 0.5) / (df + 0.5) + 1)
+        k1p1 = K1 + 1
+        norm_a = K1 * (1 - B)
+        norm_b = K1 * B / avgdl
+        for vn, v, kept in lists:
+            scores = located.setdefault(vn, {})
+            dl = v.index.doc_len
+            get = scores.get
+            for p in kept:
+                idx = p >> 32
+                tf = p & 0xFFFFFFFF
+                s = idf * (tf * k1p1) / (tf + (norm_a + norm_b * dl[idx]))
+                scores[idx] = get(idx, 0.0) + s
+    return located, capped
+
+
+def score_digests(digests: list[DigestView], terms: list[str], limit: int = CANDIDATE_DIGESTS) -> tuple[list[DigestHit], bool]:
+    hits: list[tuple[DigestView, list[str]]] = []
+    capped = False
+    for d in digests:
+        matches = [t for t in terms if t in d.vocab_set]
+        if matches:
+            if len(hits) >= limit:
+                capped = True
+                break
+            hits.append((d, matches))
+    C = len(hits)
+    df: Counter[str] = Counter()
+    for _, matches in hits:
+        df.update(matches)
+    out = []
+    for d, matches in hits:
+        score = 0.0
+        for t in matches:
+            score += math.log((C - df[t] + 0.5) / (df[t] + 0.5) + 1)
+        out.append(DigestHit(d, score, matches))
+    return out, capped
+
+
+# ---- grouping, ranking, pagination ------------------------------------------------------
+
+
+def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bool) -> list[SegmentItem]:
+    starts = view.index.seg_starts  # the index is always built over exactly view.entries
+    n = len(view.entries)
+    out: list[SegmentItem] = []
+    if browse:
+        assert matched is not None
+        everything = len(matched) >= n
+        for si, start in enumerate(starts):
+            end = starts[si + 1] if si + 1 < len(starts) else n
+            if everything:
+                out.append(SegmentItem(view, start, end, 0.0, None, end - start))
+            else:
+                chosen = {p for p in range(start, end) if p in matched}
+                out.append(SegmentItem(view, start, end, 0.0, chosen, len(chosen)))
+        return out
+    assert matched is not None
+    by_seg: dict[int, list[int]] = {}
+    for pos in matched:
+        by_seg.setdefault(bisect_right(starts, pos) - 1, []).append(pos)
+    for si, positions in by_seg.items():
+        start = starts[si]
+        end = starts[si + 1] if si + 1 < len(starts) else n
+        score = max(matched[p] for p in positions)
+        out.append(SegmentItem(view, start, end, score, set(positions), len(positions)))
+    return out
+
+
+def _seg_starts(entries: list[dict]) -> list[int]:
+    return [i for i, e in enumerate(entries) if i == 0 or e.get("role") in SEGMENT_ROLES]
+
+
+def _item_key(item: Any):
+    if isinstance(item, SegmentItem):
+        v = item.view
+        return (-item.score, -v.mtime, 0, v.entries[item.start]["index"], utf16_key(v.session_file))
+    d = item.view
+    return (-item.score, -d.mtime, 1, 0, utf16_key(d.session_file))
+
+
+def group_and_rank(
+    views: list[HotView],
+    located: dict[int, dict[int, float]],
+    digest_hits: list[DigestHit],
+    browse: bool,
+    max_items: int = CANDIDATE_ITEMS,
+) -> tuple[list[Any], int, int, bool]:
+    """(ranked items, totalMatches, segmentCount, item cap reached)."""
+    items: list[Any] = []
+    for vn, matched in located.items():
+        items.extend(_segments_for(views[vn], matched, browse))
+    items.extend(digest_hits)
+    if not items:
+        return [], 0, 0, False
+    items.sort(key=_item_key)
+    capped = len(items) > max_items
+    if capped:
+        del items[max_items:]
+    total = 0
+    segs = 0
+    for it in items:
+        if isinstance(it, SegmentItem):
+            total += it.matched_count
+            segs += 1
+        else:
+            total += 1
+    return items, total, segs, capped
+
+
+def page_bounds(page: Any, page_size: Any, max_page_size: int, default_size: int = 25) -> tuple[int, int]:
+    p = int(math.floor(page)) if isinstance(page, (int, float)) and not isinstance(page, bool) and page >= 1 else 1
+    ps = (
+        min(int(math.floor(page_size)), max_page_size)
+        if isinstance(page_size, (int, float)) and not isinstance(page_size, bool) and page_size >= 1
+        else default_size
+    )
+    return p, ps
+
+
+# ---- wire objects and text ------------------------------------------------------------
+
+_ENTRY_FIELDS = ("index", "entryId", "parentId", "type", "role", "toolName", "timestamp", "isError", "truncated", "text")
+
+
+def segment_object(item: SegmentItem) -> dict:
+    v = item.view
+    entries = []
+    exact = []
+    for pos in range(item.start, item.end):
+        rec = v.entries[pos]
+        matched = item.matched is None or pos in item.matched
+        obj = {k: rec.get(k) for k in _ENTRY_FIELDS}
+        obj["matched"] = matched
+        obj["line"] = rec.get("line", -1)
+        entries.append(obj)
+        if matched:
+            exact.append({"index": rec["index"], "entryId": rec.get("entryId"), "operationAddress": rec.get("operationAddress")})
+    first = v.entries[item.start]["index"]
+    last = v.entries[item.end - 1]["index"]
+    return {
+        "tier": v.tier,
+        "sessionId": v.session_id,
+        "sessionFile": v.session_file,
+        "sourceHash": v.source_hash,
+        "branches": v.branches,
+        "lineageFingerprint": v.lineage_fingerprint,
+        "entryRange": {"first": first, "last": last},
+        "score": item.score,
+        "matchedCount": item.matched_count,
+        "exactMatches": exact,
+        "entries": entries,
+    }
+
+
+def pointer_object(hit: DigestHit) -> dict:
+    d = hit.view
+    return {
+        "tier": "cold",
+        "sessionId": d.session_id,
+        "sessionFile": d.session_file,
+        "sourceHash": d.source_hash,
+        "branches": d.branches,
+        "lineageFingerprint": d.lineage_fingerprint,
+        "matchedTerms": list(hit.matched_terms),
+        "score": hit.score,
+        "cwd": d.cwd,
+        "lastTs": d.last_ts,
+    }
+
+
+def entry_reference(session_id: str, rec: dict) -> Optional[str]:
+    """`pi-entry:<sessionId>/<entryId>`; child records point at their carrier entry."""
+    entry_id = rec.get("entryId")
+    if rec.get("type") in ("fabric_operation", "fabric_branch_fact"):
+        entry_id = rec.get("parentEntryId")
+    if not isinstance(entry_id, str) or not _SESSION_REF.match(session_id) or not _ENTRY_REF.match(entry_id):
+        return None
+    return f"pi-entry:{session_id}/{entry_id}"
+
+
+def _render_segment(item: SegmentItem, browse: bool, entry_refs: bool) -> str:
+    v = item.view
+    first = v.entries[item.start]["index"]
+    last = v.entries[item.end - 1]["index"]
+    rng = f"#{first}" if first == last else f"#{first}-#{last}"
+    lines = [f"--- {rng} ({item.matched_count}/{item.end - item.start} match) ---"]
+    for pos in range(item.start, item.end):
+        rec = v.entries[pos]
+        matched = item.matched is None or pos in item.matched
+        marker = ">" if (browse or matched) else " "
+        label = rec.get("role") or rec.get("type")
+        if rec.get("toolName"):
+            label = f"{label} {rec['toolName']}"
+        line = f"{marker} #{rec['index']} [{label}]"
+        if rec.get("isError"):
+            line += " [error]"
+        line += " " + (rec["text"] if matched else "")
+        if rec.get("truncated"):
+            line += " …[truncated]"
+        if entry_refs:
+            ref = entry_reference(v.session_id, rec)
+            if ref:
+                line += " " + ref
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _render_digest(hit: DigestHit, browse: bool) -> str:
+    d = hit.view
+    when = iso_ms(d.last_ts) if d.last_ts is not None else "unknown time"
+    n = len(hit.matched_terms)
+    m = "is available as a cold session pointer" if browse else f"has {_plural(n, 'matching lexical term')}"
+    return (
+        f"> session {d.session_id} (cold, {d.cwd}, {when}, branches={d.branches}) {m} — hydrate exact file "
+        f"{js_stringify(d.session_file)} with branches {js_stringify(d.branches)}, expectedSourceHash "
+        f"{js_stringify(d.source_hash)}, and expectedLineageFingerprint {js_stringify(d.lineage_fingerprint)}."
+    )
+
+
+def render_text(
+    page_items: list[Any],
+    *,
+    query: Optional[str],
+    total_items: int,
+    total_matches: int,
+    segment_count: int,
+    index_coverage: Optional[dict],
+    query_reasons: list[str],
+    query_complete: bool,
+    entry_refs: bool = True,
+) -> str:
+    """The text a model sees (digest §8), plus entry references when `entry_refs`."""
+    browse = not query
+    if not page_items:
+        if total_items > 0:
+            return "No results on this page."
+        if not query:
+            return "No entries in scope."
+        if index_coverage is not None and not index_coverage["complete"]:
+            reasons = index_coverage["reasons"]
+            tail = f"; reasons: {', '.join(reasons)}" if reasons else ""
+            return (
+                f'No indexed matches for "{query}"; coverage is incomplete '
+                f"({index_coverage['indexedSessions']}/{index_coverage['eligibleSessions']} sessions indexed{tail})."
+            )
+        if not query_complete:
+            return f'No indexed matches for "{query}"; query coverage is incomplete ({", ".join(query_reasons)}).'
+        return f'No matches for "{query}".'
+    if query:
+        cold_n = sum(1 for it in page_items if isinstance(it, DigestHit))
+        cold = f" and {_plural(cold_n, 'cold session')}" if cold_n else ""
+        header = f'{total_matches} matches across {_plural(segment_count, "segment")}{cold} for "{query}":'
+    else:
+        header = f"{total_matches} most recent entries:"
+    blocks = [
+        _render_segment(it, browse, entry_refs) if isinstance(it, SegmentItem) else _render_digest(it, browse)
+        for it in page_items
+    ]
+    return header + "\n\n" + "\n\n".join(blocks)

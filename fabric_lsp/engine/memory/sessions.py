@@ -1,0 +1,434 @@
+"""Derived state of one session for one branch mode and tier, built from source, loaded
+from a cache record, or extended in place after an append.
+
+A hot state holds the truncated records and their inverted index; a cold state holds the
+V5 digest (vocabulary, addresses, counts). Either carries the source identity
+(`StatKey`, size, mtime, SHA-256 `sourceHash`) and the lineage fingerprint, so the
+engine can answer integrity checks without re-reading an unchanged file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from . import store
+from .normalize import Normalizer
+from .search import DigestView, HotIndex, HotView
+from .source import (
+    CONTENT_TYPES,
+    Lineage,
+    ScannedLine,
+    SourceScan,
+    StatKey,
+    decode_json_line,
+    lineage_fingerprint,
+    read_source,
+    scan_source,
+    stat_key,
+)
+from .tokenize import sort_lexical, tokenize_lexical, utf16_key
+
+TAIL_BYTES = 65536
+FILES_TOUCHED_CAP = 50
+
+
+class SourceMissing(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def lineage_from_lines(lines: list[ScannedLine], branches: str) -> tuple[Lineage, list[int]]:
+    """Lineage plus the path ordinals in order (for the append extension check)."""
+    if branches == "all":
+        from .source import ALL_FINGERPRINT
+
+        return Lineage("all", None, [], None, ALL_FINGERPRINT, []), []
+    by_id: dict[str, ScannedLine] = {}
+    leaf: Optional[str] = None
+    for ln in lines:
+        if ln.is_node:
+            by_id[ln.id] = ln
+            leaf = ln.id
+    path: list[ScannedLine] = []
+    reasons: list[str] = []
+    seen: set[str] = set()
+    cur = by_id.get(leaf) if leaf is not None else None
+    while cur is not None:
+        if cur.id in seen:
+            reasons.append("invalid_parent_graph")
+            break
+        seen.add(cur.id)
+        path.append(cur)
+        cur = by_id.get(cur.parent_id) if cur.parent_id is not None else None
+    path.reverse()
+    ids = [p.id for p in path]
+    ordinals = [p.ordinal for p in path]
+    return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), reasons), ordinals
+
+
+class DigestFolder:
+    """Folds full (untruncated) records into the V5 digest fields (digest §5.2)."""
+
+    def __init__(self, max_vocab_bytes: int) -> None:
+        self.max_vocab_bytes = max(2, max_vocab_bytes)
+        self.first_ts: Optional[float] = None
+        self.last_ts: Optional[float] = None
+        self.error_count = 0
+        self.tools: Counter[str] = Counter()
+        self.files: dict[str, None] = {}
+        self.vocab: dict[str, None] = {}
+        self.vocab_bytes = 2
+        self.vocab_stopped = False
+        self.addresses: list[list] = []
+        self.entry_count = 0
+
+    def add(self, rec: dict) -> None:
+        self.entry_count += 1
+        ts = rec["timestamp"]
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+        if rec["isError"]:
+            self.error_count += 1
+        if rec["toolName"]:
+            self.tools[rec["toolName"]] += 1
+        for f in rec.get("filesTouched", ()):
+            if len(self.files) >= FILES_TOUCHED_CAP:
+                break
+            self.files.setdefault(f.strip(), None)
+        self.addresses.append(
+            [rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"], ts]
+        )
+        if self.vocab_stopped:
+            return
+        vocab = self.vocab
+        for term in dict.fromkeys(tokenize_lexical(rec["text"])):
+            if term in vocab:
+                continue
+            cost = len(term.encode("utf-8")) + 2 + (1 if vocab else 0)
+            if self.vocab_bytes + cost > self.max_vocab_bytes:
+                self.vocab_stopped = True
+                return
+            self.vocab_bytes += cost
+            vocab[term] = None
+
+    def record(self, reasons: list[str]) -> dict:
+        vocabulary = sort_lexical(self.vocab)
+        all_reasons = set(reasons)
+        if self.vocab_stopped:
+            all_reasons.add("max_cold_vocabulary_bytes")
+        hist_keys = sorted(self.tools, key=lambda k: (not (k.isdigit() and (k == "0" or k[0] != "0")), utf16_key(k)))
+        return {
+            "filesTouched": list(self.files),
+            "toolHistogram": {k: self.tools[k] for k in hist_keys},
+            "errorCount": self.error_count,
+            "vocabulary": vocabulary,
+            "addresses": self.addresses,
+            "indexCoverage": {
+                "complete": not all_reasons,
+                "vocabularyBytes": len(store._encoder.encode(vocabulary)),
+                "reasons": sort_lexical(all_reasons),
+            },
+        }
+
+
+@dataclass
+class SessionState:
+    file: str
+    branches: str
+    tier: str  # "hot" | "cold"
+    key: StatKey
+    size: int
+    mtime: float  # ms
+    source_hash: str
+    session_id: str
+    cwd: str
+    lineage: Lineage
+    coverage: dict  # {complete, reasons}
+    entry_count: int
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    policy: str = ""
+    # hot
+    entries: Optional[list[dict]] = None
+    hot_index: Optional[HotIndex] = None
+    # cold
+    digest: Optional[dict] = None
+    vocab_set: frozenset = frozenset()
+    # kept only for in-place append
+    scan: Optional[SourceScan] = None
+    path_ordinals: list[int] = field(default_factory=list)
+    normalizer: Optional[Normalizer] = None
+    folder: Optional[DigestFolder] = None
+    hasher: Any = None
+    tail_hash: str = ""
+    persisted: bytes = b""  # encoded cache record, when it fitted
+    encode: bool = True  # False for states that are never persisted (hydration, expand)
+
+    def hot_view(self, tier: Optional[str] = None) -> HotView:
+        assert self.entries is not None and self.hot_index is not None
+        return HotView(
+            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+            self.mtime, self.entries, self.hot_index, tier or "hot",
+        )
+
+    def digest_view(self) -> DigestView:
+        assert self.digest is not None
+        return DigestView(
+            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+            self.cwd, self.digest.get("lastTs"), self.mtime, self.digest["vocabulary"], self.vocab_set,
+        )
+
+
+def _tail_hash(data: bytes, end: int) -> str:
+    return hashlib.sha256(data[max(0, end - TAIL_BYTES) : end]).hexdigest()
+
+
+def _read_consistent(path: str) -> tuple[bytes, StatKey]:
+    for _ in range(3):
+        key = stat_key(path)
+        if key is None:
+            raise SourceMissing("source_unavailable")
+        data = read_source(path)
+        if data is None:
+            raise SourceMissing("source_unavailable")
+        after = stat_key(path)
+        if after is None:
+            raise SourceMissing("source_unavailable")
+        if after == key and len(data) == key.size:
+            return data, key
+    raise SourceMissing("source_changed_during_index")
+
+
+def _records_from(data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, cancel=None):
+    for i, ln in enumerate(lines):
+        if ln.type not in CONTENT_TYPES:
+            continue
+        if ordinals is not None and ln.ordinal not in ordinals:
+            continue
+        if cancel is not None and (i & 255) == 0:
+            cancel()
+        ok, raw = decode_json_line(data[ln.offset - base : ln.offset - base + ln.length])
+        if ok:
+            yield from norm.feed(raw, ln.line)
+
+
+def build_state(
+    file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True
+) -> SessionState:
+    """Build from source. Raises SourceMissing(reason) when the source is unavailable or
+    changes while it is read."""
+    data, key = _read_consistent(file)
+    hasher = hashlib.sha256(data)
+    scan = scan_source(data)
+    lineage, path_ordinals = lineage_from_lines(scan.lines, branches)
+    session_id = scan.header_id if scan.header_id is not None else ref_id
+    cwd = scan.header_cwd if scan.header_cwd is not None else ref_cwd
+    state = SessionState(
+        file=file, branches=branches, tier=tier, key=key, size=key.size, mtime=key.mtime_ms,
+        source_hash=hasher.hexdigest(), session_id=session_id, cwd=cwd, lineage=lineage,
+        coverage={}, entry_count=0, scan=scan, path_ordinals=path_ordinals, hasher=hasher,
+        tail_hash=_tail_hash(data, len(data)), encode=encode,
+    )
+    rec_sid = scan.header_id or ""
+    if tier == "hot":
+        norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
+                          index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        entries: list[dict] = []
+        index = HotIndex()
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel):
+            entries.append(rec)
+            index.add(rec)
+        state.entries, state.hot_index, state.normalizer = entries, index, norm
+    else:
+        norm = Normalizer(file, rec_sid, max_entry_chars=None,
+                          index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel):
+            folder.add(rec)
+        state.normalizer, state.folder = norm, folder
+    finish_state(state, cfg, encode)
+    return state
+
+
+def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
+    """Derive coverage, counts and the cache record from the accumulated pieces."""
+    norm = state.normalizer
+    assert norm is not None
+    reasons = norm.coverage_reasons(state.lineage.reasons)
+    if state.tier == "hot":
+        entries = state.entries or []
+        state.entry_count = len(entries)
+        stamps = [e["timestamp"] for e in entries if e["timestamp"] is not None]
+        state.first_ts = min(stamps) if stamps else None
+        state.last_ts = max(stamps) if stamps else None
+        state.coverage = {"complete": not reasons, "reasons": sort_lexical(reasons)}
+        state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
+        if encode:
+            state.persisted = store.apply_cache_metrics(shard_record(state), state.size)
+    else:
+        folder = state.folder
+        assert folder is not None
+        body = folder.record(reasons)
+        state.policy = store.digest_policy(cfg, state.branches, state.lineage.fingerprint)
+        record = {
+            "cacheVersion": store.CACHE_VERSION, "kind": "digest", "sessionId": state.session_id,
+            "file": state.file, "cwd": state.cwd, "firstTs": folder.first_ts, "lastTs": folder.last_ts,
+            "entryCount": folder.entry_count, **body, "mtime": state.mtime, "size": state.size,
+            "sourceHash": state.source_hash, "branches": state.branches,
+            "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
+            "cacheBytes": 0, "cacheSourceRatio": 0,
+            "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
+        }
+        data = store.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
+        state.persisted = data or b""
+        _adopt_digest(state, record)
+
+
+def _adopt_digest(state: SessionState, record: dict) -> None:
+    state.digest = record
+    state.vocab_set = frozenset(record["vocabulary"])
+    cov = record["indexCoverage"]
+    state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
+    state.entry_count = record["entryCount"]
+    state.first_ts = record["firstTs"]
+    state.last_ts = record["lastTs"]
+
+
+def _key_list(key: StatKey) -> list[int]:
+    return [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev]
+
+
+def shard_record(state: SessionState) -> dict:
+    return {
+        "cacheVersion": store.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
+        "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
+        "sourceHash": state.source_hash, "branches": state.branches,
+        "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
+        "cacheBytes": 0, "cacheSourceRatio": 0, "entries": state.entries,
+        "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
+        "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
+        "cwd": state.cwd,
+    }
+
+
+def state_from_record(record: dict, kind: str, file: str, branches: str, key: StatKey, cfg: Any) -> Optional[SessionState]:
+    """A state from a validated cache record, when it is fresh for `key` and `cfg`."""
+    if record.get("statKey") != _key_list(key):
+        return None
+    if record.get("branches") != branches:
+        return None
+    fp = record.get("lineageFingerprint")
+    if kind == "shard":
+        if record.get("sessionFile") != file or record.get("policy") != store.shard_policy(cfg, branches, fp):
+            return None
+    else:
+        if record.get("file") != file or record.get("policy") != store.digest_policy(cfg, branches, fp):
+            return None
+    leaf = record.get("leafId")
+    lineage = Lineage(branches, leaf, [], None, fp, [])
+    state = SessionState(
+        file=file, branches=branches, tier="hot" if kind == "shard" else "cold", key=key,
+        size=key.size, mtime=key.mtime_ms, source_hash=record["sourceHash"],
+        session_id=record["sessionId"], cwd=record.get("cwd", ""), lineage=lineage, coverage={},
+        entry_count=0, policy=record["policy"],
+    )
+    if kind == "shard":
+        entries = record["entries"]
+        for e in entries:
+            if not isinstance(e, dict) or "line" not in e or "role" not in e:
+                return None
+        state.entries = entries
+        state.hot_index = HotIndex.build(entries)
+        cov = record["indexCoverage"]
+        state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
+        state.entry_count = len(entries)
+        stamps = [e.get("timestamp") for e in entries if e.get("timestamp") is not None]
+        state.first_ts = min(stamps) if stamps else None
+        state.last_ts = max(stamps) if stamps else None
+    else:
+        _adopt_digest(state, record)
+    return state
+
+
+def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
+    """Extend `state` in place when the file only grew (same inode, old tail intact,
+    the old lineage is a prefix of the new one). False means: rebuild from source."""
+    scan = state.scan
+    if scan is None or state.normalizer is None or state.hasher is None:
+        return False
+    if not scan.ends_complete or key.ino != state.key.ino or key.dev != state.key.dev or key.size <= state.size:
+        return False
+    old_size = state.size
+    tail_start = max(0, old_size - TAIL_BYTES)
+    try:
+        with open(state.file, "rb") as fh:
+            fh.seek(tail_start)
+            chunk = fh.read(key.size - tail_start)
+    except OSError:
+        return False
+    after = stat_key(state.file)
+    if after != key or len(chunk) != key.size - tail_start:
+        return False
+    if hashlib.sha256(chunk[: old_size - tail_start]).hexdigest() != state.tail_hash:
+        return False
+    new_bytes = chunk[old_size - tail_start :]
+    part = SourceScan(next_ordinal=scan.next_ordinal, next_line=scan.next_line, end_offset=scan.end_offset)
+    scan_source(new_bytes, part, base=old_size)
+    if part.header_id is not None:
+        return False
+    all_lines = scan.lines + part.lines
+    lineage, ordinals = lineage_from_lines(all_lines, state.branches)
+    if state.branches == "active":
+        old = state.path_ordinals
+        if ordinals[: len(old)] != old or any(o < scan.next_ordinal for o in ordinals[len(old) :]):
+            return False
+        if lineage.reasons:
+            return False
+    hasher = state.hasher.copy()
+    hasher.update(new_bytes)
+    new_records = list(_records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
+    # Commit (nothing below can fail part-way).
+    scan.lines = all_lines
+    scan.next_ordinal, scan.next_line, scan.end_offset = part.next_ordinal, part.next_line, part.end_offset
+    scan.ends_complete = part.ends_complete
+    state.path_ordinals = ordinals
+    state.lineage = lineage
+    state.hasher = hasher
+    state.source_hash = hasher.hexdigest()
+    state.key, state.size, state.mtime = key, key.size, key.mtime_ms
+    state.tail_hash = hashlib.sha256(chunk[max(0, len(chunk) - TAIL_BYTES) :]).hexdigest() if len(chunk) >= TAIL_BYTES or tail_start == 0 else _tail_from_file(state.file, key.size)
+    if state.tier == "hot":
+        assert state.entries is not None and state.hot_index is not None
+        for rec in new_records:
+            state.entries.append(rec)
+            state.hot_index.add(rec)
+    else:
+        assert state.folder is not None
+        for rec in new_records:
+            state.folder.add(rec)
+    finish_state(state, cfg, state.encode)
+    return True
+
+
+def _tail_from_file(path: str, end: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, end - TAIL_BYTES))
+            return hashlib.sha256(fh.read(end - max(0, end - TAIL_BYTES))).hexdigest()
+    except OSError:
+        return ""
+
+
+def remove_file_quiet(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,236 @@
+"""Reading one session JSONL source for memory: line scan, header, lineage (digest §3).
+
+The scan decodes only a narrow envelope (`type`, `id`, `parentId`) of each line, so
+lineage and ordinals cost little; full records are decoded later only for the lines the
+selected branch mode keeps. Positions (`line`, byte `offset`, `length`) are kept so an
+appended file can be scanned from where the previous scan stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import msgspec
+
+from .jsvalues import js_string, js_stringify
+
+ALL_FINGERPRINT = "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
+CONTENT_TYPES = frozenset({"message", "compaction", "branch_summary", "custom_message"})
+
+
+class _Envelope(msgspec.Struct):
+    type: Any = None
+    id: Any = None
+    parentId: Any = None
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_any_decoder = msgspec.json.Decoder()
+
+
+def _scrub(value: Any) -> Any:
+    """Replace lone surrogates (legal in JSON, not in UTF-8) so the value can be re-encoded."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def decode_json_line(raw: bytes) -> tuple[bool, Any]:
+    """(parsed, value) like `JSON.parse` on one line; never raises."""
+    try:
+        return True, _any_decoder.decode(raw)
+    except msgspec.DecodeError:
+        pass
+    try:
+        # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
+        return True, _scrub(json.loads(raw.decode("utf-8", "surrogateescape")))
+    except (ValueError, RecursionError):
+        return False, None
+
+
+@dataclass(slots=True)
+class ScannedLine:
+    ordinal: int  # raw ordinal: non-header lines that parse as JSON
+    line: int  # 0-based line number in the file
+    offset: int
+    length: int  # bytes without the newline
+    type: Any
+    id: Any
+    parent_id: Any
+    is_node: bool  # string id and null-or-string parentId
+
+
+@dataclass(slots=True)
+class SourceScan:
+    """Everything the line scan learned; extendable with `scan_more`."""
+
+    lines: list[ScannedLine] = field(default_factory=list)
+    header_id: Optional[str] = None  # last `type:"session"` line (normalize's header)
+    header_cwd: Optional[str] = None
+    first_header_id: Optional[str] = None  # header on line 0 (the session ref's id)
+    first_header_cwd: Optional[str] = None
+    next_ordinal: int = 0
+    next_line: int = 0
+    end_offset: int = 0  # byte offset just after the last newline consumed
+    ends_complete: bool = True  # the scanned bytes ended with a newline
+
+
+def scan_source(data: bytes, scan: Optional[SourceScan] = None, base: int = 0) -> SourceScan:
+    """Scan `data` (the file bytes from offset `base`) into `scan` (or a new one).
+
+    A trailing segment without a newline is parsed like the reference (JSON.parse of the
+    last split piece) but marks the scan incomplete, so appends re-read the file fully.
+    """
+    if scan is None:
+        scan = SourceScan()
+    lines = scan.lines
+    ordinal = scan.next_ordinal
+    line_no = scan.next_line
+    pos = 0
+    n = len(data)
+    find = data.find
+    while pos < n:
+        nl = find(b"\n", pos)
+        if nl < 0:
+            end = n
+            scan.ends_complete = False
+        else:
+            end = nl
+        raw = data[pos:end]
+        if raw.strip():
+            try:
+                env = _envelope_decoder.decode(raw)
+                ok = True
+            except msgspec.ValidationError:
+                # Valid JSON that is not an object still consumes an ordinal.
+                ok, _ = decode_json_line(raw)
+                env = None
+            except msgspec.DecodeError:
+                ok, value = decode_json_line(raw)
+                env = (
+                    _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
+                    if ok and isinstance(value, dict)
+                    else None
+                )
+            if ok:
+                if env is not None and env.type == "session":
+                    _, head = decode_json_line(raw)
+                    if isinstance(head, dict):
+                        scan.header_id = js_string(head.get("id")) if "id" in head else "undefined"
+                        scan.header_cwd = js_string(head.get("cwd")) if "cwd" in head else "undefined"
+                        if line_no == 0 and base == 0:
+                            scan.first_header_id = scan.header_id
+                            scan.first_header_cwd = scan.header_cwd
+                else:
+                    if env is None:
+                        lines.append(ScannedLine(ordinal, line_no, base + pos, end - pos, None, None, None, False))
+                    else:
+                        pid = env.parentId
+                        is_node = isinstance(env.id, str) and (pid is None or isinstance(pid, str))
+                        lines.append(
+                            ScannedLine(ordinal, line_no, base + pos, end - pos, env.type, env.id, pid, is_node)
+                        )
+                    ordinal += 1
+        line_no += 1
+        if nl < 0:
+            pos = n
+            line_no -= 1  # the partial line is re-read on the next full scan
+            break
+        pos = nl + 1
+        scan.end_offset = base + pos
+    scan.next_ordinal = ordinal
+    scan.next_line = line_no
+    return scan
+
+
+@dataclass(slots=True)
+class Lineage:
+    branches: str
+    leaf_id: Optional[str]
+    ids: list[str]
+    ordinals: Optional[set[int]]  # None in all mode
+    fingerprint: str
+    reasons: list[str]
+
+
+def lineage_fingerprint(branches: str, leaf_id: Optional[str], ids: list[str]) -> str:
+    text = js_stringify({"branches": branches, "leafId": leaf_id, "ids": ids})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def reconstruct_lineage(scan: SourceScan, branches: str) -> Lineage:
+    """Active path from the persisted leaf (last valid node), or everything in all mode."""
+    if branches == "all":
+        return Lineage("all", None, [], None, ALL_FINGERPRINT, [])
+    by_id: dict[str, ScannedLine] = {}
+    leaf: Optional[str] = None
+    for ln in scan.lines:
+        if ln.is_node:
+            by_id[ln.id] = ln
+            leaf = ln.id
+    path: list[ScannedLine] = []
+    reasons: list[str] = []
+    seen: set[str] = set()
+    cur = by_id.get(leaf) if leaf is not None else None
+    while cur is not None:
+        if cur.id in seen:
+            reasons.append("invalid_parent_graph")
+            break
+        seen.add(cur.id)
+        path.append(cur)
+        cur = by_id.get(cur.parent_id) if cur.parent_id is not None else None
+    path.reverse()
+    ids = [p.id for p in path]
+    return Lineage(
+        "active", leaf, ids, {p.ordinal for p in path}, lineage_fingerprint("active", leaf, ids), reasons
+    )
+
+
+@dataclass(slots=True)
+class StatKey:
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @property
+    def mtime_ms(self) -> float:
+        return self.mtime_ns / 1e6
+
+
+def stat_key(path: str) -> Optional[StatKey]:
+    """Stat of a regular file, or None (missing, not a file, unreadable)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        return None
+    return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def read_source(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

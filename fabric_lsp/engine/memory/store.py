@@ -1,0 +1,349 @@
+"""The on-disk derived cache: V5 record contents, names, validation, atomic writes,
+bounded cleanup (digest §5).
+
+The index dir is ours alone and always disposable. Records are JSON (msgspec), written
+to a temp file in the same directory and renamed into place, with directories 0700 and
+files 0600 (best effort). A record that is malformed, of another version, orphaned, or
+filed under the wrong name is removed; the caller rebuilds it from source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat as _stat
+import tempfile
+from typing import Any, Optional, Union
+
+import msgspec
+
+from .tokenize import UNICODE_VERSION, utf16_key
+
+CACHE_VERSION = 5
+# Bumped when our own encoding (not the V5 contents) changes.
+ENGINE_FORMAT = f"fabric-lsp-memory/1;unicode:{UNICODE_VERSION}"
+
+_SAFE = re.compile(r"[^a-zA-Z0-9._-]")
+_encoder = msgspec.json.Encoder()
+
+
+def cache_base(session_file: str) -> str:
+    digest = hashlib.sha1(session_file.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return _SAFE.sub("_", f"{digest}-{os.path.basename(session_file)}")
+
+
+def cache_name(session_file: str, branches: str, kind: str) -> str:
+    base = cache_base(session_file)
+    mode = ".all" if branches == "all" else ""
+    return f"{base}{mode}.digest.json" if kind == "digest" else f"{base}{mode}.json"
+
+
+def shard_policy(cfg: Any, branches: str, fingerprint: str) -> str:
+    return (
+        f"entry:{cfg.max_entry_chars};branches:{branches};lineage:{fingerprint};"
+        f"thinking:{'true' if cfg.index_thinking else 'false'};tool-output:{'true' if cfg.index_tool_output else 'false'}"
+    )
+
+
+def digest_policy(cfg: Any, branches: str, fingerprint: str) -> str:
+    return (
+        f"vocab:{cfg.max_cold_vocabulary_bytes};cache:{cfg.max_cold_cache_bytes};branches:{branches};"
+        f"lineage:{fingerprint};thinking:{'true' if cfg.index_thinking else 'false'};"
+        f"tool-output:{'true' if cfg.index_tool_output else 'false'}"
+    )
+
+
+def apply_cache_metrics(record: dict, size: int) -> bytes:
+    """Set `cacheBytes` to the exact encoded size (iterating to a fixed point) and return
+    the encoding."""
+    last = -1
+    for _ in range(5):
+        data = _encoder.encode(record)
+        n = len(data)
+        record["cacheBytes"] = n
+        record["cacheSourceRatio"] = 0 if size == 0 else float(f"{n / size:.6f}")
+        if n == last:
+            break
+        last = n
+    data = _encoder.encode(record)
+    record["cacheBytes"] = len(data)
+    data = _encoder.encode(record)
+    return data
+
+
+def fit_digest(record: dict, size: int, max_bytes: int) -> Optional[bytes]:
+    """Encode a digest within `max_bytes`, keeping exact prefixes of addresses, then of
+    vocabulary, and reporting `max_cold_cache_bytes` when anything was cut."""
+    data = apply_cache_metrics(record, size)
+    if len(data) <= max_bytes:
+        return data
+    cov = record["indexCoverage"]
+    cov["complete"] = False
+    if "max_cold_cache_bytes" not in cov["reasons"]:
+        cov["reasons"] = sorted(cov["reasons"] + ["max_cold_cache_bytes"], key=utf16_key)
+
+    def fits() -> bool:
+        return len(apply_cache_metrics(record, size)) <= max_bytes
+
+    addresses = record["addresses"]
+    lo, hi = 0, len(addresses)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        record["addresses"] = addresses[:mid]
+        if fits():
+            lo = mid
+        else:
+            hi = mid - 1
+    record["addresses"] = addresses[:lo]
+    if not fits():
+        vocab = record["vocabulary"]
+        lo, hi = 0, len(vocab)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            record["vocabulary"] = vocab[:mid]
+            cov["vocabularyBytes"] = len(_encoder.encode(vocab[:mid]))
+            if fits():
+                lo = mid
+            else:
+                hi = mid - 1
+        record["vocabulary"] = vocab[:lo]
+        cov["vocabularyBytes"] = len(_encoder.encode(vocab[:lo]))
+    data = apply_cache_metrics(record, size)
+    return data if len(data) <= max_bytes else None
+
+
+# ---- validation -------------------------------------------------------------------------
+
+
+class _EntryCheck(msgspec.Struct):
+    index: Union[int, float]
+    sessionFile: str
+    text: str
+
+
+class _Coverage(msgspec.Struct):
+    complete: bool
+    reasons: list[str]
+
+
+class _DigestCoverage(msgspec.Struct):
+    complete: bool
+    vocabularyBytes: Union[int, float]
+    reasons: list[str]
+
+
+class _ShardCheck(msgspec.Struct):
+    cacheVersion: Any
+    kind: Any
+    sessionFile: str
+    sessionId: str
+    sourceHash: str
+    lineageFingerprint: str
+    branches: str
+    policy: str
+    cacheBytes: Union[int, float]
+    cacheSourceRatio: Union[int, float]
+    totalEntryCount: Union[int, float]
+    indexCoverage: _Coverage
+    entries: list[_EntryCheck]
+    engine: str
+
+
+class _DigestCheck(msgspec.Struct):
+    cacheVersion: Any
+    kind: Any
+    file: str
+    sourceHash: str
+    lineageFingerprint: str
+    branches: str
+    policy: str
+    cacheBytes: Union[int, float]
+    cacheSourceRatio: Union[int, float]
+    filesTouched: list
+    vocabulary: list[str]
+    addresses: list[list]
+    indexCoverage: _DigestCoverage
+    mtime: Union[int, float]
+    size: Union[int, float]
+    engine: str
+
+
+class _Head(msgspec.Struct):
+    cacheVersion: Any = None
+    kind: Any = None
+    sessionFile: Any = None
+    file: Any = None
+    branches: Any = None
+
+
+_head_decoder = msgspec.json.Decoder(_Head)
+_shard_check = msgspec.json.Decoder(_ShardCheck)
+_digest_check = msgspec.json.Decoder(_DigestCheck)
+_any = msgspec.json.Decoder()
+
+
+def valid_record(data: bytes, kind: str, file_size: int) -> bool:
+    """Structural V5 validation (digest §5.1/§5.2) plus our engine format tag."""
+    try:
+        rec = (_shard_check if kind == "shard" else _digest_check).decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    if rec.cacheVersion != CACHE_VERSION or isinstance(rec.cacheVersion, bool) or rec.kind != kind:
+        return False
+    if rec.engine != ENGINE_FORMAT:
+        return False
+    if len(rec.sourceHash) != 64 or len(rec.lineageFingerprint) != 64:
+        return False
+    if rec.branches not in ("active", "all"):
+        return False
+    if rec.cacheBytes != file_size:
+        return False
+    if kind == "digest":
+        vocab = rec.vocabulary
+        for a, b in zip(vocab, vocab[1:]):
+            if not utf16_key(a) < utf16_key(b):
+                return False
+        for t in rec.addresses:
+            if len(t) != 6 or not isinstance(t[0], (int, float)) or isinstance(t[0], bool):
+                return False
+    return True
+
+
+def decode_record(data: bytes) -> Optional[dict]:
+    try:
+        value = _any.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ---- files ----------------------------------------------------------------------------
+
+
+def ensure_dir(index_dir: str) -> bool:
+    try:
+        os.makedirs(index_dir, mode=0o700, exist_ok=True)
+        try:
+            os.chmod(index_dir, 0o700)
+        except OSError:
+            pass
+        return True
+    except OSError:
+        return False
+
+
+def write_atomic(index_dir: str, name: str, data: bytes) -> bool:
+    """Temp file + rename in `index_dir`, mode 0600. Failures are ignored (False)."""
+    if not ensure_dir(index_dir):
+        return False
+    fd = -1
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=index_dir)
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, os.path.join(index_dir, name))
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def remove(index_dir: str, name: str) -> None:
+    try:
+        os.unlink(os.path.join(index_dir, name))
+    except OSError:
+        pass
+
+
+def read_cache_file(index_dir: str, name: str, max_bytes: int) -> Optional[bytes]:
+    path = os.path.join(index_dir, name)
+    try:
+        st = os.lstat(path)
+        if not _stat.S_ISREG(st.st_mode):
+            remove(index_dir, name)
+            return None
+        if st.st_size > max_bytes:
+            return None
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def cleanup(index_dir: str, max_files: int, max_bytes: int) -> bool:
+    """Remove unusable records; True when the whole directory was inspected.
+
+    Removed: non-files, unparseable files, other versions, records with no source path,
+    records filed under a name other than their (source, branches, kind) name, records
+    whose source is gone, and leftover temp files. Bounded by `max_files` inspected
+    files and `max_bytes` read bytes (`cache_cleanup_budget` when either is reached)."""
+    try:
+        names = os.listdir(index_dir)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    inspected = 0
+    read_bytes = 0
+    for name in names:
+        path = os.path.join(index_dir, name)
+        if name.startswith(".tmp-") and name.endswith(".part"):
+            remove(index_dir, name)
+            continue
+        if not name.endswith(".json"):
+            continue
+        inspected += 1
+        if inspected > max_files:
+            return False
+        try:
+            st = os.lstat(path)
+        except OSError:
+            remove(index_dir, name)
+            continue
+        if not _stat.S_ISREG(st.st_mode):
+            try:
+                if _stat.S_ISDIR(st.st_mode):
+                    import shutil
+
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+            continue
+        if read_bytes + st.st_size > max_bytes:
+            return False
+        read_bytes += st.st_size
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            head = _head_decoder.decode(data)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            remove(index_dir, name)
+            continue
+        if head.cacheVersion != CACHE_VERSION or isinstance(head.cacheVersion, bool) or head.kind not in ("shard", "digest"):
+            remove(index_dir, name)
+            continue
+        source = head.sessionFile if head.kind == "shard" else head.file
+        branches = head.branches if head.branches in ("active", "all") else None
+        if not isinstance(source, str) or branches is None or cache_name(source, branches, head.kind) != name:
+            remove(index_dir, name)
+            continue
+        if not os.path.isfile(source) or not valid_record(data, head.kind, st.st_size):
+            remove(index_dir, name)
+    return True
