@@ -109,9 +109,9 @@ class FabricServer(LanguageServer):
         ):
             self.engines.reset()
         for warning in new.warnings:
-            log.warning("configuration: %s", warning)
-            if warning not in self._shown_warnings:
+            if warning not in self._shown_warnings:  # each problem is reported once
                 self._shown_warnings.add(warning)
+                log.warning("configuration: %s", warning)
                 self.show_message(f"fabric-lsp configuration: {warning}", types.MessageType.Warning)
         return new
 

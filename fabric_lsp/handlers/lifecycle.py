@@ -45,7 +45,7 @@ async def pull_client_settings(ls: Any) -> None:
     except Exception as err:
         log.warning("workspace/configuration failed: %s", err)
         return
-    if isinstance(result, list) and result:
+    if isinstance(result, (list, tuple)) and result:
         ls.client_settings = result[0]
 
 

@@ -1,0 +1,131 @@
+"""Progress pairing, cancellation and failure isolation against the real server, with the
+fault-injection hook (FABRIC_LSP_FAULTS) standing in for slow and failing engine work."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import pytest_asyncio
+from fabric_e2e_harness import SPEC_WARNINGS_AS_ERRORS, rpc, rpc_error, server_env, start, stop
+from lsprotocol import types
+
+from fabric_lsp import protocol
+
+pytestmark = [SPEC_WARNINGS_AS_ERRORS, pytest.mark.asyncio(loop_scope="module")]
+
+FAULTS = "fabric/recall=slow,fabric/sessions=fail,fabric/compactionPreview=slow"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(agent_dir, editor):
+    c = await start(agent_dir, editor, env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS))
+    yield c
+    await stop(c)
+
+
+def assert_paired(values):
+    kinds = [v.kind for v in values]
+    assert kinds[0] == "begin", kinds
+    assert kinds[-1] == "end", kinds
+    assert kinds.count("begin") == 1 and kinds.count("end") == 1, kinds
+    assert set(kinds[1:-1]) <= {"report"}, kinds
+
+
+async def _wait_for(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        await asyncio.sleep(0.01)
+    return pred()
+
+
+async def _start_then_cancel(client, method, params, after=0.3):
+    msg_id = f"cancel-{method}-{time.monotonic_ns()}"
+    fut = asyncio.wrap_future(client.protocol.send_request(method, params, msg_id=msg_id))
+    await asyncio.sleep(after)
+    sent = time.monotonic()
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+    try:
+        await asyncio.wait_for(fut, 5.0)
+    except Exception as err:  # noqa: BLE001 - we assert on it
+        return err, time.monotonic() - sent
+    raise AssertionError("the request was not cancelled")
+
+
+async def test_cancel_with_client_token_pairs_progress(client):
+    token = f"client-token-{time.monotonic_ns()}"
+    client.progress_reports.setdefault(token, [])
+    err, latency = await _start_then_cancel(client, protocol.RECALL, {"query": "x", "workDoneToken": token})
+    assert getattr(err, "code", None) == -32800, err
+    assert latency < 1.0
+    assert await _wait_for(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
+    values = client.progress_reports[token]
+    assert_paired(values)
+    assert any(v.kind == "report" and v.message and "step" in v.message for v in values)
+    assert values[-1].message == "cancelled"
+
+
+async def test_server_created_token_when_client_sends_none(client):
+    before = set(client.progress_reports)
+    err, _ = await _start_then_cancel(client, protocol.COMPACTION_PREVIEW, {"session": "x"})
+    assert getattr(err, "code", None) == -32800
+    assert await _wait_for(lambda: any(
+        t not in before and v and v[-1].kind == "end" for t, v in client.progress_reports.items()
+    ))
+    new = {t: v for t, v in client.progress_reports.items() if t not in before}
+    assert len(new) == 1
+    token, values = next(iter(new.items()))
+    assert str(token).startswith("fabric-lsp/")
+    assert_paired(values)
+
+
+async def test_cancel_through_execute_command(client):
+    err, latency = await _start_then_cancel(
+        client,
+        types.WORKSPACE_EXECUTE_COMMAND,
+        types.ExecuteCommandParams(command="fabric.recall", arguments=[{"query": "y"}]),
+    )
+    assert getattr(err, "code", None) == -32800
+    assert latency < 1.0
+
+
+async def test_activity_notifications_name_the_request(client):
+    client.activity.clear()
+    await _start_then_cancel(client, protocol.RECALL, {"query": "z"}, after=0.2)
+    assert client.activity, "no fabric/activity notification"
+    assert all(a["request"] == protocol.RECALL for a in client.activity)
+    assert all(a["type"] == "progress" and a["message"] for a in client.activity)
+
+
+async def test_a_slow_request_does_not_block_others(client):
+    msg_id = f"slow-{time.monotonic_ns()}"
+    slow = asyncio.wrap_future(client.protocol.send_request(protocol.RECALL, {"query": "slow"}, msg_id=msg_id))
+    await asyncio.sleep(0.1)
+    t0 = time.monotonic()
+    code, _ = await rpc_error(client, protocol.EXPAND, {"session": "s"})  # answered while recall runs
+    assert code == -32602
+    assert time.monotonic() - t0 < 1.0
+    assert not slow.done()
+    client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+    with pytest.raises(Exception):
+        await asyncio.wait_for(slow, 5.0)
+
+
+async def test_a_failure_leaves_the_server_serving(client):
+    token = f"fail-token-{time.monotonic_ns()}"
+    client.progress_reports.setdefault(token, [])
+    code, message = await rpc_error(client, protocol.SESSIONS, {"workDoneToken": token})
+    assert code == -32603
+    assert message.startswith("fabric/sessions failed: RuntimeError: injected fault")
+    assert await _wait_for(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
+    assert_paired(client.progress_reports[token])
+    # the next requests are served normally
+    code, message = await rpc_error(client, protocol.SESSIONS, {})
+    assert code == -32603
+    result = await rpc(
+        client, types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command="fabric.reload", arguments=[])
+    )
+    assert result["trusted"] is False
