@@ -1,0 +1,285 @@
+"""Engine API for previews: what the Fabric hook would persist for a session branch.
+
+`preview_compaction` returns the `fabric/compactionPreview` result object and
+`preview_branch_summary` the `fabric/branchSummaryPreview` result object (plain dicts,
+camelCase keys, see design/protocol.md). Both are pure functions of the bytes they read
+plus their arguments: same input, same bytes out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.engine.session import SessionTree, parse_session_bytes
+
+from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
+from .instructions import encode_request_unchecked
+from .pigate import model_key, pi_tokens_before, prepare_compaction
+from .qa import generate_probes, qa_report
+
+DEFAULT_CONTEXT_WINDOW = 200000
+PROGRESS_MIN_BYTES = 1 << 20
+
+Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
+
+
+class PreviewError(ValueError):
+    """Bad preview input (unknown leaf or target, unreadable source); `code` names it."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _setting(settings: dict, key: str) -> Any:
+    if key in settings:
+        return settings[key]
+    comp = settings.get("compaction")
+    if isinstance(comp, dict) and key in comp:
+        return comp[key]
+    return None
+
+
+def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink: Optional[ActivitySink]):
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        path = os.fspath(session_path) if session_path is not None else None
+    else:
+        path = os.fspath(source)
+        try:
+            with open(path, "rb") as fp:
+                data = fp.read()
+        except OSError as e:
+            raise PreviewError("source_unavailable", f"cannot read session file {path}: {e.strerror or e}") from None
+    big = len(data) >= PROGRESS_MIN_BYTES
+    if big:
+        report(sink, f"Reading session ({len(data) // 1024} KiB)", 5)
+    digest = hashlib.sha256(data).hexdigest()
+    check(cancel)
+    log = parse_session_bytes(data, path)
+    del data
+    check(cancel)
+    return log, digest, path, big
+
+
+def _branch(log, leaf_id: Optional[str], what: str = "leafId"):
+    tree = SessionTree.from_records(log.records)
+    if leaf_id is not None and leaf_id not in tree.by_id:
+        raise PreviewError("entry_not_found", f"{what} {leaf_id!r} is not an entry of this session")
+    br = tree.branch(leaf_id)
+    return tree, br
+
+
+def _warnings(log, br) -> list[str]:
+    out = []
+    st = log.stats
+    if st.malformed:
+        out.append(f"{st.malformed} malformed line(s) skipped")
+    if st.oversize:
+        out.append(f"{st.oversize} oversize line(s) skipped")
+    if st.non_object:
+        out.append(f"{st.non_object} non-object line(s) skipped")
+    if st.no_id:
+        out.append(f"{st.no_id} entr(y/ies) without a valid id/parentId skipped")
+    if st.partial_tail_bytes:
+        out.append(f"{st.partial_tail_bytes} byte(s) of a half-written last line ignored")
+    if br is not None and br.error:
+        out.append(f"{br.error}: the parent walk met a cycle and stopped before repeating")
+    return out
+
+
+def _custom_instructions(instructions: Optional[str], preserve: Optional[list]) -> Optional[str]:
+    if preserve is not None:
+        return encode_request_unchecked(instructions if instructions else None, list(preserve))
+    return instructions if instructions else None
+
+
+def preview_compaction(
+    source: Source,
+    *,
+    session_path: Any = None,
+    instructions: Optional[str] = None,
+    preserve: Optional[list] = None,
+    reason: str = "manual",
+    context_window: Optional[float] = None,
+    reserve_tokens: Optional[float] = None,
+    keep_recent_tokens: Optional[float] = None,
+    target_context_ratio: Optional[float] = None,
+    tokens_before: Optional[float] = None,
+    leaf_id: Optional[str] = None,
+    include_qa: bool = False,
+    settings: Optional[dict] = None,
+    cancel: Optional[CancelToken] = None,
+    activity: Optional[ActivitySink] = None,
+) -> dict[str, Any]:
+    """The `fabric/compactionPreview` result for one session branch.
+
+    `settings` may carry Fabric's compaction config (`engine`, `targetContextRatio`,
+    `thresholds`, `tokenThresholds`, optionally nested under `compaction`) and Pi's
+    `reserveTokens` / `keepRecentTokens` / `contextWindow`; explicit arguments win.
+    """
+    if reason not in ("manual", "threshold", "overflow"):
+        raise PreviewError("invalid_params", f"reason must be manual, threshold or overflow, not {reason!r}")
+    settings = dict(settings or {})
+    log, digest, path, big = _load(source, session_path, cancel, activity)
+    session_id = log.session_id
+    if big:
+        report(activity, "Building branch", 35)
+    result: dict[str, Any] = {
+        "sessionId": session_id,
+        "sessionFile": path,
+        "sourceHash": digest,
+        "leafId": None,
+        "outcome": "skipped",
+        "tokensBefore": 0,
+    }
+    if not log.is_session:
+        result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
+        return result
+    tree, br = _branch(log, leaf_id)
+    result["leafId"] = br.leaf_id
+    branch = [r.raw for r in br.entries]
+    warnings = _warnings(log, br)
+    if warnings:
+        result["warnings"] = warnings
+
+    window = context_window if context_window is not None else _setting(settings, "contextWindow")
+    if window is None:
+        window = DEFAULT_CONTEXT_WINDOW
+    window_meta = window if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else None
+    reserve = reserve_tokens if reserve_tokens is not None else _setting(settings, "reserveTokens")
+    keep = keep_recent_tokens if keep_recent_tokens is not None else _setting(settings, "keepRecentTokens")
+    pi_settings = {
+        "reserveTokens": reserve if reserve is not None else DEFAULT_PI_SETTINGS["reserveTokens"],
+        "keepRecentTokens": keep if keep is not None else DEFAULT_PI_SETTINGS["keepRecentTokens"],
+    }
+    config = {k: _setting(settings, k) for k in ("engine", "targetContextRatio", "thresholds", "tokenThresholds")}
+    config = {k: v for k, v in config.items() if v is not None}
+    if target_context_ratio is not None:
+        config["targetContextRatio"] = target_context_ratio
+
+    tb = tokens_before if tokens_before is not None else pi_tokens_before(branch)
+    if isinstance(tb, float) and tb.is_integer():
+        tb = int(tb)
+    result["tokensBefore"] = tb
+    check(cancel)
+
+    gate = prepare_compaction(branch, pi_settings["keepRecentTokens"])
+    if not gate["ok"]:
+        result["reason"] = f"Pi would keep everything: {gate['reason']}"
+        return result
+    if big:
+        report(activity, "Compiling summary", 60)
+    hook = compaction_hook(
+        branch,
+        tokens_before=tb,
+        reason=reason,
+        custom_instructions=_custom_instructions(instructions, preserve),
+        model_key=model_key(branch),
+        context_window=window_meta,
+        pi_settings=pi_settings,
+        config=config,
+        check=(lambda: check(cancel)) if cancel is not None else None,
+    )
+    check(cancel)
+    if hook["result"] == "passthrough":
+        result["reason"] = hook["reason"]
+        return result
+    if hook["result"] == "cancel":
+        result["outcome"] = "cancelled"
+        result["reason"] = hook["reason"]
+        if "instructionError" in hook:
+            err = hook["instructionError"]
+            result["error"] = {"code": err["code"], "message": err["message"]}
+        return result
+    comp = hook["compaction"]
+    result["outcome"] = "compacted"
+    result["summary"] = comp["summary"]
+    result["firstKeptEntryId"] = comp["firstKeptEntryId"]
+    result["details"] = comp["details"]
+    if include_qa:
+        events = hook["compile"]["events"]
+        result["qa"] = qa_report(comp["summary"], generate_probes(events, len(events)))
+    if big:
+        report(activity, "Preview ready", 100)
+    return result
+
+
+def _tree_entries(tree: SessionTree, old_leaf: str, target: str) -> tuple[list[dict], Optional[str]]:
+    """Pi's collectEntriesForBranchSummary: the abandoned path from the old leaf up to
+    (not including) the common ancestor with the target, root→leaf."""
+    old_path = tree.branch(old_leaf).entries
+    target_path = tree.branch(target).entries
+    old_ids = {r.id for r in old_path}
+    ancestor = None
+    for r in reversed(target_path):
+        if r.id in old_ids:
+            ancestor = r.id
+            break
+    out = []
+    for r in reversed(old_path):
+        if r.id == ancestor:
+            break
+        out.append(r.raw)
+    out.reverse()
+    return out, ancestor
+
+
+def preview_branch_summary(
+    source: Source,
+    *,
+    session_path: Any = None,
+    target_id: str,
+    from_id: Optional[str] = None,
+    instructions: Optional[str] = None,
+    preserve: Optional[list] = None,
+    replace_instructions: bool = False,
+    settings: Optional[dict] = None,
+    cancel: Optional[CancelToken] = None,
+    activity: Optional[ActivitySink] = None,
+) -> dict[str, Any]:
+    """The `fabric/branchSummaryPreview` result: the summary Fabric's tree hook would
+    attach when navigating from `from_id` (default: the leaf) to `target_id`."""
+    log, digest, path, big = _load(source, session_path, cancel, activity)
+    if not log.is_session:
+        return {"outcome": "none", "entriesSummarized": 0, "reason": "not a Pi session file"}
+    tree = SessionTree.from_records(log.records)
+    if target_id not in tree.by_id:
+        raise PreviewError("entry_not_found", f"targetId {target_id!r} is not an entry of this session")
+    old_leaf = from_id if from_id is not None else tree.leaf_id
+    if old_leaf is None or old_leaf not in tree.by_id:
+        raise PreviewError("entry_not_found", f"fromId {from_id!r} is not an entry of this session")
+    entries, ancestor = _tree_entries(tree, old_leaf, target_id)
+    check(cancel)
+    result: dict[str, Any] = {"outcome": "none", "entriesSummarized": len(entries)}
+    if ancestor is not None:
+        result["commonAncestorId"] = ancestor
+    cfg = normalize_config(settings or {})
+    hook = tree_hook(
+        entries,
+        user_wants_summary=True,
+        custom_instructions=_custom_instructions(instructions, preserve),
+        replace_instructions=replace_instructions,
+        old_leaf_id=old_leaf,
+        config=cfg,
+    )
+    if hook["result"] == "passthrough":
+        result["outcome"] = "deferred" if (replace_instructions or cfg["engine"] != "fabric") else "none"
+        result["reason"] = hook["reason"]
+        return result
+    if hook["result"] == "cancel":
+        result["outcome"] = "none"
+        result["reason"] = hook["reason"]
+        err = hook["instructionError"]
+        result["error"] = {"code": err["code"], "message": err["message"]}
+        return result
+    result["outcome"] = "summarized"
+    result["summary"] = hook["summary"]["summary"]
+    result["details"] = hook["summary"]["details"]
+    return result

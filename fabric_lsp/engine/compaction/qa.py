@@ -1,0 +1,183 @@
+"""Reconstruction QA (digest §13): probes derived from normalized source events (never
+from rendered sections), checked as substrings of the rendered summary."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .bounds import ARROW, clip_utf8, sample_addressed
+from .jsstr import first_line, is_blank, js_stringify, truncate
+from .projections import FILE_TOOLS, goal_lines_of, path_of
+
+_TRAILING_SEP = re.compile(r"[/\\]+$")
+_SEP = re.compile(r"[/\\]")
+
+
+def _basename(path: str) -> str:
+    stripped = _TRAILING_SEP.sub("", path)
+    parts = _SEP.split(stripped)
+    last = parts[-1] if parts else ""
+    return last or path
+
+
+def _probe(pid: str, cls: str, question: str, answer: str) -> dict:
+    return {"id": pid, "class": cls, "question": question, "answer": answer}
+
+
+def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
+    if not isinstance(cut_index, (int, float)) or isinstance(cut_index, bool) or not math.isfinite(cut_index):
+        n = 0
+    else:
+        n = max(0, min(len(events), math.trunc(cut_index)))
+    source = events[:n]
+    probes: list[dict] = []
+    users = [ev for ev in source if ev["type"] == "user"]
+    if users:
+        probes.append(_probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"]))))
+
+    results: dict[str, bool] = {}
+    for ev in source:
+        if ev["type"] == "toolResult":
+            results[ev["toolCallId"]] = ev["isError"]
+    calls = [ev for ev in source if ev["type"] == "toolCall"]
+
+    # modified files, per tool in first-seen order
+    per_tool: dict[str, list[dict]] = {}
+    seen: set[tuple[str, str]] = set()
+    for ev in calls:
+        if ev["name"] not in ("edit", "write"):
+            continue
+        if results.get(ev["toolCallId"]) is not False:
+            continue
+        p = path_of(ev["args"])
+        if p is None or (ev["name"], p) in seen:
+            continue
+        seen.add((ev["name"], p))
+        per_tool.setdefault(ev["name"], []).append({"entryId": ev["entryId"], "index": ev["index"], "path": p})
+    for tool, items in per_tool.items():
+        s = sample_addressed(items, 24)
+        for it in s.values:
+            probes.append(
+                _probe(f"modified-file:{it['index']}:{it['path']}", "content", f"Which file did {tool} change?", _basename(it["path"]))
+            )
+        if s.omitted > 0:
+            probes.append(
+                _probe(
+                    f"modified-file-omission:{s.omitted_first}",
+                    "address",
+                    f"Where are the omitted {tool} file addresses?",
+                    f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
+                )
+            )
+
+    # unresolved errors
+    call_by_id = {ev["toolCallId"]: ev for ev in calls}
+    last_ok_file: dict[str, int] = {}
+    for ev in calls:
+        if ev["name"] in FILE_TOOLS and results.get(ev["toolCallId"]) is False:
+            p = path_of(ev["args"])
+            if p is not None:
+                last_ok_file[p] = max(last_ok_file.get(p, -1), ev["index"])
+    last_ok_bash: dict[str, int] = {}
+    for ev in source:
+        if ev["type"] == "bash" and not ev["isError"] and not is_blank(ev["command"]):
+            last_ok_bash[ev["command"]] = max(last_ok_bash.get(ev["command"], -1), ev["index"])
+    unresolved: list[dict] = []
+    for ev in source:
+        if ev["type"] == "toolResult" and ev["isError"]:
+            call = call_by_id.get(ev["toolCallId"])
+            p = path_of(call["args"]) if call is not None else None
+            if p is not None and last_ok_file.get(p, -1) > ev["index"]:
+                continue
+            sig = truncate(first_line(ev["text"]), 140)
+            answer = f"{ev['toolName']} {p}: {sig}" if p is not None else f"{ev['toolName']}: {sig}"
+            unresolved.append({"entryId": ev["entryId"], "index": ev["index"], "answer": answer})
+        elif ev["type"] == "bash" and ev["isError"]:
+            cmd = ev["command"]
+            if not is_blank(cmd) and last_ok_bash.get(cmd, -1) > ev["index"]:
+                continue
+            unresolved.append({"entryId": ev["entryId"], "index": ev["index"], "answer": f"bash: {truncate(first_line(cmd), 140)}"})
+    s = sample_addressed(unresolved, 24)
+    for it in s.values:
+        probes.append(_probe(f"unresolved-error:{it['index']}", "content", "Which error is still open?", it["answer"]))
+    if s.omitted > 0:
+        probes.append(
+            _probe(
+                f"unresolved-error-omission:{s.omitted_first}",
+                "address",
+                "Where are the omitted open errors?",
+                f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
+            )
+        )
+
+    last_mod = None
+    for ev in calls:
+        if ev["name"] in ("edit", "write") and path_of(ev["args"]) is not None:
+            last_mod = ev
+    if last_mod is not None:
+        probes.append(_probe(f"last-modification:{last_mod['index']}", "content", "What was modified last?", path_of(last_mod["args"])))
+
+    runs = [ev for ev in source if ev["type"] == "fabricRun"]
+    if runs:
+        run = runs[-1]
+        pointer = run["address"] if run.get("source") == "branch" else run["entryId"]
+        name = clip_utf8(truncate(run["name"], 96), 256)
+        probes.append(_probe(f"last-fabric-run:{run['index']}", "content", "What was the latest Fabric run?", f"{name} {ARROW} {run['outcome']}"))
+        probes.append(_probe(f"last-fabric-run-address:{run['index']}", "address", "Where is the latest Fabric run?", f"[entry {pointer}]"))
+
+    earlier = users[:-1]
+    window_start = source[-40]["index"] if len(source) >= 40 else (source[0]["index"] if source else 0)
+    s = sample_addressed(earlier, 32)
+    for ev in s.values:
+        answer = f"\"{truncate(first_line(ev['text']), 80)}\""
+        probes.append(_probe(f"earlier-turn-count:{ev['index']}", "content", "Which earlier turn is summarized?", answer))
+        if ev["index"] < window_start:
+            probes.append(_probe(f"earlier-turn-address:{ev['index']}", "address", "Which earlier turn lies before the transcript?", answer))
+    if s.omitted > 0:
+        probes.append(
+            _probe(
+                f"earlier-turn-omission:{s.omitted_first}",
+                "address",
+                "Where are the omitted earlier turns?",
+                f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
+            )
+        )
+    probes.append(_probe("footer-recall", "address", "How is exact history recalled?", "memory.recall"))
+    return probes
+
+
+def check_probes(summary: str, probes: list[dict]) -> list[dict]:
+    failures = []
+    for p in probes:
+        if p["answer"] not in summary:
+            failures.append(
+                {
+                    "id": p["id"],
+                    "class": p["class"],
+                    "reason": f"summary does not contain expected answer {js_stringify(p['answer'])}",
+                }
+            )
+    return failures
+
+
+def qa_report(summary: str, probes: list[dict]) -> dict[str, Any]:
+    failures = check_probes(summary, probes)
+    failed = {f["id"] for f in failures}
+
+    def score(cls: str | None) -> float:
+        sel = [p for p in probes if cls is None or p["class"] == cls]
+        if not sel:
+            return 1
+        bad = sum(1 for p in sel if p["id"] in failed)
+        v = (len(sel) - bad) / len(sel)
+        return int(v) if v.is_integer() else v
+
+    return {
+        "score": score(None),
+        "contentScore": score("content"),
+        "addressScore": score("address"),
+        "failures": failures,
+        "probes": len(probes),
+    }
