@@ -197,18 +197,26 @@ def default_compute(options: Optional[dict[str, Any]] = None) -> ComputeFn:
 
 
 def _engine_failure(result: dict[str, Any], leaf_type: Optional[str]) -> Failed:
+    """Map a preview that did not compact to the controller's outcome.
+
+    Pi's gate ("Already compacted", "Nothing to compact") and the engine's own
+    "nothing to compact" clear quietly, as the seed's host does. Any other cancel (a
+    typed-instruction decode error, no summary fits) is recorded with the engine's
+    reason, where the seed's host only saw Pi's bare "Compaction cancelled".
+    """
     outcome = result.get("outcome")
     reason = str(result.get("reason") or "")
+    low = reason.lower()
     if outcome == "skipped":
-        if leaf_type == "compaction" or "already" in reason.lower():
+        if leaf_type == "compaction" or ALREADY_COMPACTED.lower() in low:
             return Failed(ALREADY_COMPACTED)
-        return Failed(NOTHING_TO_COMPACT)
-    if outcome == "cancelled":
-        # The seed's host only sees Pi's bare "Compaction cancelled" and clears quietly;
-        # here the engine tells why, and a reason the user can act on is recorded.
-        if not reason or "nothing" in reason.lower() or "empty" in reason.lower():
+        if "nothing to compact" in low or not reason:
             return Failed(NOTHING_TO_COMPACT)
-        return Failed(f"Compaction cancelled: {reason}")
+        return Failed(f"Compaction not committed: {reason}")
+    if outcome == "cancelled":
+        if "nothing to compact" in low:
+            return Failed(NOTHING_TO_COMPACT)
+        return Failed(f"Compaction cancelled: {reason}" if reason else "Compaction cancelled by the engine")
     return Failed(f"Compaction engine returned outcome {outcome!r}")
 
 

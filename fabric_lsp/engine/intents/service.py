@@ -157,6 +157,14 @@ class IntentsService:
         age = time.time() - st.st_mtime
         return verdict.finished and age >= max(self.quiet_interval_s, verdict.min_quiet_s)
 
+    def notify_changed(self, paths: Any) -> None:
+        """A hint that these session files changed (e.g. the editor saw them): re-check
+        them at the next poll instead of waiting for the stat signature to differ."""
+        with self._lock:
+            for p in paths:
+                self._unsettled_sig.pop(normalize_session_path(p), None)
+        self._wake.set()
+
     # -- the background committer ---------------------------------------------------
 
     def start(self) -> None:

@@ -1,0 +1,183 @@
+"""`fabric-lsp compact`, `compact-status`, `compact-cancel`: compaction intents from a shell.
+
+`compact SESSION` records an intent in the shared intents directory
+(`<agentDir>/fabric-lsp/intents`); a running fabric-lsp server picks it up and commits it
+at the session's next safe boundary. With `--wait` this process commits it itself, at
+the next safe boundary, and reports the outcome. No pygls import here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import msgspec
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 3
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session", metavar="SESSION", help="session id, absolute path or file:// URI")
+    p.add_argument("--state-dir", metavar="DIR", help="intents directory (default: <agentDir>/fabric-lsp/intents)")
+    p.add_argument("--json", action="store_true", help="print the protocol result object")
+
+
+def _compact_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--instructions", metavar="TEXT", help="what the summary must keep (≤ 8192 characters)")
+    p.add_argument("--preserve", metavar="ITEM", action="append", help="a fact to preserve verbatim (repeatable, ≤ 16)")
+    p.add_argument("--reason", metavar="TEXT", help="why compact now (recorded with the intent)")
+    p.add_argument("--requested-by", metavar="NAME", default="user", help="who asks (default: user)")
+    p.add_argument("--wait", action="store_true", help="commit in this process at the next safe boundary")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="with --wait: give up after (600)")
+    p.add_argument("--quiet-interval", type=float, metavar="SECONDS",
+                   help="with --wait: how long the file must be quiet (default: compaction.commitQuietMs)")
+    p.add_argument("--context-window", type=int, metavar="N", help="model window (0 = no model metadata)")
+    p.add_argument("--keep-recent", type=int, metavar="N", help="Pi's keepRecentTokens")
+    p.add_argument("--reserve", type=int, metavar="N", help="Pi's reserveTokens")
+    p.add_argument("--ratio", type=float, metavar="R", help="Fabric's targetContextRatio")
+
+
+def _setup(args: argparse.Namespace) -> tuple[Any, str, Any]:
+    """(config, session path, service) or raises SystemExit-style errors as ValueError."""
+    from fabric_lsp.config import load_config
+    from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
+    from fabric_lsp.engine.session import AmbiguousSession, SessionNotFound, resolve_session
+
+    cfg = load_config(workspace_root=Path.cwd())
+    try:
+        path = resolve_session(args.session, str(cfg.session_dir))
+    except AmbiguousSession as err:
+        raise ValueError(f"session {args.session!r} is ambiguous: " + ", ".join(err.candidates)) from None
+    except SessionNotFound:
+        raise ValueError(f"session {args.session!r} not found (looked in {cfg.session_dir})") from None
+    options = {
+        "context_window": cfg.compaction.get("contextWindow"),
+        "reserve_tokens": cfg.reserve_tokens,
+        "keep_recent_tokens": cfg.keep_recent_tokens,
+        "target_context_ratio": cfg.compaction.get("targetContextRatio"),
+        "settings": dict(cfg.compaction),
+    }
+    for flag, key in (("context_window", "context_window"), ("keep_recent", "keep_recent_tokens"),
+                      ("reserve", "reserve_tokens"), ("ratio", "target_context_ratio")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            options[key] = value
+    quiet = getattr(args, "quiet_interval", None)
+    if quiet is None:
+        quiet = cfg.compaction.get("commitQuietMs", 2000) / 1000.0
+    service = IntentsService(
+        state_dir=args.state_dir or default_state_dir(str(cfg.agent_dir)),
+        quiet_interval_s=quiet,
+        compaction_options_provider=lambda _p: options,
+    )
+    return cfg, path, service
+
+
+def _print(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(obj).decode() + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+def _describe_intent(intent: dict[str, Any]) -> str:
+    parts = [f"requested by {intent['requestedBy']}"]
+    if "reason" in intent:
+        parts.append(f"reason: {intent['reason']}")
+    if "instructions" in intent:
+        parts.append(f"instructions: {intent['instructions']}")
+    if "preserve" in intent:
+        parts.append(f"preserve: {len(intent['preserve'])} item(s)")
+    return "; ".join(parts)
+
+
+def _describe_record(record: dict[str, Any]) -> str:
+    if record["status"] == "committed":
+        after = record.get("estimatedTokensAfter")
+        return (f"committed compaction {record.get('entryId')} ({record.get('tokensBefore')} tokens before"
+                + (f", ~{after} after" if after is not None else "") + ")")
+    return f"failed: {record.get('error')}"
+
+
+def _run_compact(args: argparse.Namespace) -> int:
+    try:
+        _cfg, path, service = _setup(args)
+        params: dict[str, Any] = {"requestedBy": args.requested_by}
+        for key, value in (("reason", args.reason), ("instructions", args.instructions), ("preserve", args.preserve)):
+            if value is not None:
+                params[key] = value
+        result = service.request(path, params)
+    except ValueError as err:
+        print(f"fabric-lsp compact: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.wait:
+        _print(args, result, f"pending compaction for {path}: {_describe_intent(result['pending'])}\n"
+                             "a running fabric-lsp server commits it at the next safe boundary "
+                             "(or run again with --wait)")
+        return EXIT_OK
+    record = _wait_for_commit(service, path, result["pending"], args.timeout)
+    if record is None:
+        status = service.status(path)
+        if status.get("pending") == result["pending"]:
+            _print(args, status, f"still pending after {args.timeout:g}s: the session never reached a safe boundary")
+            return EXIT_TIMEOUT
+        _print(args, status, "cleared without a commit (nothing to compact, already compacted, or cancelled)")
+        return EXIT_OK
+    _print(args, {"session": path, "record": record}, _describe_record(record))
+    return EXIT_OK if record["status"] == "committed" else EXIT_FAILED
+
+
+def _wait_for_commit(service: Any, path: str, intent: dict[str, Any], timeout: float) -> Optional[dict[str, Any]]:
+    deadline = time.monotonic() + max(0.0, timeout)
+    poll = max(0.02, min(0.5, service.quiet_interval_s / 4))
+    while True:
+        record = service.maybe_commit(path)
+        if record is not None:
+            return record
+        status = service.status(path)
+        if status.get("pending") != intent:
+            last = status.get("last")
+            # Another process (a server) may have committed it meanwhile.
+            return last if last is not None and last.get("at", 0) >= intent["requestedAt"] else None
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    try:
+        _cfg, path, service = _setup(args)
+    except ValueError as err:
+        print(f"fabric-lsp compact-status: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    status = service.status(path)
+    lines = [f"session: {path}", f"settled: {'yes' if status['settled'] else 'no'}"]
+    lines.append("pending: " + (_describe_intent(status["pending"]) if "pending" in status else "none"))
+    lines.append("last: " + (_describe_record(status["last"]) if "last" in status else "none"))
+    _print(args, status, "\n".join(lines))
+    return EXIT_OK
+
+
+def _run_cancel(args: argparse.Namespace) -> int:
+    try:
+        _cfg, path, service = _setup(args)
+    except ValueError as err:
+        print(f"fabric-lsp compact-cancel: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    result = service.cancel(path)
+    _print(args, result, "cancelled the pending compaction" if result["cancelled"] else "nothing was pending")
+    return EXIT_OK
+
+
+SUBCOMMANDS = {
+    "compact": ("request a compaction of a session at its next safe boundary", _compact_arguments, _run_compact),
+    "compact-status": ("show a session's pending compaction and last commit", _common, _run_status),
+    "compact-cancel": ("cancel a session's pending compaction", _common, _run_cancel),
+}

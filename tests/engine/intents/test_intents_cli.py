@@ -1,0 +1,63 @@
+"""`fabric-lsp compact` / `compact-status` / `compact-cancel` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from conftest import REAL_SESSIONS, age
+
+
+def run(tmp_path, *args):
+    env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path / "home"))
+    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+
+
+def test_compact_wait_commits_and_status_reports_it(tmp_path):
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "02-print-continue-errors-retries-truncation.jsonl", path)
+    age(path)
+    before = path.read_bytes()
+    out = run(tmp_path, "compact", str(path), "--instructions", "keep the fixes", "--preserve", "calc.py",
+              "--wait", "--quiet-interval", "0.1", "--keep-recent", "100", "--context-window", "0", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    record = result["record"]
+    assert record["status"] == "committed" and result["session"] == str(path)
+    after = path.read_bytes()
+    assert after.startswith(before)
+    assert json.loads(after[len(before):])["id"] == record["entryId"]
+    status = run(tmp_path, "compact-status", str(path), "--json")
+    assert status.returncode == 0
+    assert json.loads(status.stdout)["last"] == record
+    text = run(tmp_path, "compact-status", str(path))
+    assert f"last: committed compaction {record['entryId']}" in text.stdout
+
+
+def test_compact_without_wait_records_and_cancel_clears(tmp_path):
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
+    out = run(tmp_path, "compact", str(path), "--reason", "done with the task", "--json")
+    assert out.returncode == 0, out.stderr
+    pending = json.loads(out.stdout)["pending"]
+    assert pending["reason"] == "done with the task" and pending["requestedBy"] == "user"
+    state_dir = tmp_path / "agent" / "fabric-lsp" / "intents"
+    assert [p.stat().st_mode & 0o777 for p in state_dir.glob("*.json")] == [0o600]
+    assert json.loads(run(tmp_path, "compact-status", str(path), "--json").stdout)["pending"] == pending
+    assert json.loads(run(tmp_path, "compact-cancel", str(path), "--json").stdout) == {"cancelled": True}
+    assert "pending: none" in run(tmp_path, "compact-status", str(path)).stdout
+    assert path.read_bytes() == (REAL_SESSIONS / "01-print-default-tools.jsonl").read_bytes()
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    out = run(tmp_path, "compact", str(tmp_path / "missing.jsonl"))
+    assert out.returncode == 2 and "not found" in out.stderr
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
+    out = run(tmp_path, "compact", str(path), *sum([["--preserve", "p"] for _ in range(17)], []))
+    assert out.returncode == 2
+    assert "Invalid compact.request arguments: /preserve: expected array length <= 16" in out.stderr

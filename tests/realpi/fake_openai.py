@@ -1,0 +1,97 @@
+"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1 for offline Pi runs.
+
+Every request body is kept (and written to a numbered file when `log_dir` is given): it
+is the evidence of what Pi sent to the model. Replies stream one canned text answer as
+SSE `chat.completion.chunk` frames, then usage, then `[DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Optional
+
+
+class FakeOpenAI:
+    def __init__(self, answer: str = "Done.", log_dir: Optional[Path] = None) -> None:
+        self.answer = answer
+        self.log_dir = log_dir
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def do_GET(self) -> None:  # /v1/models, should Pi ask
+                body = json.dumps({"object": "list", "data": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = {"unparsed": raw.decode("utf-8", "replace")}
+                owner._record(self.path, body)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                model = body.get("model", "fake") if isinstance(body, dict) else "fake"
+                for frame in owner._frames(model):
+                    self.wfile.write(b"data: " + frame + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _record(self, path: str, body: Any) -> None:
+        with self._lock:
+            n = len(self.requests)
+            self.requests.append({"path": path, "body": body})
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            (self.log_dir / f"request-{n:03d}.json").write_text(json.dumps(body, indent=1, ensure_ascii=False))
+
+    def _frames(self, model: str) -> list[bytes]:
+        def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+            obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
+                   "choices": choices, **extra}
+            return json.dumps(obj).encode()
+
+        return [
+            chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
+            chunk([{"index": 0, "delta": {"content": self.answer}, "finish_reason": None}]),
+            chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+            chunk([], usage={"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123,
+                             "prompt_tokens_details": {"cached_tokens": 0}}),
+        ]
+
+    def __enter__(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
