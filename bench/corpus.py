@@ -146,6 +146,11 @@ def tiny_png(rng: Random, size: int = 8) -> str:
     return base64.b64encode(png).decode()
 
 
+def _first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
@@ -460,6 +465,8 @@ class Node:
     turn_end: bool = False
     files_read: tuple[str, ...] = ()
     files_modified: tuple[str, ...] = ()
+    done: str | None = None  # the task this turn completed (for summaries)
+    note: str | None = None  # one transcript line (for hook-compaction summaries)
 
 
 class SessionWriter:
@@ -519,12 +526,14 @@ class SessionWriter:
         self.entries += 1
 
     def entry(self, etype: str, payload: dict, *, kind: str | None = None, tokens: int = 0, cut: bool = False,
-              turn_start: bool = False, turn_end: bool = False, files_read=(), files_modified=()) -> str:
+              turn_start: bool = False, turn_end: bool = False, files_read=(), files_modified=(),
+              note: str | None = None) -> str:
         eid = self.new_id()
         obj = {"type": etype, "id": eid, "parentId": self.leaf, "timestamp": iso(self.now)}
         obj.update(payload)
         self._write(obj)
-        self._push(Node(eid, kind or etype, tokens, cut, turn_start, turn_end, tuple(files_read), tuple(files_modified)))
+        self._push(Node(eid, kind or etype, tokens, cut, turn_start, turn_end, tuple(files_read), tuple(files_modified),
+                        note=note))
         return eid
 
     # -- entry types
@@ -577,7 +586,8 @@ class SessionWriter:
             content.append({"type": "image", "data": img, "mimeType": "image/png"})
             chars += 4800
         msg = {"role": "user", "content": content, "timestamp": self.now - self.rng.randint(0, 4)}
-        return self.entry("message", {"message": msg}, kind="user", tokens=_tokens(chars), cut=True, turn_start=True)
+        return self.entry("message", {"message": msg}, kind="user", tokens=_tokens(chars), cut=True, turn_start=True,
+                          note="user: " + _first_line(text))
 
     def _usage(self, out_tokens: int) -> dict:
         m = self.model
@@ -651,8 +661,12 @@ class SessionWriter:
                "timestamp": start, "responseId": self._response_id()}
         reads = tuple(a.get("path") for _c, n, a in out_calls if n == "read" and a.get("path"))
         mods = tuple(a.get("path") for _c, n, a in out_calls if n in ("edit", "write") and a.get("path"))
+        if out_calls:
+            note = "; ".join(f"{n}({a.get('path') or a.get('command') or a.get('pattern') or ''})" for _c, n, a in out_calls)
+        else:
+            note = "assistant: " + _first_line(text or thinking or "")
         self.entry("message", {"message": msg}, kind="assistant", tokens=_tokens(chars), cut=True,
-                   turn_end=(stop == "stop"), files_read=reads, files_modified=mods)
+                   turn_end=(stop == "stop"), files_read=reads, files_modified=mods, note=note)
         for p in reads:
             if p not in self.read_files:
                 self.read_files.append(p)
@@ -683,7 +697,8 @@ class SessionWriter:
             msg["details"] = {}  # Pi's built-in tools: a thrown error always has details {}
         msg["isError"] = is_error
         msg["timestamp"] = self.now
-        return self.entry("message", {"message": msg}, kind="toolResult", tokens=_tokens(_utf16_len(text)))
+        return self.entry("message", {"message": msg}, kind="toolResult", tokens=_tokens(_utf16_len(text)),
+                          note=("→ error: " if is_error else "→ ok: ") + _first_line(text))
 
     def bash_execution(self, command: str, output: str, exit_code: int | None, *, exclude: bool = False,
                        truncated: bool = False, full_output_path: str | None = None) -> str:
@@ -696,7 +711,18 @@ class SessionWriter:
         if exclude:
             msg["excludeFromContext"] = True
         return self.entry("message", {"message": msg}, kind="bashExecution",
-                          tokens=_tokens(_utf16_len(command) + _utf16_len(output)), cut=True, turn_start=True)
+                          tokens=_tokens(_utf16_len(command) + _utf16_len(output)), cut=True, turn_start=True,
+                          note=f"bash({command})" + (" → error" if exit_code else ""))
+
+    def mark_done(self, text: str) -> None:
+        self.path[-1].done = text
+        self.done_items.append(text)
+
+    def _recompute_from_path(self) -> None:
+        """After /tree navigation, what is 'done' and which files were touched follow the path."""
+        self.done_items = [n.done for n in self.path if n.done]
+        self.read_files = list(dict.fromkeys(p for n in self.path for p in n.files_read))
+        self.modified_files = list(dict.fromkeys(p for n in self.path for p in n.files_modified))
 
     # -- tree operations
     def branch_to(self, index: int, *, summary: str | None = None, details: Any = None,
@@ -710,14 +736,15 @@ class SessionWriter:
             self.ctx_from = 0
         self.ctx_tokens = sum(n.tokens for n in self.path[self.ctx_from:])
         self.last_prompt_tokens = 0
+        self._recompute_from_path()
         if summary is None:
             return None
         self.tick(2000, 15000)
         payload: dict[str, Any] = {"fromId": target.id, "summary": summary}
         if details is None:
-            reads = sorted({p for n in abandoned for p in n.files_read})
             mods = sorted({p for n in abandoned for p in n.files_modified})
-            details = {"readFiles": reads, "modifiedFiles": mods}
+            reads = sorted({p for n in abandoned for p in n.files_read} - set(mods))
+            details = {"readFiles": reads, "modifiedFiles": mods}  # Pi lists read-only files apart
         payload["details"] = details
         payload["fromHook"] = from_hook
         return self.entry("branch_summary", payload, kind="branch_summary",
@@ -747,7 +774,8 @@ class SessionWriter:
         self.tick(8000, 60000)
         payload: dict[str, Any] = {"summary": summary, "firstKeptEntryId": kept_id, "tokensBefore": tokens_before}
         if details is None:
-            details = {"readFiles": list(self.read_files), "modifiedFiles": list(self.modified_files)}
+            mods = sorted(set(self.modified_files))
+            details = {"readFiles": sorted(set(self.read_files) - set(mods)), "modifiedFiles": mods}
         payload["details"] = details
         payload["fromHook"] = from_hook
         kept = sum(n.tokens for n in self.path[first_kept_index:]) if first_kept_index is not None else 0
@@ -762,10 +790,14 @@ class SessionWriter:
 # --------------------------------------------------------------------------- text helpers
 
 
-def _pi_summary(w: SessionWriter, *, split_turn: bool, branch: bool) -> str:
+def _pi_summary(w: SessionWriter, *, split_turn: bool, branch: bool, done: list[str] | None = None,
+                reads: list[str] | None = None, mods: list[str] | None = None) -> str:
+    """Pi's default summary layout (goal, progress, decisions, next steps, file lists)."""
     p = w.project
     goal = w.goal or p.spec.goals[0]
-    done = w.done_items[-6:] or ["Explored the project layout"]
+    done = (done if done is not None else w.done_items)[-6:] or ["Explored the project layout"]
+    mods = mods if mods is not None else w.modified_files
+    reads = reads if reads is not None else w.read_files
     lines = [
         "## Goal", goal, "",
         "## Constraints & Preferences", "- Keep changes minimal", f"- Run `{p.test_command()}` before finishing", "",
@@ -781,11 +813,12 @@ def _pi_summary(w: SessionWriter, *, split_turn: bool, branch: bool) -> str:
     if split_turn:
         text += "\n\n---\n\n**Turn Context (split turn):**\n\n## Original Request\n" + goal + \
                 "\n\n## Early Progress\n- Read the failing module and reproduced the error\n\n## Context for Suffix\n- The edit is half done; tests not yet re-run"
-    reads = [f for f in w.read_files if f not in w.modified_files]
-    if reads:
-        text += "\n\n<read-files>\n" + "\n".join(reads) + "\n</read-files>"
-    if w.modified_files:
-        text += "\n\n<modified-files>\n" + "\n".join(w.modified_files) + "\n</modified-files>"
+    mods = sorted(set(mods))
+    only_read = sorted(set(reads) - set(mods))
+    if only_read:
+        text += "\n\n<read-files>\n" + "\n".join(only_read) + "\n</read-files>"
+    if mods:
+        text += "\n\n<modified-files>\n" + "\n".join(mods) + "\n</modified-files>"
     if branch:
         text = ("The user explored a different conversation branch before returning here.\n"
                 "Summary of that exploration:\n\n" + text)
@@ -807,7 +840,8 @@ def _fabric_summary_and_details(w: SessionWriter, first_kept: str) -> tuple[str,
     if mods:
         blocks.append("[Files And Changes]\nModified:\n" + "\n".join(f"  {m}" for m in mods))
     blocks.append("[Current Status]\nLast request: " + goal)
-    blocks.append("---\n" + "\n".join(f"(#{i + 1}) {n.kind}" for i, n in enumerate(summarized[:12])))
+    notes = [n.note for n in summarized if n.note]
+    blocks.append("---\n" + "\n".join(f"(#{i + 1}) {t}" for i, t in enumerate(notes[:24])))
     blocks.append(f"---\n[compacted {ts}; cumulative source entries {first} → {last}]\n"
                   "For exact pre-summary history, use memory.recall on this range, then memory.expand by stable entry or operation address.")
     summary = "\n\n".join(blocks) + "\n"
@@ -819,7 +853,7 @@ def _fabric_summary_and_details(w: SessionWriter, first_kept: str) -> tuple[str,
         "counts": {"branchEntries": len(w.path), "cumulativeSourceEntries": idx, "sourceEvents": len(summarized),
                    "liveCutEntries": len(summarized), "priorFabricV1": 0, "priorFabricV2": 0},
         "omittedCounts": {"goal": 0, "files": 0, "activity": 0, "outstanding": 0, "earlierTurns": 0,
-                          "transcript": max(0, len(summarized) - 12), "preserve": 0, "thinking": 0},
+                          "transcript": max(0, len(notes) - 24), "preserve": 0, "thinking": 0},
         "instructionPolicy": {"mode": "none", "canonicalized": False, "sourceBytes": 0, "truncated": False,
                               "preserveCount": 0, "omittedPreserveCount": 0},
         "stableAddresses": {"firstKeptEntryId": first_kept,
@@ -1035,7 +1069,7 @@ class Tasks:
         w.assistant(thinking="All green.", text=self._say(
             f"Fixed `{fn}` in `{path}`: it now guards against the input that raised `{err.split(':')[0]}`. "
             f"All {p.total_tests()} tests pass."))
-        w.done_items.append(f"Fixed {fn} in {path} ({err.split(':')[0]})")
+        w.mark_done(f"Fixed {fn} in {path} ({err.split(':')[0]})")
 
     def explore(self) -> None:
         w, p, r = self.w, self.p, self.r
@@ -1065,7 +1099,7 @@ class Tasks:
         w.assistant(text=self._say(f"`{fn}` is defined in `{path}` and referenced from " +
                                    ", ".join(f"`{u}`" for u in users) + ". Renaming it touches "
                                    f"{len(users)} file(s); the tests import it directly."))
-        w.done_items.append(f"Mapped usages of {fn}")
+        w.mark_done(f"Mapped usages of {fn}")
 
     def add_feature(self) -> None:
         w, p, r = self.w, self.p, self.r
@@ -1099,7 +1133,7 @@ class Tasks:
         calls = w.assistant(calls=[("bash", {"command": p.test_command()})])
         w.result(calls[0], self._pass_output(), slow=True)
         w.assistant(text=self._say(f"Added `{name}` in `{path}` and `{tpath}`. Tests pass ({p.total_tests()})."))
-        w.done_items.append(f"Added {name} ({path})")
+        w.mark_done(f"Added {name} ({path})")
 
     def missing_file(self) -> None:
         w, p, r = self.w, self.p, self.r
@@ -1112,7 +1146,7 @@ class Tasks:
         p.files[doc] = content
         w.result(calls[0], f"Successfully wrote {len(content.encode())} bytes to {doc}")
         w.assistant(text=self._say(f"Created `{doc}` with a summary of the recent changes."))
-        w.done_items.append(f"Wrote {doc}")
+        w.mark_done(f"Wrote {doc}")
 
     def _logs(self, n: int) -> list[str]:
         r, p = self.r, self.p
@@ -1184,7 +1218,7 @@ class Tasks:
         else:
             w.assistant(text=f"`{read_path}` has {len(rlines)} records; the last ids are {', '.join(lines[-3:])}. "
                              f"Pi truncated both outputs (full bash output in `{log_path}`).")
-        w.done_items.append(f"Reviewed {read_path}")
+        w.mark_done(f"Reviewed {read_path}")
 
     def provider_errors(self, *, retries: int | None = None, recover: bool | None = None) -> None:
         w, p, r = self.w, self.p, self.r
@@ -1250,7 +1284,7 @@ class Tasks:
         w.result(calls[0], out, is_error=not ok and r.random() < 0.5,
                  details={"success": ok, "trace": trace, "outputFormat": "yaml"})
         w.assistant(text=f"Fabric run \"{name}\" {'succeeded' if ok else 'failed: the test step exited with 1'}.")
-        w.done_items.append(f"Ran fabric audit ({'ok' if ok else 'failed'})")
+        w.mark_done(f"Ran fabric audit ({'ok' if ok else 'failed'})")
 
     def extension_note(self) -> None:
         w, p, r = self.w, self.p, self.r
@@ -1264,11 +1298,13 @@ class Tasks:
 
     def chat(self) -> None:
         w, p, r = self.w, self.p, self.r
-        w.user(self._say(r.choice(["Thanks! Anything risky in that change?", "Explain the design choice briefly.",
-                                   "Is the test coverage good enough here?"])))
+        q = r.choice(["Thanks! Anything risky in that change?", "Explain the design choice briefly.",
+                      "Is the test coverage good enough here?"])
+        w.user(self._say(q))
         w.assistant(thinking="Short answer.", text=self._say(
             f"The change is local to {r.choice(p.source_paths())}; the main risk is callers relying on the old "
             f"behaviour for {r.choice(p.spec.nouns)}. The tests cover the happy path and the new guard."))
+        w.mark_done(f"Discussed: {q}")
 
 
 # --------------------------------------------------------------------------- sessions
@@ -1308,7 +1344,11 @@ def _step_branch(w: SessionWriter, t: Tasks, *, summary: bool = True, back: int 
         return
     idx = ends[-1 - back]
     if summary:
-        text = _pi_summary(w, split_turn=False, branch=True)
+        abandoned = w.path[idx + 1:]
+        reads = list(dict.fromkeys(p for n in abandoned for p in n.files_read))
+        mods = list(dict.fromkeys(p for n in abandoned for p in n.files_modified))
+        text = _pi_summary(w, split_turn=False, branch=True, done=[n.done for n in abandoned if n.done],
+                           reads=reads, mods=mods)
         w.branch_to(idx, summary=text)
         if w.rng.random() < 0.5:
             w.label(w.leaf, "alt-branch")  # type: ignore[arg-type]
@@ -1523,9 +1563,10 @@ EXAMPLE_PLANS: list[dict[str, Any]] = [
         ("fix_test", {}),
         ("compaction", {"keep": 1500, "split": False}),
         ("model", {"model": 0, "thinking": "high"}),
-        ("add_feature", {}),
         ("chat", {}),
-        ("branch", {"summary": True, "back": 1}),
+        ("add_feature", {}),
+        ("explore", {}),
+        ("branch", {"summary": True, "back": 2}),
         ("fix_test", {}),
         ("label", {"label": "after-branch"}),
     ]},
