@@ -55,7 +55,8 @@ async def branch_summary_preview(ls: Any, raw: Any) -> Any:
             from_id=p.from_id,
             instructions=p.instructions,
             preserve=p.preserve,
-            replace_instructions=p.replace_instructions,
+            replace_instructions=bool(p.replace_instructions),
+            settings=dict(ls.config.compaction),
             cancel=cancel,
             activity=activity,
         )

@@ -103,9 +103,9 @@ class Engines:
                 cfg = self.server.config
                 self._memory = mod.MemoryEngine(
                     build_memory_config(mod.MemoryConfig, cfg.memory),
-                    agent_dir=cfg.agent_dir,
-                    session_dir=cfg.session_dir,
-                    index_dir=cfg.index_dir,
+                    agent_dir=str(cfg.agent_dir),
+                    session_dir=str(cfg.session_dir),
+                    index_dir=str(cfg.index_dir),
                 )
             return self._memory
 

@@ -223,6 +223,9 @@ async def run_request(
         raise
     except protocol.InvalidParams as err:
         raise JsonRpcInvalidParams(message=str(err)) from None
+    except ValueError as err:  # engines reject semantically invalid params this way
+        log.info("%s: invalid params: %s", method, err)
+        raise JsonRpcInvalidParams(message=f"{method}: {err}") from None
     except Exception as err:
         raise _internal_error(method, err) from None
     finally:
