@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import REAL_SESSIONS
+from intents_kit import REAL_SESSIONS
 from fabric_lsp.engine.intents.commit import (
     Appended,
     Changed,

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import REAL_SESSIONS, age
+from intents_kit import REAL_SESSIONS, age
 
 
 def run(tmp_path, *args):
