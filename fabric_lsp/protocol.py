@@ -54,6 +54,7 @@ ENTRY_REFERENCE_PATTERN = r"pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z0-9][A
 # ---------------------------------------------------------------------------------------
 
 NonNegInt = Annotated[int, Meta(ge=0)]
+Timestamp = Union[int, float, str]  # epoch milliseconds, or the session's ISO string
 PositiveInt = Annotated[int, Meta(ge=1)]
 NonEmptyStr = Annotated[str, Meta(min_length=1)]
 ProgressToken = Union[int, str]
@@ -210,8 +211,8 @@ class SessionInfo(Struct, **_RESULT):
     size_bytes: int
     mtime: float
     tier: Tier
-    first_ts: str | None = None
-    last_ts: str | None = None
+    first_ts: Timestamp | None = None
+    last_ts: Timestamp | None = None
     leaf_id: str | None = None
 
 
