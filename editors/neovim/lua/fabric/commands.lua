@@ -7,6 +7,17 @@ local views = require('fabric.views')
 
 local M = {}
 
+---A domain error result ({code, message, candidates?}) as one message.
+---@param e table
+---@return string
+function M.domain_error(e)
+  local msg = ('%s: %s'):format(tostring(e.code), tostring(e.message))
+  if type(e.candidates) == 'table' and #e.candidates > 0 then
+    msg = msg .. ' (candidates: ' .. table.concat(e.candidates, ', ') .. ')'
+  end
+  return msg
+end
+
 ---Expand entries of `session` and show them in a scratch markdown buffer.
 ---@param session string id or path
 ---@param selector table exactly one of indices / entryIds / operationAddresses / entryRange
@@ -19,12 +30,7 @@ function M.expand_entries(session, selector, done)
       return done(false, err)
     end
     if type(result.error) == 'table' then
-      local e = result.error
-      local msg = ('%s: %s'):format(tostring(e.code), tostring(e.message))
-      if type(e.candidates) == 'table' and #e.candidates > 0 then
-        msg = msg .. ' (candidates: ' .. table.concat(e.candidates, ', ') .. ')'
-      end
-      return done(false, msg)
+      return done(false, M.domain_error(result.error))
     end
     local first = result.expanded and result.expanded[1]
     local name = ('fabric://expand/%s/%s'):format(result.sessionId, first and first.entryId or 'none')
@@ -107,9 +113,13 @@ subcommands.preview = {
       if err or not session then
         return ui.done('preview', err == nil, err or 'dismissed')
       end
-      lsp.request('fabric/compactionPreview', { session = session }, function(rerr, result)
+      local params = vim.tbl_extend('force', require('fabric.config').get().preview, { session = session })
+      lsp.request('fabric/compactionPreview', params, function(rerr, result)
         if rerr then
           return ui.done('preview', false, rerr)
+        end
+        if type(result.error) == 'table' then
+          return ui.done('preview', false, M.domain_error(result.error))
         end
         local buf = ui.scratch('fabric://preview/' .. tostring(result.sessionId), views.preview(result), {
           filetype = 'markdown',
@@ -133,9 +143,12 @@ subcommands.compact = {
       if args ~= '' then
         params.instructions = args
       end
-      lsp.request('fabric/compact/request', params, function(rerr)
+      lsp.request('fabric/compact/request', params, function(rerr, result)
         if rerr then
           return ui.done('compact', false, rerr)
+        end
+        if type(result) == 'table' and type(result.error) == 'table' then
+          return ui.done('compact', false, M.domain_error(result.error))
         end
         ui.notify(('Fabric: compaction requested for %s; it commits when the session is settled'):format(session))
         ui.done('compact', true)
@@ -195,6 +208,9 @@ subcommands.status = {
         return ui.done('status', err == nil, err or 'dismissed')
       end
       lsp.request('fabric/compact/status', { session = session }, function(rerr, result)
+        if not rerr and type(result.error) == 'table' then
+          rerr = M.domain_error(result.error)
+        end
         if rerr then
           ui.notify(head)
           return ui.done('status', false, rerr)
@@ -217,6 +233,9 @@ subcommands.cancel = {
       lsp.request('fabric/compact/cancel', { session = session }, function(rerr, result)
         if rerr then
           return ui.done('cancel', false, rerr)
+        end
+        if type(result.error) == 'table' then
+          return ui.done('cancel', false, M.domain_error(result.error))
         end
         if result.cancelled then
           ui.notify('Fabric: cancelled the pending compaction of ' .. session)

@@ -30,6 +30,10 @@ M.defaults = {
     -- What choosing a picker item opens: 'expand' (scratch buffer) or 'jsonl' (the file at its line).
     open = 'expand',
   },
+  -- Extra fabric/compactionPreview params for :Fabric preview (protocol.md), e.g.
+  -- { contextWindow = 1000000, keepRecentTokens = 8000, reserveTokens = 16384,
+  --   targetContextRatio = 0.5, includeQa = true }.
+  preview = {},
   -- How scratch buffers are shown: an Ex command that opens a window ('split', 'vsplit', 'tabnew')
   -- or 'current' to replace the current window's buffer.
   open = 'split',

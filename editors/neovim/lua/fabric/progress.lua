@@ -15,7 +15,9 @@ local function is_fabric(client_id)
 end
 
 local function format(p)
-  local text = 'Fabric: ' .. (p.title or 'working')
+  local title = p.title or 'working'
+  -- The server's titles may already name it ("Fabric: recall").
+  local text = title:match('^[Ff]abric') and title or ('Fabric: ' .. title)
   if p.message and p.message ~= '' then
     text = text .. ': ' .. p.message
   end

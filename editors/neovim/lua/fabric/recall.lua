@@ -51,6 +51,7 @@ function M.items(result)
           toolName = ui.present(e.toolName) and e.toolName or nil,
           timestamp = ui.present(e.timestamp) and e.timestamp or nil,
           text = e.text,
+          query = result.query,
         }
       end
     elseif item.kind == 'pointer' and type(item.pointer) == 'table' then
@@ -78,7 +79,12 @@ function M.format_item(item)
   if item.toolName then
     who = who .. ':' .. item.toolName
   end
-  return ('%s/%s  [%s]  %s'):format(item.sessionId:sub(1, 8), item.entryId, who, ui.excerpt(item.text, 100))
+  return ('%s/%s  [%s]  %s'):format(
+    item.sessionId:sub(1, 8),
+    item.entryId,
+    who,
+    ui.excerpt_around(item.text, item.query, 100)
+  )
 end
 
 ---Open a chosen entry: the expanded entry in a scratch buffer, or its JSONL line.
@@ -136,7 +142,11 @@ function M.run(query, opts)
             filename = item.sessionFile,
             lnum = (item.line or 0) + 1,
             col = 1,
-            text = ('[%s] %s %s'):format(item.role or '?', refs.format(item.sessionId, item.entryId), ui.excerpt(item.text, 200)),
+            text = ('[%s] %s %s'):format(
+              item.role or '?',
+              refs.format(item.sessionId, item.entryId),
+              ui.excerpt_around(item.text, query, 200)
+            ),
           }
         else
           qf[#qf + 1] = {

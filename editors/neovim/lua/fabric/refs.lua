@@ -19,6 +19,12 @@ function M.find_all(line)
     if not s then
       break
     end
+    -- Never inside a longer word: the character before must not be [%w_.-].
+    local before = s > 1 and line:sub(s - 1, s - 1) or ''
+    if before:match('[%w_.%-]') then
+      init = s + 1
+      goto continue
+    end
     -- A reference cannot end on '.' or ':' (sentence punctuation after it).
     while eid:match('[.:]$') do
       eid = eid:sub(1, -2)
@@ -26,6 +32,7 @@ function M.find_all(line)
     end
     out[#out + 1] = { session_id = sid, entry_id = eid, first_col = s, last_col = e }
     init = e + 1
+    ::continue::
   end
   return out
 end

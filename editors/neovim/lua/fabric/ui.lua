@@ -96,6 +96,31 @@ function M.excerpt(text, max)
   return s
 end
 
+---One-line excerpt that shows the first occurrence of a word of `query` (case-insensitive),
+---with a little context before it.
+---@param text string?
+---@param query string?
+---@param max? integer
+function M.excerpt_around(text, query, max)
+  max = max or 100
+  local flat = (text or ''):gsub('%s+', ' '):gsub('^ ', '')
+  local lower = flat:lower()
+  local at
+  for word in (type(query) == 'string' and query or ''):lower():gmatch('%S+') do
+    local s = lower:find(word, 1, true)
+    if s and (not at or s < at) then
+      at = s
+    end
+  end
+  if not at or vim.fn.strchars(flat:sub(1, at)) < max / 2 then
+    return M.excerpt(flat, max)
+  end
+  -- Start ~20 characters before the match, on a character boundary.
+  local chars_before = vim.fn.strchars(flat:sub(1, at - 1))
+  local start = math.max(0, chars_before - 20)
+  return '…' .. M.excerpt(vim.fn.strcharpart(flat, start), max - 1)
+end
+
 ---@param value any
 ---@return boolean
 function M.present(value)

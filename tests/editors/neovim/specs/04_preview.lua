@@ -1,0 +1,119 @@
+-- :Fabric preview [session]: a scratch markdown buffer with the summary and the budget.
+local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
+
+local s01 = H.session_file('01-')
+local h01 = H.read_jsonl(s01)[1]
+local s05 = H.session_file('05-')
+local h05 = H.read_jsonl(s05)[1]
+
+-- The largest session of the bundled example agent dir: big enough to compact with a small
+-- keepRecentTokens.
+local big, big_size = nil, -1
+for _, f in ipairs(vim.fn.globpath(H.sessions, '*/*.jsonl', false, true)) do
+  if not vim.fs.basename(f):match('^0%d%-') and vim.fn.getfsize(f) > big_size then
+    big, big_size = f, vim.fn.getfsize(f)
+  end
+end
+local hbig = H.read_jsonl(assert(big, 'example sessions copied'))[1]
+
+local progress = {}
+vim.api.nvim_create_autocmd('LspProgress', {
+  callback = function(ev)
+    local c = vim.lsp.get_client_by_id(ev.data.client_id)
+    if c and c.name == 'fabric' then
+      progress[#progress + 1] = ev.data.params
+    end
+  end,
+})
+
+H.open_attached(s01)
+
+H.check(':Fabric preview in a small session buffer says Pi would skip it', function()
+  local done = H.fabric('Fabric preview')
+  H.eq(true, done.ok, 'preview ok: ' .. tostring(done.message))
+  H.eq('fabric://preview/' .. h01.id, vim.api.nvim_buf_get_name(0), 'buffer name')
+  H.eq('markdown', vim.bo.filetype, 'filetype')
+  H.eq(s01, vim.b.fabric_session, 'b:fabric_session')
+  local lines = H.lines(0)
+  H.eq('# Compaction preview: ' .. h01.id, lines[1], 'heading')
+  H.contains(lines, '- outcome: skipped')
+  H.contains(lines, '- reason: ')
+  H.contains(lines, '- session file: ' .. s01)
+  H.contains(lines, '- tokens before: ')
+  H.contains(lines, '## Budget')
+  H.contains(lines, '## Summary')
+  H.contains(lines, '(no summary: skipped)')
+end)
+
+H.check(':Fabric preview reports progress with one end per begin', function()
+  local begins, ends = 0, 0
+  for _, p in ipairs(progress) do
+    if p.value.kind == 'begin' then
+      begins = begins + 1
+    elseif p.value.kind == 'end' then
+      ends = ends + 1
+    end
+  end
+  H.truthy(begins >= 1, 'a begin')
+  H.eq(begins, ends, 'ends')
+end)
+
+H.check(':Fabric preview <session id> with preview options shows the summary and the budget', function()
+  vim.g.fabric = { preview = { keepRecentTokens = 200 } }
+  vim.cmd.enew()
+  local done = H.fabric('Fabric preview ' .. hbig.id)
+  H.eq(true, done.ok, 'preview ok: ' .. tostring(done.message))
+  H.eq('fabric://preview/' .. hbig.id, vim.api.nvim_buf_get_name(0), 'buffer name')
+  local lines = H.lines(0)
+  H.contains(lines, '- outcome: compacted')
+  H.contains(lines, '- session file: ' .. big)
+  H.contains(lines, '- first kept entry: pi-entry:' .. hbig.id .. '/')
+  H.contains(lines, '| field | value |')
+  H.contains(lines, '| strategy | continuity |')
+  -- The default contextWindow (200000) and the keepRecentTokens given.
+  H.contains(lines, '| contextWindow | 200000 |')
+  H.contains(lines, '| keepRecentTokens | 200 |')
+  H.contains(lines, '| projectedTokensAfter | ')
+  local summary_at
+  for i, l in ipairs(lines) do
+    if l == '## Summary' then
+      summary_at = i
+    end
+  end
+  H.truthy(summary_at and #lines > summary_at + 2, 'summary text after the heading')
+  -- Same session by path: the same bytes (deterministic preview).
+  vim.cmd.enew()
+  H.eq(true, H.fabric('Fabric preview ' .. big).ok, 'preview by path')
+  H.eq(lines, H.lines(0), 'same preview for the same session')
+  vim.g.fabric = nil
+end)
+
+H.check(':Fabric preview with no session in context asks with a picker of project sessions', function()
+  vim.cmd.enew()
+  local rec = H.pick_with(function(items)
+    for i, item in ipairs(items) do
+      if item.sessionFile == s05 then
+        return i
+      end
+    end
+  end)
+  local done = H.fabric('Fabric preview')
+  H.eq(true, done.ok, 'ok: ' .. tostring(done.message))
+  H.eq('fabric.session', rec.kind, 'picker kind')
+  H.truthy(rec.chosen, 'session 05 offered')
+  H.eq(3, #rec.items, 'the three project sessions')
+  for _, item in ipairs(rec.items) do
+    H.eq(H.project, item.cwd, 'project sessions only')
+  end
+  H.eq('fabric://preview/' .. h05.id, vim.api.nvim_buf_get_name(0), 'buffer name')
+end)
+
+H.check(':Fabric preview of an unknown session reports session_not_found', function()
+  H.messages = {}
+  local done = H.fabric('Fabric preview no-such-session')
+  H.eq(false, done.ok, 'ok')
+  H.contains(done.message, 'session_not_found')
+  H.truthy(H.notified('Fabric preview: session_not_found'), 'notified')
+end)
+
+H.finish()
