@@ -5,8 +5,10 @@ A session is settled when
 1. its active branch ends a finished turn: the last entry that carries context (skipping
    metadata-only entries a user can write while idle: `label`, `session_info`,
    `custom`, `model_change`, `thinking_level_change`) is an assistant message whose
-   `stopReason` is not `toolUse`, or a `compaction` (idle after a compaction: a commit
-   then finds "Already compacted" and clears quietly);
+   `stopReason` is not `toolUse`. A branch that ends with a `compaction` (ours or Pi's)
+   is not a boundary: like the seed's host, whose next `agent_settled` comes after the
+   next turn, an intent recorded meanwhile waits for the next finished turn instead of
+   being dropped as "Already compacted";
 2. no tool call of the last turn lacks its result (calls of `error`/`aborted` assistant
    messages are ignored: the provider transform drops those messages); and
 3. the file has been quiet (mtime unchanged) for the interval; after an assistant
@@ -73,7 +75,7 @@ def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict
         return TurnVerdict(False, "no turn yet", tree.leaf_id)
     last = entries[i]
     if last.type == "compaction":
-        return TurnVerdict(True, "idle after a compaction", tree.leaf_id, quiet_interval_s)
+        return TurnVerdict(False, "the branch ends with a compaction: waiting for the next turn", tree.leaf_id)
     msg = _message(last.raw) if last.type == "message" else None
     if msg is None or msg.get("role") != "assistant":
         return TurnVerdict(False, f"the branch ends with {last.type}/{(msg or {}).get('role')}", tree.leaf_id)

@@ -77,10 +77,13 @@ def test_error_stop_needs_a_longer_quiet(session_writer):
     assert verdict.finished and verdict.min_quiet_s == ERROR_QUIET_S
 
 
-def test_compaction_leaf_is_idle(session_writer):
+def test_compaction_leaf_waits_for_the_next_turn(session_writer):
     s = session_writer()
     s.turn("hi", "hello")
     s.entry("compaction", summary="x", firstKeptEntryId="", tokensBefore=5)
+    verdict = finished_turn(read_session(s.path))
+    assert not verdict.finished and "compaction" in verdict.why
+    s.turn("next", "done")
     assert finished_turn(read_session(s.path)).finished
 
 

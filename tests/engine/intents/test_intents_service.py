@@ -83,17 +83,46 @@ def test_nothing_to_compact_clears_quietly(tmp_path):
     assert not compactions(path) or path.read_bytes() == (REAL_SESSIONS / path.name).read_bytes()
 
 
-def test_already_compacted_clears_quietly(tmp_path):
+def test_request_after_a_commit_waits_for_the_next_turn(tmp_path):
     path = copy_fixture(tmp_path, "04")
     base = len(compactions(path))
     svc, got = service(tmp_path)
     svc.request(path, {})
     first = svc.maybe_commit(path)
     age(path)
-    svc.request(path, {"instructions": "again"})
-    assert svc.maybe_commit(path) is None
-    assert svc.status(path) == {"last": first, "settled": True} and len(got) == 1
+    newer = svc.request(path, {"instructions": "again"})["pending"]
+    assert svc.maybe_commit(path) is None  # the leaf is our compaction: not a boundary
+    assert svc.status(path) == {"pending": newer, "last": first, "settled": False} and len(got) == 1
     assert len(compactions(path)) == base + 1
+    # Pi resumes: a new turn hangs off our compaction; then the newer intent commits.
+    leaf = first["entryId"]
+    with open(path, "ab") as fp:
+        for eid, role, extra in (("f0000001", "user", {"content": "go on " * 300}),
+                                 ("f0000003", "assistant", {"content": [{"type": "text", "text": "step " * 300}],
+                                                            "stopReason": "stop"}),
+                                 ("f0000004", "user", {"content": "and then " * 300}),
+                                 ("f0000002", "assistant", {"content": [{"type": "text", "text": "ok " * 300}],
+                                                            "stopReason": "stop"})):
+            fp.write(line({"type": "message", "id": eid, "parentId": leaf, "timestamp": "2026-11-30T05:00:00.000Z",
+                           "message": {"role": role, "timestamp": 1, **extra}}))
+            leaf = eid
+    age(path)
+    second = svc.maybe_commit(path)
+    assert second is not None and second["status"] == "committed"
+    assert compactions(path)[-1].parent_id == "f0000002" and len(compactions(path)) == base + 2
+
+
+def test_pi_gate_already_compacted_maps_to_a_quiet_clear():
+    from fabric_lsp.engine.intents.commit import _engine_failure
+
+    assert _engine_failure({"outcome": "skipped", "reason": "Pi would keep everything: Already compacted"},
+                           None).message == "Already compacted"
+    assert _engine_failure({"outcome": "skipped", "reason": "Pi would keep everything: Nothing to compact "
+                            "(session too small)"}, None).message == "Nothing to compact (session too small)"
+    assert _engine_failure({"outcome": "cancelled", "reason": "fabric: nothing to compact"},
+                           None).message == "Nothing to compact (session too small)"
+    assert _engine_failure({"outcome": "skipped", "reason": 'compaction.engine is "pi"'},
+                           None).message == 'Compaction not committed: compaction.engine is "pi"'
 
 
 def test_engine_cancel_records_failure_with_reason(tmp_path):
