@@ -26,6 +26,7 @@ import base64
 import datetime as _dt
 import difflib
 import math
+import os
 import struct
 import sys
 import time
@@ -1414,7 +1415,7 @@ _RANDOM_TASKS = [("fix_test", 30), ("explore", 16), ("add_feature", 10), ("missi
 
 def _write_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int | None,
                    plan: list[tuple[str, dict]] | None, parent_session: str | None = None,
-                   model_index: int | None = None) -> tuple[int, str]:
+                   model_index: int | None = None) -> tuple[int, str, int]:
     rng = Random(f"session:{seed}:{cwd}")
     start_ms, sid = _session_header_and_start(rng, start_ms, seed)
     project = Project(_resolve_spec(cwd, rng), cwd, Random(f"project:{cwd}"))
@@ -1429,7 +1430,7 @@ def _write_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int 
     tasks = Tasks(w, unicode_rate=0.04, tools_all=rng.random() < 0.5)
     if plan is not None:
         _run_plan(w, tasks, plan)
-        return start_ms, sid
+        return start_ms, sid, w.now
     names = [n for n, _ in _RANDOM_TASKS]
     weights = [wt for _, wt in _RANDOM_TASKS]
     if big:
@@ -1459,7 +1460,7 @@ def _write_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int 
             w.label(next(n.id for n in reversed(w.path) if n.kind == "assistant"), rng.choice(["checkpoint", "good", "wip", "review-me"]))
         if w.bytes < target_bytes and n_task > 2 and w.rng.random() < 0.02:
             w.goal = rng.choice(project.spec.goals)
-    return start_ms, sid
+    return start_ms, sid, w.now
 
 
 def generate_session(path: str | Path, *, target_bytes: int, seed: Any, cwd: str,
@@ -1478,8 +1479,10 @@ def generate_session(path: str | Path, *, target_bytes: int, seed: Any, cwd: str
         path = path / _session_file_name(s_ms, sid)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb", buffering=1 << 20) as fh:
-        _write_session(fh, target_bytes=target_bytes, seed=seed, cwd=cwd, start_ms=start_ms, plan=plan,
-                       parent_session=parent_session, model_index=model_index)
+        _, _, last_ms = _write_session(fh, target_bytes=target_bytes, seed=seed, cwd=cwd, start_ms=start_ms,
+                                       plan=plan, parent_session=parent_session, model_index=model_index)
+    # mtime = time of the last append, as for a real session (Pi's --continue picks the newest mtime)
+    os.utime(path, ns=(last_ms * 1_000_000, last_ms * 1_000_000))
     return path
 
 

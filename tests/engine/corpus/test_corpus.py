@@ -300,3 +300,11 @@ def test_session_read_benchmark_runs_on_a_small_session(tmp_path, capsys):
     out = capsys.readouterr().out
     for needle in ("msgspec decode per line", "json.loads per line", "read_session", "peak RSS", "x file size"):
         assert needle in out
+
+
+def test_file_mtime_is_the_last_append_time(tmp_path):
+    f = corpus.generate_session(tmp_path, target_bytes=30_000, seed=4, cwd=ORBIT)
+    last = json.loads(f.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[1])["timestamp"]
+    from tests.engine.corpus.checks import _iso_ms
+
+    assert abs(f.stat().st_mtime_ns // 1_000_000 - _iso_ms(last)) <= 60_000
