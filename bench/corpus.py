@@ -488,6 +488,7 @@ class SessionWriter:
         self.leaf: str | None = None
         self.path: list[Node] = []
         self.ctx_from = 0  # index in path where Pi's context starts (compaction summary node or 0)
+        self.first_kept_index: int | None = None  # firstKeptEntryId of the latest compaction
         self.ctx_tokens = 0
         self.last_prompt_tokens = 0
         self.bytes = 0
@@ -780,6 +781,7 @@ class SessionWriter:
         payload["details"] = details
         payload["fromHook"] = from_hook
         kept = sum(n.tokens for n in self.path[first_kept_index:]) if first_kept_index is not None else 0
+        self.first_kept_index = first_kept_index
         eid = self.entry("compaction", payload, kind="compaction", tokens=0)
         self.ctx_from = len(self.path) - 1
         self.path[-1].tokens = _tokens(_utf16_len(summary))
@@ -1357,7 +1359,14 @@ def _step_branch(w: SessionWriter, t: Tasks, *, summary: bool = True, back: int 
         w.branch_to(idx)
 
 
-def _step_compaction(w: SessionWriter, t: Tasks, *, keep: int = 20000, hook: bool = False, split: bool | None = None) -> None:
+def _step_compaction(w: SessionWriter, t: Tasks, *, keep: int = 20000, hook: bool = False, split: bool | None = None,
+                     replay: bool = False) -> None:
+    if replay and w.ctx_from and w.first_kept_index is not None and w.first_kept_index < w.ctx_from:
+        # Pi's prepareCompaction starts its search at the previous firstKeptEntryId, so with a short
+        # tail the kept range can hold the previous compaction, whose summary Pi then replays.
+        j = w.first_kept_index
+        w.compaction(_pi_summary(w, split_turn=False, branch=False), j)
+        return
     j = w.find_cut(keep)
     if j is None:
         j = next((i for i in range(len(w.path) - 1, w.ctx_from, -1) if w.path[i].turn_start), None)
@@ -1450,7 +1459,8 @@ def _write_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int 
         _STEP[name](w, tasks)
         n_task += 1
         if w.ctx_tokens + w.SYSTEM_TOKENS > window_tokens:
-            _step_compaction(w, tasks, hook=rng.random() < 0.15, split=rng.random() < 0.2)
+            _step_compaction(w, tasks, hook=rng.random() < 0.15, split=rng.random() < 0.2,
+                             replay=rng.random() < 0.05)
         roll = rng.random()
         if roll < 0.03 and n_task > 3:
             _step_branch(w, tasks, summary=rng.random() < 0.6, back=rng.randint(1, 3))
@@ -1571,6 +1581,8 @@ EXAMPLE_PLANS: list[dict[str, Any]] = [
         ("explore", {}),
         ("branch", {"summary": True, "back": 2}),
         ("fix_test", {}),
+        ("compaction", {"replay": True}),
+        ("chat", {}),
         ("label", {"label": "after-branch"}),
     ]},
     {"cwd": ORBIT_CWD, "model": 1, "fork": 1, "plan": [

@@ -194,6 +194,8 @@ def check_session_file(path: Path, *, js_number=None) -> SessionSummary:
                 summary.features.add("compaction_fabric_details")
             if "**Turn Context (split turn):**" in e["summary"]:
                 summary.features.add("split_turn")
+            if fk and _kept_range_has_compaction(ids, parents, fk, pid):
+                summary.features.add("compaction_replay")
         elif t == "branch_summary":
             if e["fromId"] != pid:
                 _fail(path, n, "branch_summary fromId must equal its parentId (the navigation target)")
@@ -247,6 +249,18 @@ def _float_tokens(line: bytes) -> list[str]:
     found: list[str] = []
     json.loads(line, parse_float=lambda s: found.append(s) or 0.0)
     return found
+
+
+def _kept_range_has_compaction(ids: dict, parents: dict, first_kept: str, start) -> bool:
+    """Is there a compaction entry on the path from `start` back to `first_kept` (inclusive)?"""
+    cur = start
+    while cur is not None:
+        if ids[cur]["type"] == "compaction":
+            return True
+        if cur == first_kept:
+            return False
+        cur = parents.get(cur)
+    return False
 
 
 def _ancestors(parents: dict, start) -> set:

@@ -173,7 +173,7 @@ def test_example_covers_the_features_other_areas_rely_on():
     need = {
         "branch", "branch_summary", "label", "label_clear", "session_info", "model_change_mid_session",
         "provider_error", "tool_error", "truncation_bash", "truncation_read", "compaction_pi",
-        "compaction_hook", "compaction_fabric_details", "split_turn", "bash_execution",
+        "compaction_hook", "compaction_fabric_details", "split_turn", "compaction_replay", "bash_execution",
         "bash_execution_excluded", "custom_message", "image", "fabric_trace", "astral", "cjk", "combining",
         "tool_read", "tool_edit", "tool_write", "tool_bash", "tool_grep", "tool_find", "tool_ls",
     }
