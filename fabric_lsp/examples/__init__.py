@@ -11,9 +11,10 @@ a test checks that regenerating gives byte-identical files.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
-__all__ = ["example_agent_dir", "example_session_dir"]
+__all__ = ["copy_example_agent_dir", "example_agent_dir", "example_session_dir"]
 
 
 def example_agent_dir() -> Path:
@@ -24,3 +25,14 @@ def example_agent_dir() -> Path:
 def example_session_dir() -> Path:
     """``example_agent_dir() / "sessions"``."""
     return example_agent_dir() / "sessions"
+
+
+def copy_example_agent_dir(dest: str | Path) -> Path:
+    """Copy the example agent dir to ``dest`` (created) and return it.
+
+    Anything that appends to sessions (the intents commit path, live-writer tests) must work
+    on a copy: the shipped files are checked byte for byte against the generator.
+    """
+    dest = Path(dest)
+    shutil.copytree(example_agent_dir(), dest, dirs_exist_ok=True)
+    return dest

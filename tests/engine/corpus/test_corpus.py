@@ -308,3 +308,10 @@ def test_file_mtime_is_the_last_append_time(tmp_path):
     from tests.engine.corpus.checks import _iso_ms
 
     assert abs(f.stat().st_mtime_ns // 1_000_000 - _iso_ms(last)) <= 60_000
+
+
+def test_copy_example_agent_dir(tmp_path):
+    from fabric_lsp.examples import copy_example_agent_dir
+
+    dest = copy_example_agent_dir(tmp_path / "agent")
+    _same_tree(dest / "sessions", example_session_dir())
