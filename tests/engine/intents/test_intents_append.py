@@ -156,3 +156,34 @@ def test_concurrent_writers_never_tear_or_interleave_lines(tmp_path):
     assert set(final.split(b"\n")) >= {x[:-1] for x in ours}
     print(f"commits={len(ours)} changed={changed} attempts={attempts} lines={len(lines)}")
     assert len(ours) >= 20, (len(ours), changed)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fabric_lsp.engine.session import parse_session_bytes  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    body=st.lists(st.one_of(st.just(b'{"type":"message","id":"a1","parentId":null}'), st.just(b""),
+                            st.just(b"{not json"), st.binary(max_size=40).filter(lambda b: b"\n" not in b)),
+                  max_size=8),
+    tail=st.binary(max_size=20).filter(lambda b: b"\n" not in b),
+    summary=st.text(max_size=60),
+)
+def test_append_on_arbitrary_bytes_keeps_the_prefix_and_adds_one_parseable_entry(tmp_path_factory, body, tail,
+                                                                                   summary):
+    path = tmp_path_factory.mktemp("prop") / "s.jsonl"
+    data = b"\n".join(body) + (b"\n" if body else b"") + tail
+    path.write_bytes(data)
+    entry = compaction_entry(entry_id="0a0b0c0d", parent_id="a1", timestamp="2026-11-30T04:00:00.000Z",
+                             summary=summary, first_kept_entry_id="", tokens_before=1, details={"v": [1.5, None]})
+    raw = entry_line(entry)
+    result = append_line(str(path), raw, expected_size=len(data), expected_sha256=sha(data))
+    after = path.read_bytes()
+    assert isinstance(result, Appended) and after.startswith(data)
+    assert after[result.offset:] == raw
+    assert result.offset == len(data) + (1 if data and not data.endswith(b"\n") else 0)
+    last = parse_session_bytes(after).records[-1]
+    assert last.id == "0a0b0c0d" and last.raw["summary"] == json.loads(raw)["summary"]
