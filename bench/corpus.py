@@ -124,6 +124,16 @@ def uuid7(ms: int, rng: Random) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def _zlib_stored(data: bytes) -> bytes:
+    """A zlib stream of stored (uncompressed) deflate blocks: byte-identical on every zlib build."""
+    out = bytearray(b"\x78\x01")
+    for i in range(0, max(len(data), 1), 65535):
+        block = data[i:i + 65535]
+        final = 1 if i + 65535 >= len(data) else 0
+        out += bytes([final]) + struct.pack("<HH", len(block), 0xFFFF ^ len(block)) + block
+    return bytes(out) + struct.pack(">I", zlib.adler32(data))
+
+
 def tiny_png(rng: Random, size: int = 8) -> str:
     """A valid tiny PNG (solid colour with a stripe) as base64."""
     r, g, b = rng.randrange(256), rng.randrange(256), rng.randrange(256)
@@ -133,7 +143,7 @@ def tiny_png(rng: Random, size: int = 8) -> str:
         for x in range(size):
             row += bytes((255 - r, 255 - g, 255 - b)) if x == y else bytes((r, g, b))
         rows.append(bytes(row))
-    raw = zlib.compress(b"".join(rows), 9)
+    raw = _zlib_stored(b"".join(rows))
 
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))

@@ -275,6 +275,9 @@ def test_tiny_png_is_a_png():
         assert zlib.crc32(tag_data) == int.from_bytes(data[pos + 8 + n:pos + 12 + n], "big")
         pos += 12 + n
     assert pos == len(data)
+    n = int.from_bytes(data[33:37], "big")
+    pixels = zlib.decompress(data[41:41 + n])
+    assert len(pixels) == 8 * (1 + 8 * 3)
 
 
 def test_cli_single_and_example_modes(tmp_path):
