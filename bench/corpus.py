@@ -841,7 +841,6 @@ def _pi_summary(w: SessionWriter, *, split_turn: bool, branch: bool, done: list[
 def _fabric_summary_and_details(w: SessionWriter, first_kept: str) -> tuple[str, dict]:
     """A compaction as Fabric's session_before_compact hook would return it (details v2 shape)."""
     start = w.path[w.ctx_from].id if w.ctx_from else w.path[0].id
-    cut_nodes = [n for n in w.path[w.ctx_from:] if n.id != first_kept]
     idx = next((i for i, n in enumerate(w.path) if n.id == first_kept), len(w.path))
     summarized = w.path[(w.ctx_from + 1 if w.ctx_from else 0):idx]
     last = summarized[-1].id if summarized else start
@@ -874,7 +873,6 @@ def _fabric_summary_and_details(w: SessionWriter, first_kept: str) -> tuple[str,
                             "recall": "session-entry-id-range"},
         "timestamp": ts,
     }
-    del cut_nodes
     return summary, details
 
 
@@ -978,7 +976,6 @@ class Tasks:
         self.p.files[path] = after
         a, b = before.split("\n"), after.split("\n")
         patch = "".join(difflib.unified_diff([x + "\n" for x in a], [x + "\n" for x in b], path, path, n=3))
-        patch = patch.replace(f"--- {path}\n+++ {path}\n", f"--- {path}\n+++ {path}\n", 1)
         sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
         width = len(str(max(len(a), len(b))))
         out: list[str] = []
@@ -1005,8 +1002,7 @@ class Tasks:
                 out.append(f"-{i + 1:>{width}} {a[i]}")
             for j in range(j1, j2):
                 out.append(f"+{j + 1:>{width}} {b[j]}")
-        n_blocks = 1
-        return (f"Successfully replaced {n_blocks} block(s) in {path}.",
+        return (f"Successfully replaced 1 block(s) in {path}.",
                 {"diff": "\n".join(out), "patch": patch, "firstChangedLine": first or 1})
 
     def _guard_edit(self, path: str, fn: str) -> tuple[str, str] | None:
@@ -1327,7 +1323,7 @@ def _session_file_name(start_ms: int, session_id: str) -> str:
     return iso(start_ms).replace(":", "-").replace(".", "-") + "_" + session_id + ".jsonl"
 
 
-def _resolve_spec(cwd: str, rng: Random) -> ProjectSpec:
+def _resolve_spec(cwd: str) -> ProjectSpec:
     name = cwd.rstrip("/").rsplit("/", 1)[-1]
     if name == "orbit":
         return ORBIT
@@ -1437,7 +1433,7 @@ def _write_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int 
                    model_index: int | None = None) -> tuple[int, str, int]:
     rng = Random(f"session:{seed}:{cwd}")
     start_ms, sid = _session_header_and_start(rng, start_ms, seed)
-    project = Project(_resolve_spec(cwd, rng), cwd, Random(f"project:{cwd}"))
+    project = Project(_resolve_spec(cwd), cwd, Random(f"project:{cwd}"))
     model = MODELS[model_index] if model_index is not None else rng.choice(MODELS)
     thinking = rng.choice(["off", "low", "medium", "high"])
     w = SessionWriter(fh, rng, start_ms=start_ms, cwd=cwd, project=project, model=model, thinking=thinking,
