@@ -17,7 +17,13 @@ vim.api.nvim_create_autocmd('LspProgress', {
   callback = function(ev)
     local c = vim.lsp.get_client_by_id(ev.data.client_id)
     if c and c.name == 'fabric' then
-      progress[#progress + 1] = { token = ev.data.params.token, kind = ev.data.params.value.kind }
+      -- The plugin's own LspProgress handler ran first (it was registered at startup), so
+      -- the statusline function already reflects this event.
+      progress[#progress + 1] = {
+        token = ev.data.params.token,
+        kind = ev.data.params.value.kind,
+        status = require('fabric').status(),
+      }
     end
   end,
 })
@@ -55,6 +61,9 @@ end)
 
 H.check('recall shows progress: begin … end on one token', function()
   H.truthy(#progress > 0, 'progress events')
+  H.wait_for('progress end', function()
+    return progress[#progress].kind == 'end'
+  end, 10000)
   local kinds = {}
   local token = progress[1].token
   for _, p in ipairs(progress) do
@@ -69,7 +78,29 @@ H.check('recall shows progress: begin … end on one token', function()
     ends = ends + (k == 'end' and 1 or 0)
   end
   H.eq(1, ends, 'exactly one end')
+  H.truthy(vim.startswith(progress[1].status, 'Fabric: '), 'statusline during begin: ' .. progress[1].status)
   H.eq('', require('fabric').status(), 'status line is idle afterwards')
+end)
+
+H.check('progress = "notify" sends begin and end through vim.notify', function()
+  vim.g.fabric = { progress = 'notify' }
+  vim.cmd.edit(vim.fn.fnameescape(s03))
+  H.messages = {}
+  H.pick_with(function()
+    return nil
+  end)
+  H.eq(true, H.fabric('Fabric recall calc').ok, 'recall ok')
+  local function count()
+    return #vim.tbl_filter(function(m)
+      return vim.startswith(m.msg, 'Fabric')
+    end, H.messages)
+  end
+  -- The end may arrive just after the response.
+  local ok = vim.wait(10000, function()
+    return count() >= 2
+  end, 20)
+  vim.g.fabric = nil
+  H.truthy(ok, 'begin and end notified: ' .. vim.inspect(H.messages))
 end)
 
 H.check('recall with open = "jsonl" jumps to the entry line in the session file', function()
