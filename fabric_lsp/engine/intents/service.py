@@ -234,12 +234,17 @@ class IntentsService:
             self.maybe_commit(path)
 
     def _rescan(self) -> None:
-        """Pick up intents written by other processes (and, at start, by our last run)."""
-        for session, mtime in self.store.sessions():
+        """Pick up intents written by other processes (and, at start, by our last run).
+        Only state files whose mtime changed since the last scan are read."""
+        for name, mtime in sorted(self.store.scan().items()):
             with self._lock:
-                if self._state_mtimes.get(session) == mtime:
+                if self._state_mtimes.get(name) == mtime:
                     continue
-                self._state_mtimes[session] = mtime
+                self._state_mtimes[name] = mtime
+            session = self.store.session_of(name)
+            if session is None:
+                continue
+            with self._lock:
                 self._watch.add(session)
                 self._unsettled_sig.pop(session, None)
 

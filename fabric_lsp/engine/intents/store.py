@@ -161,9 +161,9 @@ class IntentStore:
             finally:
                 os.close(dfd)
 
-    def sessions(self) -> list[tuple[str, int]]:
-        """(session path, state-file mtime_ns) of every state file, sorted by path."""
-        out: list[tuple[str, int]] = []
+    def scan(self) -> dict[str, int]:
+        """{state-file name: mtime_ns} of every state file (stat only, no reads)."""
+        out: dict[str, int] = {}
         try:
             entries = list(os.scandir(self.state_dir))
         except OSError as err:
@@ -171,15 +171,30 @@ class IntentStore:
                 log.warning("cannot list intent state dir %s: %s", self.state_dir, err)
             return out
         for entry in entries:
-            if not entry.name.endswith(_SUFFIX) or entry.name.startswith("."):
-                continue
-            try:
-                mtime = entry.stat().st_mtime_ns
-                obj = json.loads(Path(entry.path).read_bytes())
-            except (OSError, ValueError):
-                continue
-            session = obj.get("session") if isinstance(obj, dict) else None
-            if isinstance(session, str) and session_key(session) + _SUFFIX == entry.name:
+            if entry.name.endswith(_SUFFIX) and not entry.name.startswith("."):
+                try:
+                    out[entry.name] = entry.stat().st_mtime_ns
+                except OSError:
+                    continue
+        return out
+
+    def session_of(self, name: str) -> Optional[str]:
+        """The session path a state file belongs to (None when unreadable or misnamed)."""
+        try:
+            obj = json.loads((self.state_dir / name).read_bytes())
+        except (OSError, ValueError):
+            return None
+        session = obj.get("session") if isinstance(obj, dict) else None
+        if isinstance(session, str) and session_key(session) + _SUFFIX == name:
+            return session
+        return None
+
+    def sessions(self) -> list[tuple[str, int]]:
+        """(session path, state-file mtime_ns) of every state file, sorted by path."""
+        out = []
+        for name, mtime in self.scan().items():
+            session = self.session_of(name)
+            if session is not None:
                 out.append((session, mtime))
         out.sort(key=lambda item: item[0])
         return out

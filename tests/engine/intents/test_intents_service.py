@@ -352,3 +352,24 @@ def _turn_lines(k: int, leaf: str) -> list[bytes]:
                          "message": {"role": role, "timestamp": 5, **extra}}))
         parent = eid
     return out
+
+
+def test_running_service_commits_an_intent_recorded_by_another_process(tmp_path):
+    import subprocess
+    import sys
+
+    path = copy_fixture(tmp_path, "06")
+    done = threading.Event()
+    got = []
+    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1,
+                         compaction_options_provider=lambda _p: LEGACY_CUT,
+                         on_committed=lambda p, r: (got.append(r), done.set()))
+    with svc:
+        env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path / "home"))
+        out = subprocess.run([sys.executable, "-m", "fabric_lsp", "compact", str(path), "--state-dir",
+                              str(tmp_path / "state"), "--reason", "from the shell"],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert done.wait(20)
+    assert got[0]["status"] == "committed" and got[0]["requestedBy"] == "user"
+    assert compactions(path)[-1].raw["summary"] == got[0]["summary"]
