@@ -256,3 +256,66 @@ def test_invalid_requests_record_nothing(store):
         with pytest.raises(ValueError):
             c.request(**kwargs)
     assert c.status() == {}
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("request"), st.sampled_from(["", "a", "b"]), st.sampled_from([None, [], ["p"]])),
+        st.tuples(st.just("cancel")),
+        st.tuples(st.just("commit"), st.sampled_from(["ok", "quiet", "fail", "defer", "raise"])),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=OPS)
+def test_controller_matches_a_model_of_seed_001(tmp_path_factory, ops):
+    """Any sequence of request/cancel/commit leaves the same pending/last as a tiny model."""
+    c = CompactController(IntentStore(tmp_path_factory.mktemp("state")), SESSION)
+    model_pending = None
+    model_last = None
+    outcomes = {"ok": Committed(summary="S", tokens_before=3, entry_id="0000000a"), "quiet": Failed("Already compacted"),
+                "fail": Failed("boom"), "defer": Deferred("busy")}
+    for op in ops:
+        if op[0] == "request":
+            kwargs = {"instructions": op[1]}
+            if op[2] is not None:
+                kwargs["preserve"] = op[2]
+            intent = c.request(**kwargs)
+            model_pending = {k: v for k, v in intent.items() if k != "requestedAt"}
+        elif op[0] == "cancel":
+            assert c.cancel() is (model_pending is not None)
+            model_pending = None
+        else:
+            kind = op[1]
+
+            def fn(intent, iid, kind=kind):
+                if kind == "raise":
+                    raise RuntimeError("threw")
+                return outcomes[kind]
+
+            record = c.maybe_commit(fn)
+            if model_pending is None:
+                assert record is None
+            elif kind == "defer":
+                assert record is None
+            else:
+                if kind == "ok":
+                    model_last = ("committed", None)
+                elif kind in ("fail", "raise"):
+                    model_last = ("failed", "boom" if kind == "fail" else "threw")
+                if kind == "quiet":
+                    assert record is None
+                else:
+                    assert (record["status"], record.get("error")) == model_last
+                model_pending = None
+        status = c.status()
+        got_pending = status.get("pending")
+        assert (None if got_pending is None else {k: v for k, v in got_pending.items() if k != "requestedAt"}) \
+            == model_pending
+        got_last = status.get("last")
+        assert (None if got_last is None else (got_last["status"], got_last.get("error"))) == model_last
