@@ -105,17 +105,18 @@ def operation_addresses(raw: dict[str, Any]) -> list[str]:
     if msg.get("role") != "toolResult" or msg.get("toolName") != "fabric_exec":
         return []
     details = msg.get("details")
-    ops: Any = None
-    if isinstance(details, dict):
-        trace = details.get("trace")
-        ops = trace.get("operations") if isinstance(trace, dict) else details.get("operations")
+    try:  # the memory engine's reader: the addresses recall and expand use
+        from fabric_lsp.engine.memory.fabric_details import read_execution_trace
+    except ImportError:
+        read_execution_trace = None
+    if read_execution_trace is not None:
+        ops = read_execution_trace(details)
+    else:
+        trace = details.get("trace") if isinstance(details, dict) else None
+        ops = trace.get("operations") if isinstance(trace, dict) else None
     if not isinstance(ops, list):
         return []
-    out = []
-    for i, op in enumerate(ops):
-        seq = op.get("sequence", i) if isinstance(op, dict) else i
-        out.append(f"{entry_id}/{seq}")
-    return out
+    return [f"{entry_id}/{op['sequence']}" for op in ops if isinstance(op, dict) and "sequence" in op]
 
 
 def render_header(raw: dict[str, Any], *, line: int) -> str:
