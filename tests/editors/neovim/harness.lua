@@ -137,6 +137,47 @@ function H.read_jsonl(path)
   return out
 end
 
+---The session files of the bundled example agent dir (not the 0N-… real-Pi fixtures),
+---largest first.
+function H.example_sessions()
+  local out = {}
+  for _, f in ipairs(vim.fn.globpath(H.sessions, '*/*.jsonl', false, true)) do
+    if not vim.fs.basename(f):match('^0%d%-') then
+      out[#out + 1] = f
+    end
+  end
+  table.sort(out, function(a, b)
+    local sa, sb = vim.fn.getfsize(a), vim.fn.getfsize(b)
+    if sa ~= sb then
+      return sa > sb
+    end
+    return a < b
+  end)
+  return out
+end
+
+---The first example session whose compaction preview (with `params`) is "compacted".
+function H.compactable_example(params)
+  for _, f in ipairs(H.example_sessions()) do
+    local outcome, finished = nil, false
+    require('fabric.lsp').request(
+      'fabric/compactionPreview',
+      vim.tbl_extend('force', params or {}, { session = f }),
+      function(_, result)
+        outcome = type(result) == 'table' and result.outcome or nil
+        finished = true
+      end
+    )
+    H.wait_for('preview of ' .. f, function()
+      return finished
+    end)
+    if outcome == 'compacted' then
+      return f
+    end
+  end
+  error('no example session compacts with ' .. vim.inspect(params))
+end
+
 function H.client()
   return vim.lsp.get_clients({ name = 'fabric' })[1]
 end

@@ -6,16 +6,6 @@ local h01 = H.read_jsonl(s01)[1]
 local s05 = H.session_file('05-')
 local h05 = H.read_jsonl(s05)[1]
 
--- The largest session of the bundled example agent dir: big enough to compact with a small
--- keepRecentTokens.
-local big, big_size = nil, -1
-for _, f in ipairs(vim.fn.globpath(H.sessions, '*/*.jsonl', false, true)) do
-  if not vim.fs.basename(f):match('^0%d%-') and vim.fn.getfsize(f) > big_size then
-    big, big_size = f, vim.fn.getfsize(f)
-  end
-end
-local hbig = H.read_jsonl(assert(big, 'example sessions copied'))[1]
-
 local progress = {}
 vim.api.nvim_create_autocmd('LspProgress', {
   callback = function(ev)
@@ -27,6 +17,10 @@ vim.api.nvim_create_autocmd('LspProgress', {
 })
 
 H.open_attached(s01)
+-- An example session big enough to compact with a small keepRecentTokens.
+local big = H.compactable_example({ keepRecentTokens = 200 })
+local hbig = H.read_jsonl(big)[1]
+progress = {}
 
 H.check(':Fabric preview in a small session buffer says Pi would skip it', function()
   local done = H.fabric('Fabric preview')

@@ -6,15 +6,6 @@ local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
 vim.fn.writefile({ '{"compaction":{"keepRecentTokens":200}}' }, H.agent .. '/settings.json')
 vim.g.fabric = { settings = { compaction = { commitQuietMs = 200 } } }
 
--- The largest session of the bundled example agent dir.
-local big, big_size = nil, -1
-for _, f in ipairs(vim.fn.globpath(H.sessions, '*/*.jsonl', false, true)) do
-  if not vim.fs.basename(f):match('^0%d%-') and vim.fn.getfsize(f) > big_size then
-    big, big_size = f, vim.fn.getfsize(f)
-  end
-end
-assert(big, 'example sessions copied')
-local lines_before = #vim.fn.readfile(big)
 
 local committed
 vim.api.nvim_create_autocmd('User', {
@@ -24,7 +15,11 @@ vim.api.nvim_create_autocmd('User', {
   end,
 })
 
-H.open_attached(big)
+H.open_attached(H.session_file('01-'))
+-- An example session that compacts with Pi's keepRecentTokens = 200 (settings.json above).
+local big = H.compactable_example({})
+local lines_before = #vim.fn.readfile(big)
+vim.cmd.edit(vim.fn.fnameescape(big))
 
 H.check(':Fabric compact is committed and notified', function()
   H.messages = {}
