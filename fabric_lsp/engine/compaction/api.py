@@ -9,13 +9,12 @@ plus their arguments: same input, same bytes out.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
-from fabric_lsp.engine.session import SessionTree, parse_session_bytes
+from .loader import Loaded, load_session_bytes, load_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
@@ -47,38 +46,41 @@ def _setting(settings: dict, key: str) -> Any:
 
 
 def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink: Optional[ActivitySink]):
+    chk = (lambda: check(cancel)) if cancel is not None else None
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         path = os.fspath(session_path) if session_path is not None else None
+        big = len(data) >= PROGRESS_MIN_BYTES
+        if big:
+            report(sink, f"Reading session ({len(data) // 1024} KiB)", 5)
+        digest = hashlib.sha256(data).hexdigest()
+        check(cancel)
+        log = load_session_bytes(data, check=chk)
     else:
         path = os.fspath(source)
         try:
-            with open(path, "rb") as fp:
-                data = fp.read()
+            size = os.path.getsize(path)
+            big = size >= PROGRESS_MIN_BYTES
+            if big:
+                report(sink, f"Reading session ({size // 1024} KiB)", 5)
+            log, digest = load_session_file(path, check=chk)
         except OSError as e:
             raise PreviewError("source_unavailable", f"cannot read session file {path}: {e.strerror or e}") from None
-    big = len(data) >= PROGRESS_MIN_BYTES
-    if big:
-        report(sink, f"Reading session ({len(data) // 1024} KiB)", 5)
-    digest = hashlib.sha256(data).hexdigest()
-    check(cancel)
-    log = parse_session_bytes(data, path)
-    del data
     check(cancel)
     return log, digest, path, big
 
 
-def _branch(log, leaf_id: Optional[str], what: str = "leafId"):
-    tree = SessionTree.from_records(log.records)
-    if leaf_id is not None and leaf_id not in tree.by_id:
-        raise PreviewError("entry_not_found", f"{what} {leaf_id!r} is not an entry of this session")
-    br = tree.branch(leaf_id)
-    return tree, br
+def _session_id(log: Loaded, path: Optional[str]) -> Optional[str]:
+    if log.header is not None:
+        return str(log.header.get("id"))
+    if path:
+        return Path(path).stem
+    return None
 
 
-def _warnings(log, br) -> list[str]:
+def _warnings(log: Loaded, error: Optional[str]) -> list[str]:
     out = []
-    st = log.stats
+    st = log
     if st.malformed:
         out.append(f"{st.malformed} malformed line(s) skipped")
     if st.oversize:
@@ -89,8 +91,8 @@ def _warnings(log, br) -> list[str]:
         out.append(f"{st.no_id} entr(y/ies) without a valid id/parentId skipped")
     if st.partial_tail_bytes:
         out.append(f"{st.partial_tail_bytes} byte(s) of a half-written last line ignored")
-    if br is not None and br.error:
-        out.append(f"{br.error}: the parent walk met a cycle and stopped before repeating")
+    if error:
+        out.append(f"{error}: the parent walk met a cycle and stopped before repeating")
     return out
 
 
@@ -100,6 +102,27 @@ def _custom_instructions(instructions: Optional[str], preserve: Optional[list]) 
     return instructions if instructions else None
 
 
+def _without_gc(fn):
+    """Run `fn` with the cyclic GC paused: a preview allocates one dict per JSON object of
+    the session and frees them all at the end, so generational collections during the
+    load only cost time (they find no garbage). The previous GC state is restored."""
+    import functools
+    import gc
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return wrapper
+
+
+@_without_gc
 def preview_compaction(
     source: Source,
     *,
@@ -128,7 +151,7 @@ def preview_compaction(
         raise PreviewError("invalid_params", f"reason must be manual, threshold or overflow, not {reason!r}")
     settings = dict(settings or {})
     log, digest, path, big = _load(source, session_path, cancel, activity)
-    session_id = log.session_id
+    session_id = _session_id(log, path)
     if big:
         report(activity, "Building branch", 35)
     result: dict[str, Any] = {
@@ -142,10 +165,11 @@ def preview_compaction(
     if not log.is_session:
         result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
         return result
-    tree, br = _branch(log, leaf_id)
-    result["leafId"] = br.leaf_id
-    branch = [r.raw for r in br.entries]
-    warnings = _warnings(log, br)
+    if leaf_id is not None and leaf_id not in log.by_id:
+        raise PreviewError("entry_not_found", f"leafId {leaf_id!r} is not an entry of this session")
+    used_leaf, branch, error = log.branch(leaf_id)
+    result["leafId"] = used_leaf
+    warnings = _warnings(log, error)
     if warnings:
         result["warnings"] = warnings
 
@@ -211,26 +235,27 @@ def preview_compaction(
     return result
 
 
-def _tree_entries(tree: SessionTree, old_leaf: str, target: str) -> tuple[list[dict], Optional[str]]:
+def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict], Optional[str]]:
     """Pi's collectEntriesForBranchSummary: the abandoned path from the old leaf up to
     (not including) the common ancestor with the target, root→leaf."""
-    old_path = tree.branch(old_leaf).entries
-    target_path = tree.branch(target).entries
-    old_ids = {r.id for r in old_path}
+    old_path = log.branch(old_leaf)[1]
+    target_path = log.branch(target)[1]
+    old_ids = {e.get("id") for e in old_path}
     ancestor = None
-    for r in reversed(target_path):
-        if r.id in old_ids:
-            ancestor = r.id
+    for e in reversed(target_path):
+        if e.get("id") in old_ids:
+            ancestor = e.get("id")
             break
     out = []
-    for r in reversed(old_path):
-        if r.id == ancestor:
+    for e in reversed(old_path):
+        if e.get("id") == ancestor:
             break
-        out.append(r.raw)
+        out.append(e)
     out.reverse()
     return out, ancestor
 
 
+@_without_gc
 def preview_branch_summary(
     source: Source,
     *,
@@ -249,13 +274,12 @@ def preview_branch_summary(
     log, digest, path, big = _load(source, session_path, cancel, activity)
     if not log.is_session:
         return {"outcome": "none", "entriesSummarized": 0, "reason": "not a Pi session file"}
-    tree = SessionTree.from_records(log.records)
-    if target_id not in tree.by_id:
+    if target_id not in log.by_id:
         raise PreviewError("entry_not_found", f"targetId {target_id!r} is not an entry of this session")
-    old_leaf = from_id if from_id is not None else tree.leaf_id
-    if old_leaf is None or old_leaf not in tree.by_id:
+    old_leaf = from_id if from_id is not None else log.leaf_id
+    if old_leaf is None or old_leaf not in log.by_id:
         raise PreviewError("entry_not_found", f"fromId {from_id!r} is not an entry of this session")
-    entries, ancestor = _tree_entries(tree, old_leaf, target_id)
+    entries, ancestor = _tree_entries(log, old_leaf, target_id)
     check(cancel)
     result: dict[str, Any] = {"outcome": "none", "entriesSummarized": len(entries)}
     if ancestor is not None:

@@ -7,7 +7,7 @@ import math
 from typing import Any, Optional
 
 from fabric_lsp.engine.session.context import build_context_messages, entry_to_message
-from fabric_lsp.engine.session.tokens import estimate_tokens
+from .estimate import estimate_tokens
 
 from .normalize import typed_custom_message
 
@@ -44,6 +44,36 @@ def context_tokens_of(entries: list[dict]) -> int:
     return sum(estimate_tokens(m) for m in build_context_messages(entries))
 
 
+class Projection:
+    """Each branch entry's Pi context message and its token estimate, computed once."""
+
+    __slots__ = ("branch", "msgs", "tokens")
+
+    def __init__(self, branch: list[dict]) -> None:
+        self.branch = branch
+        self.msgs = [entry_to_message(e) if isinstance(e, dict) else None for e in branch]
+        self.tokens = [estimate_tokens(m) if m is not None else 0 for m in self.msgs]
+
+    def context_tokens(self, end: int) -> int:
+        """Sum of estimates over buildSessionContext(branch[:end]).messages."""
+        branch = self.branch
+        lc = -1
+        for i in range(end - 1, -1, -1):
+            if branch[i].get("type") == "compaction":
+                lc = i
+                break
+        tokens = self.tokens
+        if lc < 0:
+            return sum(tokens[:end])
+        kept = branch[lc].get("firstKeptEntryId")
+        kept_from = lc
+        for i in range(lc):
+            if branch[i].get("id") == kept:
+                kept_from = i
+                break
+        return tokens[lc] + sum(tokens[kept_from:lc]) + sum(tokens[lc + 1 : end])
+
+
 class LiveItem:
     __slots__ = ("branch_index", "id", "turn_boundary", "cut_point", "tokens")
 
@@ -73,8 +103,11 @@ def live_start(branch: list[dict], lc: int) -> int:
     return lc + 1
 
 
-def live_items(branch: list[dict], start: int) -> list[LiveItem]:
+def live_items(branch: list[dict], start: int, proj: Optional["Projection"] = None) -> list[LiveItem]:
+    if proj is None:
+        proj = Projection(branch)
     items: list[LiveItem] = []
+    msgs = proj.msgs
     for i in range(start, len(branch)):
         e = branch[i]
         t = e.get("type")
@@ -88,19 +121,11 @@ def live_items(branch: list[dict], start: int) -> list[LiveItem]:
                 c = m.get("content")
                 if c == "" or c == []:
                     continue
-        msg = entry_to_message(e)
+        msg = msgs[i]
         if msg is None:
             continue
         role = msg.get("role")
-        items.append(
-            LiveItem(
-                i,
-                e.get("id"),
-                role in TURN_BOUNDARY_ROLES,
-                role != "toolResult",
-                estimate_tokens(msg),
-            )
-        )
+        items.append(LiveItem(i, e.get("id"), role in TURN_BOUNDARY_ROLES, role != "toolResult", proj.tokens[i]))
     return items
 
 
@@ -162,15 +187,18 @@ class Spans:
         return min(f for f, l in self.closed if f < b <= l)
 
 
-def calibrate(branch: list[dict], tokens_before: float, raw_before: int) -> tuple[float, float]:
+def calibrate(branch: list[dict], tokens_before: float, raw_before: int, proj: Optional[Projection] = None) -> tuple[float, float]:
+    if proj is None:
+        proj = Projection(branch)
     lc = last_compaction_index(branch)
-    raw = context_tokens_of(branch[: lc + 1]) if lc >= 0 else 0
+    raw = proj.context_tokens(lc + 1) if lc >= 0 else 0
     checkpoints: list[tuple[int, float]] = []
-    for e in branch[lc + 1 :]:
-        msg = entry_to_message(e)
+    msgs, toks = proj.msgs, proj.tokens
+    for i in range(lc + 1, len(branch)):
+        msg = msgs[i]
         if msg is None:
             continue
-        raw += estimate_tokens(msg)
+        raw += toks[i]
         if msg.get("role") == "assistant":
             ctx = calculate_context_tokens_js(msg.get("usage"))
             if math.isfinite(ctx) and ctx > 0:
@@ -201,7 +229,8 @@ def _js_floor(x: float) -> int:
 def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     lc = last_compaction_index(branch)
-    live = live_items(branch, live_start(branch, lc))
+    proj = Projection(branch)
+    live = live_items(branch, live_start(branch, lc), proj)
     if not live:
         return {"ok": False, "reason": "empty"}
     spans = Spans(branch)
@@ -209,13 +238,13 @@ def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict
         b = budget_input["budget"]
         window = b.get("contextWindow")
         if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
-            return _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b)
+            return _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b, proj)
     return _legacy_cut(live, spans, lc)
 
 
-def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, tokens_before: float, b: dict) -> dict:
-    raw_before = context_tokens_of(branch)
-    scale, fixed = calibrate(branch, tokens_before, raw_before)
+def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, tokens_before: float, b: dict, proj: Projection) -> dict:
+    raw_before = proj.context_tokens(len(branch))
+    scale, fixed = calibrate(branch, tokens_before, raw_before, proj)
     window = math.floor(b["contextWindow"])
     reserve = max(0, math.floor(b["reserveTokens"]))
     keep = max(0, math.floor(b["keepRecentTokens"]))

@@ -314,6 +314,15 @@ def sanitize_custom_details(value: Any) -> Any:
     return out
 
 
+def event_text(ev: dict) -> str:
+    """The text of an event (joined on first use for successful tool results)."""
+    t = ev.get("text")
+    if t is None:
+        t = _text_of_parts(ev.get("_content"))
+        ev["text"] = t
+    return t
+
+
 def count_erased_thinking_blocks(entries: list[dict]) -> int:
     n = 0
     for e in entries:
@@ -493,7 +502,11 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
     tname = tname if isinstance(tname, str) else ""
     is_error = msg.get("isError") is True
     content = msg.get("content")
-    text = _text_of_parts(content) if isinstance(content, list) else ""
+    if not isinstance(content, list):
+        content = None
+    # the text of a successful result is only ever shown in the transcript window, so it
+    # is joined lazily (see `event_text`)
+    text = _text_of_parts(content) if (is_error and content is not None) else None
     pending = calls.get(tcid)
     if tname == "bash":
         cmd = ""
@@ -506,7 +519,11 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
             ev["error"] = text
         emit(ev)
     else:
-        emit({"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text})
+        ev = {"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text if text is not None else ""}
+        if text is None and content is not None:
+            ev["text"] = None
+            ev["_content"] = content
+        emit(ev)
     if tname != "fabric_exec":
         return
     nested = read_fabric_trace(msg.get("details"))

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fabric_lsp.engine.session.context import context_tokens, entry_to_message
-from fabric_lsp.engine.session.tokens import estimate_tokens
+from fabric_lsp.engine.session.context import entry_to_message
+
+from .estimate import context_tokens
+from .estimate import estimate_tokens
 
 ALREADY_COMPACTED = "Already compacted"
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"

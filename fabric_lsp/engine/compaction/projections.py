@@ -6,6 +6,7 @@ import re
 from typing import Any, Optional
 
 from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
+from .normalize import event_text
 from .jsstr import (
     first_line,
     is_blank,
@@ -276,50 +277,77 @@ def project_activity(events: list[dict]) -> tuple[list[str], int]:
 # --------------------------------------------------------------------- outstanding
 
 
-def op_key(op: Op) -> str:
+def _cheap_key(op: Op) -> tuple[str, Optional[str]]:
+    """(key, None) for file/bash identities, or (generic prefix, "") when the generic key
+    still needs `JSON.stringify(args)`."""
     if is_file_op(op):
         p = path_of(op.args)
         if p is not None:
-            return f"file\0{op.tool}\0{p}"
+            return f"file\0{op.tool}\0{p}", None
     if is_bash_op(op):
         c = op.args.get("command") if isinstance(op.args, dict) else None
         if isinstance(c, str):
-            return f"bash\0{op.tool}\0{c}"
-    return f"generic\0{op.ref}\0{js_stringify(op.args)}"
+            return f"bash\0{op.tool}\0{c}", None
+    return f"generic\0{op.ref}\0", ""
+
+
+def op_key(op: Op) -> str:
+    key, rest = _cheap_key(op)
+    return key if rest is None else key + js_stringify(op.args)
 
 
 def project_outstanding(ops: list[Op]) -> tuple[list[str], int]:
-    keys = [op_key(op) for op in ops]
+    failed: list[tuple[Op, str]] = []
+    generic_refs: set[str] = set()
+    for op in ops:
+        if op.outcome != "succeeded":
+            k = op_key(op)
+            failed.append((op, k))
+            if k.startswith("generic\0"):
+                generic_refs.add(op.ref)
+    if not failed:
+        return [], 0
+    wanted = {k for _, k in failed}
     last_success: dict[str, int] = {}
-    for op, k in zip(ops, keys):
-        if op.outcome == "succeeded":
-            if op.index > last_success.get(k, -1):
-                last_success[k] = op.index
-    unresolved: list[dict] = []
-    resolved: list[dict] = []
-    for op, k in zip(ops, keys):
-        if op.outcome == "succeeded":
+    for op in ops:
+        if op.outcome != "succeeded":
             continue
+        key, rest = _cheap_key(op)
+        if rest is not None:
+            if op.ref not in generic_refs:
+                continue
+            key = key + js_stringify(op.args)
+        if key in wanted and op.index > last_success.get(key, -1):
+            last_success[key] = op.index
+    unresolved: list[tuple[Op, bool]] = []
+    resolved: list[tuple[Op, bool]] = []
+    for op, k in failed:
+        is_resolved = last_success.get(k, -1) > op.index
+        (resolved if is_resolved else unresolved).append((op, is_resolved))
+
+    def describe(op: Op) -> str:
         subject = op.ref
         if is_file_op(op) and path_of(op.args) is not None:
             subject = f"{op.ref} {path_of(op.args)}"
         elif is_bash_op(op) and isinstance(op.args, dict) and isinstance(op.args.get("command"), str):
             subject = f"{op.ref}: {truncate(first_line(op.args['command']), 140)}"
         err = f": {truncate(first_line(op.error), 140)}" if isinstance(op.error, str) and op.error else f": {op.outcome}"
-        is_resolved = last_success.get(k, -1) > op.index
-        item = {"entryId": op.address, "text": subject + err, "resolved": is_resolved}
-        (resolved if is_resolved else unresolved).append(item)
+        return subject + err
+
+    def addr(item: tuple[Op, bool]) -> Any:
+        return item[0].address
+
     lines: list[str] = []
-    su = sample_addressed(unresolved, MAX_UNRESOLVED)
-    for i, it in enumerate(su.values):
+    su = sample_addressed(unresolved, MAX_UNRESOLVED, addr)
+    for i, (op, _) in enumerate(su.values):
         if su.omitted > 0 and i == su.split_index:
             lines.append(omission_line(su.omitted, su.omitted_first, su.omitted_last, "open error records"))
-        lines.append(f"- {it['text']} [entry {it['entryId']}]")
-    sr = sample_addressed(resolved, MAX_RESOLVED)
-    for i, it in enumerate(sr.values):
+        lines.append(f"- {describe(op)} [entry {op.address}]")
+    sr = sample_addressed(resolved, MAX_RESOLVED, addr)
+    for i, (op, _) in enumerate(sr.values):
         if sr.omitted > 0 and i == sr.split_index:
             lines.append(omission_line(sr.omitted, sr.omitted_first, sr.omitted_last, "resolved error records"))
-        lines.append(f"- {it['text']} [RESOLVED] [entry {it['entryId']}]")
+        lines.append(f"- {describe(op)} [RESOLVED] [entry {op.address}]")
     return lines, su.omitted + sr.omitted
 
 
@@ -354,8 +382,7 @@ def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
             tools["bash"] = tools.get("bash", 0) + 1
         elif t == "fabricOperation":
             tools[ev["tool"]] = tools.get(ev["tool"], 0) + 1
-    items: list[dict] = []
-    for turn in turns:
+    def render(turn: dict) -> str:
         ctx = turn["context"]
         parts = []
         if turn["tools"]:
@@ -364,13 +391,14 @@ def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
         if run is not None:
             parts.append(f"fabric:{quoted(clip_utf8(run['name'], 128), 48)}{ARROW}{run['outcome']}")
         tail = (" | " + " | ".join(parts)) if parts else ""
-        items.append({"entryId": ctx["entryId"], "text": f"{_context_line(ctx, 80)}{tail} [entry {ctx['entryId']}]"})
-    s = sample_addressed(items, MAX_EARLIER_TURNS)
+        return f"{_context_line(ctx, 80)}{tail} [entry {ctx['entryId']}]"
+
+    s = sample_addressed(turns, MAX_EARLIER_TURNS, lambda t: t["context"]["entryId"])
     lines: list[str] = []
-    for i, it in enumerate(s.values):
+    for i, turn in enumerate(s.values):
         if s.omitted > 0 and i == s.split_index:
             lines.append(omission_line(s.omitted, s.omitted_first, s.omitted_last, "earlier turns"))
-        lines.append(it["text"])
+        lines.append(render(turn))
     return lines, s.omitted
 
 
@@ -441,7 +469,7 @@ def transcript_line(ev: dict) -> str:
     if t == "toolCall":
         return f"{r} {ev['name']}({summarize_args(ev['name'], ev['args'])})"
     if t == "toolResult":
-        return f"{r} {ARROW} {'error' if ev['isError'] else 'ok'}: {truncate(first_line(ev['text']), 100)}"
+        return f"{r} {ARROW} {'error' if ev['isError'] else 'ok'}: {truncate(first_line(event_text(ev)), 100)}"
     if t == "bash":
         return f"{r} bash({truncate(first_line(ev['command']), 80)}) {ARROW} {'error' if ev['isError'] else 'ok'}"
     if t == "fabricRun":

@@ -1,0 +1,212 @@
+"""Lean loader for previews: session bytes -> header + active branch entry dicts.
+
+Same rules as `fabric_lsp.engine.session.read_session` + `SessionTree` (Pi's loader:
+LF-separated lines, blank and malformed lines skipped, a half-written last line ignored,
+the first parsed object must be the `{type:"session", id}` header, tree nodes need a
+string id and a null-or-string parentId, duplicate ids resolve to the last record, the
+persisted leaf is the last node in file order, a parent cycle stops the walk), but it
+keeps only the raw dicts and never copies line bytes, because a preview of a 50 MB
+session is dominated by this step. `tests/engine/compaction/test_compaction_loader.py`
+checks it against the session package.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import msgspec
+
+from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
+
+INVALID_PARENT_GRAPH = "invalid_parent_graph"
+_decode = msgspec.json.Decoder().decode
+
+
+class Loaded:
+    __slots__ = (
+        "header", "is_session", "nodes", "by_id", "leaf_id", "malformed", "oversize", "non_object",
+        "no_id", "blank", "partial_tail_bytes", "size",
+    )
+
+    def __init__(self) -> None:
+        self.header: Optional[dict] = None
+        self.is_session = False
+        self.nodes: list[dict] = []
+        self.by_id: dict[str, dict] = {}
+        self.leaf_id: Optional[str] = None
+        self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
+        self.partial_tail_bytes = 0
+        self.size = 0
+
+    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], list[dict], Optional[str]]:
+        """(leaf used, entries root→leaf, error) — unknown leaf falls back to the persisted leaf."""
+        start = leaf_id if leaf_id is not None and leaf_id in self.by_id else self.leaf_id
+        if start is None:
+            return None, [], None
+        path: list[dict] = []
+        seen: set[str] = set()
+        error = None
+        cur: Any = start
+        by_id = self.by_id
+        while cur is not None:
+            e = by_id.get(cur)
+            if e is None:
+                break
+            if cur in seen:
+                error = INVALID_PARENT_GRAPH
+                break
+            seen.add(cur)
+            path.append(e)
+            cur = e.get("parentId")
+        path.reverse()
+        return start, path, error
+
+
+_SIGNATURES = ("thinkingSignature", "textSignature", "thoughtSignature")
+
+
+def _slim(value: dict) -> None:
+    """Drop fields the compactor never reads, so a large session costs less memory:
+    non-`fabric_exec` tool-result `details` (Pi's truncation copy of the output), opaque
+    part signatures, image payloads (Pi's estimate counts a fixed 4800 chars per image)
+    and usage costs. Nothing read by normalization, the cut, the estimate or QA is touched."""
+    if value.get("type") != "message":
+        return
+    msg = value.get("message")
+    if not isinstance(msg, dict):
+        return
+    role = msg.get("role")
+    if role == "toolResult" and msg.get("toolName") != "fabric_exec":
+        msg.pop("details", None)
+    elif role == "assistant":
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            usage.pop("cost", None)
+    content = msg.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict):
+                for k in _SIGNATURES:
+                    if k in part:
+                        del part[k]
+                if part.get("type") == "image" and "data" in part:
+                    part["data"] = ""
+
+
+class _Sink:
+    __slots__ = ("out", "first", "slim")
+
+    def __init__(self, out: Loaded, slim: bool) -> None:
+        self.out = out
+        self.first = True
+        self.slim = slim
+
+    def line(self, data: Any, pos: int, end: int, max_line_bytes: int) -> None:
+        out = self.out
+        if end - pos > max_line_bytes:
+            out.oversize += 1
+            return
+        try:
+            value = _decode(data[pos:end])
+        except Exception:
+            line = bytes(data[pos:end])
+            if not line.strip():
+                out.blank += 1
+                return
+            ok, value = parse_json_line(line)
+            if not ok:
+                out.malformed += 1
+                return
+        if self.first:
+            self.first = False
+            if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
+                out.header = value
+                out.is_session = True
+                return
+        if not isinstance(value, dict):
+            out.non_object += 1
+            return
+        eid = value.get("id")
+        pid = value.get("parentId", 0)
+        if isinstance(eid, str) and (pid is None or isinstance(pid, str)):
+            if self.slim:
+                _slim(value)
+            out.nodes.append(value)
+            out.by_id[eid] = value
+            out.leaf_id = eid
+        else:
+            out.no_id += 1
+
+
+def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True) -> Loaded:
+    out = Loaded()
+    sink = _Sink(out, slim)
+    mv = memoryview(data)
+    n = len(data)
+    pos = 0
+    find = data.find
+    count = 0
+    while pos < n:
+        nl = find(b"\n", pos)
+        if nl < 0:
+            out.partial_tail_bytes = n - pos
+            break
+        count += 1
+        if check is not None and (count & 4095) == 0:
+            check()
+        sink.line(mv, pos, nl, max_line_bytes)
+        pos = nl + 1
+    out.size = pos
+    return out
+
+
+def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True,
+                      chunk_size: int = 4 << 20) -> tuple[Loaded, str]:
+    """Stream a session file (never holding all its bytes) and hash exactly what was read.
+    Returns (loaded, sha256 hex of every byte read, partial tail included)."""
+    import hashlib
+
+    out = Loaded()
+    sink = _Sink(out, slim)
+    h = hashlib.sha256()
+    buf = b""
+    consumed = 0
+    count = 0
+    dropped = -1  # >= 0 while skipping an oversize line: bytes skipped so far
+    with open(path, "rb") as fp:
+        while True:
+            chunk = fp.read(chunk_size)
+            if not chunk:
+                break
+            h.update(chunk)
+            data = buf + chunk if buf else chunk
+            buf = b""
+            mv = memoryview(data)
+            pos = 0
+            find = data.find
+            while True:
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    break
+                count += 1
+                if check is not None and (count & 4095) == 0:
+                    check()
+                if dropped >= 0:
+                    out.oversize += 1
+                    consumed += dropped + nl + 1 - pos
+                    dropped = -1
+                else:
+                    sink.line(mv, pos, nl, max_line_bytes)
+                    consumed += nl + 1 - pos
+                pos = nl + 1
+            del mv
+            rest = len(data) - pos
+            if dropped >= 0:
+                dropped += rest
+            elif rest > max_line_bytes:
+                dropped = rest
+            elif rest:
+                buf = data[pos:]
+    out.partial_tail_bytes = dropped if dropped >= 0 else len(buf)
+    out.size = consumed
+    return out, h.hexdigest()
