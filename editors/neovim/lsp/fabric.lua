@@ -15,8 +15,9 @@ return {
   root_dir = lsp.root_dir,
   -- One server for the whole editor: it serves every session of the agent dir.
   reuse_client = lsp.reuse_client,
-  init_options = vim.deepcopy(opts.settings),
-  settings = { fabric = vim.deepcopy(opts.settings) },
+  -- vim.g.fabric.settings are read when the server starts (see before_init), so they can
+  -- change after this file was loaded; settings given here through vim.lsp.config() win.
+  settings = { fabric = {} },
   before_init = lsp.before_init,
   handlers = lsp.handlers,
 }

@@ -31,17 +31,19 @@ local function deep_merge(base, over)
 end
 M.deep_merge = deep_merge
 
----Settings changed in vim.g.fabric after lsp/fabric.lua was resolved still reach the server:
----vim.g.fabric.settings are the base, anything set through vim.lsp.config() wins.
+---Server settings = vim.g.fabric.settings (read now, at server start) overlaid by the
+---"fabric" section given through vim.lsp.config(); sent as initializationOptions (merged
+---under any init_options of vim.lsp.config) and answered for workspace/configuration.
 ---@param params lsp.InitializeParams
 ---@param cfg vim.lsp.ClientConfig
 function M.before_init(params, cfg)
-  local base = config.get().settings
-  params.initializationOptions = deep_merge(base, params.initializationOptions)
+  local from_config = type(cfg.settings) == 'table' and cfg.settings.fabric or nil
+  local merged = deep_merge(config.get().settings, from_config)
   if type(cfg.settings) == 'table' then
     -- Mutate in place: the client already holds this table as client.settings.
-    cfg.settings.fabric = deep_merge(base, cfg.settings.fabric)
+    cfg.settings.fabric = merged
   end
+  params.initializationOptions = deep_merge(merged, params.initializationOptions)
 end
 
 -- Server log lines (window/logMessage), newest last, for `:Fabric log`.

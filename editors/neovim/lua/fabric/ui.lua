@@ -25,14 +25,26 @@ function M.done(command, ok, message)
   })
 end
 
----Show `buf` in a window following the `open` option; focus an existing window first.
+---Show `buf`: in the window already showing it, else in a window showing another Fabric
+---scratch buffer (so repeated commands do not pile up splits), else following `open`.
 ---@param buf integer
 function M.show(buf)
+  local reuse
   for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-    if vim.api.nvim_win_get_buf(win) == buf then
+    local shown = vim.api.nvim_win_get_buf(win)
+    if shown == buf then
       vim.api.nvim_set_current_win(win)
       return
     end
+    if not reuse and vim.api.nvim_win_get_config(win).relative == ''
+      and vim.api.nvim_buf_get_name(shown):match('^fabric://') then
+      reuse = win
+    end
+  end
+  if reuse then
+    vim.api.nvim_set_current_win(reuse)
+    vim.api.nvim_set_current_buf(buf)
+    return
   end
   local open = config.get().open
   if open == 'current' then

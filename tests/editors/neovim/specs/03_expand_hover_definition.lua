@@ -52,6 +52,18 @@ H.check(':Fabric expand <reference> expands the referenced entry (tool result te
   H.contains(lines[2], 'tool: bash')
 end)
 
+H.check('repeated expands reuse the scratch window instead of adding splits', function()
+  vim.cmd('only')
+  vim.cmd.edit(vim.fn.fnameescape(s01))
+  vim.api.nvim_win_set_cursor(0, { user._lnum, 0 })
+  H.eq(true, H.fabric('Fabric expand').ok, 'first')
+  H.eq(2, #vim.api.nvim_tabpage_list_wins(0), 'one split')
+  H.eq(true, H.fabric('Fabric expand ' .. ref_bash).ok, 'second')
+  H.eq(2, #vim.api.nvim_tabpage_list_wins(0), 'still one split')
+  H.eq('# ' .. ref_bash, H.lines(0)[1], 'second entry shown')
+  vim.cmd('only')
+end)
+
 H.check(':Fabric expand of an unknown entry reports the domain error', function()
   H.messages = {}
   local done = H.fabric(('Fabric expand pi-entry:%s/deadbeef'):format(header.id))

@@ -13,7 +13,11 @@ H.open_attached(s03)
 H.check('settings from vim.g.fabric reach the server as initializationOptions and configuration', function()
   local client = H.client()
   H.eq(600000, client.settings.fabric.compaction.commitQuietMs, 'client.settings.fabric')
-  H.eq(true, vim.lsp.config.fabric.init_options ~= nil, 'init_options')
+  -- What the server answers for workspace/configuration is what it was given.
+  local res = vim.lsp.buf_request_sync(0, 'workspace/executeCommand', { command = 'fabric.reload', arguments = { vim.empty_dict() } }, 15000)
+  local reload = res and res[client.id]
+  H.truthy(reload and not reload.err, 'fabric.reload: ' .. vim.inspect(reload))
+  H.contains(vim.inspect(reload.result), 'commitQuietMs = 600000')
 end)
 
 H.check(':Fabric status with nothing pending', function()
