@@ -221,12 +221,13 @@ def build_server() -> FabricServer:
 
 def run_server(tcp: str | None = None) -> int:
     """Serve LSP over stdio (or TCP `host:port`, for debugging); returns the exit code."""
-    server = build_server()
     if tcp:
         host, _, port = tcp.rpartition(":")
         if not host or not port.isdigit():
             log.error("--tcp expects HOST:PORT, got %r", tcp)
             return 2
+    server = build_server()
+    if tcp:
         server.start_tcp(host, int(port))
     else:
         server.start_io()

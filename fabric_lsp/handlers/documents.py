@@ -65,8 +65,23 @@ def find_entry(ls: Any, method: str, ref: EntryReference) -> tuple[Path, Any, An
     return path, log, record
 
 
+_doc_lines: cachetools.LRUCache[tuple[str, int], list[str]] = cachetools.LRUCache(maxsize=4)
+
+
+def _lines(doc: Any) -> list[str]:
+    """The document's lines, split once per (uri, version): session files can be tens
+    of MB and every hover would otherwise split them again."""
+    if doc.version is None:
+        return doc.lines
+    key = (doc.uri, doc.version)
+    lines = _doc_lines.get(key)
+    if lines is None:
+        lines = _doc_lines[key] = doc.lines
+    return lines
+
+
 def _server_position(doc: Any, position: types.Position) -> tuple[list[str], int, int]:
-    lines = doc.lines
+    lines = _lines(doc)
     pos = doc.position_codec.position_from_client_units(lines, position)
     return lines, pos.line, pos.character
 

@@ -78,6 +78,7 @@ async def start(
     init_options: Any = None,
     configuration: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    capabilities: types.ClientCapabilities | None = None,
 ) -> LanguageClient:
     """A started and initialized client against a fresh server process."""
     config = ClientServerConfig(
@@ -91,7 +92,7 @@ async def start(
     ws = workspace or Path(PROJECT_CWD)
     await client.initialize_session(
         types.InitializeParams(
-            capabilities=client_capabilities(editor),
+            capabilities=capabilities if capabilities is not None else client_capabilities(editor),
             workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="proj")],
             initialization_options=init_options,
         )

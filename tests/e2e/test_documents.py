@@ -117,3 +117,20 @@ async def test_reference_domain_errors_render_in_the_hover(client, tmp_path):
         )
     )
     assert not none
+
+
+async def test_hover_follows_document_changes(client, tmp_path):
+    path = tmp_path / "live.jsonl"
+    header = json.dumps({"type": "session", "id": "live-session", "cwd": "/x"})
+    first = json.dumps({"type": "message", "id": "aa000001", "parentId": None, "message": {"role": "user", "content": "first words"}})
+    uri = _open(client, path, header + "\n" + first + "\n")
+    assert "first words" in (await _hover(client, uri, 1, 5)).contents.value
+    second = first.replace("first words", "second words")
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=header + "\n" + second + "\n")],
+        )
+    )
+    hover = await _hover(client, uri, 1, 5)
+    assert "second words" in hover.contents.value and "first words" not in hover.contents.value

@@ -129,3 +129,16 @@ async def test_a_failure_leaves_the_server_serving(client):
         client, types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command="fabric.reload", arguments=[])
     )
     assert result["trusted"] is False
+
+
+async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
+    bare = await start(
+        agent_dir, "bare", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS), capabilities=types.ClientCapabilities()
+    )
+    try:
+        err, latency = await _start_then_cancel(bare, protocol.RECALL, {"query": "x"})
+        assert getattr(err, "code", None) == -32800 and latency < 1.0
+        assert bare.progress_reports == {}
+        assert bare.activity  # the structured activity still flows
+    finally:
+        await stop(bare)
