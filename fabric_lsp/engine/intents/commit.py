@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Union
 
+from fabric_lsp.engine.activity import CancelToken, Cancelled
 from fabric_lsp.engine.intents.boundary import finished_turn
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
@@ -178,8 +179,11 @@ def append_line(
         os.close(fd)  # releases the flock
 
 
-def default_compute(options: Optional[dict[str, Any]] = None) -> ComputeFn:
-    """The Fabric compaction engine (fabric_lsp.engine.compaction.api.preview_compaction)."""
+def default_compute(options: Optional[dict[str, Any]] = None, cancel: Optional[CancelToken] = None) -> ComputeFn:
+    """The Fabric compaction engine (fabric_lsp.engine.compaction.api.preview_compaction).
+
+    `cancel` stops a long computation (the service is closing); the commit is then
+    deferred, never recorded as a failure."""
 
     def compute(data: bytes, session_path: str, intent: dict[str, Any]) -> dict[str, Any]:
         from fabric_lsp.engine.compaction.api import preview_compaction
@@ -190,6 +194,7 @@ def default_compute(options: Optional[dict[str, Any]] = None) -> ComputeFn:
             instructions=intent.get("instructions"),
             preserve=intent.get("preserve"),
             reason="manual",
+            cancel=cancel,
             **(options or {}),
         )
 
@@ -254,7 +259,10 @@ def attempt_commit(
     tree = SessionTree.from_records(log_.records)
     leaf = tree.by_id.get(tree.leaf_id) if tree.leaf_id else None
 
-    result = compute(data, session_path, intent)
+    try:
+        result = compute(data, session_path, intent)
+    except Cancelled:
+        return Deferred("the commit was stopped (service closing)")
     if result.get("outcome") != "compacted":
         return _engine_failure(result, leaf.type if leaf is not None else None)
     if result.get("leafId") not in (None, tree.leaf_id):

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from fabric_lsp.engine.activity import CancelToken
 from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn
 from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
 from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
@@ -72,6 +73,7 @@ class IntentsService:
         self._state_mtimes: dict[str, int] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._closing = CancelToken()
         self._thread: Optional[threading.Thread] = None
 
     # -- the wire API ---------------------------------------------------------------
@@ -171,12 +173,17 @@ class IntentsService:
         if self._thread is not None:
             return
         self._stop.clear()
+        if self._closing.cancelled:
+            self._closing = CancelToken()
         self._rescan()
         self._thread = threading.Thread(target=self._run, name="fabric-intents", daemon=True)
         self._thread.start()
 
     def close(self, timeout: float = 30.0) -> None:
+        """Stop the committer thread. A commit being computed is stopped and its intent
+        stays pending (on disk); an append already under way completes."""
         self._stop.set()
+        self._closing.cancel()
         self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
@@ -261,8 +268,13 @@ class IntentsService:
             return controller
 
     def _compute_for(self, path: str) -> ComputeFn:
-        options = self._options_provider(path) if self._options_provider is not None else None
-        return default_compute(options or None)
+        options: Optional[dict[str, Any]] = None
+        if self._options_provider is not None:
+            try:
+                options = self._options_provider(path)
+            except Exception:  # settings trouble must not wedge the committer
+                log.exception("compaction options provider failed; using the engine defaults")
+        return default_compute(options or None, self._closing)
 
     def _notify(self, path: str, record: dict[str, Any]) -> None:
         if self._on_committed is not None:

@@ -373,3 +373,17 @@ def test_running_service_commits_an_intent_recorded_by_another_process(tmp_path)
         assert done.wait(20)
     assert got[0]["status"] == "committed" and got[0]["requestedBy"] == "user"
     assert compactions(path)[-1].raw["summary"] == got[0]["summary"]
+
+
+def test_closing_stops_a_computation_and_keeps_the_intent(tmp_path):
+    path = copy_fixture(tmp_path, "02")
+    svc, got = service(tmp_path)
+    intent = svc.request(path, {})["pending"]
+    svc.close()  # closed before the commit: the engine sees a cancelled token
+    assert svc.maybe_commit(path) is None
+    assert svc.status(path)["pending"] == intent and got == [] and not compactions(path)
+    with svc:  # started again: a fresh token, and the committer thread commits it
+        deadline = time.monotonic() + 20
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert got and got[0][1]["status"] == "committed" and len(compactions(path)) == 1
