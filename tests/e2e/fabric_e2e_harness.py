@@ -79,10 +79,11 @@ async def start(
     configuration: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
+    server_args: list[str] | None = None,
 ) -> LanguageClient:
     """A started and initialized client against a fresh server process."""
     config = ClientServerConfig(
-        server_command=SERVER_CMD,
+        server_command=SERVER_CMD + (server_args or []),
         client_factory=make_client,
         server_env=env or server_env(agent_dir),
     )

@@ -142,3 +142,23 @@ async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
         assert bare.activity  # the structured activity still flows
     finally:
         await stop(bare)
+
+
+async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path):
+    log_file = tmp_path / "server.log"
+    c = await start(
+        agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS),
+        server_args=["--log-file", str(log_file), "-vv", "serve"],
+    )
+    try:
+        code, _ = await rpc_error(c, protocol.SESSIONS, {})
+        assert code == -32603
+        assert await _wait_for(lambda: any(m.type == types.MessageType.Error for m in c.log_messages))
+        error = next(m for m in c.log_messages if m.type == types.MessageType.Error)
+        assert "fabric/sessions failed" in error.message and "Traceback" in error.message
+    finally:
+        await stop(c)
+    text = log_file.read_text(encoding="utf-8")
+    assert "ERROR fabric_lsp.requests: fabric/sessions failed" in text
+    assert "RuntimeError: injected fault in fabric/sessions" in text
+    assert "Sending data" not in text  # pygls' per-message logging stays silent
