@@ -107,6 +107,14 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
         FABRIC_TEST_SESSIONS=str(ws["sessions"]),
     )
     (tmp / "home").mkdir(exist_ok=True)
+    # A spec may ask for Ex commands that run before plugins load: `-- cmd: <command>` lines
+    # at its top (e.g. to set vim.g.fabric before plugin/fabric.lua reads it).
+    early: list[str] = []
+    for line in spec.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("--"):
+            break
+        if line.startswith("-- cmd: "):
+            early += ["--cmd", line[len("-- cmd: ") :]]
     argv = [
         str(nvim),
         "--headless",
@@ -114,6 +122,7 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
         "-n",
         "-i",
         "NONE",
+        *early,
         "--cmd",
         f"set rtp^={PLUGIN}",
         "-l",
