@@ -47,12 +47,22 @@ def context_tokens_of(entries: list[dict]) -> int:
 class Projection:
     """Each branch entry's Pi context message and its token estimate, computed once."""
 
-    __slots__ = ("branch", "msgs", "tokens")
+    __slots__ = ("branch", "msgs", "tokens", "start")
 
-    def __init__(self, branch: list[dict]) -> None:
+    def __init__(self, branch: list[dict], start: int = 0) -> None:
+        """Entries before `start` (never needed: they precede the last compaction's kept
+        range) are not projected; their token count reads as 0."""
         self.branch = branch
-        self.msgs = [entry_to_message(e) if isinstance(e, dict) else None for e in branch]
-        self.tokens = [estimate_tokens(m) if m is not None else 0 for m in self.msgs]
+        self.start = start
+        n = len(branch)
+        self.msgs: list[Optional[dict]] = [None] * n
+        self.tokens = [0] * n
+        for i in range(start, n):
+            e = branch[i]
+            m = entry_to_message(e) if isinstance(e, dict) else None
+            if m is not None:
+                self.msgs[i] = m
+                self.tokens[i] = estimate_tokens(m)
 
     def context_tokens(self, end: int) -> int:
         """Sum of estimates over buildSessionContext(branch[:end]).messages."""
@@ -229,8 +239,9 @@ def _js_floor(x: float) -> int:
 def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     lc = last_compaction_index(branch)
-    proj = Projection(branch)
-    live = live_items(branch, live_start(branch, lc), proj)
+    start = live_start(branch, lc)
+    proj = Projection(branch, min(start, lc) if lc >= 0 else 0)
+    live = live_items(branch, start, proj)
     if not live:
         return {"ok": False, "reason": "empty"}
     spans = Spans(branch)

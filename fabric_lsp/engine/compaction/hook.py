@@ -93,7 +93,8 @@ def compile_fabric_summary(
                 boundary = i
                 break
     prefix = branch[:boundary]
-    events = normalize(prefix, check)
+    nstats: dict = {}
+    events = normalize(prefix, check, stats=nstats)
     if not events:
         return _cancel("fabric: no raw cumulative source")
     source_ids = {ev["sourceEntryId"] for ev in events}
@@ -131,7 +132,7 @@ def compile_fabric_summary(
                 v2 += 1
     omitted = dict(sections["omittedCounts"])
     omitted["preserve"] = decoded["policy"]["omittedPreserveCount"]
-    omitted["thinking"] = count_erased_thinking_blocks(prefix)
+    omitted["thinking"] = nstats["thinking"]
     details = build_details(
         sections=section_headers(sections, bool(req_lines)),
         source_range=source_range,

@@ -343,8 +343,14 @@ def count_erased_thinking_blocks(entries: list[dict]) -> int:
 # ------------------------------------------------------------------- normalize
 
 
-def normalize(entries: list[dict], check: Optional[Callable[[], None]] = None, branch_reader=None) -> list[dict]:
-    """Typed events for `entries` in order (digest §2)."""
+def normalize(
+    entries: list[dict],
+    check: Optional[Callable[[], None]] = None,
+    branch_reader=None,
+    stats: Optional[dict] = None,
+) -> list[dict]:
+    """Typed events for `entries` in order (digest §2). When `stats` is given, its
+    "thinking" key receives `count_erased_thinking_blocks(entries)`."""
     if branch_reader is None:
         from .branch import read_branch_details
 
@@ -352,6 +358,7 @@ def normalize(entries: list[dict], check: Optional[Callable[[], None]] = None, b
     events: list[dict] = []
     calls: dict[str, dict] = {}
     push = events.append
+    thinking = 0
 
     def emit(ev: dict) -> None:
         ev["index"] = len(events) + 1
@@ -398,6 +405,9 @@ def normalize(entries: list[dict], check: Optional[Callable[[], None]] = None, b
                                     "args": args,
                                 }
                             )
+                    elif pt == "thinking":
+                        if isinstance(part.get("thinking"), str):
+                            thinking += 1
             elif role == "toolResult":
                 _tool_result(entry, msg, eid, calls, emit)
             elif role == "user":
@@ -447,6 +457,8 @@ def normalize(entries: list[dict], check: Optional[Callable[[], None]] = None, b
                 continue
             for fact in env["facts"]:
                 _emit_fact(fact, eid, emit)
+    if stats is not None:
+        stats["thinking"] = thinking
     return events
 
 
