@@ -135,6 +135,15 @@ H.check('gd on a reference in an expand scratch buffer jumps to the JSONL line',
   H.eq(true, H.fabric('Fabric expand').ok, 'expand')
   vim.api.nvim_win_set_cursor(0, { 1, 20 })
   H.truthy(require('fabric.refs').under_cursor(), 'reference under cursor')
+  -- The scratch buffer is attached to the client, so K is the server's hover there too.
+  H.eq(true, vim.lsp.buf_is_attached(0, H.client().id), 'scratch buffer attached')
+  H.close_floats()
+  vim.cmd('normal K')
+  H.wait_for('hover float in the scratch buffer', function()
+    return #H.floats() > 0
+  end, 15000)
+  H.contains(H.lines(vim.api.nvim_win_get_buf(H.floats()[1])), bash.id)
+  H.close_floats()
   local before = #H.done
   require('fabric.refs').goto_definition()
   H.wait_for('jump', function()
