@@ -11,12 +11,18 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+# A responder maps a request body to a reply: {"text": str} or
+# {"tool_call": {"id": str, "name": str, "arguments": dict}}.
+Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class FakeOpenAI:
-    def __init__(self, answer: str = "Done.", log_dir: Optional[Path] = None) -> None:
+    def __init__(self, answer: str = "Done.", log_dir: Optional[Path] = None,
+                 responder: Optional[Responder] = None) -> None:
         self.answer = answer
+        self.responder = responder
         self.log_dir = log_dir
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -51,7 +57,8 @@ class FakeOpenAI:
                 self.send_header("Connection", "close")
                 self.end_headers()
                 model = body.get("model", "fake") if isinstance(body, dict) else "fake"
-                for frame in owner._frames(model):
+                reply = owner.responder(body) if owner.responder is not None else {"text": owner.answer}
+                for frame in owner._frames(model, reply):
                     self.wfile.write(b"data: " + frame + b"\n\n")
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -74,19 +81,28 @@ class FakeOpenAI:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             (self.log_dir / f"request-{n:03d}.json").write_text(json.dumps(body, indent=1, ensure_ascii=False))
 
-    def _frames(self, model: str) -> list[bytes]:
+    def _frames(self, model: str, reply: dict[str, Any]) -> list[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
                    "choices": choices, **extra}
             return json.dumps(obj).encode()
 
-        return [
-            chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
-            chunk([{"index": 0, "delta": {"content": self.answer}, "finish_reason": None}]),
-            chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
-            chunk([], usage={"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123,
-                             "prompt_tokens_details": {"cached_tokens": 0}}),
-        ]
+        frames = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+        if "tool_call" in reply:
+            call = reply["tool_call"]
+            frames.append(chunk([{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": call["id"], "type": "function",
+                 "function": {"name": call["name"], "arguments": ""}}]}, "finish_reason": None}]))
+            frames.append(chunk([{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": json.dumps(call["arguments"])}}]}, "finish_reason": None}]))
+            finish = "tool_calls"
+        else:
+            frames.append(chunk([{"index": 0, "delta": {"content": reply["text"]}, "finish_reason": None}]))
+            finish = "stop"
+        frames.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish}]))
+        frames.append(chunk([], usage={"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123,
+                                       "prompt_tokens_details": {"cached_tokens": 0}}))
+        return frames
 
     def __enter__(self) -> "FakeOpenAI":
         self._thread.start()
