@@ -1,0 +1,132 @@
+// Expanding entries into read-only documents, and opening session JSONL files at a line.
+import * as vscode from 'vscode';
+import { Fabric, errorMessage } from './fabric';
+import { ENTRY_REF, ExpandResult, Method, Segment, SegmentEntry, isDomainError } from './protocol';
+import { renderExpand, shortId } from './render';
+import { activeSession, sessionHeader } from './sessions';
+
+export async function openJsonlAt(file: string, line: number): Promise<void> {
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(file));
+  const pos = new vscode.Position(Math.max(0, Math.min(line, doc.lineCount - 1)), 0);
+  await vscode.window.showTextDocument(doc, { selection: new vscode.Range(pos, pos), preview: false });
+}
+
+/** Ask the server to expand; show the entries, or the domain error as a message. */
+export async function expandAndShow(fabric: Fabric, params: Record<string, unknown>, title: string): Promise<boolean> {
+  let result: ExpandResult | { error: { code: string; message: string; candidates?: string[] } };
+  try {
+    result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Window, title: 'Fabric: expanding' },
+      (_p, token) => fabric.request<ExpandResult>(Method.expand, params, token),
+    );
+  } catch (err) {
+    void vscode.window.showErrorMessage(`Fabric: expand failed: ${errorMessage(err)}`);
+    return false;
+  }
+  if (isDomainError(result)) {
+    const candidates = result.error.candidates?.length ? ` Candidates: ${result.error.candidates.join(', ')}` : '';
+    void vscode.window.showErrorMessage(`Fabric: ${result.error.code}: ${result.error.message}${candidates}`);
+    return false;
+  }
+  await fabric.docs.show(title, `expand-${JSON.stringify(params)}`, renderExpand(result));
+  return true;
+}
+
+export async function openEntry(fabric: Fabric, segment: Segment, entry: SegmentEntry): Promise<void> {
+  const selector = entry.entryId ? { entryIds: [entry.entryId] } : { indices: [entry.index] };
+  await expandAndShow(
+    fabric,
+    { session: segment.sessionFile, branches: segment.branches, ...selector },
+    `Entry ${entry.entryId ?? `#${entry.index}`} — ${shortId(segment.sessionId)}`,
+  );
+}
+
+export interface ParsedEntryInput {
+  session: string;
+  selector: Record<string, unknown>;
+  label: string;
+}
+
+/**
+ * Accepted forms: `pi-entry:<session>/<entryId>`, `<session>/<entryId>`,
+ * `<session>#<index>` and `<session>#<first>-<last>` (an entry range). `<session>` is a
+ * session id or an absolute path of a session file.
+ */
+export function parseEntryInput(input: string): ParsedEntryInput | string {
+  const text = input.trim();
+  if (!text) return 'Enter an entry reference';
+  const ref = new RegExp(`^${ENTRY_REF.source}$`).exec(text);
+  if (ref) return { session: ref[1], selector: { entryIds: [ref[2]] }, label: `${shortId(ref[1])}/${ref[2]}` };
+  const range = /^(.+)#(\d+)(?:-(\d+))?$/.exec(text);
+  if (range) {
+    const first = Number(range[2]);
+    const last = range[3] !== undefined ? Number(range[3]) : undefined;
+    if (last !== undefined && last < first) return 'The range end is before its start';
+    return {
+      session: range[1],
+      selector: last === undefined ? { indices: [first] } : { entryRange: { first, last } },
+      label: `${shortId(range[1])}#${range[2]}${last !== undefined ? `-${last}` : ''}`,
+    };
+  }
+  const slash = text.lastIndexOf('/');
+  if (slash > 0 && slash < text.length - 1) {
+    const session = text.slice(0, slash);
+    const entryId = text.slice(slash + 1);
+    return { session, selector: { entryIds: [entryId] }, label: `${shortId(session.split('/').pop() ?? session)}/${entryId}` };
+  }
+  return 'Use pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]';
+}
+
+/** A default for the input box: the reference under the cursor, or the JSONL line's entry. */
+function referenceAtCursor(): string | undefined {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) return undefined;
+  const pos = editor.selection.active;
+  const line = editor.document.lineAt(pos.line).text;
+  for (const m of line.matchAll(new RegExp(ENTRY_REF.source, 'g'))) {
+    const start = m.index ?? 0;
+    if (pos.character >= start && pos.character <= start + m[0].length) return m[0];
+  }
+  const active = activeSession();
+  if (active?.sessionId) {
+    try {
+      const entry = JSON.parse(line);
+      if (entry && typeof entry.id === 'string' && entry.type !== 'session') return `pi-entry:${active.sessionId}/${entry.id}`;
+    } catch {
+      // Not a JSON line: no default.
+    }
+  }
+  return undefined;
+}
+
+export async function expandEntryCommand(fabric: Fabric, arg?: unknown): Promise<void> {
+  let value = typeof arg === 'string' ? arg : undefined;
+  if (!value) {
+    value = await vscode.window.showInputBox({
+      title: 'Fabric: Expand Entry',
+      prompt: 'pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]',
+      placeHolder: 'pi-entry:<sessionId>/<entryId>',
+      value: referenceAtCursor(),
+      ignoreFocusOut: true,
+      validateInput: (v) => {
+        const parsed = parseEntryInput(v);
+        return typeof parsed === 'string' && v.trim() ? parsed : undefined;
+      },
+    });
+  }
+  if (!value) return;
+  const parsed = parseEntryInput(value);
+  if (typeof parsed === 'string') {
+    void vscode.window.showErrorMessage(`Fabric: ${parsed}`);
+    return;
+  }
+  // A session given as a path of an open file may also be a relative path: resolve it.
+  let session = parsed.session;
+  if (!session.startsWith('/') && /[\\/]/.test(session) && vscode.workspace.workspaceFolders?.[0]) {
+    session = vscode.Uri.joinPath(vscode.workspace.workspaceFolders[0].uri, session).fsPath;
+  }
+  if (session.startsWith('/') && !sessionHeader(session)) {
+    void vscode.window.showWarningMessage(`Fabric: ${session} does not start with a Pi session header`);
+  }
+  await expandAndShow(fabric, { session, ...parsed.selector }, `Entry ${parsed.label}`);
+}

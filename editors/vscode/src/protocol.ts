@@ -1,0 +1,207 @@
+// Wire types of the fabric-lsp custom requests (see docs/protocol.md). Only the fields
+// the extension reads are typed; everything else passes through untouched.
+
+export const Method = {
+  sessions: 'fabric/sessions',
+  recall: 'fabric/recall',
+  expand: 'fabric/expand',
+  compactionPreview: 'fabric/compactionPreview',
+  compactRequest: 'fabric/compact/request',
+  compactStatus: 'fabric/compact/status',
+  compactCancel: 'fabric/compact/cancel',
+  compactionCommitted: 'fabric/compactionCommitted',
+} as const;
+
+export interface Coverage {
+  complete: boolean;
+  indexedSessions: number;
+  eligibleSessions: number;
+  staleSessions: number;
+  incompleteSessions: number;
+  reasons: string[];
+  error?: { code: string; message: string };
+}
+
+export interface SessionInfo {
+  sessionId: string;
+  sessionFile: string;
+  uri: string;
+  cwd: string;
+  firstTs?: string | null;
+  lastTs?: string | null;
+  entryCount: number;
+  sizeBytes: number;
+  mtime: number | string;
+  tier: 'hot' | 'cold';
+  leafId?: string | null;
+}
+
+export interface SessionsResult {
+  sessions: SessionInfo[];
+  totalItems: number;
+  page: number;
+  pageSize: number;
+  hasNext: boolean;
+  coverage: Coverage;
+}
+
+export interface SegmentEntry {
+  index: number;
+  entryId: string | null;
+  parentId: string | null;
+  type: string | null;
+  role: string | null;
+  toolName?: string | null;
+  timestamp?: string | number | null;
+  isError?: boolean;
+  truncated?: boolean;
+  text: string;
+  matched: boolean;
+  line: number;
+}
+
+export interface Segment {
+  tier: 'hot' | 'cold';
+  sessionId: string;
+  sessionFile: string;
+  sourceHash: string;
+  branches: string;
+  lineageFingerprint: string;
+  entryRange: { first: number; last: number };
+  score: number;
+  matchedCount: number;
+  entries: SegmentEntry[];
+}
+
+export interface Pointer {
+  tier: 'cold';
+  sessionId: string;
+  sessionFile: string;
+  sourceHash: string;
+  branches: string;
+  matchedTerms: string[];
+  score: number;
+  cwd?: string;
+  lastTs?: string | null;
+}
+
+export type RecallItem = { kind: 'segment'; segment: Segment } | { kind: 'pointer'; pointer: Pointer };
+
+export interface RecallParams {
+  query?: string;
+  queryMode?: 'literal' | 'regex';
+  scope?: string;
+  branches?: 'active' | 'all';
+  page?: number;
+  pageSize?: number;
+  cwd?: string;
+}
+
+export interface RecallResult {
+  scope: string;
+  branches: string;
+  query: string;
+  queryMode: string;
+  page: number;
+  pageSize: number;
+  totalItems: number;
+  totalMatches: number;
+  hasNext: boolean;
+  authoritative: boolean;
+  coverage: Coverage;
+  items: RecallItem[];
+  text: string;
+}
+
+export interface ExpandedEntry {
+  index: number;
+  entryId: string | null;
+  operationAddress?: string | null;
+  role: string | null;
+  toolName?: string | null;
+  type: string | null;
+  timestamp?: string | number | null;
+  isError: boolean;
+  text: string;
+  line: number;
+}
+
+export interface DomainError {
+  error: { code: string; message: string; candidates?: string[] };
+}
+
+export interface ExpandResult {
+  session: string;
+  sessionId: string;
+  sessionFile: string;
+  sourceHash: string;
+  branches: string;
+  lineageFingerprint: string;
+  expanded: ExpandedEntry[];
+}
+
+export interface QaReport {
+  score: number;
+  contentScore: number;
+  addressScore: number;
+  failures: unknown[];
+}
+
+export interface PreviewParams {
+  session: string;
+  instructions?: string;
+  preserve?: string[];
+  includeQa?: boolean;
+}
+
+export interface PreviewResult {
+  outcome: 'compacted' | 'cancelled' | 'skipped';
+  reason?: string | null;
+  summary?: string | null;
+  firstKeptEntryId?: string | null;
+  tokensBefore: number;
+  details?: Record<string, unknown> | null;
+  qa?: QaReport | null;
+  sessionId: string;
+  sessionFile: string;
+  sourceHash: string;
+  leafId?: string | null;
+}
+
+export interface Intent {
+  reason?: string | null;
+  instructions?: string | null;
+  preserve?: string[] | null;
+  requestedBy: string;
+  requestedAt: string;
+}
+
+export interface CommitRecord {
+  at: string;
+  requestedBy: string;
+  status: 'committed' | 'failed';
+  summary?: string | null;
+  tokensBefore?: number | null;
+  estimatedTokensAfter?: number | null;
+  error?: string | null;
+  entryId?: string | null;
+}
+
+export interface StatusResult {
+  pending?: Intent | null;
+  last?: CommitRecord | null;
+  settled: boolean;
+}
+
+export interface CommittedNotification {
+  session: string;
+  record: CommitRecord;
+}
+
+/** `pi-entry:<sessionId>/<entryId>`: the project's one entry-reference syntax. */
+export const ENTRY_REF = /pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)\/([A-Za-z0-9][A-Za-z0-9_.:-]*)/g;
+
+export function isDomainError(value: unknown): value is DomainError {
+  return typeof value === 'object' && value !== null && 'error' in value &&
+    typeof (value as DomainError).error === 'object' && (value as DomainError).error !== null;
+}

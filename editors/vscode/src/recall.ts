@@ -1,0 +1,200 @@
+// Fabric: Recall… — a QuickPick with live, debounced search. Each keystroke cancels the
+// request in flight ($/cancelRequest via the cancellation token) before a new one starts.
+import * as vscode from 'vscode';
+import { Fabric, errorMessage } from './fabric';
+import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
+import { formatTime, roleLabel, shortId, snippet } from './render';
+import { activeSession } from './sessions';
+import { openEntry, openJsonlAt } from './expand';
+
+type Scope = 'session' | 'project' | 'global';
+
+interface RecallPick extends vscode.QuickPickItem {
+  segment?: Segment;
+  entry?: SegmentEntry;
+  pointer?: Pointer;
+}
+
+const OPEN_JSONL: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('go-to-file'), tooltip: 'Open the session JSONL at this entry' };
+const OPEN_EXPANDED: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('open-preview'), tooltip: 'Open the expanded entry' };
+const SCOPE_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: 'Switch scope (session → project → global)' };
+const REGEX_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('regex'), tooltip: 'Toggle regex search' };
+const AS_DOCUMENT: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('markdown'), tooltip: 'Open these results as a document' };
+
+function entryItems(segment: Segment): RecallPick[] {
+  const session = shortId(segment.sessionId);
+  const entries = segment.entries.filter((e) => e.matched);
+  return (entries.length > 0 ? entries : segment.entries.slice(0, 1)).map((entry) => ({
+    label: `${entry.isError ? '$(error)' : '$(comment)'} ${roleLabel(entry)} · ${formatTime(entry.timestamp) || 'no time'}`,
+    description: `session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}`,
+    detail: snippet(entry.text, 160) || '(empty)',
+    alwaysShow: true,
+    buttons: [OPEN_EXPANDED, OPEN_JSONL],
+    segment,
+    entry,
+  }));
+}
+
+function pointerItem(pointer: Pointer): RecallPick {
+  return {
+    label: `$(archive) session ${shortId(pointer.sessionId)} · ${formatTime(pointer.lastTs) || 'cold'}`,
+    description: `matched: ${pointer.matchedTerms.join(', ')}`,
+    detail: 'Cold session: choose to search inside it',
+    alwaysShow: true,
+    pointer,
+  };
+}
+
+export class RecallPicker {
+  private scope: Scope;
+  private regex = false;
+  private requestSeq = 0;
+  private inflight: vscode.CancellationTokenSource | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private sessionScope: string | undefined;
+  private last: RecallResult | undefined;
+
+  constructor(private readonly fabric: Fabric) {
+    const configured = vscode.workspace.getConfiguration('fabric').get<Scope>('recall.scope') ?? 'project';
+    this.scope = configured;
+  }
+
+  private scopeParam(): string {
+    if (this.sessionScope) return `session:${this.sessionScope}`;
+    if (this.scope === 'session') {
+      const active = activeSession();
+      return active ? `session:${active.session}` : 'project';
+    }
+    return this.scope;
+  }
+
+  async run(initialQuery?: string): Promise<void> {
+    const qp = vscode.window.createQuickPick<RecallPick>();
+    qp.placeholder = 'Search past Pi sessions (literal words; the regex button switches mode)';
+    qp.matchOnDescription = false;
+    qp.matchOnDetail = false;
+    qp.buttons = [SCOPE_BUTTON, REGEX_BUTTON, AS_DOCUMENT];
+    const cfg = vscode.workspace.getConfiguration('fabric');
+    const debounceMs = cfg.get<number>('recall.debounceMs') ?? 200;
+    const pageSize = cfg.get<number>('recall.pageSize') ?? 25;
+    const openAs = cfg.get<string>('recall.openAs') ?? 'expanded';
+    this.updateTitle(qp);
+
+    const search = async (query: string) => {
+      this.inflight?.cancel();
+      this.inflight?.dispose();
+      const source = new vscode.CancellationTokenSource();
+      this.inflight = source;
+      const seq = ++this.requestSeq;
+      if (query.trim() === '') {
+        qp.busy = false;
+        qp.items = [];
+        return;
+      }
+      qp.busy = true;
+      const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+      try {
+        const result = await this.fabric.request<RecallResult>(Method.recall, {
+          query,
+          queryMode: this.regex ? 'regex' : 'literal',
+          scope: this.scopeParam(),
+          pageSize,
+          ...(cwd ? { cwd } : {}),
+        }, source.token);
+        if (seq !== this.requestSeq) return;
+        this.last = result;
+        qp.items = this.toItems(result);
+      } catch (err) {
+        if (seq !== this.requestSeq || source.token.isCancellationRequested) return;
+        qp.items = [{ label: `$(error) Recall failed: ${errorMessage(err)}`, alwaysShow: true }];
+      } finally {
+        if (seq === this.requestSeq) qp.busy = false;
+      }
+    };
+    const schedule = (query: string) => {
+      if (this.timer) clearTimeout(this.timer);
+      this.inflight?.cancel();
+      this.timer = setTimeout(() => { void search(query); }, debounceMs);
+    };
+
+    qp.onDidChangeValue(schedule);
+    qp.onDidTriggerButton((button) => {
+      if (button === SCOPE_BUTTON) {
+        this.sessionScope = undefined;
+        this.scope = this.scope === 'session' ? 'project' : this.scope === 'project' ? 'global' : 'session';
+      } else if (button === REGEX_BUTTON) {
+        this.regex = !this.regex;
+      } else if (button === AS_DOCUMENT) {
+        if (this.last) {
+          void this.fabric.docs.show(`Recall ${this.last.query}`, `recall-${Date.now()}`, this.last.text);
+          qp.hide();
+        }
+        return;
+      }
+      this.updateTitle(qp);
+      void search(qp.value);
+    });
+    qp.onDidTriggerItemButton(({ button, item }) => {
+      if (!item.segment || !item.entry) return;
+      qp.hide();
+      if (button === OPEN_JSONL) void openJsonlAt(item.segment.sessionFile, item.entry.line);
+      else void openEntry(this.fabric, item.segment, item.entry);
+    });
+    qp.onDidAccept(() => {
+      const item = qp.selectedItems[0];
+      if (!item) return;
+      if (item.pointer) {
+        // A cold pointer: narrow the search to that session.
+        this.sessionScope = item.pointer.sessionFile;
+        this.updateTitle(qp);
+        void search(qp.value);
+        return;
+      }
+      if (!item.segment || !item.entry) return;
+      qp.hide();
+      if (openAs === 'jsonl') void openJsonlAt(item.segment.sessionFile, item.entry.line);
+      else void openEntry(this.fabric, item.segment, item.entry);
+    });
+    qp.onDidHide(() => {
+      if (this.timer) clearTimeout(this.timer);
+      this.inflight?.cancel();
+      this.inflight?.dispose();
+      this.inflight = undefined;
+      qp.dispose();
+    });
+    qp.show();
+    if (initialQuery) {
+      qp.value = initialQuery;
+      schedule(initialQuery);
+    }
+  }
+
+  private updateTitle(qp: vscode.QuickPick<RecallPick>): void {
+    const scope = this.sessionScope ? `session ${this.sessionScope.split(/[\\/]/).pop()}` : this.scope;
+    qp.title = `Fabric: Recall — ${scope}${this.regex ? ' — regex' : ''}`;
+  }
+
+  private toItems(result: RecallResult): RecallPick[] {
+    const items: RecallPick[] = [];
+    for (const item of result.items) {
+      if (item.kind === 'segment') items.push(...entryItems(item.segment));
+      else items.push(pointerItem(item.pointer));
+    }
+    if (items.length === 0) {
+      const why = result.coverage.complete
+        ? 'coverage complete'
+        : `coverage incomplete: ${result.coverage.reasons.join(', ') || 'index not complete'}`;
+      items.push({
+        label: result.authoritative ? 'No matches' : '$(warning) No matches (not authoritative)',
+        description: why,
+        alwaysShow: true,
+      });
+    } else if (result.hasNext) {
+      items.push({
+        label: `$(ellipsis) ${result.totalItems - result.pageSize} more results: refine the query`,
+        alwaysShow: true,
+      });
+    }
+    return items;
+  }
+}

@@ -1,0 +1,301 @@
+// End-to-end test in real VS Code: code-server + headless Debian chromium driven by
+// playwright-core. Installs the packaged .vsix into a fresh profile, opens a workspace
+// over copies of the real-Pi session fixtures, runs the Fabric palette commands and
+// reads what they show from the page.
+//
+//   node test/e2e/run.mjs --vsix dist/fabric-lsp.vsix --code-server PATH [--screenshots DIR]
+//
+// Prints `ok - name` / `not ok - name` per check and `N passed, N failed`; exit 0/1.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium } from 'playwright-core';
+import { header, makeAgentDir, serverCommand } from '../fixtures.mjs';
+import { startCodeServer } from './codeServer.mjs';
+
+const { values: opts } = parseArgs({
+  options: {
+    vsix: { type: 'string' },
+    'code-server': { type: 'string' },
+    chromium: { type: 'string', default: '/usr/bin/chromium' },
+    screenshots: { type: 'string' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+if (!opts.vsix || !opts['code-server']) {
+  console.error('usage: run.mjs --vsix FILE --code-server PATH [--screenshots DIR]');
+  process.exit(2);
+}
+
+const STEP_MS = 30_000;
+const started = Date.now();
+const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
+let passed = 0;
+let failed = 0;
+
+const tmp = makeAgentDir('fabric-e2e-');
+const failDir = path.join(tmp.root, 'failures');
+const shotDir = opts.screenshots ? path.resolve(opts.screenshots) : path.join(tmp.root, 'shots');
+fs.mkdirSync(failDir, { recursive: true });
+fs.mkdirSync(shotDir, { recursive: true });
+
+let page;
+async function check(name, fn) {
+  try {
+    await fn();
+    passed += 1;
+    console.log(`ok - ${name}`);
+    return true;
+  } catch (err) {
+    failed += 1;
+    console.log(`not ok - ${name}`);
+    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+    if (page) {
+      const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
+      await page.screenshot({ path: file }).catch(() => undefined);
+      console.log(`#   screenshot: ${file}`);
+    }
+    // Leave no half-open picker behind for the next check.
+    if (page) await page.keyboard.press('Escape').catch(() => undefined);
+    return false;
+  }
+}
+
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+const clean = (s) => s.replace(/\u00a0/g, ' ');
+
+async function shot(name) {
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(shotDir, `${name}.png`) });
+}
+
+/** Run a palette command by its title, retrying while the extension registers it. */
+async function runCommand(title) {
+  for (let attempt = 1; ; attempt += 1) {
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible', timeout: STEP_MS });
+    await input.fill(`>${title}`);
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+    try {
+      await row.waitFor({ state: 'visible', timeout: 5000 });
+      await page.keyboard.press('Enter');
+      return;
+    } catch (err) {
+      await page.keyboard.press('Escape');
+      if (attempt >= 3) throw new Error(`command "${title}" not in the palette: ${err.message}`);
+      await page.waitForTimeout(1000);
+    }
+  }
+}
+
+async function quickPickRows() {
+  const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+  return (await rows.allInnerTexts()).map(clean);
+}
+
+async function waitForRows(pred, what) {
+  const deadline = Date.now() + STEP_MS;
+  let rows = [];
+  while (Date.now() < deadline) {
+    rows = await quickPickRows();
+    if (pred(rows)) return rows;
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`timed out waiting for ${what}; rows: ${JSON.stringify(rows).slice(0, 800)}`);
+}
+
+/** Text of the visible lines of the active editor. */
+async function editorText() {
+  const lines = page.locator('.editor-group-container.active .monaco-editor .view-lines').first();
+  return clean(await lines.innerText());
+}
+
+async function waitForEditor(pred, what) {
+  const deadline = Date.now() + STEP_MS;
+  let text = '';
+  while (Date.now() < deadline) {
+    text = await editorText().catch(() => '');
+    if (pred(text)) return text;
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`timed out waiting for ${what}; editor shows: ${text.slice(0, 800)}`);
+}
+
+async function activeTabTitle() {
+  return clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
+}
+
+async function closeAllEditors() {
+  await runCommand('View: Close All Editors');
+  await page.waitForTimeout(300);
+}
+
+let server;
+let context;
+const consoleErrors = [];
+try {
+  const [serverCmd] = [serverCommand()];
+  server = await startCodeServer({
+    codeServer: opts['code-server'],
+    node: process.execPath,
+    root: path.join(tmp.root, 'cs'),
+    vsix: path.resolve(opts.vsix),
+    log,
+    settings: {
+      'fabric.server.command': serverCmd,
+      'fabric.agentDir': tmp.agentDir,
+      'fabric.recall.scope': 'global',
+      'fabric.recall.debounceMs': 150,
+    },
+  });
+  context = await chromium.launchPersistentContext(path.join(tmp.root, 'chromium'), {
+    executablePath: opts.chromium,
+    headless: true,
+    viewport: { width: 1360, height: 820 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--disable-dev-shm-usage'],
+  });
+  page = context.pages()[0] ?? await context.newPage();
+  page.setDefaultTimeout(STEP_MS);
+  page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
+  page.on('pageerror', (err) => consoleErrors.push(String(err)));
+
+  const workspace = tmp.agentDir;
+  const file02 = tmp.files['02'];
+  const id02 = header(file02).id;
+
+  const ready = await check('workbench loads and the extension reports ready', async () => {
+    await page.goto(`${server.url}/?folder=${encodeURIComponent(workspace)}`, { timeout: 60_000 });
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    await page.locator('.statusbar').waitFor({ timeout: STEP_MS });
+    await page.locator('.statusbar-item', { hasText: 'Fabric: ready' }).first().waitFor({ timeout: 60_000 });
+    log('Fabric: ready');
+  });
+  if (!ready) throw new Error('the extension never reported ready; later checks would only time out');
+
+  await check('Recall… searches live and opens the expanded entry', async () => {
+    await runCommand('Fabric: Recall…');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Fabric: Recall' }).waitFor({ state: 'visible' });
+    const input = page.locator('.quick-input-widget input');
+    // Type like a person: each keystroke restarts the debounce and cancels the last search.
+    await input.pressSequentially('rounding rules', { delay: 40 });
+    const rows = await waitForRows((r) => r.some((t) => /user/.test(t) && /rounding rules/i.test(t)), 'a recall result');
+    assert(rows.some((t) => /session [0-9a-f]{8}/.test(t)), `rows show the session: ${rows.join(' | ')}`);
+    assert(rows.some((t) => /\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}/.test(t)), `rows show the time: ${rows.join(' | ')}`);
+    await shot('recall');
+    const index = rows.findIndex((t) => /user/.test(t) && /rounding rules/i.test(t));
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index).click();
+    const text = await waitForEditor((t) => t.includes('Please document the rounding rules'), 'the expanded entry');
+    assert(/pi-entry:[0-9a-f-]+\/10df8419/.test(text), `expanded entry shows its reference: ${text.slice(0, 400)}`);
+    assert((await activeTabTitle()).includes('Entry 10df8419'), `tab title: ${await activeTabTitle()}`);
+    await shot('recall-expanded');
+  });
+
+  await check('Expand Entry… opens an entry by reference', async () => {
+    await runCommand('Fabric: Expand Entry…');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill(`pi-entry:${id02}/662cb756`);
+    await page.keyboard.press('Enter');
+    const text = await waitForEditor((t) => t.includes('Add a CHANGELOG entry'), 'the expanded entry');
+    assert(text.includes(`pi-entry:${id02}/662cb756`), `reference shown: ${text.slice(0, 400)}`);
+    assert(text.includes('line 17'), `line shown: ${text.slice(0, 400)}`);
+    await shot('expand');
+  });
+
+  await check('hover previews an entry reference (served by the server)', async () => {
+    const line = page.locator('.editor-group-container.active .view-lines .view-line', { hasText: 'pi-entry:' }).first();
+    await line.waitFor({ state: 'visible' });
+    // Screen position of the text "pi-entry:" itself (tokens may split it across spans).
+    const box = await line.evaluate((el) => {
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const at = node.textContent.indexOf('pi-entry:');
+        if (at >= 0) {
+          const range = document.createRange();
+          range.setStart(node, at);
+          range.setEnd(node, Math.min(node.textContent.length, at + 20));
+          const r = range.getBoundingClientRect();
+          return { x: r.x, y: r.y, width: r.width, height: r.height };
+        }
+      }
+      return null;
+    });
+    assert(box, 'the reference is on screen');
+    const hover = page.locator('.monaco-hover-content');
+    for (let attempt = 0; attempt < 4; attempt += 1) {
+      await page.mouse.move(box.x + 2, box.y + box.height / 2);
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2, { steps: 4 });
+      try {
+        await hover.first().waitFor({ state: 'visible', timeout: 5000 });
+        break;
+      } catch {
+        await page.mouse.move(10, 10);
+        await page.waitForTimeout(300);
+      }
+    }
+    const text = clean(await hover.first().innerText());
+    assert(/CHANGELOG/.test(text) && text.includes('662cb756'), `hover text: ${text.slice(0, 400)}`);
+    await shot('hover');
+    await page.mouse.move(10, 10);
+  });
+
+  await check('Sessions… lists the fixture sessions', async () => {
+    await closeAllEditors();
+    await runCommand('Fabric: Sessions…');
+    const rows = await waitForRows((r) => r.length >= 6 && r.some((t) => t.includes(id02)), 'six sessions');
+    assert(rows.every((t) => /entries/.test(t)), `rows: ${rows.join(' | ')}`);
+    await shot('sessions');
+    await page.keyboard.press('Escape');
+  });
+
+  await check('Preview Compaction renders summary, cut point, budget and QA', async () => {
+    await closeAllEditors();
+    await runCommand('Fabric: Preview Compaction');
+    // No session file is active, so the command asks for one.
+    await waitForRows((r) => r.some((t) => t.includes(id02)), 'the session picker');
+    const rows = await quickPickRows();
+    const index = rows.findIndex((t) => t.includes(id02));
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index).click();
+    const text = await waitForEditor((t) => t.includes('Compaction preview'), 'the preview document');
+    assert(text.includes(id02), `preview names the session: ${text.slice(0, 300)}`);
+    assert(/outcome: \**compacted/.test(text), `outcome: ${text.slice(0, 400)}`);
+    assert(/First kept entry: pi-entry:/.test(text), `cut point: ${text.slice(0, 1200)}`);
+    for (const section of ['Cut point', 'Token budget', 'before', 'projected tokens after', 'QA']) {
+      assert(text.includes(section), `preview shows "${section}": ${text.slice(0, 1200)}`);
+    }
+    assert((await activeTabTitle()).startsWith('Compaction Preview'), `tab: ${await activeTabTitle()}`);
+    await shot('preview');
+    // The rest of the document: QA and the summary itself.
+    await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+End');
+    await waitForEditor((t) => t.includes('[Session Goal]') || /```\s*$/.test(t.trim()), 'the end of the summary');
+    await shot('preview-summary');
+  });
+} catch (err) {
+  failed += 1;
+  console.log(`not ok - harness`);
+  console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+} finally {
+  if (consoleErrors.length > 0) {
+    const relevant = consoleErrors.filter((e) => /fabric|extension host|activat/i.test(e));
+    for (const e of relevant.slice(0, 20)) console.log(`# console: ${e.slice(0, 400)}`);
+  }
+  await context?.close().catch(() => undefined);
+  await server?.stop().catch(() => undefined);
+  const csLog = path.join(tmp.root, 'cs', 'code-server.log');
+  if (failed > 0 && fs.existsSync(csLog)) {
+    console.log(fs.readFileSync(csLog, 'utf8').split('\n').slice(-30).map((l) => `# code-server: ${l}`).join('\n'));
+  }
+  log(`done; screenshots in ${shotDir}`);
+  if (!opts.keep && failed === 0) tmp.cleanup();
+  else console.log(`# kept ${tmp.root}`);
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 ? 0 : 1);
+}
