@@ -302,7 +302,8 @@ def attempt_commit(
         with store.locked(session_path):
             state = store.load(session_path)
             if state.last_intent_id == intent_id:
-                return Adopted(state.last)
+                # Another process finished this intent; adopt its record, if it made one.
+                return Adopted(state.last if state.last_record_intent_id == intent_id else None)
             state.committing = {
                 "intentId": intent_id,
                 "entryId": entry_id,

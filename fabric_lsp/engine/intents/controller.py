@@ -288,6 +288,7 @@ def finish_state(state: IntentState, intent_id: str, record: Optional[dict[str, 
         state.pending = state.pending_id = None
     if record is not None:
         state.last = record
+        state.last_record_intent_id = intent_id
     state.last_intent_id = intent_id
     if state.committing is not None and state.committing.get("intentId") == intent_id:
         state.committing = None

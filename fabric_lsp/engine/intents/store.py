@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -48,9 +48,9 @@ class IntentState:
     pending: Optional[dict[str, Any]] = None
     pending_id: Optional[str] = None
     last: Optional[dict[str, Any]] = None
-    last_intent_id: Optional[str] = None
+    last_intent_id: Optional[str] = None  # the last intent whose commit finished (any outcome)
+    last_record_intent_id: Optional[str] = None  # the intent `last` records
     committing: Optional[dict[str, Any]] = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": STATE_VERSION, "session": self.session}
@@ -61,6 +61,8 @@ class IntentState:
             out["last"] = self.last
         if self.last_intent_id is not None:
             out["lastIntentId"] = self.last_intent_id
+        if self.last_record_intent_id is not None:
+            out["lastRecordIntentId"] = self.last_record_intent_id
         if self.committing is not None:
             out["committing"] = self.committing
         return out
@@ -79,6 +81,8 @@ class IntentState:
             state.last = last
         if isinstance(obj.get("lastIntentId"), str):
             state.last_intent_id = obj["lastIntentId"]
+        if isinstance(obj.get("lastRecordIntentId"), str):
+            state.last_record_intent_id = obj["lastRecordIntentId"]
         committing = obj.get("committing")
         if isinstance(committing, dict):
             state.committing = committing

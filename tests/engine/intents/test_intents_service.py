@@ -387,3 +387,22 @@ def test_closing_stops_a_computation_and_keeps_the_intent(tmp_path):
         while not got and time.monotonic() < deadline:
             time.sleep(0.05)
     assert got and got[0][1]["status"] == "committed" and len(compactions(path)) == 1
+
+
+def test_an_intent_another_process_cleared_quietly_is_not_committed_again(tmp_path):
+    path = copy_fixture(tmp_path, "02")
+    before = path.read_bytes()
+    svc, got = service(tmp_path)
+    svc.request(path, {})
+    store = IntentStore(tmp_path / "state")
+    state = store.load(str(path))
+    from fabric_lsp.engine.intents.controller import finish_state
+
+    # Another process captured the same intent earlier and cleared it quietly, after this
+    # process had captured it too: simulate by marking it finished while it stays pending here.
+    pending, pid = state.pending, state.pending_id
+    finish_state(state, pid, None)
+    state.pending, state.pending_id = pending, pid
+    store.save(state)
+    assert svc.maybe_commit(path) is None
+    assert path.read_bytes() == before and got == []
