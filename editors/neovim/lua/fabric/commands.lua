@@ -162,7 +162,7 @@ local function status_lines(session, result)
   local lines = { 'Fabric: ' .. session }
   if type(result.pending) == 'table' then
     local p = result.pending
-    local line = ('  pending compaction requested by %s at %s'):format(tostring(p.requestedBy), tostring(p.requestedAt))
+    local line = ('  pending compaction requested by %s at %s'):format(tostring(p.requestedBy), ui.time(p.requestedAt))
     if ui.present(p.instructions) then
       line = line .. ': ' .. ui.excerpt(p.instructions, 80)
     end
@@ -172,7 +172,7 @@ local function status_lines(session, result)
   end
   if type(result.last) == 'table' then
     local l = result.last
-    local line = ('  last: %s at %s by %s'):format(tostring(l.status), tostring(l.at), tostring(l.requestedBy))
+    local line = ('  last: %s at %s by %s'):format(tostring(l.status), ui.time(l.at), tostring(l.requestedBy))
     if ui.present(l.tokensBefore) then
       line = line .. (', %s tokens before'):format(l.tokensBefore)
     end

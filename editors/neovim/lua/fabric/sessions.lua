@@ -10,7 +10,7 @@ M.known_ids = {}
 
 ---@param info table SessionInfo
 function M.format_item(info)
-  local when = ui.present(info.lastTs) and tostring(info.lastTs) or '?'
+  local when = ui.time(info.lastTs)
   return ('%s  %s  %d entries  %s'):format(
     tostring(info.sessionId),
     when,

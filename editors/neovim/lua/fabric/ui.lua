@@ -133,6 +133,18 @@ function M.excerpt_around(text, query, max)
   return '…' .. M.excerpt(vim.fn.strcharpart(flat, start), max - 1)
 end
 
+---A timestamp from the server (epoch milliseconds or an ISO string) as ISO-8601 UTC.
+---@param value any
+---@return string
+function M.time(value)
+  if type(value) == 'number' then
+    return os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(value / 1000)) --[[@as string]]
+  elseif value == nil or value == vim.NIL then
+    return '?'
+  end
+  return tostring(value)
+end
+
 ---@param value any
 ---@return boolean
 function M.present(value)

@@ -19,7 +19,7 @@ function M.expanded(result)
       meta[#meta + 1] = 'tool: ' .. e.toolName
     end
     if ui.present(e.timestamp) then
-      meta[#meta + 1] = tostring(e.timestamp)
+      meta[#meta + 1] = ui.time(e.timestamp)
     end
     if e.isError then
       meta[#meta + 1] = 'error'
