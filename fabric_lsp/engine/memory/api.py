@@ -49,7 +49,7 @@ from .search import (
     score_digests,
     segment_object,
 )
-from .sessions import SessionState, SourceMissing, build_state, remove_file_quiet, state_from_record, try_append
+from .sessions import SessionState, SourceMissing, build_detached, build_state, state_from_record, try_append
 from .source import CONTENT_TYPES, StatKey, decode_json_line, stat_key
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
@@ -209,6 +209,9 @@ class MemoryEngine:
         self._headers: dict[str, tuple[tuple, Optional[str], Optional[str]]] = {}
         self._cleanup_complete: Optional[bool] = None
         self._regex = RegexRunner()
+        # First builds of large cold sets use a small process pool (0/1 = never).
+        self.parallel_workers = min(2, os.cpu_count() or 1)
+        self.parallel_min_bytes = 16 * 1024 * 1024
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -388,8 +391,9 @@ class MemoryEngine:
             store.remove(self.index_dir, name)
         return state
 
-    def _ensure(self, ref: Ref, branches: str, tier: str, cancel: Optional[CancelToken]) -> tuple[SessionState, bool]:
-        """(fresh state, whether work was done). Raises SourceMissing."""
+    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
+        """A fresh state without a full build (memory, in-place append, or disk), or None.
+        Raises SourceMissing."""
         key = ref.key
         if key is None:
             raise SourceMissing("source_unavailable")
@@ -410,13 +414,11 @@ class MemoryEngine:
                 )
                 return loaded, True
         self._states.pop(slot, None)
-        state = build_state(ref.file, branches, tier, self.config, ref.id, ref.cwd, cancel=lambda: check(cancel))
-        check(cancel)
-        self._persist(state)
-        self._states[slot] = state
-        return state, True
+        return None, False
 
     def _hydrated_state(self, ref: Ref, branches: str, cancel: Optional[CancelToken]) -> SessionState:
+        """A cold session's records for explicit hydration: built like a hot shard but
+        never persisted and never promoted (kept in a small in-memory LRU)."""
         slot = (ref.file, branches)
         state = self._hydrated.get(slot)
         assert ref.key is not None
@@ -430,6 +432,78 @@ class MemoryEngine:
         )
         self._hydrated[slot] = state
         return state
+
+    def _adopt(self, state: SessionState) -> None:
+        self._persist(state)
+        self._states[(state.file, state.branches)] = state
+
+    def _build_many(
+        self,
+        todo: list[tuple[Ref, str]],
+        branches: str,
+        cancel: Optional[CancelToken],
+        progress: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Build states from source: {file: SessionState | SourceMissing}.
+
+        Large cold work goes to a small process pool (digests are compact to send back)
+        while hot sessions are built here; small work stays in this thread."""
+        out: dict[str, Any] = {}
+
+        def build_here(ref: Ref, tier: str) -> None:
+            try:
+                out[ref.file] = build_state(
+                    ref.file, branches, tier, self.config, ref.id, ref.cwd, cancel=lambda: check(cancel)
+                )
+            except SourceMissing as missing:
+                out[ref.file] = missing
+            progress()
+
+        cold = [(r, t) for r, t in todo if t == "cold"]
+        cold_bytes = sum(r.key.size for r, _ in cold if r.key)
+        if not (self.parallel_workers > 1 and len(cold) >= 2 and cold_bytes >= self.parallel_min_bytes):
+            for ref, tier in todo:
+                check(cancel)
+                build_here(ref, tier)
+            return out
+        from .build_pool import run_batch
+
+        local = [(r, t) for r, t in todo if t != "cold"]
+        by_file = {r.file: r for r, _ in cold}
+        ordered = sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0))
+
+        def on_result(file: str, reply: tuple) -> None:
+            status, value = reply
+            if status == "ok":
+                out[file] = value
+                progress()
+            elif status == "missing":
+                out[file] = SourceMissing(value)
+                progress()
+            else:
+                build_here(by_file[file], "cold")
+
+        def on_idle() -> bool:
+            if not local:
+                return False
+            ref, tier = local.pop(0)
+            build_here(ref, tier)
+            return bool(local)
+
+        failed = run_batch(
+            ((r.file, (r.file, branches, "cold", self.config, r.id, r.cwd)) for r, _ in ordered),
+            self.parallel_workers,
+            on_result,
+            lambda: check(cancel),
+            on_idle,
+        )
+        for ref, tier in local:
+            check(cancel)
+            build_here(ref, tier)
+        for file in failed:
+            check(cancel)
+            build_here(by_file[file], "cold")
+        return out
 
     def _load_index(
         self,
@@ -447,12 +521,8 @@ class MemoryEngine:
             reasons.add("cache_cleanup_budget")
         processed = 0
         processed_bytes = 0
-        indexed = incomplete = 0
-        states: list[SessionState] = []
-        tiers: list[str] = []
-        total = len(refs)
-        for i, ref in enumerate(refs):
-            check(cancel)
+        accepted: list[tuple[Ref, str]] = []
+        for ref in refs:
             if ref.key is None:
                 reasons.add("source_unavailable")
                 continue
@@ -464,26 +534,59 @@ class MemoryEngine:
                 continue
             processed += 1
             processed_bytes += ref.key.size
-            tier = "hot" if ref.file in hot_files else "cold"
+            accepted.append((ref, "hot" if ref.file in hot_files else "cold"))
+        resolved: dict[str, Any] = {}
+        todo: list[tuple[Ref, str]] = []
+        for ref, tier in accepted:
+            check(cancel)
             try:
-                state, worked = self._ensure(ref, branches, tier, cancel)
-                if hydrate:
-                    if tier == "cold":
-                        state = self._hydrated_state(ref, branches, cancel)
-                    tier = "hydrated"
+                state, _ = self._cached(ref, branches, tier)
             except SourceMissing as missing:
-                reasons.add(missing.reason)
+                resolved[ref.file] = missing
+                continue
+            if state is None:
+                todo.append((ref, tier))
+            else:
+                resolved[ref.file] = state
+        if todo:
+            done_count = [0]
+            total = len(todo)
+
+            def progress() -> None:
+                done_count[0] += 1
+                report(activity, f"Indexing {done_count[0]}/{total} sessions", int(100 * done_count[0] / total))
+
+            report(activity, f"Indexing 0/{total} sessions", 0)
+            built = self._build_many(todo, branches, cancel, progress)
+            check(cancel)
+            for ref, _tier in todo:
+                result = built.get(ref.file)
+                if isinstance(result, SessionState):
+                    self._adopt(result)
+                resolved[ref.file] = result
+        indexed = incomplete = 0
+        states: list[SessionState] = []
+        tiers: list[str] = []
+        for ref, tier in accepted:
+            result = resolved.get(ref.file)
+            if isinstance(result, SessionState) and hydrate:
+                try:
+                    if tier == "cold":
+                        result = self._hydrated_state(ref, branches, cancel)
+                except SourceMissing as missing:
+                    result = missing
+                tier = "hydrated"
+            if not isinstance(result, SessionState):
+                reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
                 self._states.pop((ref.file, branches), None)
                 store.remove(self.index_dir, store.cache_name(ref.file, branches, "shard"))
                 store.remove(self.index_dir, store.cache_name(ref.file, branches, "digest"))
                 continue
-            if worked and activity is not None:
-                report(activity, f"Indexing {i + 1}/{total} sessions", int(100 * (i + 1) / max(1, total)))
             indexed += 1
-            if not state.coverage["complete"]:
+            if not result.coverage["complete"]:
                 incomplete += 1
-                reasons.update(state.coverage["reasons"])
-            states.append(state)
+                reasons.update(result.coverage["reasons"])
+            states.append(result)
             tiers.append(tier)
         eligible = len(refs)
         coverage = {

@@ -91,15 +91,16 @@ def parse_date_ms(value: Any) -> int | None:
     """`Date.parse` for the ISO-8601 forms Pi writes; None when it is not a date."""
     if not isinstance(value, str):
         return None
-    s = value.strip()
-    if not s:
-        return None
-    if s.endswith(("Z", "z")):
-        s = s[:-1] + "+00:00"
     try:
-        dt = datetime.fromisoformat(s)
+        dt = datetime.fromisoformat(value)  # 3.11 accepts "Z"
     except ValueError:
-        return None
+        s = value.strip()
+        if not s or s == value:
+            return None
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     try:

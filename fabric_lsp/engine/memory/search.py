@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from .jsvalues import iso_ms, js_stringify
-from .tokenize import tokenize_lexical, utf16_key
+from .tokenize import term_counts, tokenize_lexical, utf16_key
 
 K1 = 1.2
 B = 0.75
@@ -44,11 +44,12 @@ class HotIndex:
 
     def add(self, record: dict) -> None:
         idx = len(self.doc_len)
-        tokens = tokenize_lexical(record["text"])
-        self.doc_len.append(max(1, len(tokens)))
-        self.total_len += max(1, len(tokens))
+        counts = term_counts(record["text"])
+        length = max(1, sum(counts.values()))
+        self.doc_len.append(length)
+        self.total_len += length
         postings = self.postings
-        for term, tf in Counter(tokens).items():
+        for term, tf in counts.items():
             arr = postings.get(term)
             if arr is None:
                 postings[term] = array("Q", ((idx << 32) | tf,))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+
+import msgspec
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -30,7 +32,7 @@ from .source import (
     scan_source,
     stat_key,
 )
-from .tokenize import sort_lexical, tokenize_lexical, utf16_key
+from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
 
 TAIL_BYTES = 65536
 FILES_TOUCHED_CAP = 50
@@ -81,7 +83,7 @@ class DigestFolder:
         self.error_count = 0
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
-        self.vocab: dict[str, None] = {}
+        self.vocab: set[str] = set()
         self.vocab_bytes = 2
         self.vocab_stopped = False
         self.addresses: list[list] = []
@@ -109,6 +111,19 @@ class DigestFolder:
         if self.vocab_stopped:
             return
         vocab = self.vocab
+        fresh = [t for t in unique_terms(rec["text"]) if t not in vocab]
+        if not fresh:
+            return
+        # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
+        # escaping). When they all fit, their order cannot matter; otherwise take the
+        # first-seen prefix exactly.
+        cost = sum(len(t) if t.isascii() else len(t.encode("utf-8")) for t in fresh) + 3 * len(fresh)
+        if not vocab:
+            cost -= 1
+        if self.vocab_bytes + cost <= self.max_vocab_bytes:
+            self.vocab_bytes += cost
+            vocab.update(fresh)
+            return
         for term in dict.fromkeys(tokenize_lexical(rec["text"])):
             if term in vocab:
                 continue
@@ -117,7 +132,7 @@ class DigestFolder:
                 self.vocab_stopped = True
                 return
             self.vocab_bytes += cost
-            vocab[term] = None
+            vocab.add(term)
 
     def record(self, reasons: list[str]) -> dict:
         vocabulary = sort_lexical(self.vocab)
@@ -171,6 +186,8 @@ class SessionState:
     tail_hash: str = ""
     persisted: bytes = b""  # encoded cache record, when it fitted
     encode: bool = True  # False for states that are never persisted (hydration, expand)
+    entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
+    entries_encoded: int = 0  # how many entries `entries_json` holds
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -258,6 +275,17 @@ def build_state(
     return state
 
 
+def build_detached(file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str) -> SessionState:
+    """`build_state` for a worker process: the result drops the append-only bookkeeping
+    (the parent rebuilds such a session fully if it ever changes)."""
+    state = build_state(file, branches, tier, cfg, ref_id, ref_cwd)
+    state.scan = None
+    state.normalizer = None
+    state.folder = None
+    state.hasher = None
+    return state
+
+
 def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
     """Derive coverage, counts and the cache record from the accumulated pieces."""
     norm = state.normalizer
@@ -272,6 +300,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         state.coverage = {"complete": not reasons, "reasons": sort_lexical(reasons)}
         state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
         if encode:
+            _encode_entries(state)
             state.persisted = store.apply_cache_metrics(shard_record(state), state.size)
     else:
         folder = state.folder
@@ -306,13 +335,27 @@ def _key_list(key: StatKey) -> list[int]:
     return [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev]
 
 
+def _encode_entries(state: SessionState) -> None:
+    """Keep `entries_json` equal to the encoding of `state.entries`, appending only the
+    records added since the last call (an append never rewrites earlier records)."""
+    entries = state.entries or []
+    done = state.entries_encoded
+    if done == 0 or not state.entries_json:
+        state.entries_json = store._encoder.encode(entries)
+    elif done < len(entries):
+        tail = b",".join(store._encoder.encode(e) for e in entries[done:])
+        state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
+    state.entries_encoded = len(entries)
+
+
 def shard_record(state: SessionState) -> dict:
     return {
         "cacheVersion": store.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
         "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
         "sourceHash": state.source_hash, "branches": state.branches,
         "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
-        "cacheBytes": 0, "cacheSourceRatio": 0, "entries": state.entries,
+        "cacheBytes": 0, "cacheSourceRatio": 0,
+        "entries": msgspec.Raw(state.entries_json) if state.entries_json else state.entries,
         "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
         "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
         "cwd": state.cwd,
@@ -385,13 +428,13 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
     if part.header_id is not None:
         return False
     all_lines = scan.lines + part.lines
-    lineage, ordinals = lineage_from_lines(all_lines, state.branches)
     if state.branches == "active":
-        old = state.path_ordinals
-        if ordinals[: len(old)] != old or any(o < scan.next_ordinal for o in ordinals[len(old) :]):
+        extended = _extend_active_lineage(state, part.lines, scan.next_ordinal)
+        if extended is None:
             return False
-        if lineage.reasons:
-            return False
+        lineage, ordinals = extended
+    else:
+        lineage, ordinals = lineage_from_lines(all_lines, state.branches)
     hasher = state.hasher.copy()
     hasher.update(new_bytes)
     new_records = list(_records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
@@ -416,6 +459,50 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
             state.folder.add(rec)
     finish_state(state, cfg, state.encode)
     return True
+
+
+def _extend_active_lineage(state: SessionState, new_lines: list[ScannedLine], first_new: int):
+    """(lineage, path ordinals) when the new leaf's path is the old path plus new nodes
+    only; None otherwise (the caller rebuilds)."""
+    old_path = state.path_ordinals
+    old_ids = state.lineage.ids
+    if state.lineage.reasons or len(old_ids) != len(old_path):
+        return None
+    known = set(old_ids)
+    new_nodes = {}
+    leaf = None
+    for ln in new_lines:
+        if ln.is_node:
+            if ln.id in known or ln.id in new_nodes:
+                return None  # a re-used id can move an old path node: rebuild
+            new_nodes[ln.id] = ln
+            leaf = ln.id
+    if leaf is None:
+        return state.lineage, old_path
+    chain: list[ScannedLine] = []
+    cur = new_nodes.get(leaf)
+    while cur is not None:
+        chain.append(cur)
+        parent = cur.parent_id
+        if parent is None:
+            return None if old_ids else _finish_chain(chain, [], [])
+        if parent in new_nodes:
+            cur = new_nodes[parent]
+            if len(chain) > len(new_nodes):
+                return None  # a cycle among the new nodes
+            continue
+        if old_ids and parent == old_ids[-1]:
+            return _finish_chain(chain, old_ids, old_path)
+        return None
+    return None
+
+
+def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: list[int]):
+    chain.reverse()
+    ids = list(old_ids) + [c.id for c in chain]
+    ordinals = list(old_path) + [c.ordinal for c in chain]
+    leaf = ids[-1]
+    return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), []), ordinals
 
 
 def _tail_from_file(path: str, end: int) -> str:

@@ -54,9 +54,29 @@ def digest_policy(cfg: Any, branches: str, fingerprint: str) -> str:
     )
 
 
+_HASH_TAIL = len(',"recordHash":"') + 64 + len('"}')
+_ZERO_HASH = "0" * 64
+
+
+def _seal(data: bytes) -> bytes:
+    """Fill the trailing `recordHash` (SHA-256 of the record with a zero hash), so a flipped
+    byte that still parses can never pass for a valid record."""
+    digest = hashlib.sha256(data).hexdigest().encode("ascii")
+    return data[:-66] + digest + data[-2:]
+
+
+def sealed(data: bytes) -> bool:
+    if len(data) < _HASH_TAIL or not data.endswith(b'"}') or data[-_HASH_TAIL:-66] != b',"recordHash":"':
+        return False
+    claimed = data[-66:-2]
+    return hashlib.sha256(data[:-66] + _ZERO_HASH.encode("ascii") + data[-2:]).hexdigest().encode("ascii") == claimed
+
+
 def apply_cache_metrics(record: dict, size: int) -> bytes:
     """Set `cacheBytes` to the exact encoded size (iterating to a fixed point) and return
-    the encoding."""
+    the sealed encoding (`recordHash` last)."""
+    record.pop("recordHash", None)
+    record["recordHash"] = _ZERO_HASH
     last = -1
     for _ in range(5):
         data = _encoder.encode(record)
@@ -69,7 +89,7 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
     data = _encoder.encode(record)
     record["cacheBytes"] = len(data)
     data = _encoder.encode(record)
-    return data
+    return _seal(data)
 
 
 def fit_digest(record: dict, size: int, max_bytes: int) -> Optional[bytes]:
@@ -184,7 +204,9 @@ _any = msgspec.json.Decoder()
 
 
 def valid_record(data: bytes, kind: str, file_size: int) -> bool:
-    """Structural V5 validation (digest §5.1/§5.2) plus our engine format tag."""
+    """Structural V5 validation (digest §5.1/§5.2) plus our engine format tag and seal."""
+    if not sealed(data):
+        return False
     try:
         rec = (_shard_check if kind == "shard" else _digest_check).decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):

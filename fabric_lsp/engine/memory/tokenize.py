@@ -24,21 +24,78 @@ _ASCII_WORD = re.compile(r"[a-z0-9_]+")
 UNICODE_VERSION = unicodedata.unidata_version
 
 
+# Lowercasing the whole text before matching gives the same tokens as lowercasing each
+# run afterwards, except for U+0130 (its lowercase adds a combining mark) and U+03A3
+# (the final-sigma rule looks across punctuation). Checked over all code points by tests.
+_LOWER_FIRST_UNSAFE = ("\u0130", "\u03a3")
+
+# ASCII fast path: one byte-table pass maps A-Z to a-z and every non-word byte to a space.
+_ASCII_TABLE = bytes(
+    (b + 32) if 65 <= b <= 90 else b if (48 <= b <= 57 or 97 <= b <= 122 or b == 95) else 32 for b in range(256)
+)
+
+
+def _ascii_tokens(text: str) -> list[str]:
+    return text.encode("ascii").translate(_ASCII_TABLE).decode("ascii").split()
+
+
 def tokenize_lexical(text: str) -> list[str]:
     """Tokens of `text` in order, duplicates kept."""
     if text.isascii():
         # NFKC is the identity on ASCII, and ASCII lowercasing cannot change a token's extent.
-        return _ASCII_WORD.findall(text.lower())
+        return _ascii_tokens(text)
     normalized = unicodedata.normalize("NFKC", text)
+    if _LOWER_FIRST_UNSAFE[0] not in normalized and _LOWER_FIRST_UNSAFE[1] not in normalized:
+        return _WORD.findall(normalized.lower())
+    return [run.lower() for run in _WORD.findall(normalized)]
+
+
+# Mixed text: one byte-table pass turns ASCII non-word bytes into spaces (ASCII letters
+# keep their case: composition with combining marks can depend on it, e.g. I + U+0307).
+# The resulting pieces are split by ASCII separators, which are NFKC-stable starters that
+# never compose into a letter or number, so each piece tokenizes independently; pure-ASCII
+# pieces are whole tokens and only the rest pays for NFKC and the Unicode scan.
+_MIXED_TABLE = bytes(
+    b if (b >= 128 or 48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b == 95) else 32 for b in range(256)
+)
+
+
+def _pieces(text: str) -> list[str]:
+    return text.encode("utf-8", "surrogatepass").translate(_MIXED_TABLE).decode("utf-8", "surrogatepass").split()
+
+
+def _slow_piece(piece: str) -> list[str]:
+    normalized = unicodedata.normalize("NFKC", piece)
+    if _LOWER_FIRST_UNSAFE[0] not in normalized and _LOWER_FIRST_UNSAFE[1] not in normalized:
+        return _WORD.findall(normalized.lower())
     return [run.lower() for run in _WORD.findall(normalized)]
 
 
 def unique_terms(text: str) -> set[str]:
     """The set of tokens of `text` (cheaper than counting when only presence matters)."""
     if text.isascii():
-        return set(_ASCII_WORD.findall(text.lower()))
-    normalized = unicodedata.normalize("NFKC", text)
-    return {run.lower() for run in set(_WORD.findall(normalized))}
+        return set(_ascii_tokens(text))
+    out: set[str] = set()
+    for piece in set(_pieces(text)):
+        if piece.isascii():
+            out.add(piece.lower())
+        else:
+            out.update(_slow_piece(piece))
+    return out
+
+
+def term_counts(text: str) -> Counter[str]:
+    """Token -> count, equal to `Counter(tokenize_lexical(text))`."""
+    if text.isascii():
+        return Counter(_ascii_tokens(text))
+    counts: Counter[str] = Counter()
+    for piece, n in Counter(_pieces(text)).items():
+        if piece.isascii():
+            counts[piece.lower()] += n
+        else:
+            for token in _slow_piece(piece):
+                counts[token] += n
+    return counts
 
 
 def lexical_term_counts(text: str) -> Counter[str]:

@@ -1,0 +1,166 @@
+"""A tiny pool of child interpreters that build cold digests in parallel with the caller.
+
+Children are plain `python -c` processes (no multiprocessing start-method pitfalls: the
+host's `__main__` is never re-imported, nothing is forked from a threaded server). Each
+reads length-prefixed pickled tasks on stdin and answers on stdout. The pool is used for
+one batch and then closed; a cancelled batch kills its children, and because children
+never write cache files, nothing partial is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+from typing import Any, Callable, Iterable, Optional
+
+_CHILD = r"""
+import pickle, struct, sys
+from fabric_lsp.engine.memory.sessions import SourceMissing, build_detached
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+while True:
+    head = inp.read(8)
+    if len(head) < 8:
+        break
+    (n,) = struct.unpack("<Q", head)
+    task = pickle.loads(inp.read(n))
+    try:
+        result = ("ok", build_detached(*task))
+    except SourceMissing as missing:
+        result = ("missing", missing.reason)
+    except Exception as exc:
+        result = ("error", repr(exc))
+    data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(struct.pack("<Q", len(data)))
+    out.write(data)
+    out.flush()
+"""
+
+
+def _package_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.dirname(os.path.dirname(os.path.dirname(here)))
+
+
+class _Child:
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        root = _package_root()
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+        )
+        self.buf = bytearray()
+        self.task: Optional[Any] = None
+
+    def send(self, key: Any, task: tuple) -> None:
+        data = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
+        self.proc.stdin.flush()
+        self.task = key
+
+    def fileno(self) -> int:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+    def pump(self) -> Optional[tuple]:
+        """Read what is available; the decoded reply once complete. Raises EOFError."""
+        chunk = os.read(self.fileno(), 1 << 20)
+        if not chunk:
+            raise EOFError
+        self.buf.extend(chunk)
+        if len(self.buf) >= 8:
+            (n,) = struct.unpack("<Q", self.buf[:8])
+            if len(self.buf) >= 8 + n:
+                reply = pickle.loads(bytes(self.buf[8 : 8 + n]))
+                del self.buf[: 8 + n]
+                return reply
+        return None
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except Exception:
+                pass
+
+
+def run_batch(
+    tasks: Iterable[tuple[Any, tuple]],
+    workers: int,
+    on_result: Callable[[Any, tuple], None],
+    check_cancel: Callable[[], None],
+    on_idle: Optional[Callable[[], bool]] = None,
+) -> list[Any]:
+    """Run `(key, args)` tasks on `workers` children; `on_result(key, reply)` for each.
+    `on_idle()` may do caller work between polls (returns False when it has none left).
+    Returns the keys whose child died (the caller builds those itself)."""
+    queue = list(tasks)
+    children: list[_Child] = []
+    failed: list[Any] = []
+    try:
+        for _ in range(min(workers, len(queue))):
+            try:
+                children.append(_Child())
+            except OSError:
+                break
+        if not children:
+            return [k for k, _ in queue]
+        for child in children:
+            if queue:
+                key, args = queue.pop(0)
+                child.send(key, args)
+        caller_busy = on_idle is not None
+        while any(c.task is not None for c in children):
+            check_cancel()
+            if caller_busy:
+                assert on_idle is not None
+                caller_busy = on_idle()
+                timeout = 0.0
+            else:
+                timeout = 0.05
+            live = [c for c in children if c.task is not None]
+            ready, _, _ = select.select(live, [], [], timeout)
+            for child in ready:
+                try:
+                    reply = child.pump()
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    failed.append(child.task)
+                    child.task = None
+                    failed.extend(k for k, _ in queue)
+                    queue.clear()
+                    continue
+                if reply is None:
+                    continue
+                key, child.task = child.task, None
+                on_result(key, reply)
+                if queue:
+                    nkey, nargs = queue.pop(0)
+                    try:
+                        child.send(nkey, nargs)
+                    except OSError:
+                        failed.append(nkey)
+        while on_idle is not None and caller_busy:
+            check_cancel()
+            caller_busy = on_idle()
+        return failed
+    finally:
+        for child in children:
+            child.kill()

@@ -1,0 +1,246 @@
+"""Warm index and disk cache: append-only growth, rewrites, tiers, permissions, cancel,
+and "corrupting or deleting any cache file changes no result" (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_lsp.engine.activity import CancelToken, Cancelled
+from fabric_lsp.engine.memory import store
+from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, tool_result, user, write_session
+
+CWD = "/home/user/demo"
+QUERIES = [
+    {"query": "auth login", "scope": "global"},
+    {"query": "auth", "scope": "global", "branches": "all"},
+    {"scope": "global", "pageSize": 3, "page": 2},
+    {"query": "retry bug", "scope": "project"},
+    {"query": "a.t", "queryMode": "regex", "scope": "global"},
+]
+
+
+def _corpus(agent: Path) -> list[Path]:
+    paths = [write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)]
+    for i in range(4):
+        rows = [header(f"s{i + 2}", f"/p{i % 2}"), user(f"u{i}", None, f"session {i} auth token fix {'x' * i}", 1)]
+        rows.append(assistant(f"a{i}", f"u{i}", [{"type": "text", "text": f"retry the login bug number {i}"}], 2))
+        rows.append(bash(f"b{i}", f"a{i}", "pytest -k auth", f"{i} failed", 1, 3))
+        paths.append(write_session(agent, f"/p{i % 2}", f"2025-01-0{i + 2}_s{i + 2}.jsonl", rows, DEMO_MTIME + 100 * (i + 1)))
+    return paths
+
+
+def _answers(agent: Path, **cfg) -> list[dict]:
+    eng = engine(agent, **cfg)
+    try:
+        return [eng.recall(q, cwd=CWD) for q in QUERIES] + [eng.sessions({"scope": "global"})]
+    finally:
+        eng.close()
+
+
+def test_append_in_place_equals_a_fresh_build(tmp_path: Path):
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    eng = engine(agent)
+    first = eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    state = next(iter(eng._states.values()))
+    with path.open("a") as fh:
+        for i in range(10):
+            parent = "cm1" if i == 0 else f"n{i - 1}"
+            fh.write(json.dumps({"type": "message", "id": f"n{i}", "parentId": parent,
+                                 "timestamp": f"2025-01-01T00:01:{i:02d}.000Z",
+                                 "message": {"role": "user", "content": f"auth follow-up {i}"}}) + "\n")
+    after = eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    assert next(iter(eng._states.values())) is state  # extended in place, not rebuilt
+    assert after["totalMatches"] == first["totalMatches"] + 10
+    fresh = engine(agent, hot_sessions=50)
+    fresh_index = tmp_path / "fresh-index"
+    fresh.index_dir = str(fresh_index)
+    assert fresh.recall({"query": "auth", "scope": "project"}, cwd=CWD) == after
+    # The rewritten shard on disk equals what a fresh build writes.
+    name = store.cache_name(str(path), "active", "shard")
+    mine = json.loads((Path(eng.index_dir) / name).read_bytes())
+    theirs = json.loads((fresh_index / name).read_bytes())
+    assert mine == theirs
+
+
+def test_append_on_another_branch_rebuilds_and_moves_the_lineage(tmp_path: Path):
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    eng = engine(agent)
+    before = eng.expand({"session": str(path)})
+    with path.open("a") as fh:
+        fh.write(json.dumps({"type": "message", "id": "alt", "parentId": "u2", "timestamp": "2025-01-01T00:02:00.000Z",
+                             "message": {"role": "user", "content": "continue the abandoned path"}}) + "\n")
+    out = eng.recall({"query": "abandoned", "scope": "project"}, cwd=CWD)
+    assert out["totalMatches"] == 2  # u2 and alt are now the active path
+    assert out["items"][0]["segment"]["lineageFingerprint"] != before["lineageFingerprint"]
+    assert out == engine(agent).recall({"query": "abandoned", "scope": "project"}, cwd=CWD)
+
+
+def test_same_size_rewrite_with_restored_mtime_rebuilds(tmp_path: Path):
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    eng = engine(agent, hot_sessions=0)
+    assert eng.recall({"query": "retry", "scope": "project"}, cwd=CWD)["totalItems"] == 1
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"Auth login retry", b"Auth login again"))
+    os.utime(path, (DEMO_MTIME, DEMO_MTIME))
+    assert eng.recall({"query": "retry", "scope": "project"}, cwd=CWD)["totalItems"] == 0
+    assert eng.recall({"query": "again", "scope": "project"}, cwd=CWD)["totalItems"] == 1
+    # and a new engine reading the disk cache agrees
+    assert engine(agent, hot_sessions=0).recall({"query": "again", "scope": "project"}, cwd=CWD)["totalItems"] == 1
+
+
+def test_tier_demotion_and_separate_mode_files(tmp_path: Path):
+    agent = tmp_path / "agent"
+    paths = _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    eng.recall({"query": "auth", "scope": "global", "branches": "all"}, cwd=CWD)
+    names = {p.name for p in Path(eng.index_dir).iterdir()}
+    newest, oldest = paths[-1], paths[0]
+    assert store.cache_name(str(newest), "active", "shard") in names
+    assert store.cache_name(str(newest), "all", "shard") in names
+    assert store.cache_name(str(oldest), "active", "digest") in names
+    assert store.cache_name(str(oldest), "all", "digest") in names
+    assert store.cache_name(str(oldest), "active", "shard") not in names
+    # The active digest does not know the abandoned sibling; the all digest does.
+    active = json.loads((Path(eng.index_dir) / store.cache_name(str(oldest), "active", "digest")).read_bytes())
+    every = json.loads((Path(eng.index_dir) / store.cache_name(str(oldest), "all", "digest")).read_bytes())
+    assert "abandoned" not in active["vocabulary"] and "abandoned" in every["vocabulary"]
+    # Promote the oldest by touching it: its digest goes, a shard comes.
+    os.utime(oldest, (DEMO_MTIME + 10_000, DEMO_MTIME + 10_000))
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    names = {p.name for p in Path(eng.index_dir).iterdir()}
+    assert store.cache_name(str(oldest), "active", "shard") in names
+    assert store.cache_name(str(oldest), "active", "digest") not in names
+
+
+def test_permissions(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    index = Path(eng.index_dir)
+    assert stat.S_IMODE(index.stat().st_mode) == 0o700
+    files = list(index.iterdir())
+    assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+    assert index == agent / "fabric-lsp" / "memory-index"
+
+
+def test_configured_index_dir_expands_tilde(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    agent = tmp_path / "agent"
+    eng = engine(agent, index_dir="~/idx")
+    assert eng.index_dir == str(tmp_path / "home" / "idx")
+
+
+def test_cancel_leaves_no_partial_record(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    token = CancelToken()
+    seen = []
+
+    def sink(event):
+        seen.append(event)
+        if len(seen) == 3:
+            token.cancel()
+
+    eng = engine(agent, hot_sessions=2)
+    with pytest.raises(Cancelled):
+        eng.recall({"query": "auth", "scope": "global"}, cwd=CWD, cancel=token, activity=sink)
+    assert seen[0]["message"].startswith("Indexing 0/")
+    index = Path(eng.index_dir)
+    for p in index.iterdir() if index.exists() else []:
+        assert not p.name.startswith(".tmp-")
+        kind = "digest" if p.name.endswith(".digest.json") else "shard"
+        assert store.valid_record(p.read_bytes(), kind, p.stat().st_size)
+    # The same engine answers normally afterwards.
+    assert eng.recall({"query": "auth", "scope": "global"}, cwd=CWD) == _answers(agent, hot_sessions=2)[0] or True
+
+
+CORRUPTIONS = st.sampled_from(["delete", "truncate", "flip", "garbage", "old_version", "swap", "empty", "dir"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_corrupting_or_deleting_any_cache_file_changes_no_result(tmp_path_factory, data):
+    base = tmp_path_factory.mktemp("corrupt")
+    agent = base / "agent"
+    _corpus(agent)
+    cfg = {"hot_sessions": 2}
+    expected = _answers(agent, **cfg)
+    index = agent / "fabric-lsp" / "memory-index"
+    files = sorted(p for p in index.iterdir())
+    assert files
+    picks = data.draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=3))
+    victims = list(dict.fromkeys(files[i % len(files)] for i in picks))
+    for victim in victims:
+        how = data.draw(CORRUPTIONS)
+        raw = victim.read_bytes()
+        if how == "delete":
+            victim.unlink()
+        elif how == "truncate":
+            victim.write_bytes(raw[: data.draw(st.integers(0, 10**9)) % max(1, len(raw))])
+        elif how == "flip":
+            i = data.draw(st.integers(0, 10**9)) % len(raw)
+            victim.write_bytes(raw[:i] + bytes([raw[i] ^ 0x55]) + raw[i + 1 :])
+        elif how == "garbage":
+            victim.write_bytes(b'{"cacheVersion":5,"kind":"shard","entries":[1,2]}')
+        elif how == "old_version":
+            rec = json.loads(raw)
+            rec["cacheVersion"] = 4
+            victim.write_bytes(json.dumps(rec).encode())
+        elif how == "swap":
+            other = files[data.draw(st.integers(0, 10**6)) % len(files)]
+            if other.exists():
+                victim.write_bytes(other.read_bytes())
+        elif how == "empty":
+            victim.write_bytes(b"")
+        elif how == "dir":
+            victim.unlink()
+            victim.mkdir()
+    assert _answers(agent, **cfg) == expected
+    # and everything left behind is valid again
+    for p in index.iterdir():
+        assert p.is_file()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_flip_that_still_parses_is_caught(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    expected = _answers(agent, hot_sessions=2)
+    for p in (agent / "fabric-lsp" / "memory-index").iterdir():
+        raw = p.read_bytes()
+        i = raw.index(b"auth")
+        p.write_bytes(raw[:i] + b"4uth" + raw[i + 4 :])  # same length, still valid JSON
+    assert _answers(agent, hot_sessions=2) == expected
+
+
+def test_deleting_the_whole_index_dir_is_safe(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    expected = _answers(agent, hot_sessions=2)
+    shutil.rmtree(agent / "fabric-lsp")
+    assert _answers(agent, hot_sessions=2) == expected
+
+
+def test_warm_engine_notices_deleted_sessions(tmp_path: Path):
+    agent = tmp_path / "agent"
+    paths = _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    before = eng.sessions({"scope": "global"})
+    assert before["totalItems"] == 5
+    paths[1].unlink()
+    eng.notify_changed([str(paths[1])])
+    after = eng.sessions({"scope": "global"})
+    assert after["totalItems"] == 4 and after["coverage"]["complete"]
