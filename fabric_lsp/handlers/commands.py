@@ -43,10 +43,13 @@ def _make_command(command: str, method: str) -> Callable[..., Awaitable[Any]]:
 
 async def reload(ls, *args):  # noqa: ANN001
     _single_argument("fabric.reload", args)
-    from fabric_lsp.handlers.lifecycle import pull_client_settings
+    from fabric_lsp.handlers.lifecycle import pull_client_settings, start_watching
 
     await pull_client_settings(ls)
+    old_dir = ls.config.session_dir
     config = ls.reload_config()
+    if config.session_dir != old_dir:
+        await start_watching(ls)
     await asyncio.get_running_loop().run_in_executor(ls.engine_executor, ls.engines.drop_caches)
     return config.describe()
 

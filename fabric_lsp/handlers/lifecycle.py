@@ -79,6 +79,21 @@ async def _register(ls: Any, reg_id: str, method: str, options: Any) -> bool:
 
 async def start_watching(ls: Any) -> None:
     stop_watching(ls)
+    if getattr(ls, "watch_mode", None) == "registered":  # re-register for a new session dir
+        try:
+            await asyncio.wait_for(
+                ls.client_unregister_capability_async(
+                    types.UnregistrationParams(
+                        unregisterations=[
+                            types.Unregistration(id=WATCH_REGISTRATION_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+                        ]
+                    )
+                ),
+                5.0,
+            )
+        except Exception as err:
+            log.info("client/unregisterCapability failed: %s", err)
+        ls.watch_mode = None
     session_dir: Path = ls.config.session_dir
     if ls.client_supports("workspace", "did_change_watched_files", "dynamic_registration"):
         if ls.client_supports("workspace", "did_change_watched_files", "relative_pattern_support"):

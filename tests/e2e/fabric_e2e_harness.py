@@ -46,6 +46,7 @@ def make_client() -> LanguageClient:
     client.activity = []  # type: ignore[attr-defined]
     client.committed = []  # type: ignore[attr-defined]
     client.registrations = []  # type: ignore[attr-defined]
+    client.unregistrations = []  # type: ignore[attr-defined]
 
     @client.feature("fabric/activity")
     def _activity(ls: LanguageClient, params: Any) -> None:
@@ -58,6 +59,10 @@ def make_client() -> LanguageClient:
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
     def _register(ls: LanguageClient, params: types.RegistrationParams) -> None:
         ls.registrations.extend(params.registrations)  # type: ignore[attr-defined]
+
+    @client.feature(types.CLIENT_UNREGISTER_CAPABILITY)
+    def _unregister(ls: LanguageClient, params: types.UnregistrationParams) -> None:
+        ls.unregistrations.extend(params.unregisterations)  # type: ignore[attr-defined]
 
     return client
 

@@ -175,3 +175,30 @@ def test_any_input_gives_a_valid_config(tmp_path_factory, init, client):
     assert cfg.compaction["engine"] in ("fabric", "pi")
     assert all(isinstance(v, bool) for k, v in cfg.memory.items() if k in ("enabled", "indexThinking", "indexToolOutput"))
     assert all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in cfg.memory.items() if k.startswith(("max", "regex", "hot")))
+
+
+async def test_new_session_dir_moves_the_file_watcher(tmp_path):
+    agent = make_agent_dir(tmp_path)
+    other = tmp_path / "other-sessions"
+    other.mkdir()
+    client = await start(agent, "visual-studio-code")
+    try:
+        for _ in range(250):
+            watched = [r for r in client.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+            if watched:
+                break
+            await asyncio.sleep(0.02)
+        assert len(watched) == 1
+        client.set_configuration({"sessionDir": str(other)}, section="fabric")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        for _ in range(250):
+            watched = [r for r in client.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+            if len(watched) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert [u.id for u in client.unregistrations] == [watched[0].id]
+        pattern = watched[1].register_options["watchers"][0]["globPattern"]
+        assert str(other) in (pattern if isinstance(pattern, str) else pattern["baseUri"])
+        assert (await _reload(client))["sessionDir"] == str(other)
+    finally:
+        await stop(client)
