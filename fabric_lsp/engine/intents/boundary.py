@@ -21,10 +21,11 @@ The verdict depends only on the bytes and the mtime, so it is cached per
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fabric_lsp.engine.session import SessionLog, SessionTree
+from fabric_lsp.engine.session import SessionLog, SessionTree, parse_session_bytes
 
 ERROR_QUIET_S = 30.0
 METADATA_TYPES = frozenset({"label", "session_info", "custom", "model_change", "thinking_level_change"})
@@ -59,20 +60,30 @@ def _tool_call_ids(message: dict[str, Any]) -> list[str]:
 
 def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict:
     """Rules 1 and 2 above on the persisted leaf's branch of `log`."""
+    verdict = _verdict(log, quiet_interval_s, partial=False)
+    assert verdict is not None
+    return verdict
+
+
+def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Optional[TurnVerdict]:
+    """The verdict, or None when `partial` (only the file's tail was parsed) and the
+    answer depends on entries before the tail."""
     if not log.is_session:
         return TurnVerdict(False, "not a Pi session file")
     tree = SessionTree.from_records(log.records)
     if tree.leaf_id is None:
-        return TurnVerdict(False, "no entries")
+        return None if partial else TurnVerdict(False, "no entries")
     branch = tree.branch()
     if branch.error is not None:
-        return TurnVerdict(False, f"parent graph is invalid ({branch.error})", tree.leaf_id)
+        return None if partial else TurnVerdict(False, f"parent graph is invalid ({branch.error})", tree.leaf_id)
     entries = branch.entries
+    # In a tail, a walk that ends at an entry with a parent may continue before the tail.
+    truncated = partial and (not entries or entries[0].parent_id is not None)
     i = len(entries) - 1
     while i >= 0 and entries[i].type in METADATA_TYPES:
         i -= 1
     if i < 0:
-        return TurnVerdict(False, "no turn yet", tree.leaf_id)
+        return None if truncated else TurnVerdict(False, "no turn yet", tree.leaf_id)
     last = entries[i]
     if last.type == "compaction":
         return TurnVerdict(False, "the branch ends with a compaction: waiting for the next turn", tree.leaf_id)
@@ -81,7 +92,8 @@ def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict
         return TurnVerdict(False, f"the branch ends with {last.type}/{(msg or {}).get('role')}", tree.leaf_id)
     stop = msg.get("stopReason")
     if stop == "toolUse":
-        return TurnVerdict(False, "the last assistant message waits for tool results (stopReason toolUse)", tree.leaf_id)
+        return TurnVerdict(False, "the last assistant message waits for tool results (stopReason toolUse)",
+                           tree.leaf_id)
     # Rule 2 over the last turn: from the last turn start to the end.
     start = i
     while start >= 0:
@@ -91,6 +103,8 @@ def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict
         if entries[start].type in ("compaction", "branch_summary", "custom_message"):
             break
         start -= 1
+    if start < 0 and truncated:
+        return None
     open_calls: dict[str, None] = {}
     for rec in entries[max(start, 0) : i + 1]:
         m = _message(rec.raw) if rec.type == "message" else None
@@ -107,3 +121,24 @@ def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict
         return TurnVerdict(False, f"tool call {first} has no result yet", tree.leaf_id)
     quiet = max(quiet_interval_s, ERROR_QUIET_S) if stop == "error" else quiet_interval_s
     return TurnVerdict(True, f"finished turn (stopReason {stop})", tree.leaf_id, quiet)
+
+
+TAIL_WINDOW = 1 << 20
+
+
+def tail_verdict(fd: int, size: int, quiet_interval_s: float = 0.0, window: int = TAIL_WINDOW) -> Optional[TurnVerdict]:
+    """The verdict from the header line plus the last `window` bytes of a file, without
+    reading the rest; None when the file is small (parse it whole) or when the answer
+    depends on entries before the tail. Reads with pread on `fd` (no seek)."""
+    if size <= 2 * window:
+        return None
+    head = os.pread(fd, min(window, size), 0)
+    nl = head.find(b"\n")
+    if nl < 0:
+        return None
+    tail = os.pread(fd, window, size - window)
+    cut = tail.find(b"\n")
+    if cut < 0:
+        return None
+    log = parse_session_bytes(head[: nl + 1] + tail[cut + 1 :])
+    return _verdict(log, quiet_interval_s, partial=True)

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Optional, Union
 
 from fabric_lsp.engine.activity import CancelToken, Cancelled
-from fabric_lsp.engine.intents.boundary import finished_turn
+from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import (
@@ -239,14 +239,18 @@ def attempt_commit(
     try:
         with open(session_path, "rb") as fp:
             st = os.fstat(fp.fileno())
+            age = clock() - st.st_mtime
+            if age < quiet_interval_s:
+                return Deferred(f"written {age:.3f}s ago")
+            # Cheap pre-check on the tail of a big file: mid-turn needs no full parse.
+            early = tail_verdict(fp.fileno(), st.st_size, quiet_interval_s)
+            if early is not None and not early.finished:
+                return Deferred(early.why, until_change=True)
             data = fp.read()
     except FileNotFoundError:
         return Failed(f"Session file not found: {session_path}")
     except OSError as err:
         return Failed(f"Cannot read session file {session_path}: {err.strerror or err}")
-    age = clock() - st.st_mtime
-    if age < quiet_interval_s:
-        return Deferred(f"written {age:.3f}s ago")
     log_ = parse_session_bytes(data, session_path)
     if not log_.is_session:
         return Failed("Session file is not a valid pi session")

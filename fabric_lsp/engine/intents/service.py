@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable, Optional
 
 from fabric_lsp.engine.activity import CancelToken
-from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn
+from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn, tail_verdict
 from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
 from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
 from fabric_lsp.engine.intents.limits import validate_request_arguments
@@ -139,23 +139,28 @@ class IntentsService:
         """Whether the session is at a safe boundary right now (finished turn + quiet)."""
         path = normalize_session_path(session_path)
         try:
-            st = os.stat(path)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return False
-        sig = (st.st_size, st.st_mtime_ns, st.st_ino)
-        with self._lock:
-            cached = self._verdicts.get(path)
-        if cached is not None and cached[0] == sig:
-            verdict = cached[1]
-        else:
-            try:
-                with open(path, "rb") as fp:
-                    data = fp.read()
-            except OSError:
-                return False
-            verdict = finished_turn(parse_session_bytes(data, path), self.quiet_interval_s)
+        try:
+            st = os.fstat(fd)
+            sig = (st.st_size, st.st_mtime_ns, st.st_ino)
             with self._lock:
-                self._verdicts[path] = (sig, verdict)
+                cached = self._verdicts.get(path)
+            if cached is not None and cached[0] == sig:
+                verdict = cached[1]
+            else:
+                found = tail_verdict(fd, st.st_size, self.quiet_interval_s)
+                if found is None:
+                    with os.fdopen(os.dup(fd), "rb") as fp:
+                        found = finished_turn(parse_session_bytes(fp.read(), path), self.quiet_interval_s)
+                verdict = found
+                with self._lock:
+                    self._verdicts[path] = (sig, verdict)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
         age = time.time() - st.st_mtime
         return verdict.finished and age >= max(self.quiet_interval_s, verdict.min_quiet_s)
 

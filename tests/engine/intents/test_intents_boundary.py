@@ -115,3 +115,28 @@ def test_settled_needs_the_quiet_interval(tmp_path):
                        "message": {"role": "user", "content": "more", "timestamp": 1}}))
     age(path)
     assert service.is_settled(path) is False
+
+
+@pytest.mark.parametrize("path", sorted(REAL_SESSIONS.glob("*.jsonl")), ids=lambda p: p.name[:2])
+def test_tail_verdict_agrees_with_the_full_parse_on_every_prefix(tmp_path, path):
+    from fabric_lsp.engine.intents.boundary import tail_verdict
+    from fabric_lsp.engine.session import parse_session_bytes
+
+    lines = path.read_bytes().splitlines(keepends=True)
+    decided = 0
+    for k in range(2, len(lines) + 1):
+        data = b"".join(lines[:k])
+        full = finished_turn(parse_session_bytes(data), 2.0)
+        target = tmp_path / "prefix.jsonl"
+        target.write_bytes(data)
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            for window in (512, 2048, 8192):
+                tail = tail_verdict(fd, len(data), 2.0, window=window)
+                if tail is not None:
+                    decided += 1
+                    assert (tail.finished, tail.why, tail.leaf_id, tail.min_quiet_s) == \
+                        (full.finished, full.why, full.leaf_id, full.min_quiet_s), (k, window)
+        finally:
+            os.close(fd)
+    assert decided > 0
