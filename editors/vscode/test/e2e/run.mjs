@@ -70,7 +70,7 @@ const clean = (s) => s.replace(/\u00a0/g, ' ');
 
 async function shot(name) {
   await page.waitForTimeout(300);
-  await page.screenshot({ path: path.join(shotDir, `${name}.png`) });
+  await page.screenshot({ path: path.join(shotDir, `vscode-${name}.png`) });
 }
 
 /** Run a palette command by its title, retrying while the extension registers it. */
@@ -151,6 +151,8 @@ try {
       'fabric.agentDir': tmp.agentDir,
       'fabric.recall.scope': 'global',
       'fabric.recall.debounceMs': 150,
+      // Long enough to see the pending intent in the status bar before it commits.
+      'fabric.compaction.commitQuietMs': 6000,
     },
   });
   context = await chromium.launchPersistentContext(path.join(tmp.root, 'chromium'), {
@@ -277,6 +279,38 @@ try {
     await page.keyboard.press('Control+End');
     await waitForEditor((t) => t.includes('[Session Goal]') || /```\s*$/.test(t.trim()), 'the end of the summary');
     await shot('preview-summary');
+  });
+
+  await check('Request Compaction… shows the pending intent, then the commit notification', async () => {
+    await closeAllEditors();
+    const file01 = tmp.files['02'];
+    const id01 = header(file01).id;
+    const linesBefore = fs.readFileSync(file01, 'utf8').split('\n').filter(Boolean).length;
+    // A fresh write: the server waits for the file to be quiet before committing.
+    const now = new Date();
+    fs.utimesSync(file01, now, now);
+    await runCommand('Fabric: Request Compaction…');
+    await waitForRows((r) => r.some((t) => t.includes(id01)), 'the session picker');
+    const rows = await quickPickRows();
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id01))).click();
+    const input = page.locator('.quick-input-widget input');
+    await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
+    await input.fill('Keep the calc API stable');
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
+    await input.fill('divide(a, 0) raises ZeroDivisionError');
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 2' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    await page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first().waitFor({ state: 'visible' });
+    await shot('intent-pending');
+    const toast = page.locator('.notification-toast', { hasText: /compaction of .* committed/ }).first();
+    await toast.waitFor({ state: 'visible', timeout: 45_000 });
+    await shot('intent-committed');
+    const lines = fs.readFileSync(file01, 'utf8').split('\n').filter(Boolean);
+    assert(lines.length === linesBefore + 1, `one entry appended (${linesBefore} → ${lines.length})`);
+    assert(JSON.parse(lines[lines.length - 1]).type === 'compaction', 'the appended entry is a compaction');
+    await page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first().waitFor({ state: 'hidden' });
   });
 } catch (err) {
   failed += 1;

@@ -1,0 +1,45 @@
+"""The extension's `fabric.*` settings mirror the server's configuration (protocol.md)."""
+
+from __future__ import annotations
+
+import json
+
+from fabric_lsp import config
+from vscode_support import EXTENSION
+
+CLIENT_ONLY = ("server.", "trace.", "recall.")
+
+
+def _properties() -> dict[str, dict]:
+    manifest = json.loads((EXTENSION / "package.json").read_text())
+    return manifest["contributes"]["configuration"]["properties"]
+
+
+def _server_keys() -> dict[str, dict]:
+    return {
+        key.removeprefix("fabric."): spec
+        for key, spec in _properties().items()
+        if not key.removeprefix("fabric.").startswith(CLIENT_ONLY)
+    }
+
+
+def test_every_server_setting_is_contributed_with_its_default():
+    keys = _server_keys()
+    expected = {f"memory.{k}": v for k, v in config.MEMORY_DEFAULTS.items()}
+    expected |= {f"compaction.{k}": v for k, v in config.COMPACTION_DEFAULTS.items()}
+    for key, default in expected.items():
+        assert key in keys, f"fabric.{key} is not contributed"
+        assert keys[key]["default"] == default, f"fabric.{key}: {keys[key]['default']!r} != server {default!r}"
+    # Paths default to "unset" so the server's own resolution (env, agent dir) applies.
+    for key in ("agentDir", "sessionDir", "indexDir"):
+        assert keys[key]["default"] is None
+    # `trusted` is never a setting: it comes from VS Code's workspace trust.
+    assert "trusted" not in keys
+    unknown = set(keys) - set(expected) - {"agentDir", "sessionDir", "indexDir"}
+    assert not unknown, f"contributed settings the server does not know: {sorted(unknown)}"
+
+
+def test_every_setting_has_a_description_and_scope():
+    for key, spec in _properties().items():
+        assert spec.get("description") or spec.get("markdownDescription"), key
+        assert spec.get("scope") in {"application", "machine", "machine-overridable", "window", "resource"}, key
