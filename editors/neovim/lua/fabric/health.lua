@@ -97,7 +97,7 @@ local function check_dirs(settings)
     or (agent .. '/sessions')
   if vim.fn.isdirectory(session_dir) == 1 then
     local files = vim.fn.globpath(session_dir, '*/*.jsonl', false, true)
-    vim.health.ok(('session dir: %s (%d session files)'):format(session_dir, #files))
+    vim.health.ok(('session dir: %s (%d session file%s)'):format(session_dir, #files, #files == 1 and '' or 's'))
   else
     vim.health.warn(('session dir: %s does not exist'):format(session_dir))
   end

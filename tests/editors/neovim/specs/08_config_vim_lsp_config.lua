@@ -26,7 +26,7 @@ H.check(':checkhealth fabric names the agent dir and where it came from', functi
   vim.cmd('checkhealth fabric')
   local text = table.concat(H.lines(0), '\n')
   H.contains(text, ('agent dir: %s (setting agentDir)'):format(alt))
-  H.contains(text, ('session dir: %s/sessions (1 session files)'):format(alt))
+  H.contains(text, ('session dir: %s/sessions (1 session file)'):format(alt))
   vim.cmd('bwipeout')
 end)
 
