@@ -74,6 +74,7 @@ class FabricServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watch_task: asyncio.Task[Any] | None = None
         self.watch_mode: str | None = None  # "registered" | "polling"
+        self.initialized_done = False
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
         from fabric_lsp.handlers.engines import Engines
@@ -108,6 +109,8 @@ class FabricServer(LanguageServer):
             new.compaction,
         ):
             self.engines.reset()
+            if self.initialized_done:
+                self.engine_executor.submit(self.engines.start_background)
         for warning in new.warnings:
             if warning not in self._shown_warnings:  # each problem is reported once
                 self._shown_warnings.add(warning)

@@ -140,6 +140,16 @@ class Engines:
                 self._intents = service
             return self._intents
 
+    def start_background(self) -> None:
+        """Start the intents committer now, so intents left pending by an earlier run (or
+        by another process) are committed without waiting for a client request."""
+        try:
+            self.intents("initialized")
+        except EngineUnavailable:
+            pass
+        except Exception:
+            log.exception("starting the intents engine failed")
+
     def compaction_options(self) -> dict[str, Any]:
         """Keyword options of `preview_compaction` from the effective settings."""
         cfg = self.server.config

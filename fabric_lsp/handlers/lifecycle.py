@@ -55,6 +55,8 @@ async def initialized(ls: Any, params: types.InitializedParams) -> None:
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
         await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
     await start_watching(ls)
+    ls.initialized_done = True
+    ls.engine_executor.submit(ls.engines.start_background)
     ls.log_message(
         f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
         f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"

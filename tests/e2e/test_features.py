@@ -217,3 +217,30 @@ async def test_commit_sends_compaction_committed(tmp_path, editor):
         assert status["last"]["status"] == note["record"]["status"]
     finally:
         await stop(c)
+
+
+@pytest.mark.skipif(not (INTENTS and COMPACTION), reason="needs the intents and compaction engines")
+async def test_pending_intent_of_an_earlier_run_is_committed_at_start(tmp_path):
+    agent = make_agent_dir(tmp_path)
+    (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 2000}}))
+    path = agent / "sessions" / PROJECT_FOLDER / "02-print-continue-errors-retries-truncation.jsonl"
+    future = time.time() + 600
+    os.utime(path, (future, future))  # never quiet while the first server runs
+    first = await start(agent, "neovim@v0.11", configuration={"compaction": {"commitQuietMs": 0}})
+    try:
+        await rpc(first, protocol.COMPACT_REQUEST, {"session": str(path), "reason": "left pending"})
+        await asyncio.sleep(0.3)
+        assert not first.committed
+    finally:
+        await stop(first)
+    past = time.time() - 60
+    os.utime(path, (past, past))
+    second = await start(agent, "neovim@v0.11", configuration={"compaction": {"commitQuietMs": 0}})
+    try:
+        for _ in range(300):  # no intents request from this client: the server resumes by itself
+            if second.committed:
+                break
+            await asyncio.sleep(0.05)
+        assert second.committed and second.committed[0]["record"]["status"] == "committed"
+    finally:
+        await stop(second)
