@@ -94,15 +94,21 @@ def parse_json_line(line: bytes) -> tuple[bool, Any]:
 
     msgspec is tried first for speed; a line it refuses (invalid UTF-8, lone surrogate
     escapes) is retried as text with replacement characters, as Node reads files.
+    NaN / Infinity / -Infinity are rejected, as JSON.parse rejects them.
     """
     try:
         return True, _decode(line)
     except (msgspec.DecodeError, ValueError, RecursionError):
         pass
     try:
-        return True, json.loads(line.decode("utf-8", "replace"))
+        return True, json.loads(line.decode("utf-8", "replace"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return False, None
+
+
+def _reject_constant(name: str) -> Any:
+    # json.loads accepts NaN, Infinity and -Infinity; JSON.parse (and so Pi) does not.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _is_header(value: Any) -> bool:
