@@ -103,9 +103,13 @@ function M.open(item, done)
 end
 
 local function no_match_message(result)
-  local msg = ('no matches for %q'):format(result.query or '')
+  local query = type(result.query) == 'string' and result.query or ''
+  local msg = ('no matches for %q'):format(query)
+  local cov = type(result.coverage) == 'table' and result.coverage or {}
+  if type(cov.error) == 'table' then
+    return ('%s: %s'):format(tostring(cov.error.code), tostring(cov.error.message))
+  end
   if result.authoritative == false then
-    local cov = type(result.coverage) == 'table' and result.coverage or {}
     local reasons = cov.reasons or {}
     msg = msg
       .. ' (not authoritative'
@@ -126,7 +130,11 @@ function M.run(query, opts)
     pageSize = config.get().recall.page_size,
     cwd = vim.fn.getcwd(),
   }
-  if query ~= '' then
+  -- /pattern/ is a regular expression (the server's bounded regex mode).
+  local pattern = query:match('^/(.+)/$')
+  if pattern then
+    params.query, params.queryMode = pattern, 'regex'
+  elseif query ~= '' then
     params.query = query
   end
   lsp.request('fabric/recall', params, function(err, result)
@@ -160,12 +168,19 @@ function M.run(query, opts)
       vim.fn.setqflist({}, ' ', { title = 'Fabric recall: ' .. query, items = qf })
       if #qf == 0 then
         ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
+        if type(result.coverage) == 'table' and type(result.coverage.error) == 'table' then
+          return ui.done('recall', false, no_match_message(result))
+        end
       else
         vim.cmd('botright copen')
       end
       return ui.done('recall', true)
     end
     if #items == 0 then
+      if type(result.coverage) == 'table' and type(result.coverage.error) == 'table' then
+        -- e.g. an invalid or timed-out regex: a failure, not "no matches".
+        return ui.done('recall', false, no_match_message(result))
+      end
       ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
       return ui.done('recall', true)
     end

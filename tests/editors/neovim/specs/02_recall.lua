@@ -189,4 +189,28 @@ H.check('a query with no match is reported, not an empty picker', function()
   H.truthy(H.notified('no matches for "zzzqqqxxyyznotthere"'), 'no-match message')
 end)
 
+H.check('recall /pattern/ searches with a regular expression', function()
+  vim.cmd.edit(vim.fn.fnameescape(s03))
+  local rec = H.pick_with(function()
+    return nil
+  end)
+  local done = H.fabric([[Fabric recall /Zero\w+Error/]])
+  H.eq(true, done.ok, 'ok: ' .. tostring(done.message))
+  H.truthy(rec.items and #rec.items > 0, 'regex matches')
+  H.contains(rec.items[1].text, 'ZeroDivisionError')
+end)
+
+H.check('an invalid regular expression fails with the server reason', function()
+  H.messages = {}
+  local opened = false
+  vim.ui.select = function()
+    opened = true
+  end
+  local done = H.fabric('Fabric recall /Zero[/')
+  H.eq(false, done.ok, 'ok')
+  H.eq(false, opened, 'picker opened')
+  H.contains(done.message, 'invalid_regex')
+  H.truthy(H.notified('Fabric recall: invalid_regex'), 'notified')
+end)
+
 H.finish()
