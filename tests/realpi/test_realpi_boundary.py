@@ -30,7 +30,7 @@ def responder(body):
     last = body["messages"][-1]
     if last.get("role") == "tool":
         return {"text": "The command finished."}
-    return {"tool_call": {"id": "call_slow_1", "name": "bash", "arguments": {"command": "sleep 2; echo done"}}}
+    return {"tool_call": {"id": "call_slow_1", "name": "bash", "arguments": {"command": "sleep 5; echo done"}}}
 
 
 def test_boundary_matches_pi_agent_settled(tmp_path, real_pi):  # noqa: F811

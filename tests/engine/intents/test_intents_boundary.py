@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 import pytest
 
@@ -103,17 +102,17 @@ def test_cycle_and_non_session_are_not_settled(tmp_path, session_writer):
 def test_settled_needs_the_quiet_interval(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
-    service = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.5)
+    service = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=30.0)
     os.utime(path)  # just written
     assert service.status(path)["settled"] is False
-    time.sleep(0.6)
+    age(path, 29.0)
+    assert service.is_settled(path) is False
+    age(path, 31.0)
     assert service.status(path)["settled"] is True
-    age(path)
-    assert service.is_settled(path)
     with open(path, "ab") as fp:  # a new prompt arrives
         fp.write(line({"type": "message", "id": "ffff0001", "parentId": "d3b9c871", "timestamp": "t",
                        "message": {"role": "user", "content": "more", "timestamp": 1}}))
-    age(path)
+    age(path, 60.0)
     assert service.is_settled(path) is False
 
 
