@@ -404,6 +404,8 @@ def state_from_record(record: dict, kind: str, file: str, branches: str, key: St
 def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
     """Extend `state` in place when the file only grew (same inode, old tail intact,
     the old lineage is a prefix of the new one). False means: rebuild from source."""
+    if state.scan is None and state.tier == "hot" and key.size > state.size:
+        _restore_bookkeeping(state, cfg)
     scan = state.scan
     if scan is None or state.normalizer is None or state.hasher is None:
         return False
@@ -459,6 +461,42 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
             state.folder.add(rec)
     finish_state(state, cfg, state.encode)
     return True
+
+
+def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
+    """Give a hot state loaded from the disk cache what an in-place append needs: the
+    line scan, the hash state and the normalizer's session-wide sets, rebuilt from the
+    old bytes (verified against `sourceHash`) and the records, without re-normalizing."""
+    try:
+        with open(state.file, "rb") as fh:
+            old = fh.read(state.size)
+    except OSError:
+        return
+    if len(old) != state.size:
+        return
+    hasher = hashlib.sha256(old)
+    if hasher.hexdigest() != state.source_hash:
+        return
+    scan = scan_source(old)
+    lineage, ordinals = lineage_from_lines(scan.lines, state.branches)
+    if lineage.fingerprint != state.lineage.fingerprint:
+        return
+    entries = state.entries or []
+    header_sid = scan.header_id or ""
+    norm = Normalizer(state.file, header_sid, max_entry_chars=cfg.max_entry_chars,
+                      index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+    norm.next_index = len(entries)
+    norm.reasons = set(state.coverage.get("reasons", ())) - {"invalid_parent_graph"}
+    for e in entries:
+        if e.get("entryId") is not None:
+            norm._entry_ids.add(e["entryId"])
+        if e.get("operationAddress") is not None:
+            norm._op_addresses.add(e["operationAddress"])
+        if e.get("type") == "fabric_branch_fact" and e.get("factAddress") is not None:
+            norm._fact_addresses.add(e["factAddress"])
+    state.scan, state.path_ordinals, state.lineage = scan, ordinals, lineage
+    state.normalizer, state.hasher = norm, hasher
+    state.tail_hash = _tail_hash(old, len(old))
 
 
 def _extend_active_lineage(state: SessionState, new_lines: list[ScannedLine], first_new: int):

@@ -71,6 +71,24 @@ def test_append_in_place_equals_a_fresh_build(tmp_path: Path):
     assert mine == theirs
 
 
+def test_append_after_loading_from_disk_extends_in_place(tmp_path: Path):
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    engine(agent).recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    loaded = engine(agent)  # a restarted server: states come from the disk cache
+    loaded.recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    state = next(iter(loaded._states.values()))
+    assert state.scan is None
+    with path.open("a") as fh:
+        fh.write(json.dumps({"type": "message", "id": "n0", "parentId": "cm1", "timestamp": "2025-01-01T00:01:00.000Z",
+                             "message": {"role": "user", "content": "auth again"}}) + "\n")
+    after = loaded.recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    assert next(iter(loaded._states.values())) is state and state.scan is not None
+    fresh = engine(agent)
+    fresh.index_dir = str(tmp_path / "other-index")
+    assert fresh.recall({"query": "auth", "scope": "project"}, cwd=CWD) == after
+
+
 def test_append_on_another_branch_rebuilds_and_moves_the_lineage(tmp_path: Path):
     agent = tmp_path / "agent"
     path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
