@@ -246,6 +246,8 @@ def attempt_commit(
             early = tail_verdict(fp.fileno(), st.st_size, quiet_interval_s)
             if early is not None and not early.finished:
                 return Deferred(early.why, until_change=True)
+            if early is not None and age < early.min_quiet_s:
+                return Deferred(f"{early.why}: quiet for {age:.1f}s of {early.min_quiet_s:.0f}s")
             data = fp.read()
     except FileNotFoundError:
         return Failed(f"Session file not found: {session_path}")
