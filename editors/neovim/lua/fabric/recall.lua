@@ -187,7 +187,11 @@ function M.run(query, opts)
     if result.hasNext then
       items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
     end
-    local title = ('Fabric recall %q: %d of %d'):format(query, #items, tonumber(result.totalItems) or #items)
+    local title = ('Fabric recall %q: page %d, %d results in all'):format(
+      query,
+      tonumber(result.page) or params.page,
+      tonumber(result.totalItems) or #items
+    )
     vim.ui.select(items, { prompt = title, format_item = M.format_item, kind = 'fabric.recall' }, function(choice)
       if not choice then
         return ui.done('recall', true, 'dismissed')
