@@ -45,7 +45,22 @@ def converter_factory() -> cattrs.Converter:
     return converter
 
 
+class _RawMessage(dict):
+    """A JSON object with a `jsonrpc` key, not yet structured (see FabricProtocol)."""
+
+
 class FabricProtocol(LanguageServerProtocol):
+    # pygls structures every JSON object that has a `jsonrpc` key while parsing, nested
+    # ones inside params included. Structure only the top-level message, so params stay
+    # exactly the JSON the client sent.
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        return _RawMessage(data) if "jsonrpc" in data else data
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, _RawMessage):
+            message = super().structure_message(_plain(message))
+        super().handle_message(message)
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # Set the engine's CancelToken first, so work running in the executor stops at
         # its next check; pygls then cancels the handler task (→ -32800).
@@ -53,6 +68,14 @@ class FabricProtocol(LanguageServerProtocol):
         if token is not None:
             token.cancel()
         super()._handle_cancel_notification(msg_id)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class FabricServer(LanguageServer):

@@ -28,6 +28,9 @@ MALFORMED = [
     (protocol.RECALL, {"entryRange": {"first": -1, "last": 2}}, ["entryRange.first", ">= 0"]),
     (protocol.RECALL, {"entryRange": {"first": 1, "last": 2, "step": 1}}, ["unknown field", "entryRange.step"]),
     (protocol.RECALL, [1, 2], ["params must be an object"]),
+    # nested objects that look like JSON-RPC messages stay plain JSON
+    (protocol.RECALL, {"query": {"jsonrpc": "2.0", "method": "x"}}, ["query", "got `object`"]),
+    (protocol.RECALL, {"entryRange": {"first": 0, "last": 1, "jsonrpc": "2.0", "id": 1, "result": 2}}, ["unknown field", "entryRange."]),
     (protocol.EXPAND, {"indices": [1]}, ["missing required field", "session"]),
     (protocol.EXPAND, {"session": "s"}, ["exactly one selector", "got none"]),
     (protocol.EXPAND, {"session": "s", "indices": [1], "entryIds": ["a"]}, ["exactly one selector", "indices", "entryIds"]),
