@@ -90,6 +90,16 @@ def truncate(text: str, max_units: int) -> str:
     return utf16_prefix(t, max_units - 1) + ELLIPSIS
 
 
+def truncate_prefix_safe(text: str, max_units: int, window: int = 1024) -> str:
+    """`truncate(text, max_units)` that only collapses a prefix of a long text when that
+    prefix already decides the result (collapse(prefix) is a prefix of collapse(text))."""
+    if len(text) > window > max_units:
+        head = collapse(text[:window])
+        if utf16_len(head) > max_units:
+            return utf16_prefix(head, max_units - 1) + ELLIPSIS
+    return truncate(text, max_units)
+
+
 def first_line(text: str) -> str:
     """trimStart, then up to the first `\\n` (exclusive)."""
     t = js_trim_start(text)

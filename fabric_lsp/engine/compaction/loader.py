@@ -12,13 +12,32 @@ checks it against the session package.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import msgspec
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
+from .jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
+
+IMAGE_CHARS = 4800
+
 INVALID_PARENT_GRAPH = "invalid_parent_graph"
+
+
+class _StubKey:
+    """A non-string dict key: it can never come from JSON, so no reader of raw fields
+    sees it. Loader-slimmed tool results carry `(estimate chars, transcript text)` under
+    it instead of their output text."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return "<tool-result stub>"
+
+
+STUB = _StubKey()
 _decode = msgspec.json.Decoder().decode
 
 
@@ -74,11 +93,21 @@ def _slim(value: dict) -> None:
     if msg.__class__ is not dict:
         return
     role = msg.get("role")
+    if "timestamp" in msg:  # the message-level epoch ms; entries keep their own ISO time
+        del msg["timestamp"]
     if role == "toolResult":
         if "details" in msg and msg.get("toolName") != "fabric_exec":
             del msg["details"]
+        if msg.get("isError") is not True:
+            _stub_output(msg)
         return
     if role == "assistant":
+        if "responseId" in msg:
+            del msg["responseId"]
+        for k in ("api", "provider", "model", "stopReason"):
+            v = msg.get(k)
+            if v.__class__ is str:
+                msg[k] = _intern(v)
         usage = msg.get("usage")
         if usage.__class__ is dict and "cost" in usage:
             del usage["cost"]
@@ -86,12 +115,50 @@ def _slim(value: dict) -> None:
         if content.__class__ is list:
             for part in content:
                 if part.__class__ is dict:
+                    t = part.get("type")
+                    if t.__class__ is str:
+                        part["type"] = _intern(t)
                     if "thinkingSignature" in part:
                         del part["thinkingSignature"]
                     if "textSignature" in part:
                         del part["textSignature"]
                     if "thoughtSignature" in part:
                         del part["thoughtSignature"]
+
+
+_intern = sys.intern
+
+
+def _stub_output(msg: dict) -> None:
+    """Replace a successful tool result's output by what the compactor reads from it:
+    Pi's estimate character count and the one transcript line
+    `truncate(firstLine(text), 100)`. Only plain text/image parts are stubbed."""
+    content = msg.get("content")
+    if content.__class__ is not list or not content:
+        return
+    chars = 0
+    texts = []
+    for part in content:
+        if part.__class__ is not dict:
+            return
+        t = part.get("type")
+        if t == "text":
+            s = part.get("text")
+            if s.__class__ is not str:
+                return
+            texts.append(s)
+            chars += utf16_len(s)
+        elif t == "image":
+            chars += IMAGE_CHARS
+        else:
+            return
+    line = ""
+    for s in texts:  # firstLine of the "\n"-joined text
+        if not is_blank(s):
+            line = first_line(s)
+            break
+    msg["content"] = []
+    msg[STUB] = (chars, truncate_prefix_safe(line, 100))
 
 
 class _Sink:
@@ -162,7 +229,7 @@ def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BY
 
 
 def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True,
-                      chunk_size: int = 4 << 20) -> tuple[Loaded, str]:
+                      chunk_size: int = 1 << 20) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
     import hashlib
@@ -174,7 +241,8 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     h = hashlib.sha256()
     # hashing runs on a second thread (hashlib releases the GIL on large buffers), so the
     # digest of exactly the bytes read costs no wall time next to decoding
-    chunks: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
+    # bounded, so the reader never runs far ahead of the hasher with chunks in memory
+    chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=4)
 
     def hasher() -> None:
         while True:

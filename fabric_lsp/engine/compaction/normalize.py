@@ -10,7 +10,8 @@ import math
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, utf8_bytes
-from .jsstr import is_finite_number, is_safe_int, js_number, js_stringify, js_trim, utf16_sort_key
+from .jsstr import first_line, is_finite_number, is_safe_int, js_number, js_stringify, js_trim, truncate, utf16_sort_key
+from .loader import STUB
 
 OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
 FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")
@@ -323,6 +324,14 @@ def event_text(ev: dict) -> str:
     return t
 
 
+def transcript_text(ev: dict) -> str:
+    """`truncate(firstLine(text), 100)` of a tool result (precomputed by the loader)."""
+    line = ev.get("_line")
+    if line is not None:
+        return line
+    return truncate(first_line(event_text(ev)), 100)
+
+
 def count_erased_thinking_blocks(entries: list[dict]) -> int:
     n = 0
     for e in entries:
@@ -532,7 +541,11 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
         emit(ev)
     else:
         ev = {"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text if text is not None else ""}
-        if text is None and content is not None:
+        stub = msg.get(STUB)
+        if stub is not None:
+            ev["text"] = None
+            ev["_line"] = stub[1]
+        elif text is None and content is not None:
             ev["text"] = None
             ev["_content"] = content
         emit(ev)

@@ -6,7 +6,7 @@ import re
 from typing import Any, Optional
 
 from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
-from .normalize import event_text
+from .normalize import transcript_text
 from .jsstr import (
     first_line,
     is_blank,
@@ -469,7 +469,7 @@ def transcript_line(ev: dict) -> str:
     if t == "toolCall":
         return f"{r} {ev['name']}({summarize_args(ev['name'], ev['args'])})"
     if t == "toolResult":
-        return f"{r} {ARROW} {'error' if ev['isError'] else 'ok'}: {truncate(first_line(event_text(ev)), 100)}"
+        return f"{r} {ARROW} {'error' if ev['isError'] else 'ok'}: {transcript_text(ev)}"
     if t == "bash":
         return f"{r} bash({truncate(first_line(ev['command']), 80)}) {ARROW} {'error' if ev['isError'] else 'ok'}"
     if t == "fabricRun":

@@ -222,3 +222,42 @@ def test_fast_estimate_and_projection_match_session_package(branch):
     proj = Projection(branch)
     for end in range(len(branch) + 1):
         assert proj.context_tokens(end) == context_tokens_of(branch[:end])
+
+
+@PROPS
+@given(odd_file(), st.sampled_from([0, 200000]), st.sampled_from([1, 20000]), st.sampled_from([None, "keep it"]))
+def test_slimmed_preview_equals_hook_on_raw_entries(data, window, keep, instr):
+    """The lean loader drops and stubs fields; the result must equal the hook run on the
+    untouched raw dicts read by the session package."""
+    from fabric_lsp.engine.compaction.pigate import model_key, prepare_compaction
+    from fabric_lsp.engine.session.context import context_tokens
+
+    res = preview_compaction(data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, instructions=instr)
+    log = parse_session_bytes(data)
+    if not log.is_session:
+        assert res["outcome"] == "skipped"
+        return
+    branch = [r.raw for r in SessionTree.from_records(log.records).branch().entries]
+    tb = context_tokens(branch)
+    assert res["tokensBefore"] == tb
+    gate = prepare_compaction(branch, keep)
+    if not gate["ok"]:
+        assert res["outcome"] == "skipped"
+        return
+    h = compaction_hook(branch, tokens_before=tb, custom_instructions=instr, model_key=model_key(branch),
+                        context_window=window or None, pi_settings={"reserveTokens": 16384, "keepRecentTokens": keep})
+    if h["result"] == "compaction":
+        assert res["outcome"] == "compacted"
+        assert res["summary"] == h["compaction"]["summary"]
+        assert res["firstKeptEntryId"] == h["compaction"]["firstKeptEntryId"]
+        assert js_stringify(res["details"]) == js_stringify(h["compaction"]["details"])
+    else:
+        assert res["outcome"] != "compacted"
+
+
+@PROPS
+@given(st.text(alphabet=" \t\nab\u00a0😀é", max_size=3000), st.integers(2, 200), st.integers(3, 300))
+def test_truncate_prefix_safe_equals_truncate(text, n, window):
+    from fabric_lsp.engine.compaction.jsstr import truncate, truncate_prefix_safe
+
+    assert truncate_prefix_safe(text, n, window) == truncate(text, n)
