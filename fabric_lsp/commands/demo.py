@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional
 
 import fabric_lsp
 
-DEFAULT_QUERY = "convertAmount"
+DEFAULT_QUERY = "convert_anomaly"
 REQUEST_TIMEOUT_S = 120.0
 # The example sessions are small; a short continuity tail leaves something to summarize.
 DEMO_KEEP_RECENT_TOKENS = 4000
@@ -275,6 +275,7 @@ def run_demo(args: argparse.Namespace, out: Callable[[str], None] = print) -> in
                 steps["expand"] = _step(say, "fabric/expand", lambda: _expand(client, say, recall))
                 if isinstance(steps["expand"], dict) and steps["expand"].get("reference"):
                     steps["hover"] = _step(say, "textDocument/hover", lambda: _hover(client, say, steps["expand"]))
+                steps["workspaceSymbol"] = _step(say, "workspace/symbol", lambda: _symbols(client, say, args.query))
                 steps["compactionPreview"] = _step(
                     say, "fabric/compactionPreview", lambda: _preview(client, say, session_file)
                 )
@@ -364,6 +365,17 @@ def _hover(client: StdioLspClient, say: Callable[[str], None], expanded: Any) ->
     value = (result or {}).get("contents", {}).get("value", "") if isinstance(result, dict) else ""
     say(_clip(value, 1200) or "  (no hover)")
     return {"chars": len(value)}
+
+
+def _symbols(client: StdioLspClient, say: Callable[[str], None], query: str) -> Any:
+    _section(say, f'workspace/symbol "{query}" (project recall for plain LSP clients)')
+    symbols = client.request("workspace/symbol", {"query": query}) or []
+    for sym in symbols[:5]:
+        loc = sym.get("location", {})
+        line = loc.get("range", {}).get("start", {}).get("line", 0)
+        say(f"  {sym.get('name')}  [{sym.get('containerName')}]  {Path(loc.get('uri', '')).name}:{line + 1}")
+    say(f"  {len(symbols)} symbols")
+    return {"symbols": len(symbols)}
 
 
 def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: Optional[Path]) -> Any:

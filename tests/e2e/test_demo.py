@@ -24,6 +24,7 @@ def test_demo_runs_every_step():
         assert steps["recall"]["totalItems"] >= 1
         assert steps["expand"]["entries"] == 1
         assert steps["hover"]["chars"] > 0
+        assert steps["workspaceSymbol"]["symbols"] >= 1
     else:
         assert "not available yet" in steps["recall"]["notAvailable"]
     if engine_landed("fabric_lsp.engine.compaction.api"):
@@ -39,7 +40,7 @@ def test_demo_text_output_names_each_part():
         capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for part in ("fabric/sessions", 'fabric/recall "reconcile"', "fabric/expand", "fabric/compactionPreview"):
+    for part in ("fabric/sessions", 'fabric/recall "reconcile"', "fabric/expand", "workspace/symbol", "fabric/compactionPreview"):
         assert part in proc.stdout
 
 
