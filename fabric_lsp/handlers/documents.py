@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ async def definition(ls: Any, params: types.DefinitionParams) -> list[types.Loca
         return None
     ref = reference_at(lines[line_no].rstrip("\r\n"), char)
     if ref is None:
-        return None
+        return await _definition_in_session(ls, params, doc, lines, line_no, char)
 
     def work(_p: Any, cancel: Any, activity: Any) -> Any:
         try:
@@ -150,6 +151,47 @@ async def definition(ls: Any, params: types.DefinitionParams) -> list[types.Loca
     path, line = found
     start = types.Position(line=line, character=0)
     return [types.Location(uri=path.as_uri(), range=types.Range(start=start, end=start))]
+
+
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def entry_line_in(lines: list[str], entry_id: str, cancel: Any = None) -> int | None:
+    """0-based line of the entry with this id in a session's lines (the last duplicate
+    wins, as in Pi); None when absent. Cheap substring test before parsing a line."""
+    needle = json.dumps(entry_id)
+    found = None
+    for i, line in enumerate(lines):
+        if i % 4096 == 0 and cancel is not None:
+            cancel.check()
+        if needle not in line:
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("id") == entry_id and value.get("type") != "session":
+            found = i
+    return found
+
+
+async def _definition_in_session(ls: Any, params: Any, doc: Any, lines: list[str], line_no: int, char: int) -> Any:
+    """In a session file, a JSON string that is another entry's id (a `parentId`,
+    `firstKeptEntryId`, `fromId`…) goes to that entry's line."""
+    if not lines or _session_header(lines[0]) is None:
+        return None
+    target = next((m.group(1) for m in _JSON_STRING.finditer(lines[line_no]) if m.start() < char < m.end()), None)
+    if not target or "\\" in target:
+        return None
+
+    def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        return entry_line_in(lines, target, cancel)
+
+    line = await run_request(ls, DEFINITION, None, work, title="Fabric: go to entry", long=False, params=params)
+    if line is None or line == line_no:
+        return None
+    start = types.Position(line=line, character=0)
+    return [types.Location(uri=doc.uri, range=types.Range(start=start, end=start))]
 
 
 def _symbol_name(text: str, limit: int = 80) -> str:

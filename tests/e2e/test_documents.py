@@ -134,3 +134,23 @@ async def test_hover_follows_document_changes(client, tmp_path):
     )
     hover = await _hover(client, uri, 1, 5)
     assert "second words" in hover.contents.value and "first words" not in hover.contents.value
+
+
+async def test_definition_from_a_parent_id_in_a_session_file(client, agent_dir):
+    path = agent_dir / "sessions" / PROJECT_FOLDER / S01
+    uri = _open(client, path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    col = lines[3].index('"parentId":"a85cc056"') + len('"parentId":"') + 2
+
+    async def definition(line, character):
+        return await client.text_document_definition_async(
+            types.DefinitionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)
+            )
+        )
+
+    (loc,) = await definition(3, col)
+    assert loc.uri == uri and loc.range.start.line == 2  # the thinking_level_change entry
+    assert not await definition(3, 1)  # on "type": not an entry id
+    own = lines[3].index('"id":"d47ccd08"') + len('"id":"') + 1
+    assert not await definition(3, own)  # an entry's own id goes nowhere
