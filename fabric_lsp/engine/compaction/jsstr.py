@@ -65,16 +65,19 @@ def is_blank(s: str) -> bool:
     return not s.strip(JS_WS_CHARS)
 
 
+_PY_ONLY_WS = re.compile("[\x1c-\x1f]")  # Python whitespace that JS does not treat as such
+
+
 def collapse(s: str) -> str:
     """Exact JS whitespace collapse (handles the \\x1c-\\x1f difference)."""
-    if s.isascii() and not any("\x1c" <= c <= "\x1f" for c in s):
+    if s.isascii() and _PY_ONLY_WS.search(s) is None:
         return " ".join(s.split())
     return _WS_RUN.sub(" ", s).strip(JS_WS_CHARS)
 
 
 def split_ws_words(s: str) -> list[str]:
     """`s.trim().split(/\\s+/u).filter(Boolean)`."""
-    if s.isascii() and not any("\x1c" <= c <= "\x1f" for c in s):
+    if s.isascii() and _PY_ONLY_WS.search(s) is None:
         return s.split()
     return [p for p in _WS_RUN.split(s) if p]
 
