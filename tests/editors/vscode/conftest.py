@@ -35,7 +35,7 @@ def vsix(vscode_tools: dict[str, str]) -> Path:
     package = run_node(
         vscode_tools,
         [str(modules / "@vscode" / "vsce" / "vsce"), "package", "--no-dependencies",
-         "--skip-license", "--allow-missing-repository", "-o", str(out)],
+         "--skip-license", "--allow-missing-repository", "--no-rewrite-relative-links", "-o", str(out)],
         180,
     )
     assert package.returncode == 0 and out.is_file(), f"vsce package failed\n{report(package)}"

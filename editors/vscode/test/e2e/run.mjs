@@ -281,6 +281,39 @@ try {
     await shot('preview-summary');
   });
 
+  await check('Preview Compaction with Instructions… asks for instructions and preserve items', async () => {
+    await closeAllEditors();
+    await runCommand('Fabric: Preview Compaction with Instructions…');
+    await waitForRows((r) => r.some((t) => t.includes(id02)), 'the session picker');
+    const rows = await quickPickRows();
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id02))).click();
+    const input = page.locator('.quick-input-widget input');
+    await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
+    await input.fill('Focus on the CHANGELOG work');
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
+    await input.fill('release date: 2026-12-01');
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 2' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    const text = await waitForEditor((t) => t.includes('Compaction preview') && t.includes('instructions:'), 'the preview with instructions');
+    assert(text.includes('Focus on the CHANGELOG work'), `instructions shown: ${text.slice(0, 600)}`);
+    assert(text.includes('preserve: 1 item'), `preserve count shown: ${text.slice(0, 600)}`);
+    assert((await activeTabTitle()).includes('(instructions)'), `tab: ${await activeTabTitle()}`);
+    await shot('preview-instructions');
+    // The typed request reaches the summary itself.
+    await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
+    await page.keyboard.press('Control+End');
+    // Find it in the summary (the find widget scrolls the match into view).
+    await page.keyboard.press('Control+f');
+    const find = page.locator('.editor-group-container.active .find-widget textarea, .editor-group-container.active .find-widget input').first();
+    await find.waitFor({ state: 'visible' });
+    await find.fill('[preserve:');
+    await page.keyboard.press('Enter');
+    await waitForEditor((t) => /release date: 2026-12-01 \[preserve:/.test(t), 'the preserved item in the summary');
+    await page.keyboard.press('Escape');
+  });
+
   await check('Request Compaction… shows the pending intent, then the commit notification', async () => {
     await closeAllEditors();
     const file01 = tmp.files['02'];
@@ -311,6 +344,19 @@ try {
     assert(lines.length === linesBefore + 1, `one entry appended (${linesBefore} → ${lines.length})`);
     assert(JSON.parse(lines[lines.length - 1]).type === 'compaction', 'the appended entry is a compaction');
     await page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first().waitFor({ state: 'hidden' });
+  });
+
+  await check('Show Log and Restart Server', async () => {
+    await runCommand('Fabric: Show Log');
+    await page.locator('.part.panel', { hasText: 'starting' }).first().waitFor({ state: 'visible' });
+    await runCommand('Fabric: Restart Server');
+    await page.locator('.statusbar-item', { hasText: 'Fabric: restarting' }).first().waitFor({ state: 'visible' }).catch(() => undefined);
+    await page.locator('.statusbar-item', { hasText: 'Fabric: ready' }).first().waitFor({ state: 'visible' });
+    // The new server answers: Expand works again.
+    await runCommand('Fabric: Expand Entry…');
+    await page.locator('.quick-input-widget input').fill(`pi-entry:${id02}/6a50d7b6`);
+    await page.keyboard.press('Enter');
+    await waitForEditor((t) => t.includes('Please fix the failing tests'), 'an expand after the restart');
   });
 } catch (err) {
   failed += 1;
