@@ -168,6 +168,8 @@ def preview_compaction(
     if leaf_id is not None and leaf_id not in log.by_id:
         raise PreviewError("entry_not_found", f"leafId {leaf_id!r} is not an entry of this session")
     used_leaf, branch, error = log.branch(leaf_id)
+    log.nodes = []  # only the branch is needed from here on: let the rest go
+    log.by_id = {}
     result["leafId"] = used_leaf
     warnings = _warnings(log, error)
     if warnings:

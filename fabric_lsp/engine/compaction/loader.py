@@ -104,20 +104,16 @@ def _slim(value: dict) -> None:
     if role == "assistant":
         if "responseId" in msg:
             del msg["responseId"]
-        for k in ("api", "provider", "model", "stopReason"):
-            v = msg.get(k)
-            if v.__class__ is str:
-                msg[k] = _intern(v)
+        if "api" in msg:
+            del msg["api"]
         usage = msg.get("usage")
         if usage.__class__ is dict and "cost" in usage:
-            del usage["cost"]
+            # only these feed calculateContextTokens; a fresh small dict is half the size
+            msg["usage"] = {k: usage[k] for k in _USAGE_KEYS if k in usage}
         content = msg.get("content")
         if content.__class__ is list:
             for part in content:
                 if part.__class__ is dict:
-                    t = part.get("type")
-                    if t.__class__ is str:
-                        part["type"] = _intern(t)
                     if "thinkingSignature" in part:
                         del part["thinkingSignature"]
                     if "textSignature" in part:
@@ -127,6 +123,7 @@ def _slim(value: dict) -> None:
 
 
 _intern = sys.intern
+_USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
 def _stub_output(msg: dict) -> None:
@@ -198,6 +195,10 @@ class _Sink:
         pid = value.get("parentId", 0)
         if isinstance(eid, str) and (pid is None or isinstance(pid, str)):
             if self.slim:
+                # a parent id and a call id each appear twice in a session: share them
+                eid = value["id"] = _intern(eid)
+                if pid is not None:
+                    value["parentId"] = _intern(pid)
                 _slim(value)
             out.nodes.append(value)
             out.by_id[eid] = value
