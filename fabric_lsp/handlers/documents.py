@@ -209,7 +209,7 @@ def recall_to_symbols(result: dict[str, Any]) -> list[types.SymbolInformation]:
             for entry in seg.get("entries", []):
                 if not entry.get("matched"):
                     continue
-                pos = types.Position(line=int(entry.get("line", 0)), character=0)
+                pos = types.Position(line=int(entry.get("line") or 0), character=0)
                 label = entry.get("role") or entry.get("type") or "entry"
                 out.append(
                     types.SymbolInformation(
