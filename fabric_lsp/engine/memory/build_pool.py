@@ -18,7 +18,8 @@ import sys
 from typing import Any, Callable, Iterable, Optional
 
 _CHILD = r"""
-import pickle, struct, sys
+import gc, pickle, struct, sys
+gc.disable()  # a short-lived builder of acyclic data: collection passes only cost time
 from fabric_lsp.engine.memory.sessions import SourceMissing, build_detached
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 while True:

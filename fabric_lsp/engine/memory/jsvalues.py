@@ -36,15 +36,14 @@ def _has_float(value: Any) -> bool:
 
 
 def js_stringify(value: Any) -> str:
-    """`JSON.stringify(value)`: compact, insertion key order, non-ASCII kept raw."""
-    if _has_float(value):
-        value = _js_numbers(value)
+    """`JSON.stringify(value)`: compact, insertion key order, non-ASCII kept raw.
+
+    Session values come from a decoder that already turns integral floats into ints
+    (`source.js_float`); other floats print as JS prints them (except exponents >= 1e21)."""
     return _encoder.encode(value).decode("utf-8")
 
 
 def js_stringify_bytes_len(value: Any) -> int:
-    if _has_float(value):
-        value = _js_numbers(value)
     return len(_encoder.encode(value))
 
 

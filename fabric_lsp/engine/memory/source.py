@@ -28,8 +28,17 @@ class _Envelope(msgspec.Struct):
     parentId: Any = None
 
 
+def js_float(text: str) -> float | int:
+    """JSON number with a fraction or exponent, as JS sees it: integral values are plain
+    integers (JSON.stringify prints `1.0` as `1`), so re-encoding needs no fix-ups."""
+    value = float(text)
+    if value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
-_any_decoder = msgspec.json.Decoder()
+_any_decoder = msgspec.json.Decoder(float_hook=js_float)
 
 
 def _scrub(value: Any) -> Any:
@@ -55,7 +64,7 @@ def decode_json_line(raw: bytes) -> tuple[bool, Any]:
         pass
     try:
         # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
-        return True, _scrub(json.loads(raw.decode("utf-8", "surrogateescape")))
+        return True, _scrub(json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float))
     except (ValueError, RecursionError):
         return False, None
 

@@ -75,12 +75,12 @@ def unique_terms(text: str) -> set[str]:
     """The set of tokens of `text` (cheaper than counting when only presence matters)."""
     if text.isascii():
         return set(_ascii_tokens(text))
-    out: set[str] = set()
-    for piece in set(_pieces(text)):
-        if piece.isascii():
-            out.add(piece.lower())
-        else:
-            out.update(_slow_piece(piece))
+    pieces = set(_pieces(text))
+    mixed = {piece for piece in pieces if not piece.isascii()}
+    pieces.difference_update(mixed)
+    out = set(" ".join(pieces).lower().split())
+    for piece in mixed:
+        out.update(_slow_piece(piece))
     return out
 
 
