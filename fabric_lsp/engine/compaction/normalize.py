@@ -369,9 +369,7 @@ def normalize(
     push = events.append
     thinking = 0
 
-    def emit(ev: dict) -> None:
-        ev["index"] = len(events) + 1
-        push(ev)
+    emit = push  # indices are assigned once at the end (nothing reads them before)
 
     for n, entry in enumerate(entries):
         if check is not None and (n & 1023) == 0:
@@ -403,17 +401,16 @@ def normalize(
                             args = part.get("arguments")
                             if args is None:
                                 args = {}
-                            calls[cid] = {"entryId": eid, "name": name, "args": args}
-                            emit(
-                                {
-                                    "type": "toolCall",
-                                    "entryId": eid,
-                                    "sourceEntryId": eid,
-                                    "toolCallId": cid,
-                                    "name": name,
-                                    "args": args,
-                                }
-                            )
+                            ev = {
+                                "type": "toolCall",
+                                "entryId": eid,
+                                "sourceEntryId": eid,
+                                "toolCallId": cid,
+                                "name": name,
+                                "args": args,
+                            }
+                            calls[cid] = ev  # has entryId, name and args
+                            emit(ev)
                     elif pt == "thinking":
                         if isinstance(part.get("thinking"), str):
                             thinking += 1
@@ -466,6 +463,8 @@ def normalize(
                 continue
             for fact in env["facts"]:
                 _emit_fact(fact, eid, emit)
+    for i, ev in enumerate(events, 1):
+        ev["index"] = i
     if stats is not None:
         stats["thinking"] = thinking
     return events
