@@ -237,7 +237,7 @@ def test_compaction_preview_on_hostile_sessions(data, ratio, window, keep, leaf)
         COUNTS["preview.errors"] += 1
         return
     assert result["outcome"] in ("compacted", "cancelled", "skipped")
-    msgspec.json.encode(result)
+    json.dumps(result)  # what the server sends (ASCII-escaped JSON)
     COUNTS[f"preview.{result['outcome']}"] += 1
 
 
@@ -356,7 +356,7 @@ def test_memory_engine_behind_the_wire_decoder(method: str, params: Any, pick: i
     except ValueError:  # the server answers these as InvalidParams
         COUNTS["engine.invalid_params"] += 1
         return
-    msgspec.json.encode(result)
+    json.dumps(result)  # what the server sends (ASCII-escaped JSON)
     if method == protocol.EXPAND and "error" in result:
         assert set(result) == {"error"}  # no source text with an error
         COUNTS[f"engine.expand.{result['error']['code']}"] += 1
