@@ -2,7 +2,8 @@
 // (category "Fabric"). UI command ids use the `fabricLsp.` prefix because the language
 // client registers the server's own `fabric.*` executeCommand ids itself.
 import * as vscode from 'vscode';
-import { Fabric } from './fabric';
+import { Fabric, errorMessage } from './fabric';
+import { fence } from './render';
 import { VirtualDocuments } from './documents';
 import { VIRTUAL_SCHEME } from './server';
 import { RecallPicker } from './recall';
@@ -40,6 +41,18 @@ async function sessionsCommand(f: Fabric, intents: Intents): Promise<void> {
   }
 }
 
+/** `fabric.reload`: the server re-reads every configuration layer and drops its caches. */
+async function reloadConfiguration(f: Fabric): Promise<void> {
+  try {
+    const effective = await f.request<Record<string, unknown>>('workspace/executeCommand', { command: 'fabric.reload', arguments: [] });
+    const text = ['# Fabric: effective server configuration', '',
+      `Workspace trusted: ${vscode.workspace.isTrusted}`, '', fence(JSON.stringify(effective, null, 2), 'json'), ''].join('\n');
+    await f.docs.show('Fabric Configuration', 'configuration', text);
+  } catch (err) {
+    void vscode.window.showErrorMessage(`Fabric: reload failed: ${errorMessage(err)}`);
+  }
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel('Fabric', { log: true });
   const docs = new VirtualDocuments();
@@ -61,6 +74,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     command('fabricLsp.requestCompaction', () => intents.request()),
     command('fabricLsp.compactionStatus', () => intents.status()),
     command('fabricLsp.cancelCompaction', () => intents.cancel()),
+    command('fabricLsp.reloadConfiguration', () => reloadConfiguration(f)),
     command('fabricLsp.restartServer', () => f.restart()),
     command('fabricLsp.showLog', () => output.show()),
   );

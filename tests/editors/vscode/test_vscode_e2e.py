@@ -1,5 +1,6 @@
 """End to end in real VS Code: the packaged .vsix in code-server, driven by headless
-chromium through playwright-core (editors/vscode/test/e2e/run.mjs)."""
+chromium through playwright-core (editors/vscode/test/e2e/run.mjs). One code-server at a
+time: the two runs are sequential."""
 
 from __future__ import annotations
 
@@ -10,15 +11,31 @@ import pytest
 from vscode_support import report, run_node
 
 
-@pytest.mark.editor
-def test_palette_commands_in_real_vscode(vscode_tools, vsix, tmp_path):
+def _run(vscode_tools, vsix, shots, *extra: str):
     args = [
         "test/e2e/run.mjs",
         "--vsix", str(vsix),
         "--code-server", vscode_tools["codeServer"],
         "--chromium", vscode_tools["chromium"],
-        "--screenshots", os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(tmp_path / "shots")),
+        "--screenshots", os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(shots)),
+        *extra,
     ]
     proc = run_node(vscode_tools, args, 420)
     assert proc.returncode == 0, report(proc)
     assert " 0 failed" in proc.stdout, report(proc)
+    return proc
+
+
+@pytest.mark.editor
+def test_palette_commands_in_real_vscode(vscode_tools, vsix, tmp_path):
+    proc = _run(vscode_tools, vsix, tmp_path / "shots")
+    passed = [line.removeprefix("ok - ") for line in proc.stdout.splitlines() if line.startswith("ok - ")]
+    for name in ("Recall…", "Expand Entry…", "hover previews", "Sessions…", "Preview Compaction renders",
+                 "Preview Compaction with Instructions…", "Request Compaction…", "Reload Configuration",
+                 "Show Log and Restart Server"):
+        assert any(p.startswith(name) for p in passed), f"check {name!r} did not run\n{report(proc)}"
+
+
+@pytest.mark.editor
+def test_untrusted_workspace_runs_the_server_untrusted(vscode_tools, vsix, tmp_path):
+    _run(vscode_tools, vsix, tmp_path / "shots", "--untrusted")

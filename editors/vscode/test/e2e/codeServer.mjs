@@ -30,7 +30,7 @@ function writeJson(file, value) {
  * @param {string} o.vsix        the packaged extension
  * @param {object} o.settings    extra user settings
  */
-export async function startCodeServer({ codeServer, node, root, vsix, settings, log }) {
+export async function startCodeServer({ codeServer, node, root, vsix, settings, log, workspaceTrust = false }) {
   const port = await freePort();
   const userData = path.join(root, 'ud');
   const extensions = path.join(root, 'ext');
@@ -40,7 +40,10 @@ export async function startCodeServer({ codeServer, node, root, vsix, settings, 
     'workbench.startupEditor': 'none',
     'workbench.tips.enabled': false,
     'workbench.enableExperiments': false,
-    'security.workspace.trust.enabled': false,
+    // With trust on, a new folder opens in Restricted Mode without asking.
+    'security.workspace.trust.enabled': workspaceTrust,
+    'security.workspace.trust.startupPrompt': 'never',
+    'security.workspace.trust.banner': 'always',
     'telemetry.telemetryLevel': 'off',
     'update.mode': 'none',
     'extensions.autoUpdate': false,
@@ -80,7 +83,8 @@ export async function startCodeServer({ codeServer, node, root, vsix, settings, 
   const out = fs.openSync(path.join(root, 'code-server.log'), 'w');
   const proc = spawn(codeServer, [
     ...common,
-    '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust',
+    '--disable-telemetry', '--disable-update-check',
+    ...(workspaceTrust ? [] : ['--disable-workspace-trust']),
     '--disable-getting-started-override',
   ], { env, detached: true, stdio: ['ignore', out, out] });
   const stop = () => {

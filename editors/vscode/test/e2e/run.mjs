@@ -21,6 +21,8 @@ const { values: opts } = parseArgs({
     chromium: { type: 'string', default: '/usr/bin/chromium' },
     screenshots: { type: 'string' },
     keep: { type: 'boolean', default: false },
+    // Open the workspace untrusted (Restricted Mode) and check only what trust changes.
+    untrusted: { type: 'boolean', default: false },
   },
 });
 if (!opts.vsix || !opts['code-server']) {
@@ -31,6 +33,7 @@ if (!opts.vsix || !opts['code-server']) {
 const STEP_MS = 30_000;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
+class Done extends Error {}
 let passed = 0;
 let failed = 0;
 
@@ -126,6 +129,19 @@ async function waitForEditor(pred, what) {
   throw new Error(`timed out waiting for ${what}; editor shows: ${text.slice(0, 800)}`);
 }
 
+/** Scroll the active editor to `needle` with the find widget, then return the visible text. */
+async function findInEditor(needle, pred, what) {
+  await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
+  await page.keyboard.press('Control+f');
+  const find = page.locator('.editor-group-container.active .find-widget textarea, .editor-group-container.active .find-widget input').first();
+  await find.waitFor({ state: 'visible' });
+  await find.fill(needle);
+  await page.keyboard.press('Enter');
+  const text = await waitForEditor(pred, what);
+  await page.keyboard.press('Escape');
+  return text;
+}
+
 async function activeTabTitle() {
   return clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
 }
@@ -146,6 +162,7 @@ try {
     root: path.join(tmp.root, 'cs'),
     vsix: path.resolve(opts.vsix),
     log,
+    workspaceTrust: opts.untrusted,
     settings: {
       'fabric.server.command': serverCmd,
       'fabric.agentDir': tmp.agentDir,
@@ -180,6 +197,34 @@ try {
     log('Fabric: ready');
   });
   if (!ready) throw new Error('the extension never reported ready; later checks would only time out');
+
+  const configurationCheck = async (trusted) => {
+    await runCommand('Fabric: Reload Configuration');
+    const text = await waitForEditor((t) => t.includes('effective server configuration'), 'the configuration document');
+    assert(text.includes(`Workspace trusted: ${trusted}`), `VS Code trust: ${text.slice(0, 400)}`);
+    assert(text.includes(`"trusted": ${trusted}`), `server trust: ${text.slice(0, 800)}`);
+    assert(text.includes(`"agentDir": "${tmp.agentDir}"`), `agentDir from the settings: ${text.slice(0, 800)}`);
+    await findInEditor('commitQuietMs', (t) => t.includes('"commitQuietMs": 6000'), 'the explicit compaction setting');
+    // No warnings: the extension sends only keys the server knows.
+    await findInEditor('"warnings"', (t) => /"warnings": \[\]/.test(t), 'an empty warnings list');
+  };
+
+  if (opts.untrusted) {
+    await check('untrusted workspace: Restricted Mode, server runs with trusted: false', async () => {
+      await page.locator('.statusbar-item', { hasText: 'Restricted Mode' }).first().waitFor({ state: 'visible' });
+      await configurationCheck(false);
+      await shot('untrusted');
+    });
+    await check('untrusted workspace: Expand still works', async () => {
+      await runCommand('Fabric: Expand Entry…');
+      await page.locator('.quick-input-widget input').fill(`pi-entry:${id02}/662cb756`);
+      await page.keyboard.press('Enter');
+      await waitForEditor((t) => t.includes('Add a CHANGELOG entry'), 'the expanded entry');
+    });
+    throw new Done();
+  }
+
+  await check('Reload Configuration: trusted workspace, settings reach the server', () => configurationCheck(true));
 
   await check('Recall… searches live and opens the expanded entry', async () => {
     await runCommand('Fabric: Recall…');
@@ -359,9 +404,11 @@ try {
     await waitForEditor((t) => t.includes('Please fix the failing tests'), 'an expand after the restart');
   });
 } catch (err) {
-  failed += 1;
-  console.log(`not ok - harness`);
-  console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+  if (!(err instanceof Done)) {
+    failed += 1;
+    console.log(`not ok - harness`);
+    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+  }
 } finally {
   if (consoleErrors.length > 0) {
     const relevant = consoleErrors.filter((e) => /fabric|extension host|activat/i.test(e));
