@@ -261,3 +261,24 @@ def test_truncate_prefix_safe_equals_truncate(text, n, window):
     from fabric_lsp.engine.compaction.jsstr import truncate, truncate_prefix_safe
 
     assert truncate_prefix_safe(text, n, window) == truncate(text, n)
+
+
+@PROPS
+@given(st.text(max_size=120).filter(lambda t: not t.lstrip(" \t\r\n").startswith("{")) | st.sampled_from([
+    '{"version":1,"x":1}', '{"version":2}', '{"version":1,"preserve":"a"}', '{"version":1,"version":1}', '{"version":01}',
+    '{"version":1,"instructions":"\\ud800"}', "[]", '{"version":1,"preserve":[' + ",".join(['"a"'] * 17) + "]}",
+]))
+def test_malformed_typed_payload_cancels_with_decoder_code(tail):
+    from compaction_examples import example1
+    from fabric_lsp.engine.compaction.instructions import TYPED_PREFIX, decode_instructions
+
+    data = b"".join(msgspec.json.encode(e) + b"\n" for e in [{"type": "session", "version": 3, "id": "s"}, *example1()])
+    src = TYPED_PREFIX + tail
+    decoded = decode_instructions(src)
+    res = preview_compaction(data, session_path="/s.jsonl", keep_recent_tokens=1, context_window=0, instructions=src)
+    if decoded["ok"]:
+        assert res["outcome"] == "compacted"
+    else:
+        assert res["outcome"] == "cancelled" and "summary" not in res
+        assert res["error"]["code"] == decoded["error"]["code"]
+        assert res["reason"] == f"fabric: {decoded['error']['code']}: {decoded['error']['message']}"
