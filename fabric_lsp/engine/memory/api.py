@@ -1032,4 +1032,14 @@ def _expanded_item(e: dict) -> dict:
     item["isError"] = bool(e.get("isError"))
     item["text"] = e["text"]
     item["line"] = e.get("line", -1)
+    # The reference's structural detail, when present (extra keys are allowed on results).
+    for key in _EXPAND_EXTRAS:
+        if key in e and e[key] is not None:
+            item[key] = e[key]
     return item
+
+
+_EXPAND_EXTRAS = (
+    "parentEntryId", "ref", "provider", "action", "outcome", "filesTouched", "operation", "branchFact",
+    "factAddress", "carrierEntryId", "carrierParentId", "carrierFromId",
+)

@@ -64,3 +64,26 @@ def test_sessions(agent, capsys):
     assert row["uri"].startswith("file://") and row["lastTs"] == 1735689607000
     code, out, _ = _run(capsys, "sessions", "--cwd", CWD, "--agent-dir", str(agent))
     assert code == 0 and out.startswith("s1  hot")
+
+
+def test_results_fit_the_wire_contract(agent, capsys):
+    """Every result shape converts into the protocol's result Structs."""
+    import msgspec
+
+    from fabric_lsp import protocol
+    from memory_kit import engine
+
+    eng = engine(agent)
+    path = str(next(agent.glob("sessions/*/*.jsonl")))
+    for params in ({"query": "auth login", "scope": "project"}, {"scope": "project"},
+                   {"query": "auth", "scope": f"session:{path}", "entryRange": {"first": 0, "last": 2}},
+                   {"query": "x", "scope": "session:nope"}):
+        msgspec.convert(eng.recall(params, cwd=CWD), protocol.RecallResult)
+    cold = engine(agent, hot_sessions=0).recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    assert cold["items"][0]["kind"] == "pointer"
+    msgspec.convert(cold, protocol.RecallResult)
+    msgspec.convert(eng.expand({"session": path, "entryRange": {"first": 0, "last": 4}}), protocol.ExpandResult)
+    for params in ({"session": "nope", "indices": [0]}, {"session": path, "indices": [99]},
+                   {"session": path, "entryIds": ["zz"]}):
+        msgspec.convert(eng.expand(params), protocol.ExpandErrorResult)
+    msgspec.convert(eng.sessions({"scope": "global"}), protocol.SessionsResult)
