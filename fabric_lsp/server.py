@@ -259,4 +259,5 @@ def run_server(tcp: str | None = None) -> int:
         server.start_io()
     server.engines.close()
     server.engine_executor.shutdown(wait=False, cancel_futures=True)
-    return 0
+    # LSP: exit code 0 only when `shutdown` came before `exit` (or end of input)
+    return 0 if server.protocol._shutdown else 1

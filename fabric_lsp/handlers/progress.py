@@ -84,6 +84,7 @@ class RequestProgress:
         self._buffer: list[dict[str, Any]] = []
         self._last_report = 0.0
         self._last_message: str | None = None
+        self._last_pct = 0
 
     def start(self) -> None:
         if self.token is None and not self._create:
@@ -142,7 +143,9 @@ class RequestProgress:
         self._last_message = message
         value = types.WorkDoneProgressReport(message=message or None)
         if isinstance(pct, (int, float)) and not isinstance(pct, bool):
-            value.percentage = max(0, min(100, int(pct)))
+            # never goes backwards within one request (phases restart their own counts)
+            self._last_pct = max(self._last_pct, min(100, int(pct)))
+            value.percentage = self._last_pct
         self.server.work_done_progress.report(self.token, value)
 
     async def end(self, message: str) -> None:

@@ -81,3 +81,22 @@ async def test_polling_notices_appends(agent_dir, editor_name, tmp_path):
         assert code == -32602
     finally:
         await stop(client)
+
+
+def test_exit_code_follows_shutdown(tmp_path):
+    import os
+    import sys
+
+    from fabric_lsp.commands.demo import StdioLspClient
+
+    env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path), HOME=str(tmp_path))
+    init = {"processId": None, "rootUri": None, "capabilities": {}}
+    polite = StdioLspClient([sys.executable, "-m", "fabric_lsp"], env=env)
+    polite.request("initialize", init)
+    polite.request("shutdown")
+    polite.notify("exit")
+    assert polite.proc.wait(timeout=30) == 0
+    abrupt = StdioLspClient([sys.executable, "-m", "fabric_lsp"], env=env)
+    abrupt.request("initialize", init)
+    abrupt.notify("exit")
+    assert abrupt.proc.wait(timeout=30) == 1

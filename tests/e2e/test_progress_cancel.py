@@ -32,6 +32,8 @@ def assert_paired(values):
     assert kinds[-1] == "end", kinds
     assert kinds.count("begin") == 1 and kinds.count("end") == 1, kinds
     assert set(kinds[1:-1]) <= {"report"}, kinds
+    pcts = [v.percentage for v in values if getattr(v, "percentage", None) is not None]
+    assert pcts == sorted(pcts) and all(0 <= p <= 100 for p in pcts), pcts
 
 
 async def _wait_for(pred, timeout=5.0):
