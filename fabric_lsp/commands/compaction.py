@@ -8,7 +8,6 @@ import os
 import sys
 from typing import Any
 
-import msgspec
 
 
 def _resolve(ref: str) -> str:
@@ -26,12 +25,16 @@ def _resolve(ref: str) -> str:
 
 
 def _write(text: str) -> None:
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
+    from fabric_lsp.engine.compaction.api import printable
+
+    sys.stdout.buffer.write(printable(text))
     sys.stdout.buffer.flush()
 
 
 def _emit_json(obj: Any) -> None:
-    sys.stdout.buffer.write(msgspec.json.encode(obj) + b"\n")
+    from fabric_lsp.engine.compaction.api import result_json
+
+    sys.stdout.buffer.write(result_json(obj) + b"\n")
     sys.stdout.buffer.flush()
 
 

@@ -27,6 +27,27 @@ PROGRESS_MIN_BYTES = 1 << 20
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
 
+def result_json(result: Any) -> bytes:
+    """UTF-8 JSON of a result exactly as JavaScript's JSON.stringify would write it (lone
+    surrogates from the session escaped as \\udXXX, JS number format). Use this, not a
+    plain UTF-8 encoder, when a summary or details may carry a lone surrogate that the
+    session itself contained: msgspec/json refuse to encode those."""
+    from .jsstr import js_stringify
+
+    return js_stringify(result).encode("utf-8")
+
+
+def printable(text: str) -> bytes:
+    """UTF-8 bytes of `text` for a terminal: a lone surrogate becomes U+FFFD, as Node
+    writes it."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        import re
+
+        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode("utf-8")
+
+
 class PreviewError(ValueError):
     """Bad preview input (unknown leaf or target, unreadable source); `code` names it."""
 

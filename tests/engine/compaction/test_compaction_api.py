@@ -175,3 +175,22 @@ def test_cli_preview_and_tree(tmp_path):
     assert tree.returncode == 0 and tree.stdout.startswith(b"[Session Goal]")
     missing = _cli("preview", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 2
+
+
+def test_lone_surrogates_survive_to_json_and_text(tmp_path):
+    from fabric_lsp.engine.compaction.api import printable, result_json
+
+    entries = example1()
+    entries[0]["message"]["content"] = "Fix \ud800 the bug"
+    p = tmp_path / "s.jsonl"
+    lines = [json.dumps({"type": "session", "version": 3, "id": "s"})] + [json.dumps(e) for e in entries]
+    p.write_text("\n".join(lines) + "\n", encoding="ascii")  # json.dumps escapes the surrogate as \ud800
+    res = preview_compaction(p, keep_recent_tokens=1, context_window=0)
+    assert "Fix \ud800 the bug" in res["summary"]
+    assert b'Fix \\ud800 the bug' in result_json(res)
+    assert json.loads(result_json(res))["summary"] == res["summary"]
+    assert "Fix \ufffd the bug".encode() in printable(res["summary"])
+    js = _cli("preview", str(p), "--keep-recent", "1", "--context-window", "0", "--json")
+    assert js.returncode == 0 and b"\\ud800" in js.stdout
+    txt = _cli("preview", str(p), "--keep-recent", "1", "--context-window", "0")
+    assert txt.returncode == 0 and "Fix \ufffd the bug".encode() in txt.stdout
