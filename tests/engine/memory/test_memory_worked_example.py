@@ -150,7 +150,8 @@ def test_expand_examples(demo):
     assert out["branches"] == "active" and out["lineageFingerprint"] == FP
     assert out["expanded"] == [{"index": 1, "entryId": "a1", "role": "assistant", "toolName": "read",
                                 "type": "message", "timestamp": 1735689602000, "isError": False,
-                                "text": 'hmm private\nReading auth.\nTool: read({"path":"src/auth.ts"})', "line": 2}]
+                                "text": 'hmm private\nReading auth.\nTool: read({"path":"src/auth.ts"})', "line": 2,
+                                "filesTouched": ["src/auth.ts"]}]
     assert eng.expand({"session": str(path), "indices": [9]}) == {
         "error": {"code": "index_out_of_bounds", "message": "Entry index 9 is outside 0..4."}}
     assert eng.recall({"query": "zzznomatch", "scope": "project"}, cwd=CWD)["text"] == 'No matches for "zzznomatch".'
