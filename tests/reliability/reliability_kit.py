@@ -84,7 +84,9 @@ class RawServer:
                  stderr_path: Optional[Path] = None, settings: Optional[dict] = None) -> None:
         self.agent = agent
         self.settings = settings  # answer to workspace/configuration "fabric"
-        self._stderr = open(stderr_path or os.devnull, "wb")
+        if stderr_path is not None:
+            Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
+        self._stderr = open(stderr_path or os.devnull, "ab")
         self.proc = subprocess.Popen(
             server_command(),
             stdin=subprocess.PIPE,
