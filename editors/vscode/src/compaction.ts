@@ -5,7 +5,7 @@ import * as vscode from 'vscode';
 import { LanguageClient } from 'vscode-languageclient/node';
 import { Fabric, errorMessage } from './fabric';
 import {
-  CommittedNotification, Intent, Method, PreviewResult, StatusResult, isDomainError,
+  CommittedNotification, Intent, Method, PreviewResult, SessionsResult, StatusResult, isDomainError,
 } from './protocol';
 import { PreviewInputs, describeRecord, describeStatus, renderPreview, shortId } from './render';
 import { SessionChoice, chooseSession } from './sessions';
@@ -99,8 +99,23 @@ export class Intents implements vscode.Disposable {
         if (choice && path.isAbsolute(n.session)) void vscode.window.showTextDocument(vscode.Uri.file(n.session));
       });
     }));
-    // Intents may have been left pending by an earlier window: re-check the ones we know.
-    void this.poll();
+    // Intents may be pending from an earlier window or another client (Neovim, the CLI):
+    // look at this project's newest sessions once, then poll only what is pending.
+    void this.discover().then(() => this.poll());
+  }
+
+  private async discover(): Promise<void> {
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (!cwd) return;
+    try {
+      const res = await this.fabric.request<SessionsResult>(Method.sessions, { scope: 'project', cwd, pageSize: 10 });
+      for (const s of res.sessions) {
+        const status = await this.fabric.request<StatusResult>(Method.compactStatus, { session: s.sessionFile });
+        if (!isDomainError(status) && status.pending) this.track(s.sessionFile, s.sessionId, status.pending);
+      }
+    } catch (err) {
+      this.fabric.output.debug(`pending-intent discovery skipped: ${errorMessage(err)}`);
+    }
   }
 
   track(session: string, label: string, intent: Intent | undefined): void {

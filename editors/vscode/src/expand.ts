@@ -1,7 +1,8 @@
 // Expanding entries into read-only documents, and opening session JSONL files at a line.
 import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
-import { ENTRY_REF, ExpandResult, Method, Segment, SegmentEntry, isDomainError } from './protocol';
+import { ExpandResult, Method, Segment, SegmentEntry, isDomainError } from './protocol';
+import { parseEntryInput, referenceAt } from './refs';
 import { renderExpand, shortId } from './render';
 import { activeSession, sessionHeader } from './sessions';
 
@@ -41,52 +42,14 @@ export async function openEntry(fabric: Fabric, segment: Segment, entry: Segment
   );
 }
 
-export interface ParsedEntryInput {
-  session: string;
-  selector: Record<string, unknown>;
-  label: string;
-}
-
-/**
- * Accepted forms: `pi-entry:<session>/<entryId>`, `<session>/<entryId>`,
- * `<session>#<index>` and `<session>#<first>-<last>` (an entry range). `<session>` is a
- * session id or an absolute path of a session file.
- */
-export function parseEntryInput(input: string): ParsedEntryInput | string {
-  const text = input.trim();
-  if (!text) return 'Enter an entry reference';
-  const ref = new RegExp(`^${ENTRY_REF.source}$`).exec(text);
-  if (ref) return { session: ref[1], selector: { entryIds: [ref[2]] }, label: `${shortId(ref[1])}/${ref[2]}` };
-  const range = /^(.+)#(\d+)(?:-(\d+))?$/.exec(text);
-  if (range) {
-    const first = Number(range[2]);
-    const last = range[3] !== undefined ? Number(range[3]) : undefined;
-    if (last !== undefined && last < first) return 'The range end is before its start';
-    return {
-      session: range[1],
-      selector: last === undefined ? { indices: [first] } : { entryRange: { first, last } },
-      label: `${shortId(range[1])}#${range[2]}${last !== undefined ? `-${last}` : ''}`,
-    };
-  }
-  const slash = text.lastIndexOf('/');
-  if (slash > 0 && slash < text.length - 1) {
-    const session = text.slice(0, slash);
-    const entryId = text.slice(slash + 1);
-    return { session, selector: { entryIds: [entryId] }, label: `${shortId(session.split('/').pop() ?? session)}/${entryId}` };
-  }
-  return 'Use pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]';
-}
-
 /** A default for the input box: the reference under the cursor, or the JSONL line's entry. */
 function referenceAtCursor(): string | undefined {
   const editor = vscode.window.activeTextEditor;
   if (!editor) return undefined;
   const pos = editor.selection.active;
   const line = editor.document.lineAt(pos.line).text;
-  for (const m of line.matchAll(new RegExp(ENTRY_REF.source, 'g'))) {
-    const start = m.index ?? 0;
-    if (pos.character >= start && pos.character <= start + m[0].length) return m[0];
-  }
+  const ref = referenceAt(line, pos.character);
+  if (ref) return ref;
   const active = activeSession();
   if (active?.sessionId) {
     try {

@@ -198,9 +198,6 @@ export interface CommittedNotification {
   record: CommitRecord;
 }
 
-/** `pi-entry:<sessionId>/<entryId>`: the project's one entry-reference syntax. */
-export const ENTRY_REF = /pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)\/([A-Za-z0-9][A-Za-z0-9_.:-]*)/g;
-
 export function isDomainError(value: unknown): value is DomainError {
   return typeof value === 'object' && value !== null && 'error' in value &&
     typeof (value as DomainError).error === 'object' && (value as DomainError).error !== null;
