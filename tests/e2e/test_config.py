@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fabric_e2e_harness import SPEC_WARNINGS_AS_ERRORS, make_agent_dir, rpc, server_env, start, stop
+from fabric_e2e_harness import SPEC_WARNINGS_AS_ERRORS, make_agent_dir, rpc, start, stop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
