@@ -38,6 +38,7 @@ def _corpus(agent: Path) -> list[Path]:
 
 
 def _answers(agent: Path, **cfg) -> list[dict]:
+    cfg.setdefault("regex_timeout_ms", 10_000)  # a loaded machine must not time out the regex query
     eng = engine(agent, **cfg)
     try:
         return [eng.recall(q, cwd=CWD) for q in QUERIES] + [eng.sessions({"scope": "global"})]
