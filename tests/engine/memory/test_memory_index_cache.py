@@ -220,7 +220,7 @@ def test_corrupting_or_deleting_any_cache_file_changes_no_result(tmp_path_factor
             victim.write_bytes(json.dumps(rec).encode())
         elif how == "swap":
             other = files[data.draw(st.integers(0, 10**6)) % len(files)]
-            if other.exists():
+            if other.is_file():
                 victim.write_bytes(other.read_bytes())
         elif how == "empty":
             victim.write_bytes(b"")
