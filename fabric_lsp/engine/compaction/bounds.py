@@ -3,7 +3,6 @@ earliest+latest sampling and omission lines."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable, Iterable, Optional
 
 from .jsstr import split_ws_words
@@ -75,24 +74,22 @@ def sample_addressed(items: Iterable, max_items: int, entry_id: Callable[[Any], 
     counted with the entry ids of the first and last displaced item."""
     earliest_limit = -(-max_items // 2)
     latest_limit = max_items // 2
-    earliest: list = []
-    latest: deque = deque()
-    omitted = 0
-    first: Optional[str] = None
-    last: Optional[str] = None
-    for item in items:
-        if len(earliest) < earliest_limit:
-            earliest.append(item)
-            continue
-        latest.append(item)
-        if len(latest) > latest_limit:
-            gone = latest.popleft()
-            omitted += 1
-            eid = entry_id(gone)
-            if first is None:
-                first = eid
-            last = eid
-    return Sample(earliest + list(latest), omitted, first, last, len(earliest))
+    seq = items if isinstance(items, list) else list(items)
+    n = len(seq)
+    if n <= earliest_limit + latest_limit:
+        return Sample(list(seq), 0, None, None, min(n, earliest_limit))
+    omitted = n - earliest_limit - latest_limit
+    first = last = None
+    # the displaced items are seq[earliest_limit : n - latest_limit]: `first ??= id` over
+    # them, `last = id` of the last one
+    for k in range(earliest_limit, n - latest_limit):
+        eid = entry_id(seq[k])
+        if eid is not None:
+            first = eid
+            break
+    last = entry_id(seq[n - latest_limit - 1])
+    values = seq[:earliest_limit] + (seq[n - latest_limit :] if latest_limit else [])
+    return Sample(values, omitted, first, last, earliest_limit)
 
 
 def range_text(first: Optional[str], last: Optional[str]) -> str:

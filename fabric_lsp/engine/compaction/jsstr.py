@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -27,10 +28,19 @@ ELLIPSIS = "\u2026"
 MAX_SAFE_INTEGER = 9007199254740991
 
 
+# A compact non-ASCII str stores (len + 1) * kind bytes after a fixed header; only kind 4
+# (some character above U+FFFF) can make UTF-16 longer than len(). Strings that are not
+# compact, or carry a cached UTF-8 copy, only look bigger, so they take the exact path.
+_NONASCII_BASE = sys.getsizeof("\u00e9") - 2
+
+
 def utf16_len(s: str) -> int:
     """JS `s.length`: UTF-16 code units (astral characters count 2)."""
     if s.isascii():
         return len(s)
+    n = len(s)
+    if sys.getsizeof(s) < _NONASCII_BASE + (n + 1) * 4:
+        return n
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
 
 
@@ -61,8 +71,11 @@ def js_trim_start(s: str) -> str:
     return s.lstrip(JS_WS_CHARS)
 
 
+_NON_WS = re.compile("[^" + re.escape(JS_WS_CHARS) + "]")
+
+
 def is_blank(s: str) -> bool:
-    return not s.strip(JS_WS_CHARS)
+    return _NON_WS.search(s) is None
 
 
 _PY_ONLY_WS = re.compile("[\x1c-\x1f]")  # Python whitespace that JS does not treat as such
@@ -104,10 +117,15 @@ def truncate_prefix_safe(text: str, max_units: int, window: int = 1024) -> str:
 
 
 def first_line(text: str) -> str:
-    """trimStart, then up to the first `\\n` (exclusive)."""
-    t = js_trim_start(text)
-    i = t.find("\n")
-    return t if i < 0 else t[:i]
+    """trimStart, then up to the first `\\n` (exclusive); never copies the rest."""
+    m = _NON_WS.search(text)
+    if m is None:
+        return ""
+    start = m.start()
+    i = text.find("\n", start)
+    if start == 0 and i < 0:
+        return text
+    return text[start:] if i < 0 else text[start:i]
 
 
 def utf16_sort_key(s: str) -> bytes:

@@ -62,11 +62,29 @@ class Loaded:
         start = leaf_id if leaf_id is not None and leaf_id in self.by_id else self.leaf_id
         if start is None:
             return None, [], None
+        by_id = self.by_id
+        # fast walk: a path longer than the number of ids means a cycle
         path: list[dict] = []
+        cur: Any = start
+        limit = len(by_id)
+        while cur is not None:
+            e = by_id.get(cur)
+            if e is None:
+                break
+            path.append(e)
+            if len(path) > limit:
+                break
+            cur = e.get("parentId")
+        else:
+            path.reverse()
+            return start, path, None
+        if len(path) <= limit:
+            path.reverse()
+            return start, path, None
+        path = []
         seen: set[str] = set()
         error = None
-        cur: Any = start
-        by_id = self.by_id
+        cur = start
         while cur is not None:
             e = by_id.get(cur)
             if e is None:

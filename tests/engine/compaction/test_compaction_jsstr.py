@@ -158,3 +158,26 @@ def test_js_stringify_is_valid_json_with_same_value(value):
 
 def test_collapse_matches_regex_for_ascii_edge():
     assert collapse("a\x1fb  c") == "a\x1fb c"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(max_size=3)), max_size=80), st.integers(1, 50))
+def test_sample_addressed_matches_sliding_window_definition(ids, m):
+    items = [{"entryId": x} for x in ids]
+    s = sample_addressed(items, m)
+    # the digest's streaming definition
+    e_lim, l_lim = -(-m // 2), m // 2
+    earliest, latest, omitted, first, last = [], [], 0, None, None
+    for it in items:
+        if len(earliest) < e_lim:
+            earliest.append(it)
+            continue
+        latest.append(it)
+        if len(latest) > l_lim:
+            gone = latest.pop(0)
+            omitted += 1
+            if first is None:
+                first = gone["entryId"]
+            last = gone["entryId"]
+    assert s.values == earliest + latest
+    assert (s.omitted, s.omitted_first, s.omitted_last, s.split_index) == (omitted, first, last, len(earliest))
