@@ -227,16 +227,20 @@ class _DropOwnRpcErrors(logging.Filter):
         return not isinstance(exc, JsonRpcException)
 
 
-def _configure_logging(server: FabricServer) -> None:
-    # pygls logs every message at INFO ("Sending data: ..."): keep it at WARNING.
-    for name in ("pygls", "pygls.protocol", "pygls.server", "pygls.feature_manager"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+def _quiet_pygls() -> None:
+    # pygls logs every message at INFO ("Sending data: ...") and every registration:
+    # keep it at WARNING, before the server object is built.
+    logging.getLogger("pygls").setLevel(logging.WARNING)
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_DropOwnRpcErrors())
+
+
+def _configure_logging(server: FabricServer) -> None:
     handler = _ClientLogHandler(server)
     logging.getLogger("fabric_lsp").addHandler(handler)
 
 
 def build_server() -> FabricServer:
+    _quiet_pygls()
     server = FabricServer()
     _configure_logging(server)
     from fabric_lsp.handlers import register_all

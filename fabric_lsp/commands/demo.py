@@ -229,7 +229,13 @@ def run_demo(args: argparse.Namespace, out: Callable[[str], None] = print) -> in
         else:
             agent, origin = prepare_agent_dir(workdir)
             init_options = {"agentDir": str(agent)}
+        own_copy = not getattr(args, "agent_dir", None)
         session_file, cwd = largest_session(agent)
+        if own_copy and session_file is not None:
+            # The intents step shows a pending intent and cancels it. A file that is not
+            # quiet is never committed, so date the private copy in the future.
+            future = time.time() + 3600
+            os.utime(session_file, (future, future))
         env = dict(os.environ)
         env["PI_CODING_AGENT_DIR"] = str(agent)
         log_path = workdir / "server.log"
@@ -279,6 +285,10 @@ def run_demo(args: argparse.Namespace, out: Callable[[str], None] = print) -> in
                 steps["compactionPreview"] = _step(
                     say, "fabric/compactionPreview", lambda: _preview(client, say, session_file)
                 )
+                if own_copy:
+                    steps["intents"] = _step(say, "fabric/compact/*", lambda: _intents(client, say, session_file))
+                else:
+                    say("\n(fabric/compact/* skipped with --agent-dir: the demo never leaves intents in a real agent dir)")
                 report["progressMessages"] = len(progress)
                 if progress:
                     _section(say, "$/progress seen")
@@ -392,6 +402,24 @@ def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: O
     if result.get("summary"):
         say(_clip(result["summary"], 2500))
     return {"outcome": result.get("outcome"), "summaryChars": len(result.get("summary") or "")}
+
+
+def _intents(client: StdioLspClient, say: Callable[[str], None], session_file: Optional[Path]) -> Any:
+    _section(say, "fabric/compact/request → status → cancel (largest session)")
+    if session_file is None:
+        say("  no session")
+        return None
+    session = str(session_file)
+    pending = client.request("fabric/compact/request", {
+        "session": session, "reason": "demo", "instructions": "Keep the public API notes.", "requestedBy": "demo"})
+    intent = pending.get("pending", {})
+    say(f"  pending intent: requestedBy={intent.get('requestedBy')} reason={intent.get('reason')} "
+        f"instructions={intent.get('instructions')!r}")
+    status = client.request("fabric/compact/status", {"session": session})
+    say(f"  status: settled={status.get('settled')} pending={'yes' if status.get('pending') else 'no'}")
+    cancelled = client.request("fabric/compact/cancel", {"session": session})
+    say(f"  cancel: cancelled={cancelled.get('cancelled')} (the demo never commits)")
+    return {"requested": bool(intent), "cancelled": cancelled.get("cancelled")}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

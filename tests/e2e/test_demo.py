@@ -27,6 +27,8 @@ def test_demo_runs_every_step():
         assert steps["workspaceSymbol"]["symbols"] >= 1
     else:
         assert "not available yet" in steps["recall"]["notAvailable"]
+    if engine_landed("fabric_lsp.engine.intents.service"):
+        assert steps["intents"] == {"requested": True, "cancelled": True}
     if engine_landed("fabric_lsp.engine.compaction.api"):
         assert steps["compactionPreview"]["outcome"] == "compacted"
         assert steps["compactionPreview"]["summaryChars"] > 0

@@ -167,3 +167,4 @@ async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path
     assert "ERROR fabric_lsp.requests: fabric/sessions failed" in text
     assert "RuntimeError: injected fault in fabric/sessions" in text
     assert "Sending data" not in text  # pygls' per-message logging stays silent
+    assert "Registered builtin feature" not in text
