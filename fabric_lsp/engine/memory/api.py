@@ -299,6 +299,15 @@ class MemoryEngine:
                 refs.extend(self._folder_refs(full))
         return _recency(refs)
 
+    def _forget_vanished(self, all_refs: list[Ref]) -> None:
+        """Drop state (and cache records) of sessions that disappeared since last seen."""
+        known = {r.file for r in all_refs}
+        for slot in [k for k in self._states if k[0] not in known]:
+            if not os.path.exists(slot[0]):
+                del self._states[slot]
+                for kind in ("shard", "digest"):
+                    store.remove(self.index_dir, store.cache_name(slot[0], slot[1], kind))
+
     def _project_refs(self, cwd: Optional[str]) -> list[Ref]:
         if not cwd:
             return []
@@ -647,6 +656,7 @@ class MemoryEngine:
         plan = plan_memory_query(query, mode)
         with self._lock:
             all_refs = self._all_refs()
+            self._forget_vanished(all_refs)
             try:
                 refs = self._scope_refs(kind, target, cwd, all_refs)
             except _Unresolved as err:
@@ -951,6 +961,7 @@ class MemoryEngine:
         page, page_size = page_bounds(params.get("page"), params.get("pageSize"), SESSIONS_MAX_PAGE_SIZE, 50)
         with self._lock:
             all_refs = self._all_refs()
+            self._forget_vanished(all_refs)
             try:
                 refs = self._scope_refs(kind, target, cwd, all_refs)
             except _Unresolved as err:

@@ -253,6 +253,19 @@ def test_deleting_the_whole_index_dir_is_safe(tmp_path: Path):
     assert _answers(agent, hot_sessions=2) == expected
 
 
+def test_warm_engine_drops_records_of_deleted_sessions_without_a_notification(tmp_path: Path):
+    agent = tmp_path / "agent"
+    paths = _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    index = Path(eng.index_dir)
+    gone = paths[0]
+    assert any(p.name.startswith(store.cache_base(str(gone))) for p in index.iterdir())
+    gone.unlink()
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    assert not any(p.name.startswith(store.cache_base(str(gone))) for p in index.iterdir())
+
+
 def test_warm_engine_notices_deleted_sessions(tmp_path: Path):
     agent = tmp_path / "agent"
     paths = _corpus(agent)
