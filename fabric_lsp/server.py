@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -132,7 +133,7 @@ class FabricServer(LanguageServer):
             new.compaction,
         ):
             self.engines.reset()
-            if self.initialized_done:
+            if self.initialized_done and os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
                 self.engine_executor.submit(self.engines.start_background)
         for warning in new.warnings:
             if warning not in self._shown_warnings:  # each problem is reported once

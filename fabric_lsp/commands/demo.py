@@ -238,6 +238,8 @@ def run_demo(args: argparse.Namespace, out: Callable[[str], None] = print) -> in
             os.utime(session_file, (future, future))
         env = dict(os.environ)
         env["PI_CODING_AGENT_DIR"] = str(agent)
+        if not own_copy:  # a real agent dir: do not resume (commit) intents left pending there
+            env["FABRIC_LSP_INTENTS_AUTOSTART"] = "0"
         log_path = workdir / "server.log"
         with open(log_path, "wb") as log:
             t0 = time.perf_counter()

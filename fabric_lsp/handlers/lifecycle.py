@@ -56,7 +56,8 @@ async def initialized(ls: Any, params: types.InitializedParams) -> None:
         await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
     await start_watching(ls)
     ls.initialized_done = True
-    ls.engine_executor.submit(ls.engines.start_background)
+    if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
+        ls.engine_executor.submit(ls.engines.start_background)
     ls.log_message(
         f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
         f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"
