@@ -143,45 +143,41 @@ class Spans:
     """Call/result spans over the whole branch, with an O(1) crossing test."""
 
     def __init__(self, branch: list[dict]) -> None:
-        spans: dict[str, list] = {}  # id -> [first, last, hasCall, hasResult]
-
-        def note(cid: str, idx: int, is_call: bool) -> None:
-            s = spans.get(cid)
-            if s is None:
-                spans[cid] = [idx, idx, is_call, not is_call]
-            else:
-                if idx < s[0]:
-                    s[0] = idx
-                if idx > s[1]:
-                    s[1] = idx
-                if is_call:
-                    s[2] = True
-                else:
-                    s[3] = True
-
+        # indices only grow, so the first sighting is `first` and the latest is `last`
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        calls: set[str] = set()
+        results: set[str] = set()
         for i, e in enumerate(branch):
             if e.get("type") != "message":
                 continue
             m = e.get("message")
-            if not isinstance(m, dict):
+            if m.__class__ is not dict:
                 continue
             content = m.get("content")
-            if isinstance(content, list):
+            if content.__class__ is list:
                 for p in content:
-                    if isinstance(p, dict) and p.get("type") == "toolCall":
+                    if p.__class__ is dict and p.get("type") == "toolCall":
                         cid = p.get("id")
-                        if isinstance(cid, str) and cid:
-                            note(cid, i, True)
+                        if cid.__class__ is str and cid:
+                            if cid not in first:
+                                first[cid] = i
+                            last[cid] = i
+                            calls.add(cid)
             if m.get("role") == "toolResult":
                 cid = m.get("toolCallId")
-                if isinstance(cid, str) and cid:
-                    note(cid, i, False)
+                if cid.__class__ is str and cid:
+                    if cid not in first:
+                        first[cid] = i
+                    last[cid] = i
+                    results.add(cid)
+        spans = {cid: [first[cid], last[cid], cid in calls, cid in results] for cid in first}
         self.closed = [(s[0], s[1]) for s in spans.values() if s[2] and s[3] and s[0] < s[1]]
         n = len(branch) + 2
         diff = [0] * n
-        for first, last in self.closed:
-            diff[first + 1] += 1
-            diff[last + 1] -= 1
+        for lo, hi in self.closed:
+            diff[lo + 1] += 1
+            diff[hi + 1] -= 1
         acc = 0
         self.crossing = [0] * n
         for b in range(n):

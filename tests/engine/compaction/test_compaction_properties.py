@@ -282,3 +282,28 @@ def test_malformed_typed_payload_cancels_with_decoder_code(tail):
         assert res["outcome"] == "cancelled" and "summary" not in res
         assert res["error"]["code"] == decoded["error"]["code"]
         assert res["reason"] == f"fabric: {decoded['error']['code']}: {decoded['error']['message']}"
+
+
+@PROPS
+@given(sessions)
+def test_spans_match_the_naive_crossing_definition(branch):
+    from fabric_lsp.engine.compaction.cut import Spans
+
+    occ: dict[str, list] = {}
+    for i, e in enumerate(branch):
+        if e.get("type") != "message":
+            continue
+        m = e["message"]
+        for p in m.get("content") or [] if isinstance(m.get("content"), list) else []:
+            if isinstance(p, dict) and p.get("type") == "toolCall" and isinstance(p.get("id"), str) and p["id"]:
+                occ.setdefault(p["id"], []).append((i, "call"))
+        if m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str) and m["toolCallId"]:
+            occ.setdefault(m["toolCallId"], []).append((i, "result"))
+    spans = Spans(branch)
+    for b in range(len(branch) + 1):
+        crossing = [
+            min(i for i, _ in o) for o in occ.values()
+            if {k for _, k in o} == {"call", "result"} and min(i for i, _ in o) < b <= max(i for i, _ in o)
+        ]
+        assert spans.safe(b) == (not crossing)
+        assert spans.min_first_crossing(b) == (min(crossing) if crossing else None)
