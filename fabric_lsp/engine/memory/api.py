@@ -547,10 +547,13 @@ class MemoryEngine:
             accepted.append((ref, "hot" if ref.file in hot_files else "cold"))
         resolved: dict[str, Any] = {}
         todo: list[tuple[Ref, str]] = []
+        fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
         for ref, tier in accepted:
             check(cancel)
             try:
-                state, _ = self._cached(ref, branches, tier)
+                state, worked = self._cached(ref, branches, tier)
+                if worked and ref.key is not None:
+                    fresh_bytes += ref.key.size
             except SourceMissing as missing:
                 resolved[ref.file] = missing
                 continue
@@ -576,16 +579,17 @@ class MemoryEngine:
             finally:
                 if was_enabled:
                     gc.enable()
-            if sum(r.key.size for r, _ in todo if r.key) >= self.parallel_min_bytes:
-                # Move the new long-lived index out of the collector's generations, so
-                # later full collections do not walk it during warm queries.
-                gc.freeze()
+            fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
             check(cancel)
             for ref, _tier in todo:
                 result = built.get(ref.file)
                 if isinstance(result, SessionState):
                     self._adopt(result)
                 resolved[ref.file] = result
+        if fresh_bytes >= self.parallel_min_bytes:
+            # Move the new long-lived index out of the collector's generations, so later
+            # full collections do not walk it during warm queries.
+            gc.freeze()
         indexed = incomplete = 0
         states: list[SessionState] = []
         tiers: list[str] = []

@@ -81,6 +81,10 @@ class HotView:
     tier: str = "hot"
     first_index: int = 0  # hydrated ranges: index of entries[0]
 
+    @property
+    def file_key(self) -> Any:
+        return _file_key(self.session_file)
+
 
 @dataclass
 class DigestView:
@@ -94,6 +98,10 @@ class DigestView:
     mtime: float
     vocabulary: list[str]
     vocab_set: frozenset
+
+    @property
+    def file_key(self) -> Any:
+        return _file_key(self.session_file)
 
 
 @dataclass
@@ -225,14 +233,20 @@ def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bo
                 out.append(SegmentItem(view, start, end, 0.0, chosen, len(chosen)))
         return out
     assert matched is not None
-    by_seg: dict[int, list[int]] = {}
-    for pos in matched:
-        by_seg.setdefault(bisect_right(starts, pos) - 1, []).append(pos)
-    for si, positions in by_seg.items():
-        start = starts[si]
-        end = starts[si + 1] if si + 1 < len(starts) else n
-        score = max(matched[p] for p in positions)
-        out.append(SegmentItem(view, start, end, score, set(positions), len(positions)))
+    by_seg: dict[int, list] = {}
+    nseg = len(starts)
+    for pos, score in matched.items():
+        si = bisect_right(starts, pos) - 1
+        cur = by_seg.get(si)
+        if cur is None:
+            by_seg[si] = [score, {pos}]
+        else:
+            cur[1].add(pos)
+            if score > cur[0]:
+                cur[0] = score
+    for si, (score, positions) in by_seg.items():
+        end = starts[si + 1] if si + 1 < nseg else n
+        out.append(SegmentItem(view, starts[si], end, score, positions, len(positions)))
     return out
 
 
@@ -240,12 +254,17 @@ def _seg_starts(entries: list[dict]) -> list[int]:
     return [i for i, e in enumerate(entries) if i == 0 or e.get("role") in SEGMENT_ROLES]
 
 
+def _file_key(path: str) -> Any:
+    # Code point order equals JS `<` order unless astral characters are present.
+    return path if max(path, default="\0") <= "\uffff" else utf16_key(path)
+
+
 def _item_key(item: Any):
     if isinstance(item, SegmentItem):
         v = item.view
-        return (-item.score, -v.mtime, 0, v.entries[item.start]["index"], utf16_key(v.session_file))
+        return (-item.score, -v.mtime, 0, v.entries[item.start]["index"], v.file_key)
     d = item.view
-    return (-item.score, -d.mtime, 1, 0, utf16_key(d.session_file))
+    return (-item.score, -d.mtime, 1, 0, d.file_key)
 
 
 def group_and_rank(
