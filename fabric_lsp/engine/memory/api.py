@@ -386,10 +386,7 @@ class MemoryEngine:
         data = store.read_cache_file(self.index_dir, name, limit)
         if data is None or ref.key is None:
             return None
-        if not store.valid_record(data, kind, len(data)):
-            store.remove(self.index_dir, name)
-            return None
-        record = store.decode_record(data)
+        record = store.load_record(data, kind, len(data))
         if record is None:
             store.remove(self.index_dir, name)
             return None

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 
 import msgspec
 
-from .tokenize import UNICODE_VERSION, utf16_key
+from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
 CACHE_VERSION = 5
 # Bumped when our own encoding (not the V5 contents) changes.
@@ -232,6 +232,50 @@ def valid_record(data: bytes, kind: str, file_size: int) -> bool:
     return True
 
 
+def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
+    """Decode a record for use, or None when it is not a valid V5 record of ours.
+
+    One parse: the seal proves the bytes are exactly what this engine wrote, so the
+    structural checks here are the top-level ones plus the cheap per-list invariants."""
+    if not sealed(data):
+        return None
+    rec = decode_record(data)
+    if rec is None:
+        return None
+    version = rec.get("cacheVersion")
+    if version != CACHE_VERSION or isinstance(version, bool) or rec.get("kind") != kind:
+        return None
+    if rec.get("engine") != ENGINE_FORMAT or rec.get("branches") not in ("active", "all"):
+        return None
+    for key in ("sourceHash", "lineageFingerprint"):
+        if not isinstance(rec.get(key), str) or len(rec[key]) != 64:
+            return None
+    if rec.get("cacheBytes") != file_size or not isinstance(rec.get("policy"), str):
+        return None
+    cov = rec.get("indexCoverage")
+    if not isinstance(cov, dict) or not isinstance(cov.get("complete"), bool) or not isinstance(cov.get("reasons"), list):
+        return None
+    if kind == "shard":
+        entries = rec.get("entries")
+        if not isinstance(entries, list) or not isinstance(rec.get("sessionFile"), str) or not isinstance(rec.get("sessionId"), str):
+            return None
+        for e in entries:
+            if not isinstance(e, dict) or not isinstance(e.get("text"), str) or not isinstance(e.get("sessionFile"), str):
+                return None
+    else:
+        vocab = rec.get("vocabulary")
+        if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
+            return None
+        if len(set(vocab)) != len(vocab) or vocab != sort_lexical(vocab):
+            return None
+        addresses = rec.get("addresses")
+        if not isinstance(addresses, list) or not all(isinstance(t, list) and len(t) == 6 for t in addresses):
+            return None
+        if not isinstance(rec.get("file"), str) or not isinstance(rec.get("filesTouched"), list):
+            return None
+    return rec
+
+
 def decode_record(data: bytes) -> Optional[dict]:
     try:
         value = _any.decode(data)
@@ -366,6 +410,6 @@ def cleanup(index_dir: str, max_files: int, max_bytes: int) -> bool:
         if not isinstance(source, str) or branches is None or cache_name(source, branches, head.kind) != name:
             remove(index_dir, name)
             continue
-        if not os.path.isfile(source) or not valid_record(data, head.kind, st.st_size):
+        if not os.path.isfile(source) or not sealed(data):
             remove(index_dir, name)
     return True

@@ -127,7 +127,8 @@ def sort_lexical(items: Iterable[str]) -> list[str]:
     """Sort strings in JS `<` order. Code point order agrees unless an astral character
     is present, so the UTF-16 key is only paid for then."""
     out = sorted(items)
-    if out and any(max(s, default="\0") > "\uffff" for s in out):
+    nonempty = [s for s in out if s]
+    if nonempty and max(map(max, nonempty)) > "\uffff":
         out.sort(key=utf16_key)
     return out
 
