@@ -48,7 +48,8 @@ def _scrub(value: Any) -> Any:
             value.encode("utf-8")
             return value
         except UnicodeEncodeError:
-            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+            # One U+FFFD per lone surrogate (UTF-16 round trip keeps valid pairs).
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if isinstance(value, dict):
         return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list):
