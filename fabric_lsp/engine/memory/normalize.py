@@ -133,7 +133,7 @@ class Normalizer:
         role = _role_of(raw, message)
         tool_name, is_error, text, files = self._fields(raw, etype, message, role)
         text, truncated = truncate_scalars(text, self.max_entry_chars)
-        if not js_trim(text) and role is None:
+        if role is None and not js_trim(text):  # (trimming copies: only when it matters)
             return []
         entry_id = raw.get("id") if isinstance(raw.get("id"), str) else None
         parent_id = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
