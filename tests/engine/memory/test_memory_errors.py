@@ -153,3 +153,22 @@ def test_source_unavailable_coverage_and_cleanup(demo):
     assert out["text"] == 'No matches for "auth".' or out["items"] == []
     assert list(index.iterdir()) == []
     assert eng2.recall({"scope": scope}, cwd=CWD)["coverage"]["error"]["code"] == "session_not_found"
+
+
+def test_config_defaults_bounds_and_camel_case():
+    import msgspec
+
+    from fabric_lsp.engine.memory.api import MemoryConfig
+
+    d = MemoryConfig()
+    assert (d.max_sessions, d.max_entry_chars, d.hot_sessions, d.regex_timeout_ms) == (500, 2000, 50, 250)
+    assert d.index_thinking is False and d.index_tool_output is True
+    c = msgspec.convert({"hotSessions": 3, "maxEntryChars": 150, "indexThinking": True}, MemoryConfig)
+    assert (c.hot_sessions, c.max_entry_chars, c.index_thinking) == (3, 150, True)
+    clamped = MemoryConfig.from_settings({"hotSessions": -1, "digestTerms": 0, "maxEntryChars": 5,
+                                          "regexTimeoutMs": 10**9, "maxSessions": "many", "indexToolOutput": "no",
+                                          "indexDir": "  "})
+    assert clamped.hot_sessions == 0 and clamped.digest_terms == 1 and clamped.max_entry_chars == 100
+    assert clamped.regex_timeout_ms == 10_000 and clamped.max_sessions == 500 and clamped.index_tool_output is True
+    assert clamped.index_dir is None
+    assert msgspec.to_builtins(MemoryConfig())["hotSessions"] == 50
