@@ -38,7 +38,7 @@ class HotIndex:
     """Inverted index over one session's hot records: term -> packed (index<<32 | tf)."""
 
     doc_len: list[int] = field(default_factory=list)
-    postings: dict[str, array] = field(default_factory=dict)
+    postings: dict[str, Any] = field(default_factory=dict)  # list[int] | array('Q')
     seg_starts: list[int] = field(default_factory=list)
     total_len: int = 0
 
@@ -49,20 +49,30 @@ class HotIndex:
         self.doc_len.append(length)
         self.total_len += length
         postings = self.postings
+        get = postings.get
+        base = idx << 32
         for term, tf in counts.items():
-            arr = postings.get(term)
-            if arr is None:
-                postings[term] = array("Q", ((idx << 32) | tf,))
+            plist = get(term)
+            if plist is None:
+                postings[term] = [base | tf]
             else:
-                arr.append((idx << 32) | tf)
+                plist.append(base | tf)
         if idx == 0 or record.get("role") in SEGMENT_ROLES:
             self.seg_starts.append(idx)
+
+    def compact(self) -> None:
+        """Pack long posting lists into 8-byte arrays (lists are cheaper to grow)."""
+        postings = self.postings
+        for term, plist in postings.items():
+            if type(plist) is list and len(plist) > 8:
+                postings[term] = array("Q", plist)
 
     @classmethod
     def build(cls, records: Iterable[dict]) -> "HotIndex":
         index = cls()
         for rec in records:
             index.add(rec)
+        index.compact()
         return index
 
 

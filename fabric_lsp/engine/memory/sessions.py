@@ -302,6 +302,8 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
     reasons = norm.coverage_reasons(state.lineage.reasons)
     if state.tier == "hot":
         entries = state.entries or []
+        if state.hot_index is not None:
+            state.hot_index.compact()
         state.entry_count = len(entries)
         stamps = [e["timestamp"] for e in entries if e["timestamp"] is not None]
         state.first_ts = min(stamps) if stamps else None
