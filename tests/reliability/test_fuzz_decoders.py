@@ -48,9 +48,11 @@ COUNTS: Counter[str] = Counter()
 _N = int(os.environ.get("FABRIC_FUZZ_EXAMPLES", "0") or 0)
 
 
-def _settings(default: int) -> settings:
+def _settings(default: int, heavy: bool = False) -> settings:
+    """CI: `default` examples. Long runs: FABRIC_FUZZ_EXAMPLES (a quarter for heavy properties
+    that build whole indexes or previews per example)."""
     return settings(
-        max_examples=_N or default,
+        max_examples=(max(1, _N // 4) if heavy else _N) if _N else default,
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
@@ -169,7 +171,7 @@ def _persisted_texts(state: Any) -> bytes:
     return state.persisted or b""
 
 
-@_settings(150)
+@_settings(150, heavy=True)
 @given(
     data=session_files(MAX_LINE),
     tier=st.sampled_from(["hot", "cold"]),
@@ -225,7 +227,7 @@ def test_normalizer_feed_takes_any_json_value(raw: Any, line: int) -> None:
 # ------------------------------------------------------------------- compaction loader / preview
 
 
-@_settings(60)
+@_settings(60, heavy=True)
 @given(data=session_files(MAX_LINE), ratio=st.floats(0.25, 0.85), window=st.integers(0, 300_000),
        keep=st.integers(0, 50_000), leaf=st.none() | st.sampled_from(["a1", "b2", "dup", "missing"]))
 def test_compaction_preview_on_hostile_sessions(data, ratio, window, keep, leaf) -> None:
@@ -338,7 +340,7 @@ def _memory_engine() -> tuple[MemoryEngine, list[str]]:
     return _ENGINE["engine"], _ENGINE["files"]
 
 
-@_settings(120)
+@_settings(120, heavy=True)
 @given(method=st.sampled_from([protocol.RECALL, protocol.EXPAND, protocol.SESSIONS]), params=wire_params(),
        pick=st.integers(0, 5), use_file=st.booleans())
 def test_memory_engine_behind_the_wire_decoder(method: str, params: Any, pick: int, use_file: bool) -> None:
