@@ -113,3 +113,4 @@ def test_concurrent_requests_with_cancellations_equal_serial_results(setup):
     for rec in (agent / "fabric-lsp" / "memory-index").glob("*.json"):
         json.loads(rec.read_bytes())  # every record on disk is whole
     (tmp / "tally.json").write_text(json.dumps([tally, tally2, tally3]))
+    print(f"concurrency-tally: {CONCURRENT} concurrent x 3 rounds, pool of {len(pool)}: {[tally, tally2, tally3]}")

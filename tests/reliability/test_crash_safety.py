@@ -105,6 +105,7 @@ def test_kill_9_during_cache_writes(tmp_path):
     srv.stop()
     assert json.dumps(recovered).replace(str(agent), "AGENT") == json.dumps(clean).replace(str(clean_agent), "AGENT")
     (tmp_path / "tally.json").write_text(json.dumps(tally))
+    print(f"crash-tally cache: kills={CACHE_KILLS} first-build={build:.2f}s {dict(tally)}")
 
 
 # ---------------------------------------------------------------- commits
@@ -190,4 +191,5 @@ def test_kill_9_during_commits(tmp_path):
         assert st["last"]["status"] == "committed" and st["last"]["entryId"] == final["id"], st
         assert "pending" not in st
     (tmp_path / "tally.json").write_text(json.dumps(tally))
+    print(f"crash-tally commits: kills={COMMIT_KILLS} undisturbed-run={full:.2f}s {dict(tally)}")
     assert tally["appended_before_kill"] + tally["nothing_appended"] == COMMIT_KILLS
