@@ -31,12 +31,10 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.session.discovery import encode_cwd
 
 from . import store
-from .normalize import Normalizer
 from .regex_worker import RegexRunner
 from .search import (
     CANDIDATE_DIGESTS,
     CANDIDATE_ENTRIES,
-    CANDIDATE_ITEMS,
     DigestHit,
     DigestView,
     HotIndex,
@@ -50,8 +48,8 @@ from .search import (
     score_digests,
     segment_object,
 )
-from .sessions import SessionState, SourceMissing, build_detached, build_state, state_from_record, try_append
-from .source import CONTENT_TYPES, StatKey, decode_json_line, stat_key
+from .sessions import SessionState, SourceMissing, build_state, state_from_record, try_append
+from .source import StatKey, decode_json_line, stat_key
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
 _MAX_SAFE = 2**53 - 1
@@ -742,8 +740,6 @@ class MemoryEngine:
             segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
             query_complete=q_complete,
         )
-        if browse and query:  # a blank query browses; the text keys on the raw query
-            pass
         return {
             "scope": scope,
             "branches": branches,
