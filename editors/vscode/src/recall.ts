@@ -6,6 +6,7 @@ import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol
 import { formatTime, roleLabel, shortId, snippet } from './render';
 import { activeSession } from './sessions';
 import { openEntry, openJsonlAt } from './expand';
+import { LatestOnly } from './latest';
 
 type Scope = 'session' | 'project' | 'global';
 
@@ -48,9 +49,6 @@ function pointerItem(pointer: Pointer): RecallPick {
 export class RecallPicker {
   private scope: Scope;
   private regex = false;
-  private requestSeq = 0;
-  private inflight: vscode.CancellationTokenSource | undefined;
-  private timer: NodeJS.Timeout | undefined;
   private sessionScope: string | undefined;
   private last: RecallResult | undefined;
 
@@ -80,19 +78,14 @@ export class RecallPicker {
     const openAs = cfg.get<string>('recall.openAs') ?? 'expanded';
     this.updateTitle(qp);
 
-    const search = async (query: string) => {
-      this.inflight?.cancel();
-      this.inflight?.dispose();
-      const source = new vscode.CancellationTokenSource();
-      this.inflight = source;
-      const seq = ++this.requestSeq;
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const search = async (query: string, seq: number, token: vscode.CancellationToken) => {
       if (query.trim() === '') {
         qp.busy = false;
         qp.items = [];
         return;
       }
       qp.busy = true;
-      const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
       try {
         const result = await this.fabric.request<RecallResult>(Method.recall, {
           query,
@@ -100,22 +93,24 @@ export class RecallPicker {
           scope: this.scopeParam(),
           pageSize,
           ...(cwd ? { cwd } : {}),
-        }, source.token);
-        if (seq !== this.requestSeq) return;
+        }, token);
+        if (!latest.isLatest(seq)) return;
         this.last = result;
         qp.items = this.toItems(result);
       } catch (err) {
-        if (seq !== this.requestSeq || source.token.isCancellationRequested) return;
+        if (!latest.isLatest(seq) || token.isCancellationRequested) return;
         qp.items = [{ label: `$(error) Recall failed: ${errorMessage(err)}`, alwaysShow: true }];
       } finally {
-        if (seq === this.requestSeq) qp.busy = false;
+        if (latest.isLatest(seq)) qp.busy = false;
       }
     };
-    const schedule = (query: string) => {
-      if (this.timer) clearTimeout(this.timer);
-      this.inflight?.cancel();
-      this.timer = setTimeout(() => { void search(query); }, debounceMs);
-    };
+    // Cancelling the token sends $/cancelRequest for the request in flight.
+    const latest = new LatestOnly<string>(debounceMs, (query, seq) => {
+      const source = new vscode.CancellationTokenSource();
+      void search(query, seq, source.token).finally(() => source.dispose());
+      return { cancel: () => source.cancel() };
+    });
+    const schedule = (query: string) => latest.input(query);
 
     qp.onDidChangeValue(schedule);
     qp.onDidTriggerButton((button) => {
@@ -132,7 +127,7 @@ export class RecallPicker {
         return;
       }
       this.updateTitle(qp);
-      void search(qp.value);
+      latest.now(qp.value);
     });
     qp.onDidTriggerItemButton(({ button, item }) => {
       if (!item.segment || !item.entry) return;
@@ -147,7 +142,7 @@ export class RecallPicker {
         // A cold pointer: narrow the search to that session.
         this.sessionScope = item.pointer.sessionFile;
         this.updateTitle(qp);
-        void search(qp.value);
+        latest.now(qp.value);
         return;
       }
       if (!item.segment || !item.entry) return;
@@ -156,10 +151,7 @@ export class RecallPicker {
       else void openEntry(this.fabric, item.segment, item.entry);
     });
     qp.onDidHide(() => {
-      if (this.timer) clearTimeout(this.timer);
-      this.inflight?.cancel();
-      this.inflight?.dispose();
-      this.inflight = undefined;
+      latest.cancel();
       qp.dispose();
     });
     qp.show();

@@ -4,6 +4,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fence, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
 import { ENTRY_REF, parseEntryInput, referenceAt } from '../src/refs.ts';
+import { LatestOnly } from '../src/latest.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Deterministic pseudo-random strings over an alphabet rich in backticks and newlines. */
 function* strings(count, seed = 7) {
@@ -139,5 +141,50 @@ describe('entry references', () => {
     assert.ok(re.test('pi-entry:abc/def:1.2-3'));
     assert.ok(!re.test('pi-entry:/def'));
     assert.ok(!re.test('pi-entry:_a/b'));
+  });
+});
+
+describe('LatestOnly (Recall… live search)', () => {
+  function recorder(delayMs) {
+    const events = [];
+    const latest = new LatestOnly(delayMs, (query, seq) => {
+      events.push(['start', query, seq]);
+      return { cancel: () => events.push(['cancel', query, seq]) };
+    });
+    return { events, latest };
+  }
+
+  test('typing quickly starts one search, for the last input', async () => {
+    const { events, latest } = recorder(30);
+    for (const q of ['r', 'ro', 'rou', 'roun']) latest.input(q);
+    assert.deepEqual(events, []);
+    await sleep(80);
+    assert.deepEqual(events, [['start', 'roun', 1]]);
+    assert.ok(latest.isLatest(1));
+    latest.cancel();
+  });
+
+  test('each keystroke cancels the search in flight before the next starts', async () => {
+    const { events, latest } = recorder(20);
+    latest.input('a');
+    await sleep(60);
+    latest.input('ab');
+    assert.deepEqual(events, [['start', 'a', 1], ['cancel', 'a', 1]]);
+    await sleep(60);
+    assert.deepEqual(events.at(-1), ['start', 'ab', 2]);
+    assert.ok(!latest.isLatest(1), 'the older answer is dropped');
+    latest.cancel();
+    assert.deepEqual(events.at(-1), ['cancel', 'ab', 2]);
+  });
+
+  test('now() skips the delay; cancel() stops a pending delay', async () => {
+    const { events, latest } = recorder(20);
+    latest.input('x');
+    latest.cancel();
+    await sleep(50);
+    assert.deepEqual(events, []);
+    latest.now('y');
+    assert.deepEqual(events, [['start', 'y', 1]]);
+    latest.cancel();
   });
 });

@@ -45,10 +45,11 @@ fs.mkdirSync(shotDir, { recursive: true });
 
 let page;
 async function check(name, fn) {
+  const t0 = Date.now();
   try {
     await fn();
     passed += 1;
-    console.log(`ok - ${name}`);
+    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     return true;
   } catch (err) {
     failed += 1;
@@ -79,12 +80,15 @@ async function shot(name) {
 /** Run a palette command by its title, retrying while the extension registers it. */
 async function runCommand(title) {
   for (let attempt = 1; ; attempt += 1) {
+    // Let a closing picker finish first: F1 on a widget that is going away is lost.
+    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 5000 })
+      .catch(() => page.keyboard.press('Escape'));
     await page.keyboard.press('F1');
     const input = page.locator('.quick-input-widget input');
-    await input.waitFor({ state: 'visible', timeout: STEP_MS });
-    await input.fill(`>${title}`);
     const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
     try {
+      await input.waitFor({ state: 'visible', timeout: 5000 });
+      await input.fill(`>${title}`, { timeout: 5000 });
       await row.waitFor({ state: 'visible', timeout: 5000 });
       await page.keyboard.press('Enter');
       return;
@@ -244,7 +248,32 @@ try {
     await shot('recall-expanded');
   });
 
+  await check('Recall… item button opens the session JSONL at the entry line', async () => {
+    await runCommand('Fabric: Recall…');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Fabric: Recall' }).waitFor({ state: 'visible' });
+    await page.locator('.quick-input-widget input').pressSequentially('provider error', { delay: 30 });
+    const rows = await waitForRows((r) => r.some((t) => /user/.test(t) && /provider error/.test(t)), 'a recall result');
+    const index = rows.findIndex((t) => /user/.test(t) && /provider error/.test(t));
+    const line = Number(/line (\d+)/.exec(rows[index])[1]);
+    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index);
+    await row.hover();
+    await row.locator('.action-label.codicon-go-to-file').click();
+    await page.locator('.editor-group-container.active .tab.active', { hasText: '.jsonl' }).waitFor({ state: 'visible' });
+    await page.locator('.statusbar-item', { hasText: `Ln ${line},` }).first().waitFor({ state: 'visible' });
+    await waitForEditor((t) => t.includes('Now trigger a provider error please'), 'the entry line in the JSONL');
+    // Expand Entry… offers the entry of the cursor's JSONL line.
+    await runCommand('Fabric: Expand Entry…');
+    const input = page.locator('.quick-input-widget input');
+    await page.locator('.quick-input-widget', { hasText: 'pi-entry:<session>/<entryId>' }).waitFor({ state: 'visible' });
+    const offered = await input.inputValue();
+    const entryId = JSON.parse(fs.readFileSync(tmp.files['02'], 'utf8').split('\n')[line - 1]).id;
+    assert(offered === `pi-entry:${id02}/${entryId}`, `prefilled with ${offered}`);
+    await page.keyboard.press('Enter');
+    await waitForEditor((t) => t.includes(`reference: pi-entry:${id02}/${entryId}`), 'the expanded entry of that line');
+  });
+
   await check('Expand Entry… opens an entry by reference', async () => {
+    await closeAllEditors();
     await runCommand('Fabric: Expand Entry…');
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible' });
@@ -393,9 +422,20 @@ try {
 
   await check('Show Log and Restart Server', async () => {
     await runCommand('Fabric: Show Log');
-    await page.locator('.part.panel', { hasText: 'starting' }).first().waitFor({ state: 'visible' });
+    await page.locator('.part.panel', { hasText: 'Output' }).first().waitFor({ state: 'visible' });
+    const deadline = Date.now() + STEP_MS;
+    let channel = '';
+    while (Date.now() < deadline && channel !== 'Fabric') {
+      channel = await page.evaluate(() => {
+        const select = document.querySelector('.part.panel select.monaco-select-box');
+        return select && select.selectedIndex >= 0 ? select.options[select.selectedIndex].text : '';
+      });
+      if (channel !== 'Fabric') await page.waitForTimeout(200);
+    }
+    assert(channel === 'Fabric', `the Output panel shows the "Fabric" channel, not "${channel}"`);
     await runCommand('Fabric: Restart Server');
-    await page.locator('.statusbar-item', { hasText: 'Fabric: restarting' }).first().waitFor({ state: 'visible' }).catch(() => undefined);
+    // The restarting state may be too short to see; only the ready state after it matters.
+    await page.locator('.statusbar-item', { hasText: 'Fabric: restarting' }).first().waitFor({ state: 'visible', timeout: 3000 }).catch(() => undefined);
     await page.locator('.statusbar-item', { hasText: 'Fabric: ready' }).first().waitFor({ state: 'visible' });
     // The new server answers: Expand works again.
     await runCommand('Fabric: Expand Entry…');
