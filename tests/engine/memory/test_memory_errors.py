@@ -172,3 +172,20 @@ def test_config_defaults_bounds_and_camel_case():
     assert clamped.regex_timeout_ms == 10_000 and clamped.max_sessions == 500 and clamped.index_tool_output is True
     assert clamped.index_dir is None
     assert msgspec.to_builtins(MemoryConfig())["hotSessions"] == 50
+
+
+def test_source_unavailable_when_a_session_vanishes_mid_call(tmp_path: Path):
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    eng = engine(agent)
+
+    def vanish(event):  # the session disappears after it was resolved, before it is read
+        if path.exists():
+            path.unlink()
+
+    out = eng.expand({"session": str(path), "indices": [0]}, activity=vanish)
+    assert out == {"error": {"code": "source_unavailable", "message": f"Session source is unavailable: {path}"}}
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    rec = engine(agent).recall({"query": "auth", "scope": "project"}, cwd=CWD, activity=vanish)
+    assert rec["coverage"]["reasons"] == ["source_unavailable"] and rec["coverage"]["staleSessions"] == 1
+    assert not rec["authoritative"] and rec["text"].startswith('No indexed matches for "auth"; coverage is incomplete')
