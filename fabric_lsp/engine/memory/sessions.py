@@ -34,7 +34,6 @@ from .source import (
 )
 from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
 
-TAIL_BYTES = 65536
 FILES_TOUCHED_CAP = 50
 
 
@@ -192,7 +191,6 @@ class SessionState:
     normalizer: Optional[Normalizer] = None
     folder: Optional[DigestFolder] = None
     hasher: Any = None
-    tail_hash: str = ""
     persisted: bytes = b""  # encoded cache record, when it fitted
     encode: bool = True  # False for states that are never persisted (hydration, expand)
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
@@ -211,10 +209,6 @@ class SessionState:
             self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
             self.cwd, self.digest.get("lastTs"), self.mtime, self.digest["vocabulary"], self.vocab_set,
         )
-
-
-def _tail_hash(data: bytes, end: int) -> str:
-    return hashlib.sha256(data[max(0, end - TAIL_BYTES) : end]).hexdigest()
 
 
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:
@@ -261,7 +255,7 @@ def build_state(
         file=file, branches=branches, tier=tier, key=key, size=key.size, mtime=key.mtime_ms,
         source_hash=hasher.hexdigest(), session_id=session_id, cwd=cwd, lineage=lineage,
         coverage={}, entry_count=0, scan=scan, path_ordinals=path_ordinals, hasher=hasher,
-        tail_hash=_tail_hash(data, len(data)), encode=encode,
+        encode=encode,
     )
     rec_sid = scan.header_id or ""
     if tier == "hot":
@@ -413,8 +407,10 @@ def state_from_record(record: dict, kind: str, file: str, branches: str, key: St
 
 
 def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
-    """Extend `state` in place when the file only grew (same inode, old tail intact,
-    the old lineage is a prefix of the new one). False means: rebuild from source."""
+    """Extend `state` in place when the file only grew: same inode, the old bytes hash to
+    the old `sourceHash` (a rewrite anywhere, even of the same size and followed by an
+    append, is caught), and the old lineage is a prefix of the new one. Only the appended
+    lines are parsed and normalized. False means: rebuild from source."""
     if state.scan is None and state.tier == "hot" and key.size > state.size:
         _restore_bookkeeping(state, cfg)
     scan = state.scan
@@ -423,19 +419,19 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
     if not scan.ends_complete or key.ino != state.key.ino or key.dev != state.key.dev or key.size <= state.size:
         return False
     old_size = state.size
-    tail_start = max(0, old_size - TAIL_BYTES)
     try:
         with open(state.file, "rb") as fh:
-            fh.seek(tail_start)
-            chunk = fh.read(key.size - tail_start)
+            data = fh.read(key.size)
     except OSError:
         return False
     after = stat_key(state.file)
-    if after != key or len(chunk) != key.size - tail_start:
+    if after != key or len(data) != key.size:
         return False
-    if hashlib.sha256(chunk[: old_size - tail_start]).hexdigest() != state.tail_hash:
+    # Hashing the old prefix (GB/s) is what makes "only appended" a fact, not a guess.
+    prefix_hasher = hashlib.sha256(memoryview(data)[:old_size])
+    if prefix_hasher.hexdigest() != state.source_hash:
         return False
-    new_bytes = chunk[old_size - tail_start :]
+    new_bytes = data[old_size:]
     part = SourceScan(next_ordinal=scan.next_ordinal, next_line=scan.next_line, end_offset=scan.end_offset)
     scan_source(new_bytes, part, base=old_size)
     if part.header_id is not None:
@@ -448,7 +444,7 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
         lineage, ordinals = extended
     else:
         lineage, ordinals = lineage_from_lines(all_lines, state.branches)
-    hasher = state.hasher.copy()
+    hasher = prefix_hasher
     hasher.update(new_bytes)
     new_records = list(_records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
     # Commit (nothing below can fail part-way).
@@ -460,7 +456,6 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
     state.hasher = hasher
     state.source_hash = hasher.hexdigest()
     state.key, state.size, state.mtime = key, key.size, key.mtime_ms
-    state.tail_hash = hashlib.sha256(chunk[max(0, len(chunk) - TAIL_BYTES) :]).hexdigest() if len(chunk) >= TAIL_BYTES or tail_start == 0 else _tail_from_file(state.file, key.size)
     if state.tier == "hot":
         assert state.entries is not None and state.hot_index is not None
         for rec in new_records:
@@ -507,7 +502,6 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
             norm._fact_addresses.add(e["factAddress"])
     state.scan, state.path_ordinals, state.lineage = scan, ordinals, lineage
     state.normalizer, state.hasher = norm, hasher
-    state.tail_hash = _tail_hash(old, len(old))
 
 
 def _extend_active_lineage(state: SessionState, new_lines: list[ScannedLine], first_new: int):
@@ -552,15 +546,6 @@ def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: list[i
     ordinals = list(old_path) + [c.ordinal for c in chain]
     leaf = ids[-1]
     return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), []), ordinals
-
-
-def _tail_from_file(path: str, end: int) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, end - TAIL_BYTES))
-            return hashlib.sha256(fh.read(end - max(0, end - TAIL_BYTES))).hexdigest()
-    except OSError:
-        return ""
 
 
 def remove_file_quiet(path: str) -> None:

@@ -276,3 +276,27 @@ def test_warm_engine_notices_deleted_sessions(tmp_path: Path):
     eng.notify_changed([str(paths[1])])
     after = eng.sessions({"scope": "global"})
     assert after["totalItems"] == 4 and after["coverage"]["complete"]
+
+
+def test_rewrite_far_from_the_end_then_append_is_not_taken_for_an_append(tmp_path: Path):
+    agent = tmp_path / "agent"
+    rows = demo_rows() + [user(f"pad{i}", "cm1" if i == 0 else f"pad{i - 1}", "padding " * 2000, 10 + i % 40)
+                          for i in range(10)]
+    path = write_session(agent, CWD, "2025-01-01_s1.jsonl", rows, DEMO_MTIME)
+    eng = engine(agent)
+    eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
+    data = path.read_bytes()
+    assert len(data) > 100_000
+    # Same-size rewrite of the first entry (> 64 KiB before the end), then an append.
+    path.write_bytes(data.replace(b"Fix the auth login bug", b"Fix the xyzw login bug"))
+    with path.open("a") as fh:
+        fh.write(json.dumps({"type": "message", "id": "tail1", "parentId": "pad9", "timestamp": "2025-01-01T00:09:00.000Z",
+                             "message": {"role": "user", "content": "appended line"}}) + "\n")
+    out = eng.recall({"query": "xyzw appended", "scope": "project"}, cwd=CWD)
+    fresh = engine(agent)
+    fresh.index_dir = str(tmp_path / "fresh-index")
+    assert out == fresh.recall({"query": "xyzw appended", "scope": "project"}, cwd=CWD)
+    assert out["totalMatches"] == 2
+    import hashlib
+
+    assert out["items"][0]["segment"]["sourceHash"] == hashlib.sha256(path.read_bytes()).hexdigest()
