@@ -105,6 +105,11 @@ class RecallParams(Struct, **_PARAMS):
     cwd: str | None = None
     work_done_token: ProgressToken | None = None
 
+    def __post_init__(self) -> None:
+        # the schema's `$` also matches before a final newline: keep scopes single-line
+        if "\n" in self.scope or "\r" in self.scope:
+            raise ValueError("`scope` must not contain line breaks")
+
 
 EXPAND_SELECTORS = ("indices", "entryIds", "operationAddresses", "entryRange")
 

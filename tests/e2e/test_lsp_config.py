@@ -38,7 +38,7 @@ def _layout(tmp_path: Path) -> tuple[Path, Path]:
     return agent, project
 
 
-async def _wait_messages(client, n=1, timeout=5.0):
+async def _wait_messages(client, n=1, timeout=15.0):
     for _ in range(int(timeout / 0.02)):
         if len(client.messages) >= n:
             return
@@ -183,7 +183,7 @@ async def test_new_session_dir_moves_the_file_watcher(tmp_path):
     other.mkdir()
     client = await start(agent, "visual-studio-code")
     try:
-        for _ in range(250):
+        for _ in range(750):
             watched = [r for r in client.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
             if watched:
                 break
@@ -191,7 +191,7 @@ async def test_new_session_dir_moves_the_file_watcher(tmp_path):
         assert len(watched) == 1
         client.set_configuration({"sessionDir": str(other)}, section="fabric")
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
-        for _ in range(250):
+        for _ in range(750):
             watched = [r for r in client.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
             if len(watched) == 2:
                 break

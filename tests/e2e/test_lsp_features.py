@@ -200,7 +200,7 @@ async def test_commit_sends_compaction_committed(tmp_path, editor):
     c = await start(agent, editor, configuration={"compaction": {"commitQuietMs": 0}})
     try:
         await rpc(c, protocol.COMPACT_REQUEST, {"session": str(path), "reason": "test"})
-        for _ in range(200):
+        for _ in range(400):
             if c.committed:
                 break
             await asyncio.sleep(0.05)

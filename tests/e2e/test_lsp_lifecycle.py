@@ -16,7 +16,7 @@ pytestmark = [SPEC_WARNINGS_AS_ERRORS]
 async def test_initialize_capabilities_and_watching(agent_dir, editor):
     client = await start(agent_dir, editor)
     try:
-        for _ in range(100):
+        for _ in range(300):
             if client.log_messages:
                 break
             await asyncio.sleep(0.05)

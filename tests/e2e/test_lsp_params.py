@@ -22,6 +22,7 @@ MALFORMED = [
     (protocol.RECALL, {"queryMode": "glob"}, ["queryMode"]),
     (protocol.RECALL, {"scope": "sessions"}, ["scope", "regex"]),
     (protocol.RECALL, {"pageSize": 101}, ["pageSize", "<= 100"]),
+    (protocol.RECALL, {"scope": "project\n"}, ["scope", "line breaks"]),
     (protocol.RECALL, {"page": "2"}, ["page", "expected `int"]),
     (protocol.RECALL, {"branches": "some"}, ["branches"]),
     (protocol.RECALL, {"entryRange": {"first": 5, "last": 2}}, ["entryRange", "first", "last"]),

@@ -36,7 +36,7 @@ def assert_paired(values):
     assert pcts == sorted(pcts) and all(0 <= p <= 100 for p in pcts), pcts
 
 
-async def _wait_for(pred, timeout=5.0):
+async def _wait_for(pred, timeout=15.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if pred():
