@@ -149,8 +149,8 @@ export class Intents implements vscode.Disposable {
     }
   }
 
-  async request(): Promise<void> {
-    const choice = await chooseSession(this.fabric, 'Fabric: Request Compaction');
+  async request(target?: SessionChoice): Promise<void> {
+    const choice = target ?? await chooseSession(this.fabric, 'Fabric: Request Compaction');
     if (!choice) return;
     const inputs = await askInstructions(`Fabric: Request Compaction — ${choice.label}`);
     if (!inputs) return;
@@ -171,8 +171,8 @@ export class Intents implements vscode.Disposable {
     }
   }
 
-  async status(): Promise<void> {
-    const choice = await this.choose('Fabric: Compaction Status');
+  async status(target?: SessionChoice): Promise<void> {
+    const choice = target ?? await this.choose('Fabric: Compaction Status');
     if (!choice) return;
     try {
       const res = await this.fabric.request<StatusResult>(Method.compactStatus, { session: choice.session });

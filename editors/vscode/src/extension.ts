@@ -24,19 +24,9 @@ async function sessionsCommand(f: Fabric, intents: Intents): Promise<void> {
   switch (action) {
     case 'Open JSONL': return openJsonlAt(info.sessionFile, 0);
     case 'Preview Compaction': return previewCompaction(f, false, target);
-    case 'Recall in this session…': {
-      const picker = new RecallPicker(f);
-      (picker as unknown as { sessionScope: string }).sessionScope = info.sessionFile;
-      return picker.run();
-    }
-    case 'Request Compaction…': {
-      await vscode.window.showTextDocument(vscode.Uri.file(info.sessionFile), { preview: true });
-      return intents.request();
-    }
-    case 'Compaction Status': {
-      await vscode.window.showTextDocument(vscode.Uri.file(info.sessionFile), { preview: true });
-      return intents.status();
-    }
+    case 'Recall in this session…': return new RecallPicker(f).inSession(info.sessionFile).run();
+    case 'Request Compaction…': return intents.request(target);
+    case 'Compaction Status': return intents.status(target);
     default: return undefined;
   }
 }

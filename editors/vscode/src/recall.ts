@@ -66,6 +66,12 @@ export class RecallPicker {
     return this.scope;
   }
 
+  /** Search inside one session file only (Sessions… → "Recall in this session…"). */
+  inSession(sessionFile: string): this {
+    this.sessionScope = sessionFile;
+    return this;
+  }
+
   async run(initialQuery?: string): Promise<void> {
     const qp = vscode.window.createQuickPick<RecallPick>();
     qp.placeholder = 'Search past Pi sessions (literal words; the regex button switches mode)';

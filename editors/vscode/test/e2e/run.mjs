@@ -231,6 +231,7 @@ try {
   await check('Reload Configuration: trusted workspace, settings reach the server', () => configurationCheck(true));
 
   await check('Recall… searches live and opens the expanded entry', async () => {
+    await closeAllEditors();
     await runCommand('Fabric: Recall…');
     await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Fabric: Recall' }).waitFor({ state: 'visible' });
     const input = page.locator('.quick-input-widget input');
@@ -328,7 +329,15 @@ try {
     const rows = await waitForRows((r) => r.length >= 6 && r.some((t) => t.includes(id02)), 'six sessions');
     assert(rows.every((t) => /entries/.test(t)), `rows: ${rows.join(' | ')}`);
     await shot('sessions');
-    await page.keyboard.press('Escape');
+    // Choosing a session offers what to do with it; Compaction Status answers in a toast.
+    const id01 = header(tmp.files['01']).id;
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id01))).click();
+    const actions = await waitForRows((r) => r.some((t) => t.includes('Compaction Status')), 'the session actions');
+    for (const a of ['Open JSONL', 'Preview Compaction', 'Recall in this session…', 'Request Compaction…']) {
+      assert(actions.some((t) => t.includes(a)), `action ${a}: ${actions.join(' | ')}`);
+    }
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'Compaction Status' }).first().click();
+    await page.locator('.notification-toast', { hasText: /nothing pending; session (settled|busy)/ }).first().waitFor({ state: 'visible' });
   });
 
   await check('Preview Compaction renders summary, cut point, budget and QA', async () => {
