@@ -687,7 +687,12 @@ class MemoryEngine:
                 else:
                     digests.append(st.digest_view())
             check(cancel)
-            return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
+            if plan["kind"] != "regex":
+                return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
+            # A regex may run up to its timeout in the worker: do that without the engine
+            # lock, on snapshots, so other memory requests are not held up meanwhile.
+            views = [_snapshot_view(v) for v in views]
+        return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
 
     def _search(self, plan, query, mode, scope, branches, page, page_size, views, digests, index_cov) -> dict:
         q_reasons: set[str] = set()
@@ -1007,6 +1012,14 @@ class MemoryEngine:
             "hasNext": start + page_size < len(rows),
             "coverage": coverage,
         }
+
+
+def _snapshot_view(view: HotView) -> HotView:
+    """A view whose entry list and segment starts no append can extend (regex needs no
+    postings)."""
+    index = HotIndex(seg_starts=list(view.index.seg_starts))
+    return HotView(view.session_id, view.session_file, view.source_hash, view.branches, view.lineage_fingerprint,
+                   view.mtime, list(view.entries), index, view.tier, view.first_index)
 
 
 class _ExpandConfig:

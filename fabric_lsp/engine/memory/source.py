@@ -149,8 +149,9 @@ def scan_source(data: bytes, scan: Optional[SourceScan] = None, base: int = 0) -
                     else:
                         pid = env.parentId
                         is_node = isinstance(env.id, str) and (pid is None or isinstance(pid, str))
+                        etype = env.type if isinstance(env.type, str) else None  # e.g. [] is no type
                         lines.append(
-                            ScannedLine(ordinal, line_no, base + pos, end - pos, env.type, env.id, pid, is_node)
+                            ScannedLine(ordinal, line_no, base + pos, end - pos, etype, env.id, pid, is_node)
                         )
                     ordinal += 1
         line_no += 1

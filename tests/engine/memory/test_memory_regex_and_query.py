@@ -64,6 +64,27 @@ def test_catastrophic_regex_times_out_without_stalling(tmp_path: Path):
     eng.close()
 
 
+def test_other_requests_answer_while_a_slow_regex_runs(tmp_path: Path):
+    import threading
+
+    agent = tmp_path / "agent"
+    write_session(agent, CWD, "slow.jsonl", [header("s", CWD), user("u", None, "a" * 30_000 + "! fast words", 1)])
+    eng = engine(agent, regex_timeout_ms=3000, max_entry_chars=1_000_000)
+    eng.recall({"query": "fast", "scope": "project"}, cwd=CWD)  # warm
+    slow: dict = {}
+    thread = threading.Thread(target=lambda: slow.update(eng.recall(
+        {"query": "(a+)+$", "queryMode": "regex", "scope": "project"}, cwd=CWD)))
+    thread.start()
+    time.sleep(0.3)  # the regex is running in its worker now
+    started = time.monotonic()
+    out = eng.recall({"query": "fast words", "scope": "project"}, cwd=CWD)
+    waited = time.monotonic() - started
+    thread.join()
+    assert out["totalMatches"] == 1 and slow["coverage"]["error"]["code"] == "regex_timeout"
+    assert waited < 2.0, waited  # not queued behind the 3 s regex
+    eng.close()
+
+
 def test_regex_matches_cold_vocabulary(agent):
     eng = engine(agent, hot_sessions=0, regex_timeout_ms=5000)
     out = eng.recall({"query": "^40[0-9]$", "queryMode": "regex", "scope": "project"}, cwd=CWD)

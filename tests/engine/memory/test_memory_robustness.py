@@ -47,7 +47,8 @@ entries = st.fixed_dictionaries(
               "fromId": scalars},
 )
 lines = st.lists(st.one_of(entries.map(lambda e: json.dumps(e, ensure_ascii=False)),
-                           st.sampled_from(["", "   ", "{", "null", "[1,2]", '"str"', "12", "{\"type\":\"message\"}"])),
+                           st.sampled_from(["", "   ", "{", "null", "[1,2]", '"str"', "12", "{\"type\":\"message\"}",
+                                            '{"type":[]}', '{"type":{"a":1},"id":"e9","parentId":null}'])),
                  max_size=12)
 
 
