@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  createMessageConnection, StreamMessageReader, StreamMessageWriter, ResponseError,
+  createMessageConnection, CancellationTokenSource, StreamMessageReader, StreamMessageWriter, ResponseError,
 } from 'vscode-jsonrpc/node';
 import { PROJECT_CWD, header, makeAgentDir, readLines, serverCommand } from './fixtures.mjs';
 
@@ -207,6 +207,22 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
     assert.ok(!after.pending, 'nothing pending after cancel');
     // Cancelled before any commit: the session file is untouched.
     assert.deepEqual(fs.readFileSync(file), before);
+  });
+
+  test('$/cancelRequest (what Recall… sends on each keystroke) answers -32800 or the result', async () => {
+    for (let i = 0; i < 3; i += 1) {
+      const source = new CancellationTokenSource();
+      const pending = conn.sendRequest('fabric/recall', { query: `rounding ${i}`, scope: 'global' }, source.token);
+      source.cancel();
+      const outcome = await withTimeout(pending.then(
+        (res) => (Array.isArray(res.items) ? 'result' : 'bad result'),
+        (err) => (err instanceof ResponseError ? err.code : String(err)),
+      ), 'a cancelled recall');
+      assert.ok(outcome === 'result' || outcome === -32800, `outcome ${outcome}`);
+    }
+    // Still serving, and a later identical search is complete (nothing half-cached).
+    const res = await request('fabric/recall', { query: 'rounding rules', scope: 'global' });
+    assert.ok(res.items.length > 0);
   });
 
   test('an unknown command is an error, and the server stays up', async () => {
