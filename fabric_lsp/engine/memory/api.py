@@ -894,12 +894,13 @@ class MemoryEngine:
             rng = (int(first), int(last))
         exp_hash = params.get("expectedSourceHash")
         exp_fp = params.get("expectedLineageFingerprint")
-        with self._lock:
-            check(cancel)
-            try:
-                ref = self._resolve_target(session.strip(), self._all_refs())
-            except _Unresolved as err:
-                return _expand_error(err.code, err.message, err.candidates)
+        # Expand reads the source itself and shares no derived state: it does not wait for
+        # the engine lock (a long first build of other sessions must not hold it up).
+        check(cancel)
+        try:
+            ref = self._resolve_target(session.strip(), self._all_refs())
+        except _Unresolved as err:
+            return _expand_error(err.code, err.message, err.candidates)
         report(activity, "Expanding session entries")
         try:
             # Expansion re-reads the full source: no truncation, thinking and output included.
