@@ -76,10 +76,9 @@ def test_other_requests_answer_while_a_regex_runs(server):
         assert server.answer_times[i] < server.answer_times[rid], "answered only after the regex finished"
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "memory bug reported: MemoryEngine.recall runs the regex worker while holding the engine lock "
-    "(api.py recall → _search → _regex_search), so every memory request waits for the regex timeout"))
 def test_memory_requests_answer_while_a_regex_runs(server):
+    """Found here (fixed in 2ee1b05, d055c78): the regex ran under the memory engine's lock,
+    so every memory request waited for the regex timeout."""
     rid = server.request("fabric/recall", {"query": "(a+)+$", "queryMode": "regex", "scope": "global"})
     time.sleep(0.2)
     others = [
