@@ -43,7 +43,8 @@ def summary(method: str, result) -> str:
         if "expanded" in result:
             return f"expanded {len(result['expanded'])} entries, {sum(len(e['text']) for e in result['expanded'])} chars"
         if "outcome" in result:
-            return f"outcome={result['outcome']} tokensBefore={result.get('tokensBefore')} reason={result.get('reason', '')[:60]}"
+            return (f"outcome={result['outcome']} tokensBefore={result.get('tokensBefore')} "
+                    f"reason={result.get('reason', '')[:50]!r} warnings={result.get('warnings', [])}")
     return str(result)[:80]
 
 
