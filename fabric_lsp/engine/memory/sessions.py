@@ -83,7 +83,6 @@ class DigestFolder:
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
         self.vocab: set[str] = set()
-        self.seen_lines: set[str] = set()
         self.vocab_bytes = 2
         self.vocab_stopped = False
         self.addresses: list[list] = []
@@ -111,15 +110,7 @@ class DigestFolder:
         if self.vocab_stopped:
             return
         vocab = self.vocab
-        text = rec["text"]
-        if len(text) > 512:
-            # Tokens never span a newline, so lines already folded into this session's
-            # vocabulary add nothing (sessions re-read the same files and outputs often).
-            seen = self.seen_lines
-            fresh_lines = [line for line in text.split("\n") if line not in seen]
-            seen.update(fresh_lines)
-            text = "\n".join(fresh_lines)
-        fresh = [t for t in unique_terms(text) if t not in vocab]
+        fresh = [t for t in unique_terms(rec["text"]) if t not in vocab]
         if not fresh:
             return
         # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
