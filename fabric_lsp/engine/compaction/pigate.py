@@ -19,7 +19,8 @@ from .estimate import estimate_tokens
 
 ALREADY_COMPACTED = "Already compacted"
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
-_CUT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"))
+_CUT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "branchSummary"))
+_TURN_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary"))
 
 
 def _message(entry: dict) -> Optional[dict]:
@@ -27,12 +28,13 @@ def _message(entry: dict) -> Optional[dict]:
     return m if isinstance(m, dict) else None
 
 
-def _is_cut_point(entry: dict) -> bool:
-    t = entry.get("type")
-    if t in ("branch_summary", "custom_message"):
-        return True
-    m = _message(entry)
-    return m is not None and m.get("role") in _CUT_ROLES
+def _role(entry: dict) -> Optional[str]:
+    """The role of an entry's Pi context message (None for compaction entries and for
+    entries that add nothing to the context, such as an empty branch summary)."""
+    if entry.get("type") == "compaction":
+        return None
+    m = entry_to_message(entry)
+    return m.get("role") if m is not None else None
 
 
 def _compaction_message(entry: dict) -> Optional[dict]:
@@ -49,16 +51,26 @@ def _compaction_message(entry: dict) -> Optional[dict]:
 
 
 def find_cut_point(entries: list[dict], start: int, end: int, keep_recent_tokens: float) -> dict[str, Any]:
-    cut_points = [i for i in range(start, end) if _is_cut_point(entries[i])]
+    """Pi's findCutPoint as observed on Pi 0.80.6 (see the oracle test):
+
+    * cut points are entries whose context message is a user, assistant, bashExecution,
+      custom or branchSummary message (never a tool result, never a compaction);
+    * walking back from the leaf, every context message (the compaction's summary too)
+      adds its estimate until `keepRecentTokens` is reached; the cut is the first cut
+      point at or after that entry (the first cut point of the span when never reached);
+    * the cut then moves back over entries that add no context message (metadata,
+      labels, empty branch summaries), stopping at a compaction;
+    * a cut at a turn start (user, bashExecution, custom, branchSummary) is not split;
+      otherwise the turn starts at the last such entry before it.
+    """
+    roles = [_role(entries[i]) for i in range(start, end)]
+    cut_points = [start + k for k, r in enumerate(roles) if r in _CUT_ROLES]
     if not cut_points:
         return {"firstKeptEntryIndex": start, "turnStartIndex": -1, "isSplitTurn": False}
     accumulated = 0
     cut_index = cut_points[0]
     for i in range(end - 1, start - 1, -1):
-        e = entries[i]
-        if e.get("type") == "compaction":
-            continue
-        m = entry_to_message(e)
+        m = entry_to_message(entries[i])
         if m is None:
             continue
         accumulated += estimate_tokens(m)
@@ -70,24 +82,18 @@ def find_cut_point(entries: list[dict], start: int, end: int, keep_recent_tokens
             break
     while cut_index > start:
         prev = entries[cut_index - 1]
-        if prev.get("type") in ("compaction", "message", "branch_summary", "custom_message"):
+        if prev.get("type") == "compaction" or entry_to_message(prev) is not None:
             break
         cut_index -= 1
-    cut_entry = entries[cut_index] if cut_index < len(entries) else {}
-    m = _message(cut_entry)
-    is_user = m is not None and m.get("role") == "user"
+    cut_role = _role(entries[cut_index]) if cut_index < len(entries) else None
+    if cut_role in _TURN_ROLES:
+        return {"firstKeptEntryIndex": cut_index, "turnStartIndex": -1, "isSplitTurn": False}
     turn_start = -1
-    if not is_user:
-        for i in range(cut_index, start - 1, -1):
-            e = entries[i]
-            if e.get("type") in ("branch_summary", "custom_message"):
-                turn_start = i
-                break
-            mm = _message(e)
-            if mm is not None and mm.get("role") in ("user", "bashExecution"):
-                turn_start = i
-                break
-    return {"firstKeptEntryIndex": cut_index, "turnStartIndex": turn_start, "isSplitTurn": (not is_user) and turn_start != -1}
+    for i in range(min(cut_index, end - 1), start - 1, -1):
+        if _role(entries[i]) in _TURN_ROLES:
+            turn_start = i
+            break
+    return {"firstKeptEntryIndex": cut_index, "turnStartIndex": turn_start, "isSplitTurn": turn_start != -1}
 
 
 def prepare_compaction(branch: list[dict], keep_recent_tokens: float = 20000) -> dict[str, Any]:
