@@ -1,5 +1,5 @@
 // Real Pi as an oracle for the host side of a preview: for each request line on stdin
-// ({file, leafId?, keepRecentTokens, reserveTokens}) print Pi's own answer on stdout:
+// ({file, leafId?, keepRecentTokens, reserveTokens}, or {file, fromId, targetId} for /tree) print Pi's own answer on stdout:
 // the active path's prepareCompaction result (undefined or firstKeptEntryId /
 // tokensBefore / isSplitTurn / message counts) and estimateContextTokens of the context.
 // Usage: node pi_oracle.mjs <pi-package-dir> < requests.jsonl
@@ -19,6 +19,12 @@ for await (const line of rl) {
   let out;
   try {
     const sm = pi.SessionManager.open(resolve(req.file), dirname(resolve(req.file)));
+    if (req.targetId !== undefined) {
+      // /tree navigation: what Pi would hand to session_before_tree
+      const r = comp.collectEntriesForBranchSummary(sm, req.fromId, req.targetId);
+      process.stdout.write(JSON.stringify({ entries: r.entries.map((e) => e.id), commonAncestorId: r.commonAncestorId ?? null }) + "\n");
+      continue;
+    }
     if (req.leafId) sm.branch(req.leafId);
     const path = sm.getBranch();
     const settings = { enabled: true, reserveTokens: req.reserveTokens, keepRecentTokens: req.keepRecentTokens };

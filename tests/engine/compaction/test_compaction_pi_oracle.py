@@ -158,3 +158,26 @@ def test_gate_matches_pi_on_random_linear_sessions(tmp_path, pi_oracle, sessions
     for path in paths:
         mine = [(r, a) for r, a in zip(requests, answers) if r["file"] == str(path)]
         compare(path, [a for _, a in mine], [r for r, _ in mine])
+
+
+def test_tree_entries_match_pi_collect_entries_for_branch_summary(tmp_path, pi_oracle):
+    from fabric_lsp.engine.compaction.api import _tree_entries
+    from fabric_lsp.engine.compaction.loader import load_session_bytes
+
+    requests = []
+    for src in sorted(REAL_SESSIONS.glob("*.jsonl")):
+        path = tmp_path / src.name
+        shutil.copy(src, path)
+        ids = [r.id for r in read_session(path).records if r.valid]
+        picks = ids[::3] + ids[-2:]
+        requests += [{"file": str(path), "fromId": a, "targetId": b} for a in picks[::2] for b in picks]
+    answers = pi_oracle(requests)
+    loaded: dict = {}
+    for req, pi in zip(requests, answers):
+        if "error" in pi:
+            continue
+        log = loaded.setdefault(req["file"], load_session_bytes(Path(req["file"]).read_bytes()))
+        entries, ancestor = _tree_entries(log, req["fromId"], req["targetId"])
+        assert [e["id"] for e in entries] == pi["entries"], req
+        assert ancestor == pi["commonAncestorId"], req
+    assert len(requests) > 200
