@@ -228,10 +228,6 @@ def calibrate(branch: list[dict], tokens_before: float, raw_before: int, proj: O
     return scale, fixed
 
 
-def _js_floor(x: float) -> int:
-    return math.floor(x)
-
-
 def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     lc = last_compaction_index(branch)

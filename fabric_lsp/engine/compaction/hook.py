@@ -11,7 +11,7 @@ from .cut import compute_cut
 from .details import build_details, is_fabric_v1, is_fabric_v2
 from .instructions import PI_VCC_SENTINEL, decode_instructions
 from .jsstr import utf16_len
-from .normalize import count_erased_thinking_blocks, normalize
+from .normalize import normalize
 from .projections import project_all
 from .render import render_summary, section_headers
 
@@ -53,10 +53,6 @@ def normalize_config(raw: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- compile
-
-
-class CompileResult(dict):
-    pass
 
 
 def _cancel(reason: str, instruction_error: Optional[dict] = None) -> dict:
