@@ -81,14 +81,15 @@ class RawServer:
     """One `fabric-lsp` process over stdio."""
 
     def __init__(self, agent: Path, *, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None,
-                 stderr_path: Optional[Path] = None, settings: Optional[dict] = None) -> None:
+                 stderr_path: Optional[Path] = None, settings: Optional[dict] = None,
+                 command: Optional[list[str]] = None) -> None:
         self.agent = agent
         self.settings = settings  # answer to workspace/configuration "fabric"
         if stderr_path is not None:
             Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
         self._stderr = open(stderr_path or os.devnull, "ab")
         self.proc = subprocess.Popen(
-            server_command(),
+            command or server_command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -15,14 +15,17 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from reliability_kit import REPO, ORBIT, RawServer, long_run, server_command
+from reliability_kit import REPO, ORBIT, RawServer, long_run, server_command, server_env
 
-CACHE_KILLS = int(os.environ.get("FABRIC_CACHE_KILLS", "200" if long_run() else "6"))
+KILL_POINT_SERVER = Path(__file__).with_name("kill_point_server.py")
+
+CACHE_KILLS = int(os.environ.get("FABRIC_CACHE_KILLS", "200" if long_run() else "8"))
 COMMIT_KILLS = int(os.environ.get("FABRIC_COMMIT_KILLS", "200" if long_run() else "8"))
 SEED = int(os.environ.get("FABRIC_CRASH_SEED", "17"))
 FIXTURE = REPO / "tests" / "fixtures" / "real-sessions" / "02-print-continue-errors-retries-truncation.jsonl"
@@ -81,11 +84,34 @@ def test_kill_9_during_cache_writes(tmp_path):
         for p in list(index.glob("*.json")):
             if rng.random() < 0.5:
                 p.unlink()  # force rewrites of about half the records
-        srv = RawServer(agent, stderr_path=tmp_path / "server.log")
+        mode = i % 4
+        env = None
+        if mode == 3:  # the server kills itself at a chosen point of a chosen record write
+            at = f"{rng.choice(['half', 'rename', 'renamed'])}:{rng.randint(1, 4)}"
+            env = server_env(agent, FABRIC_KILL_AT=at)
+        srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=env,
+                        command=[sys.executable, str(KILL_POINT_SERVER)] if mode == 3 else None)
         srv.request("initialize", {"processId": None, "rootUri": Path(ORBIT).as_uri(), "capabilities": {}})
         srv.notify("initialized", {})
         srv.request("fabric/recall", {"query": "test", "scope": rng.choice(["global", "project"])})
-        time.sleep(rng.uniform(0.0, build * 1.2))
+        if mode == 3:
+            try:
+                srv.proc.wait(timeout=build * 3)
+                tally[f"killed_itself_at_{at.split(':')[0]}"] += 1
+            except subprocess.TimeoutExpired:
+                tally["kill_point_not_reached"] += 1
+        elif mode % 2:
+            time.sleep(rng.uniform(0.0, build * 1.2))
+        else:
+            # aim at a write: kill as soon as a temp record file shows up
+            deadline = time.monotonic() + build * 3
+            while time.monotonic() < deadline:
+                try:
+                    if any(n.startswith(".tmp-") for n in os.listdir(index)):
+                        tally["kills_aimed_at_a_temp_file"] += 1
+                        break
+                except FileNotFoundError:
+                    pass
         srv.kill()
         records, temps = check_cache_records(index)
         tally["records_seen"] += records
