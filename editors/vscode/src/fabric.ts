@@ -1,7 +1,8 @@
 // The extension's state: one language client (recreated on restart), the status bar and
 // a request helper that every command goes through.
 import * as vscode from 'vscode';
-import { LanguageClient, ResponseError, State } from 'vscode-languageclient/node';
+import { LanguageClient, ResponseError, State, WorkDoneProgress } from 'vscode-languageclient/node';
+import type { WorkDoneProgressBegin, WorkDoneProgressReport, WorkDoneProgressEnd } from 'vscode-languageclient/node';
 import {
   createClient, notifyConfigurationChanged, resolveServerCommand, serverSettingKeys,
 } from './server';
@@ -126,6 +127,19 @@ export class Fabric implements vscode.Disposable {
       }
       throw err;
     }
+  }
+
+  /**
+   * Follow `$/progress` for a token this client chose (sent as the request's
+   * `workDoneToken`; the server then creates none of its own).
+   */
+  onProgress(
+    token: string,
+    handler: (value: WorkDoneProgressBegin | WorkDoneProgressReport | WorkDoneProgressEnd) => void,
+  ): vscode.Disposable {
+    const client = this.client;
+    if (!client || !client.isRunning()) return new vscode.Disposable(() => undefined);
+    return client.onProgress(WorkDoneProgress.type, token, handler);
   }
 
   async dispose(): Promise<void> {

@@ -51,6 +51,7 @@ export class RecallPicker {
   private regex = false;
   private sessionScope: string | undefined;
   private last: RecallResult | undefined;
+  private progressNote: string | undefined;
 
   constructor(private readonly fabric: Fabric) {
     const configured = vscode.workspace.getConfiguration('fabric').get<Scope>('recall.scope') ?? 'project';
@@ -92,12 +93,23 @@ export class RecallPicker {
         return;
       }
       qp.busy = true;
+      // Our own workDoneToken: the picker shows the server's progress ("Indexing 3/12
+      // sessions") in its title, and the server needs no progress-create round trip that
+      // a cancellation could race with.
+      const workDoneToken = `fabric-recall-${process.pid}-${seq}`;
+      const progress = this.fabric.onProgress(workDoneToken, (value) => {
+        if (!latest.isLatest(seq)) return;
+        if (value.kind === 'end') this.progressNote = undefined;
+        else this.progressNote = value.message ?? (value.kind === 'begin' ? value.title : this.progressNote);
+        this.updateTitle(qp);
+      });
       try {
         const result = await this.fabric.request<RecallResult>(Method.recall, {
           query,
           queryMode: this.regex ? 'regex' : 'literal',
           scope: this.scopeParam(),
           pageSize,
+          workDoneToken,
           ...(cwd ? { cwd } : {}),
         }, token);
         if (!latest.isLatest(seq)) return;
@@ -107,7 +119,12 @@ export class RecallPicker {
         if (!latest.isLatest(seq) || token.isCancellationRequested) return;
         qp.items = [{ label: `$(error) Recall failed: ${errorMessage(err)}`, alwaysShow: true }];
       } finally {
-        if (latest.isLatest(seq)) qp.busy = false;
+        progress.dispose();
+        if (latest.isLatest(seq)) {
+          qp.busy = false;
+          this.progressNote = undefined;
+          this.updateTitle(qp);
+        }
       }
     };
     // Cancelling the token sends $/cancelRequest for the request in flight.
@@ -169,7 +186,8 @@ export class RecallPicker {
 
   private updateTitle(qp: vscode.QuickPick<RecallPick>): void {
     const scope = this.sessionScope ? `session ${this.sessionScope.split(/[\\/]/).pop()}` : this.scope;
-    qp.title = `Fabric: Recall — ${scope}${this.regex ? ' — regex' : ''}`;
+    const note = this.progressNote ? ` — ${this.progressNote}` : '';
+    qp.title = `Fabric: Recall — ${scope}${this.regex ? ' — regex' : ''}${note}`;
   }
 
   private toItems(result: RecallResult): RecallPick[] {
