@@ -35,6 +35,7 @@ from .source import (
 from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
 
 FILES_TOUCHED_CAP = 50
+SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
 
 
 class SourceMissing(Exception):
@@ -218,7 +219,10 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
     raise SourceMissing("source_changed_during_index")
 
 
-def _records_from(data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, cancel=None):
+def _records_from(
+    data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, cancel=None,
+    kept: Optional[dict[int, Any]] = None,
+):
     for i, ln in enumerate(lines):
         if ln.type not in CONTENT_TYPES:
             continue
@@ -226,7 +230,11 @@ def _records_from(data: bytes, base: int, lines: list[ScannedLine], ordinals: Op
             continue
         if cancel is not None and (i & 255) == 0:
             cancel()
-        ok, raw = decode_json_line(data[ln.offset - base : ln.offset - base + ln.length])
+        if kept is not None:
+            raw = kept.pop(ln.ordinal, None)
+            ok = raw is not None
+        else:
+            ok, raw = decode_json_line(data[ln.offset - base : ln.offset - base + ln.length])
         if ok:
             yield from norm.feed(raw, ln.line)
 
@@ -238,7 +246,10 @@ def build_state(
     changes while it is read."""
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
-    scan = scan_source(data)
+    # One full decode per line, keeping content values, saves the second decode; very
+    # large files take the two-pass route so their decoded values are never all alive.
+    kept: Optional[dict[int, Any]] = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
+    scan = scan_source(data, keep=kept)
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches)
     session_id = scan.header_id if scan.header_id is not None else ref_id
     cwd = scan.header_cwd if scan.header_cwd is not None else ref_cwd
@@ -254,7 +265,7 @@ def build_state(
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         entries: list[dict] = []
         index = HotIndex()
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel):
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
             entries.append(rec)
             index.add(rec)
         state.entries, state.hot_index, state.normalizer = entries, index, norm
@@ -262,7 +273,7 @@ def build_state(
         norm = Normalizer(file, rec_sid, max_entry_chars=None,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel):
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
             folder.add(rec)
         state.normalizer, state.folder = norm, folder
     finish_state(state, cfg, encode)

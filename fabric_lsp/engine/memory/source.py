@@ -97,8 +97,14 @@ class SourceScan:
     ends_complete: bool = True  # the scanned bytes ended with a newline
 
 
-def scan_source(data: bytes, scan: Optional[SourceScan] = None, base: int = 0) -> SourceScan:
+def scan_source(
+    data: bytes, scan: Optional[SourceScan] = None, base: int = 0, keep: Optional[dict[int, Any]] = None
+) -> SourceScan:
     """Scan `data` (the file bytes from offset `base`) into `scan` (or a new one).
+
+    With `keep`, every line is decoded once in full and the values of content-type lines
+    are kept by ordinal (the caller normalizes from them instead of decoding again);
+    without it only a narrow envelope is decoded.
 
     A trailing segment without a newline is parsed like the reference (JSON.parse of the
     last split piece) but marks the scan incomplete, so appends re-read the file fully.
@@ -120,20 +126,29 @@ def scan_source(data: bytes, scan: Optional[SourceScan] = None, base: int = 0) -
             end = nl
         raw = data[pos:end]
         if raw.strip():
-            try:
-                env = _envelope_decoder.decode(raw)
-                ok = True
-            except msgspec.ValidationError:
-                # Valid JSON that is not an object still consumes an ordinal.
-                ok, _ = decode_json_line(raw)
-                env = None
-            except msgspec.DecodeError:
+            if keep is not None:
                 ok, value = decode_json_line(raw)
-                env = (
-                    _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
-                    if ok and isinstance(value, dict)
-                    else None
-                )
+                if ok and isinstance(value, dict):
+                    env = _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
+                    if env.type in CONTENT_TYPES if isinstance(env.type, str) else False:
+                        keep[ordinal] = value
+                else:
+                    env = None
+            else:
+                try:
+                    env = _envelope_decoder.decode(raw)
+                    ok = True
+                except msgspec.ValidationError:
+                    # Valid JSON that is not an object still consumes an ordinal.
+                    ok, _ = decode_json_line(raw)
+                    env = None
+                except msgspec.DecodeError:
+                    ok, value = decode_json_line(raw)
+                    env = (
+                        _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
+                        if ok and isinstance(value, dict)
+                        else None
+                    )
             if ok:
                 if env is not None and env.type == "session":
                     _, head = decode_json_line(raw)

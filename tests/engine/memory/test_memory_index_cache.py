@@ -300,3 +300,26 @@ def test_rewrite_far_from_the_end_then_append_is_not_taken_for_an_append(tmp_pat
     import hashlib
 
     assert out["items"][0]["segment"]["sourceHash"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_single_pass_and_two_pass_reading_agree(tmp_path: Path, monkeypatch):
+    from fabric_lsp.engine.memory import sessions
+
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    one = _answers(agent, hot_sessions=2)
+    shutil.rmtree(agent / "fabric-lsp")
+    monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0)  # every file takes the two-pass route
+    assert _answers(agent, hot_sessions=2) == one
+
+
+def test_parallel_cold_builds_agree_with_serial(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    serial = _answers(agent, hot_sessions=1)
+    shutil.rmtree(agent / "fabric-lsp")
+    eng = engine(agent, hot_sessions=1, regex_timeout_ms=10_000)
+    eng.parallel_workers, eng.parallel_min_bytes = 2, 0  # force the child-process pool
+    parallel = [eng.recall(q, cwd=CWD) for q in QUERIES] + [eng.sessions({"scope": "global"})]
+    eng.close()
+    assert parallel == serial
