@@ -248,7 +248,7 @@ def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BY
 
 
 def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True,
-                      chunk_size: int = 1 << 20) -> tuple[Loaded, str]:
+                      chunk_size: int = 512 << 10) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
     import hashlib
@@ -261,7 +261,7 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     # hashing runs on a second thread (hashlib releases the GIL on large buffers), so the
     # digest of exactly the bytes read costs no wall time next to decoding
     # bounded, so the reader never runs far ahead of the hasher with chunks in memory
-    chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=4)
+    chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=2)
 
     def hasher() -> None:
         while True:
