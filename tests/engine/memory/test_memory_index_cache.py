@@ -189,7 +189,7 @@ def test_cancel_leaves_no_partial_record(tmp_path: Path):
 CORRUPTIONS = st.sampled_from(["delete", "truncate", "flip", "garbage", "old_version", "swap", "empty", "dir"])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_corrupting_or_deleting_any_cache_file_changes_no_result(tmp_path_factory, data):
     base = tmp_path_factory.mktemp("corrupt")

@@ -52,7 +52,7 @@ lines = st.lists(st.one_of(entries.map(lambda e: json.dumps(e, ensure_ascii=Fals
                  max_size=12)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(lines)
 def test_hostile_sessions_never_crash(tmp_path_factory, body):
