@@ -14,6 +14,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.checks import LspSpecificationWarning
 
 from fabric_lsp.server import converter_factory
 
@@ -38,10 +39,25 @@ def make_agent_dir(root: Path) -> Path:
     return agent
 
 
+class RecordingClient(LanguageClient):
+    """Records every LSP specification warning raised inside a client handler (pytest-lsp
+    only reports those for clients that are test fixtures; `stop` fails on any)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spec_violations: list[str] = []
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, LspSpecificationWarning):
+            self.spec_violations.append(str(exc))
+        super().report_server_error(error, source)
+
+
 def make_client() -> LanguageClient:
     """pytest-lsp's client, but custom results stay dicts and fabric notifications,
     registrations and progress are recorded."""
-    client = LanguageClient(converter_factory=converter_factory)
+    client = RecordingClient(converter_factory=converter_factory)
     pytest_lsp.client.register_lsp_features(client)
     client.activity = []  # type: ignore[attr-defined]
     client.committed = []  # type: ignore[attr-defined]
@@ -109,6 +125,8 @@ async def start(
 async def stop(client: LanguageClient) -> None:
     await client.shutdown_session()
     await client.stop()
+    violations = getattr(client, "spec_violations", [])
+    assert not violations, f"LSP specification warnings: {violations}"
 
 
 
