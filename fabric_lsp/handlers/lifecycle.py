@@ -179,6 +179,22 @@ async def did_change_configuration(ls: Any, params: types.DidChangeConfiguration
         await start_watching(ls)
 
 
+async def did_change_workspace_folders(ls: Any, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    """The first workspace folder is the project: its cwd scopes recall and its `.pi/`
+    holds the project configuration layers."""
+    folders = list(ls.workspace.folders.values())
+    root = to_fs_path(folders[0].uri) if folders else None
+    new_root = Path(root) if root else None
+    if new_root == ls.workspace_root:
+        return
+    ls.workspace_root = new_root
+    await pull_client_settings(ls)
+    old_dir = ls.config.session_dir
+    config = ls.reload_config()
+    if config.session_dir != old_dir:
+        await start_watching(ls)
+
+
 def shutdown(ls: Any, *args: Any) -> None:
     stop_watching(ls)
     ls.engines.close()
@@ -190,3 +206,4 @@ def register(server: Any) -> None:
     server.feature(types.SHUTDOWN)(shutdown)
     server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
+    server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(did_change_workspace_folders)

@@ -202,3 +202,28 @@ async def test_new_session_dir_moves_the_file_watcher(tmp_path):
         assert (await _reload(client))["sessionDir"] == str(other)
     finally:
         await stop(client)
+
+
+async def test_workspace_folder_change_moves_the_project_layers(tmp_path):
+    agent, project = _layout(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    client = await start(agent, "visual-studio-code", workspace=elsewhere, init_options={"trusted": True})
+    try:
+        assert (await _reload(client))["memory"]["hotSessions"] == 5  # no project layer there
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(
+                event=types.WorkspaceFoldersChangeEvent(
+                    added=[types.WorkspaceFolder(uri=project.as_uri(), name="proj")],
+                    removed=[types.WorkspaceFolder(uri=elsewhere.as_uri(), name="proj")],
+                )
+            )
+        )
+        for _ in range(750):
+            cfg = await _reload(client)
+            if cfg["memory"]["hotSessions"] == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert cfg["memory"]["hotSessions"] == 3 and cfg["reserveTokens"] == 999
+    finally:
+        await stop(client)
