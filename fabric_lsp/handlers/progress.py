@@ -85,6 +85,7 @@ class RequestProgress:
         self._last_report = 0.0
         self._last_message: str | None = None
         self._last_pct = 0
+        self._last_activity = float("-inf")
 
     def start(self) -> None:
         if self.token is None and not self._create:
@@ -121,10 +122,16 @@ class RequestProgress:
     def _on_event(self, event: dict[str, Any]) -> None:
         if self._ended:
             return
-        activity = dict(event)
-        activity.setdefault("request", self.method)
-        self.server.protocol.notify(protocol.ACTIVITY, activity)
-        if event.get("type") != "progress":
+        is_progress = event.get("type") == "progress"
+        now = time.monotonic()
+        # entity and metrics events always go out; progress ones at most every 50 ms
+        if not is_progress or event.get("percentage") == 100 or now - self._last_activity >= REPORT_INTERVAL_S:
+            if is_progress:
+                self._last_activity = now
+            activity = dict(event)
+            activity.setdefault("request", self.method)
+            self.server.protocol.notify(protocol.ACTIVITY, activity)
+        if not is_progress:
             return
         if not self._begun:
             self._buffer = [event]  # only the latest matters before begin
