@@ -87,8 +87,18 @@ def _server_position(doc: Any, position: types.Position) -> tuple[list[str], int
     return lines, pos.line, pos.character
 
 
-def _markdown(value: str) -> types.Hover:
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
+def _hover_kind(ls: Any) -> types.MarkupKind:
+    """Markdown unless the client declared hover formats without it."""
+    hover = getattr(getattr(ls.client_capabilities, "text_document", None), "hover", None)
+    formats = getattr(hover, "content_format", None)
+    if formats and types.MarkupKind.Markdown not in formats:
+        return types.MarkupKind.PlainText
+    return types.MarkupKind.Markdown
+
+
+def _markdown(value: str, ls: Any = None) -> types.Hover:
+    kind = _hover_kind(ls) if ls is not None else types.MarkupKind.Markdown
+    return types.Hover(contents=types.MarkupContent(kind=kind, value=value))
 
 
 async def hover(ls: Any, params: types.HoverParams) -> types.Hover | None:
@@ -112,18 +122,18 @@ async def hover(ls: Any, params: types.HoverParams) -> types.Hover | None:
             return render_entry(rec.raw, session_id=sid, line=rec.line, session_file=str(path))
 
         text = await run_request(ls, HOVER, None, work, title="Fabric: entry preview", long=False, params=params)
-        return _markdown(text)
+        return _markdown(text, ls)
     header = _session_header(lines[0]) if lines else None
     if header is None or not line.strip():
         return None
     try:
         raw = json.loads(line)
     except ValueError:
-        return _markdown(f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it.")
+        return _markdown(f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it.", ls)
     if not isinstance(raw, dict):
-        return _markdown(f"**Line {line_no + 1}** is not a JSON object, so Pi skips it.")
+        return _markdown(f"**Line {line_no + 1}** is not a JSON object, so Pi skips it.", ls)
     path = doc.path if getattr(doc, "path", None) else None
-    return _markdown(render_entry(raw, session_id=header["id"], line=line_no, session_file=path))
+    return _markdown(render_entry(raw, session_id=header["id"], line=line_no, session_file=path), ls)
 
 
 async def definition(ls: Any, params: types.DefinitionParams) -> list[types.Location] | None:

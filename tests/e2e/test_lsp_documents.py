@@ -154,3 +154,22 @@ async def test_definition_from_a_parent_id_in_a_session_file(client, agent_dir):
     assert not await definition(3, 1)  # on "type": not an entry id
     own = lines[3].index('"id":"d47ccd08"') + len('"id":"') + 1
     assert not await definition(3, own)  # an entry's own id goes nowhere
+
+
+async def test_plaintext_only_client_gets_plaintext_hovers(agent_dir):
+    from fabric_e2e_harness import start as start_client
+
+    caps = types.ClientCapabilities(
+        text_document=types.TextDocumentClientCapabilities(
+            hover=types.HoverClientCapabilities(content_format=[types.MarkupKind.PlainText])
+        )
+    )
+    c = await start_client(agent_dir, "plain", capabilities=caps)
+    try:
+        path = agent_dir / "sessions" / PROJECT_FOLDER / S01
+        uri = _open(c, path)
+        hover = await _hover(c, uri, 3, 10)
+        assert hover.contents.kind == types.MarkupKind.PlainText
+        assert "Please fix the failing tests" in hover.contents.value
+    finally:
+        await stop(c)
