@@ -32,7 +32,7 @@ def test_palette_commands_in_real_vscode(vscode_tools, vsix, tmp_path):
     passed = [line.removeprefix("ok - ") for line in proc.stdout.splitlines() if line.startswith("ok - ")]
     for name in ("Recall…", "Expand Entry…", "hover previews", "Sessions…", "Preview Compaction renders",
                  "Preview Compaction with Instructions…", "Request Compaction…", "Reload Configuration",
-                 "Recall… item button opens the session JSONL",
+                 "Recall… item button opens the session JSONL", "Cancel Compaction withdraws",
                  "Show Log and Restart Server"):
         assert any(p.startswith(name) for p in passed), f"check {name!r} did not run\n{report(proc)}"
 

@@ -397,6 +397,31 @@ try {
     await page.keyboard.press('Escape');
   });
 
+  await check('Cancel Compaction withdraws a pending intent', async () => {
+    await closeAllEditors();
+    const file05 = tmp.files['05'];
+    const id05 = header(file05).id;
+    const before = fs.readFileSync(file05);
+    const now = new Date();
+    fs.utimesSync(file05, now, now);
+    await runCommand('Fabric: Request Compaction…');
+    await waitForRows((r) => r.some((t) => t.includes(id05)), 'the session picker');
+    const rows = await quickPickRows();
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id05))).click();
+    await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    const pending = page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first();
+    await pending.waitFor({ state: 'visible' });
+    // With one tracked intent and no session editor, Cancel takes that session.
+    await runCommand('Fabric: Cancel Compaction');
+    await page.locator('.notification-toast', { hasText: /pending compaction of .* cancelled/ }).first().waitFor({ state: 'visible' });
+    await pending.waitFor({ state: 'hidden' });
+    await page.waitForTimeout(7000); // past the quiet interval: nothing may be committed
+    assert(Buffer.compare(before, fs.readFileSync(file05)) === 0, 'the session file is unchanged');
+  });
+
   await check('Request Compaction… shows the pending intent, then the commit notification', async () => {
     await closeAllEditors();
     const file01 = tmp.files['02'];
