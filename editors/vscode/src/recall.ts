@@ -10,6 +10,9 @@ import { LatestOnly } from './latest';
 
 type Scope = 'session' | 'project' | 'global';
 
+/** Makes every search's workDoneToken unique in this extension host. */
+let searchCount = 0;
+
 interface RecallPick extends vscode.QuickPickItem {
   segment?: Segment;
   entry?: SegmentEntry;
@@ -96,7 +99,7 @@ export class RecallPicker {
       // Our own workDoneToken: the picker shows the server's progress ("Indexing 3/12
       // sessions") in its title, and the server needs no progress-create round trip that
       // a cancellation could race with.
-      const workDoneToken = `fabric-recall-${process.pid}-${seq}`;
+      const workDoneToken = `fabric-recall-${process.pid}-${++searchCount}`;
       const progress = this.fabric.onProgress(workDoneToken, (value) => {
         if (!latest.isLatest(seq)) return;
         if (value.kind === 'end') this.progressNote = undefined;
