@@ -44,7 +44,7 @@ def same_size_variant(data: bytes, k: int, within_tail: int | None = None) -> by
     lo = 0 if within_tail is None else max(0, len(data) - within_tail)
     marks = [i for i in range(lo, len(data)) if data.startswith(b'"text":"', i)]
     pos = marks[k % len(marks)] + len(b'"text":"')
-    while not chr(data[pos]).isalpha():
+    while not (chr(data[pos]).isalpha() and data[pos - 1] != 0x5C):  # never the letter of an escape
         pos += 1
     ch = data[pos]
     new = ch ^ 0x20  # flip case

@@ -2,7 +2,7 @@
 Every request of ours gets exactly one answer — a result, or a proper error (-32602
 naming the field, -32601, -32800), never -32603 — and afterwards the server is alive and
 answers exactly as before. CI sends a few hundred messages; FABRIC_LONG=1 (or
-bench/reliability/lsp_fuzz.py) sends ≥ 10k."""
+bench/reliability/long_tests.py lsp) generates 14,000 (≥ 10k sent)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from lsp_fuzz import traffic
 from reliability_kit import ORBIT, RawServer, example_agent, long_run, session_files
 
-COUNT = int(os.environ.get("FABRIC_LSP_FUZZ", "12000" if long_run() else "400"))
+COUNT = int(os.environ.get("FABRIC_LSP_FUZZ", "14000" if long_run() else "400"))
 SEED = int(os.environ.get("FABRIC_LSP_FUZZ_SEED", "1"))
 BATCH = 40
 PROPER = {-32602, -32601, -32800}
