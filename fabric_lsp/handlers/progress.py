@@ -95,10 +95,15 @@ class RequestProgress:
     async def _begin(self) -> None:
         if self.token is None:
             token = f"fabric-lsp/{next(_token_ids)}"
+            # The create request must outlive this request: its answer may arrive after a
+            # cancellation, and pygls fails on answers to requests whose future was
+            # cancelled. So shield it, and forget the token if it ends up unused.
+            creating = asyncio.ensure_future(self.server.work_done_progress.create_async(token))
+            creating.add_done_callback(lambda done, t=token: self._created(done, t))
             try:
-                await asyncio.wait_for(
-                    self.server.work_done_progress.create_async(token), CREATE_TIMEOUT_S
-                )
+                await asyncio.wait_for(asyncio.shield(creating), CREATE_TIMEOUT_S)
+            except asyncio.CancelledError:
+                raise
             except Exception as err:  # the client refused or never answered: no progress
                 log.info("window/workDoneProgress/create failed for %s: %s", self.method, err)
                 return
@@ -112,6 +117,12 @@ class RequestProgress:
         for event in self._buffer:
             self._report(event, force=True)
         self._buffer.clear()
+
+    def _created(self, done: "asyncio.Future[Any]", token: str) -> None:
+        if not done.cancelled():
+            done.exception()  # retrieved: a refusal is already logged by _begin
+        if not self._begun:
+            self.server.work_done_progress.tokens.pop(token, None)
 
     # called from worker threads
     def sink(self, event: dict[str, Any]) -> None:

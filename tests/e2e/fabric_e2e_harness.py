@@ -3,6 +3,7 @@ capability sets of real editors (VS Code, Neovim 0.11)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
@@ -58,7 +59,19 @@ def make_client() -> LanguageClient:
     """pytest-lsp's client, but custom results stay dicts and fabric notifications,
     registrations and progress are recorded."""
     client = RecordingClient(converter_factory=converter_factory)
-    pytest_lsp.client.register_lsp_features(client)
+    features = dict(pytest_lsp.client.DEFAULT_CLIENT_FEATURES)
+    default_create = features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    pytest_lsp.client.register_lsp_features(client, features)
+    client.create_delay = 0.0  # type: ignore[attr-defined]
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    async def _create(ls: LanguageClient, params: types.WorkDoneProgressCreateParams) -> None:
+        # pytest-lsp's own handler (token bookkeeping, duplicate check), answered after
+        # an optional delay, as a busy editor might
+        if ls.create_delay:  # type: ignore[attr-defined]
+            await asyncio.sleep(ls.create_delay)  # type: ignore[attr-defined]
+        default_create(ls, params)
+
     client.activity = []  # type: ignore[attr-defined]
     client.committed = []  # type: ignore[attr-defined]
     client.registrations = []  # type: ignore[attr-defined]

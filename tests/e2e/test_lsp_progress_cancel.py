@@ -168,3 +168,25 @@ async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path
     assert "RuntimeError: injected fault in fabric/sessions" in text
     assert "Sending data" not in text  # pygls' per-message logging stays silent
     assert "Registered builtin feature" not in text
+
+
+async def test_late_answer_to_progress_create_after_cancel_is_harmless(agent_dir):
+    c = await start(agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS))
+    try:
+        c.create_delay = 0.5  # the client answers create only after the request was cancelled
+        err, _ = await _start_then_cancel(c, protocol.RECALL, {"query": "late"}, after=0.1)
+        assert getattr(err, "code", None) == -32800
+        await asyncio.sleep(1.0)  # the late create answer arrives now
+        c.create_delay = 0.0
+        token = f"after-late-{time.monotonic_ns()}"
+        c.progress_reports.setdefault(token, [])
+        code, _ = await rpc_error(c, protocol.SESSIONS, {"workDoneToken": token})
+        assert code == -32603  # the next request is served as usual
+        assert not [m for m in c.messages if m.type == types.MessageType.Error], c.messages
+        errors = [m.message for m in c.log_messages if m.type == types.MessageType.Error]
+        assert all("fabric/sessions failed" in m for m in errors), errors
+        # no progress ever started on the token created too late
+        late = [t for t in c.progress_reports if str(t).startswith("fabric-lsp/")]
+        assert all(not c.progress_reports[t] for t in late)
+    finally:
+        await stop(c)
