@@ -729,11 +729,13 @@ class MemoryEngine:
             located, hits, q_reasons, q_error = self._regex_search(plan["pattern"], views, digests)
         if q_error is not None or q_reasons:
             q_complete = False
-        items, total_matches, segment_count, icapped = group_and_rank(views, located, hits, browse)
+        start = (page - 1) * page_size
+        items, total_items, total_matches, segment_count, icapped = group_and_rank(
+            views, located, hits, browse, needed=start + page_size
+        )
         if icapped:
             q_reasons.add("candidate_item_budget")
             q_complete = False
-        start = (page - 1) * page_size
         page_items = items[start : start + page_size]
         coverage = dict(index_cov)
         coverage["complete"] = bool(index_cov["complete"] and q_complete)
@@ -741,7 +743,7 @@ class MemoryEngine:
         if q_error is not None:
             coverage["error"] = q_error
         text = render_text(
-            page_items, query=query if not browse else None, total_items=len(items), total_matches=total_matches,
+            page_items, query=query if not browse else None, total_items=total_items, total_matches=total_matches,
             segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
             query_complete=q_complete,
         )
@@ -752,9 +754,9 @@ class MemoryEngine:
             "queryMode": mode,
             "page": page,
             "pageSize": page_size,
-            "totalItems": len(items),
+            "totalItems": total_items,
             "totalMatches": total_matches,
-            "hasNext": start + page_size < len(items),
+            "hasNext": start + page_size < total_items,
             "authoritative": coverage["complete"],
             "coverage": coverage,
             "items": [
@@ -1018,7 +1020,8 @@ class MemoryEngine:
 def _snapshot_view(view: HotView) -> HotView:
     """A view whose entry list and segment starts no append can extend (regex needs no
     postings)."""
-    index = HotIndex(seg_starts=list(view.index.seg_starts))
+    n = len(view.entries)
+    index = HotIndex(seg_starts=list(view.index.seg_starts), seg_of=view.index.seg_of[:n])
     return HotView(view.session_id, view.session_file, view.source_hash, view.branches, view.lineage_fingerprint,
                    view.mtime, list(view.entries), index, view.tier, view.first_index)
 

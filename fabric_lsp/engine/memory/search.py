@@ -11,10 +11,10 @@ explicit keys); totals describe the whole retained stream, never just the page.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from array import array
-from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
@@ -40,6 +40,7 @@ class HotIndex:
     doc_len: list[int] = field(default_factory=list)
     postings: dict[str, Any] = field(default_factory=dict)  # list[int] | array('Q')
     seg_starts: list[int] = field(default_factory=list)
+    seg_of: array = field(default_factory=lambda: array("I"))  # position -> segment number
     total_len: int = 0
 
     def add(self, record: dict) -> None:
@@ -59,6 +60,7 @@ class HotIndex:
                 plist.append(base | tf)
         if idx == 0 or record.get("role") in SEGMENT_ROLES:
             self.seg_starts.append(idx)
+        self.seg_of.append(len(self.seg_starts) - 1)
 
     def compact(self) -> None:
         """Pack long posting lists into 8-byte arrays (lists are cheaper to grow)."""
@@ -91,9 +93,10 @@ class HotView:
     tier: str = "hot"
     first_index: int = 0  # hydrated ranges: index of entries[0]
 
-    @property
-    def file_key(self) -> Any:
-        return _file_key(self.session_file)
+    def __post_init__(self) -> None:
+        self.file_key = _file_key(self.session_file)
+        # Records are dense: entries[i]["index"] == base_index + i (also for range slices).
+        self.base_index = self.entries[0]["index"] if self.entries else 0
 
 
 @dataclass
@@ -109,9 +112,8 @@ class DigestView:
     vocabulary: list[str]
     vocab_set: frozenset
 
-    @property
-    def file_key(self) -> Any:
-        return _file_key(self.session_file)
+    def __post_init__(self) -> None:
+        self.file_key = _file_key(self.session_file)
 
 
 @dataclass
@@ -245,8 +247,9 @@ def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bo
     assert matched is not None
     by_seg: dict[int, list] = {}
     nseg = len(starts)
+    seg_of = view.index.seg_of
     for pos, score in matched.items():
-        si = bisect_right(starts, pos) - 1
+        si = seg_of[pos]
         cur = by_seg.get(si)
         if cur is None:
             by_seg[si] = [score, {pos}]
@@ -270,11 +273,10 @@ def _file_key(path: str) -> Any:
 
 
 def _item_key(item: Any):
-    if isinstance(item, SegmentItem):
-        v = item.view
-        return (-item.score, -v.mtime, 0, v.entries[item.start]["index"], v.file_key)
-    d = item.view
-    return (-item.score, -d.mtime, 1, 0, d.file_key)
+    v = item.view
+    if type(item) is SegmentItem:
+        return (-item.score, -v.mtime, 0, v.base_index + item.start, v.file_key)
+    return (-item.score, -v.mtime, 1, 0, v.file_key)
 
 
 def group_and_rank(
@@ -283,27 +285,36 @@ def group_and_rank(
     digest_hits: list[DigestHit],
     browse: bool,
     max_items: int = CANDIDATE_ITEMS,
-) -> tuple[list[Any], int, int, bool]:
-    """(ranked items, totalMatches, segmentCount, item cap reached)."""
+    needed: Optional[int] = None,
+) -> tuple[list[Any], int, int, int, bool]:
+    """(ranked items, totalItems, totalMatches, segmentCount, item cap reached).
+
+    The ranked list holds at least the first `needed` items of the global order (all of
+    them when `needed` is None); totals always describe the whole retained stream."""
     items: list[Any] = []
     for vn, matched in located.items():
         items.extend(_segments_for(views[vn], matched, browse))
     items.extend(digest_hits)
     if not items:
-        return [], 0, 0, False
-    items.sort(key=_item_key)
+        return [], 0, 0, 0, False
     capped = len(items) > max_items
-    if capped:
-        del items[max_items:]
+    if capped or needed is None or needed * 4 >= len(items):
+        items.sort(key=_item_key)
+        if capped:
+            del items[max_items:]
+        ranked = items
+    else:
+        # Only the page is shown: select it instead of sorting everything (same order).
+        ranked = heapq.nsmallest(needed, items, key=_item_key)
     total = 0
     segs = 0
     for it in items:
-        if isinstance(it, SegmentItem):
+        if type(it) is SegmentItem:
             total += it.matched_count
             segs += 1
         else:
             total += 1
-    return items, total, segs, capped
+    return ranked, len(items), total, segs, capped
 
 
 def page_bounds(page: Any, page_size: Any, max_page_size: int, default_size: int = 25) -> tuple[int, int]:

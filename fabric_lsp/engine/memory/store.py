@@ -22,7 +22,7 @@ from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
 CACHE_VERSION = 5
 # Bumped when our own encoding (not the V5 contents) changes.
-ENGINE_FORMAT = f"fabric-lsp-memory/1;unicode:{UNICODE_VERSION}"
+ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
 
 _SAFE = re.compile(r"[^a-zA-Z0-9._-]")
 _encoder = msgspec.json.Encoder()
