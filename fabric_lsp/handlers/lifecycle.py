@@ -21,6 +21,15 @@ WATCH_REGISTRATION_ID = "fabric-lsp/session-files"
 CONFIG_REGISTRATION_ID = "fabric-lsp/configuration"
 
 
+async def ask_client(request: Any, timeout: float = 5.0) -> Any:
+    """Await a server→client request at most `timeout` seconds. The request itself is
+    shielded: a late answer must still find its future (pygls fails on answers to
+    requests whose future was cancelled)."""
+    pending = asyncio.ensure_future(request)
+    pending.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return await asyncio.wait_for(asyncio.shield(pending), timeout)
+
+
 def initialize(ls: Any, params: types.InitializeParams) -> None:
     from fabric_lsp.server import workspace_root_of
 
@@ -36,11 +45,10 @@ async def pull_client_settings(ls: Any) -> None:
         return
     scope = ls.workspace_root.as_uri() if ls.workspace_root is not None else None
     try:
-        result = await asyncio.wait_for(
+        result = await ask_client(
             ls.workspace_configuration_async(
                 types.ConfigurationParams(items=[types.ConfigurationItem(section="fabric", scope_uri=scope)])
-            ),
-            5.0,
+            )
         )
     except Exception as err:
         log.warning("workspace/configuration failed: %s", err)
@@ -66,13 +74,12 @@ async def initialized(ls: Any, params: types.InitializedParams) -> None:
 
 async def _register(ls: Any, reg_id: str, method: str, options: Any) -> bool:
     try:
-        await asyncio.wait_for(
+        await ask_client(
             ls.client_register_capability_async(
                 types.RegistrationParams(
                     registrations=[types.Registration(id=reg_id, method=method, register_options=options)]
                 )
-            ),
-            5.0,
+            )
         )
         return True
     except Exception as err:
@@ -84,15 +91,14 @@ async def start_watching(ls: Any) -> None:
     stop_watching(ls)
     if getattr(ls, "watch_mode", None) == "registered":  # re-register for a new session dir
         try:
-            await asyncio.wait_for(
+            await ask_client(
                 ls.client_unregister_capability_async(
                     types.UnregistrationParams(
                         unregisterations=[
                             types.Unregistration(id=WATCH_REGISTRATION_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
                         ]
                     )
-                ),
-                5.0,
+                )
             )
         except Exception as err:
             log.info("client/unregisterCapability failed: %s", err)
