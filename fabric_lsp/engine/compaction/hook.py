@@ -93,12 +93,20 @@ def compile_fabric_summary(
     events = normalize(prefix, check, stats=nstats)
     if not events:
         return _cancel("fabric: no raw cumulative source")
-    source_ids = {ev["sourceEntryId"] for ev in events}
-    src_entries = [e for e in prefix if e.get("id") in source_ids]
-    first_id = src_entries[0].get("id") if src_entries else ""
-    last_id = src_entries[-1].get("id") if src_entries else ""
+    # the prefix entries that carried an event: each entry's events are contiguous and
+    # ids are unique on a branch, so they are the runs of `sourceEntryId`
+    source_count = 0
+    prev_src: Any = object()
+    for ev in events:
+        sid = ev["sourceEntryId"]
+        if sid != prev_src:
+            source_count += 1
+            prev_src = sid
+    first_id = events[0]["sourceEntryId"]
+    last_id = events[-1]["sourceEntryId"]
+    last_entry = next((e for e in reversed(prefix) if e.get("id") == last_id), None)
     source_range = {"first": first_id if isinstance(first_id, str) else "", "last": last_id if isinstance(last_id, str) else ""}
-    ts = src_entries[-1].get("timestamp") if src_entries else None
+    ts = last_entry.get("timestamp") if last_entry is not None else None
     sections = project_all(events)
     if check is not None:
         check()
@@ -135,7 +143,7 @@ def compile_fabric_summary(
         live_range={"first": summarized[0].id if summarized else None, "last": summarized[-1].id if summarized else None},
         counts={
             "branchEntries": len(branch),
-            "cumulativeSourceEntries": len(src_entries),
+            "cumulativeSourceEntries": source_count,
             "sourceEvents": len(events),
             "liveCutEntries": len(summarized),
             "priorFabricV1": v1,

@@ -64,7 +64,7 @@ def custom_message_line(ev: dict, max_units: int) -> str:
 
 
 class Op:
-    __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result")
+    __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash")
 
     def __init__(self, index, entry_id, address, tool, ref, args, outcome, error=None, result=None, nested=False, has_result=False):
         self.index = index
@@ -78,6 +78,8 @@ class Op:
         self.result = result
         self.nested = nested
         self.has_result = has_result
+        self.is_file = tool in FILE_TOOLS and (ref == tool or ref == "pi." + tool)
+        self.is_bash = tool == "bash" and (ref == "bash" or ref == "pi.bash")
 
 
 def collect_operations(events: list[dict]) -> list[Op]:
@@ -113,12 +115,16 @@ def collect_operations(events: list[dict]) -> list[Op]:
 
 
 def is_file_op(op: Any) -> bool:
+    if op.__class__ is Op:
+        return op.is_file
     tool = op.tool if isinstance(op, Op) else op.get("tool")
     ref = op.ref if isinstance(op, Op) else op.get("ref")
     return tool in FILE_TOOLS and (ref == tool or ref == "pi." + tool)
 
 
 def is_bash_op(op: Any) -> bool:
+    if op.__class__ is Op:
+        return op.is_bash
     tool = op.tool if isinstance(op, Op) else op.get("tool")
     ref = op.ref if isinstance(op, Op) else op.get("ref")
     return tool == "bash" and ref in ("bash", "pi.bash")
