@@ -129,7 +129,7 @@ class SegmentItem:
     start: int  # position in view.entries
     end: int  # exclusive
     score: float
-    matched: Optional[set[int]]  # positions; None = browse (all matched)
+    matched: Optional[Any]  # container of matched positions (set or located map); None = all
     matched_count: int
 
 
@@ -248,18 +248,21 @@ def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bo
     by_seg: dict[int, list] = {}
     nseg = len(starts)
     seg_of = view.index.seg_of
+    get = by_seg.get
     for pos, score in matched.items():
         si = seg_of[pos]
-        cur = by_seg.get(si)
+        cur = get(si)
         if cur is None:
-            by_seg[si] = [score, {pos}]
+            by_seg[si] = [score, 1]
         else:
-            cur[1].add(pos)
+            cur[1] += 1
             if score > cur[0]:
                 cur[0] = score
-    for si, (score, positions) in by_seg.items():
+    # Segments share the located map; which of their entries matched is looked up only
+    # when a segment is rendered (most segments are never on the page).
+    for si, (score, count) in by_seg.items():
         end = starts[si + 1] if si + 1 < nseg else n
-        out.append(SegmentItem(view, starts[si], end, score, positions, len(positions)))
+        out.append(SegmentItem(view, starts[si], end, score, matched, count))
     return out
 
 
