@@ -414,6 +414,10 @@ try {
     await page.keyboard.press('Enter');
     const pending = page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first();
     await pending.waitFor({ state: 'visible' });
+    // A fresh mtime restarts the server's quiet interval, so the commit cannot win the
+    // race against the cancel even on a slow machine.
+    const again = new Date();
+    fs.utimesSync(file05, again, again);
     // With one tracked intent and no session editor, Cancel takes that session.
     await runCommand('Fabric: Cancel Compaction');
     await page.locator('.notification-toast', { hasText: /pending compaction of .* cancelled/ }).first().waitFor({ state: 'visible' });
@@ -442,6 +446,10 @@ try {
     await input.fill('divide(a, 0) raises ZeroDivisionError');
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 2' }).waitFor({ state: 'visible' });
+    // Restart the quiet interval just before the request goes out, so the pending state
+    // lasts long enough to be seen even on a slow machine.
+    const again = new Date();
+    fs.utimesSync(file01, again, again);
     await page.keyboard.press('Enter');
     await page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first().waitFor({ state: 'visible' });
     await shot('intent-pending');
