@@ -520,6 +520,25 @@ class MemoryEngine:
         activity: Optional[ActivitySink],
     ) -> tuple[list[SessionState], list[str], dict]:
         """States of the scoped sessions in scope order, their tiers, and index coverage."""
+        # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
+        # passes over them only cost time (about half a build), so pause it meanwhile.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._load_index_unpaused(refs, hot_files, branches, hydrate, cancel, activity)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _load_index_unpaused(
+        self,
+        refs: list[Ref],
+        hot_files: set[str],
+        branches: str,
+        hydrate: bool,
+        cancel: Optional[CancelToken],
+        activity: Optional[ActivitySink],
+    ) -> tuple[list[SessionState], list[str], dict]:
         cleanup_complete = self._cleanup_once()
         reasons: set[str] = set()
         if not cleanup_complete:
@@ -565,15 +584,7 @@ class MemoryEngine:
                 report(activity, f"Indexing {done_count[0]}/{total} sessions", int(100 * done_count[0] / total))
 
             report(activity, f"Indexing 0/{total} sessions", 0)
-            # Building allocates millions of long-lived, acyclic objects: cyclic GC passes
-            # over them only cost time (about half the build), so pause it meanwhile.
-            was_enabled = gc.isenabled()
-            gc.disable()
-            try:
-                built = self._build_many(todo, branches, cancel, progress)
-            finally:
-                if was_enabled:
-                    gc.enable()
+            built = self._build_many(todo, branches, cancel, progress)
             fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
             check(cancel)
             for ref, _tier in todo:
