@@ -149,3 +149,23 @@ def test_bash_execution_exit_codes():
     s = compile_fabric_summary(link(es), 1000)["summary"]
     assert section(s, "[Outstanding Context]") == ["- bash: bad: err out [entry e3]", "- bash: empty: failed [entry e5]"]
     assert "(#4) bash(none) → ok" in s
+
+
+def test_trace_operations_keep_sequence_order_and_reject_unordered_arrays():
+    import copy
+
+    from compaction_examples import EXAMPLE_TRACE
+
+    def ops(trace):
+        b = link([user("u"), assistant(call("f", "fabric_exec", {"code": "x"})), tool_result("f", "fabric_exec", "p", False, {"trace": trace}), user("v")])
+        return [e["address"] for e in normalize(b) if e["type"] == "fabricOperation"]
+
+    parallel = copy.deepcopy(EXAMPLE_TRACE)
+    parallel["operations"] = [dict(parallel["operations"][0], sequence=0, args={"path": "a"}), dict(parallel["operations"][0], sequence=1, args={"path": "b"})]
+    assert ops(parallel) == ["e3/0", "e3/1"]
+    unordered = copy.deepcopy(parallel)
+    unordered["operations"].reverse()
+    assert ops(unordered) == []
+    gap = copy.deepcopy(parallel)
+    gap["operations"][1]["sequence"] = 7
+    assert ops(gap) == ["e3/0", "e3/7"]
