@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from typing import Optional
 
 _WORKER = r"""
@@ -48,6 +49,20 @@ while True:
 """
 
 
+def _reap(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            proc.kill()
+            proc.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for stream in (proc.stdin, proc.stdout):
+        try:
+            stream.close()  # type: ignore[union-attr]
+        except Exception:
+            pass
+
+
 class RegexOutcome:
     __slots__ = ("hits", "error")
 
@@ -64,13 +79,16 @@ class RegexRunner:
         self._proc: Optional[subprocess.Popen] = None
 
     def _spawn(self) -> subprocess.Popen:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _WORKER],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
         )
+        # An engine dropped without close() must not leave its worker behind.
+        weakref.finalize(self, _reap, proc)
+        return proc
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
