@@ -14,6 +14,7 @@ from typing import Any
 
 import cattrs
 from lsprotocol import types
+from lsprotocol.types import ResponseError
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
@@ -58,9 +59,38 @@ class FabricProtocol(LanguageServerProtocol):
         return _RawMessage(data) if "jsonrpc" in data else data
 
     def handle_message(self, message: Any) -> None:
-        if isinstance(message, _RawMessage):
-            message = super().structure_message(_plain(message))
-        super().handle_message(message)
+        if not isinstance(message, _RawMessage):  # no "jsonrpc" key, or not an object
+            self._invalid_request(message, 'not a JSON-RPC 2.0 message (no "jsonrpc": "2.0")')
+            return
+        raw = _plain(message)
+        if raw.get("jsonrpc") != "2.0":
+            self._invalid_request(raw, '"jsonrpc" must be "2.0"')
+            return
+        try:
+            structured = super().structure_message(raw)
+        except Exception as err:  # params that do not fit the standard LSP type
+            self._unstructurable(raw, err)
+            return
+        super().handle_message(structured)
+
+    def _invalid_request(self, raw: Any, why: str) -> None:
+        """JSON-RPC -32600 for a request we can identify; anything else is logged."""
+        if isinstance(raw, dict) and "method" in raw and isinstance(raw.get("id"), (int, str)):
+            self._send_response(raw["id"], error=ResponseError(code=-32600, message=f"Invalid Request: {why}"))
+        else:
+            log.warning("ignored a message that is not JSON-RPC 2.0: %s", why)
+
+    def _unstructurable(self, raw: dict[str, Any], err: Exception) -> None:
+        method = raw.get("method")
+        cause = err.__cause__ or err
+        detail = " ".join(str(cause).split())[:300]
+        if method is not None and "id" in raw:
+            message = f"{method}: params do not match the LSP type: {detail}"
+            self._send_response(raw["id"], error=ResponseError(code=-32602, message=message))
+        elif method is not None:
+            log.warning("ignored notification %s with unusable params: %s", method, detail)
+        elif "id" in raw:  # a client's answer of an unexpected shape: hand it over raw
+            self._handle_response(raw["id"], raw.get("result"), None)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # Set the engine's CancelToken first, so work running in the executor stops at
