@@ -176,3 +176,13 @@ def test_render_empty_cases():
     assert render_text([], query="q", total_items=0, index_coverage=None, total_matches=0, segment_count=0,
                        query_reasons=["regex_timeout"], query_complete=False) == (
         'No indexed matches for "q"; query coverage is incomplete (regex_timeout).')
+
+
+def test_fixture_file_is_the_worked_example(tmp_path: Path):
+    """tests/fixtures/memory/digest-example.jsonl is the §14 session (try it with the CLI)."""
+    from memory_kit import REPO
+
+    fixture = REPO / "tests" / "fixtures" / "memory" / "digest-example.jsonl"
+    agent = tmp_path / "agent"
+    built = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
+    assert fixture.read_bytes() == built.read_bytes()
