@@ -117,14 +117,12 @@ def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, byt
         raw = rng.choice([b"{", b"{\"jsonrpc\":\"2.0\",\"id\":", b"\xff\xfe", b"[]", b"null", b"42", b"\"str\"",
                           json.dumps([{"jsonrpc": "2.0", "method": "x"}]).encode()])
         return "not_a_message", b"Content-Length: %d\r\n\r\n" % len(raw) + raw, None
-    # an envelope that is not JSON-RPC 2.0
+    # an envelope that is not JSON-RPC 2.0 (answered -32600)
     body = rng.choice([
         {"id": msg_id, "method": "fabric/sessions", "params": {}},
         {"jsonrpc": "1.0", "id": msg_id, "method": "fabric/sessions"},
-        {"jsonrpc": "2.0", "id": msg_id, "method": None},
-        {"jsonrpc": "2.0", "id": msg_id},
     ])
-    return "bad_envelope", frame(body), None
+    return "bad_envelope", frame(body), msg_id
 
 
 def traffic(seed: int, n: int, files: list[str]) -> Iterator[tuple[int, str, bytes, Optional[str]]]:
