@@ -76,11 +76,9 @@ class Projection:
         if lc < 0:
             return sum(tokens[:end])
         kept = branch[lc].get("firstKeptEntryId")
-        kept_from = lc
-        for i in range(lc):
-            if branch[i].get("id") == kept:
-                kept_from = i
-                break
+        kept_from = first_index(branch, kept, lc)
+        if kept_from < 0:
+            kept_from = lc
         return tokens[lc] + sum(tokens[kept_from:lc]) + sum(tokens[lc + 1 : end])
 
 
@@ -107,10 +105,20 @@ def live_start(branch: list[dict], lc: int) -> int:
         return 0
     kept = branch[lc].get("firstKeptEntryId")
     if isinstance(kept, str) and kept:
-        for i, e in enumerate(branch):
-            if e.get("id") == kept:
-                return i
+        i = first_index(branch, kept)
+        if i >= 0:
+            return i
     return lc + 1
+
+
+def first_index(branch: list[dict], entry_id: Any, stop: Optional[int] = None) -> int:
+    """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent), with
+    the scan done by `list.index` in C."""
+    ids = [e.get("id") for e in (branch if stop is None else branch[:stop])]
+    try:
+        return ids.index(entry_id)
+    except ValueError:
+        return -1
 
 
 def live_items(branch: list[dict], start: int, proj: Optional["Projection"] = None) -> list[LiveItem]:

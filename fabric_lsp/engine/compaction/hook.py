@@ -7,7 +7,7 @@ import math
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8
-from .cut import compute_cut
+from .cut import compute_cut, first_index
 from .details import build_details, is_fabric_v1, is_fabric_v2
 from .instructions import PI_VCC_SENTINEL, decode_instructions
 from .jsstr import utf16_len
@@ -84,10 +84,9 @@ def compile_fabric_summary(
     first_kept = cut["firstKeptEntryId"]
     boundary = len(branch)
     if first_kept:
-        for i, e in enumerate(branch):
-            if e.get("id") == first_kept:
-                boundary = i
-                break
+        i = first_index(branch, first_kept)
+        if i >= 0:
+            boundary = i
     prefix = branch[:boundary]
     nstats: dict = {}
     events = normalize(prefix, check, stats=nstats)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from fabric_lsp.engine.session.context import entry_to_message
 
+from .cut import first_index
 from .estimate import context_tokens
 from .estimate import estimate_tokens
 
@@ -111,10 +112,9 @@ def prepare_compaction(branch: list[dict], keep_recent_tokens: float = 20000) ->
         start = prev + 1
         kept = branch[prev].get("firstKeptEntryId")
         if isinstance(kept, str) and kept:
-            for i in range(prev):
-                if branch[i].get("id") == kept:
-                    start = i
-                    break
+            i = first_index(branch, kept, prev)
+            if i >= 0:
+                start = i
     end = len(branch)
     cut = find_cut_point(branch, start, end, keep_recent_tokens)
     idx = cut["firstKeptEntryIndex"]

@@ -64,7 +64,7 @@ def custom_message_line(ev: dict, max_units: int) -> str:
 
 
 class Op:
-    __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash")
+    __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash", "path")
 
     def __init__(self, index, entry_id, address, tool, ref, args, outcome, error=None, result=None, nested=False, has_result=False):
         self.index = index
@@ -80,6 +80,7 @@ class Op:
         self.has_result = has_result
         self.is_file = tool in FILE_TOOLS and (ref == tool or ref == "pi." + tool)
         self.is_bash = tool == "bash" and (ref == "bash" or ref == "pi.bash")
+        self.path = path_of(args) if self.is_file else None
 
 
 def collect_operations(events: list[dict]) -> list[Op]:
@@ -200,7 +201,7 @@ def project_files(ops: list[Op]) -> tuple[list[str], int]:
     for op in ops:
         if op.outcome != "succeeded" or not is_file_op(op):
             continue
-        p = path_of(op.args)
+        p = op.path
         if p is None:
             continue
         if op.tool == "write":
@@ -287,7 +288,7 @@ def _cheap_key(op: Op) -> tuple[str, Optional[str]]:
     """(key, None) for file/bash identities, or (generic prefix, "") when the generic key
     still needs `JSON.stringify(args)`."""
     if is_file_op(op):
-        p = path_of(op.args)
+        p = op.path
         if p is not None:
             return f"file\0{op.tool}\0{p}", None
     if is_bash_op(op):
@@ -333,8 +334,8 @@ def project_outstanding(ops: list[Op]) -> tuple[list[str], int]:
 
     def describe(op: Op) -> str:
         subject = op.ref
-        if is_file_op(op) and path_of(op.args) is not None:
-            subject = f"{op.ref} {path_of(op.args)}"
+        if is_file_op(op) and op.path is not None:
+            subject = f"{op.ref} {op.path}"
         elif is_bash_op(op) and isinstance(op.args, dict) and isinstance(op.args.get("command"), str):
             subject = f"{op.ref}: {truncate(first_line(op.args['command']), 140)}"
         err = f": {truncate(first_line(op.error), 140)}" if isinstance(op.error, str) and op.error else f": {op.outcome}"
@@ -432,7 +433,7 @@ def project_status(events: list[dict], ops: list[Op]) -> list[str]:
         if is_file_op(op) and op.tool in ("edit", "write"):
             last_change = op
     if last_change is not None:
-        p = path_of(last_change.args)
+        p = last_change.path
         lines.append(f"Last change: {last_change.tool}{' ' + p if p is not None else ''}")
     if last_run is not None:
         name = clip_utf8(truncate(last_run["name"], 96), 256)
