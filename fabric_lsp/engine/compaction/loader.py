@@ -126,8 +126,7 @@ def _slim(value: dict) -> None:
             del msg["api"]
         usage = msg.get("usage")
         if usage.__class__ is dict and "cost" in usage:
-            # only these feed calculateContextTokens; a fresh small dict is half the size
-            msg["usage"] = {k: usage[k] for k in _USAGE_KEYS if k in usage}
+            del usage["cost"]  # a nested dict per message that nothing reads
         content = msg.get("content")
         if content.__class__ is list:
             for part in content:
