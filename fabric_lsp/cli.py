@@ -70,7 +70,38 @@ def configure_logging(log_file: str | None, verbosity: int) -> None:
     root.setLevel(level)
 
 
+class _NotServe(Exception):
+    pass
+
+
+class _ServeParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _NotServe(message)
+
+
+def _serve_args(argv: Sequence[str]) -> argparse.Namespace | None:
+    """`fabric-lsp [--log-file P] [-v] [serve [--tcp H:P]]` parsed without importing the
+    subcommand modules: the editor pays for the server's start-up on every launch. Anything
+    else (help, --version, other subcommands, errors) returns None for the full parser."""
+    p = _ServeParser(prog="fabric-lsp", add_help=False)
+    p.add_argument("--log-file")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    p.add_argument("command", nargs="?")
+    p.add_argument("--tcp")
+    try:
+        args, rest = p.parse_known_args(list(argv))
+    except _NotServe:
+        return None
+    if rest or args.command not in (None, "serve") or (args.tcp and args.command != "serve"):
+        return None
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    fast = _serve_args(sys.argv[1:] if argv is None else argv)
+    if fast is not None:
+        configure_logging(fast.log_file, fast.verbose)
+        return _serve(fast)
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.log_file, args.verbose)

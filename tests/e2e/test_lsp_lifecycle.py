@@ -100,3 +100,20 @@ def test_exit_code_follows_shutdown(tmp_path):
     abrupt.request("initialize", init)
     abrupt.notify("exit")
     assert abrupt.proc.wait(timeout=30) == 1
+
+
+def test_serving_does_not_import_the_subcommand_modules(tmp_path):
+    """The editor pays the server's start-up on every launch: `fabric-lsp [serve]` skips the
+    CLI's subcommand registry (and so every engine the subcommands import)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path), HOME=str(tmp_path))
+    for argv in ([], ["serve"], ["-v", "serve"]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fabric_lsp", *argv], env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        assert "fabric_lsp.server" in imported, proc.stderr[-2000:]
+        assert not {m for m in imported if m.startswith("fabric_lsp.commands.")}, argv
+        assert not {m for m in imported if m.startswith(("fabric_lsp.engine.memory", "fabric_lsp.engine.compaction"))}
