@@ -47,13 +47,14 @@ def context_tokens_of(entries: list[dict]) -> int:
 class Projection:
     """Each branch entry's Pi context message and its token estimate, computed once."""
 
-    __slots__ = ("branch", "msgs", "tokens", "start")
+    __slots__ = ("branch", "msgs", "tokens", "start", "ids")
 
-    def __init__(self, branch: list[dict], start: int = 0) -> None:
+    def __init__(self, branch: list[dict], start: int = 0, ids: Optional[list] = None) -> None:
         """Entries before `start` (never needed: they precede the last compaction's kept
         range) are not projected; their token count reads as 0."""
         self.branch = branch
         self.start = start
+        self.ids = ids
         n = len(branch)
         self.msgs: list[Optional[dict]] = [None] * n
         self.tokens = [0] * n
@@ -76,7 +77,7 @@ class Projection:
         if lc < 0:
             return sum(tokens[:end])
         kept = branch[lc].get("firstKeptEntryId")
-        kept_from = first_index(branch, kept, lc)
+        kept_from = first_index(branch, kept, lc, ids=self.ids)
         if kept_from < 0:
             kept_from = lc
         return tokens[lc] + sum(tokens[kept_from:lc]) + sum(tokens[lc + 1 : end])
@@ -100,23 +101,28 @@ def last_compaction_index(branch: list[dict]) -> int:
     return -1
 
 
-def live_start(branch: list[dict], lc: int) -> int:
+def live_start(branch: list[dict], lc: int, ids: Optional[list] = None) -> int:
     if lc < 0:
         return 0
     kept = branch[lc].get("firstKeptEntryId")
     if isinstance(kept, str) and kept:
-        i = first_index(branch, kept)
+        i = first_index(branch, kept, ids=ids)
         if i >= 0:
             return i
     return lc + 1
 
 
-def first_index(branch: list[dict], entry_id: Any, stop: Optional[int] = None) -> int:
+def entry_ids(branch: list[dict]) -> list[Any]:
+    return [e.get("id") for e in branch]
+
+
+def first_index(branch: list[dict], entry_id: Any, stop: Optional[int] = None, ids: Optional[list] = None) -> int:
     """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent), with
-    the scan done by `list.index` in C."""
-    ids = [e.get("id") for e in (branch if stop is None else branch[:stop])]
+    the scan done by `list.index` in C (`ids` = `entry_ids(branch)` when already known)."""
+    if ids is None:
+        ids = entry_ids(branch if stop is None else branch[:stop])
     try:
-        return ids.index(entry_id)
+        return ids.index(entry_id, 0, len(ids) if stop is None else stop)
     except ValueError:
         return -1
 
@@ -239,8 +245,9 @@ def calibrate(branch: list[dict], tokens_before: float, raw_before: int, proj: O
 def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     lc = last_compaction_index(branch)
-    start = live_start(branch, lc)
-    proj = Projection(branch, min(start, lc) if lc >= 0 else 0)
+    ids = entry_ids(branch)
+    start = live_start(branch, lc, ids)
+    proj = Projection(branch, min(start, lc) if lc >= 0 else 0, ids)
     live = live_items(branch, start, proj)
     if not live:
         return {"ok": False, "reason": "empty"}
@@ -249,8 +256,12 @@ def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict
         b = budget_input["budget"]
         window = b.get("contextWindow")
         if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
-            return _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b, proj)
-    return _legacy_cut(live, spans, lc)
+            res = _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b, proj)
+            res["ids"] = ids
+            return res
+    res = _legacy_cut(live, spans, lc)
+    res["ids"] = ids
+    return res
 
 
 def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, tokens_before: float, b: dict, proj: Projection) -> dict:

@@ -84,7 +84,7 @@ def compile_fabric_summary(
     first_kept = cut["firstKeptEntryId"]
     boundary = len(branch)
     if first_kept:
-        i = first_index(branch, first_kept)
+        i = first_index(branch, first_kept, ids=cut.get("ids"))
         if i >= 0:
             boundary = i
     prefix = branch[:boundary]

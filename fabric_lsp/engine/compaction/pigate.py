@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fabric_lsp.engine.session.context import entry_to_message
+from fabric_lsp.engine.session.tokens import calculate_context_tokens
 
 from .cut import first_index
-from .estimate import context_tokens
 from .estimate import estimate_tokens
 
 ALREADY_COMPACTED = "Already compacted"
@@ -136,9 +136,38 @@ def prepare_compaction(branch: list[dict], keep_recent_tokens: float = 20000) ->
     }
 
 
-def pi_tokens_before(branch: list[dict]) -> Any:
-    """Pi's `tokensBefore`: estimateContextTokens over buildSessionContext(path)."""
-    return context_tokens(branch)
+def pi_tokens_before(branch: list[dict], ids: Optional[list] = None) -> Any:
+    """Pi's `tokensBefore`: estimateContextTokens over buildSessionContext(path) — the
+    last valid assistant usage plus the estimates of the context messages after it
+    (else the sum of all estimates), computed backwards without building the context."""
+    lc = -1
+    for i in range(len(branch) - 1, -1, -1):
+        if branch[i].get("type") == "compaction":
+            lc = i
+            break
+    if lc < 0:
+        order: Any = range(len(branch) - 1, -1, -1)
+    else:
+        kept_from = first_index(branch, branch[lc].get("firstKeptEntryId"), lc, ids=ids)
+        if kept_from < 0:
+            kept_from = lc
+        order = [*range(len(branch) - 1, lc, -1), *range(lc - 1, kept_from - 1, -1), lc]
+    tail = 0
+    for i in order:
+        msg = entry_to_message(branch[i])
+        if msg is None:
+            continue
+        if (
+            msg.get("role") == "assistant"
+            and msg.get("stopReason") not in ("error", "aborted")
+            and isinstance(msg.get("usage"), dict)
+        ):
+            base = calculate_context_tokens(msg["usage"])
+            if base > 0:
+                total = base + tail
+                return int(total) if float(total).is_integer() else total
+        tail += estimate_tokens(msg)
+    return tail
 
 
 def model_key(branch: list[dict]) -> Optional[str]:
