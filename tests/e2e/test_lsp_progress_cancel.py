@@ -45,10 +45,13 @@ async def _wait_for(pred, timeout=15.0):
     return pred()
 
 
-async def _start_then_cancel(client, method, params, after=0.3):
+async def _start_then_cancel(client, method, params, after=0.3, ready=None):
+    """Send, wait `after` seconds (and until `ready()`, on a loaded machine), cancel."""
     msg_id = f"cancel-{method}-{time.monotonic_ns()}"
     fut = asyncio.wrap_future(client.protocol.send_request(method, params, msg_id=msg_id))
     await asyncio.sleep(after)
+    if ready is not None:
+        assert await _wait_for(ready), "the request never got going"
     sent = time.monotonic()
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
     try:
@@ -61,7 +64,10 @@ async def _start_then_cancel(client, method, params, after=0.3):
 async def test_cancel_with_client_token_pairs_progress(client):
     token = f"client-token-{time.monotonic_ns()}"
     client.progress_reports.setdefault(token, [])
-    err, latency = await _start_then_cancel(client, protocol.RECALL, {"query": "x", "workDoneToken": token})
+    err, latency = await _start_then_cancel(
+        client, protocol.RECALL, {"query": "x", "workDoneToken": token},
+        ready=lambda: any(v.kind == "report" for v in client.progress_reports[token]),
+    )
     assert getattr(err, "code", None) == -32800, err
     assert latency < 10.0  # long before the 60 s of injected work would end
     assert await _wait_for(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
@@ -73,7 +79,10 @@ async def test_cancel_with_client_token_pairs_progress(client):
 
 async def test_server_created_token_when_client_sends_none(client):
     before = set(client.progress_reports)
-    err, _ = await _start_then_cancel(client, protocol.COMPACTION_PREVIEW, {"session": "x"})
+    err, _ = await _start_then_cancel(
+        client, protocol.COMPACTION_PREVIEW, {"session": "x"},
+        ready=lambda: any(t not in before and v for t, v in client.progress_reports.items()),
+    )
     assert getattr(err, "code", None) == -32800
     assert await _wait_for(lambda: any(
         t not in before and v and v[-1].kind == "end" for t, v in client.progress_reports.items()
@@ -97,7 +106,7 @@ async def test_cancel_through_execute_command(client):
 
 async def test_activity_notifications_name_the_request(client):
     client.activity.clear()
-    await _start_then_cancel(client, protocol.RECALL, {"query": "z"}, after=0.2)
+    await _start_then_cancel(client, protocol.RECALL, {"query": "z"}, after=0.2, ready=lambda: bool(client.activity))
     assert client.activity, "no fabric/activity notification"
     assert all(a["request"] == protocol.RECALL for a in client.activity)
     assert all(a["type"] == "progress" and a["message"] for a in client.activity)
@@ -141,7 +150,7 @@ async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
         agent_dir, "bare", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS), capabilities=types.ClientCapabilities()
     )
     try:
-        err, latency = await _start_then_cancel(bare, protocol.RECALL, {"query": "x"})
+        err, latency = await _start_then_cancel(bare, protocol.RECALL, {"query": "x"}, ready=lambda: bool(bare.activity))
         assert getattr(err, "code", None) == -32800 and latency < 10.0
         assert bare.progress_reports == {}
         assert bare.activity  # the structured activity still flows
