@@ -219,3 +219,76 @@ def test_kill_9_during_commits(tmp_path):
     (tmp_path / "tally.json").write_text(json.dumps(tally))
     print(f"crash-tally commits: kills={COMMIT_KILLS} undisturbed-run={full:.2f}s {dict(tally)}")
     assert tally["appended_before_kill"] + tally["nothing_appended"] == COMMIT_KILLS
+
+
+SERVER_COMMIT_KILLS = int(os.environ.get("FABRIC_SERVER_COMMIT_KILLS", "200" if long_run() else "4"))
+
+
+def _wait_committed(srv: RawServer, session: Path, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = srv.call("fabric/compact/status", {"session": str(session)})
+        if "pending" not in st and st.get("last", {}).get("status") == "committed":
+            return st
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not committed: {st}")
+        time.sleep(0.05)
+
+
+def test_kill_9_server_during_commits(tmp_path):
+    """The server's own committer (fabric/compact/request, commit at a settled boundary),
+    killed with kill -9 at random moments; the next server start finishes the job."""
+    rng = random.Random(SEED + 3)
+    agent = tmp_path / "agent"
+    (agent / "sessions" / "--p--").mkdir(parents=True)
+    (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 100}}))
+    session = agent / "sessions" / "--p--" / "s.jsonl"
+    state = agent / "fabric-lsp" / "intents"
+    settings = {"compaction": {"commitQuietMs": 0, "contextWindow": 0}}
+    v0 = FIXTURE.read_bytes()
+    tally: Counter[str] = Counter()
+
+    def reset() -> None:
+        session.write_bytes(v0)
+        past = time.time() - 3600
+        os.utime(session, (past, past))
+        shutil.rmtree(state, ignore_errors=True)
+
+    def start() -> RawServer:
+        srv = RawServer(agent, stderr_path=tmp_path / "server.log", settings=settings)
+        srv.initialize(ORBIT)
+        return srv
+
+    reset()
+    srv = start()
+    t0 = time.monotonic()
+    srv.call("fabric/compact/request", {"session": str(session)})
+    _wait_committed(srv, session)
+    full = time.monotonic() - t0
+    srv.stop()
+    assert check_session(session, v0) is not None
+    for i in range(SERVER_COMMIT_KILLS):
+        reset()
+        srv = start()
+        srv.request("fabric/compact/request", {"session": str(session)})
+        time.sleep(rng.uniform(0.0, full * 1.2))
+        srv.kill()
+        entry = check_session(session, v0)
+        for p in state.glob("*.json") if state.exists() else []:
+            saved = json.loads(p.read_bytes())  # intent state is never half-written
+            if isinstance(saved, dict) and saved.get("committing"):
+                tally["killed_between_append_and_state"] += 1
+        tally["appended_before_kill" if entry else "nothing_appended"] += 1
+        srv = start()  # the next start: recovers a half-finished commit, commits what is pending
+        try:
+            st = srv.call("fabric/compact/status", {"session": str(session)})
+            if entry is None and "pending" not in st and "last" not in st:
+                tally["killed_before_the_request_was_recorded"] += 1
+                srv.call("fabric/compact/request", {"session": str(session)})
+            st = _wait_committed(srv, session)
+        finally:
+            srv.stop()
+        final = check_session(session, v0)
+        assert final is not None and (entry is None or final == entry)
+        assert st["last"]["entryId"] == final["id"], st
+    print(f"crash-tally server commits: kills={SERVER_COMMIT_KILLS} undisturbed={full:.2f}s {dict(tally)}")
