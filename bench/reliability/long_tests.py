@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the long versions of the reliability tests once and print their figures.
 
-    .venv/bin/python bench/reliability/long_tests.py crash      # 200 kill -9 during cache writes, 200 during commits
+    .venv/bin/python bench/reliability/long_tests.py crash      # 200 kill -9 during cache writes, 200 during CLI commits, 200 during server commits
     .venv/bin/python bench/reliability/long_tests.py lsp        # 14,000 random JSON-RPC messages (~11.7k sent)
     .venv/bin/python bench/reliability/long_tests.py race       # 60 s of file changes during recall/expand
     .venv/bin/python bench/reliability/long_tests.py concurrency  # 50 concurrent requests x 3 rounds
