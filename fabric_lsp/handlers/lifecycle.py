@@ -126,6 +126,40 @@ def stop_watching(ls: Any) -> None:
         ls.watch_task = None
 
 
+class ChangeBatcher:
+    """Coalesces changed session paths into one `notify_changed` at a time, so a burst of
+    watched-file events (Pi appends often) never fills the engine executor while a long
+    request holds the memory engine. Lives on the event loop; no locks needed."""
+
+    def __init__(self, ls: Any) -> None:
+        self.ls = ls
+        self.pending: set[str] = set()
+        self.running = False
+
+    def add(self, paths: Any) -> None:
+        self.pending.update(paths)
+        if self.pending and not self.running:
+            self.running = True
+            asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self.pending:
+                batch = sorted(self.pending)
+                self.pending.clear()
+                await loop.run_in_executor(self.ls.engine_executor, self.ls.engines.notify_changed, batch)
+        finally:
+            self.running = False
+
+
+def _changes(ls: Any) -> ChangeBatcher:
+    batcher = getattr(ls, "change_batcher", None)
+    if batcher is None:
+        batcher = ls.change_batcher = ChangeBatcher(ls)
+    return batcher
+
+
 def snapshot(session_dir: Path) -> dict[str, tuple[int, int, int]]:
     """(size, mtime_ns, inode) of every `<sessionDir>/*/*.jsonl`; a stat per file."""
     out: dict[str, tuple[int, int, int]] = {}
@@ -160,7 +194,7 @@ async def _poll(ls: Any, session_dir: Path) -> None:
         previous = current
         if changed:
             log.debug("polling: %d session files changed", len(changed))
-            await loop.run_in_executor(ls.engine_executor, ls.engines.notify_changed, changed)
+            _changes(ls).add(changed)
 
 
 async def did_change_watched_files(ls: Any, params: types.DidChangeWatchedFilesParams) -> None:
@@ -170,8 +204,7 @@ async def did_change_watched_files(ls: Any, params: types.DidChangeWatchedFilesP
         if path and path.endswith(".jsonl"):
             paths.append(path)
     if paths:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(ls.engine_executor, ls.engines.notify_changed, paths)
+        _changes(ls).add(paths)
 
 
 async def did_change_configuration(ls: Any, params: types.DidChangeConfigurationParams) -> None:
