@@ -84,6 +84,7 @@ class DigestFolder:
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
         self.vocab: set[str] = set()
+        self.seen_texts: set[str] = set()
         self.vocab_bytes = 2
         self.vocab_stopped = False
         self.addresses: list[list] = []
@@ -111,7 +112,13 @@ class DigestFolder:
         if self.vocab_stopped:
             return
         vocab = self.vocab
-        fresh = [t for t in unique_terms(rec["text"]) if t not in vocab]
+        text = rec["text"]
+        if len(text) > 256:
+            # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
+            if text in self.seen_texts:
+                return
+            self.seen_texts.add(text)
+        fresh = [t for t in unique_terms(text) if t not in vocab]
         if not fresh:
             return
         # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
