@@ -323,3 +323,23 @@ def test_parallel_cold_builds_agree_with_serial(tmp_path: Path):
     parallel = [eng.recall(q, cwd=CWD) for q in QUERIES] + [eng.sessions({"scope": "global"})]
     eng.close()
     assert parallel == serial
+
+
+def test_cancel_during_a_parallel_build(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    token = CancelToken()
+
+    def sink(event):
+        if event["message"].startswith("Indexing 1/"):
+            token.cancel()
+
+    eng = engine(agent, hot_sessions=1)
+    eng.parallel_workers, eng.parallel_min_bytes = 2, 0
+    with pytest.raises(Cancelled):
+        eng.recall({"query": "auth", "scope": "global"}, cwd=CWD, cancel=token, activity=sink)
+    index = Path(eng.index_dir)
+    for p in index.iterdir() if index.exists() else []:
+        kind = "digest" if p.name.endswith(".digest.json") else "shard"
+        assert store.valid_record(p.read_bytes(), kind, p.stat().st_size)
+    assert eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)["coverage"]["complete"]
