@@ -44,7 +44,7 @@ _decode = msgspec.json.Decoder().decode
 class Loaded:
     __slots__ = (
         "header", "is_session", "nodes", "by_id", "leaf_id", "malformed", "oversize", "non_object",
-        "no_id", "blank", "partial_tail_bytes", "size",
+        "no_id", "blank", "partial_tail_bytes", "size", "linear",
     )
 
     def __init__(self) -> None:
@@ -56,6 +56,8 @@ class Loaded:
         self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
         self.partial_tail_bytes = 0
         self.size = 0
+        # every node's parent is the node before it (the usual unbranched session)
+        self.linear = True
 
     def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], list[dict], Optional[str]]:
         """(leaf used, entries root→leaf, error) — unknown leaf falls back to the persisted leaf."""
@@ -63,6 +65,16 @@ class Loaded:
         if start is None:
             return None, [], None
         by_id = self.by_id
+        nodes = self.nodes
+        if (
+            self.linear
+            and start == self.leaf_id
+            and len(by_id) == len(nodes)
+            and nodes[0].get("parentId") not in by_id
+        ):
+            # the walk from the last node visits every node once, back to the first,
+            # whose parent is absent: the path is the node list itself
+            return start, list(nodes), None
         # fast walk: a path longer than the number of ids means a cycle
         path: list[dict] = []
         cur: Any = start
@@ -217,6 +229,8 @@ class _Sink:
                 if pid is not None:
                     value["parentId"] = _intern(pid)
                 _slim(value)
+            if out.linear and pid != out.leaf_id:
+                out.linear = out.leaf_id is None
             out.nodes.append(value)
             out.by_id[eid] = value
             out.leaf_id = eid

@@ -307,3 +307,19 @@ def test_spans_match_the_naive_crossing_definition(branch):
         ]
         assert spans.safe(b) == (not crossing)
         assert spans.min_first_crossing(b) == (min(crossing) if crossing else None)
+
+
+@PROPS
+@given(sessions, st.integers(0, 3))
+def test_linear_fast_path_matches_the_parent_walk(branch, fork_at):
+    """Unbranched files take a no-walk fast path; forks, duplicates and dangling first
+    parents fall back to the walk. Both must equal the session package's branch."""
+    header = {"type": "session", "version": 3, "id": "s"}
+    entries = [dict(e) for e in branch]
+    if entries and fork_at and fork_at < len(entries):
+        entries.append(dict(entries[-1], id="fork", parentId=entries[fork_at - 1]["id"]))
+    data = b"".join(msgspec.json.encode(x) + b"\n" for x in [header, *entries])
+    ours = load_session_bytes(data)
+    tree = SessionTree.from_records(parse_session_bytes(data).records)
+    for leaf in [None] + [e["id"] for e in entries[-3:]]:
+        assert [e["id"] for e in ours.branch(leaf)[1]] == [r.id for r in tree.branch(leaf).entries]
