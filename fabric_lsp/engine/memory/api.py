@@ -919,7 +919,8 @@ class MemoryEngine:
             # Expansion re-reads the full source: no truncation, thinking and output included.
             full = _ExpandConfig(self.config)
             state = build_state(
-                ref.file, branches, "hot", full, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False
+                ref.file, branches, "hot", full, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False,
+                searchable=False,
             )
         except SourceMissing:
             return _expand_error("source_unavailable", f"Session source is unavailable: {ref.file}")

@@ -247,7 +247,8 @@ def _records_from(
 
 
 def build_state(
-    file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True
+    file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    searchable: bool = True,
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
     changes while it is read."""
@@ -271,10 +272,11 @@ def build_state(
         norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         entries: list[dict] = []
-        index = HotIndex()
+        index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
         for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
             entries.append(rec)
-            index.add(rec)
+            if index is not None:
+                index.add(rec)
         state.entries, state.hot_index, state.normalizer = entries, index, norm
     else:
         norm = Normalizer(file, rec_sid, max_entry_chars=None,
