@@ -38,6 +38,19 @@ class _StubKey:
 
 
 STUB = _StubKey()
+
+
+class _CallsKey:
+    """Non-string key: the tool-call ids of an assistant message's parts, in order, as
+    read by the call/result span pass (set by the loader's slimming)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return "<tool-call ids>"
+
+
+CALLS = _CallsKey()
 _decode = msgspec.json.Decoder().decode
 
 
@@ -141,6 +154,7 @@ def _slim(value: dict) -> None:
             del usage["cost"]  # a nested dict per message that nothing reads
         content = msg.get("content")
         if content.__class__ is list:
+            calls = []
             for part in content:
                 if part.__class__ is dict:
                     if "thinkingSignature" in part:
@@ -149,6 +163,13 @@ def _slim(value: dict) -> None:
                         del part["textSignature"]
                     if "thoughtSignature" in part:
                         del part["thoughtSignature"]
+                    if part.get("type") == "toolCall":
+                        cid = part.get("id")
+                        if cid.__class__ is str and cid:
+                            calls.append(cid)
+                elif isinstance(part, dict):
+                    return  # a dict subclass: leave the generic path to the span pass
+            msg[CALLS] = calls
 
 
 _intern = sys.intern
