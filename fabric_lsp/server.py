@@ -120,6 +120,9 @@ class FabricServer(LanguageServer):
             max_workers=4,  # pygls' stdio reader lives in this pool: never 1
         )
         self.engine_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fabric-engine")
+        # The memory engine serialises its calls; queued memory requests wait in their own
+        # pool so they never hold the threads previews, intents and hovers run on.
+        self.memory_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fabric-memory")
         self.cancel_tokens: dict[Any, CancelToken] = {}
         self.init_options: Any = None
         self.client_settings: Any = None
@@ -294,5 +297,6 @@ def run_server(tcp: str | None = None) -> int:
         server.start_io()
     server.engines.close()
     server.engine_executor.shutdown(wait=False, cancel_futures=True)
+    server.memory_executor.shutdown(wait=False, cancel_futures=True)
     # LSP: exit code 0 only when `shutdown` came before `exit` (or end of input)
     return 0 if server.protocol._shutdown else 1

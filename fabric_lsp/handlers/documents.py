@@ -254,7 +254,7 @@ async def workspace_symbol(ls: Any, params: types.WorkspaceSymbolParams) -> list
         decoded = protocol.decode_params(protocol.RECALL, {"query": query, "scope": "project", "pageSize": 100})
         return engine.recall(protocol.params_to_dict(decoded), cwd=ls.default_cwd(), cancel=cancel, activity=activity)
 
-    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params)
+    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True)
     if isinstance(result, dict) and "error" in result and "items" not in result:
         return []
     return recall_to_symbols(result)

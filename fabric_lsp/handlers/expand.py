@@ -15,7 +15,7 @@ async def expand(ls: Any, raw: Any) -> Any:
             protocol.params_to_dict(params), cwd=ls.default_cwd(), cancel=cancel, activity=activity
         )
 
-    return await run_request(ls, protocol.EXPAND, raw, work, title="Fabric: expand")
+    return await run_request(ls, protocol.EXPAND, raw, work, title="Fabric: expand", memory=True)
 
 
 def register(server: Any) -> None:

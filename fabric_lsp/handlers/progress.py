@@ -204,10 +204,12 @@ async def run_request(
     title: str,
     long: bool = True,
     params: Any = None,
+    memory: bool = False,
 ) -> Any:
     """Decode, run `work(params, cancel, activity)` in the engine executor, map errors.
 
-    `long` requests get a server-created progress token when the client sent none.
+    `long` requests get a server-created progress token when the client sent none;
+    `memory` requests run in the memory engine's own pool.
     """
     if params is None:
         params = decode(method, raw_params)
@@ -225,7 +227,8 @@ async def run_request(
     try:
         loop = asyncio.get_running_loop()
         call = functools.partial(work, params, token, progress.sink)
-        result = await loop.run_in_executor(server.engine_executor, call)
+        pool = server.memory_executor if memory else server.engine_executor
+        result = await loop.run_in_executor(pool, call)
         outcome = "done"
         return result
     except asyncio.CancelledError:

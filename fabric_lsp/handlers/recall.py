@@ -18,7 +18,7 @@ def recall_work(ls: Any, method: str = protocol.RECALL) -> Any:
 
 
 async def recall(ls: Any, raw: Any) -> Any:
-    return await run_request(ls, protocol.RECALL, raw, recall_work(ls), title="Fabric: recall")
+    return await run_request(ls, protocol.RECALL, raw, recall_work(ls), title="Fabric: recall", memory=True)
 
 
 def register(server: Any) -> None:

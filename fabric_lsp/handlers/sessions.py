@@ -14,7 +14,7 @@ async def sessions(ls: Any, raw: Any) -> Any:
         cwd = params.cwd or ls.default_cwd()
         return engine.sessions(protocol.params_to_dict(params), cwd=cwd, cancel=cancel, activity=activity)
 
-    return await run_request(ls, protocol.SESSIONS, raw, work, title="Fabric: listing sessions")
+    return await run_request(ls, protocol.SESSIONS, raw, work, title="Fabric: listing sessions", memory=True)
 
 
 def register(server: Any) -> None:

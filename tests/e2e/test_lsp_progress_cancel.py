@@ -128,6 +128,24 @@ async def test_a_slow_request_does_not_block_others(client):
         await asyncio.wait_for(slow, 5.0)
 
 
+async def test_busy_memory_engine_does_not_hold_the_other_requests(client, agent_dir):
+    ids = [f"busy-{i}-{time.monotonic_ns()}" for i in range(5)]  # more than any single pool
+    slow = [asyncio.wrap_future(client.protocol.send_request(protocol.RECALL, {"query": "b"}, msg_id=i)) for i in ids]
+    await asyncio.sleep(0.2)
+    session = str(next((agent_dir / "sessions").glob("*/01-*.jsonl")))
+    try:  # answered from the engine pool while every memory thread is taken
+        status = await asyncio.wait_for(rpc(client, protocol.COMPACT_STATUS, {"session": session}), 20)
+        assert "settled" in status
+    except JsonRpcException as err:  # the intents engine has not landed
+        assert err.code == -32601
+    assert not any(f.done() for f in slow)
+    for i in ids:
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=i))
+    for f in slow:
+        with pytest.raises(Exception):
+            await asyncio.wait_for(f, 15.0)
+
+
 async def test_a_failure_leaves_the_server_serving(client):
     token = f"fail-token-{time.monotonic_ns()}"
     client.progress_reports.setdefault(token, [])
