@@ -148,7 +148,7 @@ class ChangeBatcher:
             while self.pending:
                 batch = sorted(self.pending)
                 self.pending.clear()
-                await loop.run_in_executor(self.ls.engine_executor, self.ls.engines.notify_changed, batch)
+                await loop.run_in_executor(self.ls.memory_executor, self.ls.engines.notify_changed, batch)
         finally:
             self.running = False
 
