@@ -50,7 +50,7 @@ async def reload(ls, *args):  # noqa: ANN001
     config = ls.reload_config()
     if config.session_dir != old_dir:
         await start_watching(ls)
-    await asyncio.get_running_loop().run_in_executor(ls.engine_executor, ls.engines.drop_caches)
+    await asyncio.get_running_loop().run_in_executor(ls.memory_executor, ls.engines.drop_caches)
     return config.describe()
 
 
