@@ -9,7 +9,6 @@ from typing import Any, Optional
 from fabric_lsp.engine.session.context import build_context_messages, entry_to_message
 from .estimate import estimate_tokens
 
-from .loader import CALLS
 from .normalize import typed_custom_message
 
 SUMMARY_RAW_TOKEN_BUDGET = 8192  # ceil(32768 / 4)
@@ -169,24 +168,16 @@ class Spans:
             m = e.get("message")
             if m.__class__ is not dict:
                 continue
-            pre = m.get(CALLS)
-            if pre is not None:
-                for cid in pre:
-                    if cid not in first:
-                        first[cid] = i
-                    last[cid] = i
-                    calls.add(cid)
-            else:
-                content = m.get("content")
-                if content.__class__ is list:
-                    for p in content:
-                        if p.__class__ is dict and p.get("type") == "toolCall":
-                            cid = p.get("id")
-                            if cid.__class__ is str and cid:
-                                if cid not in first:
-                                    first[cid] = i
-                                last[cid] = i
-                                calls.add(cid)
+            content = m.get("content")
+            if content.__class__ is list:
+                for p in content:
+                    if p.__class__ is dict and p.get("type") == "toolCall":
+                        cid = p.get("id")
+                        if cid.__class__ is str and cid:
+                            if cid not in first:
+                                first[cid] = i
+                            last[cid] = i
+                            calls.add(cid)
             if m.get("role") == "toolResult":
                 cid = m.get("toolCallId")
                 if cid.__class__ is str and cid:

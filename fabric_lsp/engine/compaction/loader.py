@@ -40,17 +40,7 @@ class _StubKey:
 STUB = _StubKey()
 
 
-class _CallsKey:
-    """Non-string key: the tool-call ids of an assistant message's parts, in order, as
-    read by the call/result span pass (set by the loader's slimming)."""
 
-    __slots__ = ()
-
-    def __repr__(self) -> str:  # pragma: no cover
-        return "<tool-call ids>"
-
-
-CALLS = _CallsKey()
 _decode = msgspec.json.Decoder().decode
 
 
@@ -151,10 +141,11 @@ def _slim(value: dict) -> None:
             del msg["api"]
         usage = msg.get("usage")
         if usage.__class__ is dict and "cost" in usage:
-            del usage["cost"]  # a nested dict per message that nothing reads
+            # only these feed calculateContextTokens; a fresh 5-key dict is far smaller
+            # than the 8-key original (measured: 7 MB on the 50 MB benchmark session)
+            msg["usage"] = {k: usage[k] for k in _USAGE_KEYS if k in usage}
         content = msg.get("content")
         if content.__class__ is list:
-            calls = []
             for part in content:
                 if part.__class__ is dict:
                     if "thinkingSignature" in part:
@@ -163,13 +154,6 @@ def _slim(value: dict) -> None:
                         del part["textSignature"]
                     if "thoughtSignature" in part:
                         del part["thoughtSignature"]
-                    if part.get("type") == "toolCall":
-                        cid = part.get("id")
-                        if cid.__class__ is str and cid:
-                            calls.append(cid)
-                elif isinstance(part, dict):
-                    return  # a dict subclass: leave the generic path to the span pass
-            msg[CALLS] = calls
 
 
 _intern = sys.intern
