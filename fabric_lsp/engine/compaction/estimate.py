@@ -13,7 +13,7 @@ from fabric_lsp.engine.session.context import build_context_messages
 from fabric_lsp.engine.session.tokens import calculate_context_tokens, last_usage_index
 
 from .jsstr import js_stringify, utf16_len
-from .loader import STUB
+from .loader import ToolOutput
 
 IMAGE_CHARS = 4800
 
@@ -39,10 +39,10 @@ def _content_chars(content: Any) -> int:
 def message_chars(message: dict) -> int:
     role = message.get("role")
     if role == "toolResult":
-        stub = message.get(STUB)
-        if stub is not None:
-            return stub[0]
-        return _content_chars(message.get("content"))
+        content = message.get("content")
+        if content.__class__ is ToolOutput:
+            return content.chars
+        return _content_chars(content)
     if role in ("user", "custom"):
         return _content_chars(message.get("content"))
     if role == "assistant":

@@ -26,18 +26,26 @@ IMAGE_CHARS = 4800
 INVALID_PARENT_GRAPH = "invalid_parent_graph"
 
 
-class _StubKey:
-    """A non-string dict key: it can never come from JSON, so no reader of raw fields
-    sees it. Loader-slimmed tool results carry `(estimate chars, transcript text)` under
-    it instead of their output text."""
+class ToolOutput:
+    """Stands in for a successful tool result's `content` list after loading: the two
+    things the compactor reads from that output, Pi's estimate character count and the
+    transcript text `truncate(firstLine(text), 100)`. It replaces the list in place (a new
+    key would grow every tool-result dict), and it is never a list, so readers that walk
+    `content` parts see none."""
 
-    __slots__ = ()
+    __slots__ = ("chars", "line")
+
+    def __init__(self, chars: int, line: str) -> None:
+        self.chars = chars
+        self.line = line
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is ToolOutput and (self.chars, self.line) == (other.chars, other.line)  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:  # pragma: no cover
-        return "<tool-result stub>"
-
-
-STUB = _StubKey()
+        return f"<tool output: {self.chars} chars>"
 
 
 
@@ -188,8 +196,7 @@ def _stub_output(msg: dict) -> None:
         if not is_blank(s):
             line = first_line(s)
             break
-    msg["content"] = []
-    msg[STUB] = (chars, truncate_prefix_safe(line, 100))
+    msg["content"] = ToolOutput(chars, truncate_prefix_safe(line, 100))
 
 
 class _Sink:

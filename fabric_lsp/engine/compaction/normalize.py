@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, utf8_bytes
 from .jsstr import first_line, is_finite_number, is_safe_int, js_number, js_stringify, js_trim, truncate, utf16_sort_key
-from .loader import STUB
+from .loader import ToolOutput
 
 OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
 FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")
@@ -522,6 +522,7 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
     tname = tname if isinstance(tname, str) else ""
     is_error = msg.get("isError") is True
     content = msg.get("content")
+    stub = content if content.__class__ is ToolOutput else None
     if not isinstance(content, list):
         content = None
     # the text of a successful result is only ever shown in the transcript window, so it
@@ -540,10 +541,9 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
         emit(ev)
     else:
         ev = {"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text if text is not None else ""}
-        stub = msg.get(STUB)
         if stub is not None:
             ev["text"] = None
-            ev["_line"] = stub[1]
+            ev["_line"] = stub.line
         elif text is None and content is not None:
             ev["text"] = None
             ev["_content"] = content
