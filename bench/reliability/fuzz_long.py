@@ -22,13 +22,15 @@ REPO = Path(__file__).resolve().parents[2]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=18000)
+    ap.add_argument("-k", dest="select", help="only the properties matching this pytest -k expression")
     args = ap.parse_args()
     os.environ["FABRIC_FUZZ_EXAMPLES"] = str(args.examples)
     import pytest
 
     t0 = time.monotonic()
     rc = pytest.main(["-q", "-p", "no:cacheprovider", "--durations=0",
-                      str(REPO / "tests" / "reliability" / "test_fuzz_decoders.py")])
+                      str(REPO / "tests" / "reliability" / "test_fuzz_decoders.py")]
+                     + (["-k", args.select] if args.select else []))
     wall = time.monotonic() - t0
     mod = sys.modules.get("test_fuzz_decoders")
     counts = dict(sorted(mod.COUNTS.items())) if mod else {}

@@ -258,3 +258,73 @@ def wire_params(draw: Any) -> Any:
         return draw(json_values)
     keys = draw(st.lists(st.sampled_from(PARAM_KEYS), max_size=5, unique=True))
     return {k: draw(param_values(k)) for k in keys}
+
+
+# ---------------------------------------------------------------- valid chains with hostile lines
+
+
+@st.composite
+def pi_chain_sessions(draw: Any) -> bytes:
+    """A real conversation chain (user / assistant / tool result, ids and parents right,
+    texts up to a few thousand chars) with hostile lines sprinkled in: previews of these
+    really compact, and memory really indexes them."""
+    lines = [dump({"type": "session", "version": 3, "id": "sess-chain", "timestamp": "2026-10-29T00:00:07.404Z",
+                   "cwd": "/home/user/projects/orbit"}, True)]
+    parent = None
+    for i in range(draw(st.integers(2, 24))):
+        eid = f"c{i:07x}"
+        role = ["user", "assistant", "toolResult"][i % 3] if draw(st.integers(0, 5)) else draw(st.sampled_from(ROLES[:4]))
+        text = draw(st.text(max_size=30)) + " word" * draw(st.integers(0, 600))
+        if role == "user":
+            msg: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": i}
+        elif role == "assistant":
+            msg = {"role": "assistant", "content": [{"type": "thinking", "thinking": THINKING_SECRET},
+                                                     {"type": "text", "text": text}],
+                   "stopReason": draw(st.sampled_from(["stop", "toolUse", "error", "aborted"])), "timestamp": i,
+                   "usage": {"input": draw(st.integers(0, 10**6)), "output": 10, "cacheRead": 0, "cacheWrite": 0,
+                             "totalTokens": 100}}
+        elif role == "toolResult":
+            msg = {"role": "toolResult", "toolCallId": f"call{i}", "toolName": "bash",
+                   "content": [{"type": "text", "text": text + " " + OUTPUT_SECRET}], "isError": False, "timestamp": i}
+        else:
+            msg = {"role": "bashExecution", "command": "ls", "output": text + " " + OUTPUT_SECRET, "exitCode": 0,
+                   "timestamp": i}
+        lines.append(dump({"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-10-29T00:00:08.000Z",
+                           "message": msg}, draw(st.booleans())))
+        parent = eid
+        if draw(st.integers(0, 4)) == 0:
+            lines.append(draw(session_lines(512)))
+    return b"\n".join(lines) + b"\n"
+
+
+# ---------------------------------------------------------------- mostly valid wire params
+
+
+@st.composite
+def wire_params_for(draw: Any, method: str) -> Any:
+    """Params that mostly pass the strict decoder (so the engine behind it is exercised),
+    sometimes with one field replaced by junk."""
+    page = {"page": draw(st.integers(1, 3)), "pageSize": draw(st.integers(1, 100))}
+    if method == "fabric/recall":
+        p: dict[str, Any] = {"query": draw(st.sampled_from(["test", "read", "fix", "(a|b)+", "[", "é🚀", "", " "])
+                                           | st.text(max_size=12)),
+                             "queryMode": draw(st.sampled_from(["literal", "regex"])),
+                             "scope": draw(st.sampled_from(["session", "project", "global"])),
+                             "branches": draw(st.sampled_from(["active", "all"])), **page}
+    elif method == "fabric/expand":
+        sel = draw(st.sampled_from(["indices", "entryIds", "operationAddresses", "entryRange"]))
+        value = {
+            "indices": st.lists(st.integers(0, 120), min_size=1, max_size=4),
+            "entryIds": st.lists(st.sampled_from(["3065bcc6", "aa4e0316", "5085a7b8", "nope"]) | st.text(min_size=1, max_size=8),
+                                 min_size=1, max_size=3),
+            "operationAddresses": st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=2),
+            "entryRange": st.integers(0, 80).flatmap(lambda a: st.fixed_dictionaries(
+                {"first": st.just(a), "last": st.integers(a, a + 40)})),
+        }[sel]
+        p = {"session": "placeholder", sel: draw(value), "branches": draw(st.sampled_from(["active", "all"]))}
+    else:
+        p = {"scope": draw(st.sampled_from(["session", "project", "global"])), "page": page["page"],
+             "pageSize": draw(st.integers(1, 200))}
+    if draw(st.integers(0, 3)) == 0:
+        p[draw(st.sampled_from(sorted(p) + ["bogus"]))] = draw(json_values)
+    return p

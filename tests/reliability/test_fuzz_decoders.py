@@ -26,9 +26,11 @@ from fuzz_strategies import (
     TYPED_PREFIX,
     finite,
     json_values,
+    pi_chain_sessions,
     session_files,
     typed_payloads,
     wire_params,
+    wire_params_for,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -168,7 +170,7 @@ def _persisted_texts(state: Any) -> bytes:
 
 @_settings(150, heavy=True)
 @given(
-    data=session_files(MAX_LINE),
+    data=session_files(MAX_LINE) | pi_chain_sessions(),
     tier=st.sampled_from(["hot", "cold"]),
     branches=st.sampled_from(["active", "all"]),
     max_chars=st.integers(100, 400),
@@ -222,7 +224,7 @@ def test_normalizer_feed_takes_any_json_value(raw: Any, line: int) -> None:
 
 
 @_settings(60, heavy=True)
-@given(data=session_files(MAX_LINE), ratio=st.floats(0.25, 0.85), window=st.integers(0, 300_000),
+@given(data=session_files(MAX_LINE) | pi_chain_sessions(), ratio=st.floats(0.25, 0.85), window=st.integers(0, 300_000),
        keep=st.integers(0, 50_000), leaf=st.none() | st.sampled_from(["a1", "b2", "dup", "missing"]))
 def test_compaction_preview_on_hostile_sessions(data, ratio, window, keep, leaf) -> None:
     try:
@@ -335,12 +337,17 @@ def _memory_engine() -> tuple[MemoryEngine, list[str]]:
 
 
 @_settings(120, heavy=True)
-@given(method=st.sampled_from([protocol.RECALL, protocol.EXPAND, protocol.SESSIONS]), params=wire_params(),
+@given(data=st.data(), method=st.sampled_from([protocol.RECALL, protocol.EXPAND, protocol.SESSIONS]),
        pick=st.integers(0, 5), use_file=st.booleans())
-def test_memory_engine_behind_the_wire_decoder(method: str, params: Any, pick: int, use_file: bool) -> None:
+def test_memory_engine_behind_the_wire_decoder(data: Any, method: str, pick: int, use_file: bool) -> None:
     engine, files = _memory_engine()
-    if isinstance(params, dict) and use_file:
-        params["session"] = files[pick % len(files)]
+    mostly_valid = data.draw(st.integers(0, 3), label="mostly_valid") > 0
+    params = data.draw(wire_params_for(method) if mostly_valid else wire_params(), label="params")
+    if isinstance(params, dict):
+        if method == protocol.EXPAND and (use_file or params.get("session") == "placeholder"):
+            params["session"] = files[pick % len(files)]
+        elif method == protocol.RECALL and use_file:
+            params["scope"] = "session:" + files[pick % len(files)]
     try:
         decoded = protocol.decode_params(method, params)
     except protocol.InvalidParams:
