@@ -32,7 +32,7 @@ def result_json(result: Any) -> bytes:
     surrogates from the session escaped as \\udXXX, JS number format). Use this, not a
     plain UTF-8 encoder, when a summary or details may carry a lone surrogate that the
     session itself contained: msgspec/json refuse to encode those."""
-    from .jsstr import js_stringify
+    from ..jsstr import js_stringify
 
     return js_stringify(result).encode("utf-8")
 

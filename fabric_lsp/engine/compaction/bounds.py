@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
-from .jsstr import split_ws_words
+from ..jsstr import split_ws_words
 
 MAX_SUMMARY_BYTES = 32768
 ARROW = "\u2192"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, sample_addressed, utf8_bytes
-from .jsstr import is_blank, is_finite_number, is_safe_int, js_stringify
+from ..jsstr import is_blank, is_finite_number, is_safe_int, js_stringify
 from .normalize import OUTCOMES
 from .projections import project_all
 from .render import render_summary, section_headers

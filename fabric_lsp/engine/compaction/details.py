@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jsstr import is_finite_number
+from ..jsstr import is_finite_number
 
 POLICY_MODES = frozenset(("none", "plain", "typed-v1", "malformed-typed-prefix"))
 BINDINGS = frozenset(("continuity", "occupancy", "reserve", "reduction"))

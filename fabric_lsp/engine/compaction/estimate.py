@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 from fabric_lsp.engine.session.context import build_context_messages
 from fabric_lsp.engine.session.tokens import calculate_context_tokens, last_usage_index
 
-from .jsstr import js_stringify, utf16_len
+from ..jsstr import js_stringify, utf16_len
 from .loader import ToolOutput
 
 IMAGE_CHARS = 4800

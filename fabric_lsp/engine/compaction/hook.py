@@ -10,7 +10,7 @@ from .bounds import clip_utf8
 from .cut import compute_cut, first_index
 from .details import build_details, is_fabric_v1, is_fabric_v2
 from .instructions import PI_VCC_SENTINEL, decode_instructions
-from .jsstr import utf16_len
+from ..jsstr import utf16_len
 from .normalize import normalize
 from .projections import project_all
 from .render import render_summary, section_headers

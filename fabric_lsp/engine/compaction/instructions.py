@@ -8,7 +8,7 @@ import re
 from typing import Any, Optional
 
 from .bounds import canonicalize_text, utf8_bytes
-from .jsstr import has_unpaired_surrogate, js_keys, js_quote, js_stringify, utf16_len
+from ..jsstr import has_unpaired_surrogate, js_keys, js_quote, js_stringify, utf16_len
 
 PI_VCC_SENTINEL = "__pi_vcc__"
 TYPED_PREFIX = "__pi_fabric_compact_request_v1__:"

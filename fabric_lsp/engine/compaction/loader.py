@@ -19,7 +19,7 @@ import msgspec
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
-from .jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
+from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
 
 IMAGE_CHARS = 4800
 

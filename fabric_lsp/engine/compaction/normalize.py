@@ -10,7 +10,7 @@ import math
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, utf8_bytes
-from .jsstr import first_line, is_finite_number, is_safe_int, js_number, js_stringify, js_trim, truncate, utf16_sort_key
+from ..jsstr import first_line, is_finite_number, is_safe_int, js_number, js_stringify, js_trim, truncate, utf16_sort_key
 from .loader import ToolOutput
 
 OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
 from .normalize import transcript_text
-from .jsstr import (
+from ..jsstr import (
     first_line,
     is_blank,
     js_entries,

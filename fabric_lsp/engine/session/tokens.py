@@ -6,117 +6,23 @@ both are reproduced here because the compaction cut and `tokensBefore` depend on
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from decimal import Decimal
 from typing import Any, Iterable, Optional
 
+from ..jsstr import js_number, js_stringify, utf16_len
+
+__all__ = [
+    "IMAGE_CHARS",
+    "calculate_context_tokens",
+    "estimate_context_tokens",
+    "estimate_tokens",
+    "js_number",
+    "js_stringify",
+    "last_usage_index",
+    "message_chars",
+    "utf16_len",
+]
+
 IMAGE_CHARS = 4800
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
-
-
-def utf16_len(s: str) -> int:
-    """JavaScript's `s.length`: UTF-16 code units (an emoji counts 2)."""
-    if s.isascii():
-        return len(s)
-    # Characters above the BMP take two code units; lone surrogates one.
-    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
-
-
-def js_number(value: float | int) -> str:
-    """Format a number as JavaScript's `String(n)` / JSON.stringify does."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        if abs(value) < 10**21:
-            return str(value)
-        value = float(value)
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    # repr gives the shortest round-trip digits, as JavaScript's Number::toString does
-    tup = Decimal(repr(abs(value))).normalize().as_tuple()
-    digits = "".join(map(str, tup.digits))
-    n = len(digits) + int(tup.exponent)  # decimal point position after the first digit run
-    k = len(digits)
-    if k <= n <= 21:
-        out = digits + "0" * (n - k)
-    elif 0 < n <= 21:
-        out = digits[:n] + "." + digits[n:]
-    elif -6 < n <= 0:
-        out = "0." + "0" * (-n) + digits
-    else:
-        e = n - 1
-        es = ("+" if e >= 0 else "-") + str(abs(e))
-        out = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + es
-    return sign + out
-
-
-def _escape_lone(m: re.Match[str]) -> str:
-    return "\\u%04x" % ord(m.group(0))
-
-
-def js_string(s: str) -> str:
-    """JSON.stringify of a string (non-ASCII raw; lone surrogates escaped as JS does)."""
-    out = json.dumps(s, ensure_ascii=False)
-    if not s.isascii() and _SURROGATE.search(s):
-        out = _LONE_SURROGATE.sub(_escape_lone, out)
-    return out
-
-
-def js_stringify(value: Any) -> Optional[str]:
-    """JSON.stringify(value) with no spaces, keys in insertion order.
-
-    Returns None where JavaScript returns undefined (a bare undefined-like value is not
-    representable in Python, so only non-JSON types map to None at the top level).
-    """
-    parts: list[str] = []
-    if not _stringify_into(value, parts):
-        return None
-    return "".join(parts)
-
-
-def _stringify_into(value: Any, out: list[str]) -> bool:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, str):
-        out.append(js_string(value))
-    elif isinstance(value, (int, float)):
-        out.append(js_number(value))
-    elif isinstance(value, dict):
-        out.append("{")
-        first = True
-        for k, v in value.items():
-            mark = len(out)
-            if not first:
-                out.append(",")
-            out.append(js_string(str(k)))
-            out.append(":")
-            if not _stringify_into(v, out):
-                del out[mark:]  # JSON.stringify drops undefined-valued keys
-                continue
-            first = False
-        out.append("}")
-    elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for i, v in enumerate(value):
-            if i:
-                out.append(",")
-            if not _stringify_into(v, out):
-                out.append("null")
-        out.append("]")
-    else:
-        return False
-    return True
 
 
 def _content_chars(content: Any) -> int:
@@ -162,9 +68,8 @@ def message_chars(message: dict) -> int:
                     name = part.get("name")
                     if isinstance(name, str):
                         chars += utf16_len(name)
-                    args = js_stringify(part.get("arguments"))
-                    if args is not None:
-                        chars += utf16_len(args)
+                    if "arguments" in part:  # JSON.stringify(undefined) has no length
+                        chars += utf16_len(js_stringify(part["arguments"]))
         return chars
     if role == "bashExecution":
         chars = 0

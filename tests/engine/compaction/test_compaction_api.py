@@ -10,7 +10,7 @@ import sys
 import msgspec
 import pytest
 
-from conftest import REAL_SESSIONS
+from tests.engine.compaction.conftest import REAL_SESSIONS
 
 from fabric_lsp.engine.activity import CancelToken, Cancelled
 from fabric_lsp.engine.compaction.api import PreviewError, preview_branch_summary, preview_compaction

@@ -549,7 +549,7 @@ def test_branch_facts_bounded_under_large_traces():
     det = t1["summary"]["details"]
     assert json.dumps(det) == json.dumps(t2["summary"]["details"])
     assert len(det["facts"]) <= 256 and det["omittedFacts"] > 0
-    from fabric_lsp.engine.compaction.jsstr import js_stringify
+    from fabric_lsp.engine.jsstr import js_stringify
 
     assert utf8_bytes(js_stringify(det)) <= 131072
     assert utf8_bytes(t1["summary"]["summary"]) <= 32768

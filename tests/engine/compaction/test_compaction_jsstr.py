@@ -14,7 +14,7 @@ from fabric_lsp.engine.compaction.bounds import (
     sample_addressed,
     utf8_bytes,
 )
-from fabric_lsp.engine.compaction.jsstr import (
+from fabric_lsp.engine.jsstr import (
     collapse,
     first_line,
     js_keys,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from conftest import REAL_SESSIONS
+from tests.engine.compaction.conftest import REAL_SESSIONS
 
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.pigate import pi_tokens_before, prepare_compaction

@@ -15,7 +15,7 @@ from fabric_lsp.engine.compaction.cut import Projection, context_tokens_of
 from fabric_lsp.engine.compaction.details import is_fabric_v2
 from fabric_lsp.engine.compaction.estimate import estimate_tokens as fast_estimate
 from fabric_lsp.engine.compaction.hook import compaction_hook, tree_hook
-from fabric_lsp.engine.compaction.jsstr import js_stringify
+from fabric_lsp.engine.jsstr import js_stringify
 from fabric_lsp.engine.compaction.loader import load_session_bytes, load_session_file
 from fabric_lsp.engine.session import SessionTree, estimate_tokens, parse_session_bytes
 
@@ -258,7 +258,7 @@ def test_slimmed_preview_equals_hook_on_raw_entries(data, window, keep, instr):
 @PROPS
 @given(st.text(alphabet=" \t\nab\u00a0😀é", max_size=3000), st.integers(2, 200), st.integers(3, 300))
 def test_truncate_prefix_safe_equals_truncate(text, n, window):
-    from fabric_lsp.engine.compaction.jsstr import truncate, truncate_prefix_safe
+    from fabric_lsp.engine.jsstr import truncate, truncate_prefix_safe
 
     assert truncate_prefix_safe(text, n, window) == truncate(text, n)
 

@@ -1,6 +1,6 @@
-"""JavaScript string and value semantics the compactor must reproduce byte for byte.
-
-The reference engine is TypeScript. Python strings are code-point sequences while JS
+"""JavaScript string and value semantics (UTF-16 lengths, JSON.stringify, number format,
+key order, whitespace) shared by the engines: the compactor reproduces them byte for byte and the
+session model uses them for Pi's token estimate. Python strings are code-point sequences while JS
 strings are UTF-16 code-unit sequences; JS whitespace, `JSON.stringify`, `String(v)`,
 number formatting, object key order and default sort order all differ from Python's.
 Every helper here copies the JS behaviour described in the compaction digest §0, with
@@ -162,8 +162,8 @@ def js_number(x: Any) -> str:
         return "Infinity" if x > 0 else "-Infinity"
     if x == 0:
         return "0"
-    if x.is_integer() and abs(x) < 1e21:
-        return str(int(x))
+    if x.is_integer() and abs(x) <= MAX_SAFE_INTEGER:
+        return str(int(x))  # exact; larger integers print their shortest digits padded, below
     sign = "-" if x < 0 else ""
     d = Decimal(repr(abs(x)))
     _, digits_t, exp = d.as_tuple()
