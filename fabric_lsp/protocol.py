@@ -363,6 +363,10 @@ class CompactionPreviewResult(Struct, **_RESULT):
     first_kept_entry_id: str | None = None
     details: dict[str, Any] | None = None
     qa: dict[str, Any] | None = None
+    # what the session held that the engine skipped (malformed lines, a parent cycle, ...)
+    warnings: list[str] | None = None
+    # on "cancelled": the engine's or decoder's code and message (beside `reason`)
+    error: CoverageError | None = None
 
 
 class BranchSummaryPreviewResult(Struct, **_RESULT):
@@ -371,6 +375,7 @@ class BranchSummaryPreviewResult(Struct, **_RESULT):
     summary: str | None = None
     details: dict[str, Any] | None = None
     common_ancestor_id: str | None = None
+    error: CoverageError | None = None
 
 
 class Intent(Struct, **_RESULT):

@@ -22,7 +22,7 @@ async def compaction_preview(ls: Any, raw: Any) -> Any:
         path = resolve_session_ref(ls.engines, method, p.session)
         cfg = ls.config
         return preview(
-            path.read_bytes(),
+            str(path),  # the engine streams and hashes the same bytes (lower peak memory)
             session_path=str(path),
             instructions=p.instructions,
             preserve=p.preserve,
@@ -49,7 +49,7 @@ async def branch_summary_preview(ls: Any, raw: Any) -> Any:
         preview = ls.engines.compaction(method, "preview_branch_summary")
         path = resolve_session_ref(ls.engines, method, p.session)
         return preview(
-            path.read_bytes(),
+            str(path),  # the engine streams and hashes the same bytes (lower peak memory)
             session_path=str(path),
             target_id=p.target_id,
             from_id=p.from_id,
