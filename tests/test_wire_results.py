@@ -28,11 +28,14 @@ def test_compaction_preview_results_fit_the_contract(path: Path, keep: int) -> N
 
 def test_cancelled_and_odd_previews_fit_the_contract(tmp_path: Path) -> None:
     src = REAL_SESSIONS / "01-print-default-tools.jsonl"
-    bad = preview_compaction(str(src), instructions='__pi_vcc__{"not":"valid"', keep_recent_tokens=10)
+    bad = preview_compaction(str(src), keep_recent_tokens=10,
+                             instructions='__pi_fabric_compact_request_v1__:{"version":1,"x":1}')
+    assert bad["outcome"] == "cancelled" and bad["error"]["code"] == "unknown-field"
     assert round_trip(bad, protocol.CompactionPreviewResult) == bad
     odd = tmp_path / "odd.jsonl"
     odd.write_bytes(src.read_bytes() + b"not json\n" + b'{"type":"message","id":"x","parentId":"x"}\n')
     res = preview_compaction(str(odd), keep_recent_tokens=10)
+    assert res["warnings"]
     assert round_trip(res, protocol.CompactionPreviewResult) == res
 
 
