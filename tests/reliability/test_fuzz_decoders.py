@@ -11,9 +11,11 @@ properties with FABRIC_FUZZ_EXAMPLES set (≥ 100k examples in total) and prints
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
+import shutil
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -64,6 +66,7 @@ def _settings(default: int, heavy: bool = False) -> settings:
 MAX_LINE = 512
 
 _TMP = Path(tempfile.mkdtemp(prefix="fabric-fuzz-"))
+atexit.register(shutil.rmtree, _TMP, True)
 
 
 # ------------------------------------------------------------------- the JSON.parse oracle
