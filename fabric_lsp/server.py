@@ -47,6 +47,10 @@ def converter_factory() -> cattrs.Converter:
     return converter
 
 
+def _valid_id(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float, str)) and not isinstance(value, bool))
+
+
 class _RawMessage(dict):
     """A JSON object with a `jsonrpc` key, not yet structured (see FabricProtocol)."""
 
@@ -65,6 +69,17 @@ class FabricProtocol(LanguageServerProtocol):
         raw = _plain(message)
         if raw.get("jsonrpc") != "2.0":
             self._invalid_request(raw, '"jsonrpc" must be "2.0"')
+            return
+        if "id" in raw and not _valid_id(raw["id"]):
+            # JSON-RPC 2.0: an id that is not a string, number or null cannot be echoed;
+            # the answer is Invalid Request with a null id.
+            if "method" in raw:
+                self._send_response(None, error=ResponseError(code=-32600, message="Invalid Request: id must be a string, a number or null"))
+            else:
+                log.warning("ignored a response whose id is not a string or number")
+            return
+        if "method" in raw and not isinstance(raw["method"], str):
+            self._invalid_request(raw, '"method" must be a string')
             return
         try:
             structured = super().structure_message(raw)
