@@ -36,6 +36,7 @@ from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
 
 FILES_TOUCHED_CAP = 50
 SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
+FOLD_BATCH_CHARS = 1 << 20  # texts folded per vocabulary step
 
 
 class SourceMissing(Exception):
@@ -76,7 +77,7 @@ def lineage_from_lines(lines: list[ScannedLine], branches: str) -> tuple[Lineage
 class DigestFolder:
     """Folds full (untruncated) records into the V5 digest fields (digest §5.2)."""
 
-    def __init__(self, max_vocab_bytes: int) -> None:
+    def __init__(self, max_vocab_bytes: int, batch_chars: int = FOLD_BATCH_CHARS) -> None:
         self.max_vocab_bytes = max(2, max_vocab_bytes)
         self.first_ts: Optional[float] = None
         self.last_ts: Optional[float] = None
@@ -89,6 +90,9 @@ class DigestFolder:
         self.vocab_stopped = False
         self.addresses: list[list] = []
         self.entry_count = 0
+        self.batch_chars = batch_chars  # 0: fold text by text (the oracle for tests)
+        self.pending: list[str] = []
+        self.pending_chars = 0
 
     def add(self, rec: dict) -> None:
         self.entry_count += 1
@@ -111,27 +115,69 @@ class DigestFolder:
         )
         if self.vocab_stopped:
             return
-        vocab = self.vocab
         text = rec["text"]
         if len(text) > 256:
             # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
             if text in self.seen_texts:
                 return
             self.seen_texts.add(text)
-        fresh = [t for t in unique_terms(text) if t not in vocab]
+        if not self.batch_chars:
+            self._fold_text(text)
+            return
+        self.pending.append(text)
+        self.pending_chars += len(text)
+        if self.pending_chars >= self.batch_chars:
+            self.flush()
+
+    def flush(self) -> None:
+        """Fold the pending texts at once. The vocabulary only depends on the order of
+        first appearance when the budget runs out: if all new terms of the batch fit,
+        every per-text step would have fitted too (costs only add up) and the result is
+        their union; otherwise the batch is replayed text by text."""
+        pending = self.pending
+        if not pending:
+            return
+        self.pending = []
+        self.pending_chars = 0
+        if self.vocab_stopped:
+            return
+        # A newline separates tokens (and NFKC pieces): the joined text's terms are the
+        # union of the texts' terms.
+        fresh = unique_terms("\n".join(pending))
+        vocab = self.vocab
+        fresh.difference_update(vocab)
         if not fresh:
             return
-        # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
-        # escaping). When they all fit, their order cannot matter; otherwise take the
-        # first-seen prefix exactly.
-        cost = sum(len(t) if t.isascii() else len(t.encode("utf-8")) for t in fresh) + 3 * len(fresh)
+        cost = len("".join(fresh).encode("utf-8", "surrogatepass")) + 3 * len(fresh)
         if not vocab:
             cost -= 1
         if self.vocab_bytes + cost <= self.max_vocab_bytes:
             self.vocab_bytes += cost
             vocab.update(fresh)
             return
-        for term in dict.fromkeys(tokenize_lexical(rec["text"])):
+        for text in pending:
+            self._fold_text(text)
+            if self.vocab_stopped:
+                return
+
+    def _fold_text(self, text: str) -> None:
+        """One text's new terms, in first-seen order once the budget runs out."""
+        vocab = self.vocab
+        fresh = unique_terms(text)
+        fresh.difference_update(vocab)
+        if not fresh:
+            return
+        # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
+        # escaping). When they all fit, their order cannot matter; otherwise take the
+        # first-seen prefix exactly.
+        cost = len("".join(fresh).encode("utf-8", "surrogatepass")) + 3 * len(fresh)
+        if not vocab:
+            cost -= 1
+        if self.vocab_bytes + cost <= self.max_vocab_bytes:
+            self.vocab_bytes += cost
+            vocab.update(fresh)
+            return
+        for term in dict.fromkeys(tokenize_lexical(text)):
             if term in vocab:
                 continue
             cost = len(term.encode("utf-8")) + 2 + (1 if vocab else 0)
@@ -142,6 +188,7 @@ class DigestFolder:
             vocab.add(term)
 
     def record(self, reasons: list[str]) -> dict:
+        self.flush()
         vocabulary = sort_lexical(self.vocab)
         all_reasons = set(reasons)
         if self.vocab_stopped:

@@ -60,8 +60,11 @@ _MIXED_TABLE = bytes(
 )
 
 
-def _pieces(text: str) -> list[str]:
-    return text.encode("utf-8", "surrogatepass").translate(_MIXED_TABLE).decode("utf-8", "surrogatepass").split()
+def _pieces(text: str) -> list[bytes]:
+    """UTF-8 pieces of `text` between ASCII separators (ASCII letters keep their case).
+    Splitting bytes is cheaper than splitting a non-ASCII str, and only the few pieces
+    with non-ASCII bytes are decoded again."""
+    return text.encode("utf-8", "surrogatepass").translate(_MIXED_TABLE).split()
 
 
 def _slow_piece(piece: str) -> list[str]:
@@ -78,9 +81,9 @@ def unique_terms(text: str) -> set[str]:
     pieces = set(_pieces(text))
     mixed = {piece for piece in pieces if not piece.isascii()}
     pieces.difference_update(mixed)
-    out = set(" ".join(pieces).lower().split())
+    out = set(b" ".join(pieces).lower().decode("ascii").split())
     for piece in mixed:
-        out.update(_slow_piece(piece))
+        out.update(_slow_piece(piece.decode("utf-8", "surrogatepass")))
     return out
 
 
@@ -91,9 +94,9 @@ def term_counts(text: str) -> Counter[str]:
     counts: Counter[str] = Counter()
     for piece, n in Counter(_pieces(text)).items():
         if piece.isascii():
-            counts[piece.lower()] += n
+            counts[piece.lower().decode("ascii")] += n
         else:
-            for token in _slow_piece(piece):
+            for token in _slow_piece(piece.decode("utf-8", "surrogatepass")):
                 counts[token] += n
     return counts
 
@@ -127,8 +130,8 @@ def sort_lexical(items: Iterable[str]) -> list[str]:
     """Sort strings in JS `<` order. Code point order agrees unless an astral character
     is present, so the UTF-16 key is only paid for then."""
     out = sorted(items)
-    nonempty = [s for s in out if s]
-    if nonempty and max(map(max, nonempty)) > "\uffff":
+    joined = "".join(out)
+    if not joined.isascii() and len(joined.encode("utf-16-le", "surrogatepass")) != 2 * len(joined):
         out.sort(key=utf16_key)
     return out
 
