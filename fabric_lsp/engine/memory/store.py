@@ -72,9 +72,50 @@ def sealed(data: bytes) -> bool:
     return hashlib.sha256(data[:-66] + _ZERO_HASH.encode("ascii") + data[-2:]).hexdigest().encode("ascii") == claimed
 
 
+_METRICS_AT_ZERO = b'"cacheBytes":0,"cacheSourceRatio":0,'
+
+
 def apply_cache_metrics(record: dict, size: int) -> bytes:
     """Set `cacheBytes` to the exact encoded size (iterating to a fixed point) and return
-    the sealed encoding (`recordHash` last)."""
+    the sealed encoding (`recordHash` last).
+
+    The record is encoded once with both metrics at 0; the iteration then only needs the
+    lengths of the numbers, and the final bytes are that encoding with the two numbers
+    spliced in (they are adjacent top-level keys, and every key before them holds a
+    scalar, a list of scalars or counts >= 1, so the first `"cacheBytes":0,` is theirs).
+    `apply_cache_metrics_slow` is the plain re-encoding loop (the oracle for tests)."""
+    record.pop("recordHash", None)
+    record["recordHash"] = _ZERO_HASH
+    cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
+    record["cacheBytes"] = 0
+    record["cacheSourceRatio"] = 0
+    base = _encoder.encode(record)
+    at = base.find(_METRICS_AT_ZERO)
+    if at < 0:
+        record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
+        return apply_cache_metrics_slow(record, size)
+    head = base[: at + len(b'"cacheBytes":')]
+    tail = base[at + len(_METRICS_AT_ZERO) :]
+    rest = len(base) - 2  # without the two zeros
+
+    def length(cb: Any, r: Any) -> int:
+        return rest + len(_encoder.encode(cb)) + len(_encoder.encode(r))
+
+    last = -1
+    for _ in range(5):
+        n = length(cache_bytes, ratio)
+        cache_bytes = n
+        ratio = 0 if size == 0 else float(f"{n / size:.6f}")
+        if n == last:
+            break
+        last = n
+    cache_bytes = length(cache_bytes, ratio)
+    record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
+    data = head + _encoder.encode(cache_bytes) + b',"cacheSourceRatio":' + _encoder.encode(ratio) + b"," + tail
+    return _seal(data)
+
+
+def apply_cache_metrics_slow(record: dict, size: int) -> bytes:
     record.pop("recordHash", None)
     record["recordHash"] = _ZERO_HASH
     last = -1
