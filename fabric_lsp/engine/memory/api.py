@@ -48,7 +48,7 @@ from .search import (
     score_digests,
     segment_object,
 )
-from .sessions import SessionState, SourceMissing, build_state, state_from_record, try_append
+from .sessions import SessionState, SourceMissing, build_state, digest_from_hot, state_from_record, try_append
 from .source import StatKey, decode_json_line, stat_key
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
@@ -418,6 +418,12 @@ class MemoryEngine:
                     self.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
                 )
                 return loaded, True
+            if state is not None and tier == "cold" and state.key == key:
+                # Leaving the hot tier: derive the digest instead of re-reading the source.
+                derived = digest_from_hot(state, self.config)
+                if derived is not None:
+                    self._adopt(derived)
+                    return derived, True
         self._states.pop(slot, None)
         return None, False
 

@@ -464,6 +464,94 @@ def state_from_record(record: dict, kind: str, file: str, branches: str, key: St
     return state
 
 
+def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
+    """The cold state of a session that is leaving the hot tier, derived from its hot state
+    (built here or loaded from the disk cache) instead of a rebuild from source: equal to
+    `build_state(..., "cold")` for the same, unchanged file.
+
+    Records differ between the tiers only in truncated texts, so only the source lines of
+    truncated records are decoded again (through a normalizer without the limit). The
+    vocabulary is the terms of untruncated records (their postings) plus the terms of the
+    full truncated texts; order of first appearance only matters when that union exceeds
+    the byte budget, and then (or when anything does not add up) the caller rebuilds: None.
+    The result carries no append bookkeeping (an append makes a session hot again)."""
+    index, entries = state.hot_index, state.entries
+    if state.tier != "hot" or index is None or entries is None or len(index.doc_len) != len(entries):
+        return None
+    truncated = [pos for pos, e in enumerate(entries) if e["truncated"]]
+    full_texts: list[str] = []
+    if truncated:
+        if stat_key(state.file) != state.key:
+            return None
+        data = read_source(state.file)
+        if data is None or len(data) != state.size or stat_key(state.file) != state.key:
+            return None
+        spans: dict[int, tuple[int, int]] = {}
+        pos = line_no = 0
+        for target in sorted({entries[p]["line"] for p in truncated}):
+            while line_no < target:
+                nl = data.find(b"\n", pos)
+                if nl < 0:
+                    return None
+                pos, line_no = nl + 1, line_no + 1
+            end = data.find(b"\n", pos)
+            spans[target] = (pos, len(data) if end < 0 else end)
+        per_line: dict[int, dict[tuple, str]] = {}
+        for line, (a, b) in spans.items():
+            ok, raw = decode_json_line(data[a:b])
+            if not ok:
+                return None
+            norm = Normalizer(state.file, "", max_entry_chars=None,
+                              index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+            texts: dict[tuple, str] = {}
+            for rec in norm.feed(raw, line):
+                k = (rec["type"], rec["entryId"])
+                if k in texts:
+                    return None  # ambiguous: rebuild
+                texts[k] = rec["text"]
+            per_line[line] = texts
+        for p in truncated:
+            e = entries[p]
+            text = per_line[e["line"]].get((e["type"], e["entryId"]))
+            if text is None or not text.startswith(e["text"]):
+                return None
+            full_texts.append(text)
+    postings = index.postings
+    if not truncated:
+        terms = set(postings)
+    else:
+        cut = set(truncated)
+        terms = set()
+        for term, plist in postings.items():
+            for p in plist:
+                if (p >> 32) not in cut:
+                    terms.add(term)
+                    break
+        terms |= unique_terms("\n".join(full_texts))  # newlines separate terms
+    folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
+    cost = len("".join(terms).encode("utf-8", "surrogatepass")) + 3 * len(terms) - (1 if terms else 0)
+    if folder.vocab_bytes + cost > folder.max_vocab_bytes:
+        return None
+    folder.vocab_stopped = True  # the fields below only; the vocabulary is known
+    for e in entries:
+        folder.add(e)
+    folder.vocab_stopped = False
+    folder.vocab = terms
+    folder.vocab_bytes += cost
+    # Coverage: a truncated text is the only source of `max_entry_chars`.
+    norm = Normalizer(state.file, "", max_entry_chars=None,
+                      index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+    norm.reasons = set(state.coverage.get("reasons", ())) - {"max_entry_chars"}
+    cold = SessionState(
+        file=state.file, branches=state.branches, tier="cold", key=state.key, size=state.size, mtime=state.mtime,
+        source_hash=state.source_hash, session_id=state.session_id, cwd=state.cwd, lineage=state.lineage,
+        coverage={}, entry_count=0, normalizer=norm, folder=folder, encode=True,
+    )
+    finish_state(cold, cfg, True)
+    cold.normalizer = cold.folder = None
+    return cold
+
+
 def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
     """Extend `state` in place when the file only grew: same inode, the old bytes hash to
     the old `sourceHash` (a rewrite anywhere, even of the same size and followed by an
