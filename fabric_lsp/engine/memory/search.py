@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from .jsvalues import iso_ms, js_stringify
-from .tokenize import term_counts, tokenize_lexical, utf16_key
+from .tokenize import count_terms, tokenize_lexical, utf16_key
 
 K1 = 1.2
 B = 0.75
@@ -45,8 +45,8 @@ class HotIndex:
 
     def add(self, record: dict) -> None:
         idx = len(self.doc_len)
-        counts = term_counts(record["text"])
-        length = max(1, sum(counts.values()))
+        counts, length = count_terms(record["text"])
+        length = max(1, length)
         self.doc_len.append(length)
         self.total_len += length
         postings = self.postings

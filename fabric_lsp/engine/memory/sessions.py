@@ -251,6 +251,8 @@ class SessionState:
 
     def digest_view(self) -> DigestView:
         assert self.digest is not None
+        if not self.vocab_set and self.digest["vocabulary"]:
+            self.vocab_set = frozenset(self.digest["vocabulary"])  # not sent by builder children
         return DigestView(
             self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
             self.cwd, self.digest.get("lastTs"), self.mtime, self.digest["vocabulary"], self.vocab_set,
@@ -344,6 +346,12 @@ def build_detached(file: str, branches: str, tier: str, cfg: Any, ref_id: str, r
     state.normalizer = None
     state.folder = None
     state.hasher = None
+    # Less to pickle: path ids and ordinals only serve appends, the vocabulary set is
+    # rebuilt from the vocabulary list by `digest_view`.
+    lin = state.lineage
+    state.lineage = Lineage(lin.branches, lin.leaf_id, [], None, lin.fingerprint, lin.reasons)
+    state.path_ordinals = []
+    state.vocab_set = frozenset()
     return state
 
 

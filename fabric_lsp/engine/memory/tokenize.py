@@ -14,6 +14,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+
+try:  # the C helper behind Counter.update (skips Counter's Python-level dispatch)
+    from collections import _count_elements
+except ImportError:  # pragma: no cover - other interpreters
+
+    def _count_elements(mapping, iterable):  # type: ignore[no-redef]
+        get = mapping.get
+        for elem in iterable:
+            mapping[elem] = get(elem, 0) + 1
 from typing import Iterable
 
 # For str patterns, `\w` is exactly letters (L*), numbers (N*) and `_` on this
@@ -99,6 +108,18 @@ def term_counts(text: str) -> Counter[str]:
             for token in _slow_piece(piece.decode("utf-8", "surrogatepass")):
                 counts[token] += n
     return counts
+
+
+def count_terms(text: str) -> tuple[dict[str, int], int]:
+    """(token -> count in first-seen order, number of tokens): `term_counts` as a plain
+    dict plus its total, the shape the hot index wants."""
+    if text.isascii():
+        tokens = _ascii_tokens(text)
+        counts: dict[str, int] = {}
+        _count_elements(counts, tokens)
+        return counts, len(tokens)
+    mixed = term_counts(text)
+    return mixed, sum(mixed.values())
 
 
 def lexical_term_counts(text: str) -> Counter[str]:

@@ -15,6 +15,7 @@ from fabric_lsp.engine.memory.tokenize import (
     reference_tokenize,
     sort_lexical,
     tokenize_lexical,
+    count_terms,
     term_counts,
     unique_terms,
     utf16_key,
@@ -43,6 +44,8 @@ def test_tokenizer_equals_definition(text):
     assert tokens == reference_tokenize(text)
     assert unique_terms(text) == set(tokens)
     assert term_counts(text) == Counter(tokens)
+    counts, n = count_terms(text)
+    assert (list(counts.items()), n) == (list(Counter(tokens).items()), len(tokens))  # first-seen order
     assert all(tokens)
 
 
