@@ -535,7 +535,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
                 if (p >> 32) not in cut:
                     terms.add(term)
                     break
-        terms |= unique_terms("\n".join(full_texts))  # newlines separate terms
+        terms |= unique_terms("\n".join(dict.fromkeys(full_texts)))  # newlines separate terms
     folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
     cost = len("".join(terms).encode("utf-8", "surrogatepass")) + 3 * len(terms) - (1 if terms else 0)
     if folder.vocab_bytes + cost > folder.max_vocab_bytes:
