@@ -252,7 +252,7 @@ class SessionState:
     def digest_view(self) -> DigestView:
         assert self.digest is not None
         if not self.vocab_set and self.digest["vocabulary"]:
-            self.vocab_set = frozenset(self.digest["vocabulary"])  # not sent by builder children
+            self.vocab_set = frozenset(self.digest["vocabulary"])
         return DigestView(
             self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
             self.cwd, self.digest.get("lastTs"), self.mtime, self.digest["vocabulary"], self.vocab_set,
@@ -346,8 +346,8 @@ def build_detached(file: str, branches: str, tier: str, cfg: Any, ref_id: str, r
     state.normalizer = None
     state.folder = None
     state.hasher = None
-    # Less to pickle: path ids and ordinals only serve appends, the vocabulary set is
-    # rebuilt from the vocabulary list by `digest_view`.
+    # Less to pickle: path ids and ordinals only serve appends (the vocabulary set is
+    # built from the vocabulary list by `digest_view`).
     lin = state.lineage
     state.lineage = Lineage(lin.branches, lin.leaf_id, [], None, lin.fingerprint, lin.reasons)
     state.path_ordinals = []
@@ -394,7 +394,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
 
 def _adopt_digest(state: SessionState, record: dict) -> None:
     state.digest = record
-    state.vocab_set = frozenset(record["vocabulary"])
+    state.vocab_set = frozenset()  # built from the vocabulary on first use (`digest_view`)
     cov = record["indexCoverage"]
     state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
     state.entry_count = record["entryCount"]
