@@ -57,6 +57,11 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+def _reject_constant(name: str) -> Any:
+    # json.loads accepts NaN, Infinity and -Infinity; JSON.parse (and so Pi) skips the line.
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def decode_json_line(raw: bytes) -> tuple[bool, Any]:
     """(parsed, value) like `JSON.parse` on one line; never raises."""
     try:
@@ -65,7 +70,9 @@ def decode_json_line(raw: bytes) -> tuple[bool, Any]:
         pass
     try:
         # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
-        return True, _scrub(json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float))
+        return True, _scrub(
+            json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float, parse_constant=_reject_constant)
+        )
     except (ValueError, RecursionError):
         return False, None
 

@@ -107,3 +107,13 @@ def test_lone_surrogates_and_huge_numbers_do_not_crash(tmp_path: Path):
     assert out["totalMatches"] == 1 and "lone \ufffd half" in out["text"]
     exp = eng.expand({"session": str(path), "indices": [1]})
     assert exp["expanded"][0]["text"] == 'Tool: read({"path":"x.ts","n":1,"m":2.5})'  # JS number printing
+
+
+def test_lines_with_nan_or_infinity_are_skipped_as_pi_skips_them() -> None:
+    """JSON.parse rejects NaN / Infinity, so Pi never sees such a line; neither may memory."""
+    from fabric_lsp.engine.memory.source import decode_json_line
+
+    assert decode_json_line(b'{"type":"message","timestamp":NaN}') == (False, None)
+    assert decode_json_line(b"Infinity") == (False, None)
+    assert decode_json_line(b'{"a":-Infinity}') == (False, None)
+    assert decode_json_line(b'{"a":1e999}')[0] is True  # an out-of-range number is JSON
