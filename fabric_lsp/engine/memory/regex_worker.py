@@ -77,6 +77,7 @@ class RegexRunner:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: Optional[subprocess.Popen] = None
+        self._unconfirmed = False  # spawned, its ready line not read yet
 
     def _spawn(self) -> subprocess.Popen:
         proc = subprocess.Popen(
@@ -107,17 +108,29 @@ class RegexRunner:
                 except Exception:
                     pass
 
+    def _respawn(self) -> None:
+        """Start a replacement now, so the next pattern does not wait for interpreter start-up."""
+        try:
+            self._proc = self._spawn()
+            self._unconfirmed = True
+        except OSError:
+            self._proc = None
+
     def run(self, pattern: str, haystacks: list[str], timeout_ms: int) -> RegexOutcome:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._kill()
+                self._respawn()
+            if self._unconfirmed:
                 try:
-                    self._proc = self._spawn()
+                    if self._proc is None:
+                        raise OSError("regex worker could not be started")
                     assert self._proc.stdout is not None
                     # Interpreter start-up is not the pattern's time: wait for the ready line.
                     ready, _, _ = select.select([self._proc.stdout.fileno()], [], [], 10.0)
                     if not ready or os.read(self._proc.stdout.fileno(), 2) != b"R\n":
                         raise OSError("regex worker did not start")
+                    self._unconfirmed = False
                 except OSError as exc:
                     self._kill()
                     return RegexOutcome(error={"code": "regex_worker_error", "message": str(exc)})
@@ -135,6 +148,7 @@ class RegexRunner:
             reply = self._read_reply(proc, deadline)
             if reply is None:
                 self._kill()
+                self._respawn()
                 return RegexOutcome(
                     error={"code": "regex_timeout", "message": f"Regex execution exceeded {timeout_ms} ms."}
                 )
