@@ -203,34 +203,6 @@ def lineage_fingerprint(branches: str, leaf_id: Optional[str], ids: list[str]) -
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def reconstruct_lineage(scan: SourceScan, branches: str) -> Lineage:
-    """Active path from the persisted leaf (last valid node), or everything in all mode."""
-    if branches == "all":
-        return Lineage("all", None, [], None, ALL_FINGERPRINT, [])
-    by_id: dict[str, ScannedLine] = {}
-    leaf: Optional[str] = None
-    for ln in scan.lines:
-        if ln.is_node:
-            by_id[ln.id] = ln
-            leaf = ln.id
-    path: list[ScannedLine] = []
-    reasons: list[str] = []
-    seen: set[str] = set()
-    cur = by_id.get(leaf) if leaf is not None else None
-    while cur is not None:
-        if cur.id in seen:
-            reasons.append("invalid_parent_graph")
-            break
-        seen.add(cur.id)
-        path.append(cur)
-        cur = by_id.get(cur.parent_id) if cur.parent_id is not None else None
-    path.reverse()
-    ids = [p.id for p in path]
-    return Lineage(
-        "active", leaf, ids, {p.ordinal for p in path}, lineage_fingerprint("active", leaf, ids), reasons
-    )
-
-
 @dataclass(slots=True)
 class StatKey:
     size: int
