@@ -93,15 +93,7 @@ def _run_recall(args: argparse.Namespace) -> int:
         rng = _range(args.range)
         if rng is not None:
             params["entryRange"] = rng
-        if args.expected_source_hash:
-            params["expectedSourceHash"] = args.expected_source_hash
-        if args.expected_lineage_fingerprint:
-            params["expectedLineageFingerprint"] = args.expected_lineage_fingerprint
-        engine, cwd = _engine(args)
-        try:
-            result = engine.recall(params, cwd=cwd)
-        finally:
-            engine.close()
+        result = _call(args, "recall", _with_expected(params, args))
     except ValueError as err:
         print(f"fabric-lsp recall: {err}", file=sys.stderr)
         return 2
@@ -112,6 +104,24 @@ def _run_recall(args: argparse.Namespace) -> int:
         if result["hasNext"]:
             _write(f"\n(page {result['page']} of {result['totalItems']} items; more with --page {result['page'] + 1})\n")
     return 1 if "error" in result["coverage"] else 0
+
+
+def _with_expected(params: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Add the integrity expectations (a pointer's hash and lineage) the user gave."""
+    if args.expected_source_hash:
+        params["expectedSourceHash"] = args.expected_source_hash
+    if args.expected_lineage_fingerprint:
+        params["expectedLineageFingerprint"] = args.expected_lineage_fingerprint
+    return params
+
+
+def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One engine call with an engine that lives for this command only."""
+    engine, cwd = _engine(args)
+    try:
+        return getattr(engine, method)(params, cwd=cwd)
+    finally:
+        engine.close()
 
 
 def _list(value: Optional[str], kind: type) -> Optional[list]:
@@ -151,15 +161,7 @@ def _run_expand(args: argparse.Namespace) -> int:
             params["operationAddresses"] = _list(args.operation_addresses, str)
         if args.range is not None:
             params["entryRange"] = _range(args.range)
-        if args.expected_source_hash:
-            params["expectedSourceHash"] = args.expected_source_hash
-        if args.expected_lineage_fingerprint:
-            params["expectedLineageFingerprint"] = args.expected_lineage_fingerprint
-        engine, cwd = _engine(args)
-        try:
-            result = engine.expand(params, cwd=cwd)
-        finally:
-            engine.close()
+        result = _call(args, "expand", _with_expected(params, args))
     except ValueError as err:
         print(f"fabric-lsp expand: {err}", file=sys.stderr)
         return 2
@@ -196,11 +198,7 @@ def _run_sessions(args: argparse.Namespace) -> int:
         params: dict[str, Any] = {"scope": args.scope, "page": args.page, "pageSize": args.page_size}
         if args.branches:
             params["branches"] = args.branches
-        engine, cwd = _engine(args)
-        try:
-            result = engine.sessions(params, cwd=cwd)
-        finally:
-            engine.close()
+        result = _call(args, "sessions", params)
     except ValueError as err:
         print(f"fabric-lsp sessions: {err}", file=sys.stderr)
         return 2
