@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +33,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import msgspec  # noqa: E402
+
+from bench_common import add_session_arguments, describe, peak_rss_kb, session_file  # noqa: E402
 
 from fabric_lsp.engine.compaction.api import preview_compaction  # noqa: E402
 
@@ -78,50 +78,14 @@ RSS_SCRIPTS = {
 }
 
 
-def peak_rss_kb(code: str, path: str) -> int:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    probe = (
-        f"P = {path!r}\n{code}\n"
-        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"RSS probe failed ({out.returncode}): {code}\n{out.stderr}")
-    return int(out.stdout.strip().splitlines()[-1])
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=50_000_000, help="target session size in bytes")
-    ap.add_argument("--seed", default="50")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--file", help="use this session file instead of generating one")
-    ap.add_argument("--keep", help="directory to generate into and keep (reused when the file exists)")
+    add_session_arguments(ap, rounds=5)
     args = ap.parse_args(argv)
 
-    tmp = None
-    if args.file:
-        path = Path(args.file)
-    else:
-        from corpus import generate_session
-
-        if args.keep:
-            out = Path(args.keep)
-            out.mkdir(parents=True, exist_ok=True)
-        else:
-            tmp = tempfile.TemporaryDirectory(prefix="fabric-bench-")
-            out = Path(tmp.name)
-        path = out / f"session-{args.seed}-{args.size}.jsonl"
-        if not path.exists():
-            t0 = time.perf_counter()
-            generate_session(path, target_bytes=args.size, seed=args.seed, cwd="/home/user/projects/orbit")
-            print(f"generated {path} in {time.perf_counter() - t0:.2f}s")
+    path, tmp = session_file(args)
+    describe(path)
     size = path.stat().st_size
-    with open(path, "rb") as fh:
-        lines = fh.read().count(b"\n")
-    print(f"file: {path}  {size / 1e6:.1f} MB, {lines} lines")
-    print(f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, loadavg before {os.getloadavg()}")
 
     first = preview_compaction(str(path), include_qa=True)
     summary = first.get("summary", "")
