@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from .loader import Loaded, load_session_bytes, load_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
@@ -124,21 +125,14 @@ def _custom_instructions(instructions: Optional[str], preserve: Optional[list]) 
 
 
 def _without_gc(fn):
-    """Run `fn` with the cyclic GC paused: a preview allocates one dict per JSON object of
-    the session and frees them all at the end, so generational collections during the
-    load only cost time (they find no garbage). The previous GC state is restored."""
+    """Run `fn` with the cyclic GC paused (see engine/gcpause.py): a preview allocates one
+    dict per JSON object of the session and frees them all at the end."""
     import functools
-    import gc
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with cyclic_gc_paused():
             return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
 
     return wrapper
 

@@ -28,6 +28,7 @@ import msgspec
 from cachetools import LRUCache
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from fabric_lsp.engine.session.discovery import encode_cwd
 
 from . import store
@@ -528,13 +529,8 @@ class MemoryEngine:
         """States of the scoped sessions in scope order, their tiers, and index coverage."""
         # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
         # passes over them only cost time (about half a build), so pause it meanwhile.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with cyclic_gc_paused():
             return self._load_index_unpaused(refs, hot_files, branches, hydrate, cancel, activity)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _load_index_unpaused(
         self,
