@@ -71,3 +71,18 @@ def peak_rss_kb(code: str, path: str) -> int:
     if out.returncode != 0:
         raise SystemExit(f"RSS probe failed ({out.returncode}): {code}\n{out.stderr}")
     return int(out.stdout.strip().splitlines()[-1])
+
+
+def msgspec_decode_lines(path: str) -> int:
+    """The same-run baseline: decode every non-empty line with msgspec (one whole-file read)."""
+    import msgspec
+
+    dec = msgspec.json.Decoder()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    n = 0
+    for line in data.split(b"\n"):
+        if line:
+            dec.decode(line)
+            n += 1
+    return n

@@ -34,21 +34,9 @@ sys.path.insert(0, str(HERE.parent))
 
 import msgspec  # noqa: E402
 
-from bench_common import add_session_arguments, describe, peak_rss_kb, session_file  # noqa: E402
+from bench_common import add_session_arguments, describe, msgspec_decode_lines, peak_rss_kb, session_file  # noqa: E402
 
 from fabric_lsp.engine.compaction.api import preview_compaction  # noqa: E402
-
-
-def decode_only(path: str) -> int:
-    dec = msgspec.json.Decoder()
-    with open(path, "rb") as fh:
-        data = fh.read()
-    n = 0
-    for line in data.split(b"\n"):
-        if line:
-            dec.decode(line)
-            n += 1
-    return n
 
 
 def preview_default(path: str) -> str:
@@ -60,7 +48,7 @@ def preview_legacy(path: str) -> str:
 
 
 METHODS = [
-    ("msgspec decode per line (baseline)", decode_only),
+    ("msgspec decode per line (baseline)", msgspec_decode_lines),
     ("preview_compaction (window 200000)", preview_default),
     ("preview_compaction (no model: legacy cut)", preview_legacy),
 ]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import msgspec  # noqa: E402
 
-from bench_common import add_session_arguments, describe, peak_rss_kb, session_file  # noqa: E402
+from bench_common import add_session_arguments, describe, msgspec_decode_lines, peak_rss_kb, session_file  # noqa: E402
 
 from fabric_lsp.engine.session import SessionTree, read_session  # noqa: E402
 
@@ -43,16 +43,6 @@ def _raw_read(path: str) -> int:
         return len(fh.read())
 
 
-def _msgspec_lines(path: str) -> int:
-    dec = msgspec.json.Decoder()
-    with open(path, "rb") as fh:
-        data = fh.read()
-    n = 0
-    for line in data.split(b"\n"):
-        if line:
-            dec.decode(line)
-            n += 1
-    return n
 
 
 def _json_lines(path: str) -> int:
@@ -78,7 +68,7 @@ def _reader_tree(path: str) -> int:
 
 METHODS = [
     ("raw read()", _raw_read),
-    ("msgspec decode per line", _msgspec_lines),
+    ("msgspec decode per line", msgspec_decode_lines),
     ("json.loads per line", _json_lines),
     ("read_session", _reader),
     ("read_session + tree + branch", _reader_tree),
