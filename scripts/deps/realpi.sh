@@ -35,7 +35,8 @@ pi_ok() {
 }
 
 tools_ok() {
-  command -v rg >/dev/null 2>&1 && { command -v fd >/dev/null 2>&1 || command -v fdfind >/dev/null 2>&1; }
+  command -v rg >/dev/null 2>&1 && { command -v fd >/dev/null 2>&1 || command -v fdfind >/dev/null 2>&1; } \
+    && command -v tmux >/dev/null 2>&1
 }
 
 if ! node_ok; then
@@ -62,12 +63,12 @@ EOF
 fi
 
 if ! tools_ok; then
-  echo "realpi: installing ripgrep and fd-find (apt)" >&2
+  echo "realpi: installing ripgrep, fd-find and tmux (apt; tmux drives Pi's TUI in tests/realpi)" >&2
   sudo_cmd=()
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get install -y -q ripgrep fd-find >&2 \
-    || { "${sudo_cmd[@]}" apt-get update -q >&2 && "${sudo_cmd[@]}" apt-get install -y -q ripgrep fd-find >&2; }
-  tools_ok || { echo "realpi: ripgrep/fd-find not on PATH after install" >&2; exit 1; }
+  "${sudo_cmd[@]}" apt-get install -y -q ripgrep fd-find tmux >&2 \
+    || { "${sudo_cmd[@]}" apt-get update -q >&2 && "${sudo_cmd[@]}" apt-get install -y -q ripgrep fd-find tmux >&2; }
+  tools_ok || { echo "realpi: ripgrep/fd-find/tmux not on PATH after install" >&2; exit 1; }
 fi
 
 "$node_bin" "$pi_pkg/dist/cli.js" --version >/dev/null 2>&1 \

@@ -20,8 +20,9 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 class FakeOpenAI:
     def __init__(self, answer: str = "Done.", log_dir: Optional[Path] = None,
-                 responder: Optional[Responder] = None) -> None:
+                 responder: Optional[Responder] = None, realistic_usage: bool = False) -> None:
         self.answer = answer
+        self.realistic_usage = realistic_usage
         self.responder = responder
         self.log_dir = log_dir
         self.requests: list[dict[str, Any]] = []
@@ -58,7 +59,8 @@ class FakeOpenAI:
                 self.end_headers()
                 model = body.get("model", "fake") if isinstance(body, dict) else "fake"
                 reply = owner.responder(body) if owner.responder is not None else {"text": owner.answer}
-                for frame in owner._frames(model, reply):
+                prompt_tokens = owner._prompt_tokens(body)
+                for frame in owner._frames(model, reply, prompt_tokens):
                     self.wfile.write(b"data: " + frame + b"\n\n")
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -81,7 +83,14 @@ class FakeOpenAI:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             (self.log_dir / f"request-{n:03d}.json").write_text(json.dumps(body, indent=1, ensure_ascii=False))
 
-    def _frames(self, model: str, reply: dict[str, Any]) -> list[bytes]:
+    def _prompt_tokens(self, body: Any) -> int:
+        """120 by default; with `realistic_usage`, about what the request holds (chars/4),
+        so that Pi's tokensBefore and the Fabric budget see a plausible context size."""
+        if not self.realistic_usage or not isinstance(body, dict):
+            return 120
+        return max(1, len(json.dumps(body.get("messages", []), ensure_ascii=False)) // 4)
+
+    def _frames(self, model: str, reply: dict[str, Any], prompt_tokens: int = 120) -> list[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
             obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
                    "choices": choices, **extra}
@@ -100,7 +109,8 @@ class FakeOpenAI:
             frames.append(chunk([{"index": 0, "delta": {"content": reply["text"]}, "finish_reason": None}]))
             finish = "stop"
         frames.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish}]))
-        frames.append(chunk([], usage={"prompt_tokens": 120, "completion_tokens": 3, "total_tokens": 123,
+        frames.append(chunk([], usage={"prompt_tokens": prompt_tokens, "completion_tokens": 3,
+                                       "total_tokens": prompt_tokens + 3,
                                        "prompt_tokens_details": {"cached_tokens": 0}}))
         return frames
 

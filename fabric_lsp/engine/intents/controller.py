@@ -292,3 +292,5 @@ def finish_state(state: IntentState, intent_id: str, record: Optional[dict[str, 
     state.last_intent_id = intent_id
     if state.committing is not None and state.committing.get("intentId") == intent_id:
         state.committing = None
+    if state.claim is not None and state.claim.get("intentId") == intent_id:
+        state.claim = None

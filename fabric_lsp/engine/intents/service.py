@@ -21,17 +21,19 @@ import time
 from typing import Any, Callable, Optional
 
 from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engine.intents.bridge import claim_is_live
 from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn, tail_verdict
 from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
 from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
 from fabric_lsp.engine.intents.limits import validate_request_arguments
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import parse_session_bytes
+from fabric_lsp.engine.session.lease import Lease, LeaseBook
 
 log = logging.getLogger(__name__)
 
 DEFAULT_REQUESTED_BY = "user"  # protocol.md: `requestedBy?: string = "user"`
-_RESCAN_S = 1.0
+_RESCAN_S = 0.5
 
 OnCommitted = Callable[[str, dict[str, Any]], None]
 OptionsProvider = Callable[[str], Optional[dict[str, Any]]]
@@ -55,6 +57,7 @@ class IntentsService:
         compaction_options_provider: Optional[OptionsProvider] = None,
         on_committed: Optional[OnCommitted] = None,
         poll_interval_s: Optional[float] = None,
+        leases: Optional[LeaseBook] = None,
     ) -> None:
         if quiet_interval_s < 0:
             raise ValueError("quiet_interval_s must be >= 0")
@@ -64,6 +67,8 @@ class IntentsService:
             poll_interval_s if poll_interval_s is not None else min(0.5, max(0.02, self.quiet_interval_s / 4))
         )
         self._options_provider = compaction_options_provider
+        # A session a live Pi holds is committed by that Pi (editors/pi), never by us.
+        self.leases = leases
         self._on_committed = on_committed
         self._lock = threading.Lock()
         self._controllers: dict[str, CompactController] = {}
@@ -71,6 +76,10 @@ class IntentsService:
         self._unsettled_sig: dict[str, tuple[int, int, int]] = {}
         self._watch: set[str] = set()
         self._state_mtimes: dict[str, int] = {}
+        # session -> the intent whose record we last saw: a record written by another
+        # process (a live Pi, the CLI) is announced through on_committed once.
+        self._seen_records: dict[str, Optional[str]] = {}
+        self._scanned_once = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._closing = CancelToken()
@@ -100,7 +109,16 @@ class IntentsService:
         self._recover(path)
         out = self._controller(path).status()
         out["settled"] = self.is_settled(path)
+        holder = self.holder(path)
+        if holder is not None:
+            out["heldBy"] = {"pid": holder.pid, "since": holder.since, "leafId": holder.leaf_id}
         return out
+
+    def holder(self, session_path: str | os.PathLike[str]) -> Optional[Lease]:
+        """The live Pi that holds the session, if any: it commits, we do not."""
+        if self.leases is None:
+            return None
+        return self.leases.live(normalize_session_path(session_path))
 
     def cancel(self, session_path: str | os.PathLike[str]) -> dict[str, Any]:
         """Clear the pending intent. `cancelled` is True when one was pending."""
@@ -115,6 +133,8 @@ class IntentsService:
         recovered = self._recover(path)
         if recovered is not None:
             return recovered
+        if self.holder(path) is not None or claim_is_live(self.store.load(path).claim):
+            return None  # the live Pi holding the file commits at its next settled boundary
         controller = self._controller(path)
         compute = self._compute_for(path)
 
@@ -127,6 +147,7 @@ class IntentsService:
                 store=self.store,
                 compute=compute,
                 quiet_interval_s=self.quiet_interval_s,
+                held=(lambda: self.holder(path) is not None) if self.leases is not None else None,
             )
             if isinstance(outcome, Deferred) and outcome.until_change and sig is not None:
                 with self._lock:
@@ -259,6 +280,16 @@ class IntentsService:
             with self._lock:
                 self._watch.add(session)
                 self._unsettled_sig.pop(session, None)
+            self._announce_foreign_record(session)
+        self._scanned_once = True
+
+    def _announce_foreign_record(self, session: str) -> None:
+        state = self.store.load(session)
+        seen = self._seen_records.get(session, "unseen")
+        self._seen_records[session] = state.last_record_intent_id
+        if not self._scanned_once or seen == state.last_record_intent_id or state.last is None:
+            return  # records that were there when we started are old news
+        self._notify(session, state.last)
 
     # -- helpers --------------------------------------------------------------------
 
@@ -282,6 +313,8 @@ class IntentsService:
         return default_compute(options or None, self._closing)
 
     def _notify(self, path: str, record: dict[str, Any]) -> None:
+        # our own record: the next rescan must not announce it a second time
+        self._seen_records[path] = self.store.load(path).last_record_intent_id
         if self._on_committed is not None:
             self._on_committed(path, record)
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from fabric_lsp.engine.private_dir import make_private_dir, write_private_file
+
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
@@ -51,6 +53,9 @@ class IntentState:
     last_intent_id: Optional[str] = None  # the last intent whose commit finished (any outcome)
     last_record_intent_id: Optional[str] = None  # the intent `last` records
     committing: Optional[dict[str, Any]] = None
+    # `{intentId, pid, startTime, at}`: a live Pi (editors/pi) took the pending intent
+    # and is compacting it; nobody else commits it while that process runs.
+    claim: Optional[dict[str, Any]] = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": STATE_VERSION, "session": self.session}
@@ -65,6 +70,8 @@ class IntentState:
             out["lastRecordIntentId"] = self.last_record_intent_id
         if self.committing is not None:
             out["committing"] = self.committing
+        if self.claim is not None:
+            out["claim"] = self.claim
         return out
 
     @classmethod
@@ -86,6 +93,9 @@ class IntentState:
         committing = obj.get("committing")
         if isinstance(committing, dict):
             state.committing = committing
+        claim = obj.get("claim")
+        if isinstance(claim, dict) and isinstance(claim.get("intentId"), str) and isinstance(claim.get("pid"), int):
+            state.claim = claim
         return state
 
 
@@ -100,9 +110,7 @@ class IntentStore:
         self.state_dir = Path(state_dir)
 
     def _ensure_dir(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(OSError):
-            os.chmod(self.state_dir, 0o700)
+        make_private_dir(self.state_dir)  # <agentDir>/fabric-lsp/ too: 0700, not 0755
 
     def state_path(self, session_path: str) -> Path:
         return self.state_dir / (session_key(session_path) + _SUFFIX)
@@ -127,7 +135,7 @@ class IntentStore:
             return IntentState(session=session_path)
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             log.warning("ignoring unreadable intent state %s", path)
             return IntentState(session=session_path)
         return IntentState.from_json(session_path, obj)
@@ -136,34 +144,14 @@ class IntentStore:
         """Atomically replace the state file (0600); an empty state removes it."""
         self._ensure_dir()
         path = self.state_path(state.session)
-        if state.pending is None and state.last is None and state.committing is None:
+        if state.pending is None and state.last is None and state.committing is None and state.claim is None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return
         data = json.dumps(state.to_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode(
             "utf-8", "surrogatepass"
         )
-        tmp = self.state_dir / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        os.close(fd)
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):
-            dfd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        write_private_file(path, data, durable=True)
 
     def scan(self) -> dict[str, int]:
         """{state-file name: mtime_ns} of every state file (stat only, no reads)."""
@@ -186,7 +174,7 @@ class IntentStore:
         """The session path a state file belongs to (None when unreadable or misnamed)."""
         try:
             obj = json.loads((self.state_dir / name).read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         session = obj.get("session") if isinstance(obj, dict) else None
         if isinstance(session, str) and session_key(session) + _SUFFIX == name:
