@@ -17,7 +17,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS
+
+if TYPE_CHECKING:
+    from fabric_lsp.engine.compaction.options import CompactionSettings
 
 # Pi's DEFAULT_COMPACTION_SETTINGS
 PI_KEEP_RECENT_TOKENS = 20000
@@ -50,7 +55,7 @@ COMPACTION_DEFAULTS: dict[str, Any] = {
     "commitQuietMs": 2000,
 }
 
-TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction")
+TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "codeLens")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,18 @@ class ServerConfig:
     warnings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # files that contributed, in layering order
     workspace_root: Path | None = None
+    code_lens: bool = True  # `codeLens`: file-history lenses on source files
+
+    def compaction_settings(self) -> "CompactionSettings":
+        """The settings layers' part of the compaction options (see
+        engine/compaction/options.py, the one resolver every face uses)."""
+        from fabric_lsp.engine.compaction.options import CompactionSettings  # lazy: start-up cost
+
+        return CompactionSettings(
+            compaction=dict(self.compaction),
+            keep_recent_tokens=self.keep_recent_tokens,
+            reserve_tokens=self.reserve_tokens,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The effective settings as a camelCase dict (for logs and `fabric.reload`)."""
@@ -76,6 +93,7 @@ class ServerConfig:
             "trusted": self.trusted,
             "memory": dict(self.memory),
             "compaction": dict(self.compaction),
+            "codeLens": self.code_lens,
             "keepRecentTokens": self.keep_recent_tokens,
             "reserveTokens": self.reserve_tokens,
             "sources": list(self.sources),
@@ -158,22 +176,23 @@ def _model_map(lo: float, hi: float, *, integer: bool) -> Callable[[Any], dict[s
     return check
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+# The integer bounds are the memory engine's own (engine/memory/api.py MEMORY_BOUNDS):
+# a value outside them is rejected here with a warning naming the bound, never clamped
+# silently by the engine.
+MEMORY_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    _camel(name): (lo, hi) for name, (_default, lo, hi) in MEMORY_BOUNDS.items() if _camel(name) in MEMORY_DEFAULTS
+}
+
 MEMORY_RULES: dict[str, Callable[[Any], Any]] = {
     "enabled": _bool,
-    "maxSessions": _int(1),
-    "maxEntryChars": _int(1),
     "indexThinking": _bool,
     "indexToolOutput": _bool,
-    "hotSessions": _int(0),
-    "maxColdVocabularyBytes": _int(0),
-    "maxColdCacheBytes": _int(0),
-    "maxSyncSessions": _int(0),
-    "maxSyncSourceBytes": _int(0),
-    "maxCacheCleanupFiles": _int(0),
-    "regexMaxPatternBytes": _int(1),
-    "regexMaxHaystackTerms": _int(1),
-    "regexMaxHaystackBytes": _int(1),
-    "regexTimeoutMs": _int(1),
+    **{key: _int(lo, hi) for key, (lo, hi) in MEMORY_INT_BOUNDS.items()},
 }
 
 COMPACTION_RULES: dict[str, Callable[[Any], Any]] = {
@@ -346,6 +365,9 @@ def load_config(
         return out
 
     memory = section("memory", MEMORY_DEFAULTS, MEMORY_RULES)
+    code_lens = True
+    if "codeLens" in merged:
+        code_lens = pick(merged["codeLens"], _bool, True, f"{origin['codeLens']}: codeLens")
     compaction = section("compaction", COMPACTION_DEFAULTS, COMPACTION_RULES)
 
     pi_compaction = pi_settings.get("compaction")
@@ -370,6 +392,7 @@ def load_config(
         warnings=tuple(warnings),
         sources=tuple(sources),
         workspace_root=workspace_root,
+        code_lens=code_lens,
     )
 
 

@@ -4,24 +4,23 @@ summary previews from the command line (the same engine calls the server makes).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
-
-
-def _resolve(ref: str) -> str:
-    """A session path, file:// URI, or id (resolved in the default session dir)."""
-    if ref.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
-        return unquote(urlparse(ref).path)
-    if os.path.exists(ref):
-        return ref
-    from fabric_lsp.engine.session import default_agent_dir, default_session_dir, resolve_session
-
-    found = resolve_session(ref, default_session_dir(default_agent_dir()))
-    return os.fspath(getattr(found, "path", found))
+from fabric_lsp import protocol
+from fabric_lsp.commands.face import (
+    EXIT_NOT_DONE,
+    EXIT_USAGE,
+    CliError,
+    add_settings_arguments,
+    cli_engines,
+    decode,
+    fail,
+    given,
+    session_ref,
+)
+from fabric_lsp.engine.compaction.api import PreviewError
+from fabric_lsp.engines import DomainError
 
 
 def _write(text: str) -> None:
@@ -51,35 +50,53 @@ def _preview_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preserve", action="append", metavar="ITEM", help="typed preserve item (repeatable)")
     p.add_argument("--leaf", metavar="ID", help="preview the branch ending at this entry (default: the leaf)")
     p.add_argument("--qa", action="store_true", help="include the reconstruction QA report")
+    add_settings_arguments(p)
+
+
+def _domain_error(command: str, err: Exception) -> CliError:
+    if isinstance(err, DomainError):
+        lines = [f"fabric-lsp {command}: {err.code}: {err.message}"]
+        lines += [f"  {c}" for c in err.candidates or []]
+        return CliError("\n".join(lines), EXIT_USAGE)
+    if isinstance(err, PreviewError):
+        return CliError(f"fabric-lsp {command}: {err.code}: {err.message}", EXIT_USAGE)
+    raise err
+
+
+def _engine_call(args: argparse.Namespace, command: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Decode as the server does, then the same engine call the server's handler makes."""
+    p = decode(command, method, params)
+    engines = cli_engines(args, command)
+    call = engines.compaction_preview if method == protocol.COMPACTION_PREVIEW else engines.branch_summary_preview
+    try:
+        return call(p)
+    except (DomainError, PreviewError) as err:
+        raise _domain_error(command, err) from None
+    finally:
+        engines.close()
 
 
 def _run_preview(args: argparse.Namespace) -> int:
-    from fabric_lsp.engine.compaction.api import PreviewError, preview_compaction
-
+    params = given({
+        "session": session_ref(args.session),
+        "instructions": args.instructions,
+        "preserve": args.preserve,
+        "reason": args.reason,
+        "contextWindow": args.context_window,
+        "reserveTokens": args.reserve,
+        "keepRecentTokens": args.keep_recent,
+        "targetContextRatio": args.ratio,
+        "tokensBefore": args.tokens_before,
+        "leafId": args.leaf,
+        "includeQa": args.qa or None,
+    })
     try:
-        path = _resolve(args.session)
-        res = preview_compaction(
-            path,
-            instructions=args.instructions,
-            preserve=args.preserve,
-            reason=args.reason,
-            context_window=args.context_window,
-            reserve_tokens=args.reserve,
-            keep_recent_tokens=args.keep_recent,
-            target_context_ratio=args.ratio,
-            tokens_before=args.tokens_before,
-            leaf_id=args.leaf,
-            include_qa=args.qa,
-        )
-    except PreviewError as e:
-        print(f"fabric-lsp preview: {e.code}: {e.message}", file=sys.stderr)
-        return 2
-    except Exception as e:  # SessionNotFound / AmbiguousSession and friends
-        print(f"fabric-lsp preview: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+        res = _engine_call(args, "preview", protocol.COMPACTION_PREVIEW, params)
+    except CliError as err:
+        return fail(err)
     if args.json:
         _emit_json(res)
-        return 0 if res["outcome"] == "compacted" else 1
+        return 0 if res["outcome"] == "compacted" else EXIT_NOT_DONE
     for w in res.get("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if res["outcome"] == "compacted":
@@ -94,8 +111,8 @@ def _run_preview(args: argparse.Namespace) -> int:
             for f in qa["failures"]:
                 print(f"qa failure {f['id']}: {f['reason']}", file=sys.stderr)
         return 0
-    print(f"{res['outcome']}: {res.get('reason', '')}", file=sys.stderr)
-    return 1
+    print(f"fabric-lsp preview: {res['outcome']} ({res.get('sessionFile')}): {res.get('reason', '')}", file=sys.stderr)
+    return EXIT_NOT_DONE
 
 
 def _tree_args(p: argparse.ArgumentParser) -> None:
@@ -106,34 +123,30 @@ def _tree_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preserve", action="append", metavar="ITEM", help="typed preserve item (repeatable)")
     p.add_argument("--replace-instructions", action="store_true", help="Pi replaceInstructions mode (Fabric defers)")
     p.add_argument("--json", action="store_true", help="print the fabric/branchSummaryPreview result object")
+    add_settings_arguments(p)
 
 
 def _run_tree(args: argparse.Namespace) -> int:
-    from fabric_lsp.engine.compaction.api import PreviewError, preview_branch_summary
-
+    params = given({
+        "session": session_ref(args.session),
+        "targetId": args.to,
+        "fromId": args.from_id,
+        "instructions": args.instructions,
+        "preserve": args.preserve,
+        "replaceInstructions": args.replace_instructions or None,
+    })
     try:
-        res = preview_branch_summary(
-            _resolve(args.session),
-            target_id=args.to,
-            from_id=args.from_id,
-            instructions=args.instructions,
-            preserve=args.preserve,
-            replace_instructions=args.replace_instructions,
-        )
-    except PreviewError as e:
-        print(f"fabric-lsp tree: {e.code}: {e.message}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        print(f"fabric-lsp tree: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+        res = _engine_call(args, "tree", protocol.BRANCH_SUMMARY_PREVIEW, params)
+    except CliError as err:
+        return fail(err)
     if args.json:
         _emit_json(res)
-        return 0 if res["outcome"] == "summarized" else 1
+        return 0 if res["outcome"] == "summarized" else EXIT_NOT_DONE
     if res["outcome"] == "summarized":
         _write(res["summary"])
         return 0
-    print(f"{res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)", file=sys.stderr)
-    return 1
+    print(f"fabric-lsp tree: {res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)", file=sys.stderr)
+    return EXIT_NOT_DONE
 
 
 SUBCOMMANDS = {

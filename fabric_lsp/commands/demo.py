@@ -2,8 +2,8 @@
 as an editor does, against the bundled example agent dir.
 
 It prints the session list, a recall result, an expansion of the first hit, a hover on
-that hit's entry reference and a compaction preview. A feature whose engine has not
-landed yet is reported as "not available yet" instead of failing the demo.
+that hit's entry reference and a compaction preview. A step that fails is reported and
+fails the demo.
 
 The JSON-RPC framing here is written by hand on purpose: this module is on the CLI path
 and must never import pygls.
@@ -29,8 +29,9 @@ import fabric_lsp
 
 DEFAULT_QUERY = "convert_anomaly"
 REQUEST_TIMEOUT_S = 120.0
-# The example sessions are small; a short continuity tail leaves something to summarize.
-DEMO_KEEP_RECENT_TOKENS = 4000
+# The preview runs at Pi's defaults (keepRecentTokens and reserveTokens from Pi's settings,
+# else 20000 / 16384) on the largest example session, which is long enough to compact.
+DEMO_CONTEXT_WINDOW = 200000
 
 
 class LspError(Exception):
@@ -39,10 +40,6 @@ class LspError(Exception):
         self.method = method
         self.code = code
         self.message = message
-
-    @property
-    def not_available(self) -> bool:
-        return "not available yet" in self.message
 
 
 class StdioLspClient:
@@ -314,9 +311,6 @@ def _step(say: Callable[[str], None], method: str, fn: Callable[[], Any]) -> Any
     try:
         return fn()
     except LspError as err:
-        if err.not_available:
-            say(f"  [{method}] not available yet: {err.message}")
-            return {"notAvailable": err.message}
         say(f"  [{method}] failed: {err.message} ({err.code})")
         return {"failed": err.message, "code": err.code}
 
@@ -391,11 +385,11 @@ def _symbols(client: StdioLspClient, say: Callable[[str], None], query: str) -> 
 
 
 def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: Optional[Path]) -> Any:
-    _section(say, f"fabric/compactionPreview (largest session, keepRecentTokens {DEMO_KEEP_RECENT_TOKENS})")
+    _section(say, f"fabric/compactionPreview (largest session, Pi's defaults, contextWindow {DEMO_CONTEXT_WINDOW})")
     if session_file is None:
         say("  no session to preview")
         return None
-    result = client.request("fabric/compactionPreview", {"session": str(session_file), "contextWindow": 200000, "keepRecentTokens": DEMO_KEEP_RECENT_TOKENS})
+    result = client.request("fabric/compactionPreview", {"session": str(session_file), "contextWindow": DEMO_CONTEXT_WINDOW})
     if "error" in result:
         say(f"  {result['error']['code']}: {result['error']['message']}")
         return {"error": result["error"]}

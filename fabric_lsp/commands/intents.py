@@ -26,6 +26,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("session", metavar="SESSION", help="session id, absolute path or file:// URI")
     p.add_argument("--state-dir", metavar="DIR", help="intents directory (default: <agentDir>/fabric-lsp/intents)")
     p.add_argument("--json", action="store_true", help="print the protocol result object")
+    from fabric_lsp.commands.face import add_settings_arguments
+
+    add_settings_arguments(p)
 
 
 def _compact_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,30 +48,30 @@ def _compact_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _setup(args: argparse.Namespace) -> tuple[Any, str, Any]:
-    """(config, session path, service) or raises SystemExit-style errors as ValueError."""
-    from fabric_lsp.config import load_config
+    """(config, session path, service); raises ValueError with a message for the user.
+    The settings layers and the compaction options are the server's (commands/face.py,
+    engine/compaction/options.py); flags override them as request params do."""
+    from fabric_lsp.commands.face import cli_config, session_ref
+    from fabric_lsp.engine.compaction.options import CompactionOverrides, resolve_compaction_options
     from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
-    from fabric_lsp.engine.session import AmbiguousSession, SessionNotFound, resolve_session
+    from fabric_lsp.engine.session.lease import LeaseBook
+    from fabric_lsp.engines import DomainError, resolve_session_path
 
-    cfg = load_config(workspace_root=Path.cwd())
+    command = getattr(args, "command", None) or "compact"
+    cfg = cli_config(args, command)
     try:
-        path = resolve_session(args.session, str(cfg.session_dir))
-    except AmbiguousSession as err:
-        raise ValueError(f"session {args.session!r} is ambiguous: " + ", ".join(err.candidates)) from None
-    except SessionNotFound:
+        path = str(resolve_session_path(session_ref(args.session) or "", cfg.session_dir))
+    except DomainError as err:
+        if err.candidates:
+            raise ValueError(f"session {args.session!r} is ambiguous: " + ", ".join(err.candidates)) from None
         raise ValueError(f"session {args.session!r} not found (looked in {cfg.session_dir})") from None
-    options = {
-        "context_window": cfg.compaction.get("contextWindow"),
-        "reserve_tokens": cfg.reserve_tokens,
-        "keep_recent_tokens": cfg.keep_recent_tokens,
-        "target_context_ratio": cfg.compaction.get("targetContextRatio"),
-        "settings": dict(cfg.compaction),
-    }
-    for flag, key in (("context_window", "context_window"), ("keep_recent", "keep_recent_tokens"),
-                      ("reserve", "reserve_tokens"), ("ratio", "target_context_ratio")):
-        value = getattr(args, flag, None)
-        if value is not None:
-            options[key] = value
+    overrides = CompactionOverrides(
+        context_window=getattr(args, "context_window", None),
+        reserve_tokens=getattr(args, "reserve", None),
+        keep_recent_tokens=getattr(args, "keep_recent", None),
+        target_context_ratio=getattr(args, "ratio", None),
+    )
+    options = resolve_compaction_options(cfg.compaction_settings(), overrides).kwargs()
     quiet = getattr(args, "quiet_interval", None)
     if quiet is None:
         quiet = cfg.compaction.get("commitQuietMs", 2000) / 1000.0
@@ -76,6 +79,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any]:
         state_dir=args.state_dir or default_state_dir(str(cfg.agent_dir)),
         quiet_interval_s=quiet,
         compaction_options_provider=lambda _p: options,
+        leases=LeaseBook(cfg.agent_dir),
     )
     return cfg, path, service
 
@@ -122,6 +126,10 @@ def _run_compact(args: argparse.Namespace) -> int:
                              "a running fabric-lsp server commits it at the next safe boundary "
                              "(or run again with --wait)")
         return EXIT_OK
+    holder = service.holder(path)
+    if holder is not None:
+        print(f"fabric-lsp compact: a live Pi (pid {holder.pid}) holds {path}: that Pi commits the compaction "
+              "at its next settled boundary; waiting for it", file=sys.stderr)
     record = _wait_for_commit(service, path, result["pending"], args.timeout)
     if record is None:
         status = service.status(path)
@@ -161,6 +169,9 @@ def _run_status(args: argparse.Namespace) -> int:
     lines = [f"session: {path}", f"settled: {'yes' if status['settled'] else 'no'}"]
     lines.append("pending: " + (_describe_intent(status["pending"]) if "pending" in status else "none"))
     lines.append("last: " + (_describe_record(status["last"]) if "last" in status else "none"))
+    if "heldBy" in status:
+        held = status["heldBy"]
+        lines.append(f"held by: a live Pi, pid {held['pid']} (leaf {held.get('leafId') or 'unknown'}); Pi commits")
     _print(args, status, "\n".join(lines))
     return EXIT_OK
 

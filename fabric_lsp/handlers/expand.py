@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
 from fabric_lsp.handlers.progress import run_request
 
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
-async def expand(ls: Any, raw: Any) -> Any:
+
+async def expand(ls: "FabricServer", raw: Any) -> Any:
     def work(params: protocol.ExpandParams, cancel: Any, activity: Any) -> Any:
-        engine = ls.engines.memory(protocol.EXPAND)
-        return engine.expand(
-            protocol.params_to_dict(params), cwd=ls.default_cwd(), cancel=cancel, activity=activity
-        )
+        return ls.engines.expand(params, ls.default_cwd(), cancel, activity)
 
     return await run_request(ls, protocol.EXPAND, raw, work, title="Fabric: expand", memory=True)
 

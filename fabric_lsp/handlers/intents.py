@@ -1,20 +1,19 @@
 """`fabric/compact/request|status|cancel`: the pending compaction intent of a session.
 The intents engine commits at a safe boundary and calls back; the server turns that into
-the `fabric/compactionCommitted` notification (see engines.Engines.server_committed)."""
+the `fabric/compactionCommitted` notification (fabric_lsp/engines.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.engines import resolve_session_ref
 from fabric_lsp.handlers.progress import run_request
 
 
 def _intent_call(ls: Any, method: str, op: str) -> Any:
     def work(p: Any, cancel: Any, activity: Any) -> Any:
-        service = ls.engines.intents(method)
-        path = resolve_session_ref(ls.engines, method, p.session)
+        service = ls.engines.intents()
+        path = ls.engines.session_path(p.session)
         if op == "request":
             args = protocol.params_to_dict(p)
             args.pop("session", None)

@@ -13,7 +13,6 @@ import asyncio
 import functools
 import itertools
 import logging
-import os
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,13 +22,12 @@ from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
-    JsonRpcMethodNotFound,
     JsonRpcRequestCancelled,
 )
 
 from fabric_lsp import protocol
 from fabric_lsp.engine.activity import Cancelled, CancelToken
-from fabric_lsp.handlers.engines import DomainError, EngineUnavailable
+from fabric_lsp.engines import DomainError
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -38,29 +36,6 @@ log = logging.getLogger("fabric_lsp.requests")
 
 _token_ids = itertools.count(1)
 
-# Fault injection for end-to-end tests of failure and cancellation paths (documented in
-# docs/protocol.md): FABRIC_LSP_FAULTS="fabric/sessions=fail,fabric/recall=slow".
-# "fail" raises inside the request; "slow" works for up to 60 s, reporting progress and
-# honouring the CancelToken like an engine loop. Unset in normal use.
-FAULTS: dict[str, str] = dict(
-    item.split("=", 1) for item in os.environ.get("FABRIC_LSP_FAULTS", "").split(",") if "=" in item
-)
-
-
-def _injected(method: str, kind: str) -> Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any]:
-    def work(params: Any, cancel: CancelToken, activity: Callable[[dict[str, Any]], None]) -> Any:
-        if kind == "fail":
-            raise RuntimeError(f"injected fault in {method}")
-        deadline = time.monotonic() + 60.0
-        step = 0
-        while time.monotonic() < deadline:
-            cancel.check()
-            activity({"type": "progress", "message": f"Injected slow work, step {step}", "percentage": min(99, step)})
-            step += 1
-            time.sleep(0.02)
-        return None
-
-    return work
 CREATE_TIMEOUT_S = 5.0
 REPORT_INTERVAL_S = 0.05
 
@@ -183,6 +158,48 @@ class RequestProgress:
             self.server.work_done_progress.tokens.pop(self.token, None)
 
 
+class BackgroundProgress:
+    """`$/progress` for server-initiated work: the background indexer's passes.
+
+    Each pass with work is one server-created token (`window/workDoneProgress/create` when
+    the client supports it, as `RequestProgress` does), `begin` … "Indexing N/M sessions"
+    reports … `end`, paired even when the pass stops early. The end also goes out as a
+    `fabric/activity` metrics event (`request: "fabric/backgroundIndex"`, `indexedSessions`,
+    `eligibleSessions`) for clients without work-done progress.
+    """
+
+    METHOD = "fabric/backgroundIndex"
+    TITLE = "Indexing sessions"
+
+    def __init__(self, server: "FabricServer") -> None:
+        self.server = server
+        self.current: RequestProgress | None = None
+
+    def sink(self, event: dict[str, Any]) -> None:  # from the indexer's thread
+        if isinstance(event, dict):
+            self.server.call_in_loop(self._on_event, dict(event))
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "indexing":
+            if self.current is not None:
+                self.current._on_event(event)
+            return
+        if event.get("phase") == "begin":
+            if self.current is not None:  # never two open passes
+                asyncio.ensure_future(self.current.end("done"))
+            self.current = RequestProgress(self.server, self.METHOD, self.TITLE, None, create=True)
+            self.current.start()
+            return
+        current, self.current = self.current, None
+        total, indexed = int(event.get("total") or 0), int(event.get("indexed") or 0)
+        message = f"Indexed {indexed}/{total} sessions" + (" (stopped)" if event.get("cancelled") else "")
+        if current is not None:
+            asyncio.ensure_future(current.end(message))
+        self.server.protocol.notify(protocol.ACTIVITY, {
+            "type": "metrics", "request": self.METHOD, "indexedSessions": indexed, "eligibleSessions": total,
+        })
+
+
 def _internal_error(method: str, err: BaseException) -> JsonRpcInternalError:
     log.error("%s failed", method, exc_info=(type(err), err, err.__traceback__))
     return JsonRpcInternalError(message=f"{method} failed: {type(err).__name__}: {err}")
@@ -213,8 +230,6 @@ async def run_request(
     """
     if params is None:
         params = decode(method, raw_params)
-    if method in FAULTS:
-        work = _injected(method, FAULTS[method])
     token = CancelToken()
     msg_id = server.protocol.msg_id
     if msg_id is not None:
@@ -241,8 +256,6 @@ async def run_request(
     except DomainError as err:
         outcome = "done"
         return err.to_result()
-    except EngineUnavailable as err:
-        raise JsonRpcMethodNotFound(message=str(err)) from None
     except JsonRpcException:
         raise
     except protocol.InvalidParams as err:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
 from fabric_lsp.handlers.progress import run_request
 
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
-def recall_work(ls: Any, method: str = protocol.RECALL) -> Any:
+
+def recall_work(ls: "FabricServer") -> Any:
     def work(params: protocol.RecallParams, cancel: Any, activity: Any) -> Any:
-        engine = ls.engines.memory(method)
-        cwd = params.cwd or ls.default_cwd()
-        return engine.recall(protocol.params_to_dict(params), cwd=cwd, cancel=cancel, activity=activity)
+        return ls.engines.recall(params, ls.default_cwd(), cancel, activity)
 
     return work
 
 
-async def recall(ls: Any, raw: Any) -> Any:
+async def recall(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(ls, protocol.RECALL, raw, recall_work(ls), title="Fabric: recall", memory=True)
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
 from fabric_lsp.handlers.progress import run_request
 
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
-async def sessions(ls: Any, raw: Any) -> Any:
+
+async def sessions(ls: "FabricServer", raw: Any) -> Any:
     def work(params: protocol.SessionsParams, cancel: Any, activity: Any) -> Any:
-        engine = ls.engines.memory(protocol.SESSIONS)
-        cwd = params.cwd or ls.default_cwd()
-        return engine.sessions(protocol.params_to_dict(params), cwd=cwd, cancel=cancel, activity=activity)
+        return ls.engines.sessions(params, ls.default_cwd(), cancel, activity)
 
     return await run_request(ls, protocol.SESSIONS, raw, work, title="Fabric: listing sessions", memory=True)
 

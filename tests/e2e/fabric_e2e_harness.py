@@ -25,6 +25,8 @@ PROJECT_CWD = "/home/user/proj"
 PROJECT_FOLDER = "--home-user-proj--"
 EDITORS = ["visual-studio-code", "neovim@v0.11"]
 SERVER_CMD = [sys.executable, "-m", "fabric_lsp"]
+# the real server with injected engine faults (tests/e2e/faulty_server.py)
+FAULTY_SERVER_CMD = [sys.executable, str(Path(__file__).resolve().parent / "faulty_server.py")]
 
 
 def make_agent_dir(root: Path) -> Path:
@@ -114,10 +116,11 @@ async def start(
     env: dict[str, str] | None = None,
     capabilities: types.ClientCapabilities | None = None,
     server_args: list[str] | None = None,
+    server_command: list[str] | None = None,
 ) -> LanguageClient:
     """A started and initialized client against a fresh server process."""
     config = ClientServerConfig(
-        server_command=SERVER_CMD + (server_args or []),
+        server_command=(server_command or SERVER_CMD) + (server_args or []),
         client_factory=make_client,
         server_env=env or server_env(agent_dir),
     )
@@ -159,13 +162,6 @@ async def rpc_error(client: LanguageClient, method: str, params: Any = None) -> 
     raise AssertionError(f"{method} answered a result instead of an error: {result!r}")
 
 
-def engine_landed(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 SPEC_WARNINGS_AS_ERRORS = pytest.mark.filterwarnings("error::pytest_lsp.checks.LspSpecificationWarning")

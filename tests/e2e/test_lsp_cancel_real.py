@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from fabric_e2e_harness import REPO, SPEC_WARNINGS_AS_ERRORS, engine_landed, rpc, server_env, start, stop
+from fabric_e2e_harness import REPO, SPEC_WARNINGS_AS_ERRORS, rpc, server_env, start, stop
 from lsprotocol import types
 
 from fabric_lsp import protocol
@@ -17,7 +17,6 @@ from fabric_lsp import protocol
 pytestmark = [
     SPEC_WARNINGS_AS_ERRORS,
     pytest.mark.slow,
-    pytest.mark.skipif(not engine_landed("fabric_lsp.engine.memory.api"), reason="needs the memory engine"),
 ]
 
 

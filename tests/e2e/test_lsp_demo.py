@@ -6,8 +6,6 @@ import json
 import subprocess
 import sys
 
-from fabric_e2e_harness import engine_landed
-
 
 def test_demo_runs_every_step():
     proc = subprocess.run(
@@ -19,21 +17,14 @@ def test_demo_runs_every_step():
     assert report["server"]["name"] == "fabric-lsp"
     assert report["serverExitCode"] == 0
     steps = report["steps"]
-    if engine_landed("fabric_lsp.engine.memory.api"):
-        assert steps["sessions"]["totalItems"] >= 1
-        assert steps["recall"]["totalItems"] >= 1
-        assert steps["expand"]["entries"] == 1
-        assert steps["hover"]["chars"] > 0
-        assert steps["workspaceSymbol"]["symbols"] >= 1
-    else:
-        assert "not available yet" in steps["recall"]["notAvailable"]
-    if engine_landed("fabric_lsp.engine.intents.service"):
-        assert steps["intents"] == {"requested": True, "cancelled": True}
-    if engine_landed("fabric_lsp.engine.compaction.api"):
-        assert steps["compactionPreview"]["outcome"] == "compacted"
-        assert steps["compactionPreview"]["summaryChars"] > 0
-    else:
-        assert "not available yet" in steps["compactionPreview"]["notAvailable"]
+    assert steps["sessions"]["totalItems"] >= 1
+    assert steps["recall"]["totalItems"] >= 1
+    assert steps["expand"]["entries"] == 1
+    assert steps["hover"]["chars"] > 0
+    assert steps["workspaceSymbol"]["symbols"] >= 1
+    assert steps["intents"] == {"requested": True, "cancelled": True}
+    assert steps["compactionPreview"]["outcome"] == "compacted"
+    assert steps["compactionPreview"]["summaryChars"] > 0
 
 
 def test_demo_text_output_names_each_part():
@@ -63,6 +54,5 @@ def test_demo_on_a_given_agent_dir_writes_nothing_there(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert "intents" not in report["steps"]
-    if engine_landed("fabric_lsp.engine.memory.api"):
-        assert report["steps"]["recall"]["totalItems"] >= 1
+    assert report["steps"]["recall"]["totalItems"] >= 1
     assert sorted(p.relative_to(agent) for p in agent.rglob("*")) == before

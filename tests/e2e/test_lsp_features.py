@@ -1,6 +1,6 @@
 """Every fabric/* method, the executeCommand equivalents and workspace/symbol against the
 real server on the real-Pi fixtures, with the VS Code and Neovim 0.11 capability sets.
-A method whose engine has not landed must answer "not available yet" (-32601)."""
+Every engine is imported directly: there is no "not available yet" answer."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest_asyncio
 from fabric_e2e_harness import (
     PROJECT_FOLDER,
     SPEC_WARNINGS_AS_ERRORS,
-    engine_landed,
     make_agent_dir,
     rpc,
     rpc_error,
@@ -29,9 +28,6 @@ from fabric_lsp import protocol
 
 pytestmark = [SPEC_WARNINGS_AS_ERRORS, pytest.mark.asyncio(loop_scope="module")]
 
-MEMORY = engine_landed("fabric_lsp.engine.memory.api")
-COMPACTION = engine_landed("fabric_lsp.engine.compaction.api")
-INTENTS = engine_landed("fabric_lsp.engine.intents.service")
 S01 = "01-print-default-tools.jsonl"
 S01_ID = "01a22a55-edc4-7a7c-a326-7243dd1f6cb8"
 S03_ID = "01a22a5b-23e4-707c-bd37-182443495f96"
@@ -59,11 +55,6 @@ def line_of(path: Path, entry_id: str) -> int:
     return found
 
 
-async def expect_not_available(client, method, params, part):
-    code, message = await rpc_error(client, method, params)
-    assert code == -32601 and "not available yet" in message and part in message, message
-
-
 async def command(client, name, arg):
     return await rpc(client, types.WORKSPACE_EXECUTE_COMMAND, types.ExecuteCommandParams(command=name, arguments=[arg]))
 
@@ -72,8 +63,6 @@ async def command(client, name, arg):
 
 
 async def test_sessions(client, agent_dir):
-    if not MEMORY:
-        return await expect_not_available(client, protocol.SESSIONS, {}, "memory engine")
     result = await rpc(client, protocol.SESSIONS, {"scope": "project"})
     msgspec.convert(result, protocol.SessionsResult)
     assert result["totalItems"] == 6
@@ -83,8 +72,6 @@ async def test_sessions(client, agent_dir):
 
 
 async def test_recall_renders_references_and_lines(client, agent_dir):
-    if not MEMORY:
-        return await expect_not_available(client, protocol.RECALL, {"query": "calc"}, "memory engine")
     result = await rpc(client, protocol.RECALL, {"query": "calc", "scope": "project"})
     msgspec.convert(result, protocol.RecallResult)
     assert result["totalMatches"] > 0
@@ -105,8 +92,6 @@ async def test_recall_unknown_scope_is_invalid_params(client):
 
 async def test_expand_by_entry_id_and_errors(client, agent_dir):
     path = session_path(agent_dir)
-    if not MEMORY:
-        return await expect_not_available(client, protocol.EXPAND, {"session": str(path), "indices": [0]}, "memory engine")
     result = await rpc(client, protocol.EXPAND, {"session": str(path), "entryIds": ["d47ccd08"]})
     msgspec.convert(result, protocol.ExpandResult)
     assert result["sessionId"] == S01_ID
@@ -124,10 +109,6 @@ async def test_expand_by_entry_id_and_errors(client, agent_dir):
 
 async def test_workspace_symbol_is_project_recall(client, agent_dir):
     params = types.WorkspaceSymbolParams(query="calc")
-    if not MEMORY:
-        code, message = await rpc_error(client, types.WORKSPACE_SYMBOL, params)
-        assert code == -32601 and "not available yet" in message
-        return
     symbols = await client.workspace_symbol_async(params)
     assert symbols
     folder = (agent_dir / "sessions" / PROJECT_FOLDER).as_uri()
@@ -145,8 +126,6 @@ async def test_workspace_symbol_is_project_recall(client, agent_dir):
 async def test_compaction_preview(client, agent_dir):
     path = session_path(agent_dir, "02-print-continue-errors-retries-truncation.jsonl")
     params = {"session": str(path), "keepRecentTokens": 2000, "includeQa": True}
-    if not COMPACTION:
-        return await expect_not_available(client, protocol.COMPACTION_PREVIEW, params, "compaction engine")
     result = await rpc(client, protocol.COMPACTION_PREVIEW, params)
     msgspec.convert(result, protocol.CompactionPreviewResult)
     assert result["outcome"] in ("compacted", "cancelled", "skipped")
@@ -162,8 +141,6 @@ async def test_branch_summary_preview(client, agent_dir):
     path = session_path(agent_dir, "03-rpc-all-entry-types-branch-compaction.jsonl")
     first_id = json.loads(path.read_text(encoding="utf-8").splitlines()[1])["id"]
     params = {"session": str(path), "targetId": first_id}
-    if not COMPACTION:
-        return await expect_not_available(client, protocol.BRANCH_SUMMARY_PREVIEW, params, "compaction engine")
     result = await rpc(client, protocol.BRANCH_SUMMARY_PREVIEW, params)
     msgspec.convert(result, protocol.BranchSummaryPreviewResult)
     assert await command(client, "fabric.branchSummaryPreview", params) == result
@@ -174,8 +151,6 @@ async def test_branch_summary_preview(client, agent_dir):
 
 async def test_compact_request_status_cancel(client, agent_dir):
     path = str(session_path(agent_dir, "05-rpc-overflow-auto-compaction-split-turn.jsonl"))
-    if not INTENTS:
-        return await expect_not_available(client, protocol.COMPACT_STATUS, {"session": path}, "intents engine")
     status = await rpc(client, protocol.COMPACT_STATUS, {"session": path})
     msgspec.convert(status, protocol.CompactStatusResult)
     # a request on a session that is not quiet long enough stays pending until cancelled
@@ -191,7 +166,6 @@ async def test_compact_request_status_cancel(client, agent_dir):
     assert code == -32602 and "8192" in message  # the byte bound of seed 001
 
 
-@pytest.mark.skipif(not (INTENTS and COMPACTION), reason="needs the intents and compaction engines")
 async def test_commit_sends_compaction_committed(tmp_path, editor):
     agent = make_agent_dir(tmp_path)
     (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 2000}}))
@@ -219,7 +193,6 @@ async def test_commit_sends_compaction_committed(tmp_path, editor):
         await stop(c)
 
 
-@pytest.mark.skipif(not (INTENTS and COMPACTION), reason="needs the intents and compaction engines")
 async def test_pending_intent_of_an_earlier_run_is_committed_at_start(tmp_path):
     agent = make_agent_dir(tmp_path)
     (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 2000}}))

@@ -7,14 +7,13 @@ import asyncio
 import json
 
 import pytest
-from fabric_e2e_harness import PROJECT_FOLDER, SPEC_WARNINGS_AS_ERRORS, engine_landed, make_agent_dir, rpc, server_env, start, stop
+from fabric_e2e_harness import PROJECT_FOLDER, SPEC_WARNINGS_AS_ERRORS, make_agent_dir, rpc, server_env, start, stop
 from lsprotocol import types
 
 from fabric_lsp import protocol
 
 pytestmark = [
     SPEC_WARNINGS_AS_ERRORS,
-    pytest.mark.skipif(not engine_landed("fabric_lsp.engine.memory.api"), reason="needs the memory engine"),
 ]
 
 WORD = "zanzibarqux"

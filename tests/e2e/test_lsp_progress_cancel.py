@@ -1,5 +1,5 @@
 """Progress pairing, cancellation and failure isolation against the real server, with the
-fault-injection hook (FABRIC_LSP_FAULTS) standing in for slow and failing engine work."""
+faulty server wrapper (tests/e2e/faulty_server.py) standing in for slow and failing engine work."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 import pytest_asyncio
-from fabric_e2e_harness import SPEC_WARNINGS_AS_ERRORS, rpc, rpc_error, server_env, start, stop
+from fabric_e2e_harness import FAULTY_SERVER_CMD, SPEC_WARNINGS_AS_ERRORS, rpc, rpc_error, server_env, start, stop
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
@@ -21,7 +21,7 @@ FAULTS = "fabric/recall=slow,fabric/sessions=fail,fabric/compactionPreview=slow"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client(agent_dir, editor):
-    c = await start(agent_dir, editor, env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS))
+    c = await start(agent_dir, editor, env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD)
     yield c
     await stop(c)
 
@@ -45,20 +45,24 @@ async def _wait_for(pred, timeout=15.0):
     return pred()
 
 
-async def _start_then_cancel(client, method, params, after=0.3, ready=None):
-    """Send, wait `after` seconds (and until `ready()`, on a loaded machine), cancel."""
+def _working(client, method, since):
+    """The engine work of `method` has started: it sent an activity event after `since`."""
+    return lambda: any(a.get("request") == method for a in client.activity[since:])
+
+
+async def _start_then_cancel(client, method, params, ready=None):
+    """Send, wait until the work is running (`ready()`, by default its first activity
+    event), cancel; the JSON-RPC error and how long the answer took."""
+    since = len(client.activity)
     msg_id = f"cancel-{method}-{time.monotonic_ns()}"
     fut = asyncio.wrap_future(client.protocol.send_request(method, params, msg_id=msg_id))
-    await asyncio.sleep(after)
-    if ready is not None:
-        assert await _wait_for(ready), "the request never got going"
+    engine_method = protocol.RECALL if method == types.WORKSPACE_EXECUTE_COMMAND else method
+    assert await _wait_for(ready or _working(client, engine_method, since)), "the request never got going"
     sent = time.monotonic()
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-    try:
+    with pytest.raises(JsonRpcException) as info:
         await asyncio.wait_for(fut, 5.0)
-    except Exception as err:  # noqa: BLE001 - we assert on it
-        return err, time.monotonic() - sent
-    raise AssertionError("the request was not cancelled")
+    return info.value, time.monotonic() - sent
 
 
 async def test_cancel_with_client_token_pairs_progress(client):
@@ -106,44 +110,45 @@ async def test_cancel_through_execute_command(client):
 
 async def test_activity_notifications_name_the_request(client):
     client.activity.clear()
-    await _start_then_cancel(client, protocol.RECALL, {"query": "z"}, after=0.2, ready=lambda: bool(client.activity))
+    await _start_then_cancel(client, protocol.RECALL, {"query": "z"}, ready=lambda: bool(client.activity))
     assert client.activity, "no fabric/activity notification"
-    assert all(a["request"] == protocol.RECALL for a in client.activity)
-    assert all(a["type"] == "progress" and a["message"] for a in client.activity)
+    # every event names its request (a late one of an earlier test's request may be among them)
+    assert all(a["request"] in (protocol.RECALL, protocol.COMPACTION_PREVIEW) for a in client.activity), client.activity
+    mine = [a for a in client.activity if a["request"] == protocol.RECALL]
+    assert mine and all(a["type"] == "progress" and a["message"] for a in mine)
 
 
 async def test_a_slow_request_does_not_block_others(client):
     msg_id = f"slow-{time.monotonic_ns()}"
+    since = len(client.activity)
     slow = asyncio.wrap_future(client.protocol.send_request(protocol.RECALL, {"query": "slow"}, msg_id=msg_id))
-    await asyncio.sleep(0.1)
+    assert await _wait_for(_working(client, protocol.RECALL, since)), "the recall never got going"
     # answered through the engine executor while the recall still runs there
-    try:
-        result = await rpc(client, protocol.EXPAND, {"session": "no-such-session", "indices": [0]})
-        assert result["error"]["code"] == "session_not_found"
-    except JsonRpcException as err:  # the memory engine has not landed
-        assert err.code == -32601
+    result = await rpc(client, protocol.EXPAND, {"session": "no-such-session", "indices": [0]})
+    assert result["error"]["code"] == "session_not_found"
     assert not slow.done()
     client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
-    with pytest.raises(Exception):
+    with pytest.raises(JsonRpcException) as info:
         await asyncio.wait_for(slow, 5.0)
+    assert info.value.code == -32800
 
 
 async def test_busy_memory_engine_does_not_hold_the_other_requests(client, agent_dir):
     ids = [f"busy-{i}-{time.monotonic_ns()}" for i in range(5)]  # more than any single pool
+    since = len(client.activity)
     slow = [asyncio.wrap_future(client.protocol.send_request(protocol.RECALL, {"query": "b"}, msg_id=i)) for i in ids]
-    await asyncio.sleep(0.2)
+    assert await _wait_for(_working(client, protocol.RECALL, since)), "the recalls never got going"
     session = str(next((agent_dir / "sessions").glob("*/01-*.jsonl")))
-    try:  # answered from the engine pool while every memory thread is taken
-        status = await asyncio.wait_for(rpc(client, protocol.COMPACT_STATUS, {"session": session}), 20)
-        assert "settled" in status
-    except JsonRpcException as err:  # the intents engine has not landed
-        assert err.code == -32601
+    # answered from the engine pool while every memory thread is taken
+    status = await asyncio.wait_for(rpc(client, protocol.COMPACT_STATUS, {"session": session}), 20)
+    assert "settled" in status
     assert not any(f.done() for f in slow)
     for i in ids:
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=i))
     for f in slow:
-        with pytest.raises(Exception):
+        with pytest.raises(JsonRpcException) as info:
             await asyncio.wait_for(f, 15.0)
+        assert info.value.code == -32800
 
 
 async def test_a_failure_leaves_the_server_serving(client):
@@ -165,7 +170,7 @@ async def test_a_failure_leaves_the_server_serving(client):
 
 async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
     bare = await start(
-        agent_dir, "bare", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS), capabilities=types.ClientCapabilities()
+        agent_dir, "bare", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD, capabilities=types.ClientCapabilities()
     )
     try:
         err, latency = await _start_then_cancel(bare, protocol.RECALL, {"query": "x"}, ready=lambda: bool(bare.activity))
@@ -179,7 +184,7 @@ async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
 async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path):
     log_file = tmp_path / "server.log"
     c = await start(
-        agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS),
+        agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD,
         server_args=["--log-file", str(log_file), "-vv", "serve"],
     )
     try:
@@ -198,12 +203,13 @@ async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path
 
 
 async def test_late_answer_to_progress_create_after_cancel_is_harmless(agent_dir):
-    c = await start(agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_LSP_FAULTS=FAULTS))
+    c = await start(agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD)
     try:
         c.create_delay = 0.5  # the client answers create only after the request was cancelled
-        err, _ = await _start_then_cancel(c, protocol.RECALL, {"query": "late"}, after=0.1)
+        err, _ = await _start_then_cancel(c, protocol.RECALL, {"query": "late"})
         assert getattr(err, "code", None) == -32800
-        await asyncio.sleep(1.0)  # the late create answer arrives now
+        # the late create answer arrives now
+        assert await _wait_for(lambda: any(str(t).startswith("fabric-lsp/") for t in c.progress_reports))
         c.create_delay = 0.0
         token = f"after-late-{time.monotonic_ns()}"
         c.progress_reports.setdefault(token, [])

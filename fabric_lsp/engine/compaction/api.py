@@ -19,7 +19,7 @@ from .loader import Loaded, load_session_bytes, load_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
-from .pigate import model_key, pi_tokens_before, prepare_compaction
+from .pigate import model_key as branch_model_key, pi_tokens_before, prepare_compaction
 from .qa import generate_probes, qa_report
 
 DEFAULT_CONTEXT_WINDOW = 200000
@@ -137,8 +137,14 @@ def _without_gc(fn):
     return wrapper
 
 
+def preview_compaction(source: Source, **options: Any) -> dict[str, Any]:
+    """The `fabric/compactionPreview` result for one session branch (see
+    `compaction_run` for the options)."""
+    return compaction_run(source, **options)[0]
+
+
 @_without_gc
-def preview_compaction(
+def compaction_run(
     source: Source,
     *,
     session_path: Any = None,
@@ -153,11 +159,17 @@ def preview_compaction(
     leaf_id: Optional[str] = None,
     include_qa: bool = False,
     settings: Optional[dict] = None,
+    model_key: Optional[str] = None,
+    pi_vcc_overriding: bool = False,
     cancel: Optional[CancelToken] = None,
     activity: Optional[ActivitySink] = None,
-) -> dict[str, Any]:
-    """The `fabric/compactionPreview` result for one session branch.
+) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    """(the `fabric/compactionPreview` result, the hook's answer or None when Pi's own
+    gate stopped first) for one session branch. The Pi bridge returns the hook's answer
+    to Pi; every face shows the result: the same computation, the same bytes.
 
+    `model_key` is the live model's `provider/id` (default: the branch's last model);
+    `pi_vcc_overriding` is the event marker of an earlier pi-vcc handler.
     `settings` may carry Fabric's compaction config (`engine`, `targetContextRatio`,
     `thresholds`, `tokenThresholds`, optionally nested under `compaction`) and Pi's
     `reserveTokens` / `keepRecentTokens` / `contextWindow`; explicit arguments win.
@@ -179,7 +191,7 @@ def preview_compaction(
     }
     if not log.is_session:
         result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
-        return result
+        return result, None
     if leaf_id is not None and leaf_id not in log.by_id:
         raise PreviewError("entry_not_found", f"leafId {leaf_id!r} is not an entry of this session")
     used_leaf, branch, error = log.branch(leaf_id)
@@ -214,7 +226,7 @@ def preview_compaction(
     gate = prepare_compaction(branch, pi_settings["keepRecentTokens"])
     if not gate["ok"]:
         result["reason"] = f"Pi would keep everything: {gate['reason']}"
-        return result
+        return result, None
     if big:
         report(activity, "Compiling summary", 60)
     hook = compaction_hook(
@@ -222,7 +234,8 @@ def preview_compaction(
         tokens_before=tb,
         reason=reason,
         custom_instructions=_custom_instructions(instructions, preserve),
-        model_key=model_key(branch),
+        model_key=model_key if model_key is not None else branch_model_key(branch),
+        pi_vcc_overriding=pi_vcc_overriding,
         context_window=window_meta,
         pi_settings=pi_settings,
         config=config,
@@ -231,14 +244,14 @@ def preview_compaction(
     check(cancel)
     if hook["result"] == "passthrough":
         result["reason"] = hook["reason"]
-        return result
+        return result, hook
     if hook["result"] == "cancel":
         result["outcome"] = "cancelled"
         result["reason"] = hook["reason"]
         if "instructionError" in hook:
             err = hook["instructionError"]
             result["error"] = {"code": err["code"], "message": err["message"]}
-        return result
+        return result, hook
     comp = hook["compaction"]
     result["outcome"] = "compacted"
     result["summary"] = comp["summary"]
@@ -249,7 +262,7 @@ def preview_compaction(
         result["qa"] = qa_report(comp["summary"], generate_probes(events, len(events)))
     if big:
         report(activity, "Preview ready", 100)
-    return result
+    return result, hook
 
 
 def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict], Optional[str]]:

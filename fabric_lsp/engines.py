@@ -1,0 +1,309 @@
+"""The one owner of engine instances, and the face-neutral engine calls.
+
+The server's handlers and the CLI both call the methods here with the decoded protocol
+params Struct and get the plain result object back, so `fabric-lsp preview --json` and
+`fabric/compactionPreview` are the same bytes for the same settings and params. No pygls
+import: the server passes in how to notify and where to close engines.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+from fabric_lsp import protocol
+from fabric_lsp.config import ServerConfig
+from fabric_lsp.engine.activity import ActivitySink, CancelToken
+from fabric_lsp.engine.session import AmbiguousSession, SessionNotFound, resolve_session
+from fabric_lsp.engine.session.lease import LeaseBook
+
+if TYPE_CHECKING:
+    from fabric_lsp.engine.compaction.options import CompactionOptions, CompactionOverrides
+    from fabric_lsp.engine.intents.service import IntentsService
+    from fabric_lsp.engine.memory.api import MemoryEngine
+
+# The compaction and memory engines are imported on first use, not at import time: the
+# editor pays the server's start-up on every launch (tests/e2e/test_lsp_lifecycle.py).
+
+log = logging.getLogger("fabric_lsp.engines")
+
+Notify = Callable[[str, Any], None]
+Submit = Callable[[Callable[[], None]], Any]
+
+
+class DomainError(Exception):
+    """A domain outcome the wire reports as `{error: {code, message, candidates?}}`."""
+
+    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.candidates = candidates
+
+    def to_result(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.candidates is not None:
+            error["candidates"] = list(self.candidates)
+        return {"error": error}
+
+
+def resolve_session_path(ref: str, session_dir: Path) -> Path:
+    """Session id, path or file:// URI → the session file; DomainError when it is not
+    found or ambiguous."""
+    try:
+        return Path(resolve_session(ref, str(session_dir)))
+    except AmbiguousSession as err:
+        raise DomainError("ambiguous_session", str(err), [str(c) for c in err.candidates]) from None
+    except SessionNotFound as err:
+        raise DomainError("session_not_found", str(err)) from None
+
+
+class Engines:
+    """Engine instances built from one configuration, created on first use.
+
+    `config()` returns the current settings (the server's change on reload; the CLI's
+    never do); `notify(method, params)` sends a notification to the client (the CLI has
+    none); `submit(fn)` runs a closing engine's `close()` off the caller's thread.
+    """
+
+    def __init__(
+        self,
+        config: Callable[[], ServerConfig],
+        *,
+        notify: Optional[Notify] = None,
+        submit: Optional[Submit] = None,
+    ) -> None:
+        self._config = config
+        self._notify = notify
+        self._submit = submit
+        self._lock = threading.RLock()
+        self._memory: Optional["MemoryEngine"] = None
+        self._intents: Optional["IntentsService"] = None
+        self._index_sink: Optional[Callable[[dict[str, Any]], None]] = None
+        self._index_enabled = False
+
+    @property
+    def config(self) -> ServerConfig:
+        return self._config()
+
+    # -- engines --------------------------------------------------------------------
+
+    def memory(self) -> "MemoryEngine":
+        from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+
+        with self._lock:
+            if self._memory is None:
+                cfg = self.config
+                self._memory = MemoryEngine(
+                    MemoryConfig.from_settings(dict(cfg.memory)),
+                    agent_dir=str(cfg.agent_dir),
+                    session_dir=str(cfg.session_dir),
+                    index_dir=str(cfg.index_dir),
+                )
+            return self._memory
+
+    def memory_if_started(self) -> Optional["MemoryEngine"]:
+        with self._lock:
+            return self._memory
+
+    def leases(self) -> LeaseBook:
+        return LeaseBook(self.config.agent_dir)
+
+    def intents(self) -> "IntentsService":
+        from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
+
+        with self._lock:
+            if self._intents is None:
+                cfg = self.config
+                service = IntentsService(
+                    state_dir=default_state_dir(str(cfg.agent_dir)),
+                    quiet_interval_s=cfg.compaction["commitQuietMs"] / 1000.0,
+                    compaction_options_provider=lambda _path: self.compaction_options().kwargs(),
+                    on_committed=self._committed,
+                    leases=self.leases(),
+                )
+                service.start()
+                self._intents = service
+            return self._intents
+
+    def start_background(self) -> None:
+        """Start the intents committer now, so intents left pending by an earlier run (or
+        by another process) are committed without waiting for a client request."""
+        try:
+            self.intents()
+        except Exception:
+            log.exception("starting the intents engine failed")
+        self.resume_background_index()  # after a settings change: index with the new engine
+
+    def start_background_index(self, sink: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
+        """Index every session in the background (engine/memory/background.py), now and for
+        every memory engine built after a settings change; `sink` gets its events."""
+        with self._lock:
+            self._index_enabled = True
+            self._index_sink = sink
+        self.resume_background_index()
+
+    def resume_background_index(self) -> None:
+        if not self._index_enabled:
+            return
+        try:
+            from fabric_lsp.engine.memory.background import BackgroundIndexer
+
+            engine = self.memory()
+            if not engine.config.enabled:
+                return
+            with self._lock:
+                if engine.background is None and engine is self._memory:
+                    BackgroundIndexer(engine, self._index_sink).start()
+        except Exception:
+            log.exception("starting the background indexer failed")
+
+    def compaction_options(self, overrides: Optional["CompactionOverrides"] = None) -> "CompactionOptions":
+        """The effective compaction options (engine/compaction/options.py) of the current
+        settings and a request's overrides."""
+        from fabric_lsp.engine.compaction.options import resolve_compaction_options
+
+        return resolve_compaction_options(self.config.compaction_settings(), overrides)
+
+    def _committed(self, session_path: str, record: dict[str, Any]) -> None:
+        """The intents engine's on_committed callback → `fabric/compactionCommitted`."""
+        if self._notify is not None:
+            self._notify(protocol.COMPACTION_COMMITTED, {"session": str(session_path), "record": record})
+
+    # -- face-neutral calls ---------------------------------------------------------
+
+    def session_path(self, ref: str) -> Path:
+        return resolve_session_path(ref, self.config.session_dir)
+
+    def compaction_preview(
+        self,
+        p: protocol.CompactionPreviewParams,
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        from fabric_lsp.engine.compaction.api import preview_compaction
+        from fabric_lsp.engine.compaction.options import CompactionOverrides
+
+        path = self.session_path(p.session)
+        options = self.compaction_options(CompactionOverrides.of(p))
+        leaf_id = p.leaf_id
+        if leaf_id is None:
+            leaf_id = self.leases().live_leaf(str(path))
+        return preview_compaction(
+            str(path),  # the engine streams and hashes the same bytes (lower peak memory)
+            session_path=str(path),
+            instructions=p.instructions,
+            preserve=p.preserve,
+            reason=p.reason,
+            tokens_before=p.tokens_before,
+            leaf_id=leaf_id,
+            include_qa=p.include_qa,
+            cancel=cancel,
+            activity=activity,
+            **options.kwargs(),
+        )
+
+    def branch_summary_preview(
+        self,
+        p: protocol.BranchSummaryPreviewParams,
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        from fabric_lsp.engine.compaction.api import preview_branch_summary
+
+        path = self.session_path(p.session)
+        from_id = p.from_id
+        if from_id is None:
+            from_id = self.leases().live_leaf(str(path))
+        return preview_branch_summary(
+            str(path),
+            session_path=str(path),
+            target_id=p.target_id,
+            from_id=from_id,
+            instructions=p.instructions,
+            preserve=p.preserve,
+            replace_instructions=bool(p.replace_instructions),
+            settings=dict(self.compaction_options().fabric),
+            cancel=cancel,
+            activity=activity,
+        )
+
+    def recall(
+        self,
+        p: protocol.RecallParams,
+        cwd: Optional[str],
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+
+    def expand(
+        self,
+        p: protocol.ExpandParams,
+        cwd: Optional[str],
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
+
+    def sessions(
+        self,
+        p: protocol.SessionsParams,
+        cwd: Optional[str],
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+
+    def file_history(
+        self,
+        p: protocol.FileHistoryParams,
+        cwd: Optional[str],
+        cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def notify_changed(self, paths: Iterable[str]) -> None:
+        changed = sorted(set(paths))
+        if not changed:
+            return
+        for engine in (self.memory_if_started(), self._intents):
+            if engine is None:
+                continue
+            try:
+                engine.notify_changed(changed)
+            except Exception:
+                log.exception("notify_changed failed")
+
+    def drop_caches(self) -> None:
+        engine = self.memory_if_started()
+        if engine is not None:
+            engine.drop_caches()
+
+    def reset(self, *, wait: bool = False) -> None:
+        """Forget engines built from an older configuration; they are closed through
+        `submit` (closing may join threads), or here when `wait` or there is no submit."""
+        with self._lock:
+            old: list[Any] = [e for e in (self._memory, self._intents) if e is not None]
+            self._memory = None
+            self._intents = None
+        for engine in old:
+            if wait or self._submit is None:
+                _close(engine)
+            else:
+                self._submit(lambda e=engine: _close(e))
+
+    def close(self) -> None:
+        self.reset(wait=True)
+
+
+def _close(engine: Any) -> None:
+    try:
+        engine.close()
+    except Exception:
+        log.exception("closing an engine failed")

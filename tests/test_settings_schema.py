@@ -1,0 +1,52 @@
+"""One settings schema: the bounds the engines enforce are the bounds every face states
+(the server's validation, the CLI's warnings, docs/configuration.md, the VS Code manifest)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fabric_lsp.config import COMPACTION_DEFAULTS, MEMORY_DEFAULTS, MEMORY_INT_BOUNDS, load_config
+from fabric_lsp.engine.memory.api import MemoryConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_out_of_bounds_memory_value_is_rejected_with_a_warning_naming_the_bound(tmp_path):
+    (tmp_path / "fabric.json").write_text(json.dumps({"memory": {"maxEntryChars": 50}}))
+    cfg = load_config(init_options={"agentDir": str(tmp_path)})
+    assert cfg.memory["maxEntryChars"] == 2000
+    assert any("memory.maxEntryChars must be >= 100" in w for w in cfg.warnings), cfg.warnings
+    # what the settings report is what the engine uses
+    assert MemoryConfig.from_settings(cfg.memory).max_entry_chars == cfg.memory["maxEntryChars"]
+
+
+def test_the_cli_prints_the_same_warning(tmp_path):
+    (tmp_path / "fabric.json").write_text(json.dumps({"memory": {"maxEntryChars": 50}}))
+    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "sessions", "--agent-dir", str(tmp_path), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert "memory.maxEntryChars must be >= 100" in out.stderr, out.stderr
+
+
+def test_every_in_bounds_value_reaches_the_engine_unchanged():
+    for key, (lo, hi) in MEMORY_INT_BOUNDS.items():
+        for value in (lo, hi):
+            cfg = load_config(init_options={"memory": {key: value}}, env={})
+            assert cfg.memory[key] == value and not cfg.warnings, (key, value, cfg.warnings)
+            engine = MemoryConfig.from_settings(cfg.memory)
+            snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
+            assert getattr(engine, snake) == value, key
+
+
+def test_vscode_manifest_and_docs_state_the_same_bounds_and_defaults():
+    manifest = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+    props = manifest["contributes"]["configuration"]["properties"]
+    docs = (ROOT / "docs" / "configuration.md").read_text()
+    for key, (lo, hi) in MEMORY_INT_BOUNDS.items():
+        prop = props[f"fabric.memory.{key}"]
+        assert (prop["minimum"], prop["maximum"], prop["default"]) == (lo, hi, MEMORY_DEFAULTS[key]), key
+        assert f"| `memory.{key}` | `{MEMORY_DEFAULTS[key]}` | integer {lo}–{hi} |" in docs, key
+    for key, default in COMPACTION_DEFAULTS.items():
+        assert props[f"fabric.compaction.{key}"]["default"] == default, key
