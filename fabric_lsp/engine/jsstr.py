@@ -12,8 +12,11 @@ from __future__ import annotations
 import math
 import re
 import sys
+from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Any, Optional
+
+import msgspec
 
 # JS `\s` (WhiteSpace + LineTerminator), used by /\s+/g, trim(), trimStart().
 JS_WS_CHARS = (
@@ -71,6 +74,7 @@ def js_trim_start(s: str) -> str:
     return s.lstrip(JS_WS_CHARS)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_WS = re.compile("[^" + re.escape(JS_WS_CHARS) + "]")
 
 
@@ -134,12 +138,32 @@ def utf16_sort_key(s: str) -> bytes:
 
 
 def has_unpaired_surrogate(s: str) -> bool:
-    if s.isascii():
+    """True when `s`, read as JS UTF-16 code units, holds a surrogate that is not half of
+    a high+low pair. Strings decoded from JSON carry a pair as one code point; a str built
+    from raw surrogates can still hold an adjacent high+low pair, which UTF-16 (and so
+    JS) reads as one character, so such a pair is not unpaired. The one rule of both
+    engines and the intents layer."""
+    if s.isascii() or _SURROGATE.search(s) is None:
         return False
-    for ch in s:
-        if "\ud800" <= ch <= "\udfff":
+    i = 0
+    n = len(s)
+    while i < n:
+        o = ord(s[i])
+        if 0xD800 <= o <= 0xDBFF:
+            if i + 1 < n and 0xDC00 <= ord(s[i + 1]) <= 0xDFFF:
+                i += 2
+                continue
             return True
+        if 0xDC00 <= o <= 0xDFFF:
+            return True
+        i += 1
     return False
+
+
+def join_surrogate_pairs(s: str) -> str:
+    """`s` with each adjacent raw high+low surrogate pair joined into its character, as a
+    JS string of the same code units reads it; lone surrogates stay as they are."""
+    return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 # --------------------------------------------------------------------------- numbers
@@ -245,9 +269,12 @@ def _esc_char(m: re.Match) -> str:
 
 
 def _quote_nonascii(s: str) -> str:
-    # Python strings never hold *paired* surrogates as two code points unless they came
-    # from surrogateescape; a code point in D800-DFFF here is a lone surrogate.
+    # A surrogate code point left after joining raw pairs is a lone surrogate, which
+    # well-formed JSON.stringify writes as a lowercase `\udxxx` escape.
+    if _SURROGATE.search(s) is not None:
+        s = join_surrogate_pairs(s)
     return '"' + _NEEDS_ESC.sub(_esc_char, s) + '"'
+
 
 
 def js_quote(s: str) -> str:
@@ -257,11 +284,54 @@ def js_quote(s: str) -> str:
     return _quote_nonascii(s)
 
 
+# msgspec writes the same bytes as JSON.stringify for strings without lone surrogates
+# (same short escapes, lowercase \u00xx, raw non-ASCII and U+2028/2029), for integers,
+# booleans, null, NaN/Infinity (null) and for insertion-ordered keys. It differs on
+# non-integral or large numbers (`1e21`, `-0.0`, `1e-07`, 2**60) and on integer-like keys
+# (JS lists them first, ascending). An output token that could be one of those sends
+# the value down the exact path; a string that merely looks like one costs only time.
+_ENCODER = msgspec.json.Encoder()
+_FAST_RISK = re.compile(rb'[:\[,]-?[0-9]+[.eE]|[:\[,]-?[0-9]{16}|[{,]"[0-9]+":')
+
+
+def _fast_stringify(value: Any) -> Optional[bytes]:
+    if value.__class__ is float:
+        return None
+    try:
+        out = _ENCODER.encode(value)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None  # lone surrogates (UnicodeEncodeError), non-JSON values, depth
+    if _FAST_RISK.search(out) is not None:
+        return None
+    if out[:1].isdigit() or out[:1] == b"-":  # a bare integer: no delimiter before it
+        if len(out.lstrip(b"-")) >= 16:
+            return None
+    return out
+
+
 def js_stringify(value: Any) -> str:
-    """`JSON.stringify(value)` (compact, non-ASCII raw, JS number format, JS key order)."""
+    """`JSON.stringify(value)`: compact, non-ASCII raw, JS number format (`1e+21`,
+    `-0` -> `0`), JS key order (integer-like keys first ascending, then insertion order),
+    lone surrogates escaped. The one JSON.stringify of both engines."""
+    fast = _fast_stringify(value)
+    if fast is not None:
+        return fast.decode("utf-8")
+    return js_stringify_exact(value)
+
+
+def js_stringify_exact(value: Any) -> str:
+    """`js_stringify` without the msgspec fast path (what the fast path is tested against)."""
     parts: list[str] = []
     _emit(value, parts)
     return "".join(parts)
+
+
+def js_stringify_utf8_len(value: Any) -> int:
+    """UTF-8 byte length of `JSON.stringify(value)` (the trace and envelope size limits)."""
+    fast = _fast_stringify(value)
+    if fast is not None:
+        return len(fast)
+    return len(js_stringify_exact(value).encode("utf-8"))
 
 
 def _emit(v: Any, out: list[str]) -> None:
@@ -323,3 +393,48 @@ def js_entries(v: Any) -> list[tuple[str, Any]]:
     if isinstance(v, str):
         return [(str(i), c) for i, c in enumerate(v)]
     return []
+
+
+def js_truthy(value: Any) -> bool:
+    """`Boolean(value)` for JSON values."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return not (value == 0 or (isinstance(value, float) and math.isnan(value)))
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+# ------------------------------------------------------------------------------ dates
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_date_ms(value: Any) -> int | None:
+    """`Date.parse` for the ISO-8601 forms Pi writes; None when it is not a date."""
+    if not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value)  # 3.11 accepts "Z"
+    except ValueError:
+        s = value.strip()
+        if not s or s == value:
+            return None
+        try:
+            dt = datetime.fromisoformat(s)
+        except ValueError:
+            return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    try:
+        delta = dt - _EPOCH
+    except (OverflowError, ValueError):
+        return None
+    return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+
+
+def iso_ms(ms: float | int) -> str:
+    """`new Date(ms).toISOString()`: always millisecond precision, UTC."""
+    dt = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from fabric_lsp.engine.fabric_payloads import trace_operation_addresses
 from fabric_lsp.engine.references import format_reference, is_valid_entry_id, is_valid_session_id
 
 EXCERPT_CHARS = 600
@@ -104,19 +105,8 @@ def operation_addresses(raw: dict[str, Any]) -> list[str]:
         return []
     if msg.get("role") != "toolResult" or msg.get("toolName") != "fabric_exec":
         return []
-    details = msg.get("details")
-    try:  # the memory engine's reader: the addresses recall and expand use
-        from fabric_lsp.engine.memory.fabric_details import read_execution_trace
-    except ImportError:
-        read_execution_trace = None
-    if read_execution_trace is not None:
-        ops = read_execution_trace(details)
-    else:
-        trace = details.get("trace") if isinstance(details, dict) else None
-        ops = trace.get("operations") if isinstance(trace, dict) else None
-    if not isinstance(ops, list):
-        return []
-    return [f"{entry_id}/{op['sequence']}" for op in ops if isinstance(op, dict) and "sequence" in op]
+    # the one Fabric trace reader, as memory indexes it: the addresses recall and expand use
+    return trace_operation_addresses(entry_id, msg.get("details"))
 
 
 def render_header(raw: dict[str, Any], *, line: int) -> str:

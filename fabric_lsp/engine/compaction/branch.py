@@ -1,153 +1,19 @@
-"""Deterministic branch summaries (digest §11): typed facts v2, the bounded envelope
-and the strict v2/v1 reader."""
+"""Deterministic branch summaries (digest §11): typed facts v2 and the bounded envelope.
+The strict v2/v1 reader is `fabric_payloads.read_branch_details`, shared with memory."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, sample_addressed, utf8_bytes
-from ..jsstr import is_blank, is_finite_number, is_safe_int, js_stringify
-from .normalize import OUTCOMES
+from ..fabric_payloads import BRANCH_KIND, MAX_ENVELOPE_BYTES, MAX_FACTS
+from ..fabric_payloads import read_branch_details as read_branch_details  # the one reader, re-exported
+from ..jsstr import js_stringify
 from .projections import project_all
 from .render import render_summary, section_headers
 
-KIND = "pi-fabric.branch-summary"
-MAX_FACTS = 256
-MAX_ENVELOPE_BYTES = 131072
-MAX_NODES = 4096
-MAX_DEPTH = 16
-MAX_MEMBERS = 256
-MAX_SECTIONS = 64
-
-_ENVELOPE_KEYS = frozenset(("kind", "version", "source", "facts", "omittedFacts", "sections", "request"))
-_SOURCE_KEYS = frozenset(("firstEntryId", "lastEntryId", "entryCount", "oldLeafId"))
-_REQUEST_KEYS = frozenset(("text", "sourceBytes", "truncated"))
-_BASE = ("kind", "entryId", "subordinal", "address")
-_FACT_KEYS = {
-    "user": frozenset(_BASE + ("text",)),
-    "customMessage": frozenset(_BASE + ("customType", "text", "display", "details")),
-    "phase": frozenset(_BASE + ("phase",)),
-    "operation": frozenset(_BASE + ("ref", "provider", "action", "tool", "args", "outcome", "error", "result")),
-    "fabricRun": frozenset(_BASE + ("name", "description", "outcome")),
-}
-
-
-# ------------------------------------------------------------------------ reader
-
-
-class _Bad(Exception):
-    pass
-
-
-def _check_json(value: Any, counter: list, depth: int) -> None:
-    counter[0] += 1
-    if counter[0] > MAX_NODES or depth > MAX_DEPTH:
-        raise _Bad()
-    if value is None or isinstance(value, (str, bool)):
-        return
-    if isinstance(value, (int, float)):
-        if not is_finite_number(value):
-            raise _Bad()
-        return
-    if isinstance(value, list):
-        if len(value) > MAX_MEMBERS:
-            raise _Bad()
-        for v in value:
-            _check_json(v, counter, depth + 1)
-        return
-    if isinstance(value, dict):
-        if len(value) > MAX_MEMBERS:
-            raise _Bad()
-        for v in value.values():
-            _check_json(v, counter, depth + 1)
-        return
-    raise _Bad()
-
-
-def _valid_fact(f: Any, version: int) -> bool:
-    if not isinstance(f, dict):
-        return False
-    kind = f.get("kind")
-    allowed = _FACT_KEYS.get(kind)
-    if allowed is None or (kind == "fabricRun" and version < 2):
-        return False
-    if any(k not in allowed for k in f):
-        return False
-    eid, sub, addr = f.get("entryId"), f.get("subordinal"), f.get("address")
-    if not (isinstance(eid, str) and isinstance(sub, str) and isinstance(addr, str)) or addr != f"{eid}/{sub}":
-        return False
-    if kind == "user":
-        return isinstance(f.get("text"), str)
-    if kind == "customMessage":
-        return isinstance(f.get("customType"), str) and isinstance(f.get("text"), str) and isinstance(f.get("display"), bool)
-    if kind == "phase":
-        return isinstance(f.get("phase"), str)
-    if kind == "operation":
-        for k in ("provider", "action", "error"):
-            if k in f and not isinstance(f[k], str):
-                return False
-        return (
-            isinstance(f.get("ref"), str)
-            and isinstance(f.get("tool"), str)
-            and isinstance(f.get("args"), dict)
-            and f.get("outcome") in OUTCOMES
-        )
-    # fabricRun
-    name = f.get("name")
-    if not sub.startswith("call:") or len(sub) <= 5:
-        return False
-    if not isinstance(name, str) or is_blank(name) or utf8_bytes(name) > 256:
-        return False
-    if "description" in f and (not isinstance(f["description"], str) or utf8_bytes(f["description"]) > 1024):
-        return False
-    return f.get("outcome") in OUTCOMES
-
-
-def _read_envelope(details: Any, version: int) -> Optional[dict]:
-    d = details
-    if not isinstance(d, dict) or any(k not in _ENVELOPE_KEYS for k in d):
-        return None
-    if d.get("kind") != KIND or isinstance(d.get("version"), bool) or d.get("version") != version:
-        return None
-    src = d.get("source")
-    if not isinstance(src, dict) or any(k not in _SOURCE_KEYS for k in src):
-        return None
-    if not isinstance(src.get("firstEntryId"), str) or not isinstance(src.get("lastEntryId"), str):
-        return None
-    if not is_safe_int(src.get("entryCount")) or src["entryCount"] < 0:
-        return None
-    if "oldLeafId" in src and not (src["oldLeafId"] is None or isinstance(src["oldLeafId"], str)):
-        return None
-    facts = d.get("facts")
-    if not isinstance(facts, list) or len(facts) > MAX_FACTS:
-        return None
-    if not is_safe_int(d.get("omittedFacts")) or d["omittedFacts"] < 0:
-        return None
-    secs = d.get("sections")
-    if not isinstance(secs, list) or len(secs) > MAX_SECTIONS or not all(isinstance(s, str) for s in secs):
-        return None
-    req = d.get("request")
-    if not isinstance(req, dict) or any(k not in _REQUEST_KEYS for k in req):
-        return None
-    if not isinstance(req.get("text"), str) or not is_finite_number(req.get("sourceBytes")) or not isinstance(req.get("truncated"), bool):
-        return None
-    try:
-        _check_json(d, [0], 0)
-    except (_Bad, RecursionError):
-        return None
-    if utf8_bytes(js_stringify(d)) > MAX_ENVELOPE_BYTES:
-        return None
-    if not all(_valid_fact(f, version) for f in facts):
-        return None
-    return d
-
-
-def read_branch_details(details: Any) -> Optional[dict]:
-    """A valid v2 envelope, else a valid strict v1 envelope, else None."""
-    try:
-        return _read_envelope(details, 2) or _read_envelope(details, 1)
-    except Exception:
-        return None
+# The envelope reader and its limits live with the one Fabric payload layer.
+KIND = BRANCH_KIND
 
 
 # ------------------------------------------------------------------------- facts
@@ -198,7 +64,8 @@ def facts_from_events(events: list[dict]) -> list[dict]:
                 f["provider"] = ev["provider"]
             if "action" in ev:
                 f["action"] = ev["action"]
-            f["tool"] = ev["tool"]
+            if ev["tool"] is not None:  # a `pi` operation without an action has none (JS: undefined)
+                f["tool"] = ev["tool"]
             f["args"] = ev["args"]
             f["outcome"] = ev["outcome"]
             if "error" in ev:

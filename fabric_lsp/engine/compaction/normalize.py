@@ -10,186 +10,22 @@ import math
 from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, utf8_bytes
-from ..jsstr import first_line, is_finite_number, is_safe_int, js_number, js_stringify, js_trim, truncate, utf16_sort_key
+from ..fabric_payloads import MISSING, read_execution_trace
+from ..jsstr import first_line, is_finite_number, js_number, js_stringify, js_trim, truncate, utf16_sort_key
+from ..session.content import content_text
 from .loader import ToolOutput
-
-OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
-FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")
-TRACE_MAX_BYTES = 524288
-
 
 class _Reject(Exception):
     pass
 
 
-# ----------------------------------------------------------------- JSON value checks
-
-
-def is_json_value(value: Any, max_depth: int, depth: int = 0) -> bool:
-    """null, string, boolean, finite number, array or plain object, depth-bounded."""
-    if depth > max_depth:
-        return False
-    if value is None or isinstance(value, (str, bool)):
-        return True
-    if isinstance(value, (int, float)):
-        return is_finite_number(value)
-    if isinstance(value, list):
-        return all(is_json_value(v, max_depth, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(is_json_value(v, max_depth, depth + 1) for v in value.values())
-    return False
-
-
-# --------------------------------------------------------------------- trace reader
-
-
-def _split_ref(ref: str) -> tuple[Optional[str], Optional[str]]:
-    i = ref.find(".")
-    if i <= 0 or i == len(ref) - 1:
-        return None, None
-    return ref[:i], ref[i + 1 :]
-
-
-def _op_identity(ref: str, provider: Any, action: Any) -> tuple[Optional[str], Optional[str], str]:
-    sp, sa = _split_ref(ref)
-    prov = provider if isinstance(provider, str) else sp
-    act = action if isinstance(action, str) else sa
-    tool = act if act is not None else ref
-    return prov, act, tool
-
-
-_TRACE_KEYS = frozenset(("kind", "version", "outcome", "phases", "operations", "counts", "error"))
-_COUNT_KEYS = ("droppedValues", "truncatedValues", "redactedValues", "droppedOperations")
-_OP_KEYS = frozenset(
-    ("type", "sequence", "ref", "provider", "action", "args", "outcome", "failureStage", "error", "result")
-)
-
-
-def _valid_trace_v1(trace: Any) -> bool:
-    if not isinstance(trace, dict):
-        return False
-    if any(k not in _TRACE_KEYS for k in trace):
-        return False
-    if trace.get("kind") != "pi-fabric.execution":
-        return False
-    version = trace.get("version")
-    if isinstance(version, bool) or not isinstance(version, (int, float)) or version != 1:
-        return False
-    if trace.get("outcome") not in OUTCOMES:
-        return False
-    phases = trace.get("phases")
-    if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
-        return False
-    counts = trace.get("counts")
-    if not isinstance(counts, dict) or any(k not in _COUNT_KEYS for k in counts):
-        return False
-    for k in _COUNT_KEYS:
-        v = counts.get(k)
-        if not is_safe_int(v) or v < 0:
-            return False
-    if "error" in trace and not isinstance(trace["error"], str):
-        return False
-    ops = trace.get("operations")
-    if not isinstance(ops, list):
-        return False
-    prev = -1
-    for op in ops:
-        if not isinstance(op, dict) or any(k not in _OP_KEYS for k in op):
-            return False
-        if op.get("type") != "call":
-            return False
-        seq = op.get("sequence")
-        if not is_safe_int(seq) or seq < 0 or seq <= prev:
-            return False
-        prev = seq
-        if not isinstance(op.get("ref"), str):
-            return False
-        for k in ("provider", "action", "error"):
-            if k in op and not isinstance(op[k], str):
-                return False
-        args = op.get("args")
-        if not isinstance(args, dict) or not is_json_value(args, 14):
-            return False
-        if op.get("outcome") not in OUTCOMES:
-            return False
-        if "failureStage" in op and op["failureStage"] not in FAILURE_STAGES:
-            return False
-        if "result" in op and not is_json_value(op["result"], 14):
-            return False
-    if len(js_stringify(trace).encode("utf-8", "surrogatepass")) > TRACE_MAX_BYTES:
-        return False
-    return True
-
-
 def read_fabric_trace(details: Any) -> Optional[dict]:
-    """The projection trace of a fabric_exec result: `{source, outcome?, phases, operations}`."""
-    if not isinstance(details, dict):
-        return None
-    try:
-        if "trace" in details:
-            trace = details["trace"]
-            if not _valid_trace_v1(trace):
-                return None
-            ops = []
-            for op in trace["operations"]:
-                prov, act, tool = _op_identity(op["ref"], op.get("provider"), op.get("action"))
-                ops.append(
-                    {
-                        "sequence": op["sequence"],
-                        "ref": op["ref"],
-                        "provider": prov,
-                        "action": act,
-                        "tool": tool,
-                        "args": op["args"],
-                        "outcome": op["outcome"],
-                        "error": op.get("error"),
-                        "result": op["result"] if "result" in op else _MISSING,
-                    }
-                )
-            return {"source": "trace", "outcome": trace["outcome"], "phases": list(trace["phases"]), "operations": ops}
-        audits = details.get("audits")
-        if not isinstance(audits, list):
-            return None
-        ops = []
-        for i, rec in enumerate(audits):
-            if not isinstance(rec, dict):
-                return None
-            ref = rec.get("ref")
-            args = rec.get("args")
-            success = rec.get("success")
-            if not isinstance(ref, str) or not isinstance(args, dict) or not is_json_value(args, 16):
-                return None
-            if not isinstance(success, bool):
-                return None
-            if "error" in rec and not isinstance(rec["error"], str):
-                return None
-            prov, act, tool = _op_identity(ref, None, None)
-            ops.append(
-                {
-                    "sequence": i,
-                    "ref": ref,
-                    "provider": prov,
-                    "action": act,
-                    "tool": tool,
-                    "args": args,
-                    "outcome": "succeeded" if success else "failed",
-                    "error": rec.get("error"),
-                    "result": _MISSING,
-                }
-            )
-        return {"source": "legacy", "outcome": None, "phases": [], "operations": ops}
-    except Exception:  # any exception during validation counts as invalid
-        return None
+    """The projection trace of a fabric_exec result: the one Fabric trace reader, with the
+    legacy `audits` adapter that the compactor (unlike memory) reads."""
+    return read_execution_trace(details, legacy_audits=True)
 
 
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:  # pragma: no cover
-        return "<missing>"
-
-
-_MISSING = _Missing()
+_MISSING = MISSING  # absent `result` / rejected custom details
 
 
 # ----------------------------------------------------------------- run display
@@ -269,16 +105,6 @@ def typed_custom_message(entry: dict) -> bool:
     return True
 
 
-def _text_of_parts(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def sanitize_custom_details(value: Any) -> Any:
     """Bounded copy of custom_message details, or _MISSING when rejected."""
     counter = [0]
@@ -319,7 +145,7 @@ def event_text(ev: dict) -> str:
     """The text of an event (joined on first use for successful tool results)."""
     t = ev.get("text")
     if t is None:
-        t = _text_of_parts(ev.get("_content"))
+        t = content_text(ev.get("_content"))
         ev["text"] = t
     return t
 
@@ -417,7 +243,7 @@ def normalize(
             elif role == "toolResult":
                 _tool_result(entry, msg, eid, calls, emit)
             elif role == "user":
-                emit({"type": "user", "entryId": eid, "sourceEntryId": eid, "text": _text_of_parts(msg.get("content"))})
+                emit({"type": "user", "entryId": eid, "sourceEntryId": eid, "text": content_text(msg.get("content"))})
             elif role == "bashExecution":
                 code = msg.get("exitCode")
                 exit_code = code if is_finite_number(code) or (isinstance(code, float) and math.isnan(code)) else None
@@ -447,7 +273,7 @@ def normalize(
                     "entryId": eid,
                     "sourceEntryId": eid,
                     "customType": entry["customType"],
-                    "text": _text_of_parts(entry["content"]),
+                    "text": content_text(entry["content"]),
                     "display": entry["display"],
                 }
                 if "details" in entry:
@@ -527,7 +353,7 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
         content = None
     # the text of a successful result is only ever shown in the transcript window, so it
     # is joined lazily (see `event_text`)
-    text = _text_of_parts(content) if (is_error and content is not None) else None
+    text = content_text(content) if (is_error and content is not None) else None
     pending = calls.get(tcid)
     if tname == "bash":
         cmd = ""

@@ -388,7 +388,8 @@ def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
         elif t == "bash":
             tools["bash"] = tools.get("bash", 0) + 1
         elif t == "fabricOperation":
-            tools[ev["tool"]] = tools.get(ev["tool"], 0) + 1
+            tool = ev["tool"] if ev["tool"] is not None else "undefined"  # JS `String(undefined)`
+            tools[tool] = tools.get(tool, 0) + 1
     def render(turn: dict) -> str:
         ctx = turn["context"]
         parts = []

@@ -18,6 +18,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional, Sequence
 
+# the one JS-semantics module: UTF-16 pairing and length rules shared with both engines
+from ..jsstr import has_unpaired_surrogate as has_unpaired_surrogate
+from ..jsstr import utf16_len as utf16_units
+
 TYPED_REQUEST_PREFIX = "__pi_fabric_compact_request_v1__:"
 MAX_INSTRUCTIONS = 8192
 MAX_PRESERVE_ITEMS = 16
@@ -42,33 +46,6 @@ INVALID_ARGUMENTS_PREFIX = "Invalid compact.request arguments: "
 # Keys of the wire params that are not request arguments (the LSP layer adds them).
 _TRANSPORT_KEYS = frozenset({"session", "workDoneToken"})
 _REQUEST_KEYS = ("reason", "instructions", "preserve", "requestedBy")
-
-
-def has_unpaired_surrogate(text: str) -> bool:
-    """True when `text` holds a surrogate code point that is not half of a high+low pair.
-
-    Python strings decoded from JSON normally carry paired surrogates as one code point;
-    a str built from raw surrogates can still hold an adjacent high+low pair, which
-    UTF-16 treats as paired, so that case is accepted too.
-    """
-    i = 0
-    n = len(text)
-    while i < n:
-        o = ord(text[i])
-        if 0xD800 <= o <= 0xDBFF:
-            if i + 1 < n and 0xDC00 <= ord(text[i + 1]) <= 0xDFFF:
-                i += 2
-                continue
-            return True
-        if 0xDC00 <= o <= 0xDFFF:
-            return True
-        i += 1
-    return False
-
-
-def utf16_units(text: str) -> int:
-    """JavaScript `String.length` of `text` (supplementary characters count 2)."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
 def utf8_bytes(text: str) -> int:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Optional
 
-from .fabric_details import read_branch_details, read_execution_trace, split_ref
-from .jsvalues import js_string, js_stringify, js_stringify_bytes_len, js_truthy, parse_date_ms
-from .tokenize import js_trim
+from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
+from ..jsstr import js_string_of as js_string
+from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy, parse_date_ms
+from ..session.content import content_text
 
 _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
@@ -29,16 +30,6 @@ def truncate_scalars(text: str, limit: Optional[int]) -> tuple[str, bool]:
     if limit is None or len(text) <= limit:
         return text, False
     return text[: max(0, limit)], True
-
-
-def _text_parts(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-        )
-    return ""
 
 
 def _args_summary(arguments: Any, present: bool) -> str:
@@ -117,6 +108,8 @@ class Normalizer:
         self._entry_ids: set[str] = set()
         self._op_addresses: set[str] = set()
         self._fact_addresses: set[str] = set()
+        # file_history.FileOpsCollector fed every entry with its records (None: not kept)
+        self.file_ops: Any = None
 
     # -- public --------------------------------------------------------------------------
 
@@ -146,6 +139,8 @@ class Normalizer:
             out.extend(self._trace_children(message, entry_id, parent_id, ts, line))
         if (etype == "branch_summary" or role == "branchSummary") and entry_id is not None:
             out.extend(self._fact_children(raw, message, entry_id, parent_id, ts, line))
+        if self.file_ops is not None:
+            self.file_ops.observe(raw, message, out)
         return out
 
     def coverage_reasons(self, extra: Iterable[str] = ()) -> list[str]:
@@ -218,14 +213,14 @@ class Normalizer:
         return tool_name, is_error, text, files
 
     def _custom_text(self, holder: dict) -> str:
-        body = _text_parts(holder.get("content"))
+        body = content_text(holder.get("content"))
         ctype = holder.get("customType")
         ctype = js_string(ctype) if ctype is not None else ""
         return f"[{ctype}] {body}" if ctype else body
 
     def _message_text(self, message: dict, role: Optional[str], tool_name: Optional[str]) -> str:
         if role == "user":
-            return _text_parts(message.get("content"))
+            return content_text(message.get("content"))
         if role == "assistant":
             pieces: list[str] = []
             content = message.get("content")
@@ -249,7 +244,7 @@ class Normalizer:
             prefix = f"toolResult({tool_name})" if tool_name else "toolResult"
             if message.get("isError") is True:
                 prefix += " [error]"
-            body = _text_parts(message.get("content"))
+            body = content_text(message.get("content"))
             return f"{prefix}: {body}" if self.index_tool_output and body else prefix
         if role == "bashExecution":
             command = js_string(message["command"]) if "command" in message else "undefined"
@@ -273,21 +268,21 @@ class Normalizer:
                 op["result"] = result
             else:
                 op["resultOmitted"] = True
-        if "result" in op and js_stringify_bytes_len(op) > _OPERATION_JSON_BOUND:
+        if "result" in op and js_stringify_utf8_len(op) > _OPERATION_JSON_BOUND:
             del op["result"]
             op["resultOmitted"] = True
         return op
 
     def _trace_children(self, message: dict, entry_id: str, parent_id, ts, line: int) -> list[dict]:
-        ops = read_execution_trace(message.get("details"))
-        if not ops:
+        nested = read_execution_trace(message.get("details"), legacy_audits=False)
+        if nested is None:
             return []
         out = []
-        for raw_op in ops:
+        for raw_op in nested["operations"]:
             seq = raw_op["sequence"]
             seq = int(seq) if isinstance(seq, float) else seq
             ref = raw_op["ref"]
-            provider, action, tool = split_ref(ref, raw_op.get("provider"), raw_op.get("action"))
+            provider, action, tool = raw_op["provider"], raw_op["action"], raw_op["tool"]
             address = f"{entry_id}/{seq}"
             op: dict[str, Any] = {"address": address, "parentEntryId": entry_id, "sequence": seq, "tool": tool, "ref": ref}
             if provider is not None:
@@ -296,9 +291,9 @@ class Normalizer:
                 op["action"] = action
             op["args"] = raw_op["args"]
             op["outcome"] = raw_op["outcome"]
-            if "error" in raw_op:
+            if raw_op["error"] is not None:
                 op["error"] = raw_op["error"]
-            op = self._bounded_operation(op, "result" in raw_op, raw_op.get("result"))
+            op = self._bounded_operation(op, raw_op["result"] is not MISSING, raw_op["result"])
             text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + js_stringify(op), self.max_entry_chars)
             rec = self._record(
                 address, parent_id, "fabric_operation", "fabricOperation", tool, text, ts,
@@ -323,11 +318,12 @@ class Normalizer:
         return out
 
     def _fact_children(self, raw: dict, message: Optional[dict], entry_id: str, parent_id, ts, line: int) -> list[dict]:
-        facts = read_branch_details(raw.get("details")) if "details" in raw else None
-        if facts is None and message is not None:
-            facts = read_branch_details(message.get("details"))
-        if facts is None:
+        envelope = read_branch_details(raw.get("details")) if "details" in raw else None
+        if envelope is None and message is not None:
+            envelope = read_branch_details(message.get("details"))
+        if envelope is None:
             return []
+        facts = envelope["facts"]
         seen: set[str] = set()
         for fact in facts:
             if fact["address"] in seen:

@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - other interpreters
             mapping[elem] = get(elem, 0) + 1
 from typing import Iterable
 
+from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
+
 # For str patterns, `\w` is exactly letters (L*), numbers (N*) and `_` on this
 # interpreter's Unicode tables (verified by tests against `unicodedata.category`).
 _WORD = re.compile(r"\w+")
@@ -171,13 +173,3 @@ def plan_memory_query(query: str | None, mode: str = "literal") -> dict:
         seen.setdefault(term, None)
     return {"kind": "terms", "terms": list(seen)}
 
-
-# JS String.prototype.trim removes WhiteSpace and LineTerminator code points.
-_JS_WS = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-
-
-def js_trim(s: str) -> str:
-    return s.strip(_JS_WS)
