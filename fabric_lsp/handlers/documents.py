@@ -5,18 +5,23 @@ project-scope recall."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import cachetools
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
 from fabric_lsp.engine.references import EntryReference, reference_at
-from fabric_lsp.handlers.engines import DomainError, resolve_session_ref
+from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, read_session
+from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
+from fabric_lsp.engines import DomainError
 from fabric_lsp.handlers.entry_preview import entry_text, render_entry
 from fabric_lsp.handlers.progress import run_request
 
@@ -24,15 +29,16 @@ HOVER = types.TEXT_DOCUMENT_HOVER
 DEFINITION = types.TEXT_DOCUMENT_DEFINITION
 SYMBOL = types.WORKSPACE_SYMBOL
 
+log = logging.getLogger(__name__)
+
 _logs: cachetools.LRUCache[tuple[Any, ...], Any] = cachetools.LRUCache(maxsize=8)
 _logs_lock = threading.Lock()
 
 
 def _session_header(first_line: str) -> dict[str, Any] | None:
     """Pi's rule: a session file starts with {"type":"session","id":<string>}."""
-    try:
-        value = json.loads(first_line)
-    except ValueError:
+    ok, value = parse_json_line(first_line.encode("utf-8", "surrogatepass"))
+    if not ok:
         return None
     if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
         return value
@@ -40,14 +46,13 @@ def _session_header(first_line: str) -> dict[str, Any] | None:
 
 
 def _read_log(ls: Any, method: str, path: Path) -> Any:
-    session = ls.engines.session(method, "read_session")
     st = os.stat(path)
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
     with _logs_lock:
         hit = _logs.get(key)
     if hit is not None:
         return hit
-    log = session.read_session(path)
+    log = read_session(path)
     with _logs_lock:
         _logs[key] = log
     return log
@@ -55,7 +60,7 @@ def _read_log(ls: Any, method: str, path: Path) -> Any:
 
 def find_entry(ls: Any, method: str, ref: EntryReference) -> tuple[Path, Any, Any]:
     """(session file, SessionLog, EntryRecord) of a reference; DomainError when absent."""
-    path = Path(resolve_session_ref(ls.engines, method, ref.session_id))
+    path = ls.engines.session_path(ref.session_id)
     log = _read_log(ls, method, path)
     record = None
     for rec in log.records:  # last duplicate wins, as in Pi
@@ -81,10 +86,38 @@ def _lines(doc: Any) -> list[str]:
     return lines
 
 
-def _server_position(doc: Any, position: types.Position) -> tuple[list[str], int, int]:
-    lines = _lines(doc)
+def _server_position(doc: Any, lines: list[str], position: types.Position) -> tuple[int, int]:
     pos = doc.position_codec.position_from_client_units(lines, position)
-    return lines, pos.line, pos.character
+    return pos.line, pos.character
+
+
+# A URI the client never opened is read from disk only when it is a regular file of at
+# most this size, off the event loop (pygls would read anything, on the loop).
+UNOPENED_MAX_BYTES = DEFAULT_MAX_LINE_BYTES
+
+
+async def _document(ls: Any, method: str, params: Any) -> tuple[Any, list[str]] | None:
+    """(document, lines) of a hover/definition target: the client's open document, else a
+    regular file on disk (bounded, read in the engine executor); None when neither."""
+    uri = params.text_document.uri
+    doc = ls.workspace.text_documents.get(unquote(uri))
+    if doc is not None:
+        return doc, _lines(doc)
+    doc = ls.workspace.get_text_document(uri)  # lazy: its text is never touched here
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    if not path:
+        return None
+
+    def work(_p: Any, cancel: Any, activity: Any) -> list[str] | None:
+        try:
+            data = read_regular_file(path, UNOPENED_MAX_BYTES)
+        except (OSError, NotReadable) as err:
+            log.info("%s: not reading %s: %s", method, path, err)
+            return None
+        return data.decode("utf-8", "replace").splitlines(True)
+
+    lines = await run_request(ls, method, None, work, title="Fabric: reading the session", long=False, params=params)
+    return (doc, lines) if lines is not None else None
 
 
 def _hover_kind(ls: Any) -> types.MarkupKind:
@@ -102,9 +135,12 @@ def _markdown(value: str, ls: Any = None) -> types.Hover:
 
 
 async def hover(ls: Any, params: types.HoverParams) -> types.Hover | None:
-    doc = ls.workspace.get_text_document(params.text_document.uri)
+    source = await _document(ls, HOVER, params)
+    if source is None:
+        return None
+    doc, lines = source
     try:
-        lines, line_no, char = _server_position(doc, params.position)
+        line_no, char = _server_position(doc, lines, params.position)
     except Exception:
         return None
     if line_no >= len(lines):
@@ -123,23 +159,33 @@ async def hover(ls: Any, params: types.HoverParams) -> types.Hover | None:
 
         text = await run_request(ls, HOVER, None, work, title="Fabric: entry preview", long=False, params=params)
         return _markdown(text, ls)
-    header = _session_header(lines[0]) if lines else None
-    if header is None or not line.strip():
+    if not lines or not line.strip():
         return None
-    try:
-        raw = json.loads(line)
-    except ValueError:
-        return _markdown(f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it.", ls)
-    if not isinstance(raw, dict):
-        return _markdown(f"**Line {line_no + 1}** is not a JSON object, so Pi skips it.", ls)
     path = doc.path if getattr(doc, "path", None) else None
-    return _markdown(render_entry(raw, session_id=header["id"], line=line_no, session_file=path), ls)
+
+    def render(_p: Any, cancel: Any, activity: Any) -> str | None:
+        # one line can be 64 MiB: parse and render it off the event loop
+        header = _session_header(lines[0])
+        if header is None:
+            return None
+        ok, raw = parse_json_line(line.encode("utf-8", "surrogatepass"))
+        if not ok:
+            return f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it."
+        if not isinstance(raw, dict):
+            return f"**Line {line_no + 1}** is not a JSON object, so Pi skips it."
+        return render_entry(raw, session_id=header["id"], line=line_no, session_file=path)
+
+    text = await run_request(ls, HOVER, None, render, title="Fabric: entry preview", long=False, params=params)
+    return _markdown(text, ls) if text is not None else None
 
 
 async def definition(ls: Any, params: types.DefinitionParams) -> list[types.Location] | None:
-    doc = ls.workspace.get_text_document(params.text_document.uri)
+    source = await _document(ls, DEFINITION, params)
+    if source is None:
+        return None
+    doc, lines = source
     try:
-        lines, line_no, char = _server_position(doc, params.position)
+        line_no, char = _server_position(doc, lines, params.position)
     except Exception:
         return None
     if line_no >= len(lines):
@@ -176,9 +222,8 @@ def entry_line_in(lines: list[str], entry_id: str, cancel: Any = None) -> int | 
             cancel.check()
         if needle not in line:
             continue
-        try:
-            value = json.loads(line)
-        except ValueError:
+        ok, value = parse_json_line(line.encode("utf-8", "surrogatepass"))
+        if not ok:
             continue
         if isinstance(value, dict) and value.get("id") == entry_id and value.get("type") != "session":
             found = i
@@ -188,13 +233,15 @@ def entry_line_in(lines: list[str], entry_id: str, cancel: Any = None) -> int | 
 async def _definition_in_session(ls: Any, params: Any, doc: Any, lines: list[str], line_no: int, char: int) -> Any:
     """In a session file, a JSON string that is another entry's id (a `parentId`,
     `firstKeptEntryId`, `fromId`…) goes to that entry's line."""
-    if not lines or _session_header(lines[0]) is None:
-        return None
-    target = next((m.group(1) for m in _JSON_STRING.finditer(lines[line_no]) if m.start() < char < m.end()), None)
-    if not target or "\\" in target:
+    if not lines:
         return None
 
     def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        if _session_header(lines[0]) is None:
+            return None
+        target = next((m.group(1) for m in _JSON_STRING.finditer(lines[line_no]) if m.start() < char < m.end()), None)
+        if not target or "\\" in target:
+            return None
         return entry_line_in(lines, target, cancel)
 
     line = await run_request(ls, DEFINITION, None, work, title="Fabric: go to entry", long=False, params=params)
@@ -250,9 +297,8 @@ async def workspace_symbol(ls: Any, params: types.WorkspaceSymbolParams) -> list
         return []
 
     def work(_p: Any, cancel: Any, activity: Any) -> Any:
-        engine = ls.engines.memory(SYMBOL)
         decoded = protocol.decode_params(protocol.RECALL, {"query": query, "scope": "project", "pageSize": 100})
-        return engine.recall(protocol.params_to_dict(decoded), cwd=ls.default_cwd(), cancel=cancel, activity=activity)
+        return ls.engines.recall(decoded, ls.default_cwd(), cancel, activity)
 
     result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True)
     if isinstance(result, dict) and "error" in result and "items" not in result:

@@ -57,7 +57,6 @@ def session_files(agent: Path) -> list[Path]:
 
 def server_env(agent: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("FABRIC_LSP_FAULTS", None)
     env["PI_CODING_AGENT_DIR"] = str(agent)
     env["HOME"] = str(agent.parent)
     env.update(extra)
@@ -104,6 +103,7 @@ class RawServer:
         self.notifications: list[dict] = []
         self.server_requests: list[dict] = []
         self.unmatched: list[dict] = []  # responses without an id we can key on
+        self.not_json_frames: list[str] = []  # NaN/Infinity seen in a frame (never allowed)
         self.closed = False
         self._ids = 0
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
@@ -141,11 +141,16 @@ class RawServer:
                 body = out.read(length)
                 if len(body) < length:
                     return
-                self._dispatch(json.loads(body))
+                self._dispatch(json.loads(body, parse_constant=self._not_json))
         finally:
             with self._cond:
                 self.closed = True
                 self._cond.notify_all()
+
+    def _not_json(self, name: str) -> Any:
+        # NaN / Infinity / -Infinity are not JSON: a strict client would drop the frame
+        self.not_json_frames.append(name)
+        return None
 
     def _dispatch(self, msg: dict) -> None:
         now = time.monotonic()

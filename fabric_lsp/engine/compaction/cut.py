@@ -242,6 +242,16 @@ def calibrate(branch: list[dict], tokens_before: float, raw_before: int, proj: O
     return scale, fixed
 
 
+def _js_floor(x: float) -> float:
+    """Math.floor: ±Infinity stays infinite (a session's `1e400` usage), never OverflowError."""
+    return math.floor(x) if math.isfinite(x) else x
+
+
+def _js_ceil(x: float) -> float:
+    """Math.ceil, likewise."""
+    return math.ceil(x) if math.isfinite(x) else x
+
+
 def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     lc = last_compaction_index(branch)
@@ -271,17 +281,17 @@ def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: 
     reserve = max(0, math.floor(b["reserveTokens"]))
     keep = max(0, math.floor(b["keepRecentTokens"]))
     ratio = min(0.85, max(0.25, b["targetContextRatio"]))
-    continuity = max(1, math.ceil(fixed + (keep + SUMMARY_RAW_TOKEN_BUDGET) * scale))
+    continuity = max(1, _js_ceil(fixed + (keep + SUMMARY_RAW_TOKEN_BUDGET) * scale))
     occupancy = max(1, math.floor(window * ratio))
     safe_ceiling = max(1, math.floor(max(1, window - reserve) * HARD_CEILING_SAFETY_RATIO))
-    reduction = max(1, math.floor(tokens_before * MAX_PRECOMPACTION_RATIO))
+    reduction = max(1, _js_floor(tokens_before * MAX_PRECOMPACTION_RATIO))
     target = min(continuity, occupancy, safe_ceiling, reduction)
     binding = "continuity"
     for name, v in (("continuity", continuity), ("occupancy", occupancy), ("reserve", safe_ceiling), ("reduction", reduction)):
         if v == target:
             binding = name
             break
-    raw_post = max(0, math.floor((target - fixed) / scale))
+    raw_post = max(0, _js_floor((target - fixed) / scale))
     raw_tail = max(0, raw_post - SUMMARY_RAW_TOKEN_BUDGET)
     n = len(live)
     suffix = [0] * (n + 1)

@@ -206,6 +206,10 @@ def compaction_hook(
             "reserveTokens": settings.get("reserveTokens", DEFAULT_PI_SETTINGS["reserveTokens"]),
             "keepRecentTokens": settings.get("keepRecentTokens", DEFAULT_PI_SETTINGS["keepRecentTokens"]),
         }
+    if not _finite(tokens_before):
+        # A session whose usage holds `1e400` (JSON.parse: Infinity). JavaScript would carry
+        # Infinity through the budget arithmetic; we refuse rather than compute with it.
+        return {"result": "cancel", "reason": "fabric: the session's token count is not a finite number"}
     res = compile_fabric_summary(branch, tokens_before, custom_instructions, budget, check=check)
     if res.get("cancel"):
         err = res.get("instructionError")

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
+from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, exceeds_json_depth, parse_json_line
 
 from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
 
@@ -214,6 +214,8 @@ class _Sink:
             return
         try:
             value = _decode(data[pos:end])
+            if exceeds_json_depth(data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end):
+                raise ValueError("nested too deep")  # the reader's rule: malformed
         except Exception:
             line = bytes(data[pos:end])
             if not line.strip():

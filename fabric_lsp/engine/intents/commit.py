@@ -2,30 +2,33 @@
 
 Safety invariants (the only code in the project that writes a session file):
 
-* existing bytes are never rewritten or truncated: the file is opened `O_WRONLY|O_APPEND`
-  (never created) and receives exactly one `os.write` holding one complete line (with a
-  leading ``\\n`` when the file did not end with one);
+* existing bytes are never rewritten or truncated: the file is opened `O_RDWR|O_APPEND`
+  with `O_NOFOLLOW` (never created) and receives exactly one `os.write` holding one
+  complete line (with a leading ``\\n`` when the file did not end with one); only a
+  failed or short write of ours is cut off again (back to the checked size, so the file
+  never ends mid-line);
 * the append happens under an exclusive `flock` on the session file, after re-checking
-  that the file still has the size and SHA-256 the compaction was computed from; when it
-  changed, nothing is written and the intent waits for the next boundary;
+  that the file still has the size and SHA-256 the compaction was computed from and that
+  the path still names that file; when it changed, nothing is written and the intent
+  waits for the next boundary. The commit marker is written before that check, so the
+  check → write gap holds no I/O;
 * the entry is Pi's `compaction` entry in Pi's key order, `parentId` = the current leaf,
   a new 8-hex id unique in the file, `fromHook: true`.
 
 Two processes of ours serialize on the flock; Pi itself does not lock, so the quiet
-interval plus the hash check keep the window against a live Pi writer to the time of
-one re-read (docs/intents.md, "When a commit happens").
+interval plus the final check keep the window against a live Pi writer to two system
+calls (docs/intents.md, "When a commit happens").
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,9 +39,11 @@ from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import (
+    EntryRecord,
     SessionTree,
     build_context_messages,
     estimate_tokens,
+    iter_session,
     js_stringify,
     parse_session_bytes,
 )
@@ -133,50 +138,110 @@ def append_line(
     expected_size: int,
     expected_sha256: str,
     before_write: Optional[Callable[[int], Optional[CommitOutcome]]] = None,
+    after_abort: Optional[Callable[[], None]] = None,
+    after_write: Optional[Callable[[int], None]] = None,
 ) -> AppendResult:
     """Append `line` (one complete JSONL line) if the file is byte-for-byte what we read.
 
-    Under an exclusive flock on the file: re-check size and SHA-256, add a separating
-    LF when the file does not end with one, call `before_write(offset)` (it may veto by
-    returning an outcome), then one `os.write` on an O_APPEND descriptor and fsync.
+    Order, all under an exclusive flock on the file (our other processes wait; Pi does
+    not lock, so the check → write gap must hold no I/O):
+
+    1. open `session_path` with O_NOFOLLOW (a symlink swapped in is refused) and check
+       its size (a cheap early no);
+    2. `before_write(offset)`: every slow step (the commit marker, its fsyncs) happens
+       here, before the final check; it may veto by returning an outcome;
+    3. the final check: size and SHA-256 read through the same descriptor, and the
+       path still names that descriptor's file (device and inode);
+    4. one `os.write` on the O_APPEND descriptor, then fsync.
+
+    When anything changed at 3, nothing is written and `after_abort()` undoes step 2: a
+    writer that appended after our read always wins. A short or failed write is undone
+    under the lock: the file is truncated back to the checked size and fsynced, so it
+    never ends mid-line, `after_abort()` runs and the error (OSError) propagates. When the
+    line landed elsewhere than planned (a writer slipped into the syscall-wide gap),
+    `after_write(actual_offset)` is told the offset it really has.
     """
     if not line.endswith(b"\n") or b"\n" in line[:-1]:
         raise ValueError("append_line needs exactly one complete line")
-    fd = os.open(session_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    try:
+        fd = os.open(session_path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return Changed("the session path became a symbolic link")
+        raise
+    armed = False  # before_write ran: after_abort must undo it unless the line lands
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        rfd = os.open(session_path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if os.fstat(rfd).st_ino != os.fstat(fd).st_ino:
-                return Changed("the session file was replaced")
-            size = os.fstat(rfd).st_size
-            if size != expected_size:
-                return Changed(f"size changed from {expected_size} to {size}")
-            current = _read_all(rfd, size)
-        finally:
-            os.close(rfd)
-        if len(current) != expected_size or hashlib.sha256(current).hexdigest() != expected_sha256:
-            return Changed("content changed")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Changed("the session path is not a regular file")
+        if st.st_size != expected_size:
+            return Changed(f"size changed from {expected_size} to {st.st_size}")
+        last = os.pread(fd, 1, expected_size - 1) if expected_size else b"\n"
         payload = line
         offset = expected_size
-        if current and not current.endswith(b"\n"):
+        if last != b"\n":
             payload = b"\n" + line  # never glue our entry onto an unterminated line
             offset += 1
         if before_write is not None:
             veto = before_write(offset)
             if veto is not None:
                 return veto
-        written = os.write(fd, payload)
-        if written != len(payload):
-            # A short write on a regular file means the disk is full: terminate the torn
-            # line so the next writer does not glue onto it, and report the failure.
-            with contextlib.suppress(OSError):
-                os.write(fd, b"\n")
-            raise OSError(errno.ENOSPC, f"short write appending the compaction ({written} of {len(payload)} bytes)")
-        os.fsync(fd)
-        return Appended(offset=offset, length=len(payload))
+            armed = True
+        # The final check. From here to the write: one fstat and one lstat, no I/O.
+        current = _read_all(fd, expected_size)
+        if len(current) != expected_size or hashlib.sha256(current).hexdigest() != expected_sha256:
+            return Changed("content changed")
+        ident = (st.st_dev, st.st_ino)
+        try:
+            named = os.lstat(session_path)
+        except FileNotFoundError:
+            return Changed("the session file was removed")
+        if (named.st_dev, named.st_ino) != ident:
+            return Changed("the session file was replaced")
+        size = os.fstat(fd).st_size
+        if size != expected_size:
+            return Changed(f"size changed from {expected_size} to {size}")
+        try:
+            written = os.write(fd, payload)
+            if written != len(payload):
+                raise OSError(errno.ENOSPC, f"short write appending the compaction ({written} of {len(payload)} bytes)")
+            os.fsync(fd)
+        except OSError:
+            _undo_append(fd, session_path, expected_size, len(payload))
+            raise
+        armed = False
+        actual = os.lseek(fd, 0, os.SEEK_CUR) - len(line)  # O_APPEND: the offset is our end
+        if actual != offset:
+            log.warning("%s: a writer slipped in before our append; the compaction is at %d, not %d",
+                        session_path, actual, offset)
+            if after_write is not None:
+                after_write(actual)
+        return Appended(offset=actual, length=len(payload))
     finally:
-        os.close(fd)  # releases the flock
+        try:
+            if armed and after_abort is not None:
+                after_abort()
+        finally:
+            os.close(fd)  # releases the flock
+
+
+def _undo_append(fd: int, session_path: str, checked_size: int, payload_len: int) -> None:
+    """Remove what a failed append left (a torn line), still under the flock.
+
+    Only our own bytes are removed: when the file is longer than the checked size plus
+    our payload, another writer appended too and nothing is truncated (logged)."""
+    try:
+        size = os.fstat(fd).st_size
+        if checked_size <= size <= checked_size + payload_len:
+            if size != checked_size:
+                os.ftruncate(fd, checked_size)
+            os.fsync(fd)
+        else:
+            log.error("%s: failed append not undone: the file is %d bytes, expected at most %d",
+                      session_path, size, checked_size + payload_len)
+    except OSError as err:
+        log.error("%s: could not undo a failed append: %s", session_path, err)
 
 
 def default_compute(options: Optional[dict[str, Any]] = None, cancel: Optional[CancelToken] = None) -> ComputeFn:
@@ -234,8 +299,15 @@ def attempt_commit(
     compute: ComputeFn,
     quiet_interval_s: float,
     clock: Callable[[], float] = time.time,
+    held: Optional[Callable[[], bool]] = None,
 ) -> CommitOutcome:
-    """One commit attempt of `intent` at the current state of `session_path`."""
+    """One commit attempt of `intent` at the current state of `session_path`.
+
+    `held()` says whether a live Pi holds the file (engine/session/lease.py): then
+    nothing is appended and the intent waits for that Pi to commit it. It is asked
+    before the work and again just before the append."""
+    if held is not None and held():
+        return Deferred("a live Pi holds the session: it commits at its next settled boundary")
     try:
         with open(session_path, "rb") as fp:
             st = os.fstat(fp.fileno())
@@ -319,11 +391,32 @@ def attempt_commit(
             store.save(state)
         return None
 
+    def _update_marker(change: Callable[[dict[str, Any]], Optional[dict[str, Any]]]) -> None:
+        with store.locked(session_path):
+            state = store.load(session_path)
+            if state.committing is not None and state.committing.get("intentId") == intent_id:
+                state.committing = change(state.committing)
+                store.save(state)
+
+    def after_abort() -> None:
+        # Nothing was appended (the file changed after our read, or the write failed
+        # and was undone): the marker must not outlive the attempt.
+        _update_marker(lambda marker: None)
+
+    def after_write(actual_offset: int) -> None:
+        # The marker must name where the line really is, for recover_marker.
+        _update_marker(lambda marker: {**marker, "offset": actual_offset})
+
+    if held is not None and held():  # a Pi took the session while we computed
+        return Deferred("a live Pi holds the session: it commits at its next settled boundary")
     try:
         appended = append_line(session_path, line, expected_size=len(data), expected_sha256=sha,
-                               before_write=before_write)
+                               before_write=before_write, after_abort=after_abort, after_write=after_write)
     except FileNotFoundError:
         return Failed(f"Session file not found: {session_path}")
+    except OSError as err:
+        # e.g. ENOSPC: the append was undone (the file is byte-identical to before)
+        return Failed(f"Cannot append the compaction to {session_path}: {err.strerror or err}")
     if isinstance(appended, Changed):
         return Deferred(f"the session changed while the compaction was computed ({appended.why})")
     if isinstance(appended, Appended):
@@ -335,8 +428,10 @@ def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, 
     """Finish a commit whose process died between its append and its final state write.
 
     Under the session flock (so no live append of ours is half-way): when the marked
-    entry is in the file at the marked offset, apply the marked record (returned, for a
-    late notification); otherwise drop the marker. Idempotent.
+    entry is in the file at the marked offset or after it (a writer may have slipped in
+    before our line; the marker is written before the append, with the planned offset),
+    apply the marked record (returned, for a late notification); otherwise drop the
+    marker (the process died before its write, or its write was undone). Idempotent.
     """
     state = store.load(session_path)
     marker = state.committing
@@ -352,13 +447,7 @@ def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, 
             fcntl.flock(fd, fcntl.LOCK_EX)
             offset = marker.get("offset")
             if isinstance(offset, int) and offset >= 0:
-                head = os.pread(fd, 1 << 16, offset)
-                first = head.split(b"\n", 1)[0]
-                try:
-                    obj = json.loads(first)
-                except ValueError:
-                    obj = None
-                found = isinstance(obj, dict) and obj.get("type") == "compaction" and obj.get("id") == marker.get("entryId")
+                found = _marked_entry_present(fd, offset, marker.get("entryId"))
         with store.locked(session_path):
             state = store.load(session_path)
             if state.committing is None or state.committing.get("intentId") != marker.get("intentId"):
@@ -373,3 +462,18 @@ def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, 
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _marked_entry_present(fd: int, offset: int, entry_id: Any) -> bool:
+    """Whether a complete `compaction` line with id `entry_id` starts at `offset` or later.
+
+    Entry ids are unique in the file (`new_entry_id`), so the first match is ours. Lines
+    are streamed (bounded memory, any line length)."""
+    if not isinstance(entry_id, str):
+        return False
+    with os.fdopen(os.dup(fd), "rb") as fp:
+        fp.seek(offset)
+        for item in iter_session(fp, start_offset=offset, header_seen=True):
+            if isinstance(item, EntryRecord) and item.id == entry_id and item.type == "compaction":
+                return True
+    return False

@@ -2,6 +2,7 @@
 
 from .context import build_context_messages, context_entries, context_tokens, entry_to_message
 from .discovery import (
+    MIN_SESSION_PREFIX,
     AmbiguousSession,
     SessionNotFound,
     SessionRef,
@@ -11,15 +12,18 @@ from .discovery import (
     encode_cwd,
     list_session_files,
     resolve_session,
+    select_by_prefix,
     session_ref,
 )
 from .model import ENTRY_TYPES, OpaqueEntry, typed_entry, typed_header
 from .reader import (
     DEFAULT_MAX_LINE_BYTES,
+    MAX_JSON_DEPTH,
     EntryRecord,
     ReadStats,
     SessionLog,
     bytes_hash,
+    exceeds_json_depth,
     iter_session,
     parse_json_line,
     parse_session_bytes,

@@ -90,21 +90,64 @@ class SessionLog(msgspec.Struct, kw_only=True):
         return None
 
 
+# Deepest container nesting a session line may have. JSON.parse takes far deeper lines,
+# but a decoder's (and every later recursive walk's) success would then depend on how
+# deep the caller's stack already is; a fixed cap makes the outcome the same for the
+# CLI, the server and every reader (docs/reliability.md, "Deep nesting").
+MAX_JSON_DEPTH = 512
+
+
+def exceeds_json_depth(
+    line: Any, value: Any, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
+) -> bool:
+    """True when `value` (decoded from `line[start:end]`, bytes or str) nests
+    arrays/objects deeper than `limit`.
+
+    Cheap for ordinary lines: it walks only when the line holds more than `limit`
+    brackets, and the walk is iterative (no recursion on hostile input)."""
+    if end is None:
+        end = len(line)
+    if isinstance(line, str):
+        if line.count("[", start, end) + line.count("{", start, end) <= limit:
+            return False
+    elif line.count(b"[", start, end) + line.count(b"{", start, end) <= limit:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def parse_json_line(line: bytes) -> tuple[bool, Any]:
-    """Decode one line as JavaScript's JSON.parse would; (ok, value).
+    """Decode one line as JavaScript's JSON.parse would; (ok, value). Never raises.
 
     msgspec is tried first for speed; a line it refuses (invalid UTF-8, lone surrogate
     escapes) is retried as text with replacement characters, as Node reads files.
-    NaN / Infinity / -Infinity are rejected, as JSON.parse rejects them.
+    NaN / Infinity / -Infinity are rejected, as JSON.parse rejects them. A line nested
+    deeper than `MAX_JSON_DEPTH` is malformed (any decoder error, RecursionError
+    included, is a malformed line, never an exception).
     """
     try:
-        return True, _decode(line)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        pass
-    try:
-        return True, json.loads(line.decode("utf-8", "replace"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
+        value = _decode(line)
+    except Exception:  # DecodeError, RecursionError, out-of-range number: try as text
+        try:
+            value = json.loads(line.decode("utf-8", "replace"), parse_constant=_reject_constant)
+        except Exception:
+            return False, None
+    if exceeds_json_depth(line, value):
         return False, None
+    return True, value
 
 
 def _reject_constant(name: str) -> Any:
