@@ -1395,6 +1395,21 @@ def _step_compaction(w: SessionWriter, t: Tasks, *, keep: int = 20000, hook: boo
         w.compaction(summary, j)
 
 
+def _step_kickoff(w: SessionWriter, t: Tasks, *, goal: str, text: str) -> None:
+    """The user states a new goal; the agent looks at the tree and answers with a plan."""
+    w.goal = goal
+    p = w.project
+    w.user(f"{goal}. {text}")
+    calls = w.assistant(thinking=f"New goal: {goal}. Look at the layout before planning.", calls=[("ls", {"path": "."})])
+    w.result(calls[0], p.listing("."))
+    mods = ", ".join(f"`{m}`" for m in p.source_paths()[:3])
+    w.assistant(thinking="Plan in small steps, tests after each.", text=(
+        f"Plan for \"{goal}\":\n1. Reproduce and measure with `{p.test_command()}`.\n"
+        f"2. Work through {mods} one function at a time, running the tests after each edit.\n"
+        "3. Add batch helpers where callers loop, with tests.\n4. Note the changes in docs/."))
+    w.mark_done(f"Planned: {goal}")
+
+
 def _step_model(w: SessionWriter, t: Tasks, *, model: int | None = None, thinking: str | None = None) -> None:
     w.tick(1000, 20000)
     m = MODELS[model] if model is not None else w.rng.choice([m for m in MODELS if m != w.model])
@@ -1421,6 +1436,8 @@ _STEP: dict[str, Callable[..., None]] = {
     "label": lambda w, t, label: w.label(next(n.id for n in reversed(w.path) if n.kind == "assistant"), label),
     "unlabel": lambda w, t: w.label(next(n.id for n in reversed(w.path) if n.kind == "assistant"), None),
     "goal": lambda w, t, text: setattr(w, "goal", text),
+    "pause": lambda w, t, lo_s, hi_s: w.tick(lo_s * 1000, hi_s * 1000),
+    "kickoff": lambda w, t, goal, text: _step_kickoff(w, t, goal=goal, text=text),
 }
 
 _RANDOM_TASKS = [("fix_test", 30), ("explore", 16), ("add_feature", 10), ("missing_file", 6),
@@ -1631,8 +1648,61 @@ EXAMPLE_PLANS: list[dict[str, Any]] = [
 ]
 
 
+def _long_session_plan() -> list[tuple[str, dict]]:
+    """An afternoon on orbit (about four hours, no compaction yet): three goals in turn, reads,
+    edits (some with a wrong anchor), new modules, test runs that fail and pass, truncated
+    logs, provider errors, a model switch and labels. Its context ends above 120k estimated
+    tokens but under Pi's auto-compaction threshold (200000 - 16384), so a preview at Pi's
+    defaults (keepRecentTokens 20000) shows a real cut and summary."""
+    rounds: list[list[tuple[str, dict]]] = [
+        [("explore", {}), ("fix_test", {"wrong_anchor": False}), ("user_bash", {"exclude": False}), ("chat", {})],
+        [("fix_test", {"wrong_anchor": True}), ("add_feature", {}), ("explore", {})],
+        [("fix_test", {}), ("missing_file", {}), ("explore", {})],
+        [("add_feature", {}), ("fix_test", {}), ("provider_errors", {"retries": 2, "recover": True}), ("chat", {})],
+        [("explore", {}), ("user_bash", {"exclude": False}), ("fix_test", {"wrong_anchor": False})],
+    ]
+    goals = [
+        ("Speed up the SGP4 propagation loop",
+         "Propagating a day of TLEs for the whole catalogue takes 40 s; I want it under 10 s. Profile "
+         "orbit/propagate.py first, keep the public API, and make every step keep the tests green."),
+        ("Clean up the ephemeris interpolation API",
+         "Next: the ephemeris helpers grew three ways to pass an epoch. Settle on one (a datetime in UTC), "
+         "add batch variants where callers loop, and document the change in docs/."),
+        ("Make pass prediction robust when the satellite never rises",
+         "Last one for today: pass prediction crashes for geostationary and never-rising satellites. "
+         "Return an empty list instead, with tests for both cases — café's ground station is at 48.8° N."),
+    ]
+    plan: list[tuple[str, dict]] = [
+        ("kickoff", {"goal": goals[0][0], "text": goals[0][1]}),
+        ("session_info", {"name": "SGP4 speed-up, ephemeris API clean-up (long afternoon) ⏱️"}),
+    ]
+    for i in range(LONG_SESSION_ROUNDS):
+        if i and i % 11 == 0:
+            goal, text = goals[(i // 11) % len(goals)]
+            plan.append(("kickoff", {"goal": goal, "text": text}))
+        if i == 7:
+            plan.append(("model", {"model": 3, "thinking": "medium"}))
+        if i == 12:
+            plan.append(("model", {"model": 0, "thinking": "high"}))
+        if i:
+            plan.append(("pause", {"lo_s": 240, "hi_s": 660}))  # reviewing, a coffee, a meeting
+        if i in LONG_SESSION_LOG_ROUNDS:
+            plan.append(("long_output", {"size": "big"}))
+        plan.extend(rounds[i % len(rounds)])
+        if i % 4 == 3:
+            plan.append(("label", {"label": f"checkpoint-{i // 4 + 1}"}))
+    plan.append(("chat", {}))
+    return plan
+
+
+LONG_SESSION_ROUNDS = 32
+LONG_SESSION_LOG_ROUNDS = (5, 14)
+EXAMPLE_PLANS.append({"cwd": ORBIT_CWD, "model": 0, "plan": _long_session_plan()})
+
+
 def generate_example_agent_dir(out: str | Path, *, seed: int = EXAMPLE_SEED) -> list[Path]:
-    """The small agent dir shipped in ``fabric_lsp/examples/agent`` (6 sessions, 2 projects)."""
+    """The agent dir shipped in ``fabric_lsp/examples/agent`` (7 sessions, 2 projects; the
+    last one is long enough to compact at Pi's defaults)."""
     out = Path(out)
     t = _EPOCH_2026 + 300 * 86400_000 + 9 * 3600_000  # 2026-10-28T09:00Z
     written: list[Path] = []

@@ -11,6 +11,20 @@ its carrier entry. Rendered recall text, hover and go-to-definition all use this
 Pure Python; the invariant kept: every reference `format_reference` produces is found by
 `find_references` with the same ids, and a reference is never matched inside a longer
 word (the character before `pi-entry:` must not be a letter, digit, `_`, `-` or `.`).
+
+What a user types (`:Fabric expand`, Expand Entry…, `fabric-lsp expand`) is one
+reference read by `parse_reference`, in one of four forms:
+
+    pi-entry:<sessionId>/<entryId>    the canonical form above
+    <session>/<entryId>               <session>: an id, an id prefix (>= 8 chars) or a path
+    <entryId>                         an entry of the session at hand (buffer, --session)
+    <entryId>/<n>                     operation n (1-6 digits) of that entry's fabric_exec
+
+`<x>/<n>` with `<n>` of 1 to 6 digits is always an operation address (Pi's entry ids are
+8 hex digits, so never that short). A session containing `/` or `\\`, or starting with
+`~`, `.` or `file://`, or ending in `.jsonl`, is a path; the entry id is after its last
+`/`. The same rules, with the same table of cases (tests/fixtures/references.json), are
+implemented in editors/vscode/src/references.ts and editors/neovim/lua/fabric/references.lua.
 """
 
 from __future__ import annotations
@@ -35,6 +49,73 @@ class EntryReference(NamedTuple):
     @property
     def text(self) -> str:
         return format_reference(self.session_id, self.entry_id)
+
+
+class ParsedReference(NamedTuple):
+    """A reference as typed: `session` is None for the bare forms (the session at hand
+    decides), else an id, id prefix or path still to resolve; `operation` is the sequence
+    of an operation address."""
+
+    session: str | None
+    entry: str
+    operation: int | None = None
+
+
+class ReferenceSyntaxError(ValueError):
+    """Text that is none of the reference forms; the message says which forms are."""
+
+
+FORMS = "pi-entry:<session>/<entry>, <session>/<entry>, <entry> or <entry>/<n>"
+_OPERATION_RE = re.compile(r"[0-9]{1,6}\Z")
+
+
+def _is_path(session: str) -> bool:
+    return (
+        "/" in session
+        or "\\" in session
+        or session.startswith(("~", ".", "file://"))
+        or session.endswith(".jsonl")
+    )
+
+
+def _entry_part(text: str, whole: str) -> str:
+    # Trailing sentence punctuation is not part of the id, as in running text.
+    entry = text
+    while len(entry) > 1 and entry[-1] in ".:":
+        entry = entry[:-1]
+    if not is_valid_entry_id(entry):
+        raise ReferenceSyntaxError(f"not an entry id: {text!r} in {whole!r} (expected {FORMS})")
+    return entry
+
+
+def parse_reference(text: str) -> ParsedReference:
+    """Read one typed reference (surrounding whitespace ignored). Raises
+    `ReferenceSyntaxError` for anything else. Never touches the file system: a session
+    prefix or path is resolved later by `engine.session.resolve_session`."""
+    whole = text.strip()
+    if not whole:
+        raise ReferenceSyntaxError(f"empty reference (expected {FORMS})")
+    if whole.startswith(SCHEME + ":"):
+        rest = whole[len(SCHEME) + 1 :]
+        session, slash, entry = rest.partition("/")
+        if not slash or not is_valid_session_id(session):
+            raise ReferenceSyntaxError(f"not a {SCHEME}:<session>/<entry> reference: {whole!r}")
+        return ParsedReference(session, _entry_part(entry, whole))
+    head, slash, tail = whole.rpartition("/")
+    # Only a path may hold spaces ("~/My Sessions/x.jsonl/<entry>").
+    if any(ch.isspace() for ch in tail) or (not _is_path(head) and any(ch.isspace() for ch in head)):
+        raise ReferenceSyntaxError(f"a reference has no spaces: {whole!r} (expected {FORMS})")
+    if not slash:
+        return ParsedReference(None, _entry_part(whole, whole))
+    if not tail:
+        raise ReferenceSyntaxError(f"missing entry id after '/': {whole!r} (expected {FORMS})")
+    if _OPERATION_RE.match(tail) and is_valid_entry_id(head):
+        return ParsedReference(None, head, int(tail))
+    if not head:
+        raise ReferenceSyntaxError(f"missing session before '/': {whole!r} (expected {FORMS})")
+    if not _is_path(head) and not is_valid_session_id(head):
+        raise ReferenceSyntaxError(f"not a session id or path: {head!r} in {whole!r} (expected {FORMS})")
+    return ParsedReference(head, _entry_part(tail, whole))
 
 
 def is_valid_session_id(value: str) -> bool:

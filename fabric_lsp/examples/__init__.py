@@ -1,10 +1,12 @@
 """The small example Pi agent dir shipped inside the package.
 
-``example_agent_dir()/sessions/<encoded cwd>/<ts>_<id>.jsonl`` holds six sessions over two
+``example_agent_dir()/sessions/<encoded cwd>/<ts>_<id>.jsonl`` holds seven sessions over two
 projects (/home/user/projects/orbit and /home/user/projects/ledger) with branches (one with
 a branch_summary), tool errors, provider-error retries, truncated tool output, Pi and
 extension-hook compactions, bashExecution, custom messages, labels, session names, model
-and thinking changes, a tiny image and non-ASCII text. The files are generated
+and thinking changes, a tiny image and non-ASCII text. The seventh (orbit, ``01a18ac0…``) is a
+five-hour afternoon of about 144k estimated tokens, not yet compacted, so a preview at Pi's
+defaults (keepRecentTokens 20000, reserveTokens 16384, contextWindow 200000) compacts it. The files are generated
 deterministically by ``bench/corpus.py --example`` (regenerate with ``scripts/gen-examples``);
 a test checks that regenerating gives byte-identical files.
 """

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 from urllib.parse import unquote, urlparse
 
 import msgspec
 
 from .reader import read_header
+
+
+# A session id prefix shorter than this never resolves. The first 8 hex digits of a Pi
+# (UUIDv7) id change every ~65 s, so 8 characters usually pick one session; when they do
+# not, the error lists the candidates.
+MIN_SESSION_PREFIX = 8
 
 
 class SessionNotFound(LookupError):
@@ -28,8 +34,13 @@ class SessionNotFound(LookupError):
 class AmbiguousSession(LookupError):
     code = "ambiguous_session"
 
-    def __init__(self, ref: str, candidates: list[str]) -> None:
-        super().__init__(f'Session id "{ref}" is ambiguous; use an exact session file path.')
+    def __init__(self, ref: str, candidates: list[str], *, prefix_of: Optional[list[str]] = None) -> None:
+        if prefix_of:
+            shown = ", ".join(prefix_of[:10]) + (f", … ({len(prefix_of) - 10} more)" if len(prefix_of) > 10 else "")
+            message = f'Session id prefix "{ref}" matches {len(prefix_of)} sessions: {shown}; use more characters.'
+        else:
+            message = f'Session id "{ref}" is ambiguous; use an exact session file path.'
+        super().__init__(message)
         self.ref = ref
         self.candidates = candidates
 
@@ -129,8 +140,10 @@ def resolve_session(ref: str, session_dir: str) -> str:
     """Resolve a session id, absolute path or ``file://`` URI to an existing file.
 
     A path (or URI) must name an existing file. An id matches header ids first, then
-    file stems (and the ``<timestamp>_<id>`` file-name suffix); more than one match
-    raises `AmbiguousSession` with the candidate files, none raises `SessionNotFound`.
+    file stems (and the ``<timestamp>_<id>`` file-name suffix), then, for a reference of
+    at least `MIN_SESSION_PREFIX` characters, id prefixes; more than one match raises
+    `AmbiguousSession` with the candidate files, none raises `SessionNotFound`. An exact
+    id always wins over a prefix it shares with longer ids.
     """
     target = ref.strip()
     if not target:
@@ -152,4 +165,29 @@ def resolve_session(ref: str, session_dir: str) -> str:
         raise AmbiguousSession(target, by_stem)
     if by_stem:
         return by_stem[0]
+    if len(target) >= MIN_SESSION_PREFIX:
+        found = select_by_prefix(target, [(f, _file_session_id(f)) for f in files])
+        if found is not None:
+            return found
     raise SessionNotFound(ref)
+
+
+def select_by_prefix(prefix: str, sessions: Iterable[tuple[str, str]]) -> Optional[str]:
+    """The one file of `sessions` (``(file, session id)`` pairs) whose id starts with
+    `prefix`, None when none does or `prefix` is shorter than `MIN_SESSION_PREFIX`.
+    Several matches raise `AmbiguousSession` listing the files (sorted) and naming the ids.
+    The one prefix rule of every resolver (this module's and the memory engine's)."""
+    if len(prefix) < MIN_SESSION_PREFIX:
+        return None
+    matches = sorted({(f, sid) for f, sid in sessions if sid.startswith(prefix)})
+    if len(matches) > 1:
+        raise AmbiguousSession(prefix, [f for f, _ in matches], prefix_of=[sid for _, sid in matches])
+    return matches[0][0] if matches else None
+
+
+def _file_session_id(path: str) -> str:
+    """The header id, else the id part of Pi's ``<timestamp>_<id>`` file name."""
+    header = read_header(path)
+    if header is not None and header.get("id") is not None:
+        return str(header.get("id"))
+    return Path(path).stem.rsplit("_", 1)[-1]

@@ -179,7 +179,8 @@ def test_example_covers_the_features_other_areas_rely_on():
     }
     assert need <= features, f"missing: {sorted(need - features)}"
     total = sum(f.stat().st_size for f in files)
-    assert 100_000 <= total <= 400_000
+    assert len(files) == 7
+    assert 100_000 <= total <= 2_000_000  # the long session is ~1.2 MB; the package stays small
     # one session was forked from another (header parentSession names a file of the example)
     parents = [json.loads(f.read_bytes().split(b"\n", 1)[0]).get("parentSession") for f in files]
     forked = [p for p in parents if p]
@@ -318,3 +319,31 @@ def test_copy_example_agent_dir(tmp_path):
 
     dest = copy_example_agent_dir(tmp_path / "agent")
     _same_tree(dest / "sessions", example_session_dir())
+
+
+def test_the_long_example_session_compacts_at_pi_defaults():
+    """`fabric-lsp preview 01a18ac0` (the first-run path) shows a real compaction: Pi's
+    defaults keepRecentTokens 20000, reserveTokens 16384, contextWindow 200000."""
+    from fabric_lsp.engine.session import resolve_session
+
+    path = Path(resolve_session("01a18ac0", str(example_session_dir())))
+    s = check_session_file(path, js_number=corpus.js_number)
+    assert s.header["cwd"] == ORBIT
+    log = read_session(path)
+    branch = SessionTree.from_records(log.records).branch()
+    assert not any(e.raw.get("type") == "compaction" for e in branch.entries)
+    first_ts = json.loads(path.read_bytes().split(b"\n", 1)[0])["timestamp"]
+    last_ts = json.loads(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[1])["timestamp"]
+    from tests.engine.corpus.checks import _iso_ms
+
+    assert _iso_ms(last_ts) - _iso_ms(first_ts) >= 3 * 3600_000  # a multi-hour session
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "preview", "--json", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["outcome"] == "compacted", result.get("reason")
+    assert 120_000 <= result["tokensBefore"] < 200_000 - 16384  # under Pi's auto-compaction threshold
+    assert result["firstKeptEntryId"] and len(result["summary"]) > 2000

@@ -65,3 +65,36 @@ def test_listing_is_one_level_deep_and_recency_ordered(tmp_path) -> None:
     refs = by_recency([session_ref(f) for f in list_session_files(str(sessions))])
     assert [r.id for r in refs] == ["a", "b"]
     assert refs[0].cwd == "/p"
+
+
+def test_resolve_by_unique_prefix_of_at_least_8_characters(tmp_path) -> None:
+    sessions = tmp_path / "sessions"
+    a = _write(sessions / "--p--", "2026-01-01T00-00-00-000Z_01a182b4-1092.jsonl", "01a182b4-1092-7a6b")
+    b = _write(sessions / "--p--", "2026-01-01T00-01-00-000Z_01a182b4-2222.jsonl", "01a182b4-2222-0000")
+    c = _write(sessions / "--q--", "2026-01-02T00-00-00-000Z_01a1820f.jsonl", "01a1820f-4040-7e31", cwd="/q")
+    root = str(sessions)
+    assert resolve_session("01a1820f", root) == str(c)
+    assert resolve_session("01a182b4-1", root) == str(a)
+    assert resolve_session("01a182b4-2222-0000", root) == str(b)  # full ids keep working
+    with pytest.raises(SessionNotFound):
+        resolve_session("01a1820", root)  # 7 characters: never a prefix
+    with pytest.raises(AmbiguousSession) as err:
+        resolve_session("01a182b4", root)
+    assert err.value.code == "ambiguous_session"
+    assert err.value.candidates == sorted([str(a), str(b)])
+    assert "01a182b4-1092-7a6b" in str(err.value) and "01a182b4-2222-0000" in str(err.value)
+
+
+def test_an_exact_id_wins_over_a_longer_id_it_prefixes(tmp_path) -> None:
+    sessions = tmp_path / "sessions"
+    short = _write(sessions / "--p--", "x.jsonl", "01a182b4")
+    _write(sessions / "--p--", "y.jsonl", "01a182b4-1092")
+    assert resolve_session("01a182b4", str(sessions)) == str(short)
+
+
+def test_a_headerless_file_is_found_by_the_id_in_its_name(tmp_path) -> None:
+    folder = tmp_path / "sessions" / "--p--"
+    folder.mkdir(parents=True)
+    f = folder / "2026-01-01T00-00-00-000Z_01a18abc-dead.jsonl"
+    f.write_text("not json\n")
+    assert resolve_session("01a18abc", str(tmp_path / "sessions")) == str(f)
