@@ -28,6 +28,7 @@ BRANCH_SUMMARY_PREVIEW = "fabric/branchSummaryPreview"
 COMPACT_REQUEST = "fabric/compact/request"
 COMPACT_STATUS = "fabric/compact/status"
 COMPACT_CANCEL = "fabric/compact/cancel"
+FILE_HISTORY = "fabric/fileHistory"
 
 # server -> client notifications
 ACTIVITY = "fabric/activity"
@@ -43,6 +44,7 @@ COMMANDS: dict[str, str | None] = {
     "fabric.compact.status": COMPACT_STATUS,
     "fabric.compact.cancel": COMPACT_CANCEL,
     "fabric.sessions": SESSIONS,
+    "fabric.fileHistory": FILE_HISTORY,
     "fabric.reload": None,  # drop caches, re-read configuration
 }
 
@@ -61,8 +63,9 @@ ProgressToken = Union[int, str]
 Branches = Literal["active", "all"]
 Tier = Literal["hot", "cold"]
 ListScope = Literal["session", "project", "global"]
-# "session" | "project" | "global" | "session:<id-or-path>"
-RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|session:.+)$")]
+# "session" | "project" | "global" | "session:<id-or-path>"; the id-or-path may hold any
+# character (a newline too), exactly as `fabric/expand`'s `session` may
+RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|session:[\s\S]+)$")]
 
 _PARAMS = dict(forbid_unknown_fields=True, rename="camel", kw_only=True, omit_defaults=True)
 _RESULT = dict(rename="camel", kw_only=True, omit_defaults=True)
@@ -106,8 +109,9 @@ class RecallParams(Struct, **_PARAMS):
     work_done_token: ProgressToken | None = None
 
     def __post_init__(self) -> None:
-        # the schema's `$` also matches before a final newline: keep scopes single-line
-        if "\n" in self.scope or "\r" in self.scope:
+        # the schema's `$` also matches before a final newline: keep the keywords exact;
+        # a `session:` target may hold any character, as `fabric/expand`'s `session` may
+        if not self.scope.startswith("session:") and ("\n" in self.scope or "\r" in self.scope):
             raise ValueError("`scope` must not contain line breaks")
 
 
@@ -185,6 +189,27 @@ class CompactSessionParams(Struct, **_PARAMS):
 
     session: NonEmptyStr
     work_done_token: ProgressToken | None = None
+
+
+class FileHistoryParams(Struct, **_PARAMS):
+    """Exactly one of `path` (absolute) and `uri` (`file:`)."""
+
+    path: NonEmptyStr | None = None
+    uri: NonEmptyStr | None = None
+    scope: Literal["project", "global"] = "global"
+    branches: Branches = "active"
+    page: PositiveInt = 1
+    page_size: Annotated[int, Meta(ge=1, le=200)] = 50
+    cwd: str | None = None
+    work_done_token: ProgressToken | None = None
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.uri is None):
+            raise ValueError("exactly one of `path` and `uri` is required")
+        if self.path is not None and not self.path.startswith("/"):
+            raise ValueError("`path` must be an absolute path")
+        if self.uri is not None and not self.uri.startswith("file:"):
+            raise ValueError("`uri` must be a file: URI")
 
 
 # ---------------------------------------------------------------------------------------
@@ -351,6 +376,47 @@ class ExpandErrorResult(Struct, **_RESULT):
     error: ExpandErrorBody
 
 
+class FileOperation(Struct, **_RESULT):
+    """One typed read/edit/write of the file (a Pi tool call or a Fabric trace operation)."""
+
+    session_id: str
+    session_file: str
+    cwd: str | None
+    entry_id: str | None
+    index: int
+    action: Literal["read", "edit", "write"]
+    tool_name: str
+    outcome: Literal["succeeded", "failed"]
+    timestamp: Any
+    ref: str | None
+    operation_address: str | None = None
+    tool_call_id: str | None = None
+    operation_ref: str | None = None
+
+
+class FileHistorySession(Struct, **_RESULT):
+    session_id: str
+    session_file: str
+    cwd: str | None
+    count: int
+    last_action: Literal["read", "edit", "write"]
+    last_timestamp: Any
+
+
+class FileHistoryResult(Struct, **_RESULT):
+    path: str
+    scope: Literal["project", "global"]
+    branches: Branches
+    page: int
+    page_size: int
+    total_sessions: int
+    total_items: int
+    has_next: bool
+    items: list[FileOperation]
+    sessions: list[FileHistorySession]
+    coverage: Coverage
+
+
 class CompactionPreviewResult(Struct, **_RESULT):
     outcome: Literal["compacted", "cancelled", "skipped"]
     tokens_before: int
@@ -395,16 +461,26 @@ class CommitRecord(Struct, **_RESULT):
     estimated_tokens_after: int | None = None
     error: str | None = None
     entry_id: str | None = None
+    committed_by: Literal["pi", "fabric-lsp"] | None = None  # "pi": the live Pi committed it (editors/pi)
 
 
 class CompactRequestResult(Struct, **_RESULT):
     pending: Intent
 
 
+class LeaseHolder(Struct, **_RESULT):
+    """The live Pi that holds a session (editors/pi): it commits, nobody else appends."""
+
+    pid: int
+    since: int  # ms epoch when its hold began
+    leaf_id: str | None = None  # Pi's live leaf (the active branch every answer uses)
+
+
 class CompactStatusResult(Struct, **_RESULT):
     settled: bool
     pending: Intent | None = None
     last: CommitRecord | None = None
+    held_by: LeaseHolder | None = None
 
 
 class CompactCancelResult(Struct, **_RESULT):
@@ -448,6 +524,7 @@ PARAMS_TYPES: dict[str, type[Struct]] = {
     COMPACT_REQUEST: CompactRequestParams,
     COMPACT_STATUS: CompactSessionParams,
     COMPACT_CANCEL: CompactSessionParams,
+    FILE_HISTORY: FileHistoryParams,
 }
 
 RESULT_TYPES: dict[str, Any] = {
@@ -459,6 +536,7 @@ RESULT_TYPES: dict[str, Any] = {
     COMPACT_REQUEST: CompactRequestResult,
     COMPACT_STATUS: CompactStatusResult,
     COMPACT_CANCEL: CompactCancelResult,
+    FILE_HISTORY: FileHistoryResult,
 }
 
 NOTIFICATION_TYPES: dict[str, Any] = {

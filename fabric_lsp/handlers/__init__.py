@@ -12,11 +12,12 @@ def register_all(server: Any) -> None:
         compaction,
         documents,
         expand,
+        file_history,
         intents,
         lifecycle,
         recall,
         sessions,
     )
 
-    for module in (lifecycle, sessions, recall, expand, compaction, intents, documents, commands):
+    for module in (lifecycle, sessions, recall, expand, compaction, intents, documents, file_history, commands):
         module.register(server)

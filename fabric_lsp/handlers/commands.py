@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable
 from pygls.exceptions import JsonRpcInvalidParams
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers import compaction, expand, intents, recall, sessions
+from fabric_lsp.handlers import compaction, expand, file_history, intents, recall, sessions
 
 REQUEST_HANDLERS: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
     protocol.SESSIONS: sessions.sessions,
@@ -20,6 +20,7 @@ REQUEST_HANDLERS: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
     protocol.COMPACT_REQUEST: intents.compact_request,
     protocol.COMPACT_STATUS: intents.compact_status,
     protocol.COMPACT_CANCEL: intents.compact_cancel,
+    protocol.FILE_HISTORY: file_history.file_history,
 }
 
 

@@ -50,6 +50,9 @@ def test_missing_params_are_an_empty_object(method):
     if required:
         with pytest.raises(protocol.InvalidParams, match="missing required field"):
             protocol.decode_params(method, None)
+    elif method == protocol.FILE_HISTORY:  # one of two optional fields is required
+        with pytest.raises(protocol.InvalidParams, match="exactly one of `path` and `uri`"):
+            protocol.decode_params(method, None)
     else:
         protocol.decode_params(method, None)
 

@@ -240,6 +240,8 @@ def test_a_flip_that_still_parses_is_caught(tmp_path: Path):
     expected = _answers(agent, hot_sessions=2)
     for p in (agent / "fabric-lsp" / "memory-index").iterdir():
         raw = p.read_bytes()
+        if p.name.endswith(".files.json"):  # file-operation tables: see test_file_history.py
+            continue
         i = raw.index(b"auth")
         p.write_bytes(raw[:i] + b"4uth" + raw[i + 4 :])  # same length, still valid JSON
     assert _answers(agent, hot_sessions=2) == expected

@@ -1,0 +1,443 @@
+"""Code-aware recall: what past Pi sessions did to one source file (`fabric/fileHistory`).
+
+While a session is indexed (hot or cold, built, appended or derived), its `Normalizer`
+feeds a `FileOpsCollector` every entry and the records it emitted. The collector keeps a
+per-session table of typed file operations:
+
+* a Pi `read` / `edit` / `write` tool call (an assistant `toolCall` part with a string
+  `id` and a string `arguments.path`), completed by the `toolResult` with the same
+  `toolCallId` (`isError === true` → failed);
+* a Fabric execution-trace operation `pi.read` / `pi.edit` / `pi.write` (the records
+  `normalize.py` built through `fabric_payloads.read_execution_trace`, with typed
+  `args.path` and the operation's own outcome).
+
+Nothing is read from prose. A call whose result has not been written is pending and is
+never answered. Paths are resolved against the session header's `cwd` and normalized
+(`normalize_path`); they are compared whole, never by substring.
+
+The table is persisted beside the V5 records (`<base>[.all].files.json`, sealed, with the
+session's stat key and source hash) and trusted only for exactly that source, so a
+cold session answers without reading its source and nothing stale is ever returned. It
+has a bound of its own (`MAX_FILE_OPERATIONS` per session); reaching it is reported as
+the coverage reason `max_file_operations`, never silently.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import unquote, urlparse
+
+import msgspec
+
+from fabric_lsp.engine.activity import CancelToken, ActivitySink, check, report
+from fabric_lsp.engine.references import format_reference
+
+from . import store
+from .tokenize import sort_lexical, utf16_key
+
+if TYPE_CHECKING:
+    from .api import MemoryEngine
+    from .sessions import SessionState
+
+PI_FILE_TOOLS = frozenset({"read", "edit", "write"})
+FABRIC_FILE_REFS = {"pi.read": "read", "pi.edit": "edit", "pi.write": "write"}
+MAX_FILE_OPERATIONS = 100_000  # per session and branch mode
+FILE_HISTORY_MAX_PAGE_SIZE = 200
+FILE_HISTORY_DEFAULT_PAGE_SIZE = 50
+RECORD_KIND = "fileOperations"
+
+
+# ---- paths ------------------------------------------------------------------------------
+
+
+def normalize_path(path: str, cwd: Optional[str] = None) -> Optional[str]:
+    """The absolute, normalized form of `path` (relative paths are joined to `cwd`), or
+    None when it cannot be made absolute (relative with no absolute `cwd`, or blank).
+
+    `os.path.normpath` semantics (`.`, `..`, duplicate separators, trailing separator),
+    plus: a leading `//` is one separator (POSIX lets it mean something else; Pi never
+    does). Pure string work: no file system access, no symlink resolution, no `~`."""
+    if not isinstance(path, str):
+        return None
+    path = path.strip()
+    if not path or "\0" in path:
+        return None
+    if not posixpath.isabs(path):
+        if not isinstance(cwd, str) or not posixpath.isabs(cwd.strip()):
+            return None
+        path = posixpath.join(cwd.strip(), path)
+    out = posixpath.normpath(path)
+    if out.startswith("//"):
+        out = "/" + out.lstrip("/")
+    return out
+
+
+def path_of_target(path: Optional[str], uri: Optional[str]) -> str:
+    """The normalized absolute path a request names by `path` or `file:` `uri`; ValueError
+    (naming the field) otherwise."""
+    if (path is None) == (uri is None):
+        raise ValueError("exactly one of `path` and `uri` is required")
+    if uri is not None:
+        if not isinstance(uri, str):
+            raise ValueError("uri: must be a string")
+        parsed = urlparse(uri)
+        if parsed.scheme != "file":
+            raise ValueError("uri: must be a file: URI")
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError("uri: must name a local file (no host)")
+        raw = unquote(parsed.path)
+        field = "uri"
+    else:
+        if not isinstance(path, str):
+            raise ValueError("path: must be a string")
+        raw = path
+        field = "path"
+    if not posixpath.isabs(raw.strip()):
+        raise ValueError(f"{field}: must be an absolute path")
+    out = normalize_path(raw)
+    if out is None:
+        raise ValueError(f"{field}: must be an absolute path")
+    return out
+
+
+# ---- the per-session table ----------------------------------------------------------------
+
+
+class FileOp(msgspec.Struct, array_like=True):
+    """One typed file operation (a row of the persisted table)."""
+
+    path: str  # normalized, absolute
+    action: str  # read | edit | write
+    tool_name: str  # the Pi tool that carried it: read/edit/write or fabric_exec
+    outcome: Optional[str]  # succeeded | failed; None while the result is missing
+    index: int  # the memory record's index (fabric/expand `indices`)
+    entry_id: Optional[str]  # the call's entry (a trace operation: its carrier)
+    operation_address: Optional[str]
+    timestamp: Any
+    tool_call_id: Optional[str]
+    operation_ref: Optional[str]  # pi.read / pi.edit / pi.write for trace operations
+
+
+class FileOpsCollector:
+    """The file operations of one session and branch mode, in record order. Fed by the
+    `Normalizer` (see the module doc); extended in place on appends."""
+
+    def __init__(self, cwd: Optional[str], ops: Optional[list[FileOp]] = None, *, capped: bool = False,
+                 unresolved: int = 0) -> None:
+        self.cwd = cwd
+        self.ops: list[FileOp] = ops or []
+        self.capped = capped
+        self.unresolved = unresolved  # relative paths with no absolute cwd
+        # calls still waiting for their result (the latest call of an id wins, as Pi's map)
+        self.pending: dict[str, FileOp] = {
+            op.tool_call_id: op for op in self.ops if op.outcome is None and op.tool_call_id is not None
+        }
+        self._version = 0
+        self._by_path: Optional[dict[str, list[FileOp]]] = None
+        self._by_path_version = -1
+
+    # -- feeding ----------------------------------------------------------------------------
+
+    def _add(self, op: FileOp) -> bool:
+        if len(self.ops) >= MAX_FILE_OPERATIONS:
+            self.capped = True
+            return False
+        self.ops.append(op)
+        self._version += 1
+        return True
+
+    def _resolve(self, value: Any) -> Optional[str]:
+        if not isinstance(value, str) or not value.strip():
+            return None
+        out = normalize_path(value, self.cwd)
+        if out is None:
+            self.unresolved += 1
+        return out
+
+    def observe(self, raw: dict, message: Optional[dict], records: list[dict]) -> None:
+        """Take what `raw` (one lineage-selected entry) says about files; `records` are the
+        memory records the normalizer emitted for it (the entry's own first)."""
+        if not records:
+            return
+        head = records[0]
+        role = head.get("role")
+        if role == "assistant" and isinstance(message, dict):
+            content = message.get("content")
+            if not isinstance(content, list):
+                return
+            for part in content:
+                if not isinstance(part, dict) or part.get("type") != "toolCall":
+                    continue
+                name, call_id, args = part.get("name"), part.get("id"), part.get("arguments")
+                if name not in PI_FILE_TOOLS or not isinstance(call_id, str) or not isinstance(args, dict):
+                    continue
+                path = self._resolve(args.get("path"))
+                if path is None:
+                    continue
+                op = FileOp(path, name, name, None, head["index"], head.get("entryId"), None,
+                            head.get("timestamp"), call_id, None)
+                if self._add(op):
+                    self.pending[call_id] = op
+        elif role == "toolResult" and isinstance(message, dict):
+            call_id = message.get("toolCallId")
+            if isinstance(call_id, str):
+                op = self.pending.pop(call_id, None)
+                if op is not None:
+                    op.outcome = "failed" if message.get("isError") is True else "succeeded"
+                    self._version += 1
+            for rec in records[1:]:
+                self._trace_operation(rec)
+
+    def _trace_operation(self, rec: dict) -> None:
+        if rec.get("type") != "fabric_operation":
+            return
+        ref = rec.get("ref")
+        action = FABRIC_FILE_REFS.get(ref) if isinstance(ref, str) else None
+        if action is None or rec.get("toolName") != action:
+            return
+        op_obj = rec.get("operation")
+        args = op_obj.get("args") if isinstance(op_obj, dict) else None
+        if not isinstance(args, dict):
+            return
+        path = self._resolve(args.get("path"))
+        if path is None:
+            return
+        outcome = "succeeded" if rec.get("outcome") == "succeeded" else "failed"
+        self._add(FileOp(path, action, "fabric_exec", outcome, rec["index"], rec.get("parentEntryId"),
+                         rec.get("operationAddress"), rec.get("timestamp"), None, ref))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def lookup(self, path: str) -> list[FileOp]:
+        """Completed operations on exactly `path` (normalized), in record order."""
+        if self._by_path is None or self._by_path_version != self._version:
+            by_path: dict[str, list[FileOp]] = {}
+            for op in self.ops:
+                if op.outcome is not None:
+                    by_path.setdefault(op.path, []).append(op)
+            self._by_path, self._by_path_version = by_path, self._version
+        return self._by_path.get(path, [])
+
+    def reasons(self) -> set[str]:
+        out = set()
+        if self.capped:
+            out.add("max_file_operations")
+        if self.unresolved:
+            out.add("unresolved_relative_path")
+        return out
+
+
+def new_collector(cwd: Optional[str]) -> FileOpsCollector:
+    return FileOpsCollector(cwd)
+
+
+# ---- the persisted table ------------------------------------------------------------------
+
+_ops_decoder = msgspec.json.Decoder(list[FileOp])
+
+
+def cache_name(session_file: str, branches: str) -> str:
+    return store.cache_name(session_file, branches, RECORD_KIND)
+
+
+def encode_record(state: "SessionState") -> bytes:
+    """The sealed cache record of `state.file_ops`, bound to the state's source identity."""
+    ops = state.file_ops
+    assert ops is not None
+    key = state.key
+    record = {
+        "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
+        "branches": state.branches, "sourceHash": state.source_hash,
+        "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
+        "cacheBytes": 0, "cacheSourceRatio": 0,
+        "statKey": [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev],
+        "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
+        "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
+    }
+    return store.apply_cache_metrics(record, state.size)
+
+
+def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector]:
+    """The table in `data` when it is a sealed record of ours for exactly `state`'s source
+    (path, branch mode, stat key, source hash, lineage); None otherwise."""
+    if not store.sealed(data):
+        return None
+    rec = store.decode_record(data)
+    if rec is None:
+        return None
+    key = state.key
+    expected = {
+        "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
+        "branches": state.branches, "sourceHash": state.source_hash,
+        "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
+        "cacheBytes": len(data), "statKey": [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev],
+    }
+    for name, value in expected.items():
+        if rec.get(name) != value or isinstance(rec.get(name), bool) != isinstance(value, bool):
+            return None
+    cwd, capped, unresolved = rec.get("cwd"), rec.get("capped"), rec.get("unresolved")
+    if not (cwd is None or isinstance(cwd, str)) or not isinstance(capped, bool):
+        return None
+    if isinstance(unresolved, bool) or not isinstance(unresolved, int) or unresolved < 0:
+        return None
+    try:
+        ops = msgspec.convert(rec.get("operations"), list[FileOp], strict=True)
+    except msgspec.ValidationError:
+        return None
+    if len(ops) > MAX_FILE_OPERATIONS:
+        return None
+    return FileOpsCollector(cwd, ops, capped=capped, unresolved=unresolved)
+
+
+# ---- the request --------------------------------------------------------------------------
+
+
+# Reasons that only concern searchable text (truncated records, a cut vocabulary or
+# digest): the file-operation tables are complete regardless.
+TEXT_ONLY_REASONS = frozenset({"max_entry_chars", "max_cold_vocabulary_bytes", "max_cold_cache_bytes"})
+
+
+def _session_reasons(coverage: dict) -> tuple[set[str], int]:
+    """The index coverage's reasons that are not about one indexed session (those are
+    taken per session), with no incomplete session counted yet."""
+    per_session = {"invalid_parent_graph", "duplicate_entry_id", "duplicate_operation_address",
+                   "duplicate_branch_fact_address"} | TEXT_ONLY_REASONS
+    return {r for r in coverage["reasons"] if r not in per_session}, 0
+
+
+def _scope(value: Any) -> str:
+    if value is None:
+        return "global"
+    if value not in ("project", "global"):
+        raise ValueError('scope: must be "project" or "global"')
+    return value
+
+
+def _timestamp_key(ts: Any) -> tuple[int, float]:
+    # newest first; entries without a usable timestamp sort last
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return 0, -float(ts)
+    return 1, 0.0
+
+
+def _ref(session_id: str, entry_id: Optional[str]) -> Optional[str]:
+    if entry_id is None:
+        return None
+    try:
+        return format_reference(session_id, entry_id)
+    except ValueError:
+        return None
+
+
+def _item(state: "SessionState", op: FileOp) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "sessionId": state.session_id,
+        "sessionFile": state.file,
+        "cwd": state.cwd,
+        "entryId": op.entry_id,
+        "index": op.index,
+    }
+    if op.operation_address is not None:
+        item["operationAddress"] = op.operation_address
+    item.update(action=op.action, toolName=op.tool_name, outcome=op.outcome, timestamp=op.timestamp,
+                ref=_ref(state.session_id, op.entry_id))
+    if op.tool_call_id is not None:
+        item["toolCallId"] = op.tool_call_id
+    if op.operation_ref is not None:
+        item["operationRef"] = op.operation_ref
+    return item
+
+
+def file_history(
+    engine: "MemoryEngine",
+    params: dict,
+    *,
+    cwd: Optional[str] = None,
+    cancel: Optional[CancelToken] = None,
+    activity: Optional[ActivitySink] = None,
+) -> dict:
+    """The `fabric/fileHistory` result: every completed read/edit/write of one path in the
+    scoped sessions, newest first (timestamp, then session file, then record index),
+    paged, with per-session counts and the index coverage (plus this table's reasons)."""
+    from .search import page_bounds
+
+    params = params or {}
+    path = path_of_target(params.get("path"), params.get("uri"))
+    scope = _scope(params.get("scope"))
+    branches = params.get("branches") or "active"
+    if branches not in ("active", "all"):
+        raise ValueError('branches: must be "active" or "all"')
+    cwd = params.get("cwd") or cwd
+    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), FILE_HISTORY_MAX_PAGE_SIZE,
+                                  FILE_HISTORY_DEFAULT_PAGE_SIZE)
+    check(cancel)
+    report(activity, "Reading file history")
+    found: list[tuple["SessionState", FileOp, int]] = []
+    with engine._lock:
+        states, coverage = engine.indexed_states(scope, cwd, branches, cancel, activity)
+        reasons, incomplete = _session_reasons(coverage)
+        for st in states:
+            table = st.file_ops
+            mine = set(st.coverage.get("reasons", ())) - TEXT_ONLY_REASONS
+            if table is None:  # cannot happen for indexed states; never answer from nothing
+                mine.add("index_error")
+            else:
+                mine |= table.reasons()
+                for seq, op in enumerate(table.lookup(path)):
+                    found.append((st, op, seq))
+            if mine:
+                incomplete += 1
+                reasons |= mine
+    found.sort(key=lambda t: (_timestamp_key(t[1].timestamp), utf16_key(t[0].file), -t[1].index, -t[2]))
+    sessions: dict[str, dict[str, Any]] = {}
+    for st, op, _seq in found:
+        row = sessions.get(st.file)
+        if row is None:  # the first one seen is the session's newest operation
+            sessions[st.file] = {
+                "sessionId": st.session_id, "sessionFile": st.file, "cwd": st.cwd, "count": 1,
+                "lastAction": op.action, "lastTimestamp": op.timestamp,
+            }
+        else:
+            row["count"] += 1
+    start = (page - 1) * page_size
+    cov = dict(coverage)
+    cov["incompleteSessions"] = incomplete
+    cov["reasons"] = sort_lexical(reasons)
+    cov["complete"] = coverage["staleSessions"] == 0 and not reasons
+    return {
+        "path": path,
+        "scope": scope,
+        "branches": branches,
+        "page": page,
+        "pageSize": page_size,
+        "totalSessions": len(sessions),
+        "totalItems": len(found),
+        "hasNext": start + page_size < len(found),
+        "items": [_item(st, op) for st, op, _ in found[start : start + page_size]],
+        "sessions": list(sessions.values()),
+        "coverage": cov,
+    }
+
+
+def lens_title(result: dict) -> Optional[str]:
+    """The CodeLens title for a `fabric/fileHistory` result, e.g.
+    "Pi: 3 sessions · edited in 01a182b4"; None when no session touched the file."""
+    sessions = result.get("sessions") or []
+    if not sessions:
+        return None
+    newest = sessions[0]
+    verb = {"read": "read", "edit": "edited", "write": "written"}.get(newest["lastAction"], newest["lastAction"])
+    n = len(sessions)
+    return f"Pi: {n} session{'s' if n != 1 else ''} · {verb} in {newest['sessionId'][:8]}"
+
+
+def is_under(path: str, folder: Optional[str]) -> bool:
+    """Whether normalized `path` lies inside `folder` (whole path components)."""
+    if not folder:
+        return False
+    root = normalize_path(os.fspath(folder))
+    if root is None:
+        return False
+    return path == root or path.startswith(root.rstrip("/") + "/")

@@ -1,0 +1,77 @@
+"""`fabric/fileHistory` and the file-history CodeLens: what past Pi sessions did to the
+file open in the editor (engine/memory/file_history.py holds the logic)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from fabric_lsp import protocol
+from fabric_lsp.handlers.documents import _session_header
+from fabric_lsp.handlers.progress import run_request
+
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
+
+CODE_LENS = types.TEXT_DOCUMENT_CODE_LENS
+LENS_COMMAND = "fabric.fileHistory"
+
+
+async def file_history(ls: "FabricServer", raw: Any) -> Any:
+    def work(params: protocol.FileHistoryParams, cancel: Any, activity: Any) -> Any:
+        return ls.engines.file_history(params, ls.default_cwd(), cancel, activity)
+
+    return await run_request(ls, protocol.FILE_HISTORY, raw, work, title="Fabric: file history", memory=True)
+
+
+def lens_path(ls: "FabricServer", uri: str) -> str | None:
+    """The path a lens would describe: a `file:` document that is not a Pi session log
+    (not under the session dir, and not starting with a session header)."""
+    from fabric_lsp.engine.memory.file_history import is_under, normalize_path  # lazy: start-up time
+    if not uri.startswith("file:"):
+        return None
+    path = normalize_path(to_fs_path(uri) or "")
+    if path is None or is_under(path, str(ls.config.session_dir)):
+        return None
+    try:
+        source = ls.workspace.get_text_document(uri).source
+    except Exception:
+        source = ""
+    end = source.find("\n")
+    if _session_header(source if end < 0 else source[:end]) is not None:
+        return None
+    return path
+
+
+async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[types.CodeLens]:
+    if not ls.config.code_lens:
+        return []
+    path = lens_path(ls, params.text_document.uri)
+    if path is None:
+        return []
+
+    def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        decoded = protocol.decode_params(protocol.FILE_HISTORY, {"path": path, "pageSize": 1})
+        return ls.engines.file_history(decoded, ls.default_cwd(), cancel, activity)
+
+    result = await run_request(ls, CODE_LENS, None, work, title="Fabric: file history", long=False,
+                               params=params, memory=True)
+    from fabric_lsp.engine.memory.file_history import lens_title
+
+    title = lens_title(result)
+    if title is None:
+        return []
+    start = types.Position(line=0, character=0)
+    return [
+        types.CodeLens(
+            range=types.Range(start=start, end=start),
+            command=types.Command(title=title, command=LENS_COMMAND, arguments=[{"path": path}]),
+        )
+    ]
+
+
+def register(server: Any) -> None:
+    server.feature(protocol.FILE_HISTORY)(file_history)
+    server.feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))(code_lens)
