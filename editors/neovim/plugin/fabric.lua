@@ -16,11 +16,19 @@ end, {
   nargs = '*',
   bang = true,
   range = true,
-  desc = 'Fabric: recall, expand, preview, compact, status, cancel, sessions, log',
+  desc = 'Fabric: recall, expand, preview, compact, status, cancel, sessions, history, log',
   complete = function(arglead, cmdline, pos)
     return require('fabric.commands').complete(arglead, cmdline, pos)
   end,
 })
+
+-- The server's file-history CodeLens (vim.lsp.codelens.run()) runs this client-side.
+vim.lsp.commands['fabric.fileHistory'] = function(command)
+  local arg = command.arguments and command.arguments[1]
+  if type(arg) == 'table' and type(arg.path) == 'string' then
+    require('fabric.commands').history(arg.path, false)
+  end
+end
 
 local group = vim.api.nvim_create_augroup('fabric', { clear = true })
 
@@ -32,19 +40,35 @@ vim.api.nvim_create_autocmd('LspProgress', {
   end,
 })
 
+local function map_gd(buf)
+  if require('fabric.config').get().keymaps then
+    vim.keymap.set('n', 'gd', function()
+      require('fabric.refs').goto_definition()
+    end, { buffer = buf, desc = 'Fabric: go to the entry reference under the cursor' })
+  end
+end
+
 vim.api.nvim_create_autocmd('LspAttach', {
   group = group,
   desc = 'Fabric: gd on entry references',
   callback = function(ev)
     local client = vim.lsp.get_client_by_id(ev.data.client_id)
-    if not client or client.name ~= 'fabric' then
-      return
+    if client and client.name == 'fabric' then
+      map_gd(ev.buf)
+      -- The statusline's session part (pending compaction, last commit, live Pi).
+      require('fabric.statusline').refresh(ev.buf)
     end
-    if require('fabric.config').get().keymaps then
-      vim.keymap.set('n', 'gd', function()
-        require('fabric.refs').goto_definition()
-      end, { buffer = ev.buf, desc = 'Fabric: go to the entry reference under the cursor' })
-    end
+  end,
+})
+
+-- The client attaches only to session JSONL and fabric:// buffers; in notes (markdown) `gd`
+-- on a reference still jumps, through fabric/expand (the server starts on first use).
+vim.api.nvim_create_autocmd('FileType', {
+  group = group,
+  pattern = 'markdown',
+  desc = 'Fabric: gd on entry references in notes',
+  callback = function(ev)
+    map_gd(ev.buf)
   end,
 })
 

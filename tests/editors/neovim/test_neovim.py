@@ -109,12 +109,18 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
     (tmp / "home").mkdir(exist_ok=True)
     # A spec may ask for Ex commands that run before plugins load: `-- cmd: <command>` lines
     # at its top (e.g. to set vim.g.fabric before plugin/fabric.lua reads it).
+    # `-- rtp: none` leaves the plugin off the runtimepath: the spec puts it there itself,
+    # as a plugin manager does (FABRIC_TEST_PLUGIN is its directory).
     early: list[str] = []
+    on_rtp = True
     for line in spec.read_text(encoding="utf-8").splitlines():
         if not line.startswith("--"):
             break
         if line.startswith("-- cmd: "):
             early += ["--cmd", line[len("-- cmd: ") :]]
+        if line.strip() == "-- rtp: none":
+            on_rtp = False
+    env["FABRIC_TEST_PLUGIN"] = str(PLUGIN)
     argv = [
         str(nvim),
         "--headless",
@@ -123,8 +129,7 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
         "-i",
         "NONE",
         *early,
-        "--cmd",
-        f"set rtp^={PLUGIN}",
+        *(["--cmd", f"set rtp^={PLUGIN}"] if on_rtp else []),
         "-l",
         str(spec),
     ]

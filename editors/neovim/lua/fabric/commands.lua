@@ -1,5 +1,6 @@
 -- The :Fabric command: one entry point, subcommands, completion.
 local lsp = require('fabric.lsp')
+local references = require('fabric.references')
 local refs = require('fabric.refs')
 local sessions = require('fabric.sessions')
 local ui = require('fabric.ui')
@@ -23,7 +24,8 @@ end
 ---@param selector table exactly one of indices / entryIds / operationAddresses / entryRange
 ---  (plus expectedSourceHash / expectedLineageFingerprint)
 ---@param done fun(ok: boolean, msg: string?)
-function M.expand_entries(session, selector, done)
+---@param opts? {query?: string} a recall query: its matches are highlighted and the first shown
+function M.expand_entries(session, selector, done, opts)
   local params = vim.tbl_extend('force', { session = session }, selector)
   lsp.request('fabric/expand', params, function(err, result)
     if err then
@@ -42,6 +44,25 @@ function M.expand_entries(session, selector, done)
       vars = { fabric_session = result.sessionFile, fabric_kind = 'expand' },
     })
     M.attach_scratch(buf)
+    local match = require('fabric.match')
+    vim.api.nvim_buf_clear_namespace(buf, match.ns, 0, -1)
+    if opts and opts.query and opts.query ~= '' then
+      -- The entry text starts after the blank line that ends its header.
+      local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+      local body = 0
+      for i, l in ipairs(lines) do
+        if l == '' then
+          body = i
+          break
+        end
+      end
+      match.highlight(buf, opts.query, body)
+      local marks = vim.api.nvim_buf_get_extmarks(buf, match.ns, 0, -1, {})
+      if marks[1] and vim.api.nvim_get_current_buf() == buf then
+        vim.api.nvim_win_set_cursor(0, { marks[1][2] + 1, marks[1][3] })
+        vim.cmd('normal! zz')
+      end
+    end
     done(true)
   end)
 end
@@ -70,16 +91,32 @@ subcommands.expand = {
     local function done(ok, msg)
       ui.done('expand', ok, msg)
     end
-    -- An explicit reference argument, else the reference under the cursor.
-    local ref
+    -- An explicit reference argument (docs/protocol.md's grammar: a bare entry id or
+    -- operation address means the session at hand), else the reference under the cursor.
     if args ~= '' then
-      ref = refs.find_all(args)[1]
-      if not ref then
-        return done(false, ('not an entry reference: %q (expected pi-entry:<sessionId>/<entryId>)'):format(args))
+      local parsed, perr = references.parse(args)
+      if not parsed then
+        return done(false, perr)
       end
-    else
-      ref = refs.under_cursor()
+      local session = parsed.session
+      if not session then
+        local here = refs.session_at_hand(0)
+        if not here then
+          return done(
+            false,
+            ('%q names no session: use it in a session JSONL buffer, or write <session>/%s'):format(args, parsed.entry)
+          )
+        end
+        session = here.path
+      elseif references.is_path(session) and not vim.startswith(session, 'file://') then
+        session = vim.fn.fnamemodify(vim.fn.expand(session), ':p')
+      end
+      local selector = parsed.operation
+          and { operationAddresses = { ('%s/%d'):format(parsed.entry, parsed.operation) } }
+        or { entryIds = { parsed.entry } }
+      return M.expand_entries(session, selector, done)
     end
+    local ref = refs.under_cursor()
     if ref then
       return M.expand_entries(ref.session_id, { entryIds = { ref.entry_id } }, done)
     end
@@ -113,7 +150,7 @@ subcommands.preview = {
       if err or not session then
         return ui.done('preview', err == nil, err or 'dismissed')
       end
-      local params = vim.tbl_extend('force', require('fabric.config').get().preview, { session = session })
+      local params = vim.tbl_extend('force', require('fabric.config').preview_params(), { session = session })
       lsp.request('fabric/compactionPreview', params, function(rerr, result)
         if rerr then
           return ui.done('preview', false, rerr)
@@ -125,6 +162,13 @@ subcommands.preview = {
           filetype = 'markdown',
           vars = { fabric_session = result.sessionFile or session, fabric_kind = 'preview' },
         })
+        -- One fold per section (cut map, budget, summary), all open.
+        local win = vim.fn.bufwinid(buf)
+        if win ~= -1 then
+          vim.wo[win].foldmethod = 'expr'
+          vim.wo[win].foldexpr = "v:lua.require'fabric.views'.foldexpr(v:lnum)"
+          vim.wo[win].foldlevel = 99
+        end
         M.attach_scratch(buf)
         ui.done('preview', true)
       end)
@@ -182,6 +226,9 @@ local function status_lines(session, result)
     lines[#lines + 1] = line
   end
   lines[#lines + 1] = '  session ' .. (result.settled and 'settled' or 'not settled (a turn is running or the file changed recently)')
+  if type(result.heldBy) == 'table' then
+    lines[#lines + 1] = ('  held by a live Pi (pid %s): Pi commits the pending compaction'):format(tostring(result.heldBy.pid))
+  end
   return lines
 end
 
@@ -215,6 +262,7 @@ subcommands.status = {
           ui.notify(head)
           return ui.done('status', false, rerr)
         end
+        require('fabric.statusline').set(session, result)
         ui.notify(head .. '\n' .. table.concat(status_lines(session, result), '\n'))
         ui.done('status', true)
       end)
@@ -287,6 +335,69 @@ subcommands.sessions = {
         ui.done('sessions', true, choice and nil or 'dismissed')
       end)
     end)
+  end,
+}
+
+---One line of a file-history operation (`fabric/fileHistory` item).
+---@param op table
+---@return string
+function M.format_operation(op)
+  local when = type(op.timestamp) == 'number' and os.date('!%Y-%m-%dT%H:%M:%SZ', math.floor(op.timestamp / 1000))
+    or tostring(op.timestamp or 'unknown time')
+  local via = op.operationRef and (' via ' .. op.operationRef) or ''
+  return ('%s %s  %s  %s%s  %s'):format(
+    op.action, op.outcome, tostring(op.sessionId):sub(1, 8), when, via, op.ref or ('#' .. tostring(op.index)))
+end
+
+---What past Pi sessions did to `path` (absolute): a picker that expands the chosen entry,
+---or (bang) the quickfix list.
+---@param path string
+---@param bang boolean
+function M.history(path, bang)
+  lsp.request('fabric/fileHistory', { path = path, pageSize = 200 }, function(err, result)
+    if err then
+      return ui.done('history', false, err)
+    end
+    local items = result.items or {}
+    if #items == 0 then
+      ui.notify('Fabric: no Pi session read, edited or wrote ' .. path, vim.log.levels.WARN)
+      return ui.done('history', true)
+    end
+    local title = ('Fabric history of %s: %d operations in %d sessions'):format(
+      vim.fn.fnamemodify(path, ':~:.'), tonumber(result.totalItems) or #items, tonumber(result.totalSessions) or 0)
+    if bang then
+      local qf = {}
+      for _, op in ipairs(items) do
+        qf[#qf + 1] = { filename = op.sessionFile, lnum = 1, col = 1, text = M.format_operation(op), user_data = op }
+      end
+      vim.fn.setqflist({}, ' ', { title = title, items = qf })
+      vim.cmd('botright copen')
+      return ui.done('history', true)
+    end
+    vim.ui.select(items, { prompt = title, format_item = M.format_operation, kind = 'fabric.file_operation' },
+      function(choice)
+        if not choice then
+          return ui.done('history', true, 'dismissed')
+        end
+        M.expand_entries(choice.sessionFile, { indices = { choice.index }, branches = result.branches },
+          function(ok, msg)
+            ui.done('history', ok, msg)
+          end)
+      end)
+  end)
+end
+
+subcommands.history = {
+  desc = 'what past Pi sessions did to a file (default: this buffer); ! = quickfix list',
+  complete = function()
+    return vim.fn.getcompletion('', 'file')
+  end,
+  run = function(args, cmd)
+    local path = args ~= '' and args or vim.api.nvim_buf_get_name(0)
+    if path == '' or vim.startswith(path, 'fabric://') then
+      return ui.done('history', false, 'no file: give a path or open a file')
+    end
+    M.history(vim.fs.normalize(vim.fn.fnamemodify(path, ':p')), cmd.bang)
   end,
 }
 

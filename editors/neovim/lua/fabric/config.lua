@@ -7,7 +7,9 @@ local M = {}
 M.defaults = {
   -- The language server command. `fabric-lsp` (no arguments) is the stdio server.
   cmd = { 'fabric-lsp' },
-  -- Buffers the server attaches to: session JSONL files and documents with entry references.
+  -- Filetypes whose buffers may start the server. Of those, the client attaches only to Pi
+  -- session JSONL buffers (first line a session header) and Fabric scratch buffers
+  -- (fabric://…, markdown): a README.md or another .jsonl never starts it.
   filetypes = { 'jsonl', 'markdown' },
   -- Root markers for the workspace folder; the current directory when none is found.
   root_markers = { '.git' },
@@ -30,9 +32,18 @@ M.defaults = {
     -- What choosing a picker item opens: 'expand' (scratch buffer) or 'jsonl' (the file at its line).
     open = 'expand',
   },
+  -- The compaction budget of :Fabric preview (each key optional; unset = the server's
+  -- default: compaction.contextWindow / targetContextRatio of its settings, Pi's
+  -- settings.json for keepRecentTokens / reserveTokens, else Pi's defaults 20000 / 16384).
+  -- Sent as the fabric/compactionPreview params of the same names.
+  compaction = {
+    contextWindow = nil, -- integer >= 0 (0 = no model metadata)
+    keepRecentTokens = nil, -- integer >= 0
+    reserveTokens = nil, -- integer >= 0
+    targetContextRatio = nil, -- 0.25 .. 0.85
+  },
   -- Extra fabric/compactionPreview params for :Fabric preview (protocol.md), e.g.
-  -- { contextWindow = 1000000, keepRecentTokens = 8000, reserveTokens = 16384,
-  --   targetContextRatio = 0.5, includeQa = true }.
+  -- { includeQa = true, instructions = '…' }; they win over `compaction`.
   preview = {},
   -- How scratch buffers are shown: an Ex command that opens a window ('split', 'vsplit', 'tabnew')
   -- or 'current' to replace the current window's buffer.
@@ -41,11 +52,149 @@ M.defaults = {
   timeout_ms = 60000,
 }
 
+-- Validation ------------------------------------------------------------------------------
+
+local function is_int(v, lo, hi)
+  return type(v) == 'number' and v == math.floor(v) and v >= lo and (hi == nil or v <= hi)
+end
+
+local function is_list_of_strings(v, nonempty)
+  if type(v) ~= 'table' or not vim.islist(v) or (nonempty and #v == 0) then
+    return false
+  end
+  for _, x in ipairs(v) do
+    if type(x) ~= 'string' or x == '' then
+      return false
+    end
+  end
+  return true
+end
+
+local function one_of(...)
+  local set = { ... }
+  return function(v)
+    return vim.tbl_contains(set, v)
+  end, table.concat(
+    vim.tbl_map(function(x)
+      return ("'%s'"):format(x)
+    end, set),
+    ', '
+  )
+end
+
+local progress_ok, progress_expect = one_of('echo', 'notify', 'none')
+local open_ok, open_expect = one_of('expand', 'jsonl')
+
+---Per key: {check, what it expects} or a nested table of those (for recall, compaction).
+M.rules = {
+  cmd = {
+    function(v)
+      return (type(v) == 'string' and v ~= '') or is_list_of_strings(v, true)
+    end,
+    'a command: a string or a non-empty list of strings',
+  },
+  filetypes = { is_list_of_strings, 'a list of filetype names' },
+  root_markers = { is_list_of_strings, 'a list of file names' },
+  settings = { function(v) return type(v) == 'table' end, 'a table of server settings (:help fabric-setup)' },
+  autostart = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  keymaps = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  progress = { progress_ok, 'one of ' .. progress_expect },
+  recall = {
+    scope = {
+      function(v)
+        return vim.tbl_contains({ 'auto', 'session', 'project', 'global' }, v)
+          or (type(v) == 'string' and v:match('^session:.+') ~= nil)
+      end,
+      "one of 'auto', 'session', 'project', 'global' or 'session:<id-or-path>'",
+    },
+    page_size = { function(v) return is_int(v, 1, 100) end, 'an integer from 1 to 100' },
+    open = { open_ok, 'one of ' .. open_expect },
+  },
+  compaction = {
+    contextWindow = { function(v) return is_int(v, 0) end, 'an integer >= 0 (0 = no model metadata)' },
+    keepRecentTokens = { function(v) return is_int(v, 0) end, 'an integer >= 0' },
+    reserveTokens = { function(v) return is_int(v, 0) end, 'an integer >= 0' },
+    targetContextRatio = {
+      function(v) return type(v) == 'number' and v >= 0.25 and v <= 0.85 end,
+      'a number from 0.25 to 0.85',
+    },
+  },
+  preview = { function(v) return type(v) == 'table' end, 'a table of fabric/compactionPreview params' },
+  open = {
+    function(v)
+      return type(v) == 'string' and v ~= ''
+    end,
+    "an Ex command that opens a window ('split', 'vsplit', 'tabnew') or 'current'",
+  },
+  timeout_ms = { function(v) return is_int(v, 1) end, 'a positive integer (milliseconds)' },
+}
+
+local function is_rule(r)
+  return type(r[1]) == 'function'
+end
+
+local function sorted_keys(t)
+  local keys = vim.tbl_keys(t)
+  table.sort(keys)
+  return keys
+end
+
+local function show(v)
+  return type(v) == 'string' and ('%q'):format(v) or vim.inspect(v, { newline = ' ', indent = '' })
+end
+
+---Check `user` (a vim.g.fabric value) against M.rules. Returns a copy without the invalid
+---and unknown keys (so the defaults apply there) and one message per problem, each naming
+---the key: `vim.g.fabric.recall.page_size: expected an integer from 1 to 100, got 500`.
+---@param user any
+---@return table valid, string[] problems
+function M.validate(user)
+  if user == nil then
+    return {}, {}
+  end
+  if type(user) ~= 'table' then
+    return {}, { ('vim.g.fabric: expected a table, got %s; using the defaults'):format(show(user)) }
+  end
+  local problems = {}
+  local function walk(value, rules, path)
+    local out = {}
+    for _, key in ipairs(sorted_keys(value)) do
+      local v = value[key]
+      local rule = type(key) == 'string' and rules[key] or nil
+      local name = path .. '.' .. tostring(key)
+      if rule == nil then
+        problems[#problems + 1] = ('%s: unknown option (known: %s); ignored'):format(
+          name,
+          table.concat(sorted_keys(rules), ', ')
+        )
+      elseif is_rule(rule) then
+        if rule[1](v) then
+          out[key] = v
+        else
+          problems[#problems + 1] = ('%s: expected %s, got %s; using the default'):format(name, rule[2], show(v))
+        end
+      elseif type(v) ~= 'table' then
+        problems[#problems + 1] = ('%s: expected a table, got %s; using the defaults'):format(name, show(v))
+      else
+        out[key] = walk(v, rule, name)
+      end
+    end
+    return out
+  end
+  return walk(user, M.rules, 'vim.g.fabric'), problems
+end
+
+-- Each problem is reported once per session (get() runs on every use).
+local reported = {}
+
 ---@return fabric.Options
 function M.get()
-  local user = vim.g.fabric
-  if type(user) ~= 'table' then
-    user = {}
+  local user, problems = M.validate(vim.g.fabric)
+  for _, msg in ipairs(problems) do
+    if not reported[msg] then
+      reported[msg] = true
+      vim.notify('fabric: ' .. msg, vim.log.levels.WARN)
+    end
   end
   local opts = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), user)
   -- Lists replace, never merge index-wise.
@@ -58,6 +207,14 @@ function M.get()
     opts.cmd = { opts.cmd }
   end
   return opts
+end
+
+---The fabric/compactionPreview params of :Fabric preview (without `session`): the
+---`compaction` budget overlaid by `preview`.
+---@return table
+function M.preview_params()
+  local opts = M.get()
+  return vim.tbl_extend('force', {}, opts.compaction or {}, opts.preview or {})
 end
 
 return M

@@ -158,6 +158,13 @@ function M.check()
   else
     vim.health.error('Neovim 0.11 or newer is required')
   end
+  local _, problems = config.validate(vim.g.fabric)
+  if #problems == 0 then
+    vim.health.ok('vim.g.fabric: valid')
+  end
+  for _, msg in ipairs(problems) do
+    vim.health.warn(msg, { 'see :help fabric-options' })
+  end
   local cmd, cfg = resolved_cmd()
   check_server(cmd)
   local client = require('fabric.lsp').get_client(0)

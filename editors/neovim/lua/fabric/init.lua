@@ -11,11 +11,21 @@ function M.setup(opts)
   vim.lsp.enable('fabric')
 end
 
----The current work-done progress of the server as one line ('' when idle), for a statusline:
----`set statusline+=%{v:lua.require'fabric'.status()}`
+---One line for a statusline: the server's work-done progress, and for the session of the
+---current buffer its pending compaction, last commit and the live Pi holding it ('' when
+---there is nothing to say): `set statusline+=%{v:lua.require'fabric'.status()}`
 ---@return string
 function M.status()
-  return require('fabric.progress').status()
+  local parts = {}
+  local progress = require('fabric.progress').status()
+  if progress ~= '' then
+    parts[#parts + 1] = progress
+  end
+  local session = require('fabric.statusline').line(0)
+  if session ~= '' then
+    parts[#parts + 1] = session
+  end
+  return table.concat(parts, ' | ')
 end
 
 ---Run a subcommand as if typed: require('fabric').run('recall', 'query').

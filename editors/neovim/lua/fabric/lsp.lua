@@ -5,10 +5,29 @@ local M = {}
 
 M.name = 'fabric'
 
----Workspace root: the nearest root marker, else the current directory.
+---Whether the client attaches to `bufnr`: a Pi session JSONL buffer (first line a session
+---header) or a Fabric scratch buffer (`fabric://…`). Any other buffer of the configured
+---filetypes (a README.md, a data .jsonl) never starts the server.
+---@param bufnr integer
+---@return boolean
+function M.attachable(bufnr)
+  if not vim.api.nvim_buf_is_valid(bufnr) then
+    return false
+  end
+  if vim.startswith(vim.api.nvim_buf_get_name(bufnr), 'fabric://') then
+    return true
+  end
+  return require('fabric.refs').session_of_buffer(bufnr) ~= nil
+end
+
+---Workspace root: the nearest root marker, else the current directory. Not called back
+---(so not attached) for buffers that are not `attachable`.
 ---@param bufnr integer
 ---@param on_dir fun(dir: string)
 function M.root_dir(bufnr, on_dir)
+  if not M.attachable(bufnr) then
+    return
+  end
   local markers = config.get().root_markers
   local root = (#markers > 0) and vim.fs.root(bufnr, markers) or nil
   on_dir(root or vim.fn.getcwd())
@@ -70,6 +89,10 @@ M.handlers = {
   end,
   ['fabric/compactionCommitted'] = function(_, params)
     require('fabric.notify').compaction_committed(params)
+    if type(params) == 'table' and type(params.session) == 'string' then
+      require('fabric.statusline').cache[params.session] = nil
+      pcall(require('fabric.statusline').refresh, 0)
+    end
   end,
   ['fabric/activity'] = function(_, params)
     require('fabric.progress').activity(params)

@@ -21,7 +21,8 @@ function M.compaction_committed(params)
       end
       tokens = tokens .. ')'
     end
-    ui.notify(('Fabric: compaction committed to %s%s'):format(session, tokens), vim.log.levels.INFO)
+    local by = record.committedBy == 'pi' and ' by Pi' or ''
+    ui.notify(('Fabric: compaction committed%s to %s%s'):format(by, session, tokens), vim.log.levels.INFO)
   else
     ui.notify(
       ('Fabric: compaction of %s failed: %s'):format(session, tostring(record.error or record.status)),

@@ -1,6 +1,7 @@
 -- :Fabric recall [query] (picker) and :Fabric recall! [query] (quickfix list).
 local config = require('fabric.config')
 local lsp = require('fabric.lsp')
+local match = require('fabric.match')
 local refs = require('fabric.refs')
 local ui = require('fabric.ui')
 
@@ -83,7 +84,7 @@ function M.format_item(item)
     item.sessionId:sub(1, 8),
     item.entryId,
     who,
-    ui.excerpt_around(item.text, item.query, 100)
+    match.snippet(item.text, item.query, 100)
   )
 end
 
@@ -98,7 +99,8 @@ function M.open(item, done)
   require('fabric.commands').expand_entries(
     item.sessionFile,
     { entryIds = { item.entryId }, expectedSourceHash = item.sourceHash },
-    done
+    done,
+    { query = item.query }
   )
 end
 
@@ -153,7 +155,7 @@ function M.run(query, opts)
             text = ('[%s] %s %s'):format(
               item.role or '?',
               refs.format(item.sessionId, item.entryId),
-              ui.excerpt_around(item.text, query, 200)
+              match.snippet(item.text, query, 200)
             ),
           }
         else
@@ -165,7 +167,7 @@ function M.run(query, opts)
           }
         end
       end
-      vim.fn.setqflist({}, ' ', { title = 'Fabric recall: ' .. query, items = qf })
+      vim.fn.setqflist({}, ' ', { title = 'Fabric recall: ' .. query, items = qf, context = { fabric_query = query } })
       if #qf == 0 then
         ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
         if type(result.coverage) == 'table' and type(result.coverage.error) == 'table' then
@@ -173,6 +175,7 @@ function M.run(query, opts)
         end
       else
         vim.cmd('botright copen')
+        match.highlight_quickfix(query)
       end
       return ui.done('recall', true)
     end

@@ -1,40 +1,16 @@
 -- Entry references `pi-entry:<sessionId>/<entryId>` and session JSONL buffers.
 local M = {}
 
--- Lua-pattern form of docs/protocol.md's reference syntax.
-M.pattern = 'pi%-entry:([%w][%w_.%-]*)/([%w][%w_.:%-]*)'
+local references = require('fabric.references')
 
----Format a reference.
-function M.format(session_id, entry_id)
-  return ('pi-entry:%s/%s'):format(session_id, entry_id)
-end
+-- The grammar lives in fabric/references.lua (one parser per language, one table of cases).
+M.pattern = references.pattern
+M.format = references.format
 
 ---All references on `line`: {session_id, entry_id, first_col, last_col} (1-based, inclusive).
 ---@param line string
 function M.find_all(line)
-  local out = {}
-  local init = 1
-  while true do
-    local s, e, sid, eid = line:find(M.pattern, init)
-    if not s then
-      break
-    end
-    -- Never inside a longer word: the character before must not be [%w_.-].
-    local before = s > 1 and line:sub(s - 1, s - 1) or ''
-    if before:match('[%w_.%-]') then
-      init = s + 1
-      goto continue
-    end
-    -- A reference cannot end on '.' or ':' (sentence punctuation after it).
-    while eid:match('[.:]$') do
-      eid = eid:sub(1, -2)
-      e = e - 1
-    end
-    out[#out + 1] = { session_id = sid, entry_id = eid, first_col = s, last_col = e }
-    init = e + 1
-    ::continue::
-  end
-  return out
+  return references.find(line)
 end
 
 ---The reference under the cursor of the current window, if any.
@@ -50,9 +26,9 @@ function M.under_cursor()
 end
 
 ---The session header of `bufnr` when it is a Pi session JSONL buffer (first line
----`{"type":"session","id":…}`), else nil.
+---`{"type":"session","id":…}`), else nil. `cwd` is the header's project directory.
 ---@param bufnr? integer
----@return {id: string, path: string}?
+---@return {id: string, path: string, cwd: string?}?
 function M.session_of_buffer(bufnr)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   if not vim.api.nvim_buf_is_valid(bufnr) then
@@ -68,7 +44,47 @@ function M.session_of_buffer(bufnr)
   end
   local ok, header = pcall(vim.json.decode, first)
   if ok and type(header) == 'table' and header.type == 'session' and type(header.id) == 'string' then
-    return { id = header.id, path = vim.fn.fnamemodify(name, ':p') }
+    return {
+      id = header.id,
+      path = vim.fn.fnamemodify(name, ':p'),
+      cwd = type(header.cwd) == 'string' and header.cwd ~= '' and header.cwd or nil,
+    }
+  end
+end
+
+---The header of the session file at `path` (its first line), as session_of_buffer returns it.
+---@param path string
+---@return {id: string, path: string, cwd: string?}?
+function M.session_of_file(path)
+  local fh = io.open(path, 'r')
+  if not fh then
+    return nil
+  end
+  local first = fh:read('*l')
+  fh:close()
+  local ok, header = pcall(vim.json.decode, first or '')
+  if ok and type(header) == 'table' and header.type == 'session' and type(header.id) == 'string' then
+    return {
+      id = header.id,
+      path = path,
+      cwd = type(header.cwd) == 'string' and header.cwd ~= '' and header.cwd or nil,
+    }
+  end
+end
+
+---The session a buffer is about: the session JSONL it shows, else the session of a Fabric
+---scratch buffer (`b:fabric_session`).
+---@param bufnr? integer
+---@return {id: string, path: string, cwd: string?}?
+function M.session_at_hand(bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local here = M.session_of_buffer(bufnr)
+  if here then
+    return here
+  end
+  local ok, scratch = pcall(vim.api.nvim_buf_get_var, bufnr, 'fabric_session')
+  if ok and type(scratch) == 'string' and scratch ~= '' then
+    return M.session_of_file(scratch) or { id = vim.fn.fnamemodify(scratch, ':t:r'), path = scratch }
   end
 end
 

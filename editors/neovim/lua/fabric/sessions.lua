@@ -19,13 +19,26 @@ function M.format_item(info)
   )
 end
 
----fabric/sessions for `scope` ('project' with the current directory, or 'global').
+---The project a command means: the cwd in the session header of the current session JSONL
+---buffer (or of a Fabric scratch buffer's session), else Neovim's current directory.
+---@param bufnr? integer
+---@return string
+function M.project_cwd(bufnr)
+  local here = refs.session_at_hand(bufnr or 0)
+  if here and here.cwd then
+    return here.cwd
+  end
+  return vim.fn.getcwd()
+end
+
+---fabric/sessions for `scope` ('project': the current buffer's session project, see
+---project_cwd; or 'global').
 ---@param scope string
 ---@param cb fun(err: string?, result: table?)
 function M.list(scope, cb)
   local params = { scope = scope, pageSize = 200 }
   if scope ~= 'global' then
-    params.cwd = vim.fn.getcwd()
+    params.cwd = M.project_cwd(0)
   end
   lsp.request('fabric/sessions', params, function(err, result)
     if not err and type(result) == 'table' then

@@ -36,31 +36,157 @@ function M.expanded(result)
   return lines
 end
 
--- details.budget fields, in the order of the compaction engine's details v2.
-local BUDGET_KEYS = {
-  'strategy',
-  'contextWindow',
-  'targetContextRatio',
-  'targetContextTokens',
-  'reserveTokens',
-  'keepRecentTokens',
-  'rawTokensBefore',
-  'tokenScale',
-  'fixedOverheadTokens',
-  'retainedRawTokens',
-  'continuityTargetTokens',
-  'occupancyCeilingTokens',
-  'safeCeilingTokens',
-  'reductionCeilingTokens',
-  'rawTailTokenBudget',
-  'bindingConstraint',
-  'projectedTokensAfter',
-}
+local function fmt(n)
+  n = tonumber(n)
+  if not n then
+    return '?'
+  end
+  local s = tostring(math.floor(n + 0.5))
+  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
+end
 
----Lines for a fabric/compactionPreview result.
+---The branch of `leaf` in a session file: {id, line (1-based), type, firstKept?}, root first.
+---@param file string
+---@param leaf string?
+---@return table[]
+function M.branch(file, leaf)
+  local ok, lines = pcall(vim.fn.readfile, file)
+  if not ok then
+    return {}
+  end
+  local by_id, last = {}, nil
+  for lnum, raw in ipairs(lines) do
+    local okj, obj = pcall(vim.json.decode, raw)
+    if okj and type(obj) == 'table' and type(obj.id) == 'string' and obj.type ~= 'session' then
+      local e = { id = obj.id, parent = type(obj.parentId) == 'string' and obj.parentId or nil, type = obj.type, line = lnum }
+      if obj.type == 'compaction' and type(obj.firstKeptEntryId) == 'string' then
+        e.firstKept = obj.firstKeptEntryId
+      end
+      by_id[obj.id] = e
+      last = e
+    end
+  end
+  local cur = (leaf and by_id[leaf]) or last
+  local path, seen = {}, {}
+  while cur and not seen[cur.id] do
+    seen[cur.id] = true
+    table.insert(path, 1, cur)
+    cur = cur.parent and by_id[cur.parent] or nil
+  end
+  return path
+end
+
+---Cut-map rows of a preview: {kind, title, first, last, count} with entries of M.branch.
+function M.cut_map(result)
+  local branch = M.branch(result.sessionFile, ui.present(result.leafId) and result.leafId or nil)
+  local pos = {}
+  for i, e in ipairs(branch) do
+    pos[e.id] = i
+  end
+  local live, after_compaction = 1, false
+  for i = #branch, 1, -1 do
+    if branch[i].type == 'compaction' then
+      after_compaction = true
+      live = (branch[i].firstKept and pos[branch[i].firstKept]) or i + 1
+      break
+    end
+  end
+  local rows = {}
+  local function add(kind, title, a, b)
+    if a and b and a >= 1 and b >= a and b <= #branch then
+      rows[#rows + 1] = { kind = kind, title = title, first = branch[a], last = branch[b], count = b - a + 1 }
+    end
+  end
+  add('earlier', 'compacted earlier (the model sees its summary)', 1, live - 1)
+  local details = type(result.details) == 'table' and result.details or {}
+  local cut = type(details.coverage) == 'table' and details.coverage.liveCutRange or nil
+  local kept = ui.present(result.firstKeptEntryId) and pos[result.firstKeptEntryId] or nil
+  if result.outcome == 'compacted' then
+    local a = type(cut) == 'table' and pos[cut.first] or live
+    local b = type(cut) == 'table' and pos[cut.last] or (kept and kept - 1 or #branch)
+    add('summarized', 'summarized by this compaction', a, b)
+    if kept then
+      add('kept', 'kept verbatim (the recent tail)', kept, #branch)
+    end
+  else
+    add('kept', 'in the live window (nothing is summarized)', live, #branch)
+  end
+  return rows, branch, branch[live], after_compaction
+end
+
+---The budget in plain words: one line per fact.
+function M.budget_lines(result)
+  local details = type(result.details) == 'table' and result.details or {}
+  local b = type(details.budget) == 'table' and details.budget or nil
+  local out = { ('In context now (Pi\'s estimate): %s tokens'):format(fmt(result.tokensBefore)) }
+  if not b then
+    out[#out + 1] = 'No model window known (a cut without model metadata).'
+    return out
+  end
+  local window = tonumber(b.contextWindow)
+  if window and window > 0 then
+    out[#out + 1] = ('Model context window: %s tokens (%d%% in use now)'):format(fmt(window), math.floor(100 * result.tokensBefore / window + 0.5))
+  end
+  if ui.present(b.targetContextTokens) then
+    out[#out + 1] = ('Target after compaction: %s tokens (the recent tail plus room for the summary)'):format(fmt(b.targetContextTokens))
+  end
+  if result.outcome == 'compacted' and ui.present(b.projectedTokensAfter) then
+    out[#out + 1] = ('Projected after compaction: %s tokens'):format(fmt(b.projectedTokensAfter))
+  end
+  if ui.present(b.retainedRawTokens) then
+    out[#out + 1] = ('Recent tail kept verbatim: %s tokens (up to keepRecentTokens = %s)'):format(fmt(b.retainedRawTokens), fmt(b.keepRecentTokens))
+  end
+  if ui.present(b.reserveTokens) then
+    out[#out + 1] = ('Reserved for the model\'s reply: %s tokens'):format(fmt(b.reserveTokens))
+  end
+  local limits = {}
+  if ui.present(b.occupancyCeilingTokens) then
+    limits[#limits + 1] = ('%s (%d%% of the window)'):format(fmt(b.occupancyCeilingTokens), math.floor(100 * (tonumber(b.targetContextRatio) or 0) + 0.5))
+  end
+  if ui.present(b.safeCeilingTokens) then
+    limits[#limits + 1] = fmt(b.safeCeilingTokens) .. ' (90% of the window minus the reply reserve)'
+  end
+  if ui.present(b.reductionCeilingTokens) then
+    limits[#limits + 1] = fmt(b.reductionCeilingTokens) .. ' (95% of the tokens now)'
+  end
+  if #limits > 0 then
+    out[#out + 1] = 'Never more than: ' .. table.concat(limits, '; ')
+  end
+  local why = { continuity = 'the target (recent tail plus summary room)', occupancy = 'the share of the window',
+    safe = 'the safe limit', reduction = 'the reduction limit' }
+  if ui.present(b.bindingConstraint) then
+    out[#out + 1] = 'What decided the cut: ' .. (why[b.bindingConstraint] or tostring(b.bindingConstraint))
+  end
+  return out
+end
+
+---Lines for a fabric/compactionPreview result: sections (`## …`) that fold one by one.
 ---@param result table
 ---@return string[]
 function M.preview(result)
+  local rows, branch, live, after_compaction = M.cut_map(result)
+  local sentence
+  if result.outcome == 'compacted' then
+    local s, k
+    for _, r in ipairs(rows) do
+      if r.kind == 'summarized' then
+        s = r
+      elseif r.kind == 'kept' then
+        k = r
+      end
+    end
+    local details = type(result.details) == 'table' and result.details or {}
+    local after = type(details.budget) == 'table' and details.budget.projectedTokensAfter or nil
+    sentence = ('Compacting now would replace %s with a %s-character summary and keep %s: about %s → %s tokens.'):format(
+      s and ('%s entries (lines %d–%d)'):format(fmt(s.count), s.first.line, s.last.line) or 'the older entries',
+      fmt(vim.fn.strchars(result.summary or '')),
+      k and ('the last %s as they are'):format(fmt(k.count)) or 'nothing verbatim',
+      fmt(result.tokensBefore), ui.present(after) and fmt(after) or '?')
+  elseif result.outcome == 'skipped' then
+    sentence = 'Nothing would be compacted: ' .. tostring(ui.present(result.reason) and result.reason or 'Pi would skip it') .. '.'
+  else
+    sentence = 'Fabric would cancel this compaction: ' .. tostring(ui.present(result.reason) and result.reason or '?') .. '.'
+  end
   local lines = {
     '# Compaction preview: ' .. tostring(result.sessionId),
     '',
@@ -77,39 +203,18 @@ function M.preview(result)
   if ui.present(result.firstKeptEntryId) then
     lines[#lines + 1] = '- first kept entry: ' .. refs.format(result.sessionId, result.firstKeptEntryId)
   end
-  if ui.present(result.summary) then
-    lines[#lines + 1] = ('- summary: %d characters'):format(vim.fn.strchars(result.summary))
+  vim.list_extend(lines, { '', sentence, '', '## Cut map', '', ('%d entries on the branch.'):format(#branch) })
+  for _, r in ipairs(rows) do
+    lines[#lines + 1] = ('- %s: %s entries, %s (line %d) → %s (line %d)'):format(
+      r.title, fmt(r.count), r.first.id, r.first.line, r.last.id, r.last.line)
   end
-  lines[#lines + 1] = ''
-  lines[#lines + 1] = '## Budget'
-  lines[#lines + 1] = ''
+  if live then
+    lines[#lines + 1] = ('- the live window starts %s: %s (line %d)'):format(
+      after_compaction and 'after the last compaction' or 'at the start of the branch', live.id, live.line)
+  end
+  vim.list_extend(lines, { '', '## Budget', '' })
+  vim.list_extend(lines, M.budget_lines(result))
   local details = type(result.details) == 'table' and result.details or {}
-  local budget = details.budget
-  if type(budget) == 'table' then
-    lines[#lines + 1] = '| field | value |'
-    lines[#lines + 1] = '| --- | --- |'
-    local seen = {}
-    for _, key in ipairs(BUDGET_KEYS) do
-      if ui.present(budget[key]) then
-        lines[#lines + 1] = ('| %s | %s |'):format(key, tostring(budget[key]))
-        seen[key] = true
-      end
-    end
-    local rest = {}
-    for key in pairs(budget) do
-      if not seen[key] then
-        rest[#rest + 1] = key
-      end
-    end
-    table.sort(rest)
-    for _, key in ipairs(rest) do
-      lines[#lines + 1] = ('| %s | %s |'):format(key, (vim.inspect(budget[key]):gsub('\n', ' ')))
-    end
-  else
-    lines[#lines + 1] = ('No model budget (tokens before: %s; legacy cut without model metadata).'):format(
-      tostring(result.tokensBefore)
-    )
-  end
   if type(details.counts) == 'table' then
     local counts = {}
     for key, value in pairs(details.counts) do
@@ -128,6 +233,19 @@ function M.preview(result)
     lines[#lines + 1] = '(no summary: ' .. tostring(result.outcome) .. ')'
   end
   return lines
+end
+
+---'foldexpr' of the preview buffer: one fold per `## ` section.
+---@param lnum integer
+---@return string
+function M.foldexpr(lnum)
+  local line = vim.fn.getline(lnum)
+  if line:match('^## ') then
+    return '>1'
+  elseif line:match('^# ') then
+    return '0'
+  end
+  return '='
 end
 
 return M

@@ -28,7 +28,7 @@ end)
 
 H.check(':Fabric completion lists the subcommands and scopes', function()
   H.eq(
-    { 'cancel', 'compact', 'expand', 'log', 'preview', 'recall', 'sessions', 'status' },
+    { 'cancel', 'compact', 'expand', 'history', 'log', 'preview', 'recall', 'sessions', 'status' },
     vim.fn.getcompletion('Fabric ', 'cmdline'),
     'subcommands'
   )

@@ -34,6 +34,8 @@ H.check(':Fabric preview in a small session buffer says Pi would skip it', funct
   H.contains(lines, '- reason: ')
   H.contains(lines, '- session file: ' .. s01)
   H.contains(lines, '- tokens before: ')
+  H.contains(lines, 'Nothing would be compacted: ')
+  H.contains(lines, '## Cut map')
   H.contains(lines, '## Budget')
   H.contains(lines, '## Summary')
   H.contains(lines, '(no summary: skipped)')
@@ -63,12 +65,40 @@ H.check(':Fabric preview <session id> with preview options shows the summary and
   H.contains(lines, '- outcome: compacted')
   H.contains(lines, '- session file: ' .. big)
   H.contains(lines, '- first kept entry: pi-entry:' .. hbig.id .. '/')
-  H.contains(lines, '| field | value |')
-  H.contains(lines, '| strategy | continuity |')
+  -- One sentence, the cut map with JSONL lines, the budget in plain words.
+  H.contains(lines, 'Compacting now would replace ')
+  H.contains(lines, '- summarized by this compaction: ')
+  H.contains(lines, '- kept verbatim (the recent tail): ')
+  H.contains(lines, '- the live window starts ')
   -- The default contextWindow (200000) and the keepRecentTokens given.
-  H.contains(lines, '| contextWindow | 200000 |')
-  H.contains(lines, '| keepRecentTokens | 200 |')
-  H.contains(lines, '| projectedTokensAfter | ')
+  H.contains(lines, 'Model context window: 200,000 tokens')
+  H.contains(lines, '(up to keepRecentTokens = 200)')
+  H.contains(lines, 'Projected after compaction: ')
+  H.contains(lines, 'What decided the cut: ')
+  -- The cut map's lines are the entries' JSONL lines.
+  local jsonl = H.read_jsonl(big)
+  for _, l in ipairs(lines) do
+    local id, lnum = l:match('^%- kept verbatim %(the recent tail%): [%d,]+ entries, (%x+) %(line (%d+)%)')
+    if id then
+      local at
+      for _, obj in ipairs(jsonl) do
+        if obj._lnum == tonumber(lnum) then
+          at = obj
+        end
+      end
+      H.eq(id, at and at.id, 'entry at the cut map line')
+    end
+  end
+  -- One fold per section: Cut map, Budget, Summary.
+  vim.cmd('normal! zM')
+  local closed = {}
+  for lnum = 1, vim.fn.line('$') do
+    if vim.fn.foldclosed(lnum) == lnum then
+      closed[#closed + 1] = vim.fn.getline(lnum)
+    end
+  end
+  H.eq({ '## Cut map', '## Budget', '## Summary' }, closed, 'folds')
+  vim.cmd('normal! zR')
   local summary_at
   for i, l in ipairs(lines) do
     if l == '## Summary' then
