@@ -31,7 +31,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-import msgspec  # noqa: E402
 
 from bench_common import add_session_arguments, describe, msgspec_decode_lines, peak_rss_kb, session_file  # noqa: E402
 

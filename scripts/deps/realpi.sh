@@ -39,6 +39,13 @@ tools_ok() {
     && command -v tmux >/dev/null 2>&1
 }
 
+if ! command -v npm >/dev/null 2>&1; then  # a bare Debian 12 has no npm
+  [ "$(id -u)" -eq 0 ] || { echo "realpi: npm is missing; run as root: apt-get install -y npm" >&2; exit 1; }
+  echo "realpi: installing npm (apt)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >&2 \
+    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >&2; }
+fi
+
 if ! node_ok; then
   echo "realpi: installing node 22 (npm package node@22) into $node_dir" >&2
   mkdir -p "$node_dir"

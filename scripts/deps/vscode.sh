@@ -22,9 +22,12 @@ log() { echo "[deps/vscode] $*" >&2; }
 # 1. system packages (root only; otherwise say exactly what to run)
 missing=()
 # The fonts only make screenshots readable (CJK and emoji in the real-Pi fixtures).
-for pkg in chromium libkrb5-dev fonts-noto-cjk fonts-noto-color-emoji; do
+# build-essential and python3: node-gyp builds code-server's native modules; npm: the
+# node 24 and code-server installs below (a bare Debian 12 has none of them).
+for pkg in chromium libkrb5-dev fonts-noto-cjk fonts-noto-color-emoji build-essential python3; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+command -v npm >/dev/null 2>&1 || missing+=(npm)  # any npm will do (a node install brings one)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     log "missing ${missing[*]}; run as root: apt-get update && apt-get install -y ${missing[*]}"

@@ -1,8 +1,11 @@
 """Drive real Pi in RPC mode: JSON lines in, events out (split on \\n only)."""
 from __future__ import annotations
-import json, os, queue, subprocess, threading, time
+import json
+import subprocess
+import threading
+import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 class PiRpc:
     def __init__(self, node: Path, cli: Path, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
@@ -40,7 +43,8 @@ class PiRpc:
         cid = f"c{self._n}"
         data = json.dumps({"id": cid, **cmd}, ensure_ascii=False) + "\n"
         assert self.proc.stdin is not None
-        self.proc.stdin.write(data.encode()); self.proc.stdin.flush()
+        self.proc.stdin.write(data.encode())
+        self.proc.stdin.flush()
         return cid
 
     def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 60.0, start: int = 0) -> dict[str, Any]:
@@ -71,4 +75,5 @@ class PiRpc:
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
-                self.proc.kill(); self.proc.wait()
+                self.proc.kill()
+                self.proc.wait()

@@ -20,7 +20,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 from reliability_kit import REPO, ORBIT, RawServer, long_run, server_command, server_env
 
 KILL_POINT_SERVER = Path(__file__).with_name("kill_point_server.py")

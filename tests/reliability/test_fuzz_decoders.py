@@ -26,7 +26,6 @@ from fuzz_strategies import (
     OUTPUT_SECRET,
     THINKING_SECRET,
     TYPED_PREFIX,
-    finite,
     json_values,
     pi_chain_sessions,
     session_files,

@@ -10,7 +10,6 @@ scenario are printed by bench/reliability/huge_input.py.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tempfile

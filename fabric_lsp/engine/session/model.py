@@ -9,7 +9,7 @@ stay available in the raw dict.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from typing import Any, Optional, Union
 
 import msgspec
 

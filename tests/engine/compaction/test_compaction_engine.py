@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
 
 from compaction_builders import (
     assistant,
@@ -13,7 +12,6 @@ from compaction_builders import (
     call,
     compaction_entry,
     custom_message,
-    estimate_usage_assistant,
     link,
     plain_custom,
     text,

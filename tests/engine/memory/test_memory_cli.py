@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from fabric_lsp.cli import main
-from fabric_lsp.engine.session.discovery import encode_cwd
 from memory_kit import DEMO_MTIME, demo_rows, write_session
 
 CWD = "/home/user/demo"
@@ -52,7 +50,7 @@ def test_expand_and_errors(agent, capsys):
     code, out, err = _run(capsys, "expand", "s1", "--indices", "9", "--agent-dir", str(agent))
     assert code == 1 and "index_out_of_bounds" in err
     code, out, _ = _run(capsys, "expand", "zz", "--entry-ids", "u1", "--agent-dir", str(agent), "--json")
-    assert code == 1 and json.loads(out)["error"]["code"] == "session_not_found"
+    assert code == 2 and json.loads(out)["error"]["code"] == "session_not_found"  # docs/cli.md: names nothing
 
 
 def test_sessions(agent, capsys):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fabric_lsp.engine.activity import CancelToken, Cancelled
 from fabric_lsp.engine.memory import store
-from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, tool_result, user, write_session
+from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, user, write_session
 
 CWD = "/home/user/demo"
 QUERIES = [
