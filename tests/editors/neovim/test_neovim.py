@@ -105,6 +105,10 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
         FABRIC_TEST_PROJECT=str(ws["project"]),
         FABRIC_TEST_AGENT=str(ws["agent"]),
         FABRIC_TEST_SESSIONS=str(ws["sessions"]),
+        # The server's background indexer reports its own progress and makes cold sessions
+        # hot-built while it runs; specs of one request's progress or of cold pointers turn
+        # it off. A spec opts in with `-- env: FABRIC_LSP_BACKGROUND_INDEX=1`.
+        FABRIC_LSP_BACKGROUND_INDEX="0",
     )
     (tmp / "home").mkdir(exist_ok=True)
     # A spec may ask for Ex commands that run before plugins load: `-- cmd: <command>` lines
@@ -120,6 +124,9 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
             early += ["--cmd", line[len("-- cmd: ") :]]
         if line.strip() == "-- rtp: none":
             on_rtp = False
+        if line.startswith("-- env: "):
+            key, _, value = line[len("-- env: "):].strip().partition("=")
+            env[key] = value
     env["FABRIC_TEST_PLUGIN"] = str(PLUGIN)
     argv = [
         str(nvim),
