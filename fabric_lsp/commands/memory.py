@@ -8,11 +8,17 @@ domain error (stale pointer, not found, ambiguous, out of bounds), 2 on invalid 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import Any, Optional
 
 import msgspec
+
+from fabric_lsp import protocol
+from fabric_lsp.commands.face import CliError, add_settings_arguments, cli_engines, decode, project_dir, session_ref
+
+_METHODS = {"recall": protocol.RECALL, "expand": protocol.EXPAND, "sessions": protocol.SESSIONS}
 
 
 def _out(data: bytes) -> None:
@@ -35,28 +41,9 @@ def _emit_json(obj: Any) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the protocol result object")
-    p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
-    p.add_argument("--agent-dir", metavar="DIR", help="Pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    add_settings_arguments(p)
     p.add_argument("--index-dir", metavar="DIR", help="memory index dir (default: <agentDir>/fabric-lsp/memory-index)")
     p.add_argument("--branches", choices=("active", "all"), default=None, help="branch mode (default active)")
-
-
-def _engine(args: argparse.Namespace):
-    from pathlib import Path
-
-    from fabric_lsp.config import load_config
-    from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
-
-    cwd = args.cwd or os.getcwd()
-    env = dict(os.environ)
-    if args.agent_dir:
-        env["PI_CODING_AGENT_DIR"] = args.agent_dir
-    cfg = load_config(workspace_root=Path(cwd), env=env)
-    for warning in cfg.warnings:
-        print(f"fabric-lsp: {warning}", file=sys.stderr)
-    memory = MemoryConfig.from_settings(dict(cfg.memory))
-    index_dir = args.index_dir or str(cfg.index_dir)
-    return MemoryEngine(memory, agent_dir=str(cfg.agent_dir), session_dir=str(cfg.session_dir), index_dir=index_dir), cwd
 
 
 def _range(value: Optional[str]) -> Optional[dict]:
@@ -83,6 +70,29 @@ def _recall_args(p: argparse.ArgumentParser) -> None:
     _common(p)
 
 
+def _sessions_phrase(n: int) -> str:
+    return f"{n} session" + ("" if n == 1 else "s")
+
+
+def _max_entry_chars(args: argparse.Namespace) -> int:
+    from fabric_lsp.commands.face import cli_config
+
+    return int(cli_config(args, "recall", quiet=True).memory["maxEntryChars"])
+
+
+def _wider_scope_hint(args: argparse.Namespace) -> Optional[str]:
+    """Which scope would search more, and how many sessions it holds."""
+    wider = ["project", "global"] if args.scope.startswith("session") else ["global"] if args.scope == "project" else []
+    for scope in wider:
+        try:
+            total = _call(args, "sessions", {"scope": scope, "pageSize": 1}, quiet=True).get("totalItems", 0)
+        except ValueError:
+            return None
+        if total:
+            return f"--scope {scope} searches {_sessions_phrase(total)}"
+    return None
+
+
 def _run_recall(args: argparse.Namespace) -> int:
     try:
         params: dict[str, Any] = {"scope": args.scope, "queryMode": args.mode, "page": args.page, "pageSize": args.page_size}
@@ -97,13 +107,49 @@ def _run_recall(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"fabric-lsp recall: {err}", file=sys.stderr)
         return 2
+    cov = result["coverage"]
+    if "error" in cov:  # an invalid regex and friends are errors, never "no matches"
+        if args.json:
+            _emit_json(result)
+        err = cov["error"]
+        print(f"fabric-lsp recall: {err['code']}: {err['message']}", file=sys.stderr)
+        return 2
     if args.json:
         _emit_json(result)
     else:
-        _write(result["text"] + "\n")
+        reasons = [r for r in cov.get("reasons", []) if r != "max_entry_chars"]
+        if result["totalItems"] == 0 and not reasons:
+            _write(f"No matches for {json.dumps(args.query)}" if args.query is not None else "Nothing to browse")
+            _write(f" in {_sessions_phrase(cov['indexedSessions'])} of scope {args.scope}.\n")
+            wider = _wider_scope_hint(args)
+            if wider:
+                _write(wider + "\n")
+        else:
+            _write(result["text"] + "\n")
         if result["hasNext"]:
             _write(f"\n(page {result['page']} of {result['totalItems']} items; more with --page {result['page'] + 1})\n")
+        if "max_entry_chars" in cov.get("reasons", []):
+            limit = _max_entry_chars(args)
+            _write(f"note: text past {limit:,} characters of an entry is not indexed "
+                   f"(in {_sessions_phrase(cov.get('incompleteSessions', 0))}); `fabric-lsp expand` shows it whole\n")
+    hint = index_hint(result["coverage"])
+    if hint:
+        print(f"fabric-lsp recall: {hint}", file=sys.stderr)
     return 1 if "error" in result["coverage"] else 0
+
+
+_BUDGET_REASONS = ("max_sync_sessions", "max_sync_source_bytes", "indexing_in_progress")
+
+
+def index_hint(coverage: dict[str, Any]) -> Optional[str]:
+    """How to complete an answer the per-call budget cut short (the CLI has no background
+    indexer: `fabric-lsp index` builds the rest once, later calls read it from disk)."""
+    stale = int(coverage.get("staleSessions") or 0)
+    if stale <= 0 or not any(r in coverage.get("reasons", ()) for r in _BUDGET_REASONS):
+        return None
+    noun = "session" if stale == 1 else "sessions"
+    return (f"{coverage.get('indexedSessions', 0)} of {coverage.get('eligibleSessions', 0)} sessions are indexed; "
+            f"run `fabric-lsp index` to index the remaining {stale} {noun}")
 
 
 def _with_expected(params: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -115,13 +161,36 @@ def _with_expected(params: dict[str, Any], args: argparse.Namespace) -> dict[str
     return params
 
 
-def _call(args: argparse.Namespace, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One engine call with an engine that lives for this command only."""
-    engine, cwd = _engine(args)
+def _call(args: argparse.Namespace, command: str, params: dict[str, Any], *, quiet: bool = False) -> dict[str, Any]:
+    """One engine call, decoded as the server decodes it, with engines that live for
+    this command only. Invalid arguments raise ValueError with the protocol's message;
+    a missing agent dir or a scope naming a file that is no Pi session, too."""
     try:
-        return getattr(engine, method)(params, cwd=cwd)
+        p = decode(command, _METHODS[command], params)
+    except CliError as err:
+        raise ValueError(err.message.split(": ", 1)[1]) from None
+    engines = cli_engines(args, command, quiet=quiet)
+    cfg = engines.config
+    if not cfg.agent_dir.is_dir():
+        engines.close()
+        raise ValueError(f"the Pi agent dir {cfg.agent_dir} does not exist "
+                         "(set --agent-dir or PI_CODING_AGENT_DIR; `fabric-lsp examples DIR` writes example sessions)")
+    scope = getattr(p, "scope", "")
+    if isinstance(scope, str) and scope.startswith("session:"):
+        _check_session_file(scope[len("session:"):])
+    try:
+        return getattr(engines, command)(p, project_dir(args))
     finally:
-        engine.close()
+        engines.close()
+
+
+def _check_session_file(ref: str) -> None:
+    """A path that names an existing file must be a Pi session (a session header first)."""
+    from fabric_lsp.engine.session.reader import read_header
+
+    path = ref[len("file://"):] if ref.startswith("file://") else ref
+    if os.path.isfile(path) and read_header(path) is None:
+        raise ValueError(f"{path} is not a Pi session file (its first line is not a session header)")
 
 
 def _list(value: Optional[str], kind: type) -> Optional[list]:
@@ -136,9 +205,41 @@ def _list(value: Optional[str], kind: type) -> Optional[list]:
     return items
 
 
+def _reference_params(target: str, in_session: Optional[str]) -> dict[str, Any]:
+    """`fabric-lsp expand REF`: the one reference grammar (engine/references.py)."""
+    from fabric_lsp.engine.references import FORMS, ReferenceSyntaxError, parse_reference
+
+    try:
+        ref = parse_reference(target)
+    except ReferenceSyntaxError as err:
+        raise ValueError(f"{err}; or give a session with --indices, --entry-ids, --operation-addresses or --range") from None
+    session = ref.session if ref.session is not None else in_session
+    if session is None:
+        raise ValueError(f"{target!r} names no session: add --session SESSION (references: {FORMS})")
+    out: dict[str, Any] = {"session": session_ref(session)}
+    if ref.operation is not None:
+        out["operationAddresses"] = [f"{ref.entry}/{ref.operation}"]
+    else:
+        out["entryIds"] = [ref.entry]
+    return out
+
+
+# what the user typed names nothing (docs/cli.md: exit 2); other domain errors are 1
+_NOT_FOUND = frozenset({"session_not_found", "ambiguous_session", "address_not_found"})
+
+
+def _expand_status(result: dict[str, Any]) -> int:
+    if "error" not in result:
+        return 0
+    return 2 if result["error"].get("code") in _NOT_FOUND else 1
+
+
 def _expand_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session", metavar="SESSION", help="session id, JSONL path or file:// URI")
-    sel = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("session", metavar="TARGET",
+                   help="a reference as the UIs show it (pi-entry:<session>/<entry>, <session>/<entry>, or a bare "
+                        "<entry> or <entry>/<n> with --session), or a session (id, id prefix, path) with a selector")
+    p.add_argument("--session", dest="in_session", metavar="SESSION", help="the session of a bare entry reference")
+    sel = p.add_mutually_exclusive_group()
     sel.add_argument("--indices", metavar="I,J,…", help="normalized entry indices")
     sel.add_argument("--entry-ids", metavar="ID,…", help="stable entry ids")
     sel.add_argument("--operation-addresses", metavar="ADDR,…", help="Fabric operation addresses (entry/seq)")
@@ -150,7 +251,9 @@ def _expand_args(p: argparse.ArgumentParser) -> None:
 
 def _run_expand(args: argparse.Namespace) -> int:
     try:
-        params: dict[str, Any] = {"session": args.session}
+        params: dict[str, Any] = {"session": session_ref(args.session)}
+        if all(getattr(args, k) is None for k in ("indices", "entry_ids", "operation_addresses", "range")):
+            params.update(_reference_params(args.session, args.in_session))
         if args.branches:
             params["branches"] = args.branches
         if args.indices is not None:
@@ -167,13 +270,13 @@ def _run_expand(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         _emit_json(result)
-        return 1 if "error" in result else 0
+        return _expand_status(result)
     if "error" in result:
         err = result["error"]
         print(f"fabric-lsp expand: {err['code']}: {err['message']}", file=sys.stderr)
         for c in err.get("candidates", []):
             print(f"  {c}", file=sys.stderr)
-        return 1
+        return _expand_status(result)
     _write(f"session {result['sessionId']} ({result['sessionFile']}), branches={result['branches']}\n"
            f"sourceHash {result['sourceHash']}\nlineageFingerprint {result['lineageFingerprint']}\n")
     for item in result["expanded"]:
@@ -205,14 +308,17 @@ def _run_sessions(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(result)
         return 1 if "error" in result["coverage"] else 0
-    from fabric_lsp.engine.memory.jsvalues import iso_ms
+    from fabric_lsp.engine.jsstr import iso_ms
 
     for row in result["sessions"]:
         when = iso_ms(row["lastTs"]) if row.get("lastTs") is not None else "unknown time"
         _write(f"{row['sessionId']}  {row['tier']:4}  {row['entryCount']:6} entries  {when}  {row['cwd']}\n"
                f"    {row['sessionFile']}\n")
     if not result["sessions"]:
-        _write("No sessions in scope.\n")
+        _write(f"No sessions in scope {args.scope}.\n")
+        wider = _wider_scope_hint(args)
+        if wider:
+            _write(wider.replace("searches", "lists") + "\n")
     cov = result["coverage"]
     if not cov["complete"]:
         _write(f"(coverage incomplete: {', '.join(cov['reasons'])})\n")

@@ -66,6 +66,11 @@ async def initialized(ls: Any, params: types.InitializedParams) -> None:
     ls.initialized_done = True
     if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
         ls.engine_executor.submit(ls.engines.start_background)
+    if os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0":
+        from fabric_lsp.handlers.progress import BackgroundProgress
+
+        # every session, newest first, at the lowest priority; `$/progress` per pass
+        ls.engine_executor.submit(ls.engines.start_background_index, BackgroundProgress(ls).sink)
     ls.log_message(
         f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
         f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"

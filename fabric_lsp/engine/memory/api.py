@@ -29,9 +29,12 @@ from cachetools import LRUCache
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
-from fabric_lsp.engine.session.discovery import encode_cwd
+from fabric_lsp.engine.jsstr import js_string_of
+from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, resolve_session
+from fabric_lsp.engine.session.reader import read_header
 
-from . import store
+from . import file_history, store
+from .cold_index import ColdTermTable, StateTable, score_digests_inverted
 from .regex_worker import RegexRunner
 from .search import (
     CANDIDATE_DIGESTS,
@@ -50,7 +53,7 @@ from .search import (
     segment_object,
 )
 from .sessions import SessionState, SourceMissing, build_state, digest_from_hot, state_from_record, try_append
-from .source import StatKey, decode_json_line, stat_key
+from .source import StatKey, stat_key
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
 _MAX_SAFE = 2**53 - 1
@@ -61,22 +64,7 @@ SESSIONS_MAX_PAGE_SIZE = 200
 
 # ---- configuration ------------------------------------------------------------------------
 
-_BOUNDS: dict[str, tuple[int, int, int]] = {
-    # name: (default, min, max) — digest §11
-    "max_sessions": (500, 1, 100_000),
-    "max_entry_chars": (2000, 100, 1_000_000),
-    "hot_sessions": (50, 0, 100_000),
-    "digest_terms": (200, 1, 10_000),
-    "max_cold_vocabulary_bytes": (524_288, 2, 64 * 1024 * 1024),
-    "max_cold_cache_bytes": (1_048_576, 512, 128 * 1024 * 1024),
-    "max_sync_sessions": (10_000, 1, 1_000_000),
-    "max_sync_source_bytes": (536_870_912, 1024, 8 * 1024 * 1024 * 1024),
-    "max_cache_cleanup_files": (100_000, 1, 1_000_000),
-    "regex_max_pattern_bytes": (1024, 1, 65_536),
-    "regex_max_haystack_terms": (20_000, 1, 1_000_000),
-    "regex_max_haystack_bytes": (2_097_152, 1024, 128 * 1024 * 1024),
-    "regex_timeout_ms": (250, 10, 10_000),
-}
+from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS  # noqa: E402 (the one table)
 
 
 class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
@@ -102,7 +90,7 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
     regex_timeout_ms: int = 250
 
     def __post_init__(self) -> None:
-        for name, (_default, lo, hi) in _BOUNDS.items():
+        for name, (_default, lo, hi) in MEMORY_BOUNDS.items():
             setattr(self, name, max(lo, min(hi, getattr(self, name))))
         if self.index_dir is not None and not self.index_dir.strip():
             self.index_dir = None
@@ -116,7 +104,7 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
             if not settings or enc not in settings:
                 continue
             v = settings[enc]
-            if name in _BOUNDS:
+            if name in MEMORY_BOUNDS:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
                     continue
                 values[name] = int(v)
@@ -204,7 +192,13 @@ class MemoryEngine:
         chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
         self.index_dir = os.path.abspath(os.path.expanduser(chosen))
         self._lock = threading.RLock()
-        self._states: dict[tuple[str, str], SessionState] = {}
+        # Cold vocabularies live in one interned term table with an inverted term -> sessions
+        # map (cold_index.py); the state map hands every cold state's vocabulary to it.
+        self._cold = ColdTermTable()
+        self._states: dict[tuple[str, str], SessionState] = StateTable(self._cold)
+        # The background indexer (background.py) while one runs over this engine: requests
+        # then leave cold builds to it instead of spending their per-call budget on them.
+        self.background: Any = None
         self._hydrated: LRUCache = LRUCache(maxsize=8)
         self._headers: dict[str, tuple[tuple, Optional[str], Optional[str]]] = {}
         self._cleanup_complete: Optional[bool] = None
@@ -225,6 +219,14 @@ class MemoryEngine:
                     for key in [k for k in self._states if k[0] == p]:
                         del self._states[key]
                     self._headers.pop(p, None)
+        indexer = self.background
+        if indexer is not None:
+            indexer.kick()
+
+    def background_pending(self) -> bool:
+        """True while a background indexer has sessions left to index."""
+        indexer = self.background
+        return indexer is not None and indexer.pending
 
     def drop_caches(self) -> None:
         with self._lock:
@@ -234,6 +236,9 @@ class MemoryEngine:
             self._cleanup_complete = None
 
     def close(self) -> None:
+        indexer = self.background
+        if indexer is not None:
+            indexer.stop()
         self._regex.close()
 
     # -- discovery ------------------------------------------------------------------------------
@@ -255,18 +260,10 @@ class MemoryEngine:
         if cached is not None and cached[0] == ident:
             return cached[1], cached[2]
         hid = hcwd = None
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(8192)
-            line = head.split(b"\n", 1)[0].strip()
-            ok, value = decode_json_line(line)
-            if ok and isinstance(value, dict) and value.get("type") == "session":
-                from .jsvalues import js_string
-
-                hid = js_string(value.get("id")) if "id" in value else "undefined"
-                hcwd = js_string(value.get("cwd")) if "cwd" in value else "undefined"
-        except OSError:
-            pass
+        value = read_header(path)  # the session layer's one header rule for memory
+        if value is not None:
+            hid = js_string_of(value.get("id")) if "id" in value else "undefined"
+            hcwd = js_string_of(value.get("cwd")) if "cwd" in value else "undefined"
         self._headers[path] = (ident, hid, hcwd)
         return hid, hcwd
 
@@ -304,7 +301,7 @@ class MemoryEngine:
         for slot in [k for k in self._states if k[0] not in known]:
             if not os.path.exists(slot[0]):
                 del self._states[slot]
-                for kind in ("shard", "digest"):
+                for kind in store.RECORD_KINDS:
                     store.remove(self.index_dir, store.cache_name(slot[0], slot[1], kind))
 
     def _project_refs(self, cwd: Optional[str]) -> list[Ref]:
@@ -313,33 +310,17 @@ class MemoryEngine:
         return _recency(self._folder_refs(os.path.join(self.session_dir, encode_cwd(cwd))))
 
     def _resolve_target(self, target: str, all_refs: list[Ref]) -> Ref:
-        as_path = _path_of(target)
-        candidate = as_path if as_path is not None else target
-        if as_path is not None or candidate.endswith(".jsonl") or os.path.isabs(candidate):
-            full = os.path.abspath(os.path.expanduser(candidate))
-            if os.path.isfile(full):
-                return self._ref(full)
-            if as_path is not None or os.path.isabs(candidate):
-                raise _Unresolved("session_not_found", f"Session not found: {target}")
-        by_id = [r for r in all_refs if r.id == target and self._header(r.file, r.key)[0] is not None]
-        if len(by_id) > 1:
-            raise _Unresolved(
-                "ambiguous_session",
-                f'Session id "{target}" is ambiguous; use an exact session file path.',
-                sorted((r.file for r in by_id), key=utf16_key),
-            )
-        if by_id:
-            return by_id[0]
-        by_stem = [r for r in all_refs if Path(r.file).stem == target]
-        if len(by_stem) > 1:
-            raise _Unresolved(
-                "ambiguous_session",
-                f'Session id "{target}" is ambiguous; use an exact session file path.',
-                sorted((r.file for r in by_stem), key=utf16_key),
-            )
-        if by_stem:
-            return by_stem[0]
-        raise _Unresolved("session_not_found", f"Session not found: {target}")
+        """The session layer's one resolver (`discovery.resolve_session`: paths, `file://`
+        URIs, header ids, file stems and the `<timestamp>_<id>` suffix, unique id
+        prefixes), with its errors in memory's error shape (candidates in UTF-16 order)."""
+        try:
+            path = resolve_session(target, self.session_dir)
+        except AmbiguousSession as err:
+            raise _Unresolved(err.code, str(err), sorted(err.candidates, key=utf16_key)) from None
+        except SessionNotFound:
+            raise _Unresolved("session_not_found", f"Session not found: {target}") from None
+        known = next((r for r in all_refs if r.file == path), None)
+        return known if known is not None else self._ref(path)
 
     def _scope_refs(self, kind: str, target: Optional[str], cwd: Optional[str], all_refs: list[Ref]) -> list[Ref]:
         if kind == "global":
@@ -371,10 +352,15 @@ class MemoryEngine:
     def _persist(self, state: SessionState) -> None:
         kind = "shard" if state.tier == "hot" else "digest"
         name = store.cache_name(state.file, state.branches, kind)
+        files_name = file_history.cache_name(state.file, state.branches)
         if state.persisted:
+            # the file-operations table first: a record is only used with its table
+            if state.file_ops is not None:
+                store.write_atomic(self.index_dir, files_name, file_history.encode_record(state))
             store.write_atomic(self.index_dir, name, state.persisted)
         else:
             store.remove(self.index_dir, name)
+            store.remove(self.index_dir, files_name)
         other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
         store.remove(self.index_dir, other)
 
@@ -395,6 +381,12 @@ class MemoryEngine:
             state = None
         if state is None:
             store.remove(self.index_dir, name)
+            return None
+        files = store.read_cache_file(self.index_dir, file_history.cache_name(ref.file, branches),
+                                      self.config.max_sync_source_bytes)
+        state.file_ops = file_history.load_record(files, state) if files is not None else None
+        if state.file_ops is None:
+            return None  # no table for exactly this source: rebuild (and rewrite both)
         return state
 
     def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
@@ -410,6 +402,8 @@ class MemoryEngine:
                 return state, False
             if try_append(state, key, self.config):
                 self._persist(state)
+                state.persisted = b""  # on disk now; memory keeps only what queries need
+                self._states[slot] = state  # a cold append re-derived the vocabulary
                 return state, True
         if state is None or state.tier != tier:
             loaded = self._from_disk(ref, branches, tier)
@@ -447,6 +441,7 @@ class MemoryEngine:
 
     def _adopt(self, state: SessionState) -> None:
         self._persist(state)
+        state.persisted = b""  # on disk now; memory keeps only what queries need
         self._states[(state.file, state.branches)] = state
 
     def _build_many(
@@ -545,12 +540,39 @@ class MemoryEngine:
         reasons: set[str] = set()
         if not cleanup_complete:
             reasons.add("cache_cleanup_budget")
+        # The per-call budgets bound the synchronous work of this call: sessions built from
+        # source. A session whose derived state is already fresh (in memory, extended in
+        # place after an append, or read from the disk cache) costs no budget, so repeated
+        # calls, a restarted server and the CLI reach every session the index holds. While
+        # a background indexer has work left, cold builds are left to it (reason
+        # `indexing_in_progress`) and only hot sessions are built here.
+        deferring = self.background_pending() and not hydrate
         processed = 0
         processed_bytes = 0
         accepted: list[tuple[Ref, str]] = []
+        resolved: dict[str, Any] = {}
+        todo: list[tuple[Ref, str]] = []
+        fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
         for ref in refs:
             if ref.key is None:
                 reasons.add("source_unavailable")
+                continue
+            tier = "hot" if ref.file in hot_files else "cold"
+            check(cancel)
+            try:
+                state, worked = self._cached(ref, branches, tier)
+            except SourceMissing as missing:
+                accepted.append((ref, tier))
+                resolved[ref.file] = missing
+                continue
+            if state is not None:
+                if worked:
+                    fresh_bytes += ref.key.size
+                accepted.append((ref, tier))
+                resolved[ref.file] = state
+                continue
+            if deferring and tier == "cold":
+                reasons.add("indexing_in_progress")
                 continue
             if processed >= self.config.max_sync_sessions:
                 reasons.add("max_sync_sessions")
@@ -560,23 +582,8 @@ class MemoryEngine:
                 continue
             processed += 1
             processed_bytes += ref.key.size
-            accepted.append((ref, "hot" if ref.file in hot_files else "cold"))
-        resolved: dict[str, Any] = {}
-        todo: list[tuple[Ref, str]] = []
-        fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
-        for ref, tier in accepted:
-            check(cancel)
-            try:
-                state, worked = self._cached(ref, branches, tier)
-                if worked and ref.key is not None:
-                    fresh_bytes += ref.key.size
-            except SourceMissing as missing:
-                resolved[ref.file] = missing
-                continue
-            if state is None:
-                todo.append((ref, tier))
-            else:
-                resolved[ref.file] = state
+            accepted.append((ref, tier))
+            todo.append((ref, tier))
         if todo:
             done_count = [0]
             total = len(todo)
@@ -613,8 +620,8 @@ class MemoryEngine:
             if not isinstance(result, SessionState):
                 reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
                 self._states.pop((ref.file, branches), None)
-                store.remove(self.index_dir, store.cache_name(ref.file, branches, "shard"))
-                store.remove(self.index_dir, store.cache_name(ref.file, branches, "digest"))
+                for kind in store.RECORD_KINDS:
+                    store.remove(self.index_dir, store.cache_name(ref.file, branches, kind))
                 continue
             indexed += 1
             if not result.coverage["complete"]:
@@ -632,6 +639,25 @@ class MemoryEngine:
             "reasons": sort_lexical(reasons),
         }
         return states, tiers, coverage
+
+    def indexed_states(
+        self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],
+        activity: Optional[ActivitySink],
+    ) -> tuple[list[SessionState], dict]:
+        """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
+        scope order, and the index coverage. The caller holds the engine lock."""
+        all_refs = self._all_refs()
+        self._forget_vanished(all_refs)
+        refs = self._scope_refs(scope, None, cwd, all_refs)
+        hot_files = self._hot_files(all_refs, refs)
+        states, _tiers, coverage = self._load_index(refs, hot_files, branches, False, cancel, activity)
+        return states, coverage
+
+    # -- file history ---------------------------------------------------------------------------
+
+    def file_history(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+        """The `fabric/fileHistory` result (see file_history.py)."""
+        return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     # -- recall ---------------------------------------------------------------------------------
 
@@ -735,7 +761,7 @@ class MemoryEngine:
             located, capped = bm25_located(views, plan["terms"])
             if capped:
                 q_reasons.add("candidate_entry_budget")
-            hits, dcapped = score_digests(digests, plan["terms"])
+            hits, dcapped = self._score_cold(digests, plan["terms"])
             if dcapped:
                 q_reasons.add("candidate_digest_budget")
         else:
@@ -850,6 +876,16 @@ class MemoryEngine:
             hits = hits[:CANDIDATE_DIGESTS]
         return located, hits, reasons, None
 
+    def _score_cold(self, digests: list[DigestView], terms: list[str]):
+        """Cold pointer hits from the inverted term -> sessions map when every digest is
+        held by the term table (else the per-digest scan, e.g. for detached views)."""
+        from .cold_index import TermsSet
+
+        slots = [d.vocab_set._slot if isinstance(d.vocab_set, TermsSet) else None for d in digests]
+        if all(s is not None for s in slots):
+            return score_digests_inverted(digests, slots, terms, self._cold)
+        return score_digests(digests, terms)
+
     def _recall_error(self, scope, branches, query, mode, page, page_size, code: str, message: str) -> dict:
         return {
             "scope": scope or "session",
@@ -917,20 +953,21 @@ class MemoryEngine:
         except _Unresolved as err:
             return _expand_error(err.code, err.message, err.candidates)
         report(activity, "Expanding session entries")
+        from .expand_stream import Selection, expand_streaming
+
+        want = Selection({int(i) for i in indices or []}, set(entry_ids), set(op_addrs), rng)
         try:
-            # Expansion re-reads the full source: no truncation, thinking and output included.
-            full = _ExpandConfig(self.config)
-            state = build_state(
-                ref.file, branches, "hot", full, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False,
-                searchable=False,
-            )
-        except SourceMissing:
+            # Expansion streams the full source (no truncation, thinking and output
+            # included) and keeps only the requested records: bounded memory at any size.
+            state = expand_streaming(ref.file, branches, ref.id, want, cancel=lambda: check(cancel))
+        except SourceMissing as missing:
+            if missing.reason == "source_changed_during_index":
+                return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")
             return _expand_error("source_unavailable", f"Session source is unavailable: {ref.file}")
-        stale = self._stale(state, exp_hash, exp_fp)
+        stale = self._stale(state, exp_hash, exp_fp)  # type: ignore[arg-type]
         if stale is not None:
             return _expand_error("stale_pointer", stale["message"])
-        entries = state.entries or []
-        n = len(entries)
+        n = state.entry_count
         for i in indices or []:
             if int(i) >= n:
                 return _expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
@@ -944,29 +981,14 @@ class MemoryEngine:
             "branches": branches,
             "lineageFingerprint": state.lineage.fingerprint,
         }
-        for kind_name, values, field in (("Entry", entry_ids, "entryId"), ("Operation", op_addrs, "operationAddress")):
+        for kind_name, values, counts in (("Entry", entry_ids, state.id_counts), ("Operation", op_addrs, state.op_counts)):
             for value in dict.fromkeys(values):
-                count = sum(1 for e in entries if e.get(field) == value)
+                count = counts.get(value, 0)
                 if count == 0:
                     return _expand_error("address_not_found", f'{kind_name} address "{value}" was not found.')
                 if count > 1:
                     return _expand_error("ambiguous_address", f'{kind_name} address "{value}" resolves to {count} records.')
-        want_idx = {int(i) for i in indices or []}
-        want_ids = set(entry_ids)
-        want_ops = set(op_addrs)
-        selected = [
-            e for e in entries
-            if e["index"] in want_idx
-            or (e.get("entryId") in want_ids)
-            or (e.get("operationAddress") in want_ops)
-            or (rng is not None and rng[0] <= e["index"] <= rng[1])
-        ]
-        # The source must not have moved while we read it.
-        after = stat_key(ref.file)
-        if after is None:
-            return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")
-        if after != state.key:
-            return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")
+        selected = state.selected
         base["expanded"] = [_expanded_item(e) for e in selected]
         return base
 
@@ -991,9 +1013,13 @@ class MemoryEngine:
                         "incompleteSessions": 0, "reasons": [err.code], "error": {"code": err.code, "message": err.message},
                     },
                 }
+            found = len(refs)
             refs = refs[: max(1, self.config.max_sessions)][:SESSIONS_LIST_CAP]
             hot_files = self._hot_files(all_refs, refs)
             states, tiers, coverage = self._load_index(refs, hot_files, branches, False, cancel, activity)
+            if found > len(refs):  # the cap cut sessions: the list is not the whole scope
+                coverage["complete"] = False
+                coverage["reasons"] = sort_lexical(set(coverage["reasons"]) | {"max_sessions"})
         by_file = {st.file: (st, tier) for st, tier in zip(states, tiers)}
         rows = []
         for ref in refs:

@@ -18,7 +18,11 @@ import sys
 from typing import Any, Callable, Iterable, Optional
 
 _CHILD = r"""
-import gc, pickle, struct, sys
+import gc, os, pickle, struct, sys
+if os.environ.get("FABRIC_LSP_BUILD_NICE"):
+    os.nice(int(os.environ["FABRIC_LSP_BUILD_NICE"]))  # background indexing: lowest priority
+    import fabric_lsp.engine.memory.sessions as _sessions
+    _sessions.SINGLE_PASS_MAX_BYTES = 4 << 20  # and bounded memory: decoded values are never all alive
 gc.disable()  # a short-lived builder of acyclic data: collection passes only cost time
 from fabric_lsp.engine.memory.sessions import SourceMissing, build_detached
 inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -47,8 +51,10 @@ def _package_root() -> str:
 
 
 class _Child:
-    def __init__(self) -> None:
+    def __init__(self, nice: int = 0) -> None:
         env = dict(os.environ)
+        if nice:
+            env["FABRIC_LSP_BUILD_NICE"] = str(nice)
         root = _package_root()
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(
@@ -109,6 +115,7 @@ def run_batch(
     on_result: Callable[[Any, tuple], None],
     check_cancel: Callable[[], None],
     on_idle: Optional[Callable[[], bool]] = None,
+    nice: int = 0,
 ) -> list[Any]:
     """Run `(key, args)` tasks on `workers` children; `on_result(key, reply)` for each.
     `on_idle()` may do caller work between polls (returns False when it has none left).
@@ -119,7 +126,7 @@ def run_batch(
     try:
         for _ in range(min(workers, len(queue))):
             try:
-                children.append(_Child())
+                children.append(_Child(nice))
             except OSError:
                 break
         if not children:

@@ -1,16 +1,27 @@
 """User regexes run in a disposable child process that is killed at the deadline
 (digest §6.4), so a catastrophic pattern such as `(a+)+$` can never stall the caller.
 
-The child is a plain interpreter running `_WORKER` (stdlib `re`, IGNORECASE, Unicode
-str semantics); it stays warm between queries and is replaced after a timeout or crash.
-Framing: one ASCII length line, then that many bytes of JSON, in both directions.
+The child is JavaScript, as in the reference: `node` running `_JS_WORKER`, which builds
+`new RegExp(pattern, "iu")` and calls `.test()` on each haystack, so Pi users' patterns
+mean what they mean in Pi (named groups, `\\p{L}`, `\\u{1F600}`, no `(?i)`). The node
+binary is `$FABRIC_LSP_NODE`, else `node` on PATH. Without one, the child is a plain
+Python interpreter running `_PY_WORKER` (stdlib `re`, IGNORECASE, Unicode str
+semantics): a different dialect, so that fallback is logged as a warning once and
+`RegexRunner.dialect` says `"python"`.
+
+The child stays warm between queries and is replaced after a timeout or crash.
+Framing: one ASCII length line, then that many bytes of JSON, in both directions; the
+request is ASCII JSON, so a lone surrogate reaches JavaScript as the same lone UTF-16
+code unit.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,7 +29,66 @@ import time
 import weakref
 from typing import Optional
 
-_WORKER = r"""
+log = logging.getLogger(__name__)
+
+NODE_ENV = "FABRIC_LSP_NODE"
+# The reference's worker has 16 MB of old and 4 MB of young generation; a whole node
+# process needs a little more for itself and the JSON of 2 MiB of haystacks.
+_NODE_FLAGS = ["--max-old-space-size=64", "--max-semi-space-size=2", "--no-warnings"]
+
+_JS_WORKER = r"""
+"use strict";
+const out = (s) => process.stdout.write(s);
+let chunks = [], have = 0, need = -1;
+function reply(obj) {
+  const data = Buffer.from(JSON.stringify(obj), "utf8");
+  out(data.length + "\n");
+  out(data);
+}
+function handle(body) {
+  const req = JSON.parse(body);
+  let rx;
+  try {
+    rx = new RegExp(req.p, "iu");
+  } catch (e) {
+    return { error: "invalid_regex", message: String((e && e.message) || e) };
+  }
+  try {
+    const hits = [], h = req.h;
+    for (let i = 0; i < h.length; i++) if (rx.test(h[i])) hits.push(i);
+    return { hits };
+  } catch (e) {
+    return { error: "regex_worker_error", message: String((e && e.message) || "Regex worker returned an invalid result.") };
+  }
+}
+process.stdin.on("data", (chunk) => {
+  chunks.push(chunk);
+  have += chunk.length;
+  for (;;) {
+    let buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, have);
+    chunks = [buf];
+    if (need < 0) {
+      const nl = buf.indexOf(10);
+      if (nl < 0) return;
+      need = Number(buf.toString("latin1", 0, nl));
+      buf = buf.subarray(nl + 1);
+      chunks = [buf];
+      have = buf.length;
+    }
+    if (have < need) return;
+    const body = buf.toString("utf8", 0, need);
+    buf = buf.subarray(need);
+    chunks = buf.length ? [buf] : [];
+    have = buf.length;
+    need = -1;
+    reply(handle(body));
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+out("R\n");
+"""
+
+_PY_WORKER = r"""
 import json, re, sys
 try:
     import resource
@@ -71,21 +141,59 @@ class RegexOutcome:
         self.error = error
 
 
-class RegexRunner:
-    """Thread-safe; one request at a time per runner."""
+def find_node(env: Optional[dict[str, str]] = None) -> Optional[str]:
+    """The node binary that runs user regexes: `$FABRIC_LSP_NODE` (a path, or a name
+    looked up on PATH), else `node` on PATH; None when there is none."""
+    env = dict(os.environ) if env is None else env
+    configured = env.get(NODE_ENV, "").strip()
+    if configured:
+        found = shutil.which(configured, path=env.get("PATH"))
+        if found:
+            return found
+        log.warning("%s=%s is not an executable; looking for node on PATH", NODE_ENV, configured)
+    return shutil.which("node", path=env.get("PATH"))
 
-    def __init__(self) -> None:
+
+class RegexRunner:
+    """Thread-safe; one request at a time per runner. `node`: the node binary (default
+    `find_node()`); without one the Python `re` fallback runs, with a logged warning."""
+
+    def __init__(self, node: Optional[str] = None) -> None:
         self._lock = threading.Lock()
         self._proc: Optional[subprocess.Popen] = None
         self._unconfirmed = False  # spawned, its ready line not read yet
+        self._node = node
+        self._argv: Optional[list[str]] = None
+        self.dialect: Optional[str] = None  # "javascript" | "python", known at the first spawn
+
+    def _command(self) -> list[str]:
+        if self._argv is None:
+            node = self._node or find_node()
+            if node:
+                self._argv = [node, *_NODE_FLAGS, "-e", _JS_WORKER]
+                self.dialect = "javascript"
+            else:
+                self._use_python(f"no node found (set {NODE_ENV} or put node on PATH)")
+        assert self._argv is not None
+        return self._argv
+
+    def _use_python(self, why: str) -> None:
+        self._argv = [sys.executable, "-I", "-S", "-c", _PY_WORKER]
+        self.dialect = "python"
+        log.warning(
+            "regex queries use Python `re`, not JavaScript RegExp: %s; named groups (?<n>…), "
+            "\\p{…} and \\u{…} are rejected and some patterns match differently", why)
 
     def _spawn(self) -> subprocess.Popen:
+        argv = self._command()
+        env = {k: v for k, v in os.environ.items() if k != "NODE_OPTIONS"}  # no --require of the user's
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _WORKER],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            env=env,
         )
         # An engine dropped without close() must not leave its worker behind.
         weakref.finalize(self, _reap, proc)
@@ -110,11 +218,21 @@ class RegexRunner:
 
     def _respawn(self) -> None:
         """Start a replacement now, so the next pattern does not wait for interpreter start-up."""
+        self._unconfirmed = True  # also when the spawn fails: `_confirm` then says so
         try:
             self._proc = self._spawn()
-            self._unconfirmed = True
         except OSError:
             self._proc = None
+
+    def _confirm(self) -> None:
+        """Wait for the ready line (start-up is not the pattern's time); OSError if none."""
+        if self._proc is None:
+            raise OSError("regex worker could not be started")
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout.fileno()], [], [], 10.0)
+        if not ready or os.read(self._proc.stdout.fileno(), 2) != b"R\n":
+            raise OSError("regex worker did not start")
+        self._unconfirmed = False
 
     def run(self, pattern: str, haystacks: list[str], timeout_ms: int) -> RegexOutcome:
         with self._lock:
@@ -123,20 +241,21 @@ class RegexRunner:
                 self._respawn()
             if self._unconfirmed:
                 try:
-                    if self._proc is None:
-                        raise OSError("regex worker could not be started")
-                    assert self._proc.stdout is not None
-                    # Interpreter start-up is not the pattern's time: wait for the ready line.
-                    ready, _, _ = select.select([self._proc.stdout.fileno()], [], [], 10.0)
-                    if not ready or os.read(self._proc.stdout.fileno(), 2) != b"R\n":
-                        raise OSError("regex worker did not start")
-                    self._unconfirmed = False
+                    try:
+                        self._confirm()
+                    except OSError as exc:
+                        if self.dialect != "javascript":
+                            raise
+                        self._kill()
+                        self._use_python(f"{self._command()[0]} did not start ({exc})")
+                        self._respawn()
+                        self._confirm()
                 except OSError as exc:
                     self._kill()
                     return RegexOutcome(error={"code": "regex_worker_error", "message": str(exc)})
             deadline = time.monotonic() + timeout_ms / 1000.0
             proc = self._proc
-            payload = json.dumps({"p": pattern, "h": haystacks}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+            payload = json.dumps({"p": pattern, "h": haystacks}).encode("ascii")
             try:
                 assert proc.stdin is not None
                 proc.stdin.write(b"%d\n" % len(payload))

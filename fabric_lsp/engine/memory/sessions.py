@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import store
+from .file_history import new_collector
 from .normalize import Normalizer
 from .search import DigestView, HotIndex, HotView
 from .source import (
@@ -85,7 +86,7 @@ class DigestFolder:
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
         self.vocab: set[str] = set()
-        self.seen_texts: set[str] = set()
+        self.seen_texts: set[bytes] = set()  # digests of long texts already folded
         self.vocab_bytes = 2
         self.vocab_stopped = False
         self.addresses: list[list] = []
@@ -118,9 +119,11 @@ class DigestFolder:
         text = rec["text"]
         if len(text) > 256:
             # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
-            if text in self.seen_texts:
+            # Remember a 128-bit digest, not the text: the set stays small for huge sessions.
+            seen = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if seen in self.seen_texts:
                 return
-            self.seen_texts.add(text)
+            self.seen_texts.add(seen)
         if not self.batch_chars:
             self._fold_text(text)
             return
@@ -241,6 +244,10 @@ class SessionState:
     encode: bool = True  # False for states that are never persisted (hydration, expand)
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
     entries_encoded: int = 0  # how many entries `entries_json` holds
+    file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
+    # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
+    cold_slot: Optional[int] = None
+    cold_table: Any = None
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -251,6 +258,14 @@ class SessionState:
 
     def digest_view(self) -> DigestView:
         assert self.digest is not None
+        if self.cold_slot is not None and self.cold_table is not None:
+            from .cold_index import TermsSet
+
+            return DigestView(
+                self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),  # type: ignore[arg-type]
+                TermsSet(self.cold_table, self.cold_slot),  # type: ignore[arg-type]
+            )
         if not self.vocab_set and self.digest["vocabulary"]:
             self.vocab_set = frozenset(self.digest["vocabulary"])
         return DigestView(
@@ -317,9 +332,11 @@ def build_state(
         encode=encode,
     )
     rec_sid = scan.header_id or ""
+    state.file_ops = new_collector(cwd)
     if tier == "hot":
         norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        norm.file_ops = state.file_ops
         entries: list[dict] = []
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
         for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
@@ -330,6 +347,7 @@ def build_state(
     else:
         norm = Normalizer(file, rec_sid, max_entry_chars=None,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        norm.file_ops = state.file_ops
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
         for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
             folder.add(rec)
@@ -554,6 +572,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
         file=state.file, branches=state.branches, tier="cold", key=state.key, size=state.size, mtime=state.mtime,
         source_hash=state.source_hash, session_id=state.session_id, cwd=state.cwd, lineage=state.lineage,
         coverage={}, entry_count=0, normalizer=norm, folder=folder, encode=True,
+        file_ops=state.file_ops,  # the same lineage: the same operations
     )
     finish_state(cold, cfg, True)
     cold.normalizer = cold.folder = None
@@ -641,10 +660,13 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
     lineage, ordinals = lineage_from_lines(scan.lines, state.branches)
     if lineage.fingerprint != state.lineage.fingerprint:
         return
+    if state.file_ops is None:
+        return  # an append must extend the file operations too: rebuild instead
     entries = state.entries or []
     header_sid = scan.header_id or ""
     norm = Normalizer(state.file, header_sid, max_entry_chars=cfg.max_entry_chars,
                       index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+    norm.file_ops = state.file_ops
     norm.next_index = len(entries)
     norm.reasons = set(state.coverage.get("reasons", ())) - {"invalid_parent_graph"}
     for e in entries:

@@ -16,7 +16,12 @@ from typing import Any, Optional
 
 import msgspec
 
-from .jsvalues import js_string, js_stringify
+from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth
+from ..jsstr import js_string_of as js_string, js_stringify
+
+# Lines longer than this are skipped, as the session reader counts them `oversize`:
+# recall, sessions and expand never decode (or hold) a larger line.
+MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
 
 ALL_FINGERPRINT = "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
 CONTENT_TYPES = frozenset({"message", "compaction", "branch_summary", "custom_message"})
@@ -63,18 +68,22 @@ def _reject_constant(name: str) -> Any:
 
 
 def decode_json_line(raw: bytes) -> tuple[bool, Any]:
-    """(parsed, value) like `JSON.parse` on one line; never raises."""
+    """(parsed, value) like `JSON.parse` on one line; never raises. A line nested deeper
+    than the session reader's `MAX_JSON_DEPTH` (or one any decoder refuses, recursion
+    included) is not parsed, exactly as the session reader counts it malformed."""
     try:
-        return True, _any_decoder.decode(raw)
-    except msgspec.DecodeError:
-        pass
-    try:
-        # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
-        return True, _scrub(
-            json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float, parse_constant=_reject_constant)
-        )
-    except (ValueError, RecursionError):
+        value = _any_decoder.decode(raw)
+    except Exception:  # DecodeError, RecursionError
+        try:
+            # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
+            value = _scrub(
+                json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float, parse_constant=_reject_constant)
+            )
+        except Exception:
+            return False, None
+    if exceeds_json_depth(raw, value):
         return False, None
+    return True, value
 
 
 @dataclass(slots=True)
@@ -131,7 +140,8 @@ def scan_source(
             scan.ends_complete = False
         else:
             end = nl
-        raw = data[pos:end]
+        oversize = end - pos > MAX_LINE_BYTES  # the session reader's cap: never parsed, no ordinal
+        raw = b"" if oversize else data[pos:end]
         if raw.strip():
             if keep is not None:
                 ok, value = decode_json_line(raw)
@@ -143,13 +153,16 @@ def scan_source(
                     env = None
             else:
                 try:
+                    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+                        # maybe too deep: only a full decode can tell (the envelope skips it)
+                        raise msgspec.DecodeError("deep")
                     env = _envelope_decoder.decode(raw)
                     ok = True
                 except msgspec.ValidationError:
                     # Valid JSON that is not an object still consumes an ordinal.
                     ok, _ = decode_json_line(raw)
                     env = None
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     ok, value = decode_json_line(raw)
                     env = (
                         _Envelope(value.get("type"), value.get("id"), value.get("parentId"))

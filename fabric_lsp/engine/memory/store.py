@@ -18,11 +18,15 @@ from typing import Any, Optional, Union
 
 import msgspec
 
+from ..private_dir import make_private_dir
 from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
 CACHE_VERSION = 5
 # Bumped when our own encoding (not the V5 contents) changes.
 ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
+
+# shard and digest (V5), and the file-operations table of file_history.py
+RECORD_KINDS = ("shard", "digest", "fileOperations")
 
 _SAFE = re.compile(r"[^a-zA-Z0-9._-]")
 _encoder = msgspec.json.Encoder()
@@ -36,6 +40,8 @@ def cache_base(session_file: str) -> str:
 def cache_name(session_file: str, branches: str, kind: str) -> str:
     base = cache_base(session_file)
     mode = ".all" if branches == "all" else ""
+    if kind == "fileOperations":  # file_history's table, beside the V5 record
+        return f"{base}{mode}.files.json"
     return f"{base}{mode}.digest.json" if kind == "digest" else f"{base}{mode}.json"
 
 
@@ -250,7 +256,7 @@ def valid_record(data: bytes, kind: str, file_size: int) -> bool:
         return False
     try:
         rec = (_shard_check if kind == "shard" else _digest_check).decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
     if rec.cacheVersion != CACHE_VERSION or isinstance(rec.cacheVersion, bool) or rec.kind != kind:
         return False
@@ -320,7 +326,7 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
 def decode_record(data: bytes) -> Optional[dict]:
     try:
         value = _any.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -330,11 +336,7 @@ def decode_record(data: bytes) -> Optional[dict]:
 
 def ensure_dir(index_dir: str) -> bool:
     try:
-        os.makedirs(index_dir, mode=0o700, exist_ok=True)
-        try:
-            os.chmod(index_dir, 0o700)
-        except OSError:
-            pass
+        make_private_dir(index_dir)  # missing ancestors (<agentDir>/fabric-lsp/) 0700 too
         return True
     except OSError:
         return False
@@ -440,13 +442,13 @@ def cleanup(index_dir: str, max_files: int, max_bytes: int) -> bool:
             with open(path, "rb") as fh:
                 data = fh.read()
             head = _head_decoder.decode(data)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             remove(index_dir, name)
             continue
-        if head.cacheVersion != CACHE_VERSION or isinstance(head.cacheVersion, bool) or head.kind not in ("shard", "digest"):
+        if head.cacheVersion != CACHE_VERSION or isinstance(head.cacheVersion, bool) or head.kind not in RECORD_KINDS:
             remove(index_dir, name)
             continue
-        source = head.sessionFile if head.kind == "shard" else head.file
+        source = head.file if head.kind == "digest" else head.sessionFile
         branches = head.branches if head.branches in ("active", "all") else None
         if not isinstance(source, str) or branches is None or cache_name(source, branches, head.kind) != name:
             remove(index_dir, name)

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Whole-history recall at scale (issue 15): a real server process over generated corpora.
+
+For each corpus (e.g. 200 MB, 1 GB, 2 GB; bench/corpus.py, seed 7) it prints, next to a
+same-run baseline (read + msgspec-decode every line of every session):
+  * first answer: a global recall sent right after `initialized` (empty index dir);
+  * every session indexed: `initialized` → the background indexer's end event
+    (`fabric/activity` metrics, `request: "fabric/backgroundIndex"`) with all sessions;
+  * peak RSS of the server and its children (sampled from /proc every 50 ms);
+  * warm query p50 / p95 (global recalls, a 20-query mix);
+  * restarted server over the warm disk cache → a global recall with full coverage;
+and a line on how each figure grows between the corpora. With --big-session FILE it also
+measures `fabric-lsp expand` (one entry) and `fabric-lsp preview` peak RSS on that file.
+
+Usage:
+  python bench/bench_scale.py --corpus 200m=/tmp/c200 --corpus 1g=/tmp/c1g [--corpus 2g=/tmp/c2g]
+         [--generate] [--queries 60] [--big-session FILE] [--json]
+With --generate a missing corpus is generated (sizes from the label: 200m, 1g, 2g; one
+session per MB). Check `df -h /tmp` first; delete big corpora after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+REPO = Path(__file__).resolve().parents[1]
+QUERIES = [
+    "parse epoch", "test", "satellite orbit", "fix failing test", "error", "leap year", "README",
+    "src/orbit/tle.py", "def", "assert", "timeout retry", "zzzz_no_such_term", "ledger balance",
+    "compaction", "ValueError", "import json", "pnpm", "passes", "docs", "refactor module",
+]
+TARGETS = {"first_vs_decode": 1.5, "all_vs_decode": 5.0, "rss_vs_corpus": 0.5, "p50_ms": 50.0, "p95_ms": 150.0,
+           "restart_vs_decode": 1.0}
+
+
+def decode_all(files: list[Path]) -> float:
+    dec = msgspec.json.Decoder()
+    t = time.perf_counter()
+    for f in files:
+        for line in f.read_bytes().split(b"\n"):
+            if line:
+                try:
+                    dec.decode(line)
+                except msgspec.DecodeError:
+                    pass
+    return time.perf_counter() - t
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[max(0, min(len(values) - 1, round(q * (len(values) - 1))))]
+
+
+# ---- a minimal LSP client over stdio ------------------------------------------------------
+
+
+class Client:
+    def __init__(self, agent: Path, index_dir: Path) -> None:
+        env = dict(os.environ)
+        env["PI_CODING_AGENT_DIR"] = str(agent)
+        env["FABRIC_LSP_INTENTS_AUTOSTART"] = "0"
+        self.proc = subprocess.Popen([sys.executable, "-m", "fabric_lsp"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+        self.index_dir = index_dir
+        self._id = 0
+        self._lock = threading.Lock()
+        self._waiters: dict[int, tuple[threading.Event, list]] = {}
+        self.index_ends: list[tuple[float, dict]] = []
+        self.progress: list[tuple[float, Any, dict]] = []
+        self._events = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _send(self, msg: dict) -> None:
+        body = msgspec.json.encode(msg)
+        with self._lock:
+            self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = None
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            msg = json.loads(out.read(length or 0))
+            now = time.perf_counter()
+            if "id" in msg and "method" in msg:  # a server → client request
+                result: Any = None
+                if msg["method"] == "workspace/configuration":
+                    result = [{"indexDir": str(self.index_dir)}]
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif "id" in msg:
+                ev, box = self._waiters.pop(msg["id"])
+                box.append(msg)
+                ev.set()
+            elif msg.get("method") == "$/progress":
+                with self._events:
+                    self.progress.append((now, msg["params"]["token"], msg["params"]["value"]))
+                    self._events.notify_all()
+            elif msg.get("method") == "fabric/activity":
+                p = msg["params"]
+                if p.get("request") == "fabric/backgroundIndex" and p.get("type") == "metrics":
+                    with self._events:
+                        self.index_ends.append((now, p))
+                        self._events.notify_all()
+
+    def request(self, method: str, params: Any, timeout: float = 600) -> dict:
+        self._id += 1
+        ev, box = threading.Event(), []
+        self._waiters[self._id] = (ev, box)
+        self._send({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
+        if not ev.wait(timeout):
+            raise TimeoutError(method)
+        if "error" in box[0]:
+            raise RuntimeError(box[0]["error"])
+        return box[0]["result"]
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def start(self) -> float:
+        self.request("initialize", {
+            "processId": os.getpid(), "rootUri": None,
+            "capabilities": {"window": {"workDoneProgress": True}, "workspace": {"configuration": True}},
+            "initializationOptions": {"indexDir": str(self.index_dir)},
+        })
+        t = time.perf_counter()
+        self.notify("initialized", {})
+        return t
+
+    def wait_index_complete(self, total: int, timeout: float = 3600) -> float:
+        with self._events:
+            ok = self._events.wait_for(
+                lambda: any(e["indexedSessions"] == e["eligibleSessions"] == total for _, e in self.index_ends), timeout)
+        if not ok:
+            raise TimeoutError("background indexing did not complete")
+        return next(t for t, e in self.index_ends if e["indexedSessions"] == total)
+
+    def close(self) -> None:
+        try:
+            self.request("shutdown", None, timeout=60)
+            self.notify("exit", None)
+            self.proc.wait(30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class RssSampler:
+    """Peak summed RSS of a process and its descendants, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _tree(self) -> list[int]:
+        kids: dict[int, list[int]] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                kids.setdefault(ppid, []).append(int(d))
+        out, todo = [], [self.pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(kids.get(p, ()))
+        return out
+
+    def _rss(self, pid: int) -> int:
+        try:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(self._rss(p) for p in self._tree()))
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        self._stop.set()
+        return self.peak
+
+
+# ---- one corpus --------------------------------------------------------------------------
+
+
+def measure_corpus(label: str, agent: Path, queries: int) -> dict[str, Any]:
+    files = sorted(agent.glob("sessions/*/*.jsonl"))
+    size = sum(f.stat().st_size for f in files)
+    decode_all(files[: max(1, len(files) // 10)])  # warm the page cache a little
+    baseline = decode_all(files)
+    index_dir = Path(tempfile.mkdtemp(prefix=f"fabric-scale-idx-{label}-"))
+    out: dict[str, Any] = {"label": label, "sessions": len(files), "bytes": size, "decode_s": baseline}
+    try:
+        c = Client(agent, index_dir)
+        rss = RssSampler(c.proc.pid)
+        t0 = c.start()
+        t = time.perf_counter()
+        first = c.request("fabric/recall", {"query": "parse epoch", "scope": "global"})
+        out["first_s"] = time.perf_counter() - t
+        out["first_coverage"] = {k: first["coverage"][k] for k in ("indexedSessions", "eligibleSessions", "reasons")}
+        out["all_indexed_s"] = c.wait_index_complete(len(files)) - t0
+        lat = []
+        for i in range(queries):
+            t = time.perf_counter()
+            r = c.request("fabric/recall", {"query": QUERIES[i % len(QUERIES)], "scope": "global"})
+            lat.append(time.perf_counter() - t)
+        out["warm_coverage"] = {k: r["coverage"][k] for k in ("indexedSessions", "eligibleSessions", "reasons")}
+        out["p50_ms"], out["p95_ms"] = pct(lat, 0.5) * 1000, pct(lat, 0.95) * 1000
+        c.close()
+        out["peak_rss"] = rss.stop()
+        # restart over the warm disk cache
+        c = Client(agent, index_dir)
+        rss = RssSampler(c.proc.pid)
+        t0 = c.start()
+        r = c.request("fabric/recall", {"query": "parse epoch", "scope": "global"})
+        out["restart_s"] = time.perf_counter() - t0
+        out["restart_coverage"] = {k: r["coverage"][k] for k in ("indexedSessions", "eligibleSessions", "reasons")}
+        c.close()
+        out["restart_peak_rss"] = rss.stop()
+    finally:
+        shutil.rmtree(index_dir, ignore_errors=True)
+    return out
+
+
+def measure_big_session(path: Path) -> dict[str, Any]:
+    size = path.stat().st_size
+    agent = path.parents[2]
+    env = dict(os.environ)
+    env["PI_CODING_AGENT_DIR"] = str(agent)
+    out: dict[str, Any] = {"file": str(path), "bytes": size}
+    for name, args in (("expand", ["expand", str(path), "--indices", "5", "--json"]),
+                       ("preview", ["preview", str(path), "--json"])):
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "fabric_lsp", *args], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+        _, status, usage = os.wait4(proc.pid, 0)
+        out[f"{name}_s"] = time.perf_counter() - t
+        out[f"{name}_rss"] = usage.ru_maxrss * 1024
+        out[f"{name}_exit"] = os.waitstatus_to_exitcode(status)
+    return out
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.0f} MB"
+
+
+def report(rows: list[dict], big: dict | None) -> None:
+    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f}")
+    for r in rows:
+        d = r["decode_s"]
+        print(f"\n== {r['label']}: {r['sessions']} sessions, {_mb(r['bytes'])}; baseline msgspec decode {d:.2f} s")
+        checks = [
+            ("first answer", f"{r['first_s']:.2f} s = {r['first_s'] / d:.2f}x decode", r["first_s"] / d <= TARGETS["first_vs_decode"], "<= 1.5x"),
+            ("every session indexed", f"{r['all_indexed_s']:.2f} s = {r['all_indexed_s'] / d:.2f}x decode", r["all_indexed_s"] / d <= TARGETS["all_vs_decode"], "<= 5x"),
+            ("peak RSS server+children", f"{_mb(r['peak_rss'])} = {r['peak_rss'] / r['bytes']:.2f}x corpus", r["peak_rss"] / r["bytes"] <= TARGETS["rss_vs_corpus"], "<= 0.5x"),
+            ("warm p50 / p95", f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms", r["p50_ms"] <= 50 and r["p95_ms"] <= 150, "<= 50 / 150 ms"),
+            ("restart to full coverage", f"{r['restart_s']:.2f} s = {r['restart_s'] / d:.2f}x decode", r["restart_s"] / d <= TARGETS["restart_vs_decode"], "<= 1x"),
+        ]
+        for name, fig, ok, target in checks:
+            print(f"  {name:26s} {fig:34s} target {target:14s} {'met' if ok else 'MISSED'}")
+        print(f"  first answer coverage {r['first_coverage']}")
+        print(f"  warm coverage {r['warm_coverage']}; restart coverage {r['restart_coverage']}; restart peak RSS {_mb(r['restart_peak_rss'])}")
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        k = b["bytes"] / a["bytes"]
+        print(f"\ngrowth {a['label']} -> {b['label']} (corpus x{k:.1f}):")
+        for key, name in (("first_s", "first answer"), ("all_indexed_s", "every session indexed"), ("peak_rss", "peak RSS"),
+                          ("p50_ms", "warm p50"), ("p95_ms", "warm p95"), ("restart_s", "restart")):
+            print(f"  {name:22s} x{b[key] / a[key]:.2f}" + ("  (at most linear)" if b[key] / a[key] <= k * 1.1 else "  (faster than linear)"))
+    if big:
+        s = big["bytes"]
+        print(f"\n== one session of {_mb(s)}")
+        print(f"  expand one entry: {_mb(big['expand_rss'])} peak RSS in {big['expand_s']:.1f} s (target <= 200 MB: "
+              f"{'met' if big['expand_rss'] <= 200e6 else 'MISSED'}), exit {big['expand_exit']}")
+        print(f"  preview: {_mb(big['preview_rss'])} = {big['preview_rss'] / s:.2f}x file in {big['preview_s']:.1f} s "
+              f"(target <= 2x: {'met' if big['preview_rss'] <= 2 * s else 'MISSED'}), exit {big['preview_exit']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", action="append", default=[], metavar="LABEL=DIR")
+    ap.add_argument("--generate", action="store_true")
+    ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--big-session", metavar="FILE")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for spec in args.corpus:
+        label, _, d = spec.partition("=")
+        agent = Path(d)
+        if args.generate and not agent.exists():
+            mb = int(float(label.lower().rstrip("mg").rstrip("m") or 1) * (1000 if label.lower().endswith("g") else 1))
+            subprocess.run([sys.executable, str(REPO / "bench" / "corpus.py"), "--out", str(agent), "--sessions", str(mb),
+                            "--target-bytes", str(mb * 1_000_000), "--seed", "7"], check=True)
+        rows.append(measure_corpus(label, agent, args.queries))
+        print(f"measured {label}", file=sys.stderr, flush=True)
+    big = measure_big_session(Path(args.big_session)) if args.big_session else None
+    if args.json:
+        print(json.dumps({"corpora": rows, "bigSession": big}, indent=1))
+    else:
+        report(rows, big)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

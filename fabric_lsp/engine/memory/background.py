@@ -1,0 +1,293 @@
+"""Background indexing of every eligible session, newest first.
+
+The seed's per-call budgets (`maxSyncSessions`, `maxSyncSourceBytes`) bound the
+synchronous work inside one request; they must not bound what the index can ever hold.
+So after `initialized` the server runs one `BackgroundIndexer` over its memory engine (and
+`fabric-lsp index` runs one pass in the foreground): it builds every session whose
+derived state is not fresh, persists it through the engine's disk cache, and hands it to
+the engine's in-memory index. Requests meanwhile answer from what is indexed and say
+`indexing_in_progress` for the rest (api.py).
+
+Invariants:
+* Builds run without the engine lock (they only read session files); adopting a result
+  takes the lock briefly and only when the file's stat key is still the one that was
+  built, so a session changed meanwhile is picked up by the next pass, never half-stale.
+* Passes repeat until one finds nothing to build: a session appended or rewritten during
+  indexing ends up current. A later change (`kick`) starts a new pass.
+* Lowest priority: builder children run at nice 19, this thread at nice 10, and the lock
+  is held for at most a small chunk of cache lookups at a time.
+* Stopping (`stop`) is the only cancellation: a request's CancelToken never reaches it.
+* Bounded memory: cold digests are built in child processes and adopted (their
+  vocabulary interned into the engine's term table) as each one arrives.
+* Every pass that has work emits one `{"type": "indexing", "phase": "begin"}` and exactly
+  one matching `"end"` (also when stopped or failing), with progress events
+  "Indexing N/M sessions" in between.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
+from fabric_lsp.engine.gcpause import cyclic_gc_paused
+
+from .sessions import SessionState, SourceMissing, build_detached, build_state
+from .source import stat_key
+
+log = logging.getLogger("fabric_lsp.memory.background")
+
+LOOKUP_CHUNK = 32  # cache lookups per lock hold
+PROGRESS_INTERVAL_S = 0.1
+
+Sink = Callable[[dict[str, Any]], None]
+
+
+class BackgroundIndexer:
+    """Indexes every session of `scope` for `branches` over one MemoryEngine."""
+
+    def __init__(
+        self,
+        engine: Any,
+        sink: Sink | None = None,
+        *,
+        branches: str = "active",
+        scope: str = "global",
+        workers: int | None = None,
+        nice: int = 19,
+    ) -> None:
+        self.engine = engine
+        self.sink = sink
+        self.branches = branches
+        self.scope = scope
+        self.workers = engine.parallel_workers if workers is None else workers
+        self.nice = nice
+        self.pending = True  # sessions may be left to index (requests defer cold builds)
+        self.passes = 0
+        self.totals = {"built": 0, "loaded": 0}
+        self.last: dict[str, Any] = {}
+        self._stop = CancelToken()
+        self._kick = threading.Event()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._last_report = 0.0
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Attach to the engine and index in a daemon thread."""
+        self.engine.background = self
+        self._thread = threading.Thread(target=self._run, name="fabric-memory-index", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        self._stop.cancel()
+        self._kick.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        if self.engine.background is self:
+            self.engine.background = None
+        with self._cond:
+            self.pending = False
+            self._cond.notify_all()
+
+    def kick(self) -> None:
+        """Sessions changed: run another pass."""
+        if self._stop.cancelled:
+            return
+        self.pending = True
+        self._kick.set()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until a pass found nothing left to index (or the indexer stopped)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self.pending, timeout)
+
+    def _run(self) -> None:
+        try:  # Linux threads have their own nice value
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (AttributeError, OSError):
+            pass
+        while not self._stop.cancelled:
+            self._kick.clear()
+            try:
+                summary = self.run_once(sink=self.sink, cancel=self._stop)
+            except Cancelled:
+                break
+            except Exception:
+                log.exception("background indexing pass failed")
+                summary = None
+            if summary is not None and (summary["built"] or summary["changed"]):
+                continue  # verify: the next pass must find everything current
+            if self._kick.is_set():
+                continue
+            with self._cond:
+                self.pending = False
+                self._cond.notify_all()
+            self._kick.wait()
+        with self._cond:
+            self.pending = False
+            self._cond.notify_all()
+
+    # -- one pass -----------------------------------------------------------------------
+
+    def run_once(
+        self, *, sink: Sink | None = None, cancel: CancelToken | None = None, cwd: str | None = None
+    ) -> dict[str, Any]:
+        """Index every session of the scope that is not fresh; returns
+        {total, indexed, built, loaded, unavailable, changed, seconds}."""
+        eng = self.engine
+        branches = self.branches
+        started = time.monotonic()
+        with eng._lock:
+            all_refs = eng._all_refs()
+            eng._forget_vanished(all_refs)
+            refs = eng._scope_refs(self.scope, None, cwd, all_refs)
+            hot_files = eng._hot_files(all_refs, refs)
+            eng._cleanup_once()
+        summary: dict[str, Any] = {
+            "total": len(refs), "indexed": 0, "built": 0, "loaded": 0, "unavailable": 0, "changed": 0,
+        }
+        todo: list[tuple[Any, str]] = []
+        for i in range(0, len(refs), LOOKUP_CHUNK):
+            check(cancel)
+            with eng._lock, cyclic_gc_paused():
+                for ref in refs[i : i + LOOKUP_CHUNK]:
+                    if ref.key is None:
+                        summary["unavailable"] += 1
+                        continue
+                    tier = "hot" if ref.file in hot_files else "cold"
+                    try:
+                        state, worked = eng._cached(ref, branches, tier)
+                    except SourceMissing:
+                        summary["unavailable"] += 1
+                        continue
+                    if state is None:
+                        todo.append((ref, tier))
+                    else:
+                        summary["indexed"] += 1
+                        if worked:
+                            summary["loaded"] += 1
+        if todo:
+            self._emit(sink, {"type": "indexing", "phase": "begin", "total": summary["total"],
+                              "indexed": summary["indexed"]})
+            try:
+                self._progress(sink, summary, force=True)
+                self._build(todo, summary, sink, cancel)
+            finally:
+                summary["seconds"] = time.monotonic() - started
+                self._emit(sink, {
+                    "type": "indexing", "phase": "end", "total": summary["total"], "indexed": summary["indexed"],
+                    "built": summary["built"], "cancelled": bool(cancel is not None and cancel.cancelled),
+                })
+        summary["seconds"] = time.monotonic() - started
+        self.passes += 1
+        self.totals["built"] += summary["built"]
+        self.totals["loaded"] += summary["loaded"]
+        self.last = summary
+        return summary
+
+    def _build(self, todo: list[tuple[Any, str]], summary: dict, sink: Sink | None,
+               cancel: CancelToken | None) -> None:
+        eng = self.engine
+        cfg = eng.config
+        branches = self.branches
+
+        def adopt(ref: Any, tier: str, result: Any) -> None:
+            if isinstance(result, SourceMissing) or not isinstance(result, SessionState):
+                summary["unavailable"] += 1
+                self._progress(sink, summary)
+                return
+            with eng._lock:
+                if stat_key(ref.file) != ref.key:
+                    summary["changed"] += 1  # the next pass builds the new contents
+                    return
+                current = eng._states.get((ref.file, branches))
+                if not (current is not None and current.tier == tier and current.key == ref.key):
+                    eng._adopt(result)
+            summary["indexed"] += 1
+            summary["built"] += 1
+            self._progress(sink, summary)
+
+        def build_here(ref: Any, tier: str) -> None:
+            try:
+                if tier == "hot":
+                    result: Any = build_state(ref.file, branches, tier, cfg, ref.id, ref.cwd,
+                                              cancel=lambda: check(cancel))
+                else:  # no append bookkeeping: an append rebuilds a cold session
+                    result = build_detached(ref.file, branches, tier, cfg, ref.id, ref.cwd)
+            except SourceMissing as missing:
+                result = missing
+            adopt(ref, tier, result)
+
+        cold = [(r, t) for r, t in todo if t == "cold"]
+        local = [(r, t) for r, t in todo if t != "cold"]
+        with cyclic_gc_paused():
+            if self.workers > 1 and len(cold) >= 2:
+                from .build_pool import run_batch
+
+                by_file = {r.file: r for r, _ in cold}
+
+                def on_result(file: str, reply: tuple) -> None:
+                    status, value = reply
+                    if status == "ok":
+                        adopt(by_file[file], "cold", value)
+                    elif status == "missing":
+                        adopt(by_file[file], "cold", SourceMissing(value))
+                    else:
+                        build_here(by_file[file], "cold")
+
+                def on_idle() -> bool:
+                    if not local:
+                        return False
+                    ref, tier = local.pop(0)
+                    build_here(ref, tier)
+                    return bool(local)
+
+                failed = run_batch(
+                    ((r.file, (r.file, branches, "cold", cfg, r.id, r.cwd)) for r, _ in cold),
+                    self.workers, on_result, lambda: check(cancel), on_idle, nice=self.nice,
+                )
+                for ref, tier in local:
+                    check(cancel)
+                    build_here(ref, tier)
+                for file in failed:
+                    check(cancel)
+                    build_here(by_file[file], "cold")
+            else:
+                for ref, tier in local + cold:
+                    check(cancel)
+                    build_here(ref, tier)
+        if summary["built"]:
+            gc.collect(0)
+            gc.freeze()  # the new long-lived index leaves the collector's generations
+
+    # -- events -------------------------------------------------------------------------
+
+    def _emit(self, sink: Sink | None, event: dict[str, Any]) -> None:
+        if sink is None:
+            return
+        try:
+            sink(event)
+        except Exception:
+            log.exception("background indexing sink failed")
+
+    def _progress(self, sink: Sink | None, summary: dict, force: bool = False) -> None:
+        if sink is None:
+            return
+        now = time.monotonic()
+        done = summary["indexed"] + summary["unavailable"]
+        total = summary["total"]
+        if not force and done < total and now - self._last_report < PROGRESS_INTERVAL_S:
+            return
+        self._last_report = now
+        try:
+            report(sink, f"Indexing {summary['indexed']}/{total} sessions", int(100 * done / total) if total else 100)
+        except Exception:
+            log.exception("background indexing sink failed")

@@ -1,0 +1,212 @@
+"""Whole-history recall (issue 15): per-call budgets bound one call's synchronous work, not
+what the index can hold; the background indexer indexes every session; answers meanwhile
+are honest; the compact cold term table answers exactly like per-session sets.
+
+No timing: every wait is for an explicit event (a sink event, `wait_idle`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memory_kit import engine, header, user, write_session
+
+from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engine.memory.background import BackgroundIndexer
+from fabric_lsp.engine.memory.cold_index import (
+    ColdTermTable,
+    TermsSet,
+    score_digests_inverted,
+)
+from fabric_lsp.engine.memory.search import DigestView, score_digests
+
+CWD = "/home/user/whole"
+
+
+def _sessions(agent: Path, n: int, *, filler: int = 0) -> list[Path]:
+    out = []
+    for i in range(n):
+        text = f"common words about session {i} unique_{i:03d}" + (" pad" * filler)
+        if i == 0:
+            text += " oldest_rare_fact"
+        rows = [header(f"w{i:03d}", CWD), user(f"u{i}", None, text, 1)]
+        out.append(write_session(agent, CWD, f"w{i:03d}.jsonl", rows, 1_700_000_000 + i * 10))
+    return out
+
+
+def _cov(out: dict) -> dict:
+    return out["coverage"]
+
+
+def test_budget_charges_only_builds_so_repeated_calls_reach_everything(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 30)
+    eng = engine(agent, max_sync_sessions=10, hot_sessions=3)
+    first = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    assert _cov(first)["indexedSessions"] == 10 and "max_sync_sessions" in _cov(first)["reasons"]
+    assert not first["authoritative"] and first["text"].startswith("No indexed matches")
+    second = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    assert _cov(second)["indexedSessions"] == 20
+    third = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    assert _cov(third)["complete"] and _cov(third)["indexedSessions"] == 30
+    assert [it["pointer"]["sessionId"] for it in third["items"]] == ["w000"]
+    # a fresh engine (a restarted server, the CLI) reads the disk cache at no budget cost
+    again = engine(agent, max_sync_sessions=10, hot_sessions=3)
+    out = again.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    assert _cov(out)["complete"] and out["items"][0]["pointer"]["sessionId"] == "w000"
+
+
+def test_background_indexer_indexes_everything_and_answers_stay_honest(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 40)
+    eng = engine(agent, max_sync_sessions=5, hot_sessions=4)
+    eng.parallel_workers = 1
+    indexer = BackgroundIndexer(eng, workers=1)
+    eng.background = indexer  # attached, not yet running: requests defer cold builds
+    during = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    cov = _cov(during)
+    assert not cov["complete"] and not during["authoritative"]
+    assert "indexing_in_progress" in cov["reasons"]
+    assert cov["indexedSessions"] == 4  # the hot sessions, built synchronously
+    assert not during["text"].startswith("No matches")
+    events: list[dict] = []
+    summary = indexer.run_once(sink=events.append)
+    assert summary["built"] == 36 and summary["indexed"] == 40
+    assert [e["phase"] for e in events if e["type"] == "indexing"] == ["begin", "end"]
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress and progress[-1]["message"] == "Indexing 40/40 sessions"
+    assert indexer.run_once()["built"] == 0  # nothing left: the verification pass
+    indexer.pending = False
+    out = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
+    assert _cov(out)["complete"] and out["authoritative"]
+    assert [it["pointer"]["sessionId"] for it in out["items"]] == ["w000"]
+
+
+def test_indexing_resumes_after_restart_without_redoing_finished_sessions(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 24)
+    eng = engine(agent, hot_sessions=2)
+    stop = CancelToken()
+    seen: list[dict] = []
+
+    def sink(event: dict) -> None:
+        seen.append(event)
+        if event["type"] == "progress" and event["message"].startswith("Indexing 10/"):
+            stop.cancel()  # stop part-way: a shutdown in the middle of a pass
+
+    indexer = BackgroundIndexer(eng, workers=1)
+    indexer._last_report = float("-inf")
+    import fabric_lsp.engine.memory.background as bg
+
+    old = bg.PROGRESS_INTERVAL_S
+    bg.PROGRESS_INTERVAL_S = -1.0  # report every session (events, not time)
+    try:
+        try:
+            indexer.run_once(sink=sink, cancel=stop)
+        except Exception as err:  # Cancelled
+            assert type(err).__name__ == "Cancelled"
+    finally:
+        bg.PROGRESS_INTERVAL_S = old
+    assert [e["phase"] for e in seen if e["type"] == "indexing"] == ["begin", "end"]
+    assert seen[-1]["cancelled"] is True
+    restarted = engine(agent, hot_sessions=2)
+    summary = BackgroundIndexer(restarted, workers=1).run_once()
+    assert summary["loaded"] == 10 and summary["built"] == 14 and summary["indexed"] == 24
+
+
+def test_a_session_appended_during_indexing_ends_up_current(tmp_path: Path):
+    agent = tmp_path / "agent"
+    files = _sessions(agent, 12)
+    eng = engine(agent, hot_sessions=2)
+    target = files[0]  # the oldest: a cold session
+    appended = threading.Event()
+
+    def sink(event: dict) -> None:
+        if event["type"] == "progress" and not appended.is_set():
+            with target.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"type": "message", "id": "late1", "parentId": "u0", "timestamp": "2025-01-01T00:01:00.000Z",
+                                     "message": {"role": "user", "content": "appended_while_indexing"}}) + "\n")
+            appended.set()
+
+    indexer = BackgroundIndexer(eng, sink, workers=1)
+    indexer.start()
+    try:
+        assert indexer.wait_idle(120)
+    finally:
+        indexer.stop()
+    assert appended.is_set()
+    out = eng.recall({"query": "appended_while_indexing", "scope": "global"}, cwd=CWD)
+    assert _cov(out)["complete"]
+    # appended last, it is now the newest session: hot, so a segment
+    assert [it[it["kind"]]["sessionId"] for it in out["items"]] == ["w000"]
+    state = eng._states[(str(target), "active")]
+    from fabric_lsp.engine.memory.source import stat_key
+
+    assert state.key == stat_key(str(target))
+
+
+def test_cancelling_a_request_never_cancels_the_indexer(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 15)
+    eng = engine(agent, hot_sessions=2)
+    indexer = BackgroundIndexer(eng, workers=1)
+    eng.background = indexer
+    token = CancelToken()
+    token.cancel()
+    try:
+        eng.recall({"query": "common", "scope": "global"}, cwd=CWD, cancel=token)
+    except Exception as err:
+        assert type(err).__name__ == "Cancelled"
+    summary = indexer.run_once()
+    assert summary["indexed"] == 15 and not indexer._stop.cancelled
+
+
+def test_cold_digests_live_in_one_term_table(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 20)
+    eng = engine(agent, hot_sessions=2)
+    eng.recall({"query": "x", "scope": "global"}, cwd=CWD)
+    cold = [s for s in eng._states.values() if s.tier == "cold"]
+    assert len(cold) == 18 and all(s.cold_slot is not None for s in cold)
+    assert all("vocabulary" not in s.digest and "addresses" not in s.digest and not s.persisted for s in cold)
+    stats = eng._cold.stats()
+    assert stats["sessions"] == 18
+    # "common" is interned once, every cold session points at it
+    assert len(eng._cold.sessions_with("common")) == 18
+    out = eng.recall({"query": "^unique_00[0-9]$", "queryMode": "regex", "scope": "global"}, cwd=CWD)
+    assert sorted(it["pointer"]["sessionId"] for it in out["items"]) == [f"w{i:03d}" for i in range(10)]
+
+
+_terms = st.text(alphabet="abcde", min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    vocabularies=st.lists(st.lists(_terms, unique=True, max_size=8), min_size=1, max_size=12),
+    removed=st.sets(st.integers(0, 11)),
+    query=st.lists(_terms, unique=True, min_size=1, max_size=4),
+)
+def test_inverted_scoring_equals_the_per_session_scan(vocabularies, removed, query):
+    table = ColdTermTable()
+    slots = [table.add(v) for v in vocabularies]
+    for i in removed:
+        if i < len(slots):
+            table.remove(slots[i])
+    kept = [(i, s) for i, s in enumerate(slots) if s in table.slots]
+    views = [DigestView(f"s{i}", f"/f{i}", "h", "active", "fp", "", None, float(i), list(vocabularies[i]),
+                        frozenset(vocabularies[i])) for i, _ in kept]
+    table_views = [DigestView(f"s{i}", f"/f{i}", "h", "active", "fp", "", None, float(i), table.vocabulary(s),
+                              TermsSet(table, s)) for i, s in kept]  # type: ignore[arg-type]
+    want, wcap = score_digests(views, query)
+    got, gcap = score_digests_inverted(table_views, [s for _, s in kept], query, table)
+    assert [(h.view.session_id, h.score, h.matched_terms) for h in got] == [
+        (h.view.session_id, h.score, h.matched_terms) for h in want
+    ]
+    assert gcap == wcap
+    for (i, s), v in zip(kept, table_views):
+        assert list(v.vocabulary) == list(vocabularies[i])
+        for t in query:
+            assert (t in v.vocab_set) == (t in vocabularies[i])
