@@ -8,8 +8,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
