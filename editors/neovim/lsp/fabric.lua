@@ -11,7 +11,9 @@ local lsp = require('fabric.lsp')
 ---@type vim.lsp.Config
 return {
   cmd = opts.cmd,
-  filetypes = opts.filetypes,
+  -- With file-history lenses on, any filetype may attach (lsp.attachable decides: session
+  -- JSONL, fabric://, and source files of projects with Pi sessions).
+  filetypes = (not opts.code_lens) and opts.filetypes or nil,
   root_dir = lsp.root_dir,
   -- One server for the whole editor: it serves every session of the agent dir.
   reuse_client = lsp.reuse_client,

@@ -57,6 +57,18 @@ vim.api.nvim_create_autocmd('LspAttach', {
       map_gd(ev.buf)
       -- The statusline's session part (pending compaction, last commit, live Pi).
       require('fabric.statusline').refresh(ev.buf)
+      -- File-history lenses on source files (option code_lens): fetched on attach, on
+      -- entering the buffer and after a write.
+      if require('fabric.lsp').lens_buffer(ev.buf) and client:supports_method('textDocument/codeLens') then
+        vim.lsp.codelens.refresh({ bufnr = ev.buf })
+        vim.api.nvim_create_autocmd({ 'BufEnter', 'BufWritePost' }, {
+          group = group,
+          buffer = ev.buf,
+          callback = function(e)
+            vim.lsp.codelens.refresh({ bufnr = e.buf })
+          end,
+        })
+      end
     end
   end,
 })

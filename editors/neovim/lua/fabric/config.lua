@@ -13,6 +13,10 @@ M.defaults = {
   filetypes = { 'jsonl', 'markdown' },
   -- Root markers for the workspace folder; the current directory when none is found.
   root_markers = { '.git' },
+  -- File-history CodeLens ("Pi: 3 sessions · edited in 01a182b4") on source files of a
+  -- project that has Pi sessions: the client then also attaches to those buffers (any
+  -- filetype); other projects' files never start the server. false: sessions only.
+  code_lens = true,
   -- Server settings (protocol.md "Configuration"): agentDir, sessionDir, indexDir, trusted,
   -- memory = {...}, compaction = {...}. Sent as initializationOptions and as the
   -- workspace/configuration section "fabric".
@@ -95,6 +99,7 @@ M.rules = {
   },
   filetypes = { is_list_of_strings, 'a list of filetype names' },
   root_markers = { is_list_of_strings, 'a list of file names' },
+  code_lens = { function(v) return type(v) == 'boolean' end, 'true or false' },
   settings = { function(v) return type(v) == 'table' end, 'a table of server settings (:help fabric-setup)' },
   autostart = { function(v) return type(v) == 'boolean' end, 'true or false' },
   keymaps = { function(v) return type(v) == 'boolean' end, 'true or false' },

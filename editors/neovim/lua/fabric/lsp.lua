@@ -14,10 +14,62 @@ function M.attachable(bufnr)
   if not vim.api.nvim_buf_is_valid(bufnr) then
     return false
   end
-  if vim.startswith(vim.api.nvim_buf_get_name(bufnr), 'fabric://') then
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if vim.startswith(name, 'fabric://') then
     return true
   end
-  return require('fabric.refs').session_of_buffer(bufnr) ~= nil
+  if require('fabric.refs').session_of_buffer(bufnr) ~= nil then
+    return true
+  end
+  return M.lens_buffer(bufnr)
+end
+
+---Pi's session folder name of a cwd (leading separator dropped, `/ \ :` → `-`, in `--`).
+---@param cwd string
+---@return string
+function M.encode_cwd(cwd)
+  local trimmed = cwd:gsub('^[/\\]', '')
+  return '--' .. trimmed:gsub('[/\\:]', '-') .. '--'
+end
+
+---The sessions directory the server reads (agentDir from the settings, else
+---$PI_CODING_AGENT_DIR, else ~/.pi/agent).
+---@return string
+function M.sessions_dir()
+  local settings = config.get().settings or {}
+  if type(settings.sessionDir) == 'string' and settings.sessionDir ~= '' then
+    return vim.fs.normalize(settings.sessionDir)
+  end
+  local agent = settings.agentDir
+  if type(agent) ~= 'string' or agent == '' then
+    agent = vim.env.PI_CODING_AGENT_DIR
+  end
+  if type(agent) ~= 'string' or agent == '' then
+    agent = '~/.pi/agent'
+  end
+  return vim.fs.joinpath(vim.fs.normalize(agent), 'sessions')
+end
+
+---Whether `bufnr` is a source file of a project with Pi sessions, for the file-history
+---CodeLens (option `code_lens`).
+---@param bufnr integer
+---@return boolean
+function M.lens_buffer(bufnr)
+  if not config.get().code_lens or vim.bo[bufnr].buftype ~= '' then
+    return false
+  end
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if name == '' or not vim.startswith(name, '/') then
+    return false
+  end
+  -- the file lies in (or below) a directory some Pi session ran in
+  local sessions = M.sessions_dir()
+  for dir in vim.fs.parents(name) do
+    if vim.fn.isdirectory(vim.fs.joinpath(sessions, M.encode_cwd(dir))) == 1 then
+      return true
+    end
+  end
+  return false
 end
 
 ---Workspace root: the nearest root marker, else the current directory. Not called back

@@ -1,10 +1,14 @@
--- The client attaches only to Pi session JSONL buffers and fabric:// scratch buffers: a
--- markdown README (or a .jsonl that is not a session) never starts the server.
+-- The client attaches only to Pi session JSONL buffers and fabric:// scratch buffers (and,
+-- for the file-history lens, to files of projects Pi sessions ran in: 20_codelens.lua): a
+-- markdown README (or a .jsonl that is not a session) of any other project never starts
+-- the server.
 local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
 
-local readme = H.project .. '/README.md'
+local elsewhere = vim.fn.tempname() .. '/not-a-pi-project'
+vim.fn.mkdir(elsewhere, 'p')
+local readme = elsewhere .. '/README.md'
 vim.fn.writefile({ '# A project', '', 'See pi-entry:01a182b4/97e8c51f for the history.' }, readme)
-local data = H.project .. '/events.jsonl'
+local data = elsewhere .. '/events.jsonl'
 vim.fn.writefile({ '{"type":"event","id":"e1"}', '{"type":"event","id":"e2"}' }, data)
 
 local function fabric_clients()
