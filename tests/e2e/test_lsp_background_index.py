@@ -80,7 +80,10 @@ async def test_background_index_reaches_every_session_and_pairs_progress(tmp_pat
     client = await start(agent, "visual-studio-code", configuration=SETTINGS,
                          env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1"))
     try:
-        # asked at once, while the indexer may still run: honest either way
+        # asked once the indexer has begun its pass (a request sent before it starts builds
+        # what its budget allows itself), while it may still run: honest either way
+        assert await _wait(lambda: any(a.get("request") == INDEX_METHOD for a in client.activity)), (
+            "the background indexer never reported activity", client.activity[-5:])
         early = await rpc(client, protocol.RECALL, {"query": "oldest_rare_fact", "scope": "global"})
         _honest(early)
         if not early["coverage"]["complete"]:
