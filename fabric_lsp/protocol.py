@@ -146,8 +146,12 @@ class ExpandParams(Struct, **_PARAMS):
             )
 
 
+# The intents engine's limits (engine/intents/limits.py; a test keeps them equal), so the
+# schema states every bound the engine enforces.
 Instructions = Annotated[str, Meta(max_length=8192)]
 PreserveList = Annotated[list[Annotated[str, Meta(max_length=2048)]], Meta(max_length=16)]
+IntentReason = Annotated[str, Meta(max_length=1024)]
+RequestedBy = Annotated[str, Meta(min_length=1, max_length=256)]
 
 
 class CompactionPreviewParams(Struct, **_PARAMS):
@@ -177,10 +181,10 @@ class BranchSummaryPreviewParams(Struct, **_PARAMS):
 
 class CompactRequestParams(Struct, **_PARAMS):
     session: NonEmptyStr
-    reason: str | None = None
+    reason: IntentReason | None = None
     instructions: Instructions | None = None
     preserve: PreserveList | None = None
-    requested_by: NonEmptyStr = "user"
+    requested_by: RequestedBy = "user"
     work_done_token: ProgressToken | None = None
 
 
@@ -585,6 +589,27 @@ def decode_params(method: str, params: Any) -> Any:
         return msgspec.convert(params, typ, strict=True)
     except msgspec.ValidationError as err:
         raise InvalidParams(_describe(method, err)) from None
+    except UnicodeEncodeError:
+        # msgspec cannot match a string holding a lone surrogate against an enum, a
+        # literal or a number: find the field with the surrogates replaced.
+        try:
+            msgspec.convert(_without_surrogates(params), typ, strict=True)
+        except msgspec.ValidationError as err:
+            raise InvalidParams(_describe(method, err) + " (the params hold a lone surrogate)") from None
+        raise InvalidParams(f"{method}: params: a string holds a lone surrogate") from None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a pair is one code point in a str
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    return value
 
 
 def params_to_dict(params: Struct) -> dict[str, Any]:

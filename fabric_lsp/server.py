@@ -5,7 +5,10 @@ handler modules. All request logic lives in `handlers/` (thin) and `engine/` (re
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import logging
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +18,7 @@ from typing import Any
 import cattrs
 from lsprotocol import types
 from lsprotocol.types import ResponseError
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -29,6 +32,7 @@ from pygls.uris import to_fs_path
 from fabric_lsp import __version__
 from fabric_lsp.config import ServerConfig, load_config
 from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engines import Engines
 
 log = logging.getLogger("fabric_lsp.server")
 
@@ -81,12 +85,59 @@ class FabricProtocol(LanguageServerProtocol):
         if "method" in raw and not isinstance(raw["method"], str):
             self._invalid_request(raw, '"method" must be a string')
             return
+        if "method" in raw and not self._lifecycle_allows(raw):
+            return
         try:
             structured = super().structure_message(raw)
         except Exception as err:  # params that do not fit the standard LSP type
             self._unstructurable(raw, err)
             return
+        if raw.get("method") == "initialize" and "id" in raw:
+            self._initialize_seen = True
+        elif raw.get("method") == "shutdown" and "id" in raw:
+            self._shutdown_seen = True
         super().handle_message(structured)
+
+    _initialize_seen = False
+    _shutdown_seen = False
+
+    def _lifecycle_allows(self, raw: dict[str, Any]) -> bool:
+        """LSP lifecycle: before `initialize` only `initialize` and `exit` (a request gets
+        -32002); one `initialize`; after `shutdown` only `exit` (a request gets -32600).
+        Refused notifications are dropped, as the spec says."""
+        method, is_request = raw["method"], "id" in raw
+        if method == "exit":
+            return True
+        if self._shutdown_seen or self._shutdown:
+            why, code = f"Invalid Request: {method} after shutdown (only exit is accepted now)", -32600
+        elif not self._initialize_seen:
+            if method == "initialize" and is_request:
+                return True
+            why, code = f"Server not initialized: {method} before initialize", -32002
+        elif method == "initialize" and is_request:
+            why, code = "Invalid Request: initialize may be sent only once", -32600
+        else:
+            return True
+        if is_request:
+            self._send_response(raw["id"], error=ResponseError(code=code, message=why))
+        else:
+            log.debug("dropped notification %s: %s", method, why)
+        return False
+
+    def reject_too_deep(self, top: Any) -> None:
+        """A message nested deeper than framing.MAX_MESSAGE_DEPTH (`top`: its top level,
+        nested values as framing.NESTED): -32602 for a request, dropped otherwise."""
+        from fabric_lsp.framing import MAX_MESSAGE_DEPTH, NESTED
+
+        why = f"the message is nested deeper than {MAX_MESSAGE_DEPTH} levels"
+        if not isinstance(top, dict) or "method" not in top or "id" not in top:
+            log.warning("ignored a message that is not a request: %s", why)
+        elif top["id"] == NESTED or not _valid_id(top["id"]):
+            self._send_response(None, error=ResponseError(code=-32600, message=f"Invalid Request: {why}"))  # type: ignore[arg-type]
+        elif not isinstance(top["method"], str):
+            self._send_response(top["id"], error=ResponseError(code=-32600, message=f"Invalid Request: {why}"))
+        else:
+            self._send_response(top["id"], error=ResponseError(code=-32602, message=f"{top['method']}: {why}"))
 
     def _invalid_request(self, raw: Any, why: str) -> None:
         """JSON-RPC -32600 for a request we can identify; anything else is logged."""
@@ -114,6 +165,62 @@ class FabricProtocol(LanguageServerProtocol):
         if token is not None:
             token.cancel()
         super()._handle_cancel_notification(msg_id)
+
+    def _send_data(self, data: Any) -> None:
+        """pygls' sender, with strict JSON: a non-finite number (a session's `1e400`) is
+        written as JavaScript's JSON.stringify writes it, `null`, never `Infinity`/`NaN`;
+        a response whose result cannot be serialized still gets an answer (-32603)."""
+        if not data:
+            return
+        if self.writer is None:
+            log.error("unable to send data: no transport")
+            return
+        try:
+            body = wire_json(data, self._serialize_message)
+        except Exception as err:
+            log.exception("cannot serialize an outgoing message")
+            msg_id = getattr(data, "id", None)
+            if msg_id is None or not hasattr(data, "result"):
+                return
+            error = {"code": -32603, "message": f"the result could not be serialized: {type(err).__name__}"}
+            body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error})
+        header = (
+            f"Content-Length: {len(body)}\r\n"  # body is ASCII (ensure_ascii): chars == bytes
+            f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
+        )
+        frame = (header + body) if self._include_headers else body
+        try:
+            res = self.writer.write(frame.encode(self.CHARSET))
+            if inspect.isawaitable(res):
+                asyncio.ensure_future(res)
+        except BrokenPipeError:
+            log.exception("error sending data: broken pipe")
+            raise
+        except Exception as error:
+            log.exception("error sending data")
+            self._server._report_server_error(error, JsonRpcInternalError)  # type: ignore[attr-defined]
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every NaN/±Infinity replaced by None (JSON.stringify's `null`)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def wire_json(data: Any, default: Any = None) -> str:
+    """JSON text of an outgoing message, never holding NaN or Infinity (not JSON: a
+    strict client drops the whole frame)."""
+    try:
+        return json.dumps(data, default=default, allow_nan=False)
+    except ValueError:  # "Out of range float values are not JSON compliant"
+        log.info("an outgoing message held NaN or Infinity: written as null")
+        plain = json.loads(json.dumps(data, default=default))
+        return json.dumps(_finite(plain), allow_nan=False)
 
 
 def _plain(value: Any) -> Any:
@@ -149,9 +256,61 @@ class FabricServer(LanguageServer):
         self.initialized_done = False
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
-        from fabric_lsp.handlers.engines import Engines
+        self.engines = Engines(lambda: self.config, notify=self.notify, submit=self.engine_executor.submit)
 
-        self.engines = Engines(self)
+    # -- transport ---------------------------------------------------------------------
+
+    def _start_io_async(self, stdin: Any = None, stdout: Any = None) -> None:
+        """pygls' stdio server with our reader (fabric_lsp/framing.py) instead of
+        pygls.io_.run_async, which dies on a huge Content-Length and goes deaf on a bad one."""
+        import sys
+        from threading import Event
+
+        from pygls.io_ import StdoutWriter
+
+        from fabric_lsp.framing import FrameReader, serve
+
+        self._stop_event = stop = Event()
+        source = stdin or sys.stdin.buffer
+        read_some = getattr(source, "read1", None) or source.read
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            reader = FrameReader(lambda n: loop.run_in_executor(self.thread_pool, read_some, n))
+            await serve(reader, self.protocol, stop.is_set)
+
+        try:
+            asyncio.run(main())
+        except BrokenPipeError:
+            log.error("the connection to the client is lost: stopping")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """pygls' TCP server (for debugging), with the same reader as stdio."""
+        from threading import Event
+
+        from fabric_lsp.framing import FrameReader, serve
+
+        self._stop_event = stop = Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await serve(FrameReader(reader.read), self.protocol, stop.is_set)
+            self.shutdown()
+
+        async def main() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass
 
     # -- client capabilities -------------------------------------------------------
 
@@ -183,6 +342,8 @@ class FabricServer(LanguageServer):
             self.engines.reset()
             if self.initialized_done and os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
                 self.engine_executor.submit(self.engines.start_background)
+            elif self.initialized_done:
+                self.engine_executor.submit(self.engines.resume_background_index)
         for warning in new.warnings:
             if warning not in self._shown_warnings:  # each problem is reported once
                 self._shown_warnings.add(warning)

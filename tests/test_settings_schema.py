@@ -50,3 +50,20 @@ def test_vscode_manifest_and_docs_state_the_same_bounds_and_defaults():
         assert f"| `memory.{key}` | `{MEMORY_DEFAULTS[key]}` | integer {lo}–{hi} |" in docs, key
     for key, default in COMPACTION_DEFAULTS.items():
         assert props[f"fabric.compaction.{key}"]["default"] == default, key
+
+
+def test_the_wire_schema_states_the_intents_engines_limits():
+    import msgspec
+
+    from fabric_lsp import protocol
+    from fabric_lsp.engine.intents import limits
+
+    schema = msgspec.json.schema(protocol.CompactRequestParams)
+    props = schema["$defs"]["CompactRequestParams"]["properties"]
+    def max_len(prop):
+        return next(a["maxLength"] for a in prop.get("anyOf", [prop]) if "maxLength" in a)
+    assert max_len(props["reason"]) == limits.MAX_REASON
+    assert max_len(props["requestedBy"]) == limits.MAX_REQUESTED_BY
+    assert max_len(props["instructions"]) == limits.MAX_INSTRUCTIONS
+    preserve = next(a for a in props["preserve"]["anyOf"] if a.get("type") == "array")
+    assert preserve["maxItems"] == limits.MAX_PRESERVE_ITEMS and preserve["items"]["maxLength"] == limits.MAX_PRESERVE_ITEM

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from reliability_kit import ORBIT, RawServer, example_agent
+from reliability_kit import ORBIT, RawServer, example_agent, server_env
 
 from fabric_lsp.engine.session.discovery import encode_cwd
 
@@ -78,7 +78,10 @@ def run_server(tmp_path: Path, settings: dict, *, umask: int = 0o022, precreate:
         os.chmod(index, 0o755)
     old = os.umask(umask)
     try:
-        srv = RawServer(agent, stderr_path=tmp_path / "server.log", settings=settings)
+        # the records the requests themselves write (the background indexer writes the same
+        # kinds later; tests/e2e/test_lsp_background_index.py)
+        srv = RawServer(agent, stderr_path=tmp_path / "server.log", settings=settings,
+                        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
     finally:
         os.umask(old)
     try:

@@ -91,3 +91,24 @@ def test_memory_requests_answer_while_a_regex_runs(server):
     for i, ans in zip(others, answers):
         assert "result" in ans, ans
         assert server.answer_times[i] < server.answer_times[rid], "answered only after the regex finished"
+
+
+def test_the_server_runs_javascript_regexes(server):
+    """Issue 16 point 10: patterns are JavaScript `new RegExp(p, "iu")`, as in Pi; the
+    server finds node through FABRIC_LSP_NODE or PATH (tests/conftest.py points it at
+    .tools' node when PATH has none). Without node: a skip locally, a failure in CI."""
+    import os
+
+    from fabric_lsp.engine.memory.regex_worker import NODE_ENV, find_node
+
+    if find_node() is None:
+        why = f"no JavaScript engine: set {NODE_ENV} or put node on PATH (CI: scripts/deps/realpi.sh)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    for pattern in ("(?<run>a{48})!", "^\\p{L}{48}!$", "\\u{61}{48}!"):
+        out = server.call("fabric/recall", {"query": pattern, "queryMode": "regex", "scope": "global"})
+        assert "error" not in out["coverage"] and out["totalMatches"] >= 1, (pattern, out["coverage"])
+    out = server.call("fabric/recall", {"query": "(?i)a{48}", "queryMode": "regex", "scope": "global"})
+    assert out["coverage"]["error"] == {"code": "invalid_regex",
+                                        "message": "Invalid regular expression: /(?i)a{48}/iu: Invalid group"}

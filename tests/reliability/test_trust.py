@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reliability_kit import RawServer, example_agent, session_files
+from reliability_kit import RawServer, example_agent, server_env, session_files
 from test_cache_privacy import THINK, secret_session
 
 from fabric_lsp.engine.session.discovery import encode_cwd
@@ -43,7 +43,10 @@ def hostile_project(tmp_path: Path) -> tuple[Path, Path]:
 
 def observe(tmp_path: Path, agent: Path, project: Path, init_options) -> dict:
     session = next(p for p in session_files(agent) if "orbit" in str(p) and p.stat().st_size > 100_000)
-    srv = RawServer(agent, stderr_path=tmp_path / "server.log")
+    # What each request answers by itself: the background indexer (tested in
+    # tests/e2e/test_lsp_background_index.py) would leave cold builds to a later pass.
+    srv = RawServer(agent, stderr_path=tmp_path / "server.log",
+                    env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
     try:
         srv.initialize(str(project), init_options)
         cfg = srv.call("workspace/executeCommand", {"command": "fabric.reload", "arguments": []})

@@ -255,6 +255,7 @@ class RegexRunner:
                     return RegexOutcome(error={"code": "regex_worker_error", "message": str(exc)})
             deadline = time.monotonic() + timeout_ms / 1000.0
             proc = self._proc
+            assert proc is not None  # confirmed above
             payload = json.dumps({"p": pattern, "h": haystacks}).encode("ascii")
             try:
                 assert proc.stdin is not None
