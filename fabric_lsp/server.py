@@ -78,7 +78,8 @@ class FabricProtocol(LanguageServerProtocol):
             # JSON-RPC 2.0: an id that is not a string, number or null cannot be echoed;
             # the answer is Invalid Request with a null id.
             if "method" in raw:
-                self._send_response(None, error=ResponseError(code=-32600, message="Invalid Request: id must be a string, a number or null"))
+                # JSON-RPC 2.0 answers with a null id here; pygls' MsgId type has no None
+                self._send_response(None, error=ResponseError(code=-32600, message="Invalid Request: id must be a string, a number or null"))  # pyright: ignore[reportArgumentType]
             else:
                 log.warning("ignored a response whose id is not a string or number")
             return
@@ -96,7 +97,7 @@ class FabricProtocol(LanguageServerProtocol):
             self._initialize_seen = True
         elif raw.get("method") == "shutdown" and "id" in raw:
             self._shutdown_seen = True
-        super().handle_message(structured)
+        super().handle_message(structured)  # pyright: ignore[reportArgumentType]  # structured by pygls' own converter
 
     _initialize_seen = False
     _shutdown_seen = False
@@ -245,6 +246,10 @@ class FabricServer(LanguageServer):
         # The memory engine serialises its calls; queued memory requests wait in their own
         # pool so they never hold the threads previews, intents and hovers run on.
         self.memory_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fabric-memory")
+        # Previews (CPU-heavy) queue here, never in front of cheap requests in the engine
+        # pool; identical ones in flight are computed once (handlers/scheduling.py).
+        self.heavy_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fabric-heavy")
+        self.heavy_inflight: dict[bytes, Any] = {}
         self.cancel_tokens: dict[Any, CancelToken] = {}
         self.init_options: Any = None
         self.client_settings: Any = None
@@ -474,5 +479,6 @@ def run_server(tcp: str | None = None) -> int:
     server.engines.close()
     server.engine_executor.shutdown(wait=False, cancel_futures=True)
     server.memory_executor.shutdown(wait=False, cancel_futures=True)
+    server.heavy_executor.shutdown(wait=False, cancel_futures=True)
     # LSP: exit code 0 only when `shutdown` came before `exit` (or end of input)
     return 0 if server.protocol._shutdown else 1

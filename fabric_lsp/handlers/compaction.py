@@ -15,13 +15,15 @@ if TYPE_CHECKING:
 
 async def compaction_preview(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(
-        ls, protocol.COMPACTION_PREVIEW, raw, ls.engines.compaction_preview, title="Fabric: compaction preview"
+        ls, protocol.COMPACTION_PREVIEW, raw, ls.engines.compaction_preview, title="Fabric: compaction preview",
+        heavy=True,
     )
 
 
 async def branch_summary_preview(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(
-        ls, protocol.BRANCH_SUMMARY_PREVIEW, raw, ls.engines.branch_summary_preview, title="Fabric: branch summary preview"
+        ls, protocol.BRANCH_SUMMARY_PREVIEW, raw, ls.engines.branch_summary_preview,
+        title="Fabric: branch summary preview", heavy=True,
     )
 
 

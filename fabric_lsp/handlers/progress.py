@@ -28,6 +28,7 @@ from pygls.exceptions import (
 from fabric_lsp import protocol
 from fabric_lsp.engine.activity import Cancelled, CancelToken
 from fabric_lsp.engines import DomainError
+from fabric_lsp.handlers.scheduling import run_heavy
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -222,11 +223,13 @@ async def run_request(
     long: bool = True,
     params: Any = None,
     memory: bool = False,
+    heavy: bool = False,
 ) -> Any:
     """Decode, run `work(params, cancel, activity)` in the engine executor, map errors.
 
     `long` requests get a server-created progress token when the client sent none;
-    `memory` requests run in the memory engine's own pool.
+    `memory` requests run in the memory engine's own pool; `heavy` ones (previews) in
+    their own bounded pool, identical ones computed once (handlers/scheduling.py).
     """
     if params is None:
         params = decode(method, raw_params)
@@ -241,9 +244,12 @@ async def run_request(
     outcome = "failed"
     try:
         loop = asyncio.get_running_loop()
-        call = functools.partial(work, params, token, progress.sink)
-        pool = server.memory_executor if memory else server.engine_executor
-        result = await loop.run_in_executor(pool, call)
+        if heavy:
+            result = await run_heavy(server, method, params, work, progress.sink)
+        else:
+            call = functools.partial(work, params, token, progress.sink)
+            pool = server.memory_executor if memory else server.engine_executor
+            result = await loop.run_in_executor(pool, call)
         outcome = "done"
         return result
     except asyncio.CancelledError:
