@@ -109,8 +109,9 @@ class StdioLspClient:
                 if self.on_notification is not None:
                     self.on_notification(message)
             else:
+                msg_id = message.get("id")
                 with self._lock:
-                    q = self._pending.get(message.get("id"))
+                    q = self._pending.get(msg_id) if msg_id is not None else None
                 if q is not None:
                     q.put(message)
 

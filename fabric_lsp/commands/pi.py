@@ -232,7 +232,8 @@ def act_compute(payload: dict[str, Any]) -> dict[str, Any]:
     cfg = _config(payload)
     path = _session(payload)
     key, window = _model(payload)
-    settings = payload.get("settings") if isinstance(payload.get("settings"), dict) else {}
+    raw_settings = payload.get("settings")
+    settings = raw_settings if isinstance(raw_settings, dict) else {}
     reason = payload.get("reason", "manual")
     if reason not in ("manual", "threshold", "overflow"):
         raise BridgeInputError("`reason` must be manual, threshold or overflow")

@@ -151,7 +151,9 @@ def valid_trace_v1(trace: Any) -> bool:
     return js_stringify_utf8_len(trace) <= TRACE_MAX_BYTES
 
 
-def _operation(sequence: Any, ref: str, provider: Any, action: Any, args: dict, outcome: str, error: Any, result: Any) -> dict:
+def _operation(
+    sequence: Any, ref: str, provider: Any, action: Any, *, args: dict, outcome: str, error: Any, result: Any
+) -> dict:
     prov, act, tool = operation_identity(ref, provider, action)
     return {
         "sequence": sequence,
@@ -184,8 +186,8 @@ def read_execution_trace(details: Any, *, legacy_audits: bool) -> Optional[dict]
                 return None
             ops = [
                 _operation(
-                    op["sequence"], op["ref"], op.get("provider"), op.get("action"), op["args"], op["outcome"],
-                    op.get("error"), op["result"] if "result" in op else MISSING,
+                    op["sequence"], op["ref"], op.get("provider"), op.get("action"), args=op["args"],
+                    outcome=op["outcome"], error=op.get("error"), result=op["result"] if "result" in op else MISSING,
                 )
                 for op in trace["operations"]
             ]
@@ -208,7 +210,12 @@ def read_execution_trace(details: Any, *, legacy_audits: bool) -> Optional[dict]
                 return None
             if "error" in rec and not isinstance(rec["error"], str):
                 return None
-            ops.append(_operation(i, ref, None, None, args, "succeeded" if success else "failed", rec.get("error"), MISSING))
+            ops.append(
+                _operation(
+                    i, ref, None, None, args=args, outcome="succeeded" if success else "failed",
+                    error=rec.get("error"), result=MISSING,
+                )
+            )
         return {"source": "legacy", "outcome": None, "phases": [], "operations": ops}
     except Exception:  # any exception during validation counts as invalid
         return None
@@ -279,7 +286,7 @@ def valid_fact(f: Any, version: int) -> bool:
     if not isinstance(f, dict):
         return False
     kind = f.get("kind")
-    allowed = FACT_KEYS.get(kind)
+    allowed = FACT_KEYS.get(kind) if isinstance(kind, str) else None
     if allowed is None or (kind == "fabricRun" and version < 2):
         return False
     if any(k not in allowed for k in f):

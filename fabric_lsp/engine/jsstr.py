@@ -14,7 +14,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard
 
 import msgspec
 
@@ -191,6 +191,7 @@ def js_number(x: Any) -> str:
     sign = "-" if x < 0 else ""
     d = Decimal(repr(abs(x)))
     _, digits_t, exp = d.as_tuple()
+    assert isinstance(exp, int)  # x is finite here: only NaN and Infinity have a letter exponent
     digits = "".join(map(str, digits_t)).rstrip("0") or "0"
     # value = 0.digits * 10^n  -> n = exp + len(all digits)
     n = exp + len(digits_t)
@@ -216,7 +217,8 @@ def is_finite_number(x: Any) -> bool:
     return isinstance(x, float) and math.isfinite(x)
 
 
-def is_safe_int(x: Any) -> bool:
+def is_safe_int(x: Any) -> TypeGuard[float]:
+    """A JavaScript safe integer: an int, or an integral float, within ±(2^53 - 1); never a bool."""
     if isinstance(x, bool):
         return False
     if isinstance(x, int):

@@ -129,7 +129,8 @@ def render_entry(
     if raw.get("type") == "session":
         return render_header(raw, line=line)
     kind = raw.get("type", "?")
-    msg = raw.get("message") if isinstance(raw.get("message"), dict) else {}
+    raw_msg = raw.get("message")
+    msg: dict[str, Any] = raw_msg if isinstance(raw_msg, dict) else {}
     role = msg.get("role")
     title = f"**Pi session entry** {_code(kind)}"
     if role:

@@ -183,7 +183,7 @@ def test_memory_build_never_raises_and_keeps_privacy(data, tier, branches, max_c
     path = _TMP / "fuzz-memory.jsonl"
     path.write_bytes(data)
     cfg = MemoryConfig(max_entry_chars=max_chars, index_thinking=thinking, index_tool_output=output)
-    state = build_state(str(path), branches, tier, cfg, "fallback-id", "/cwd")
+    state = build_state(str(path), branches, tier, cfg, ref_id="fallback-id", ref_cwd="/cwd")
     lines = data.split(b"\n")
     complete = data.count(b"\n")
     if tier == "hot":
@@ -374,5 +374,5 @@ def test_unhashable_entry_type_does_not_break_memory(tmp_path) -> None:
     made every recall/sessions/expand over its scope fail with -32603."""
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"type":"session","version":3,"id":"s","cwd":"/w"}\n{"type":[]}\n{"type":{"a":1}}\n')
-    state = build_state(str(path), "all", "hot", MemoryConfig(), "s", "/w")
+    state = build_state(str(path), "all", "hot", MemoryConfig(), ref_id="s", ref_cwd="/w")
     assert state.entries == []

@@ -166,21 +166,21 @@ class Spans:
             if e.get("type") != "message":
                 continue
             m = e.get("message")
-            if m.__class__ is not dict:
+            if type(m) is not dict:
                 continue
             content = m.get("content")
-            if content.__class__ is list:
+            if type(content) is list:
                 for p in content:
-                    if p.__class__ is dict and p.get("type") == "toolCall":
+                    if type(p) is dict and p.get("type") == "toolCall":
                         cid = p.get("id")
-                        if cid.__class__ is str and cid:
+                        if type(cid) is str and cid:
                             if cid not in first:
                                 first[cid] = i
                             last[cid] = i
                             calls.add(cid)
             if m.get("role") == "toolResult":
                 cid = m.get("toolCallId")
-                if cid.__class__ is str and cid:
+                if type(cid) is str and cid:
                     if cid not in first:
                         first[cid] = i
                     last[cid] = i
@@ -266,7 +266,7 @@ def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict
         b = budget_input["budget"]
         window = b.get("contextWindow")
         if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
-            res = _continuity_cut(branch, live, spans, lc, budget_input["tokensBefore"], b, proj)
+            res = _continuity_cut(branch, live, spans, lc, tokens_before=budget_input["tokensBefore"], b=b, proj=proj)
             res["ids"] = ids
             return res
     res = _legacy_cut(live, spans, lc)
@@ -274,7 +274,9 @@ def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict
     return res
 
 
-def _continuity_cut(branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, tokens_before: float, b: dict, proj: Projection) -> dict:
+def _continuity_cut(
+    branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict, proj: Projection
+) -> dict:
     raw_before = proj.context_tokens(len(branch))
     scale, fixed = calibrate(branch, tokens_before, raw_before, proj)
     window = math.floor(b["contextWindow"])

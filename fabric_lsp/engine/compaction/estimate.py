@@ -16,7 +16,7 @@ from .loader import ToolOutput
 def message_chars(message: dict) -> int:
     if message.get("role") == "toolResult":
         content = message.get("content")
-        if content.__class__ is ToolOutput:
+        if type(content) is ToolOutput:
             return content.chars
     return _session_message_chars(message)
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeGuard
 
 from .bounds import clip_utf8
 from .cut import compute_cut, first_index
@@ -22,7 +22,8 @@ DEFAULT_TARGET_RATIO = 0.65
 # ----------------------------------------------------------------------- config
 
 
-def _finite(v: Any) -> bool:
+def _finite(v: Any) -> TypeGuard[float]:
+    """A finite JSON number (never a bool)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 

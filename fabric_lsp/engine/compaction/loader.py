@@ -40,7 +40,7 @@ class ToolOutput:
         self.line = line
 
     def __eq__(self, other: object) -> bool:
-        return other.__class__ is ToolOutput and (self.chars, self.line) == (other.chars, other.line)  # type: ignore[attr-defined]
+        return type(other) is ToolOutput and (self.chars, self.line) == (other.chars, other.line)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -131,7 +131,7 @@ def _slim(value: dict) -> None:
     part signatures, image payloads (Pi's estimate counts a fixed 4800 chars per image)
     and usage costs. Nothing read by normalization, the cut, the estimate or QA is touched."""
     msg = value.get("message")
-    if msg.__class__ is not dict:
+    if type(msg) is not dict:
         return
     role = msg.get("role")
     if "timestamp" in msg:  # the message-level epoch ms; entries keep their own ISO time
@@ -148,14 +148,14 @@ def _slim(value: dict) -> None:
         if "api" in msg:
             del msg["api"]
         usage = msg.get("usage")
-        if usage.__class__ is dict and "cost" in usage:
+        if type(usage) is dict and "cost" in usage:
             # only these feed calculateContextTokens; a fresh 5-key dict is far smaller
             # than the 8-key original (measured: 7 MB on the 50 MB benchmark session)
             msg["usage"] = {k: usage[k] for k in _USAGE_KEYS if k in usage}
         content = msg.get("content")
-        if content.__class__ is list:
+        if type(content) is list:
             for part in content:
-                if part.__class__ is dict:
+                if type(part) is dict:
                     if "thinkingSignature" in part:
                         del part["thinkingSignature"]
                     if "textSignature" in part:
@@ -173,17 +173,17 @@ def _stub_output(msg: dict) -> None:
     Pi's estimate character count and the one transcript line
     `truncate(firstLine(text), 100)`. Only plain text/image parts are stubbed."""
     content = msg.get("content")
-    if content.__class__ is not list or not content:
+    if type(content) is not list or not content:
         return
     chars = 0
     texts = []
     for part in content:
-        if part.__class__ is not dict:
+        if type(part) is not dict:
             return
         t = part.get("type")
         if t == "text":
             s = part.get("text")
-            if s.__class__ is not str:
+            if type(s) is not str:
                 return
             texts.append(s)
             chars += utf16_len(s)
@@ -300,14 +300,14 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     worker = threading.Thread(target=hasher, name="fabric-preview-hash", daemon=True)
     worker.start()
     try:
-        _stream(path, sink, out, chunks, max_line_bytes, check, chunk_size)
+        _stream(path, sink, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
     finally:
         chunks.put(None)
         worker.join()
     return out, h.hexdigest()
 
 
-def _stream(path, sink, out, chunks, max_line_bytes, check, chunk_size) -> None:
+def _stream(path, sink, out, chunks, *, max_line_bytes, check, chunk_size) -> None:
     buf = b""
     consumed = 0
     count = 0

@@ -348,7 +348,7 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
     tname = tname if isinstance(tname, str) else ""
     is_error = msg.get("isError") is True
     content = msg.get("content")
-    stub = content if content.__class__ is ToolOutput else None
+    stub = content if type(content) is ToolOutput else None
     if not isinstance(content, list):
         content = None
     # the text of a successful result is only ever shown in the transcript window, so it
@@ -380,7 +380,7 @@ def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
     intent = None
     if pending is not None and pending["name"] == "fabric_exec":
         intent = run_intent(pending["args"])
-    if intent is not None:
+    if pending is not None and intent is not None:  # an intent is only read from a pending call
         outcome = nested["outcome"] if nested is not None and nested["outcome"] is not None else ("failed" if is_error else "succeeded")
         sub = "call:" + tcid
         ev = {

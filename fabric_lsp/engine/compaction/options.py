@@ -19,7 +19,7 @@ Pure: no file access, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, TypeGuard
 
 from .hook import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
 
@@ -89,7 +89,7 @@ class CompactionOptions:
         }
 
 
-def _given(value: Any) -> bool:
+def _given(value: Optional[float]) -> TypeGuard[float]:
     return value is not None
 
 

@@ -66,7 +66,7 @@ def custom_message_line(ev: dict, max_units: int) -> str:
 class Op:
     __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash", "path")
 
-    def __init__(self, index, entry_id, address, tool, ref, args, outcome, error=None, result=None, nested=False, has_result=False):
+    def __init__(self, index, entry_id, address, tool, ref, *, args, outcome, error=None, result=None, nested=False, has_result=False):
         self.index = index
         self.entryId = entry_id
         self.address = address
@@ -94,8 +94,9 @@ def collect_operations(events: list[dict]) -> list[Op]:
         if t == "fabricOperation":
             ops.append(
                 Op(
-                    ev["index"], ev["entryId"], ev["address"], ev["tool"], ev["ref"], ev["args"], ev["outcome"],
-                    ev.get("error"), ev.get("result"), True, "result" in ev,
+                    ev["index"], ev["entryId"], ev["address"], ev["tool"], ev["ref"], args=ev["args"],
+                    outcome=ev["outcome"], error=ev.get("error"), result=ev.get("result"), nested=True,
+                    has_result="result" in ev,
                 )
             )
         elif t == "toolResult":
@@ -104,19 +105,19 @@ def collect_operations(events: list[dict]) -> list[Op]:
                 continue
             err = ev["text"] if ev["isError"] and ev["text"] else None
             ops.append(
-                Op(ev["index"], call["entryId"], call["entryId"], call["name"], call["name"], call["args"],
-                   "failed" if ev["isError"] else "succeeded", err)
+                Op(ev["index"], call["entryId"], call["entryId"], call["name"], call["name"], args=call["args"],
+                   outcome="failed" if ev["isError"] else "succeeded", error=err)
             )
         elif t == "bash":
             ops.append(
-                Op(ev["index"], ev["entryId"], ev["entryId"], "bash", "bash", {"command": ev["command"]},
-                   "failed" if ev["isError"] else "succeeded", ev.get("error"))
+                Op(ev["index"], ev["entryId"], ev["entryId"], "bash", "bash", args={"command": ev["command"]},
+                   outcome="failed" if ev["isError"] else "succeeded", error=ev.get("error"))
             )
     return ops
 
 
 def is_file_op(op: Any) -> bool:
-    if op.__class__ is Op:
+    if type(op) is Op:
         return op.is_file
     tool = op.tool if isinstance(op, Op) else op.get("tool")
     ref = op.ref if isinstance(op, Op) else op.get("ref")
@@ -124,7 +125,7 @@ def is_file_op(op: Any) -> bool:
 
 
 def is_bash_op(op: Any) -> bool:
-    if op.__class__ is Op:
+    if type(op) is Op:
         return op.is_bash
     tool = op.tool if isinstance(op, Op) else op.get("tool")
     ref = op.ref if isinstance(op, Op) else op.get("ref")

@@ -112,12 +112,14 @@ def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
             )
         )
 
-    last_mod = None
+    last_mod = last_path = None
     for ev in calls:
-        if ev["name"] in ("edit", "write") and path_of(ev["args"]) is not None:
-            last_mod = ev
-    if last_mod is not None:
-        probes.append(_probe(f"last-modification:{last_mod['index']}", "content", "What was modified last?", path_of(last_mod["args"])))
+        if ev["name"] in ("edit", "write"):
+            path = path_of(ev["args"])
+            if path is not None:
+                last_mod, last_path = ev, path
+    if last_mod is not None and last_path is not None:
+        probes.append(_probe(f"last-modification:{last_mod['index']}", "content", "What was modified last?", last_path))
 
     runs = [ev for ev in source if ev["type"] == "fabricRun"]
     if runs:

@@ -129,6 +129,18 @@ class Ref:
     key: Optional[StatKey]
 
 
+@dataclass(frozen=True)
+class _RecallEcho:
+    """The request fields every `fabric/recall` answer repeats, a search or an error."""
+
+    scope: str
+    branches: str
+    query: Optional[str]
+    mode: str
+    page: int
+    page_size: int
+
+
 def _recency(refs: Iterable[Ref]) -> list[Ref]:
     return sorted(refs, key=lambda r: (-r.mtime, utf16_key(r.file)))
 
@@ -200,7 +212,7 @@ class MemoryEngine:
         # then leave cold builds to it instead of spending their per-call budget on them.
         self.background: Any = None
         self._hydrated: LRUCache = LRUCache(maxsize=8)
-        self._headers: dict[str, tuple[tuple, Optional[str], Optional[str]]] = {}
+        self._headers: dict[str, tuple[Optional[tuple], Optional[str], Optional[str]]] = {}
         self._cleanup_complete: Optional[bool] = None
         self._regex = RegexRunner()
         # First builds of large cold sets use a small process pool (0/1 = never).
@@ -376,7 +388,7 @@ class MemoryEngine:
             store.remove(self.index_dir, name)
             return None
         try:
-            state = state_from_record(record, kind, ref.file, branches, ref.key, self.config)
+            state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=self.config)
         except (KeyError, TypeError, ValueError, AttributeError):
             state = None
         if state is None:
@@ -434,7 +446,8 @@ class MemoryEngine:
             if try_append(state, ref.key, self.config):
                 return state
         state = build_state(
-            ref.file, branches, "hot", self.config, ref.id, ref.cwd, cancel=lambda: check(cancel), encode=False
+            ref.file, branches, "hot", self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
+            encode=False,
         )
         self._hydrated[slot] = state
         return state
@@ -460,7 +473,7 @@ class MemoryEngine:
         def build_here(ref: Ref, tier: str) -> None:
             try:
                 out[ref.file] = build_state(
-                    ref.file, branches, tier, self.config, ref.id, ref.cwd, cancel=lambda: check(cancel)
+                    ref.file, branches, tier, self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel)
                 )
             except SourceMissing as missing:
                 out[ref.file] = missing
@@ -502,7 +515,7 @@ class MemoryEngine:
             self.parallel_workers,
             on_result,
             lambda: check(cancel),
-            on_idle,
+            on_idle=on_idle,
         )
         for ref, tier in local:
             check(cancel)
@@ -517,6 +530,7 @@ class MemoryEngine:
         refs: list[Ref],
         hot_files: set[str],
         branches: str,
+        *,
         hydrate: bool,
         cancel: Optional[CancelToken],
         activity: Optional[ActivitySink],
@@ -525,13 +539,16 @@ class MemoryEngine:
         # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
         # passes over them only cost time (about half a build), so pause it meanwhile.
         with cyclic_gc_paused():
-            return self._load_index_unpaused(refs, hot_files, branches, hydrate, cancel, activity)
+            return self._load_index_unpaused(
+                refs, hot_files, branches, hydrate=hydrate, cancel=cancel, activity=activity
+            )
 
     def _load_index_unpaused(
         self,
         refs: list[Ref],
         hot_files: set[str],
         branches: str,
+        *,
         hydrate: bool,
         cancel: Optional[CancelToken],
         activity: Optional[ActivitySink],
@@ -650,7 +667,7 @@ class MemoryEngine:
         self._forget_vanished(all_refs)
         refs = self._scope_refs(scope, None, cwd, all_refs)
         hot_files = self._hot_files(all_refs, refs)
-        states, _tiers, coverage = self._load_index(refs, hot_files, branches, False, cancel, activity)
+        states, _tiers, coverage = self._load_index(refs, hot_files, branches, hydrate=False, cancel=cancel, activity=activity)
         return states, coverage
 
     # -- file history ---------------------------------------------------------------------------
@@ -674,6 +691,7 @@ class MemoryEngine:
         scope = params.get("scope") or "session"
         cwd = params.get("cwd") or cwd
         page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
+        echo = _RecallEcho(scope, branches, query, mode, page, page_size)
         hydrate = kind == "target"
         exp_hash = params.get("expectedSourceHash")
         exp_fp = params.get("expectedLineageFingerprint")
@@ -688,8 +706,8 @@ class MemoryEngine:
                 raise ValueError("entryRange: requires scope session:<id-or-path>")
             first, last = entry_range["first"], entry_range["last"]
             if not (_safe_nonneg_int(first) and _safe_nonneg_int(last)) or last < first:
-                return self._recall_error(scope, branches, query, mode, page, page_size,
-                                          "index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
+                return self._recall_error(echo, "index_out_of_bounds",
+                                          "Entry range requires safe integers with 0 <= first <= last.")
             rng = (int(first), int(last))
         plan = plan_memory_query(query, mode)
         with self._lock:
@@ -698,17 +716,17 @@ class MemoryEngine:
             try:
                 refs = self._scope_refs(kind, target, cwd, all_refs)
             except _Unresolved as err:
-                return self._recall_error(scope, branches, query, mode, page, page_size, err.code, err.message)
+                return self._recall_error(echo, err.code, err.message)
             hot_files = self._hot_files(all_refs, refs)
-            states, tiers, index_cov = self._load_index(refs, hot_files, branches, hydrate, cancel, activity)
+            states, tiers, index_cov = self._load_index(refs, hot_files, branches, hydrate=hydrate, cancel=cancel, activity=activity)
             if hydrate and states:
                 st = states[0]
                 stale = self._stale(st, exp_hash, exp_fp)
                 if stale is not None:
-                    return self._recall_error(scope, branches, query, mode, page, page_size, "stale_pointer", stale["message"])
+                    return self._recall_error(echo, "stale_pointer", stale["message"])
                 if rng is not None and rng[1] >= st.entry_count:
                     return self._recall_error(
-                        scope, branches, query, mode, page, page_size, "index_out_of_bounds",
+                        echo, "index_out_of_bounds",
                         f"Entry range ends at {rng[1]}, but the session has {st.entry_count} entries.",
                     )
             views: list[HotView] = []
@@ -727,13 +745,15 @@ class MemoryEngine:
                     digests.append(st.digest_view())
             check(cancel)
             if plan["kind"] != "regex":
-                return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
+                return self._search(plan, echo, views, digests, index_cov)
             # A regex may run up to its timeout in the worker: do that without the engine
             # lock, on snapshots, so other memory requests are not held up meanwhile.
             views = [_snapshot_view(v) for v in views]
-        return self._search(plan, query, mode, scope, branches, page, page_size, views, digests, index_cov)
+        return self._search(plan, echo, views, digests, index_cov)
 
-    def _search(self, plan, query, mode, scope, branches, page, page_size, views, digests, index_cov) -> dict:
+    def _search(self, plan, echo: _RecallEcho, views, digests, index_cov) -> dict:
+        scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
+        page, page_size = echo.page, echo.page_size
         q_reasons: set[str] = set()
         q_error: Optional[dict] = None
         q_complete = True
@@ -886,14 +906,14 @@ class MemoryEngine:
             return score_digests_inverted(digests, slots, terms, self._cold)
         return score_digests(digests, terms)
 
-    def _recall_error(self, scope, branches, query, mode, page, page_size, code: str, message: str) -> dict:
+    def _recall_error(self, echo: _RecallEcho, code: str, message: str) -> dict:
         return {
-            "scope": scope or "session",
-            "branches": branches,
-            "query": query,
-            "queryMode": mode,
-            "page": page,
-            "pageSize": page_size,
+            "scope": echo.scope or "session",
+            "branches": echo.branches,
+            "query": echo.query,
+            "queryMode": echo.mode,
+            "page": echo.page,
+            "pageSize": echo.page_size,
             "totalItems": 0,
             "totalMatches": 0,
             "hasNext": False,
@@ -973,7 +993,7 @@ class MemoryEngine:
                 return _expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
         if rng is not None and rng[1] >= n:
             return _expand_error("index_out_of_bounds", f"Entry range ends at {rng[1]}, but the session has {n} entries.")
-        base = {
+        base: dict[str, Any] = {
             "session": ref.file,
             "sessionId": state.session_id,
             "sessionFile": ref.file,
@@ -1016,7 +1036,7 @@ class MemoryEngine:
             found = len(refs)
             refs = refs[: max(1, self.config.max_sessions)][:SESSIONS_LIST_CAP]
             hot_files = self._hot_files(all_refs, refs)
-            states, tiers, coverage = self._load_index(refs, hot_files, branches, False, cancel, activity)
+            states, tiers, coverage = self._load_index(refs, hot_files, branches, hydrate=False, cancel=cancel, activity=activity)
             if found > len(refs):  # the cap cut sessions: the list is not the whole scope
                 coverage["complete"] = False
                 coverage["reasons"] = sort_lexical(set(coverage["reasons"]) | {"max_sessions"})

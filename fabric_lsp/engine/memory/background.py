@@ -218,10 +218,10 @@ class BackgroundIndexer:
         def build_here(ref: Any, tier: str) -> None:
             try:
                 if tier == "hot":
-                    result: Any = build_state(ref.file, branches, tier, cfg, ref.id, ref.cwd,
+                    result: Any = build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
                                               cancel=lambda: check(cancel))
                 else:  # no append bookkeeping: an append rebuilds a cold session
-                    result = build_detached(ref.file, branches, tier, cfg, ref.id, ref.cwd)
+                    result = build_detached(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd)
             except SourceMissing as missing:
                 result = missing
             adopt(ref, tier, result)
@@ -252,7 +252,7 @@ class BackgroundIndexer:
 
                 failed = run_batch(
                     ((r.file, (r.file, branches, "cold", cfg, r.id, r.cwd)) for r, _ in cold),
-                    self.workers, on_result, lambda: check(cancel), on_idle, nice=self.nice,
+                    self.workers, on_result, lambda: check(cancel), on_idle=on_idle, nice=self.nice,
                 )
                 for ref, tier in local:
                     check(cancel)

@@ -33,7 +33,8 @@ while True:
     (n,) = struct.unpack("<Q", head)
     task = pickle.loads(inp.read(n))
     try:
-        result = ("ok", build_detached(*task))
+        file, branches, tier, cfg, ref_id, ref_cwd = task
+        result = ("ok", build_detached(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd))
     except SourceMissing as missing:
         result = ("missing", missing.reason)
     except Exception as exc:
@@ -114,6 +115,7 @@ def run_batch(
     workers: int,
     on_result: Callable[[Any, tuple], None],
     check_cancel: Callable[[], None],
+    *,
     on_idle: Optional[Callable[[], bool]] = None,
     nice: int = 0,
 ) -> list[Any]:

@@ -56,7 +56,7 @@ class Expansion:
 
 
 def expand_streaming(
-    file: str, branches: str, ref_id: str, selection: Selection, cancel: Callable[[], None] | None = None,
+    file: str, branches: str, ref_id: str, selection: Selection, *, cancel: Callable[[], None] | None = None,
     block_bytes: int = BLOCK_BYTES,
 ) -> Expansion:
     key = stat_key(file)
@@ -112,7 +112,7 @@ def expand_streaming(
                 buf = fh.read(end - start)
                 if len(buf) != end - start:
                     raise SourceMissing("source_changed_during_index")
-                for rec in _records_from(buf, start, lines[i:j], lineage.ordinals, norm, cancel):
+                for rec in _records_from(buf, start, lines[i:j], lineage.ordinals, norm, cancel=cancel):
                     count += 1
                     eid, op = rec.get("entryId"), rec.get("operationAddress")
                     if eid in id_counts:

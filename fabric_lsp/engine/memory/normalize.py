@@ -74,7 +74,7 @@ def entry_timestamp(raw: dict, message: Optional[dict]) -> Optional[int | float]
 
 def _role_of(raw: dict, message: Optional[dict]) -> Optional[str]:
     etype = raw.get("type")
-    if etype == "message":
+    if etype == "message" and message is not None:  # `feed` gives a message entry a dict
         role = js_string(message.get("role")) if "role" in message else "undefined"
         return role or None
     if etype == "compaction":
@@ -131,14 +131,17 @@ class Normalizer:
         entry_id = raw.get("id") if isinstance(raw.get("id"), str) else None
         parent_id = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
         ts = entry_timestamp(raw, message)
-        record = self._record(entry_id, parent_id, etype, role, tool_name, text, ts, is_error, truncated, line)
+        record = self._record(
+            entry_id, parent_id, etype, role, tool_name, text=text, ts=ts, is_error=is_error, truncated=truncated,
+            line=line,
+        )
         if files:
             record["filesTouched"] = files
         out = [record]
-        if role == "toolResult" and tool_name == "fabric_exec" and entry_id is not None:
+        if role == "toolResult" and tool_name == "fabric_exec" and entry_id is not None and message is not None:
             out.extend(self._trace_children(message, entry_id, parent_id, ts, line))
         if (etype == "branch_summary" or role == "branchSummary") and entry_id is not None:
-            out.extend(self._fact_children(raw, message, entry_id, parent_id, ts, line))
+            out.extend(self._fact_children(raw, message, entry_id, parent_id, ts=ts, line=line))
         if self.file_ops is not None:
             self.file_ops.observe(raw, message, out)
         return out
@@ -148,7 +151,7 @@ class Normalizer:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _record(self, entry_id, parent_id, etype, role, tool_name, text, ts, is_error, truncated, line) -> dict:
+    def _record(self, entry_id, parent_id, etype, role, tool_name, *, text, ts, is_error, truncated, line) -> dict:
         if truncated:
             self.reasons.add("max_entry_chars")
         index = self.next_index
@@ -296,8 +299,8 @@ class Normalizer:
             op = self._bounded_operation(op, raw_op["result"] is not MISSING, raw_op["result"])
             text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + js_stringify(op), self.max_entry_chars)
             rec = self._record(
-                address, parent_id, "fabric_operation", "fabricOperation", tool, text, ts,
-                raw_op["outcome"] != "succeeded", truncated, line,
+                address, parent_id, "fabric_operation", "fabricOperation", tool, text=text, ts=ts,
+                is_error=raw_op["outcome"] != "succeeded", truncated=truncated, line=line,
             )
             if ref in _FILE_REFS and ref == f"pi.{tool}":
                 args = raw_op["args"]
@@ -317,7 +320,9 @@ class Normalizer:
             out.append(rec)
         return out
 
-    def _fact_children(self, raw: dict, message: Optional[dict], entry_id: str, parent_id, ts, line: int) -> list[dict]:
+    def _fact_children(
+        self, raw: dict, message: Optional[dict], entry_id: str, parent_id, *, ts, line: int
+    ) -> list[dict]:
         envelope = read_branch_details(raw.get("details")) if "details" in raw else None
         if envelope is None and message is not None:
             envelope = read_branch_details(message.get("details"))
@@ -408,7 +413,10 @@ class Normalizer:
                     extra["action"] = action
                 extra.update(outcome=fact["outcome"], operation=op)
             text, truncated = truncate_scalars(text, self.max_entry_chars)
-            rec = self._record(address, parent_id, "fabric_branch_fact", role, tool_name, text, ts, is_error, truncated, line)
+            rec = self._record(
+                address, parent_id, "fabric_branch_fact", role, tool_name, text=text, ts=ts, is_error=is_error,
+                truncated=truncated, line=line,
+            )
             if files:
                 rec["filesTouched"] = files
             rec["parentEntryId"] = entry_id

@@ -287,6 +287,7 @@ def group_and_rank(
     located: dict[int, dict[int, float]],
     digest_hits: list[DigestHit],
     browse: bool,
+    *,
     max_items: int = CANDIDATE_ITEMS,
     needed: Optional[int] = None,
 ) -> tuple[list[Any], int, int, int, bool]:

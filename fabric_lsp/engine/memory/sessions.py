@@ -291,7 +291,7 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
 
 
 def _records_from(
-    data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, cancel=None,
+    data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
     kept: Optional[dict[int, Any]] = None,
 ):
     for i, ln in enumerate(lines):
@@ -311,7 +311,7 @@ def _records_from(
 
 
 def build_state(
-    file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
     searchable: bool = True,
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
@@ -339,7 +339,7 @@ def build_state(
         norm.file_ops = state.file_ops
         entries: list[dict] = []
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept):
             entries.append(rec)
             if index is not None:
                 index.add(rec)
@@ -349,17 +349,17 @@ def build_state(
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         norm.file_ops = state.file_ops
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel, kept):
+        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept):
             folder.add(rec)
         state.normalizer, state.folder = norm, folder
     finish_state(state, cfg, encode)
     return state
 
 
-def build_detached(file: str, branches: str, tier: str, cfg: Any, ref_id: str, ref_cwd: str) -> SessionState:
+def build_detached(file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str) -> SessionState:
     """`build_state` for a worker process: the result drops the append-only bookkeeping
     (the parent rebuilds such a session fully if it ever changes)."""
-    state = build_state(file, branches, tier, cfg, ref_id, ref_cwd)
+    state = build_state(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd)
     state.scan = None
     state.normalizer = None
     state.folder = None
@@ -451,13 +451,15 @@ def shard_record(state: SessionState) -> dict:
     }
 
 
-def state_from_record(record: dict, kind: str, file: str, branches: str, key: StatKey, cfg: Any) -> Optional[SessionState]:
+def state_from_record(
+    record: dict, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any
+) -> Optional[SessionState]:
     """A state from a validated cache record, when it is fresh for `key` and `cfg`."""
     if record.get("statKey") != _key_list(key):
         return None
     if record.get("branches") != branches:
         return None
-    fp = record.get("lineageFingerprint")
+    fp: str = record["lineageFingerprint"]  # `store.load_record` checked it: a 64-char string
     if kind == "shard":
         if record.get("sessionFile") != file or record.get("policy") != store.shard_policy(cfg, branches, fp):
             return None

@@ -268,7 +268,7 @@ def valid_record(data: bytes, kind: str, file_size: int) -> bool:
         return False
     if rec.cacheBytes != file_size:
         return False
-    if kind == "digest":
+    if isinstance(rec, _DigestCheck):  # kind == "digest"
         vocab = rec.vocabulary
         for a, b in zip(vocab, vocab[1:]):
             if not utf16_key(a) < utf16_key(b):

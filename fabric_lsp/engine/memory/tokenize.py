@@ -16,7 +16,8 @@ import unicodedata
 from collections import Counter
 
 try:  # the C helper behind Counter.update (skips Counter's Python-level dispatch)
-    from collections import _count_elements
+    # private to CPython's collections (no stub declares it): the ImportError branch covers its absence
+    from collections import _count_elements  # pyright: ignore[reportAttributeAccessIssue]
 except ImportError:  # pragma: no cover - other interpreters
 
     def _count_elements(mapping, iterable):  # type: ignore[no-redef]

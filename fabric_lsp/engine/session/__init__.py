@@ -41,4 +41,14 @@ from .tokens import (
 )
 from .tree import INVALID_PARENT_GRAPH, Branch, SessionTree
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+# the public names of the session layer (its submodules stay reachable as attributes)
+__all__ = [
+    "AmbiguousSession", "Branch", "DEFAULT_MAX_LINE_BYTES", "ENTRY_TYPES", "EntryRecord",
+    "INVALID_PARENT_GRAPH", "MAX_JSON_DEPTH", "MIN_SESSION_PREFIX", "OpaqueEntry", "ReadStats", "SessionLog",
+    "SessionNotFound", "SessionRef", "SessionTree", "build_context_messages", "by_recency", "bytes_hash",
+    "calculate_context_tokens", "context_entries", "context_tokens", "default_agent_dir",
+    "default_session_dir", "encode_cwd", "entry_to_message", "estimate_context_tokens", "estimate_tokens",
+    "exceeds_json_depth", "iter_session", "js_number", "js_stringify", "list_session_files",
+    "parse_json_line", "parse_session_bytes", "read_header", "read_session", "resolve_session",
+    "select_by_prefix", "session_ref", "source_hash", "typed_entry", "typed_header", "utf16_len",
+]

@@ -244,15 +244,17 @@ def iter_session(
                 else:
                     # Pi rejects such a file; records are still produced for callers
                     # that index leniently, and the log says it is not a session.
-                    yield from _record(value, st, line_no, offset, length, ordinal)
+                    yield from _record(value, st, line=line_no, offset=offset, length=length, ordinal=ordinal)
                     ordinal += 1
             else:
-                yield from _record(value, st, line_no, offset, length, ordinal)
+                yield from _record(value, st, line=line_no, offset=offset, length=length, ordinal=ordinal)
                 ordinal += 1
         line_no += 1
 
 
-def _record(value: Any, st: ReadStats, line: int, offset: int, length: int, ordinal: int) -> Iterator[EntryRecord]:
+def _record(
+    value: Any, st: ReadStats, *, line: int, offset: int, length: int, ordinal: int
+) -> Iterator[EntryRecord]:
     if not isinstance(value, dict):
         st.non_object += 1
         return

@@ -20,7 +20,7 @@ FILES = sorted(REAL_SESSIONS.glob("*.jsonl"))
 @pytest.mark.parametrize("branches", ["active", "all"])
 @pytest.mark.parametrize("block", [97, 4096, 8 << 20])
 def test_streaming_expand_equals_the_full_build(path: Path, branches: str, block: int):
-    full = build_state(str(path), branches, "hot", _ExpandConfig(MemoryConfig()), path.stem, "", encode=False,
+    full = build_state(str(path), branches, "hot", _ExpandConfig(MemoryConfig()), ref_id=path.stem, ref_cwd="", encode=False,
                        searchable=False)
     entries = full.entries or []
     n = len(entries)

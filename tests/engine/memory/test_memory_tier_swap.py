@@ -22,8 +22,8 @@ CWD = "/home/user/swap"
 
 
 def _assert_same(path: Path, cfg: MemoryConfig, branches: str = "active") -> bool:
-    hot = build_state(str(path), branches, "hot", cfg, "ref", CWD)
-    cold = build_state(str(path), branches, "cold", cfg, "ref", CWD)
+    hot = build_state(str(path), branches, "hot", cfg, ref_id="ref", ref_cwd=CWD)
+    cold = build_state(str(path), branches, "cold", cfg, ref_id="ref", ref_cwd=CWD)
     derived = digest_from_hot(hot, cfg)
     if derived is None:
         return False
@@ -77,7 +77,7 @@ def test_vocabulary_over_budget_rebuilds(tmp_path: Path):
     rows = [header("s", CWD), user("u1", None, " ".join(f"w{i}" for i in range(400)), 1)]
     path = write_session(tmp_path, CWD, "s.jsonl", rows)
     cfg = MemoryConfig(max_cold_vocabulary_bytes=100)
-    hot = build_state(str(path), "active", "hot", cfg, "ref", CWD)
+    hot = build_state(str(path), "active", "hot", cfg, ref_id="ref", ref_cwd=CWD)
     assert digest_from_hot(hot, cfg) is None
 
 
