@@ -3,6 +3,8 @@ file open in the editor (engine/memory/file_history.py holds the logic)."""
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
@@ -35,14 +37,31 @@ def lens_path(ls: "FabricServer", uri: str) -> str | None:
     path = normalize_path(to_fs_path(uri) or "")
     if path is None or is_under(path, str(ls.config.session_dir)):
         return None
-    try:
-        source = ls.workspace.get_text_document(uri).source
-    except Exception:
-        source = ""
-    end = source.find("\n")
-    if _session_header(source if end < 0 else source[:end]) is not None:
-        return None
+    # Only a document the client opened is read here; pygls would read any other URI
+    # lazily, on the event loop (a device or a FIFO included): see `unopened_session`.
+    doc = ls.workspace.text_documents.get(unquote(uri))
+    if doc is not None:
+        source = doc.source
+        end = source.find("\n")
+        if _session_header(source if end < 0 else source[:end]) is not None:
+            return None
     return path
+
+
+def unopened_session(path: str) -> bool:
+    """For a file the client did not open: True when it is no regular file (never read)
+    or a Pi session log (its header is read, at most 8 KiB). Runs off the event loop."""
+    import os
+    import stat
+
+    from fabric_lsp.engine.session.reader import read_header
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except OSError:
+        return False  # a file that is gone may still have a history
+    return read_header(path) is not None
 
 
 async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[types.CodeLens]:
@@ -52,7 +71,11 @@ async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[ty
     if path is None:
         return []
 
+    opened = unquote(params.text_document.uri) in ls.workspace.text_documents
+
     def work(_p: Any, cancel: Any, activity: Any) -> Any:
+        if not opened and unopened_session(path):
+            return None
         decoded = protocol.decode_params(protocol.FILE_HISTORY, {"path": path, "pageSize": 1})
         return ls.engines.file_history(decoded, ls.default_cwd(), cancel, activity)
 
@@ -60,6 +83,8 @@ async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[ty
                                params=params, memory=True)
     from fabric_lsp.engine.memory.file_history import lens_title
 
+    if result is None:
+        return []
     title = lens_title(result)
     if title is None:
         return []

@@ -73,13 +73,16 @@ def test_unopened_devices_fifos_and_huge_files_are_never_read_on_the_loop(agent,
         srv.call("fabric/sessions", {"scope": "global"}, timeout=120)  # warm
         figures = {}
         for target in targets:
-            for method in ("textDocument/hover", "textDocument/definition"):
-                hostile = srv.request(method, {"textDocument": {"uri": _uri(target)}, "position": ZERO_POS})
+            for method in ("textDocument/hover", "textDocument/definition", "textDocument/codeLens"):
+                params = {"textDocument": {"uri": _uri(target)}}
+                if method != "textDocument/codeLens":
+                    params["position"] = ZERO_POS
+                hostile = srv.request(method, params)
                 # a second request, sent right behind it, is answered meanwhile
                 other, took = _timed(srv, "fabric/compact/status", {"session": files[0]}, timeout=20)
                 assert "result" in other and took < 10, (target, method, took)
                 resp = srv.wait(hostile, 20)
-                assert resp.get("result") is None and "error" not in resp, (target, method, resp)
+                assert resp.get("result") in (None, []) and "error" not in resp, (target, method, resp)
                 figures[(target, method)] = round(took, 3)
         rss = srv.status()
         assert srv.alive()
