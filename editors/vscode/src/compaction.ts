@@ -9,6 +9,7 @@ import {
 } from './protocol';
 import { PreviewInputs, describeRecord, describeStatus, renderPreview, shortId } from './render';
 import { SessionChoice, chooseSession } from './sessions';
+import { previewOverrides } from './server';
 
 const MAX_PRESERVE = 16;
 
@@ -38,7 +39,10 @@ export async function askInstructions(title: string): Promise<PreviewInputs | un
   return { instructions: instructions || undefined, preserve: preserve.length ? preserve : undefined };
 }
 
-export async function previewCompaction(fabric: Fabric, withInstructions: boolean, target?: SessionChoice): Promise<void> {
+/** Where a preview is shown: the plan view (the extension), else a Markdown document. */
+export type ShowPreview = (result: PreviewResult, inputs: PreviewInputs) => Promise<void>;
+
+export async function previewCompaction(fabric: Fabric, withInstructions: boolean, target?: SessionChoice, show?: ShowPreview): Promise<void> {
   const choice = target ?? await chooseSession(fabric, 'Fabric: Preview Compaction');
   if (!choice) return;
   let inputs: PreviewInputs = {};
@@ -54,6 +58,7 @@ export async function previewCompaction(fabric: Fabric, withInstructions: boolea
       (_p, token) => fabric.request<PreviewResult>(Method.compactionPreview, {
         session: choice.session,
         includeQa: true,
+        ...previewOverrides(),
         ...(inputs.instructions ? { instructions: inputs.instructions } : {}),
         ...(inputs.preserve ? { preserve: inputs.preserve } : {}),
       }, token),
@@ -64,6 +69,10 @@ export async function previewCompaction(fabric: Fabric, withInstructions: boolea
   }
   if (isDomainError(result)) {
     void vscode.window.showErrorMessage(`Fabric: ${result.error.code}: ${result.error.message}`);
+    return;
+  }
+  if (show) {
+    await show(result, inputs);
     return;
   }
   const id = result.sessionId ?? choice.sessionId ?? choice.label;
@@ -80,6 +89,9 @@ export class Intents implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
   private timer: NodeJS.Timeout | undefined;
   private readonly subscriptions: vscode.Disposable[] = [];
+  private readonly changes = new vscode.EventEmitter<string>();
+  /** Fired with a session file whose intent changed (requested, cancelled, committed). */
+  readonly onDidChange = this.changes.event;
 
   constructor(private readonly fabric: Fabric) {
     this.item = vscode.window.createStatusBarItem('fabric.intent', vscode.StatusBarAlignment.Left, 9);
@@ -92,6 +104,7 @@ export class Intents implements vscode.Disposable {
     this.subscriptions.push(client.onNotification(Method.compactionCommitted, (n: CommittedNotification) => {
       const label = this.pending.get(n.session)?.label ?? path.basename(n.session);
       this.pending.delete(n.session);
+      this.changes.fire(n.session);
       this.refresh();
       const text = `Fabric: compaction of ${label} ${describeRecord(n.record)}`;
       const show = n.record.status === 'failed' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
@@ -119,8 +132,10 @@ export class Intents implements vscode.Disposable {
   }
 
   track(session: string, label: string, intent: Intent | undefined): void {
+    const had = this.pending.has(session);
     if (intent) this.pending.set(session, { label, intent });
     else this.pending.delete(session);
+    if (had !== Boolean(intent)) this.changes.fire(session);
     this.refresh();
   }
 
@@ -184,8 +199,8 @@ export class Intents implements vscode.Disposable {
     }
   }
 
-  async cancel(): Promise<void> {
-    const choice = await this.choose('Fabric: Cancel Compaction');
+  async cancel(target?: SessionChoice): Promise<void> {
+    const choice = target ?? await this.choose('Fabric: Cancel Compaction');
     if (!choice) return;
     try {
       const res = await this.fabric.request<{ cancelled: boolean }>(Method.compactCancel, { session: choice.session });
@@ -209,6 +224,7 @@ export class Intents implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.changes.dispose();
     if (this.timer) clearInterval(this.timer);
     for (const d of this.subscriptions.splice(0)) d.dispose();
     this.item.dispose();

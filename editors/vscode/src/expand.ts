@@ -13,7 +13,7 @@ export async function openJsonlAt(file: string, line: number): Promise<void> {
 }
 
 /** Ask the server to expand; show the entries, or the domain error as a message. */
-export async function expandAndShow(fabric: Fabric, params: Record<string, unknown>, title: string): Promise<boolean> {
+export async function expandAndShow(fabric: Fabric, params: Record<string, unknown>, title: string, preserveFocus = false): Promise<boolean> {
   let result: ExpandResult | { error: { code: string; message: string; candidates?: string[] } };
   try {
     result = await vscode.window.withProgress(
@@ -29,7 +29,7 @@ export async function expandAndShow(fabric: Fabric, params: Record<string, unkno
     void vscode.window.showErrorMessage(`Fabric: ${result.error.code}: ${result.error.message}${candidates}`);
     return false;
   }
-  await fabric.docs.show(title, `expand-${JSON.stringify(params)}`, renderExpand(result));
+  await fabric.docs.show(title, `expand-${JSON.stringify(params)}`, renderExpand(result), vscode.ViewColumn.Active, 'md', preserveFocus);
   return true;
 }
 
@@ -67,18 +67,18 @@ export async function expandEntryCommand(fabric: Fabric, arg?: unknown): Promise
   if (!value) {
     value = await vscode.window.showInputBox({
       title: 'Fabric: Expand Entry',
-      prompt: 'pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]',
+      prompt: 'pi-entry:<session>/<entryId>, <session>/<entryId>, <session>#<index>[-<last>], or <entryId> / <entryId>/<n> in the open session',
       placeHolder: 'pi-entry:<sessionId>/<entryId>',
       value: referenceAtCursor(),
       ignoreFocusOut: true,
       validateInput: (v) => {
-        const parsed = parseEntryInput(v);
+        const parsed = parseEntryInput(v, activeSession()?.session);
         return typeof parsed === 'string' && v.trim() ? parsed : undefined;
       },
     });
   }
   if (!value) return;
-  const parsed = parseEntryInput(value);
+  const parsed = parseEntryInput(value, activeSession()?.session);
   if (typeof parsed === 'string') {
     void vscode.window.showErrorMessage(`Fabric: ${parsed}`);
     return;

@@ -5,15 +5,24 @@ import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
 import { fence } from './render';
 import { VirtualDocuments } from './documents';
-import { VIRTUAL_SCHEME } from './server';
+import { VIRTUAL_SCHEME, commandResults, currentPiDirs, documentSelector } from './server';
+import { piDirExists } from './agentDir';
+import { Bridge } from './bridge';
+import { selectServer } from './selectServer';
+import { fileHistoryCommand, showFileHistory } from './fileHistory';
 import { RecallPicker } from './recall';
 import { expandEntryCommand, openJsonlAt } from './expand';
-import { Intents, previewCompaction } from './compaction';
+import { Intents, ShowPreview, previewCompaction } from './compaction';
 import { pickSessionInfo } from './sessions';
+import { RecallView } from './recallView';
+import { SessionsTree, sessionOfNode } from './sessionsTree';
+import { PlanView } from './planView';
+import { CurrentSession } from './currentSession';
+import type { SessionInfo } from './protocol';
 
 let fabric: Fabric | undefined;
 
-async function sessionsCommand(f: Fabric, intents: Intents): Promise<void> {
+async function sessionsCommand(f: Fabric, intents: Intents, show: ShowPreview, recall: RecallView): Promise<void> {
   const info = await pickSessionInfo(f, 'Fabric: Sessions');
   if (!info) return;
   const target = { session: info.sessionFile, sessionId: info.sessionId, label: info.sessionId };
@@ -23,8 +32,8 @@ async function sessionsCommand(f: Fabric, intents: Intents): Promise<void> {
   );
   switch (action) {
     case 'Open JSONL': return openJsonlAt(info.sessionFile, 0);
-    case 'Preview Compaction': return previewCompaction(f, false, target);
-    case 'Recall in this session…': return new RecallPicker(f).inSession(info.sessionFile).run();
+    case 'Preview Compaction': return previewCompaction(f, false, target, show);
+    case 'Recall in this session…': return new RecallPicker(f, (r, m, sc) => recall.showResult(r, m, sc)).inSession(info.sessionFile).run();
     case 'Request Compaction…': return intents.request(target);
     case 'Compaction Status': return intents.status(target);
     default: return undefined;
@@ -51,24 +60,94 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const intents = new Intents(f);
   const command = (id: string, fn: (...args: unknown[]) => unknown) =>
     vscode.commands.registerCommand(id, fn);
+  const recall = new RecallView(f);
+  const sessions = new SessionsTree(f);
+  const current = new CurrentSession(f);
+  const target = (info: SessionInfo) => ({ session: info.sessionFile, sessionId: info.sessionId, label: info.sessionId });
+  const plan: PlanView = new PlanView(f, {
+    request: (session, sessionId) => { void intents.request({ session, sessionId, label: sessionId }); },
+    refresh: (session) => { void previewCompaction(f, false, { session, label: session }, show); },
+  });
+  const show: ShowPreview = async (result, inputs) => {
+    await plan.show(result, inputs);
+    current.remember(result);
+  };
+  const withSession = (fn: (info: SessionInfo) => unknown) => (arg?: unknown) => {
+    const info = sessionOfNode(arg);
+    return info ? fn(info) : undefined;
+  };
+  intents.onDidChange((session) => { sessions.forget(session); current.schedule(); });
+  const picker = () => new RecallPicker(f, (r, m, sc) => recall.showResult(r, m, sc));
   context.subscriptions.push(
     output,
     docs,
     intents,
+    recall,
+    sessions,
+    plan,
+    current,
     vscode.workspace.registerTextDocumentContentProvider(VIRTUAL_SCHEME, docs),
-    command('fabricLsp.recall', (query?: unknown) => new RecallPicker(f).run(typeof query === 'string' ? query : undefined)),
-    command('fabricLsp.previewCompaction', () => previewCompaction(f, false)),
-    command('fabricLsp.previewCompactionWithInstructions', () => previewCompaction(f, true)),
+    command('fabricLsp.recall', (query?: unknown) => picker().run(typeof query === 'string' ? query : undefined)),
+    command('fabricLsp.previewCompaction', () => previewCompaction(f, false, undefined, show)),
+    command('fabricLsp.previewCompactionWithInstructions', () => previewCompaction(f, true, undefined, show)),
     command('fabricLsp.expandEntry', (ref?: unknown) => expandEntryCommand(f, ref)),
-    command('fabricLsp.sessions', () => sessionsCommand(f, intents)),
+    command('fabricLsp.sessions', () => sessionsCommand(f, intents, show, recall)),
+    // Recall results view.
+    command('fabricLsp.recallView.search', async (query?: unknown) => {
+      const q = typeof query === 'string' ? query : await vscode.window.showInputBox({
+        title: `Fabric: Recall (${recall.scopeLabel()}${recall.mode === 'regex' ? ', regex' : ''})`,
+        prompt: recall.mode === 'regex' ? 'A regular expression' : 'Literal words (every word is a term)',
+        value: recall.query,
+      });
+      if (q !== undefined) await recall.search(q, { reveal: true });
+    }),
+    command('fabricLsp.recallView.refresh', () => recall.refresh()),
+    command('fabricLsp.recallView.scope', () => recall.chooseScope()),
+    command('fabricLsp.recallView.useRegex', () => recall.toggleMode()),
+    command('fabricLsp.recallView.useLiteral', () => recall.toggleMode()),
+    command('fabricLsp.recallView.next', () => recall.step(1)),
+    command('fabricLsp.recallView.previous', () => recall.step(-1)),
+    command('fabricLsp.recallView.openAsText', () => recall.openAsText()),
+    command('fabricLsp.recallView.clear', () => recall.clear()),
+    command('fabricLsp.recallView.loadMore', () => recall.loadMore()),
+    command('fabricLsp.recallView.searchSession', (file?: unknown) => typeof file === 'string' ? recall.searchSession(file) : undefined),
+    command('fabricLsp.recallView.open', (node?: any) => node?.kind === 'entry' ? recall.open(node) : undefined),
+    command('fabricLsp.recallView.openJsonl', (node?: any) => node?.kind === 'entry' ? recall.open(node, 'jsonl') : undefined),
+    command('fabricLsp.recallView.openExpanded', (node?: any) => node?.kind === 'entry' ? recall.open(node, 'expanded') : undefined),
+    // Sessions view.
+    command('fabricLsp.sessionsView.refresh', () => sessions.reload()),
+    command('fabricLsp.sessionsView.loadMore', () => sessions.loadMore()),
+    command('fabricLsp.sessionsView.preview', withSession((info) => previewCompaction(f, false, target(info), show))),
+    command('fabricLsp.sessionsView.recall', withSession(async (info) => {
+      recall.sessionScope = info.sessionFile;
+      await vscode.commands.executeCommand('fabricLsp.recallView.search');
+    })),
+    command('fabricLsp.sessionsView.openJsonl', withSession((info) => openJsonlAt(info.sessionFile, 0))),
+    command('fabricLsp.sessionsView.request', withSession((info) => intents.request(target(info)))),
+    command('fabricLsp.sessionsView.cancel', withSession((info) => intents.cancel(target(info)))),
+    // Compaction plan view.
+    command('fabricLsp.plan.openInEditor', () => plan.openPanel()),
+    command('fabricLsp.plan.openMarkdown', () => plan.openMarkdown()),
+    command('fabricLsp.fileHistory', (arg?: unknown) => fileHistoryCommand(f, arg)),
     command('fabricLsp.requestCompaction', () => intents.request()),
     command('fabricLsp.compactionStatus', () => intents.status()),
     command('fabricLsp.cancelCompaction', () => intents.cancel()),
     command('fabricLsp.reloadConfiguration', () => reloadConfiguration(f)),
     command('fabricLsp.restartServer', () => f.restart()),
+    command('fabricLsp.selectServer', () => selectServer(f)),
     command('fabricLsp.showLog', () => output.show()),
   );
-  void f.start();
+  commandResults.fileHistory = (result) => showFileHistory(f, result);
+  context.subscriptions.push(new Bridge(f, () => documentSelector(currentPiDirs())));
+  // VS Code has no activation event for "a directory in $HOME exists": the extension
+  // activates after start-up, and starts its server only where Pi has been used (or when a
+  // Fabric command, view, session JSONL or entry reference asks for it).
+  const dirs = currentPiDirs();
+  if (piDirExists(dirs)) {
+    void f.start();
+  } else {
+    output.info(`no Pi agent dir at ${dirs.agentDir} (${dirs.source}): the server starts when a Fabric command or view is used`);
+  }
 }
 
 export async function deactivate(): Promise<void> {

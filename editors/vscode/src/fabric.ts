@@ -4,9 +4,10 @@ import * as vscode from 'vscode';
 import { LanguageClient, ResponseError, State, WorkDoneProgress } from 'vscode-languageclient/node';
 import type { WorkDoneProgressBegin, WorkDoneProgressReport, WorkDoneProgressEnd } from 'vscode-languageclient/node';
 import {
-  createClient, notifyConfigurationChanged, resolveServerCommand, serverSettingKeys,
+  NoServer, createClient, notifyConfigurationChanged, resolveServerCommand, serverSettingKeys,
 } from './server';
 import { VirtualDocuments } from './documents';
+import { Installer, readBundle } from './bundled';
 
 export class ServerUnavailable extends Error {}
 
@@ -15,6 +16,10 @@ export class Fabric implements vscode.Disposable {
   readonly keys: string[];
   readonly status: vscode.StatusBarItem;
   private starting: Promise<void> | undefined;
+  /** Why the last start failed (already told once); cleared by a restart. */
+  private failure: string | undefined;
+  /** The bundled server's installer (undefined in a development build without server/). */
+  readonly installer: Installer | undefined;
   private readonly clientListeners: vscode.Disposable[] = [];
   private readonly startListeners: ((client: LanguageClient) => void)[] = [];
 
@@ -27,11 +32,12 @@ export class Fabric implements vscode.Disposable {
     this.status = vscode.window.createStatusBarItem('fabric.server', vscode.StatusBarAlignment.Left, 10);
     this.status.name = 'Fabric server';
     this.status.command = 'fabricLsp.showLog';
-    this.setStatus('$(loading~spin) Fabric: starting', 'Starting fabric-lsp');
-    this.status.show();
+    const bundle = readBundle(context.extensionPath);
+    this.installer = bundle ? new Installer(bundle, context.globalStorageUri.fsPath, output) : undefined;
     context.subscriptions.push(
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration('fabric.server')) {
+          if (this.selecting) return; // Select Server… restarts by itself
           void vscode.window.showInformationMessage(
             'Fabric: the server command or environment changed.', 'Restart Server',
           ).then((choice) => { if (choice) void this.restart(); });
@@ -55,22 +61,46 @@ export class Fabric implements vscode.Disposable {
     this.status.tooltip = tooltip;
   }
 
+  /** Whether a server start was attempted (the extension stays dormant without a Pi agent dir). */
+  get started(): boolean {
+    return this.client !== undefined || this.starting !== undefined || this.failure !== undefined;
+  }
+
   start(): Promise<void> {
     if (!this.starting) {
+      this.failure = undefined;
       this.starting = this.doStart().finally(() => { this.starting = undefined; });
     }
     return this.starting;
   }
 
   private async doStart(): Promise<void> {
-    const cmd = await resolveServerCommand();
+    this.setStatus('$(loading~spin) Fabric: starting', 'Starting fabric-lsp');
+    this.status.show();
+    let cmd;
+    try {
+      cmd = await resolveServerCommand({ installer: this.installer, log: this.output });
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
     this.output.info(`starting ${[cmd.command, ...cmd.args].join(' ')} (from ${cmd.source}); trusted=${vscode.workspace.isTrusted}`);
     this.setStatus('$(loading~spin) Fabric: starting', `Starting ${cmd.command}`);
     const client = createClient(cmd, this.keys, this.output);
     this.client = client;
+    let running = false;
     this.clientListeners.push(client.onDidChangeState((e) => {
+      if (e.newState === State.Running) running = true;
       if (e.newState === State.Stopped && this.client === client) {
         this.setStatus('$(error) Fabric: stopped', 'The fabric-lsp server is not running. Click for the log.');
+        // A server that ran and then died: one message (the client's own is suppressed).
+        if (running && !this.stopping) {
+          void vscode.window.showErrorMessage('Fabric: the fabric-lsp server stopped.', 'Restart Server', 'Show Log')
+            .then((choice) => {
+              if (choice === 'Restart Server') void this.restart();
+              if (choice === 'Show Log') this.output.show();
+            });
+        }
       }
     }));
     try {
@@ -78,13 +108,9 @@ export class Fabric implements vscode.Disposable {
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.output.error(`could not start the server: ${message}`);
-      this.setStatus('$(error) Fabric: not running', `Could not start ${cmd.command}: ${message}`);
-      const choice = await vscode.window.showErrorMessage(
-        `Fabric: could not start the server "${cmd.command}" (${message}). Set fabric.server.command or install fabric-lsp.`,
-        'Open Settings', 'Show Log',
-      );
-      if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.server.command');
-      if (choice === 'Show Log') this.output.show();
+      this.client = undefined;
+      await client.dispose().catch(() => undefined);
+      this.fail(new NoServer(`Fabric: could not start the server "${cmd.command}" (${message}).`, 'not-found'));
       return;
     }
     const info = client.initializeResult?.serverInfo;
@@ -92,28 +118,60 @@ export class Fabric implements vscode.Disposable {
     for (const listener of this.startListeners) listener(client);
   }
 
+  /** The one message for a server that cannot start, with what to do about it. */
+  private fail(err: unknown): void {
+    const message = err instanceof Error ? err.message : String(err);
+    this.failure = message;
+    const noPython = err instanceof NoServer && err.reason === 'no-python';
+    if (err instanceof NoServer) for (const t of err.tried) this.output.info(`tried ${t}`);
+    this.output.error(message);
+    this.setStatus(noPython ? '$(error) Fabric: no Python' : '$(error) Fabric: not running', `${message} Click for the log.`);
+    const actions = noPython ? ['Select Server…', 'Show Log'] : ['Select Server…', 'Show Log', 'Open Settings'];
+    void vscode.window.showErrorMessage(message, ...actions).then((choice) => {
+      if (choice === 'Select Server…') void vscode.commands.executeCommand('fabricLsp.selectServer');
+      if (choice === 'Show Log') this.output.show();
+      if (choice === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.server');
+    });
+  }
+
+  private stopping = false;
+  /** Set while Select Server… writes settings (it restarts by itself). */
+  selecting = false;
+
   async restart(): Promise<void> {
+    await this.stopClient();
+    await this.start();
+  }
+
+  /** Stop the running server, if any (restart, reinstall). */
+  async stopClient(): Promise<void> {
     const old = this.client;
     this.client = undefined;
     for (const d of this.clientListeners.splice(0)) d.dispose();
     if (old) {
       this.setStatus('$(loading~spin) Fabric: restarting', 'Restarting fabric-lsp');
+      this.stopping = true;
       try {
         await old.stop(5000);
       } catch (err) {
         this.output.warn(`stopping the old server: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        this.stopping = false;
       }
       await old.dispose().catch(() => undefined);
     }
-    await this.start();
   }
 
   /** Send a custom request; errors become readable messages ("… not available yet"). */
   async request<R>(method: string, params: unknown, token?: vscode.CancellationToken): Promise<R> {
+    // Dormant (no Pi agent dir at activation): the first Fabric request starts the server.
+    if (!this.started) await this.start();
     if (this.starting) await this.starting;
     const client = this.client;
     if (!client || !client.isRunning()) {
-      throw new ServerUnavailable('the fabric-lsp server is not running (see "Fabric: Show Log", or run "Fabric: Restart Server")');
+      throw new ServerUnavailable(this.failure
+        ? `the fabric-lsp server is not running: ${this.failure}`
+        : 'the fabric-lsp server is not running (see "Fabric: Show Log", or run "Fabric: Restart Server")');
     }
     try {
       // Pass the token only when there is one: vscode-jsonrpc treats a trailing
@@ -147,6 +205,7 @@ export class Fabric implements vscode.Disposable {
     this.status.dispose();
     const client = this.client;
     this.client = undefined;
+    this.stopping = true;
     if (client) await client.stop(2000).catch(() => undefined);
   }
 }

@@ -10,7 +10,32 @@ export const Method = {
   compactStatus: 'fabric/compact/status',
   compactCancel: 'fabric/compact/cancel',
   compactionCommitted: 'fabric/compactionCommitted',
+  fileHistory: 'fabric/fileHistory',
 } as const;
+
+export interface FileOperation {
+  sessionId: string;
+  sessionFile: string;
+  cwd: string | null;
+  entryId: string | null;
+  index: number;
+  operationAddress?: string;
+  action: 'read' | 'edit' | 'write';
+  toolName: string;
+  outcome: 'succeeded' | 'failed';
+  timestamp: string | number | null;
+  ref: string | null;
+  operationRef?: string;
+}
+
+export interface FileHistoryResult {
+  path: string;
+  branches: 'active' | 'all';
+  totalSessions: number;
+  totalItems: number;
+  hasNext: boolean;
+  items: FileOperation[];
+}
 
 export interface Coverage {
   complete: boolean;
@@ -185,12 +210,22 @@ export interface CommitRecord {
   estimatedTokensAfter?: number | null;
   error?: string | null;
   entryId?: string | null;
+  /** "pi": the live Pi committed it (the Pi extension, docs/pi.md). */
+  committedBy?: 'pi' | 'fabric-lsp' | null;
+}
+
+export interface LeaseHolder {
+  pid: number;
+  since: number;
+  leafId?: string | null;
 }
 
 export interface StatusResult {
   pending?: Intent | null;
   last?: CommitRecord | null;
   settled: boolean;
+  /** The live Pi that holds the session: it commits the pending intent. */
+  heldBy?: LeaseHolder | null;
 }
 
 export interface CommittedNotification {

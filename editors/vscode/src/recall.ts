@@ -3,7 +3,8 @@
 import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
-import { formatTime, roleLabel, shortId, snippet } from './render';
+import { formatTime, roleLabel, shortId } from './render';
+import { snippetFor } from './match';
 import { activeSession } from './sessions';
 import { openEntry, openJsonlAt } from './expand';
 import { LatestOnly } from './latest';
@@ -23,15 +24,16 @@ const OPEN_JSONL: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('go
 const OPEN_EXPANDED: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('open-preview'), tooltip: 'Open the expanded entry' };
 const SCOPE_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: 'Switch scope (session → project → global)' };
 const REGEX_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('regex'), tooltip: 'Toggle regex search' };
-const AS_DOCUMENT: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('markdown'), tooltip: 'Open these results as a document' };
+const AS_DOCUMENT: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('file-text'), tooltip: 'Open these results as a text document' };
 
-function entryItems(segment: Segment): RecallPick[] {
+function entryItems(segment: Segment, query: string, mode: 'literal' | 'regex'): RecallPick[] {
   const session = shortId(segment.sessionId);
   const entries = segment.entries.filter((e) => e.matched);
   return (entries.length > 0 ? entries : segment.entries.slice(0, 1)).map((entry) => ({
     label: `${entry.isError ? '$(error)' : '$(comment)'} ${roleLabel(entry)} · ${formatTime(entry.timestamp) || 'no time'}`,
     description: `session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}`,
-    detail: snippet(entry.text, 160) || '(empty)',
+    // Centred on the first match (a tool result's match is rarely on its first line).
+    detail: snippetFor(entry.text, query, mode, 160).text || '(empty)',
     alwaysShow: true,
     buttons: [OPEN_EXPANDED, OPEN_JSONL],
     segment,
@@ -56,7 +58,11 @@ export class RecallPicker {
   private last: RecallResult | undefined;
   private progressNote: string | undefined;
 
-  constructor(private readonly fabric: Fabric) {
+  constructor(
+    private readonly fabric: Fabric,
+    /** Every answer shown, also handed to the Recall results view (which stays open). */
+    private readonly onResult?: (result: RecallResult, mode: 'literal' | 'regex', sessionScope: string | undefined) => void,
+  ) {
     const configured = vscode.workspace.getConfiguration('fabric').get<Scope>('recall.scope') ?? 'project';
     this.scope = configured;
   }
@@ -118,6 +124,7 @@ export class RecallPicker {
         if (!latest.isLatest(seq)) return;
         this.last = result;
         qp.items = this.toItems(result);
+        this.onResult?.(result, this.regex ? 'regex' : 'literal', this.sessionScope);
       } catch (err) {
         if (!latest.isLatest(seq) || token.isCancellationRequested) return;
         qp.items = [{ label: `$(error) Recall failed: ${errorMessage(err)}`, alwaysShow: true }];
@@ -147,7 +154,8 @@ export class RecallPicker {
         this.regex = !this.regex;
       } else if (button === AS_DOCUMENT) {
         if (this.last) {
-          void this.fabric.docs.show(`Recall ${this.last.query}`, `recall-${Date.now()}`, this.last.text);
+          // The server's rendering is plain text: a .txt document, never Markdown.
+          void this.fabric.docs.show(`Recall ${this.last.query}`, `recall-${Date.now()}`, this.last.text, vscode.ViewColumn.Active, 'txt');
           qp.hide();
         }
         return;
@@ -196,7 +204,7 @@ export class RecallPicker {
   private toItems(result: RecallResult): RecallPick[] {
     const items: RecallPick[] = [];
     for (const item of result.items) {
-      if (item.kind === 'segment') items.push(...entryItems(item.segment));
+      if (item.kind === 'segment') items.push(...entryItems(item.segment, result.query, this.regex ? 'regex' : 'literal'));
       else items.push(pointerItem(item.pointer));
     }
     if (items.length === 0) {

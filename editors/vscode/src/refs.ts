@@ -1,5 +1,6 @@
 // Entry references and the inputs Expand Entry… accepts. Pure (no vscode import), so
 // the unit tests load this file directly.
+import { type ParsedReference, ReferenceSyntaxError, parseReference } from './references.ts';
 
 /** `pi-entry:<sessionId>/<entryId>`: the project's one entry-reference syntax. */
 export const ENTRY_REF = /pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)\/([A-Za-z0-9][A-Za-z0-9_.:-]*)/g;
@@ -15,18 +16,19 @@ function short(id: string): string {
 }
 
 /**
- * Accepted forms: `pi-entry:<session>/<entryId>`, `<session>/<entryId>`,
+ * Accepted forms: the reference grammar of docs/protocol.md (parsed by ./references.ts:
+ * `pi-entry:<session>/<entryId>`, `<session>/<entryId>`, a bare `<entryId>` or
+ * `<entryId>/<n>` operation address in the session at hand), plus the index forms
  * `<session>#<index>` and `<session>#<first>-<last>` (an entry range). `<session>` is a
- * session id or an absolute path of a session file. Returns an error message otherwise.
+ * session id, a unique id prefix (>= 8 characters) or a path of a session file.
+ * `activeSession` (the open session file) is the session of the bare forms.
+ * Returns an error message otherwise.
  */
-export function parseEntryInput(input: string): ParsedEntryInput | string {
+export function parseEntryInput(input: string, activeSession?: string): ParsedEntryInput | string {
   const text = input.trim();
   if (!text) return 'Enter an entry reference';
-  const ref = new RegExp(`^${ENTRY_REF.source}$`).exec(text);
-  if (ref) return { session: ref[1], selector: { entryIds: [ref[2]] }, label: `${short(ref[1])} ${ref[2]}` };
-  if (text.startsWith('pi-entry:')) return 'Not a valid pi-entry:<sessionId>/<entryId> reference';
-  const range = /^(.+)#(\d+)(?:-(\d+))?$/.exec(text);
-  if (range) {
+  const range = /^([^\s#][^#]*)#(\d+)(?:-(\d+))?$/.exec(text);
+  if (range && !text.startsWith('pi-entry:')) {
     const first = Number(range[2]);
     const last = range[3] !== undefined ? Number(range[3]) : undefined;
     if (last !== undefined && last < first) return 'The range end is before its start';
@@ -37,13 +39,20 @@ export function parseEntryInput(input: string): ParsedEntryInput | string {
       label: `${short(name)} #${range[2]}${last !== undefined ? `-${last}` : ''}`,
     };
   }
-  const slash = text.lastIndexOf('/');
-  if (slash > 0 && slash < text.length - 1) {
-    const session = text.slice(0, slash);
-    const entryId = text.slice(slash + 1);
-    return { session, selector: { entryIds: [entryId] }, label: `${short(session.split('/').pop() ?? session)} ${entryId}` };
+  let ref: ParsedReference;
+  try {
+    ref = parseReference(text);
+  } catch (err) {
+    if (text.startsWith('pi-entry:')) return 'Not a valid pi-entry:<sessionId>/<entryId> reference';
+    return err instanceof ReferenceSyntaxError ? `${err.message}; or <session>#<index>[-<last>]` : String(err);
   }
-  return 'Use pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]';
+  const session = ref.session ?? activeSession;
+  if (!session) {
+    return `Use pi-entry:<session>/<entryId>, <session>/<entryId> or <session>#<index>[-<last>]; a bare ${ref.entry} needs an open session file`;
+  }
+  const selector = ref.operation !== null ? { operationAddresses: [`${ref.entry}/${ref.operation}`] } : { entryIds: [ref.entry] };
+  const what = ref.operation !== null ? `${ref.entry}/${ref.operation}` : ref.entry;
+  return { session, selector, label: `${short(session.split('/').pop() ?? session)} ${what}` };
 }
 
 /** The entry reference whose text covers `character` on `line`, if any. */

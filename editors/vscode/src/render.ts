@@ -1,8 +1,20 @@
 // Markdown renderings of server results for the read-only virtual documents.
 // Pure functions (no vscode import) so the same text is produced everywhere.
 import type {
-  CommitRecord, ExpandResult, ExpandedEntry, PreviewResult, QaReport, StatusResult,
+  CommitRecord, ExpandResult, ExpandedEntry, FileHistoryResult, FileOperation, PreviewResult, StatusResult,
 } from './protocol';
+import type { EntryLine } from './jsonl.ts';
+import { planMarkdown, planModel } from './plan.ts';
+
+/** QuickPick rows of a `fabric/fileHistory` result (newest first, as the server sorts). */
+export function fileHistoryItems(result: FileHistoryResult): { label: string; description: string; detail: string; operation: FileOperation }[] {
+  return result.items.map((op) => ({
+    label: `${op.action}${op.outcome === 'failed' ? ' (failed)' : ''}`,
+    description: `${shortId(op.sessionId)} · ${formatTime(op.timestamp)}${op.operationRef ? ` · via ${op.operationRef}` : ''}`,
+    detail: op.ref ?? `${op.sessionFile} #${op.index}`,
+    operation: op,
+  }));
+}
 
 /** A fence longer than any backtick run in `text`, so entry text can never close it. */
 export function fence(text: string, info = ''): string {
@@ -73,85 +85,18 @@ function num(value: unknown): string {
   return typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US') : '—';
 }
 
-function renderQa(qa: QaReport | null | undefined): string[] {
-  if (!qa) return ['QA was not run.'];
-  const pct = (v: number) => `${(v * 100).toFixed(1)}%`;
-  const out = [
-    `| score | content | addresses | failures |`,
-    `| ---: | ---: | ---: | ---: |`,
-    `| ${pct(qa.score)} | ${pct(qa.contentScore)} | ${pct(qa.addressScore)} | ${qa.failures.length} |`,
-  ];
-  if (qa.failures.length > 0) {
-    out.push('', 'Failed probes:', '');
-    for (const f of qa.failures.slice(0, 50)) {
-      const text = typeof f === 'string' ? f : JSON.stringify(f);
-      out.push(`- ${text.replace(/\n/g, ' ')}`);
-    }
-    if (qa.failures.length > 50) out.push(`- … ${qa.failures.length - 50} more`);
-  }
-  return out;
-}
-
-const BUDGET_ROWS: [string, string][] = [
-  ['contextWindow', 'context window'],
-  ['targetContextRatio', 'target context ratio'],
-  ['targetContextTokens', 'target context tokens'],
-  ['reserveTokens', 'reserve tokens'],
-  ['keepRecentTokens', 'keep recent tokens'],
-  ['rawTokensBefore', 'raw tokens before'],
-  ['retainedRawTokens', 'retained raw tokens'],
-  ['continuityTargetTokens', 'continuity target'],
-  ['occupancyCeilingTokens', 'ceiling: occupancy'],
-  ['safeCeilingTokens', 'ceiling: safe window'],
-  ['reductionCeilingTokens', 'ceiling: reduction'],
-  ['rawTailTokenBudget', 'raw tail budget'],
-  ['projectedTokensAfter', 'projected tokens after'],
-];
-
 export interface PreviewInputs {
   instructions?: string;
   preserve?: string[];
 }
 
-export function renderPreview(r: PreviewResult, inputs: PreviewInputs = {}): string {
-  const details = (r.details ?? {}) as Record<string, unknown>;
-  const budget = (details.budget ?? null) as Record<string, unknown> | null;
-  const coverage = (details.coverage ?? null) as { liveCutRange?: { first?: string; last?: string } } | null;
-  const lines = [
-    `# Compaction preview — ${r.sessionId}`,
-    '',
-    `- outcome: **${r.outcome}**${r.reason ? ` (${r.reason})` : ''}`,
-    `- session file: \`${r.sessionFile}\``,
-    `- leaf: ${r.leafId ? entryRef(r.sessionId, r.leafId) : '—'}`,
-    `- source hash: \`${r.sourceHash}\``,
-  ];
-  if (inputs.instructions) lines.push(`- instructions: ${snippet(inputs.instructions, 200)}`);
-  if (inputs.preserve && inputs.preserve.length > 0) lines.push(`- preserve: ${inputs.preserve.length} item(s)`);
-  lines.push('', '## Cut point', '');
-  if (r.firstKeptEntryId) {
-    lines.push(`First kept entry: ${entryRef(r.sessionId, r.firstKeptEntryId)}`);
-    const cut = coverage?.liveCutRange;
-    if (cut?.first && cut?.last) {
-      lines.push('', `Summarized: ${entryRef(r.sessionId, cut.first)} → ${entryRef(r.sessionId, cut.last)}`);
-    }
-  } else {
-    lines.push('No cut point (nothing is compacted).');
-  }
-  lines.push('', '## Token budget', '', '| | tokens |', '| --- | ---: |', `| before | ${num(r.tokensBefore)} |`);
-  if (budget) {
-    for (const [key, label] of BUDGET_ROWS) {
-      if (key in budget) {
-        const v = budget[key];
-        lines.push(`| ${label} | ${key === 'targetContextRatio' && typeof v === 'number' ? v.toFixed(2) : num(v)} |`);
-      }
-    }
-    if (typeof budget.bindingConstraint === 'string') lines.push('', `Binding constraint: ${budget.bindingConstraint}`);
-  }
-  lines.push('', '## QA', '', ...renderQa(r.qa));
-  lines.push('', '## Summary', '');
-  lines.push(r.summary ? fence(r.summary, 'text') : '(no summary)');
-  lines.push('');
-  return lines.join('\n');
+/**
+ * A compaction preview as a valid Markdown document (the plan of ./plan.ts: the outcome in
+ * one sentence, the cut map, the budget in plain words, QA, the summary verbatim in a
+ * fence). `entries` (./jsonl.ts parseEntries of the session file) gives the cut map its lines.
+ */
+export function renderPreview(r: PreviewResult, inputs: PreviewInputs = {}, entries: EntryLine[] = []): string {
+  return planMarkdown(planModel(r, entries, inputs));
 }
 
 export function describeRecord(rec: CommitRecord): string {
@@ -159,7 +104,8 @@ export function describeRecord(rec: CommitRecord): string {
   const tokens = rec.tokensBefore != null
     ? ` (${num(rec.tokensBefore)} → ~${num(rec.estimatedTokensAfter)} tokens)`
     : '';
-  return `committed at ${formatTime(rec.at)}${tokens}`;
+  const by = rec.committedBy === 'pi' ? ' by Pi' : '';
+  return `committed${by} at ${formatTime(rec.at)}${tokens}`;
 }
 
 export function describeStatus(s: StatusResult): string {
@@ -170,6 +116,7 @@ export function describeStatus(s: StatusResult): string {
     parts.push('nothing pending');
   }
   parts.push(s.settled ? 'session settled' : 'session busy');
+  if (s.heldBy) parts.push(`held by a live Pi (pid ${s.heldBy.pid}): Pi commits`);
   if (s.last) parts.push(`last: ${describeRecord(s.last)}`);
   return parts.join('; ');
 }

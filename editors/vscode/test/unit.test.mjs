@@ -2,10 +2,18 @@
 // results and the entry-reference inputs. node 24 loads the .ts sources directly.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fence, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
+import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
 import { ENTRY_REF, parseEntryInput, referenceAt } from '../src/refs.ts';
 import { LatestOnly } from '../src/latest.ts';
+import { escapeMarkdown } from '../src/plan.ts';
+import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
+import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
+import { sessionStatusText } from '../src/statusText.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { piDirExists, piDirs, sessionPatterns } from '../src/agentDir.ts';
 
 /** Deterministic pseudo-random strings over an alphabet rich in backticks and newlines. */
 function* strings(count, seed = 7) {
@@ -55,37 +63,113 @@ describe('snippet', () => {
   });
 });
 
-describe('renderPreview', () => {
+describe('renderPreview (the compaction plan as Markdown)', () => {
   const base = {
     sessionId: 'S1', sessionFile: '/s/a.jsonl', sourceHash: 'ab', leafId: 'L9', tokensBefore: 20194,
   };
-  test('a compacted preview shows outcome, cut point, budget, QA and the summary', () => {
+  // A branch A0 … Z9, K1 … L9 in file order (line 0 is the header).
+  const jsonl = ['{"type":"session","id":"S1"}',
+    ...['A0', 'B1', 'Z9', 'K1', 'L9'].map((id, i, all) => JSON.stringify({ type: 'message', id, parentId: i ? all[i - 1] : null }))].join('\n');
+  test('a compacted preview: sentence, cut map with lines, budget in words, QA, summary verbatim', () => {
     const md = renderPreview({
       ...base,
       outcome: 'compacted',
-      summary: '[Session Goal]\nfix ```it```',
+      summary: '[Session Goal]\nfix ```it``` __future__\n> quoted?',
       firstKeptEntryId: 'K1',
       details: {
         coverage: { liveCutRange: { first: 'A0', last: 'Z9' } },
-        budget: { contextWindow: 200000, targetContextRatio: 0.65, projectedTokensAfter: 3684, bindingConstraint: 'continuity' },
+        budget: { contextWindow: 200000, targetContextRatio: 0.65, projectedTokensAfter: 3684, bindingConstraint: 'continuity',
+          occupancyCeilingTokens: 130000, reductionCeilingTokens: 19184 },
       },
       qa: { score: 1, contentScore: 1, addressScore: 0.5, failures: ['missing x'] },
-    }, { instructions: 'Focus', preserve: ['a', 'b'] });
-    for (const part of ['outcome: **compacted**', 'First kept entry: pi-entry:S1/K1',
-      'Summarized: pi-entry:S1/A0 → pi-entry:S1/Z9', '| before | 20,194 |', '| context window | 200,000 |',
-      '| target context ratio | 0.65 |', '| projected tokens after | 3,684 |', 'Binding constraint: continuity',
-      '| 100.0% | 100.0% | 50.0% | 1 |', '- missing x', 'instructions: Focus', 'preserve: 2 item(s)', '[Session Goal]']) {
+    }, { instructions: 'Focus', preserve: ['a', 'b'] }, parseEntries(jsonl));
+    for (const part of ['Compacting now would replace 3 entries (lines 2–4)', 'keep the last 2 as they are',
+      '20,194 → 3,684 tokens of a 200,000\\-token window'.replace('\\-', '-'),
+      '**Summarized by this compaction**: 3 entries', '(</s/a.jsonl#L2>)'.replace('</s', '<file:///s'),
+      '**Kept verbatim (the recent tail)**: 2 entries', '| Model context window | 200,000 |',
+      '| Projected after compaction | 3,684 |', '| Never more than | 19,184 | 95 % of the tokens now |',
+      'What decided the cut: the target', '- missing x', 'Instructions: Focus', 'Preserve: 2 item(s)']) {
       assert.ok(md.includes(part), `missing ${part}\n${md}`);
     }
-    // The summary's own backticks cannot end its fence early.
-    assert.ok(md.includes('````text\n[Session Goal]\nfix ```it```\n````'));
+    // The summary's own backticks cannot end its fence early; it is shown verbatim.
+    assert.ok(md.includes('````text\n[Session Goal]\nfix ```it``` __future__\n> quoted?\n````'), md);
   });
-  test('a skipped preview says why and has no cut point', () => {
+  test('a skipped preview says why in one sentence', () => {
     const md = renderPreview({ ...base, outcome: 'skipped', reason: 'Nothing to compact' });
-    assert.ok(md.includes('outcome: **skipped** (Nothing to compact)'));
-    assert.ok(md.includes('No cut point'));
-    assert.ok(md.includes('QA was not run.'));
-    assert.ok(md.includes('(no summary)'));
+    assert.ok(md.includes('Nothing would be compacted: Nothing to compact.'), md);
+    assert.ok(md.includes('The QA check was not run.'));
+    assert.ok(md.includes('(no summary: skipped)'));
+  });
+});
+
+describe('escapeMarkdown', () => {
+  test('text that looks like Markdown stays text', () => {
+    assert.equal(escapeMarkdown('from __future__ import x'), 'from \\_\\_future\\_\\_ import x');
+    assert.equal(escapeMarkdown('> not a quote'), '\\> not a quote');
+    assert.equal(escapeMarkdown('- not a list'), '\\- not a list');
+    assert.equal(escapeMarkdown('1. not a list'), '1\\. not a list');
+    assert.equal(escapeMarkdown('a|b `c` [d](e) <f>'), 'a\\|b \\`c\\` \\[d\\](e) \\<f\\>');
+  });
+});
+
+describe('match (recall snippets)', () => {
+  test('terms follow the server tokenizer: word runs, case-insensitive', () => {
+    assert.deepEqual(queryTerms('ZeroDivisionError: float-division'), ['zerodivisionerror', 'float', 'division']);
+    const text = 'x zerodivisionerror y ZeroDivisionErrors z ZERODIVISIONERROR';
+    assert.deepEqual(matchSpans(text, 'ZeroDivisionError').map((s) => text.slice(s.start, s.end)),
+      ['zerodivisionerror', 'ZERODIVISIONERROR']);
+  });
+  test('a tool result snippet is centred on the matching line, not its first line', () => {
+    const text = `toolResult(bash) [error]: ==== test session starts ====\nplatform linux\n${'.'.repeat(400)}\nE   ZeroDivisionError: float division by zero\n${'tail '.repeat(40)}`;
+    const s = snippetFor(text, 'ZeroDivisionError', 'literal', 80);
+    assert.ok(s.matched);
+    assert.ok(s.text.startsWith('…'), s.text);
+    assert.ok(s.text.length <= 80, `${s.text.length}`);
+    assert.equal(s.highlights.length, 1);
+    const h = s.highlights[0];
+    assert.equal(s.text.slice(h.start, h.end), 'ZeroDivisionError');
+    assert.ok(h.start >= 10 && h.start <= 40, `match near the first third: ${h.start}`);
+  });
+  test('every match inside the snippet is highlighted; no match shows the start', () => {
+    const s = snippetFor('rounding rules: rounding\n\n  twice', 'rounding');
+    assert.equal(s.text, 'rounding rules: rounding twice');
+    assert.deepEqual(s.highlights, [{ start: 0, end: 8 }, { start: 16, end: 24 }]);
+    const none = snippetFor('nothing here', 'absent');
+    assert.equal(none.matched, false);
+    assert.equal(none.text, 'nothing here');
+  });
+  test('regex mode, and a surrogate pair is never split', () => {
+    const s = snippetFor('id 662cb756 and 97e8c51f', '[0-9a-f]{8}', 'regex');
+    assert.equal(s.highlights.length, 2);
+    for (const text of [`${'🚀'.repeat(100)} needle ${'🚀'.repeat(100)}`]) {
+      const t = snippetFor(text, 'needle', 'literal', 41).text;
+      assert.ok(!/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(t), 'lone surrogate');
+    }
+  });
+});
+
+describe('jsonl', () => {
+  test('the branch of a leaf, its lines, and the first user goal', () => {
+    const text = ['{"type":"session","id":"S"}',
+      '{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":[{"type":"text","text":"Fix   the\\nbuild"}]}}',
+      'not json',
+      '{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}',
+      '{"type":"message","id":"c","parentId":"a","message":{"role":"user","content":"other branch"}}'].join('\n');
+    const entries = parseEntries(text);
+    assert.deepEqual(entries.map((e) => [e.id, e.line]), [['a', 1], ['b', 3], ['c', 4]]);
+    assert.deepEqual(branchOf(entries, 'b').map((e) => e.id), ['a', 'b']);
+    assert.deepEqual(branchOf(entries).map((e) => e.id), ['a', 'c']);
+    assert.equal(firstUserGoal(text), 'Fix the build');
+  });
+});
+
+describe('session status bar text', () => {
+  test('tokens vs window, pending, last commit, live holder', () => {
+    const { text, tooltip } = sessionStatusText({ before: 144120, window: 200000 },
+      { settled: true, pending: { requestedBy: 'vscode', requestedAt: '2026-11-30T04:16:09Z' },
+        last: { at: '2026-11-30T03:02:00Z', requestedBy: 'u', status: 'committed', committedBy: 'pi' }, heldBy: { pid: 42, since: 0 } });
+    assert.equal(text, '$(layers) 144k/200k · pending · last 03:02 · live Pi');
+    assert.ok(tooltip.includes('pid 42') && tooltip.includes('by Pi'), tooltip);
   });
 });
 
@@ -186,5 +270,47 @@ describe('LatestOnly (Recall… live search)', () => {
     latest.now('y');
     assert.deepEqual(events, [['start', 'y', 1]]);
     latest.cancel();
+  });
+});
+
+describe('fileHistoryItems', () => {
+  test('one row per operation, in server order, with the entry reference', () => {
+    const op = (over) => ({ sessionId: '01a182b4-aaaa-7000-8000-000000000000', sessionFile: '/s/a.jsonl', cwd: '/p',
+      entryId: 'e1', index: 3, action: 'edit', toolName: 'edit', outcome: 'succeeded', timestamp: Date.UTC(2026, 0, 2, 3, 4, 5),
+      ref: 'pi-entry:01a182b4-aaaa-7000-8000-000000000000/e1', ...over });
+    const rows = fileHistoryItems({ path: '/p/a.py', branches: 'active', totalSessions: 1, totalItems: 2, hasNext: false,
+      items: [op({}), op({ action: 'read', outcome: 'failed', operationRef: 'pi.read', operationAddress: 'r1/0', ref: null, index: 9 })] });
+    assert.deepEqual(rows.map((r) => r.label), ['edit', 'read (failed)']);
+    assert.equal(rows[0].description, '01a182b4 · 2026-01-02 03:04:05');
+    assert.equal(rows[0].detail, 'pi-entry:01a182b4-aaaa-7000-8000-000000000000/e1');
+    assert.ok(rows[1].description.endsWith('via pi.read'));
+    assert.equal(rows[1].detail, '/s/a.jsonl #9');
+    assert.equal(rows[1].operation.index, 9);
+  });
+});
+
+describe('Pi dirs: where the server starts and what the client syncs', () => {
+  const home = '/home/u';
+  test('fabric.agentDir wins over $PI_CODING_AGENT_DIR, which wins over ~/.pi/agent', () => {
+    assert.equal(piDirs({ agentDirSetting: '~/a', env: { PI_CODING_AGENT_DIR: '/b' }, home }).agentDir, '/home/u/a');
+    assert.equal(piDirs({ env: { PI_CODING_AGENT_DIR: '/b' }, home }).agentDir, '/b');
+    const dflt = piDirs({ env: {}, home });
+    assert.equal(dflt.agentDir, '/home/u/.pi/agent');
+    assert.equal(dflt.source, '~/.pi/agent');
+  });
+  test('session JSONL patterns: <agentDir>/sessions and fabric.sessionDir, glob characters escaped', () => {
+    assert.deepEqual(sessionPatterns(piDirs({ env: {}, home })), ['/home/u/.pi/agent/sessions/**/*.jsonl']);
+    assert.deepEqual(sessionPatterns(piDirs({ agentDirSetting: '/x[1]', sessionDirSetting: '/s', env: {}, home })),
+      ['/s/**/*.jsonl', '/x[[]1[]]/sessions/**/*.jsonl']);
+  });
+  test('a missing agent dir keeps the extension dormant; an existing one starts it', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-dirs-'));
+    try {
+      assert.equal(piDirExists(piDirs({ agentDirSetting: path.join(root, 'none'), env: {}, home })), false);
+      fs.mkdirSync(path.join(root, 'agent'));
+      assert.equal(piDirExists(piDirs({ agentDirSetting: path.join(root, 'agent'), env: {}, home })), true);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
   });
 });

@@ -25,18 +25,17 @@ def vscode_tools() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def vsix(vscode_tools: dict[str, str]) -> Path:
-    """Type-check, bundle and package the extension from the current sources."""
+    """Type-check, then package the extension from the current sources the way the README
+    says (`npm run package`: vsce runs `vscode:prepublish`, which bundles the extension and
+    puts the fabric-lsp wheel and its wheelhouse into server/)."""
     modules = EXTENSION / "node_modules"
     check = run_node(vscode_tools, [str(modules / "typescript" / "bin" / "tsc"), "--noEmit", "-p", "."], 180)
     assert check.returncode == 0, f"tsc failed\n{report(check)}"
-    build = run_node(vscode_tools, ["esbuild.mjs", "--production"], 120)
-    assert build.returncode == 0, f"esbuild failed\n{report(build)}"
     out = EXTENSION / "dist" / "fabric-lsp.vsix"
-    package = run_node(
-        vscode_tools,
-        [str(modules / "@vscode" / "vsce" / "vsce"), "package", "--no-dependencies",
-         "--skip-license", "--allow-missing-repository", "--no-rewrite-relative-links", "-o", str(out)],
-        180,
-    )
-    assert package.returncode == 0 and out.is_file(), f"vsce package failed\n{report(package)}"
+    # `npm run package` is `vsce package …`; run that vsce with node 24 (vsce itself runs
+    # `npm run vscode:prepublish`, with the npm on PATH).
+    script = json.loads((EXTENSION / "package.json").read_text())["scripts"]["package"].split()
+    assert script[:2] == ["vsce", "package"], script
+    package = run_node(vscode_tools, [str(modules / "@vscode" / "vsce" / "vsce"), *script[1:]], 300)
+    assert package.returncode == 0 and out.is_file(), f"npm run package failed\n{report(package)}"
     return out

@@ -40,3 +40,53 @@ def test_palette_commands_in_real_vscode(vscode_tools, vsix, tmp_path):
 @pytest.mark.editor
 def test_untrusted_workspace_runs_the_server_untrusted(vscode_tools, vsix, tmp_path):
     _run(vscode_tools, vsix, tmp_path / "shots", "--untrusted")
+
+
+@pytest.mark.editor
+def test_sidebar_views_in_real_vscode(vscode_tools, vsix, tmp_path):
+    """Sessions tree (paged past 100 sessions), Compaction Plan webview, Recall Results view
+    (highlights, click-through, F4/Shift+F4), status bar item, walkthrough (test/e2e/views.mjs)."""
+    args = [
+        "test/e2e/views.mjs",
+        "--vsix", str(vsix),
+        "--code-server", vscode_tools["codeServer"],
+        "--chromium", vscode_tools["chromium"],
+        "--screenshots", os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(tmp_path / "shots")),
+    ]
+    proc = run_node(vscode_tools, args, 420)
+    assert proc.returncode == 0, report(proc)
+    assert " 0 failed" in proc.stdout, report(proc)
+
+
+def _bundled(vscode_tools, vsix, tmp_path, mode: str):
+    """test/e2e/bundled.mjs: the VSIX installed with `code-server --install-extension` into a
+    fresh extensions dir, no fabric.server.command and no fabric-lsp on PATH."""
+    args = [
+        "test/e2e/bundled.mjs",
+        "--vsix", str(vsix),
+        "--code-server", vscode_tools["codeServer"],
+        "--chromium", vscode_tools["chromium"],
+        "--screenshots", os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(tmp_path / "shots")),
+        "--mode", mode,
+    ]
+    proc = run_node(vscode_tools, args, 480)
+    assert proc.returncode == 0, report(proc)
+    assert " 0 failed" in proc.stdout, report(proc)
+    return proc
+
+
+@pytest.mark.editor
+def test_bundled_server_installs_itself_and_answers_a_recall(vscode_tools, vsix, tmp_path):
+    proc = _bundled(vscode_tools, vsix, tmp_path, "online")
+    assert "ok - Recall… is answered by the bundled server" in proc.stdout, report(proc)
+
+
+@pytest.mark.editor
+def test_bundled_server_installs_offline_from_the_bundled_wheelhouse(vscode_tools, vsix, tmp_path):
+    proc = _bundled(vscode_tools, vsix, tmp_path, "offline")
+    assert "dependencies from wheelhouse" in proc.stdout, report(proc)
+
+
+@pytest.mark.editor
+def test_no_python_shows_one_message_with_an_action(vscode_tools, vsix, tmp_path):
+    _bundled(vscode_tools, vsix, tmp_path, "no-python")

@@ -7,7 +7,7 @@ import json
 from fabric_lsp import config
 from vscode_support import EXTENSION
 
-CLIENT_ONLY = ("server.", "trace.", "recall.")
+CLIENT_ONLY = ("server.", "trace.", "recall.", "preview.")
 
 
 def _properties() -> dict[str, dict]:
@@ -35,7 +35,8 @@ def test_every_server_setting_is_contributed_with_its_default():
         assert keys[key]["default"] is None
     # `trusted` is never a setting: it comes from VS Code's workspace trust.
     assert "trusted" not in keys
-    unknown = set(keys) - set(expected) - {"agentDir", "sessionDir", "indexDir"}
+    assert keys["codeLens"]["default"] is config.ServerConfig.code_lens is True
+    unknown = set(keys) - set(expected) - {"agentDir", "sessionDir", "indexDir", "codeLens"}
     assert not unknown, f"contributed settings the server does not know: {sorted(unknown)}"
 
 
@@ -43,3 +44,22 @@ def test_every_setting_has_a_description_and_scope():
     for key, spec in _properties().items():
         assert spec.get("description") or spec.get("markdownDescription"), key
         assert spec.get("scope") in {"application", "machine", "machine-overridable", "window", "resource"}, key
+
+
+def test_preview_overrides_are_compaction_preview_params_the_server_accepts():
+    """fabric.preview.* are sent as `fabric/compactionPreview` params, never as settings;
+    the window and target ratio are the existing server settings, not duplicated."""
+    from fabric_lsp import protocol
+    import msgspec
+
+    props = _properties()
+    preview = {k.removeprefix("fabric.preview.") for k in props if k.startswith("fabric.preview.")}
+    assert preview == {"keepRecentTokens", "reserveTokens"}
+    for key in preview:
+        assert props[f"fabric.preview.{key}"]["default"] is None
+        assert "settings.json" in props[f"fabric.preview.{key}"]["markdownDescription"]
+    params = msgspec.convert({"session": "x", "keepRecentTokens": 1000, "reserveTokens": 2000},
+                             protocol.CompactionPreviewParams, str_keys=True)
+    assert (params.keep_recent_tokens, params.reserve_tokens) == (1000, 2000)
+    assert "fabric.compaction.contextWindow" in props and "fabric.compaction.targetContextRatio" in props
+    assert not {"fabric.preview.contextWindow", "fabric.preview.targetContextRatio"} & set(props)

@@ -28,6 +28,8 @@ def node_env() -> dict[str, str]:
     env = dict(os.environ)
     # The server under test: this checkout's venv (the one running pytest).
     env.setdefault("FABRIC_LSP_COMMAND", json.dumps([str(Path(sys.executable).with_name("fabric-lsp"))]))
+    # The Python that builds the wheel the VSIX carries (scripts/bundle-server.mjs).
+    env.setdefault("FABRIC_PYTHON", sys.executable)
     return env
 
 

@@ -29,8 +29,11 @@ function writeJson(file, value) {
  * @param {string} o.root        temp directory for profile, extensions and logs
  * @param {string} o.vsix        the packaged extension
  * @param {object} o.settings    extra user settings
+ * @param {object} [o.env]       environment overrides for code-server and its extension host
+ *                               (a value of undefined removes the variable; PATH replaces
+ *                               the inherited one, node's directory is still put first)
  */
-export async function startCodeServer({ codeServer, node, root, vsix, settings, log, workspaceTrust = false }) {
+export async function startCodeServer({ codeServer, node, root, vsix, settings, log, workspaceTrust = false, env: extraEnv = {} }) {
   const port = await freePort();
   const userData = path.join(root, 'ud');
   const extensions = path.join(root, 'ext');
@@ -68,9 +71,11 @@ export async function startCodeServer({ codeServer, node, root, vsix, settings, 
     HOME: home,
     XDG_CONFIG_HOME: path.join(home, '.config'),
     XDG_DATA_HOME: path.join(home, '.local', 'share'),
-    PATH: `${path.dirname(node)}:${process.env.PATH}`,
     EXTENSIONS_GALLERY: '{"serviceUrl":""}',
+    ...extraEnv,
   };
+  env.PATH = `${path.dirname(node)}:${extraEnv.PATH ?? process.env.PATH}`;
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const common = ['--config', config, '--user-data-dir', userData, '--extensions-dir', extensions];
   const t0 = Date.now();
   const install = spawnSync(codeServer, [...common, '--install-extension', vsix], {
@@ -111,6 +116,8 @@ export async function startCodeServer({ codeServer, node, root, vsix, settings, 
   const exited = new Promise((resolve) => proc.on('exit', resolve));
   return {
     url: `http://127.0.0.1:${port}`,
+    userData,
+    extensions,
     async stop() {
       stop();
       const timer = setTimeout(() => { try { process.kill(-proc.pid, 'SIGKILL'); } catch { /* gone */ } }, 5000);

@@ -146,6 +146,22 @@ async function findInEditor(needle, pred, what) {
   return text;
 }
 
+/** A webview frame (the plan view or panel) whose text satisfies `pred`. */
+async function waitForWebview(pred, what) {
+  const deadline = Date.now() + STEP_MS;
+  let seen = [];
+  while (Date.now() < deadline) {
+    seen = [];
+    for (const frame of page.frames()) {
+      const text = await frame.evaluate(() => document.body?.innerText ?? '').catch(() => '');
+      if (text) seen.push(text.slice(0, 200));
+      if (pred(clean(text))) return { frame, text: clean(text) };
+    }
+    await page.waitForTimeout(250);
+  }
+  throw new Error(`timed out waiting for ${what}; webviews show: ${JSON.stringify(seen).slice(0, 800)}`);
+}
+
 async function activeTabTitle() {
   return clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
 }
@@ -348,19 +364,17 @@ try {
     const rows = await quickPickRows();
     const index = rows.findIndex((t) => t.includes(id02));
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index).click();
-    const text = await waitForEditor((t) => t.includes('Compaction preview'), 'the preview document');
-    assert(text.includes(id02), `preview names the session: ${text.slice(0, 300)}`);
-    assert(/outcome: \**compacted/.test(text), `outcome: ${text.slice(0, 400)}`);
-    assert(/First kept entry: pi-entry:/.test(text), `cut point: ${text.slice(0, 1200)}`);
-    for (const section of ['Cut point', 'Token budget', 'before', 'projected tokens after', 'QA']) {
-      assert(text.includes(section), `preview shows "${section}": ${text.slice(0, 1200)}`);
+    // The plan opens in the Fabric sidebar's Compaction Plan view (a webview).
+    const { frame, text } = await waitForWebview((t) => t.includes('Compaction plan') && t.includes(id02.slice(0, 8)), 'the compaction plan');
+    assert(/Compacting now would replace \d+ entries/.test(text), `outcome sentence: ${text.slice(0, 600)}`);
+    for (const section of ['Cut map', 'Summarized by this compaction', 'Kept verbatim', 'Budget', 'In context now',
+      'Projected after compaction', 'QA', 'Summary, exactly as committed']) {
+      assert(text.includes(section), `plan shows "${section}": ${text.slice(0, 1500)}`);
     }
-    assert((await activeTabTitle()).startsWith('Compaction Preview'), `tab: ${await activeTabTitle()}`);
     await shot('preview');
-    // The rest of the document: QA and the summary itself.
-    await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
-    await page.keyboard.press('Control+End');
-    await waitForEditor((t) => t.includes('[Session Goal]') || /```\s*$/.test(t.trim()), 'the end of the summary');
+    await frame.evaluate(() => document.querySelector('details.summary')?.scrollIntoView());
+    const summary = await frame.evaluate(() => document.querySelector('details.summary pre')?.textContent ?? '');
+    assert(summary.startsWith('['), `the summary verbatim: ${summary.slice(0, 200)}`);
     await shot('preview-summary');
   });
 
@@ -379,22 +393,12 @@ try {
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 2' }).waitFor({ state: 'visible' });
     await page.keyboard.press('Enter');
-    const text = await waitForEditor((t) => t.includes('Compaction preview') && t.includes('instructions:'), 'the preview with instructions');
-    assert(text.includes('Focus on the CHANGELOG work'), `instructions shown: ${text.slice(0, 600)}`);
-    assert(text.includes('preserve: 1 item'), `preserve count shown: ${text.slice(0, 600)}`);
-    assert((await activeTabTitle()).includes('(instructions)'), `tab: ${await activeTabTitle()}`);
-    await shot('preview-instructions');
+    const { text } = await waitForWebview((t) => t.includes('Compaction plan') && t.includes('Instructions: Focus on the CHANGELOG work'),
+      'the plan with instructions');
+    assert(text.includes('Preserve: 1 item'), `preserve count shown: ${text.slice(0, 600)}`);
     // The typed request reaches the summary itself.
-    await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().click();
-    await page.keyboard.press('Control+End');
-    // Find it in the summary (the find widget scrolls the match into view).
-    await page.keyboard.press('Control+f');
-    const find = page.locator('.editor-group-container.active .find-widget textarea, .editor-group-container.active .find-widget input').first();
-    await find.waitFor({ state: 'visible' });
-    await find.fill('[preserve:');
-    await page.keyboard.press('Enter');
-    await waitForEditor((t) => /release date: 2026-12-01 \[preserve:/.test(t), 'the preserved item in the summary');
-    await page.keyboard.press('Escape');
+    assert(/release date: 2026-12-01 \[preserve:/.test(text), `the preserved item in the summary: ${text.slice(-1500)}`);
+    await shot('preview-instructions');
   });
 
   await check('Cancel Compaction withdraws a pending intent', async () => {

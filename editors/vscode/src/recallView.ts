@@ -1,0 +1,383 @@
+// The "Recall results" view of the Fabric sidebar: it stays open like the Search view.
+// Session → matching entries, each a snippet centred on its first match with the matched
+// terms highlighted; counts in the view's description, coverage as a one-line message;
+// next / previous match; scope and mode toggles; refresh; more pages on demand.
+import * as vscode from 'vscode';
+import { Fabric, errorMessage } from './fabric';
+import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
+import { formatTime, roleLabel, shortId } from './render';
+import { matchSpans, snippetFor } from './match';
+import { activeSession } from './sessions';
+import { expandAndShow, openJsonlAt } from './expand';
+
+export type Scope = 'session' | 'project' | 'global';
+export type Mode = 'literal' | 'regex';
+
+type Node =
+  | { kind: 'session'; sessionId: string; sessionFile: string; cold: boolean; entries: EntryNode[]; pointer?: Pointer }
+  | EntryNode
+  | { kind: 'more' }
+  | { kind: 'note'; text: string };
+
+interface EntryNode {
+  kind: 'entry';
+  parent?: Node;
+  segment: Segment;
+  entry: SegmentEntry;
+  position: number;
+}
+
+const ROLE_ICON: Record<string, string> = { user: 'account', assistant: 'hubot', toolResult: 'output', bashExecution: 'terminal' };
+
+/** A calm one-line note about coverage ('' when complete). */
+export function coverageNote(result: RecallResult): string {
+  const c = result.coverage;
+  if (c.error) return `${c.error.code}: ${c.error.message}`;
+  if (c.complete) return '';
+  const reasons: Record<string, string> = {
+    max_entry_chars: 'long entries are indexed only up to memory.maxEntryChars',
+    stale: 'some sessions changed since they were indexed',
+    cold: 'older sessions are searched by digest (pointers)',
+  };
+  const why = c.reasons.map((r) => reasons[r] ?? r.replace(/_/g, ' ')).join('; ');
+  return `${c.indexedSessions} of ${c.eligibleSessions} sessions searched${why ? ` — ${why}` : ''}.`;
+}
+
+export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<Node | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  readonly view: vscode.TreeView<Node>;
+  query = '';
+  mode: Mode = 'literal';
+  scope: Scope;
+  /** A session the search is narrowed to (a cold pointer, or "Recall in this session"). */
+  sessionScope: string | undefined;
+  private results: RecallResult[] = [];
+  private roots: Node[] = [];
+  private flat: EntryNode[] = [];
+  private current = -1;
+  private running: vscode.CancellationTokenSource | undefined;
+  private readonly highlight: vscode.TextEditorDecorationType;
+
+  constructor(private readonly fabric: Fabric) {
+    this.scope = vscode.workspace.getConfiguration('fabric').get<Scope>('recall.scope') ?? 'project';
+    this.view = vscode.window.createTreeView('fabric.recall', { treeDataProvider: this, showCollapseAll: true });
+    this.highlight = vscode.window.createTextEditorDecorationType({
+      backgroundColor: new vscode.ThemeColor('editor.findMatchHighlightBackground'),
+      borderColor: new vscode.ThemeColor('editor.findMatchBorder'),
+      borderStyle: 'solid',
+      borderWidth: '1px',
+      overviewRulerColor: new vscode.ThemeColor('editorOverviewRuler.findMatchForeground'),
+      overviewRulerLane: vscode.OverviewRulerLane.Center,
+    });
+    void this.setContext();
+    this.updateTitle();
+  }
+
+  private async setContext(): Promise<void> {
+    await vscode.commands.executeCommand('setContext', 'fabricLsp.recallHasResults', this.flat.length > 0);
+    await vscode.commands.executeCommand('setContext', 'fabricLsp.recallRegex', this.mode === 'regex');
+  }
+
+  private scopeParam(): string {
+    if (this.sessionScope) return `session:${this.sessionScope}`;
+    if (this.scope === 'session') {
+      const active = activeSession();
+      return active ? `session:${active.session}` : 'project';
+    }
+    return this.scope;
+  }
+
+  scopeLabel(): string {
+    if (this.sessionScope) return `session ${shortId(this.sessionScope.split(/[\\/]/).pop() ?? this.sessionScope)}`;
+    return this.scope;
+  }
+
+  private updateTitle(): void {
+    const total = this.results[0];
+    const parts: string[] = [];
+    if (this.query) parts.push(`“${this.query}”${this.mode === 'regex' ? ' (regex)' : ''}`);
+    parts.push(this.scopeLabel());
+    if (total) {
+      const sessions = this.roots.filter((r) => r.kind === 'session').length;
+      parts.push(`${total.totalMatches} match${total.totalMatches === 1 ? '' : 'es'} in ${sessions} session${sessions === 1 ? '' : 's'}`);
+    }
+    this.view.description = parts.join(' · ');
+    const note = total ? coverageNote(total) : '';
+    this.view.message = !this.query
+      ? 'Search past Pi sessions: use the search button above, or “Fabric: Recall…”.'
+      : note || undefined;
+  }
+
+  /** Show an answer the Recall… picker already has (no second request). */
+  showResult(result: RecallResult, mode: Mode, sessionScope?: string): void {
+    this.query = result.query;
+    this.mode = mode;
+    if (sessionScope !== undefined) this.sessionScope = sessionScope;
+    this.results = [result];
+    this.rebuild();
+  }
+
+  async search(query: string, opts: { reveal?: boolean } = {}): Promise<void> {
+    this.query = query;
+    this.results = [];
+    this.rebuild();
+    if (!query.trim()) return;
+    await this.fetch(1);
+    if (opts.reveal) await vscode.commands.executeCommand('fabric.recall.focus');
+  }
+
+  async refresh(): Promise<void> {
+    const pages = Math.max(1, this.results.length);
+    this.results = [];
+    for (let p = 1; p <= pages; p += 1) if (!(await this.fetch(p))) break;
+  }
+
+  async loadMore(): Promise<void> {
+    const last = this.results[this.results.length - 1];
+    if (last?.hasNext) await this.fetch(last.page + 1);
+  }
+
+  private async fetch(page: number): Promise<boolean> {
+    this.running?.cancel();
+    const source = new vscode.CancellationTokenSource();
+    this.running = source;
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const pageSize = vscode.workspace.getConfiguration('fabric').get<number>('recall.pageSize') ?? 25;
+    try {
+      const result = await vscode.window.withProgress(
+        { location: { viewId: 'fabric.recall' } },
+        () => this.fabric.request<RecallResult>(Method.recall, {
+          query: this.query,
+          queryMode: this.mode,
+          scope: this.scopeParam(),
+          page,
+          pageSize,
+          ...(cwd ? { cwd } : {}),
+        }, source.token),
+      );
+      if (source.token.isCancellationRequested) return false;
+      this.results.push(result);
+      this.rebuild();
+      return result.hasNext;
+    } catch (err) {
+      if (source.token.isCancellationRequested) return false;
+      this.roots = [{ kind: 'note', text: `Recall failed: ${errorMessage(err)}` }];
+      this.changed.fire(undefined);
+      return false;
+    } finally {
+      if (this.running === source) this.running = undefined;
+      source.dispose();
+    }
+  }
+
+  private rebuild(): void {
+    const bySession = new Map<string, Extract<Node, { kind: 'session' }>>();
+    const roots: Node[] = [];
+    this.flat = [];
+    for (const result of this.results) {
+      for (const item of result.items) {
+        if (item.kind === 'segment') {
+          const seg = item.segment;
+          let node = bySession.get(seg.sessionFile);
+          if (!node) {
+            node = { kind: 'session', sessionId: seg.sessionId, sessionFile: seg.sessionFile, cold: seg.tier === 'cold', entries: [] };
+            bySession.set(seg.sessionFile, node);
+            roots.push(node);
+          }
+          const matched = seg.entries.filter((e) => e.matched);
+          for (const entry of matched.length > 0 ? matched : seg.entries.slice(0, 1)) {
+            const e: EntryNode = { kind: 'entry', parent: node, segment: seg, entry, position: 0 };
+            node.entries.push(e);
+          }
+        } else {
+          const p = item.pointer;
+          if (!bySession.has(p.sessionFile)) {
+            const node: Extract<Node, { kind: 'session' }> = { kind: 'session', sessionId: p.sessionId, sessionFile: p.sessionFile, cold: true, entries: [], pointer: p };
+            bySession.set(p.sessionFile, node);
+            roots.push(node);
+          }
+        }
+      }
+    }
+    for (const r of roots) {
+      if (r.kind !== 'session') continue;
+      for (const e of r.entries) {
+        e.position = this.flat.length;
+        this.flat.push(e);
+      }
+    }
+    const last = this.results[this.results.length - 1];
+    if (last?.hasNext) roots.push({ kind: 'more' });
+    if (this.query && last && roots.length === 0) {
+      roots.push({ kind: 'note', text: last.authoritative ? 'No matches.' : 'No matches (the search was not complete, see the note above).' });
+    }
+    this.roots = roots;
+    this.current = -1;
+    this.updateTitle();
+    void this.setContext();
+    this.changed.fire(undefined);
+  }
+
+  getChildren(node?: Node): Node[] {
+    if (!node) return this.roots;
+    return node.kind === 'session' ? node.entries : [];
+  }
+
+  getParent(node: Node): Node | undefined {
+    return node.kind === 'entry' ? node.parent : undefined;
+  }
+
+  getTreeItem(node: Node): vscode.TreeItem {
+    switch (node.kind) {
+      case 'session': {
+        const count = node.entries.length;
+        const item = new vscode.TreeItem(`session ${shortId(node.sessionId)}`, vscode.TreeItemCollapsibleState.Expanded);
+        item.description = node.pointer
+          ? `older session · matches ${node.pointer.matchedTerms.join(', ')}`
+          : `${count} matching entr${count === 1 ? 'y' : 'ies'}${node.cold ? ' · older session' : ''}`;
+        item.iconPath = new vscode.ThemeIcon(node.pointer ? 'archive' : 'history');
+        item.tooltip = node.sessionFile;
+        item.contextValue = node.pointer ? 'fabricRecallPointer' : 'fabricRecallSession';
+        if (node.pointer) {
+          item.collapsibleState = vscode.TreeItemCollapsibleState.None;
+          item.command = { command: 'fabricLsp.recallView.searchSession', title: 'Search inside this session', arguments: [node.sessionFile] };
+        }
+        return item;
+      }
+      case 'entry': {
+        const snip = snippetFor(node.entry.text, this.query, this.mode, 110, 14);
+        const label: vscode.TreeItemLabel = {
+          label: snip.text || '(empty)',
+          highlights: snip.highlights.map((h) => [h.start, h.end] as [number, number]),
+        };
+        const item = new vscode.TreeItem(label, vscode.TreeItemCollapsibleState.None);
+        const time = formatTime(node.entry.timestamp);
+        item.description = `${roleLabel(node.entry)}${time ? ` · ${time}` : ''} · line ${node.entry.line + 1}`;
+        item.iconPath = new vscode.ThemeIcon(node.entry.isError ? 'error' : ROLE_ICON[node.entry.role ?? ''] ?? 'comment');
+        const tip = new vscode.MarkdownString();
+        tip.appendText(`${roleLabel(node.entry)} · ${time || 'no time'} · ${node.segment.sessionFile}:${node.entry.line + 1}\n\n`);
+        tip.appendCodeblock(snippetFor(node.entry.text, this.query, this.mode, 600).text, 'text');
+        item.tooltip = tip;
+        item.contextValue = 'fabricRecallEntry';
+        item.id = `${node.segment.sessionFile}#${node.entry.index}#${node.position}`;
+        item.command = { command: 'fabricLsp.recallView.open', title: 'Open', arguments: [node] };
+        return item;
+      }
+      case 'more': {
+        const last = this.results[this.results.length - 1];
+        const shown = this.results.reduce((n, r) => n + r.items.length, 0);
+        const item = new vscode.TreeItem(`Load more results (${shown} of ${last?.totalItems ?? '?'} shown)`);
+        item.iconPath = new vscode.ThemeIcon('ellipsis');
+        item.command = { command: 'fabricLsp.recallView.loadMore', title: 'Load more' };
+        return item;
+      }
+      case 'note':
+        return new vscode.TreeItem(node.text);
+    }
+  }
+
+  /** Open an entry: the expanded entry with the matches highlighted, or its JSONL line. */
+  async open(node: EntryNode, how?: 'expanded' | 'jsonl', preserveFocus = false): Promise<void> {
+    this.current = node.position;
+    const openAs = how ?? vscode.workspace.getConfiguration('fabric').get<string>('recall.openAs') ?? 'expanded';
+    if (openAs === 'jsonl') {
+      await openJsonlAt(node.segment.sessionFile, node.entry.line);
+      const editor = vscode.window.activeTextEditor;
+      if (editor) this.decorate(editor, node.entry.line);
+      return;
+    }
+    const selector = node.entry.entryId ? { entryIds: [node.entry.entryId] } : { indices: [node.entry.index] };
+    const ok = await expandAndShow(
+      this.fabric,
+      { session: node.segment.sessionFile, branches: node.segment.branches, ...selector },
+      `Entry ${node.entry.entryId ?? `#${node.entry.index}`} — ${shortId(node.segment.sessionId)}`,
+      preserveFocus,
+    );
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.scheme === 'fabric' && e.document.uri.path.startsWith('/Entry '))
+      ?? vscode.window.activeTextEditor;
+    if (ok && editor) this.decorate(editor);
+  }
+
+  /** Highlight the matched terms in `editor` and scroll the first one in the entry text into view. */
+  decorate(editor: vscode.TextEditor, onlyLine?: number): void {
+    const doc = editor.document;
+    const ranges: vscode.Range[] = [];
+    if (onlyLine !== undefined) {
+      const text = doc.lineAt(Math.min(onlyLine, doc.lineCount - 1)).text;
+      for (const s of matchSpans(text, this.query, this.mode)) ranges.push(new vscode.Range(onlyLine, s.start, onlyLine, s.end));
+    } else {
+      const text = doc.getText();
+      for (const s of matchSpans(text, this.query, this.mode)) ranges.push(new vscode.Range(doc.positionAt(s.start), doc.positionAt(s.end)));
+    }
+    editor.setDecorations(this.highlight, ranges);
+    // The entry text starts after its fence; the first match there is the one to show.
+    const fenceLine = Math.max(0, doc.getText().split('\n').findIndex((l) => /^`{3,}text$/.test(l)));
+    const first = ranges.find((r) => r.start.line > fenceLine) ?? ranges[0];
+    if (first) {
+      editor.revealRange(first, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+      editor.selection = new vscode.Selection(first.start, first.start);
+    }
+  }
+
+  async step(delta: 1 | -1): Promise<void> {
+    if (this.flat.length === 0) return;
+    const next = this.current < 0 ? (delta > 0 ? 0 : this.flat.length - 1) : (this.current + delta + this.flat.length) % this.flat.length;
+    const node = this.flat[next];
+    this.current = next;
+    await this.view.reveal(node, { select: true, focus: false });
+    await this.open(node, undefined, true);
+  }
+
+  /** Position of the current match ("3 of 27"), for tests and the status message. */
+  currentMatch(): { index: number; total: number } {
+    return { index: this.current, total: this.flat.length };
+  }
+
+  async toggleMode(): Promise<void> {
+    this.mode = this.mode === 'regex' ? 'literal' : 'regex';
+    this.updateTitle();
+    await this.setContext();
+    if (this.query) await this.refresh();
+  }
+
+  async chooseScope(): Promise<void> {
+    const picks: (vscode.QuickPickItem & { scope: Scope })[] = [
+      { label: 'session', description: 'the active session JSONL file', scope: 'session' },
+      { label: 'project', description: 'sessions recorded for the workspace folder', scope: 'project' },
+      { label: 'global', description: 'every session under the session directory', scope: 'global' },
+    ].map((p) => ({ ...p, picked: p.scope === this.scope && !this.sessionScope })) as (vscode.QuickPickItem & { scope: Scope })[];
+    const chosen = await vscode.window.showQuickPick(picks, { title: 'Fabric: Recall scope', placeHolder: `now: ${this.scopeLabel()}` });
+    if (!chosen) return;
+    this.scope = chosen.scope;
+    this.sessionScope = undefined;
+    this.updateTitle();
+    if (this.query) await this.refresh();
+  }
+
+  async searchSession(sessionFile: string): Promise<void> {
+    this.sessionScope = sessionFile;
+    await this.refresh();
+  }
+
+  /** The rendered results as a plain-text document (the server's `text` is plain text). */
+  async openAsText(): Promise<void> {
+    if (this.results.length === 0) return;
+    const text = this.results.map((r) => r.text).join('\n\n');
+    await this.fabric.docs.show(`Recall ${this.query}`, `recall-${Date.now()}`, text, vscode.ViewColumn.Active, 'txt');
+  }
+
+  clear(): void {
+    this.query = '';
+    this.sessionScope = undefined;
+    this.results = [];
+    this.rebuild();
+  }
+
+  dispose(): void {
+    this.running?.cancel();
+    this.highlight.dispose();
+    this.view.dispose();
+    this.changed.dispose();
+  }
+}

@@ -1,0 +1,214 @@
+// The "Sessions" view of the Fabric sidebar: project (cwd) → session, each titled by its
+// first user goal, with date, size, entries, tier and a mark when a live Pi holds it.
+// Pages of `fabric/sessions` load on demand ("Load more"), so every session is reachable
+// and the counts say how many are loaded of how many exist.
+import * as fs from 'node:fs';
+import * as vscode from 'vscode';
+import { Fabric, errorMessage } from './fabric';
+import { firstUserGoal } from './jsonl';
+import { Method, SessionInfo, SessionsResult, StatusResult, isDomainError } from './protocol';
+import { formatTime, shortId } from './render';
+
+export const SESSIONS_PAGE_SIZE = 100;
+
+type Node =
+  | { kind: 'project'; cwd: string; sessions: SessionInfo[] }
+  | { kind: 'session'; info: SessionInfo }
+  | { kind: 'more' }
+  | { kind: 'note'; text: string };
+
+export function sizeText(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
+}
+
+/** The first user goal of a session file (the first 64 KiB are enough for Pi's header and first turn). */
+async function readGoal(file: string, max: number): Promise<string> {
+  let handle: fs.promises.FileHandle | undefined;
+  try {
+    handle = await fs.promises.open(file, 'r');
+    const buf = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
+    return firstUserGoal(buf.subarray(0, bytesRead).toString('utf8'), max);
+  } catch {
+    return '';
+  } finally {
+    await handle?.close();
+  }
+}
+
+export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<Node | undefined>();
+  readonly onDidChangeTreeData = this.changed.event;
+  readonly view: vscode.TreeView<Node>;
+  private sessions: SessionInfo[] = [];
+  private total = 0;
+  private page = 0;
+  private hasNext = true;
+  private loading: Promise<void> | undefined;
+  private error: string | undefined;
+  private readonly titles = new Map<string, string>();
+  private readonly status = new Map<string, StatusResult>();
+  private projects: Node[] = [];
+
+  constructor(private readonly fabric: Fabric) {
+    this.view = vscode.window.createTreeView('fabric.sessions', { treeDataProvider: this, showCollapseAll: true });
+    fabric.onDidStart(() => { void this.reload(); });
+  }
+
+  async reload(): Promise<void> {
+    this.sessions = [];
+    this.total = 0;
+    this.page = 0;
+    this.hasNext = true;
+    this.error = undefined;
+    this.status.clear();
+    this.projects = [];
+    this.loading = undefined;
+    await this.loadMore();
+  }
+
+  loadMore(): Promise<void> {
+    if (!this.loading) {
+      this.loading = this.fetchPage().finally(() => { this.loading = undefined; });
+    }
+    return this.loading;
+  }
+
+  private async fetchPage(): Promise<void> {
+    if (!this.hasNext) return;
+    try {
+      const res = await vscode.window.withProgress({ location: { viewId: 'fabric.sessions' } }, () =>
+        this.fabric.request<SessionsResult>(Method.sessions, { scope: 'global', page: this.page + 1, pageSize: SESSIONS_PAGE_SIZE }));
+      this.page = res.page;
+      this.total = res.totalItems;
+      this.hasNext = res.hasNext;
+      const known = new Set(this.sessions.map((s) => s.sessionFile));
+      this.sessions.push(...res.sessions.filter((s) => !known.has(s.sessionFile)));
+      await Promise.all(res.sessions.map(async (s) => {
+        const key = `${s.sessionFile}@${s.mtime}`;
+        if (!this.titles.has(key)) this.titles.set(key, await readGoal(s.sessionFile, 48));
+      }));
+      this.error = undefined;
+    } catch (err) {
+      this.error = errorMessage(err);
+    }
+    this.group();
+  }
+
+  private group(): void {
+    const byCwd = new Map<string, SessionInfo[]>();
+    for (const s of this.sessions) {
+      const list = byCwd.get(s.cwd) ?? [];
+      list.push(s);
+      byCwd.set(s.cwd, list);
+    }
+    this.projects = [...byCwd].map(([cwd, sessions]) => ({ kind: 'project', cwd, sessions }));
+    this.view.description = this.total > 0
+      ? `${this.sessions.length === this.total ? this.total : `${this.sessions.length} of ${this.total}`} sessions`
+      : undefined;
+    this.view.message = this.error
+      ? `Could not list sessions: ${this.error}`
+      : this.total === 0 && !this.hasNext ? 'No Pi sessions found in the session directory.' : undefined;
+    this.changed.fire(undefined);
+  }
+
+  /** Ask the server which sessions are held by a live Pi or have a pending intent (visible ones only). */
+  private refreshStatus(sessions: SessionInfo[]): void {
+    void (async () => {
+      let changed = false;
+      for (const s of sessions) {
+        if (this.status.has(s.sessionFile)) continue;
+        try {
+          const st = await this.fabric.request<StatusResult>(Method.compactStatus, { session: s.sessionFile });
+          if (isDomainError(st)) continue;
+          this.status.set(s.sessionFile, st);
+          if (st.heldBy || st.pending) changed = true;
+        } catch {
+          return;
+        }
+      }
+      if (changed) this.changed.fire(undefined);
+    })();
+  }
+
+  /** A session's status changed (an intent was requested, cancelled or committed). */
+  forget(sessionFile: string): void {
+    this.status.delete(sessionFile);
+    this.changed.fire(undefined);
+  }
+
+  loadedCount(): { loaded: number; total: number } {
+    return { loaded: this.sessions.length, total: this.total };
+  }
+
+  async getChildren(node?: Node): Promise<Node[]> {
+    if (!node) {
+      if (this.page === 0 && this.hasNext) await this.loadMore();
+      const out: Node[] = [...this.projects];
+      if (this.hasNext && this.page > 0) out.push({ kind: 'more' });
+      if (out.length === 0 && this.error) out.push({ kind: 'note', text: this.error });
+      return out;
+    }
+    if (node.kind === 'project') {
+      this.refreshStatus(node.sessions);
+      return node.sessions.map((info) => ({ kind: 'session', info }));
+    }
+    return [];
+  }
+
+  getTreeItem(node: Node): vscode.TreeItem {
+    switch (node.kind) {
+      case 'project': {
+        const item = new vscode.TreeItem(node.cwd.split('/').filter(Boolean).pop() ?? node.cwd,
+          this.projects.length <= 3 ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed);
+        item.description = `${node.sessions.length} session${node.sessions.length === 1 ? '' : 's'}`;
+        item.iconPath = new vscode.ThemeIcon('root-folder');
+        item.tooltip = node.cwd;
+        item.contextValue = 'fabricProject';
+        item.id = `project:${node.cwd}`;
+        return item;
+      }
+      case 'session': {
+        const s = node.info;
+        const title = this.titles.get(`${s.sessionFile}@${s.mtime}`) || `session ${shortId(s.sessionId)}`;
+        const st = this.status.get(s.sessionFile);
+        const item = new vscode.TreeItem(title, vscode.TreeItemCollapsibleState.None);
+        const when = formatTime(s.lastTs ?? s.firstTs ?? null).slice(0, 16);
+        const marks = [st?.heldBy ? '● live Pi' : '', st?.pending ? 'compaction pending' : ''].filter(Boolean);
+        // A cold session's entries are not counted (only its digest is kept): say "older" instead.
+        const entries = s.entryCount > 0 || s.tier === 'hot' ? `${s.entryCount} entries` : '';
+        item.description = [...marks, when, sizeText(s.sizeBytes), entries, s.tier === 'cold' ? 'cold' : ''].filter(Boolean).join(' · ');
+        item.iconPath = new vscode.ThemeIcon(st?.heldBy ? 'pulse' : st?.pending ? 'watch' : s.tier === 'cold' ? 'archive' : 'history');
+        const tip = new vscode.MarkdownString();
+        tip.appendText(`${this.titles.get(`${s.sessionFile}@${s.mtime}`) ? title : ''}\n\n${s.sessionId}\n${s.sessionFile}\n${s.entryCount} entries · ${sizeText(s.sizeBytes)} · ${s.tier} tier\n`);
+        if (st?.heldBy) tip.appendText(`Held by a live Pi (pid ${st.heldBy.pid}) since ${formatTime(st.heldBy.since)}: Pi commits compactions.\n`);
+        if (st?.pending) tip.appendText(`Compaction pending since ${formatTime(st.pending.requestedAt)}.\n`);
+        item.tooltip = tip;
+        item.contextValue = st?.pending ? 'fabricSession.pending' : 'fabricSession';
+        item.id = `session:${s.sessionFile}`;
+        item.command = { command: 'fabricLsp.sessionsView.preview', title: 'Preview Compaction', arguments: [node] };
+        return item;
+      }
+      case 'more': {
+        const item = new vscode.TreeItem(`Load more sessions (${this.sessions.length} of ${this.total} loaded)`);
+        item.iconPath = new vscode.ThemeIcon('ellipsis');
+        item.command = { command: 'fabricLsp.sessionsView.loadMore', title: 'Load more sessions' };
+        item.id = 'more';
+        return item;
+      }
+      case 'note':
+        return new vscode.TreeItem(node.text);
+    }
+  }
+
+  dispose(): void {
+    this.view.dispose();
+    this.changed.dispose();
+  }
+}
+
+/** The SessionInfo of a tree node passed to a command (inline actions). */
+export function sessionOfNode(arg: unknown): SessionInfo | undefined {
+  const node = arg as { kind?: string; info?: SessionInfo } | undefined;
+  return node?.kind === 'session' ? node.info : undefined;
+}

@@ -1,0 +1,317 @@
+// End-to-end test of the Fabric sidebar in real VS Code (code-server + headless chromium):
+// the Sessions tree (paged past 100 sessions), the Compaction Plan webview, the Recall
+// Results view (highlights, click-through, next/previous match), the current-session status
+// bar item and the walkthrough. The agent dir holds the bundled example sessions
+// (fabric_lsp/examples/agent) plus a generated corpus (bench/corpus.py) of 130 more.
+//
+//   node test/e2e/views.mjs --vsix dist/fabric-lsp.vsix --code-server PATH [--screenshots DIR]
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium } from 'playwright-core';
+import { repoRoot, serverCommand } from '../fixtures.mjs';
+import { startCodeServer } from './codeServer.mjs';
+
+const { values: opts } = parseArgs({
+  options: {
+    vsix: { type: 'string' },
+    'code-server': { type: 'string' },
+    chromium: { type: 'string', default: '/usr/bin/chromium' },
+    screenshots: { type: 'string' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+if (!opts.vsix || !opts['code-server']) {
+  console.error('usage: views.mjs --vsix FILE --code-server PATH [--screenshots DIR]');
+  process.exit(2);
+}
+
+const STEP_MS = 30_000;
+const GENERATED = 130;
+const started = Date.now();
+const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
+let passed = 0;
+let failed = 0;
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-views-'));
+const agentDir = path.join(root, 'agent');
+fs.cpSync(path.join(repoRoot, 'fabric_lsp', 'examples', 'agent'), agentDir, { recursive: true });
+// More than one page of sessions: the generated corpus goes next to the examples.
+const serverCmd = serverCommand();
+const python = process.env.FABRIC_PYTHON ?? path.join(path.dirname(serverCmd[0]), 'python');
+const gen = spawnSync(python, [path.join(repoRoot, 'bench', 'corpus.py'), '--out', path.join(root, 'corpus'),
+  '--sessions', String(GENERATED), '--target-bytes', '3000000', '--seed', '18'], { encoding: 'utf8' });
+if (gen.status !== 0) throw new Error(`bench/corpus.py failed: ${gen.stderr}`);
+// Older than the examples (the list is newest first), so the examples are on the first page.
+const old = new Date('2026-01-02T00:00:00Z');
+for (const dir of fs.readdirSync(path.join(root, 'corpus', 'sessions'))) {
+  const into = path.join(agentDir, 'sessions', dir);
+  fs.mkdirSync(into, { recursive: true });
+  for (const f of fs.readdirSync(path.join(root, 'corpus', 'sessions', dir))) {
+    fs.copyFileSync(path.join(root, 'corpus', 'sessions', dir, f), path.join(into, f));
+    fs.utimesSync(path.join(into, f), old, old);
+  }
+}
+const allSessions = fs.readdirSync(path.join(agentDir, 'sessions'))
+  .flatMap((d) => fs.readdirSync(path.join(agentDir, 'sessions', d)).filter((f) => f.endsWith('.jsonl'))).length;
+const bigFile = fs.readdirSync(path.join(agentDir, 'sessions', '--home-user-projects-orbit--')).find((f) => f.includes('01a18ac0'));
+const big = path.join(agentDir, 'sessions', '--home-user-projects-orbit--', bigFile);
+const shotDir = opts.screenshots ? path.resolve(opts.screenshots) : path.join(root, 'shots');
+const failDir = path.join(root, 'failures');
+fs.mkdirSync(shotDir, { recursive: true });
+fs.mkdirSync(failDir, { recursive: true });
+
+let page;
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed += 1;
+    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  } catch (err) {
+    failed += 1;
+    console.log(`not ok - ${name}`);
+    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+    const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
+    await page?.screenshot({ path: file }).catch(() => undefined);
+    console.log(`#   screenshot: ${file}`);
+    await page?.keyboard.press('Escape').catch(() => undefined);
+  }
+}
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+const clean = (s) => s.replace(/\u00a0/g, ' ');
+async function shot(name) {
+  await page.waitForTimeout(400);
+  await page.screenshot({ path: path.join(shotDir, `vscode-${name}.png`) });
+}
+async function runCommand(title) {
+  for (let attempt = 1; ; attempt += 1) {
+    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 5000 }).catch(() => page.keyboard.press('Escape'));
+    await page.keyboard.press('F1');
+    const input = page.locator('.quick-input-widget input');
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
+    try {
+      await input.waitFor({ state: 'visible', timeout: 5000 });
+      await input.fill(`>${title}`, { timeout: 5000 });
+      await row.waitFor({ state: 'visible', timeout: 5000 });
+      await page.keyboard.press('Enter');
+      return;
+    } catch (err) {
+      await page.keyboard.press('Escape');
+      if (attempt >= 3) throw new Error(`command "${title}" not in the palette: ${err.message}`);
+      await page.waitForTimeout(1000);
+    }
+  }
+}
+async function until(what, fn) {
+  const deadline = Date.now() + STEP_MS;
+  let last;
+  while (Date.now() < deadline) {
+    last = await fn().catch((e) => ({ error: String(e) }));
+    if (last && last.ok) return last.value;
+    await page.waitForTimeout(250);
+  }
+  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 800)}`);
+}
+/** The pane (view) of the sidebar titled `title`. */
+const pane = (title) => page.locator('.part.sidebar .pane', { has: page.locator('.pane-header', { hasText: title }) }).first();
+async function rows(title) {
+  return (await pane(title).locator('.monaco-list-row').allInnerTexts()).map(clean);
+}
+async function waitForWebview(pred, what) {
+  return until(what, async () => {
+    for (const frame of page.frames()) {
+      const text = clean(await frame.evaluate(() => document.body?.innerText ?? '').catch(() => ''));
+      if (pred(text)) return { ok: true, value: { frame, text } };
+    }
+    return { ok: false };
+  });
+}
+async function editorText() {
+  return clean(await page.locator('.editor-group-container.active .monaco-editor .view-lines').first().innerText());
+}
+
+let server;
+let context;
+try {
+  server = await startCodeServer({
+    codeServer: opts['code-server'],
+    node: process.execPath,
+    root: path.join(root, 'cs'),
+    vsix: path.resolve(opts.vsix),
+    log,
+    settings: {
+      'fabric.server.command': serverCmd,
+      'fabric.agentDir': agentDir,
+      'fabric.recall.scope': 'global',
+      'workbench.sideBar.location': 'left',
+    },
+  });
+  context = await chromium.launchPersistentContext(path.join(root, 'chromium'), {
+    executablePath: opts.chromium,
+    headless: true,
+    viewport: { width: 1440, height: 860 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  page = context.pages()[0] ?? await context.newPage();
+  page.setDefaultTimeout(STEP_MS);
+  const workspace = path.join(root, 'ws');
+  fs.mkdirSync(workspace);
+
+  await check('workbench loads and the extension reports ready', async () => {
+    await page.goto(`${server.url}/?folder=${encodeURIComponent(workspace)}`, { timeout: 60_000 });
+    await page.locator('.monaco-workbench').waitFor({ timeout: 60_000 });
+    await page.locator('.statusbar-item', { hasText: 'Fabric: ready' }).first().waitFor({ timeout: 60_000 });
+  });
+
+  await check('the Fabric view container shows Sessions, Recall Results and Compaction Plan', async () => {
+    await page.locator('.part.activitybar .action-item a[aria-label^="Fabric"]').first().click();
+    for (const title of ['Sessions', 'Recall Results', 'Compaction Plan']) {
+      await page.locator('.part.sidebar .pane-header', { hasText: title }).first().waitFor({ state: 'visible' });
+    }
+    // A roomier sidebar (as a user would drag it), for readable pictures.
+    const sash = page.locator('.monaco-sash.vertical').first();
+    const box = await page.locator('.part.sidebar').boundingBox();
+    await page.mouse.move(box.x + box.width + 1, box.y + 300);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width + 200, box.y + 300, { steps: 8 });
+    await page.mouse.up();
+    void sash;
+  });
+
+  await check(`Sessions tree: project → session titled by its goal; pages past 100 (of ${allSessions})`, async () => {
+    const first = await until('the first page of sessions', async () => {
+      const r = await rows('Sessions');
+      const header = clean(await pane('Sessions').locator('.pane-header').innerText());
+      return { ok: r.some((t) => t.startsWith('Load more sessions (100 of')) && header.includes(`100 of ${allSessions} sessions`), value: r };
+    });
+    assert(first.some((t) => /orbit/.test(t)) && first.some((t) => /ledger/.test(t)), `project rows: ${first.join(' | ')}`);
+    // Open the orbit project: its sessions are titled by their first user goal.
+    await pane('Sessions').locator('.monaco-list-row', { hasText: /^orbit/ }).first().click();
+    const opened = await until('the orbit sessions', async () => {
+      const r = await rows('Sessions');
+      return { ok: r.some((t) => t.includes('Speed up the SGP4 propagation loop')), value: r };
+    });
+    assert(opened.some((t) => t.includes('Speed up the SGP4 propagation loop') && /\d+ entries/.test(t) && /MB|KB/.test(t)),
+      `a session titled by its first user goal, with size and entries: ${opened.join(' | ')}`);
+    await shot('sessions-tree');
+    // Collapse it again, so the "Load more" row is in view.
+    await pane('Sessions').locator('.monaco-list-row', { hasText: /^orbit/ }).first().click();
+    await pane('Sessions').locator('.monaco-list-row', { hasText: 'Load more sessions' }).first().click();
+    await until('every session loaded', async () => {
+      const header = clean(await pane('Sessions').locator('.pane-header').innerText());
+      const r = await rows('Sessions');
+      return { ok: header.includes(`${allSessions} sessions`) && !header.includes(' of ') && !r.some((t) => t.startsWith('Load more')), value: header };
+    });
+  });
+
+  await check('clicking a session shows its compaction plan in the sidebar (cut map, budget, QA, summary)', async () => {
+    await pane('Sessions').locator('.monaco-list-row', { hasText: /^orbit/ }).first().click();
+    await pane('Sessions').locator('.monaco-list-row', { hasText: 'Speed up the SGP4 propagation loop' }).first().click();
+    const { frame, text } = await waitForWebview((t) => t.includes('Compaction plan') && t.includes('01a18ac0'), 'the plan');
+    assert(/Compacting now would replace [\d,]+ entries \(lines \d+–\d+\)/.test(text), `sentence: ${text.slice(0, 500)}`);
+    for (const part of ['Cut map', 'Summarized by this compaction', 'Kept verbatim (the recent tail)', 'Live window starts',
+      'In context now', 'Projected after compaction', 'Never more than', 'QA:', 'Summary, exactly as committed', '[Session Goal]']) {
+      assert(text.includes(part), `plan shows ${part}: ${text.slice(0, 1500)}`);
+    }
+    // Collapse the sessions pane so the plan gets the sidebar's height for the picture.
+    await pane('Sessions').locator('.pane-header').click();
+    await shot('plan');
+    await pane('Sessions').locator('.pane-header').click();
+    const link = frame.locator('a.line').nth(1);
+    const label = await link.innerText();
+    const line = Number(/line (\d+)/.exec(label)[1]);
+    const entryId = label.split(' ')[0];
+    await link.click();
+    const editor = await until('the JSONL at the linked line', async () => {
+      const t = await editorText().catch(() => '');
+      return { ok: t.includes(`"id":"${entryId}"`), value: t };
+    });
+    assert(editor.includes(entryId), `JSONL line ${line} shown`);
+  });
+
+  await check('the status bar shows the current session: tokens vs window', async () => {
+    const item = page.locator('.statusbar-item', { hasText: /\d+k\/200k/ }).first();
+    await item.waitFor({ state: 'visible' });
+    assert(/144k\/200k/.test(clean(await item.innerText())), await item.innerText());
+  });
+
+  await check('Recall Results view: snippets centred on the match, terms highlighted', async () => {
+    await runCommand('Fabric: Search into Recall Results…');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('ZeroDivisionError');
+    await page.keyboard.press('Enter');
+    const r = await until('recall results', async () => {
+      const list = await rows('Recall Results');
+      return { ok: list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: list };
+    });
+    assert(r.some((t) => /^session 01a18ac0/.test(t) && /matching entr/.test(t)), `session rows: ${r.slice(0, 5).join(' | ')}`);
+    const highlights = (await pane('Recall Results').locator('.monaco-list-row .label-name .highlight').allInnerTexts()).map(clean);
+    assert(highlights.length >= 3 && highlights.every((h) => h.toLowerCase() === 'zerodivisionerror'), `highlights: ${highlights.join(', ')}`);
+    const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+    assert(/“ZeroDivisionError” · global · \d+ matches in \d+ sessions/.test(header), `description: ${header}`);
+    await shot('recall-view');
+  });
+
+  await check('a recall result opens its expanded entry with the match in view', async () => {
+    const row = pane('Recall Results').locator('.monaco-list-row', { has: page.locator('.highlight') }).first();
+    await row.click();
+    const text = await until('the expanded entry', async () => {
+      const t = await editorText().catch(() => '');
+      return { ok: t.includes('reference: pi-entry:') && t.includes('ZeroDivisionError'), value: t };
+    });
+    assert(text.includes('ZeroDivisionError'), text.slice(0, 300));
+    await shot('recall-entry');
+  });
+
+  await check('F4 / Shift+F4 step to the next and previous match', async () => {
+    const selected = async () => clean(await pane('Recall Results').locator('.monaco-list-row.selected').first().innerText().catch(() => ''));
+    const tab = async () => clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
+    const before = await selected();
+    const tabBefore = await tab();
+    await page.keyboard.press('F4');
+    const after = await until('the next match selected', async () => {
+      const s = await selected();
+      return { ok: s !== '' && s !== before, value: s };
+    });
+    await until('the next entry opened', async () => ({ ok: (await tab()) !== tabBefore }));
+    await page.keyboard.press('Shift+F4');
+    await until('back to the first match', async () => ({ ok: (await selected()) === before }));
+    assert(after !== before, 'moved');
+  });
+
+  await check('recall results as a document are plain text (.txt)', async () => {
+    await runCommand('Fabric: Open Recall Results as Text');
+    await until('a .txt tab', async () => {
+      const t = clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
+      return { ok: /Recall ZeroDivisionError\s*\.txt/.test(t), value: t };
+    });
+  });
+
+  await check('the Getting started walkthrough is contributed', async () => {
+    await runCommand('Welcome: Open Walkthrough...');
+    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: 'Getting started with Fabric' }).first();
+    await row.waitFor({ state: 'visible' });
+    await row.click();
+    await page.locator('.gettingStartedContainer', { hasText: 'Open the Fabric sidebar' }).first().waitFor({ state: 'visible' });
+    await shot('walkthrough');
+  });
+} catch (err) {
+  failed += 1;
+  console.log('not ok - harness');
+  console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
+} finally {
+  await context?.close().catch(() => undefined);
+  await server?.stop().catch(() => undefined);
+  log(`done; screenshots in ${shotDir}`);
+  if (!opts.keep && failed === 0) fs.rmSync(root, { recursive: true, force: true });
+  else console.log(`# kept ${root}`);
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed === 0 ? 0 : 1);
+}
