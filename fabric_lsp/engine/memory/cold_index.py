@@ -16,13 +16,11 @@ they may mention are dead, so a long-running server does not accumulate garbage.
 
 from __future__ import annotations
 
-import math
 from array import array
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .search import CANDIDATE_DIGESTS, DigestHit, DigestView
+from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 
 
 class ColdTermTable:
@@ -161,17 +159,7 @@ def score_digests_inverted(
             capped = True
             break
         hits.append((digests[i], matched[i]))
-    C = len(hits)
-    df: Counter[str] = Counter()
-    for _, matches in hits:
-        df.update(matches)
-    out = []
-    for d, matches in hits:
-        score = 0.0
-        for t in matches:
-            score += math.log((C - df[t] + 0.5) / (df[t] + 0.5) + 1)
-        out.append(DigestHit(d, score, matches))
-    return out, capped
+    return rank_digest_hits(hits), capped
 
 
 class StateTable(dict):

@@ -213,6 +213,12 @@ def score_digests(digests: list[DigestView], terms: list[str], limit: int = CAND
                 capped = True
                 break
             hits.append((d, matches))
+    return rank_digest_hits(hits), capped
+
+
+def rank_digest_hits(hits: list[tuple[DigestView, list[str]]]) -> list[DigestHit]:
+    """The cold pointers' score (digest §6): per matched term, the IDF over the matched
+    digests. The one copy of the rule, for the scan and the inverted cold index alike."""
     C = len(hits)
     df: Counter[str] = Counter()
     for _, matches in hits:
@@ -223,7 +229,7 @@ def score_digests(digests: list[DigestView], terms: list[str], limit: int = CAND
         for t in matches:
             score += math.log((C - df[t] + 0.5) / (df[t] + 0.5) + 1)
         out.append(DigestHit(d, score, matches))
-    return out, capped
+    return out
 
 
 # ---- grouping, ranking, pagination ------------------------------------------------------
