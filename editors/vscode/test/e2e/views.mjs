@@ -54,6 +54,27 @@ for (const dir of fs.readdirSync(path.join(root, 'corpus', 'sessions'))) {
     fs.utimesSync(path.join(into, f), old, old);
   }
 }
+// The workspace is a project a Pi session ran in: a copy of the small orbit session whose
+// header names the workspace as its cwd (and a new id), so its `orbit/tle.py` edits resolve
+// to the workspace's file and the file-history CodeLens shows on it.
+const workspace = path.join(root, 'ws');
+const LENS_SESSION = '01b1820f-4040-7e31-a556-00beef05bcb4';
+{
+  const src = path.join(agentDir, 'sessions', '--home-user-projects-orbit--',
+    '2026-10-28T10-30-00-000Z_01a1820f-4040-7e31-a556-00beef05bcb3.jsonl');
+  const lines = fs.readFileSync(src, 'utf8').split('\n');
+  const header = JSON.parse(lines[0]);
+  header.id = LENS_SESSION;
+  header.cwd = workspace;
+  lines[0] = JSON.stringify(header);
+  const dir = path.join(agentDir, 'sessions', `--${workspace.replace(/^\//, '').replace(/[/\\:]/g, '-')}--`);
+  fs.mkdirSync(dir, { recursive: true });
+  const dst = path.join(dir, `2026-10-28T10-30-00-000Z_${LENS_SESSION}.jsonl`);
+  fs.writeFileSync(dst, lines.join('\n'));
+  fs.utimesSync(dst, old, old);
+  fs.mkdirSync(path.join(workspace, 'orbit'), { recursive: true });
+  fs.writeFileSync(path.join(workspace, 'orbit', 'tle.py'), '"""Two-line element sets."""\n\n\ndef parse_tle(lines):\n    return lines\n');
+}
 const allSessions = fs.readdirSync(path.join(agentDir, 'sessions'))
   .flatMap((d) => fs.readdirSync(path.join(agentDir, 'sessions', d)).filter((f) => f.endsWith('.jsonl'))).length;
 const bigFile = fs.readdirSync(path.join(agentDir, 'sessions', '--home-user-projects-orbit--')).find((f) => f.includes('01a18ac0'));
@@ -160,8 +181,6 @@ try {
   });
   page = context.pages()[0] ?? await context.newPage();
   page.setDefaultTimeout(STEP_MS);
-  const workspace = path.join(root, 'ws');
-  fs.mkdirSync(workspace);
 
   await check('workbench loads and the extension reports ready', async () => {
     await page.goto(`${server.url}/?folder=${encodeURIComponent(workspace)}`, { timeout: 60_000 });
@@ -292,6 +311,33 @@ try {
       const t = clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
       return { ok: /Recall ZeroDivisionError\s*\.txt/.test(t), value: t };
     });
+  });
+
+  await check('a source file Pi sessions edited shows the file-history CodeLens; clicking it reaches the entry', async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+P');
+    const input = page.locator('.quick-input-widget input');
+    await input.waitFor({ state: 'visible' });
+    await input.fill('orbit/tle.py');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'tle.py' }).first().waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    const lens = page.locator('.editor-group-container.active .codelens-decoration a', { hasText: 'Pi: 1 session' }).first();
+    await lens.waitFor({ state: 'visible', timeout: STEP_MS });
+    const title = clean(await lens.innerText());
+    assert(/^Pi: 1 session · edited in 01b1820f/.test(title), `lens title: ${title}`);
+    await shot('codelens');
+    await lens.click();
+    const row = page.locator('.quick-input-list .monaco-list-row').first();
+    await row.waitFor({ state: 'visible' });
+    const items = (await page.locator('.quick-input-list .monaco-list-row').allInnerTexts()).map(clean);
+    assert(items.some((t) => /edit/.test(t)), `history items: ${items.join(' | ')}`);
+    await page.keyboard.press('Enter');
+    const text = await until('the expanded entry', async () => {
+      const t = await editorText().catch(() => '');
+      return { ok: t.includes('tle.py') && t.includes(LENS_SESSION.slice(0, 8)), value: t };
+    });
+    assert(text.includes('tle.py'), 'expanded entry names the file');
+    await shot('codelens-entry');
   });
 
   await check('the Getting started walkthrough is contributed', async () => {
