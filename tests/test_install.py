@@ -86,3 +86,38 @@ def test_pi_install_from_a_clean_venv_names_that_interpreter(installed: Path, tm
     assert json.loads((target / "package.json").read_text())["pi"] == {"extensions": ["./extensions/fabric.ts"]}
     command = json.loads((target / "fabric-lsp.json").read_text())["command"]
     assert command[0] == str(installed / "python") and command[1:] == ["-m", "fabric_lsp"]
+
+
+@pytest.fixture(scope="module")
+def tool_installers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway venv holding pipx and uv (from PyPI), as a user would have them."""
+    env_dir = tmp_path_factory.mktemp("tools") / "venv"
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    out = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                "pipx", "uv"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    return env_dir / "bin"
+
+
+@pytest.mark.parametrize("tool", ["pipx", "uv"])
+def test_pipx_and_uv_tool_install_of_the_checkout(tool: str, tool_installers: Path, tmp_path: Path) -> None:
+    """README: `pipx install <checkout>` / `uv tool install <checkout>` give a working
+    `fabric-lsp` in its own environment."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT, checkout, ignore=_IGNORE)
+    env = _clean_env(tmp_path)
+    bin_dir = tmp_path / "bin"
+    if tool == "pipx":
+        env.update(PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(bin_dir))
+        argv = [str(tool_installers / "pipx"), "install", str(checkout)]
+    else:
+        env.update(UV_TOOL_DIR=str(tmp_path / "uv-tools"), UV_TOOL_BIN_DIR=str(bin_dir),
+                   UV_CACHE_DIR=str(tmp_path / "uv-cache"))
+        argv = [str(tool_installers / "uv"), "tool", "install", str(checkout)]
+    out = _run(argv, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    version = _run([str(bin_dir / "fabric-lsp"), "--version"], env=env, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("fabric-lsp "), version.stderr
+    agent = tmp_path / "agent"
+    examples = _run([str(bin_dir / "fabric-lsp"), "examples", str(agent)], env=env, cwd=tmp_path)
+    assert examples.returncode == 0 and (agent / "sessions").is_dir(), examples.stderr
