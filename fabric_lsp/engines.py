@@ -102,6 +102,8 @@ class Engines:
                     session_dir=str(cfg.session_dir),
                     index_dir=str(cfg.index_dir),
                 )
+                # held sessions follow the live Pi's leaf (docs/pi.md, "Live lineage")
+                self._memory.live_leaves = self.leases().live_leaves
             return self._memory
 
     def memory_if_started(self) -> Optional["MemoryEngine"]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ SESSIONS_MAX_PAGE_SIZE = 200
 # ---- configuration ------------------------------------------------------------------------
 
 from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS  # noqa: E402 (the one table)
+
+log = logging.getLogger(__name__)
 
 
 class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
@@ -215,6 +218,11 @@ class MemoryEngine:
         self._headers: dict[str, tuple[Optional[tuple], Optional[str], Optional[str]]] = {}
         self._cleanup_complete: Optional[bool] = None
         self._regex = RegexRunner()
+        # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
+        # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
+        # live session follows the live leaf), refreshed at every call.
+        self.live_leaves: Optional[Callable[[], dict[str, str]]] = None
+        self._live: dict[str, str] = {}
         # First builds of large cold sets use a small process pool (0/1 = never).
         self.parallel_workers = min(2, os.cpu_count() or 1)
         self.parallel_min_bytes = 16 * 1024 * 1024
@@ -296,6 +304,7 @@ class MemoryEngine:
         return out
 
     def _all_refs(self) -> list[Ref]:
+        self._refresh_live()  # every call lists the sessions first: the leases are read then
         try:
             subs = os.listdir(self.session_dir)
         except OSError:
@@ -401,14 +410,39 @@ class MemoryEngine:
             return None  # no table for exactly this source: rebuild (and rewrite both)
         return state
 
+    def _want_leaf(self, file: str, branches: str) -> Optional[str]:
+        """The live leaf the active branch of `file` follows, when a live Pi holds it."""
+        if branches != "active" or not self._live:
+            return None
+        return self._live.get(os.path.realpath(file))
+
+    def _refresh_live(self) -> None:
+        if self.live_leaves is None:
+            return
+        try:
+            self._live = dict(self.live_leaves())
+        except Exception:  # a broken lease dir must not break recall
+            log.exception("reading the live leases failed")
+            self._live = {}
+
     def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
         """A fresh state without a full build (memory, in-place append, or disk), or None.
-        Raises SourceMissing."""
+        Raises SourceMissing. A session a live Pi holds is only ever built on its live leaf
+        (in memory; the disk cache keeps the file's own leaf)."""
         key = ref.key
         if key is None:
             raise SourceMissing("source_unavailable")
         slot = (ref.file, branches)
+        want = self._want_leaf(ref.file, branches)
         state = self._states.get(slot)
+        if state is not None and state.live_leaf != want:
+            self._states.pop(slot, None)  # built on another leaf
+            state = None
+        if want is not None:
+            if state is not None and state.tier == tier and state.key == key:
+                return state, False
+            self._states.pop(slot, None)
+            return None, False
         if state is not None and state.tier == tier:
             if state.key == key:
                 return state, False
@@ -440,21 +474,23 @@ class MemoryEngine:
         slot = (ref.file, branches)
         state = self._hydrated.get(slot)
         assert ref.key is not None
-        if state is not None:
+        want = self._want_leaf(ref.file, branches)
+        if state is not None and state.live_leaf == want:
             if state.key == ref.key:
                 return state
-            if try_append(state, ref.key, self.config):
+            if want is None and try_append(state, ref.key, self.config):
                 return state
         state = build_state(
             ref.file, branches, "hot", self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
-            encode=False,
+            encode=False, live_leaf=want,
         )
         self._hydrated[slot] = state
         return state
 
     def _adopt(self, state: SessionState) -> None:
-        self._persist(state)
-        state.persisted = b""  # on disk now; memory keeps only what queries need
+        if state.live_leaf is None:  # the disk cache holds the file's own leaf only
+            self._persist(state)
+            state.persisted = b""  # on disk now; memory keeps only what queries need
         self._states[(state.file, state.branches)] = state
 
     def _build_many(
@@ -473,13 +509,15 @@ class MemoryEngine:
         def build_here(ref: Ref, tier: str) -> None:
             try:
                 out[ref.file] = build_state(
-                    ref.file, branches, tier, self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel)
+                    ref.file, branches, tier, self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
+                    live_leaf=self._want_leaf(ref.file, branches),
                 )
             except SourceMissing as missing:
                 out[ref.file] = missing
             progress()
 
-        cold = [(r, t) for r, t in todo if t == "cold"]
+        # sessions held by a live Pi are built here, on their live leaf
+        cold = [(r, t) for r, t in todo if t == "cold" and self._want_leaf(r.file, branches) is None]
         cold_bytes = sum(r.key.size for r, _ in cold if r.key)
         if not (self.parallel_workers > 1 and len(cold) >= 2 and cold_bytes >= self.parallel_min_bytes):
             for ref, tier in todo:
@@ -488,7 +526,8 @@ class MemoryEngine:
             return out
         from .build_pool import run_batch
 
-        local = [(r, t) for r, t in todo if t != "cold"]
+        pooled = {r.file for r, _ in cold}
+        local = [(r, t) for r, t in todo if r.file not in pooled]
         by_file = {r.file: r for r, _ in cold}
         ordered = sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0))
 
@@ -979,7 +1018,8 @@ class MemoryEngine:
         try:
             # Expansion streams the full source (no truncation, thinking and output
             # included) and keeps only the requested records: bounded memory at any size.
-            state = expand_streaming(ref.file, branches, ref.id, want, cancel=lambda: check(cancel))
+            state = expand_streaming(ref.file, branches, ref.id, want, cancel=lambda: check(cancel),
+                                     live_leaf=self._want_leaf(ref.file, branches))
         except SourceMissing as missing:
             if missing.reason == "source_changed_during_index":
                 return _expand_error("stale_pointer", "Session source changed after the pointer was issued.")

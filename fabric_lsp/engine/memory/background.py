@@ -216,18 +216,20 @@ class BackgroundIndexer:
             self._progress(sink, summary)
 
         def build_here(ref: Any, tier: str) -> None:
+            live = eng._want_leaf(ref.file, branches)
             try:
-                if tier == "hot":
+                if tier == "hot" or live is not None:  # a held session: on its live leaf
                     result: Any = build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
-                                              cancel=lambda: check(cancel))
+                                              cancel=lambda: check(cancel), live_leaf=live)
                 else:  # no append bookkeeping: an append rebuilds a cold session
                     result = build_detached(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd)
             except SourceMissing as missing:
                 result = missing
             adopt(ref, tier, result)
 
-        cold = [(r, t) for r, t in todo if t == "cold"]
-        local = [(r, t) for r, t in todo if t != "cold"]
+        cold = [(r, t) for r, t in todo if t == "cold" and eng._want_leaf(r.file, branches) is None]
+        pooled = {r.file for r, _ in cold}
+        local = [(r, t) for r, t in todo if r.file not in pooled]
         with cyclic_gc_paused():
             if self.workers > 1 and len(cold) >= 2:
                 from .build_pool import run_batch

@@ -46,8 +46,14 @@ class SourceMissing(Exception):
         self.reason = reason
 
 
-def lineage_from_lines(lines: list[ScannedLine], branches: str) -> tuple[Lineage, list[int]]:
-    """Lineage plus the path ordinals in order (for the append extension check)."""
+def lineage_from_lines(
+    lines: list[ScannedLine], branches: str, leaf_override: Optional[str] = None
+) -> tuple[Lineage, list[int]]:
+    """Lineage plus the path ordinals in order (for the append extension check).
+
+    `leaf_override`: the live leaf of a session a live Pi holds (engine/session/lease.py);
+    the active branch is walked up from it when it is an entry of the file, else from the
+    last entry in file order, as Pi reads a file."""
     if branches == "all":
         from .source import ALL_FINGERPRINT
 
@@ -61,6 +67,8 @@ def lineage_from_lines(lines: list[ScannedLine], branches: str) -> tuple[Lineage
     path: list[ScannedLine] = []
     reasons: list[str] = []
     seen: set[str] = set()
+    if leaf_override is not None and leaf_override in by_id:
+        leaf = leaf_override
     cur = by_id.get(leaf) if leaf is not None else None
     while cur is not None:
         if cur.id in seen:
@@ -242,6 +250,7 @@ class SessionState:
     hasher: Any = None
     persisted: bytes = b""  # encoded cache record, when it fitted
     encode: bool = True  # False for states that are never persisted (hydration, expand)
+    live_leaf: Optional[str] = None  # built on a live Pi's leaf (never persisted, never extended)
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
     entries_encoded: int = 0  # how many entries `entries_json` holds
     file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
@@ -312,6 +321,7 @@ def _records_from(
 
 def build_state(
     file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    live_leaf: Optional[str] = None,
     searchable: bool = True,
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
@@ -322,14 +332,16 @@ def build_state(
     # large files take the two-pass route so their decoded values are never all alive.
     kept: Optional[dict[int, Any]] = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
     scan = scan_source(data, keep=kept)
-    lineage, path_ordinals = lineage_from_lines(scan.lines, branches)
+    lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
+    if live_leaf is not None:
+        encode = False  # the disk cache always holds the file's own leaf
     session_id = scan.header_id if scan.header_id is not None else ref_id
     cwd = scan.header_cwd if scan.header_cwd is not None else ref_cwd
     state = SessionState(
         file=file, branches=branches, tier=tier, key=key, size=key.size, mtime=key.mtime_ms,
         source_hash=hasher.hexdigest(), session_id=session_id, cwd=cwd, lineage=lineage,
         coverage={}, entry_count=0, scan=scan, path_ordinals=path_ordinals, hasher=hasher,
-        encode=encode,
+        encode=encode, live_leaf=live_leaf,
     )
     rec_sid = scan.header_id or ""
     state.file_ops = new_collector(cwd)

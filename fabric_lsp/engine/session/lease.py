@@ -173,6 +173,17 @@ class LeaseBook:
         out.sort(key=lambda lease: (lease.session, lease.pid))
         return out
 
+    def live_leaves(self) -> dict[str, str]:
+        """{session realpath: live leaf id} of every live lease that names a leaf (the
+        freshest lease wins when two processes hold one session)."""
+        out: dict[str, tuple[int, str]] = {}
+        for lease in self.all_live():
+            if lease.leaf_id:
+                seen = out.get(lease.session)
+                if seen is None or lease.updated_at >= seen[0]:
+                    out[lease.session] = (lease.updated_at, lease.leaf_id)
+        return {session: leaf for session, (_at, leaf) in out.items()}
+
     # -- files ----------------------------------------------------------------------
 
     @staticmethod
