@@ -117,10 +117,10 @@ def _lease_json(lease: Any) -> dict[str, Any]:
     return msgspec.to_builtins(lease)
 
 
-def act_hold(payload: dict[str, Any]) -> dict[str, Any]:
+def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
     from fabric_lsp.engine.session.lease import LeaseBook
 
-    cfg = _config(payload)
+    cfg = cfg or _config(payload)
     path = _session(payload)
     lease = LeaseBook(cfg.agent_dir).hold(
         path,
@@ -140,26 +140,24 @@ def act_release(payload: dict[str, Any]) -> dict[str, Any]:
     return {"released": released}
 
 
-def act_claim(payload: dict[str, Any]) -> dict[str, Any]:
+def act_claim(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
     from fabric_lsp.engine.intents.bridge import claim_intent
 
-    cfg = _config(payload)
+    cfg = cfg or _config(payload)
     claim = claim_intent(_store(cfg), _session(payload), pid=_int(payload, "pid", required=True) or 0)
     return {"claim": claim}
 
 
 def _threshold_tokens(cfg: ServerConfig, model_key: Optional[str], window: Optional[float]) -> Optional[float]:
-    """Seed 002's configured threshold for the live model, in tokens (token thresholds
-    win over ratios), None when none is configured."""
-    from fabric_lsp.engine.compaction.hook import normalize_config
+    """Seed 002's configured threshold for the live model, in tokens; None when none is
+    configured (the rule itself: compaction/hook.py `model_threshold`)."""
+    from fabric_lsp.engine.compaction.hook import model_threshold, normalize_config
 
     if model_key is None:
         return None
-    norm = normalize_config(dict(cfg.compaction))
-    tokens = norm["tokenThresholds"].get(model_key)
+    tokens, ratio = model_threshold(normalize_config(dict(cfg.compaction)), model_key)
     if tokens is not None:
         return float(tokens)
-    ratio = norm["thresholds"].get(model_key)
     if ratio is not None and window:
         return ratio * window
     return None
@@ -178,9 +176,9 @@ def _model(payload: dict[str, Any]) -> tuple[Optional[str], Optional[float]]:
 def act_settled(payload: dict[str, Any]) -> dict[str, Any]:
     """agent_settled: refresh the lease (the live leaf), claim a pending intent, and say
     whether seed 002's configured threshold (when below Pi's own) asks for a compaction."""
-    out = act_hold(payload)
-    out.update(act_claim(payload))
-    cfg = _config(payload)
+    cfg = _config(payload)  # once: hold, claim and the threshold read the same settings
+    out = act_hold(payload, cfg)
+    out.update(act_claim(payload, cfg))
     key, window = _model(payload)
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
     tokens = _number(usage.get("tokens")) if usage else None

@@ -3,6 +3,8 @@ file open in the editor (engine/memory/file_history.py holds the logic)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from urllib.parse import unquote
 
 from typing import TYPE_CHECKING, Any
@@ -51,9 +53,6 @@ def lens_path(ls: "FabricServer", uri: str) -> str | None:
 def unopened_session(path: str) -> bool:
     """For a file the client did not open: True when it is no regular file (never read)
     or a Pi session log (its header is read, at most 8 KiB). Runs off the event loop."""
-    import os
-    import stat
-
     from fabric_lsp.engine.session.reader import read_header
 
     try:

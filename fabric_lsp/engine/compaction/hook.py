@@ -53,6 +53,16 @@ def normalize_config(raw: Any) -> dict[str, Any]:
     return out
 
 
+def model_threshold(cfg: dict[str, Any], model_key: str) -> tuple[Optional[int], Optional[float]]:
+    """Seed 002's configured threshold of one `provider/model` in a normalized config:
+    `(tokens, None)` when a token threshold is set (it wins over a ratio), `(None, ratio)`
+    when only a ratio is, `(None, None)` otherwise."""
+    tokens = cfg["tokenThresholds"].get(model_key)
+    if tokens is not None:
+        return tokens, None
+    return None, cfg["thresholds"].get(model_key)
+
+
 # ---------------------------------------------------------------------- compile
 
 
@@ -183,12 +193,11 @@ def compaction_hook(
     if custom_instructions == PI_VCC_SENTINEL:
         return {"result": "passthrough", "reason": "pi-vcc sentinel: Fabric defers to pi-vcc"}
     if reason == "threshold" and model_key is not None:
-        token_threshold = cfg["tokenThresholds"].get(model_key)
+        token_threshold, ratio = model_threshold(cfg, model_key)
         if token_threshold is not None:
             if tokens_before < token_threshold:
                 return {"result": "cancel", "reason": f"fabric: threshold deferred ({tokens_before} < {token_threshold} tokens for {model_key})"}
         else:
-            ratio = cfg["thresholds"].get(model_key)
             if ratio is not None and _finite(context_window) and tokens_before / context_window < ratio:
                 return {"result": "cancel", "reason": f"fabric: threshold deferred (below {ratio} of the window for {model_key})"}
     if cfg["engine"] != "fabric":

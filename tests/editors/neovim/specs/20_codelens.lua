@@ -42,9 +42,8 @@ H.check('a file of a project without Pi sessions starts no client', function()
   vim.fn.writefile({ 'print(1)' }, elsewhere)
   vim.cmd.edit(elsewhere)
   local buf = vim.api.nvim_get_current_buf()
-  vim.wait(300, function()
-    return false
-  end)
+  -- the attach decision is made by lsp.attachable (root_dir never calls back for it)
+  H.eq(false, require('fabric.lsp').attachable(buf), 'attachable')
   H.eq(0, #vim.lsp.get_clients({ name = 'fabric', bufnr = buf }), 'clients on the other buffer')
 end)
 
