@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 
 
@@ -188,6 +189,8 @@ class StateTable(dict):
         state.cold_table = self.table
         state.digest = {k: v for k, v in state.digest.items() if k not in ("vocabulary", "addresses")}
         state.vocab_set = frozenset()
+        if state.normalizer is None:  # never extended in place: its file table can be packed
+            state.file_ops = packed(state.file_ops)
 
     def __setitem__(self, key: Any, state: Any) -> None:
         old = dict.get(self, key)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import sys
 from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import unquote, urlparse
 
@@ -233,9 +234,55 @@ def new_collector(cwd: Optional[str]) -> FileOpsCollector:
     return FileOpsCollector(cwd)
 
 
+class PackedFileOps:
+    """The read-only table of a session that is never extended in place (a cold state
+    built detached or loaded from the disk cache): its operations held as one encoded
+    bytes object plus the set of paths they touch, instead of one Struct per operation.
+    `lookup` decodes only for a path the session touched. Same answers as the collector
+    it was made from (tests/engine/memory/test_file_history_packed.py)."""
+
+    __slots__ = ("cwd", "capped", "unresolved", "paths", "data")
+
+    def __init__(self, source: FileOpsCollector) -> None:
+        self.cwd = source.cwd
+        self.capped = source.capped
+        self.unresolved = source.unresolved
+        # interned: thousands of sessions touch the same few hundred paths
+        self.paths = frozenset(sys.intern(op.path) for op in source.ops if op.outcome is not None)
+        self.data = _packed_encoder.encode(source.ops)
+
+    @property
+    def ops(self) -> list[FileOp]:
+        return _packed_decoder.decode(self.data)
+
+    def lookup(self, path: str) -> list[FileOp]:
+        """Completed operations on exactly `path` (normalized), in record order."""
+        if path not in self.paths:
+            return []
+        return [op for op in _packed_decoder.decode(self.data) if op.outcome is not None and op.path == path]
+
+    def reasons(self) -> set[str]:
+        out = set()
+        if self.capped:
+            out.add("max_file_operations")
+        if self.unresolved:
+            out.add("unresolved_relative_path")
+        return out
+
+
+def packed(table: Any) -> Any:
+    """`table` in its compact read-only form (a collector with no ops stays as it is)."""
+    if isinstance(table, FileOpsCollector):
+        return PackedFileOps(table)
+    return table
+
+
 # ---- the persisted table ------------------------------------------------------------------
 
 _ops_decoder = msgspec.json.Decoder(list[FileOp])
+# the packed in-memory form: MessagePack keeps every float exactly (inf included)
+_packed_encoder = msgspec.msgpack.Encoder()
+_packed_decoder = msgspec.msgpack.Decoder(list[FileOp])
 
 
 def cache_name(session_file: str, branches: str) -> str:

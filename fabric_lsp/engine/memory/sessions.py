@@ -37,6 +37,9 @@ from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
 
 FILES_TOUCHED_CAP = 50
 SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
+# Larger files are built streaming: read in chunks twice (line scan, then the selected
+# records), so neither the file's bytes nor all its decoded values are ever held at once.
+STREAM_CHUNK_BYTES = 4 * 1024 * 1024
 FOLD_BATCH_CHARS = 1 << 20  # texts folded per vocabulary step
 
 
@@ -319,6 +322,55 @@ def _records_from(
             yield from norm.feed(raw, ln.line)
 
 
+def _scan_streaming(fh: Any, cancel=None) -> tuple[SourceScan, Any, int]:
+    """(scan, sha256, bytes read) of an open file, read in chunks: only one chunk (or one
+    line longer than a chunk) is held at a time. Equal to `scan_source` of the whole."""
+    scan = SourceScan()
+    hasher = hashlib.sha256()
+    base = 0
+    carry = b""
+    total = 0
+    while True:
+        if cancel is not None:
+            cancel()
+        chunk = fh.read(STREAM_CHUNK_BYTES)
+        if not chunk:
+            break
+        total += len(chunk)
+        hasher.update(chunk)
+        buf = carry + chunk if carry else chunk
+        nl = buf.rfind(b"\n")
+        if nl < 0:
+            carry = buf  # one line longer than a chunk: keep reading
+            continue
+        scan_source(buf[: nl + 1], scan, base=base)
+        base += nl + 1
+        carry = buf[nl + 1 :]
+    if carry:
+        scan_source(carry, scan, base=base)  # a last line without a newline
+    return scan, hasher, total
+
+
+def _records_streaming(
+    fh: Any, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None
+):
+    """The records of the selected lines, reading the file again chunk by chunk."""
+    wanted = [ln for ln in lines if ln.type in CONTENT_TYPES and (ordinals is None or ln.ordinal in ordinals)]
+    i, n = 0, len(wanted)
+    while i < n:
+        start = wanted[i].offset
+        j = i + 1
+        while j < n and wanted[j].offset + wanted[j].length - start <= STREAM_CHUNK_BYTES:
+            j += 1
+        end = wanted[j - 1].offset + wanted[j - 1].length
+        fh.seek(start)
+        data = fh.read(end - start)
+        if len(data) != end - start:
+            raise SourceMissing("source_changed_during_index")
+        yield from _records_from(data, start, wanted[i:j], None, norm, cancel=cancel)
+        i = j
+
+
 def build_state(
     file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
     live_leaf: Optional[str] = None,
@@ -326,12 +378,53 @@ def build_state(
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
     changes while it is read."""
+    first = stat_key(file)
+    if first is not None and first.size > SINGLE_PASS_MAX_BYTES:
+        return _build_streaming(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd, cancel=cancel,
+                                encode=encode, live_leaf=live_leaf, searchable=searchable)
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
-    # One full decode per line, keeping content values, saves the second decode; very
-    # large files take the two-pass route so their decoded values are never all alive.
+    # One full decode per line, keeping content values, saves the second decode.
     kept: Optional[dict[int, Any]] = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
     scan = scan_source(data, keep=kept)
+
+    def records(lineage: Lineage, norm: Normalizer):
+        return _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept)
+
+    return _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records, ref_id=ref_id,
+                     ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
+
+
+def _build_streaming(
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    live_leaf: Optional[str] = None, searchable: bool = True,
+) -> SessionState:
+    for _ in range(3):
+        key = stat_key(file)
+        if key is None:
+            raise SourceMissing("source_unavailable")
+        try:
+            with open(file, "rb") as fh:
+                scan, hasher, total = _scan_streaming(fh, cancel)
+                if total != key.size or stat_key(file) != key:
+                    continue
+
+                def records(lineage: Lineage, norm: Normalizer):
+                    return _records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel)
+
+                state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records,
+                                  ref_id=ref_id, ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
+        except OSError:
+            raise SourceMissing("source_unavailable") from None
+        if stat_key(file) == key:
+            return state
+    raise SourceMissing("source_changed_during_index")
+
+
+def _assemble(
+    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, records: Any,
+    ref_id: str, ref_cwd: str, encode: bool, live_leaf: Optional[str], searchable: bool,
+) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
     if live_leaf is not None:
         encode = False  # the disk cache always holds the file's own leaf
@@ -351,7 +444,7 @@ def build_state(
         norm.file_ops = state.file_ops
         entries: list[dict] = []
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept):
+        for rec in records(lineage, norm):
             entries.append(rec)
             if index is not None:
                 index.add(rec)
@@ -361,7 +454,7 @@ def build_state(
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         norm.file_ops = state.file_ops
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
-        for rec in _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept):
+        for rec in records(lineage, norm):
             folder.add(rec)
         state.normalizer, state.folder = norm, folder
     finish_state(state, cfg, encode)

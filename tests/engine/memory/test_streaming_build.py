@@ -1,0 +1,84 @@
+"""A session built streaming (files over SINGLE_PASS_MAX_BYTES: read in chunks twice)
+gives exactly the state the in-memory build gives: the same persisted record, records,
+coverage and file operations, whatever the chunk size and wherever lines break."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_lsp.engine.memory import sessions
+from fabric_lsp.engine.memory.api import MemoryConfig
+from fabric_lsp.engine.memory.sessions import SourceMissing, build_state
+
+from memory_kit import REAL_SESSIONS
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob("*/*.jsonl"))
+REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
+
+
+def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch) -> sessions.SessionState:
+    monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0 if stream else 1 << 40)
+    monkeypatch.setattr(sessions, "STREAM_CHUNK_BYTES", chunk)
+    return build_state(str(path), branches, tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
+
+
+def _facts(state: sessions.SessionState) -> tuple:
+    ops = state.file_ops.ops if state.file_ops is not None else None
+    return (state.persisted, state.entries, state.coverage, state.entry_count, state.source_hash,
+            state.lineage.fingerprint, state.lineage.ids, state.path_ordinals, state.session_id, state.cwd,
+            [tuple(getattr(o, f) for f in o.__struct_fields__) for o in ops] if ops is not None else None,
+            [(ln.ordinal, ln.line, ln.offset, ln.length, ln.type, ln.id, ln.parent_id) for ln in state.scan.lines],
+            state.scan.ends_complete, state.scan.end_offset, state.scan.next_line, state.scan.next_ordinal)
+
+
+@pytest.mark.parametrize("tier", ["hot", "cold"])
+@pytest.mark.parametrize("branches", ["active", "all"])
+@pytest.mark.parametrize("path", REAL + EXAMPLES, ids=lambda p: p.name[:40])
+def test_streaming_equals_in_memory(path, tier, branches, monkeypatch):
+    whole = _facts(_build(path, tier, branches, stream=False, chunk=1 << 20, monkeypatch=monkeypatch))
+    for chunk in (1, 97, 4096):
+        assert _facts(_build(path, tier, branches, stream=True, chunk=chunk, monkeypatch=monkeypatch)) == whole
+
+
+lines_st = st.lists(
+    st.one_of(
+        st.sampled_from([
+            {"type": "session", "version": 3, "id": "s-1", "cwd": "/w", "timestamp": "2025-01-01T00:00:00.000Z"},
+            {"type": "message", "id": "a1", "parentId": None, "timestamp": "2025-01-01T00:00:01.000Z",
+             "message": {"role": "user", "content": "parse epoch please"}},
+            {"type": "message", "id": "a2", "parentId": "a1", "timestamp": "2025-01-01T00:00:02.000Z",
+             "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "read",
+                                                            "arguments": {"path": "src/x.py"}}]}},
+            {"type": "message", "id": "a3", "parentId": "a2", "timestamp": "2025-01-01T00:00:03.000Z",
+             "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "read",
+                         "content": [{"type": "text", "text": "def epoch(): ü" * 30}], "isError": False}},
+            {"type": "message", "id": "b2", "parentId": "a1", "message": {"role": "user", "content": "branch"}},
+        ]).map(json.dumps),
+        st.sampled_from(["", "   ", "not json", "[1,2]", "{\"type\":\"message\"", "[" * 600 + "]" * 600]),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(lines_st, st.booleans(), st.integers(min_value=1, max_value=300), st.sampled_from(["hot", "cold"]))
+def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, trailing_newline, chunk, tier):
+    path = tmp_path_factory.mktemp("s") / "x.jsonl"
+    text = "\n".join(lines) + ("\n" if trailing_newline and lines else "")
+    path.write_bytes(text.encode("utf-8"))
+    mp = pytest.MonkeyPatch()
+    try:
+        def facts(stream: bool, size: int):
+            try:
+                return _facts(_build(path, tier, "active", stream=stream, chunk=size, monkeypatch=mp))
+            except SourceMissing as missing:
+                return ("missing", missing.reason)
+        assert facts(True, chunk) == facts(False, 1 << 20)
+    finally:
+        mp.undo()
