@@ -1,7 +1,8 @@
 """Expansion of a few entries of a session of any size, in bounded memory.
 
 `build_state` keeps every record of a session (the whole file's text, decoded); expand
-needs only the requested ones. So the file is streamed twice in blocks: the first pass
+needs only the requested ones. So the file is streamed twice in blocks (`sessions.scan_streaming` / `records_streaming`,
+the same passes a large session's build uses): the first pass
 scans line envelopes and hashes the bytes (the active lineage needs the last entry before
 any record can be numbered), the second normalizes the lineage's lines in order through
 one normalizer (numbering and session-wide state exactly as `build_state` has them) and
@@ -15,13 +16,12 @@ passes raises SourceMissing("source_changed_during_index").
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .normalize import Normalizer
-from .sessions import SourceMissing, _records_from, lineage_from_lines
-from .source import Lineage, SourceScan, StatKey, scan_source, stat_key
+from .sessions import SourceMissing, lineage_from_lines, records_streaming, scan_streaming
+from .source import Lineage, StatKey, stat_key
 
 BLOCK_BYTES = 8 * 1024 * 1024
 
@@ -63,31 +63,9 @@ def expand_streaming(
     key = stat_key(file)
     if key is None:
         raise SourceMissing("source_unavailable")
-    hasher = hashlib.sha256()
-    scan = SourceScan()
-    read = 0
     try:
         with open(file, "rb") as fh:
-            pending = b""
-            offset = 0  # file offset of pending[0]
-            while True:
-                chunk = fh.read(block_bytes)
-                if not chunk:
-                    break
-                read += len(chunk)
-                hasher.update(chunk)
-                data = pending + chunk if pending else chunk
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    pending = data
-                    continue
-                scan_source(data[: cut + 1], scan, base=offset)
-                offset += cut + 1
-                pending = data[cut + 1 :]
-                if cancel is not None:
-                    cancel()
-            if pending:
-                scan_source(pending, scan, base=offset)
+            scan, hasher, read = scan_streaming(fh, cancel, block_bytes)
     except OSError:
         raise SourceMissing("source_unavailable") from None
     if read != key.size or stat_key(file) != key:
@@ -99,33 +77,20 @@ def expand_streaming(
     id_counts: dict[str, int] = dict.fromkeys(selection.entry_ids, 0)
     op_counts: dict[str, int] = dict.fromkeys(selection.operation_addresses, 0)
     count = 0
-    lines = scan.lines
     try:
         with open(file, "rb") as fh:
-            i = 0
-            while i < len(lines):
-                j = i
-                start = lines[i].offset
-                while j < len(lines) and (j == i or lines[j].offset + lines[j].length - start <= block_bytes):
-                    j += 1
-                end = lines[j - 1].offset + lines[j - 1].length
-                fh.seek(start)
-                buf = fh.read(end - start)
-                if len(buf) != end - start:
-                    raise SourceMissing("source_changed_during_index")
-                for rec in _records_from(buf, start, lines[i:j], lineage.ordinals, norm, cancel=cancel):
-                    count += 1
-                    eid, op = rec.get("entryId"), rec.get("operationAddress")
-                    if eid in id_counts:
-                        id_counts[eid] += 1
-                    if op in op_counts:
-                        op_counts[op] += 1
-                    if selection.wants(rec):
-                        selected.append(rec)
-                i = j
+            for rec in records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
+                count += 1
+                eid, op = rec.get("entryId"), rec.get("operationAddress")
+                if eid in id_counts:
+                    id_counts[eid] += 1
+                if op in op_counts:
+                    op_counts[op] += 1
+                if selection.wants(rec):
+                    selected.append(rec)
     except OSError:
         raise SourceMissing("source_unavailable") from None
-    del lines, scan
+    del scan
     if stat_key(file) != key:
         raise SourceMissing("source_changed_during_index")
     return Expansion(session_id, hasher.hexdigest(), lineage, key, count, selected, id_counts, op_counts)

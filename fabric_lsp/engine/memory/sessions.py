@@ -322,9 +322,10 @@ def _records_from(
             yield from norm.feed(raw, ln.line)
 
 
-def _scan_streaming(fh: Any, cancel=None) -> tuple[SourceScan, Any, int]:
+def scan_streaming(fh: Any, cancel=None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
     """(scan, sha256, bytes read) of an open file, read in chunks: only one chunk (or one
     line longer than a chunk) is held at a time. Equal to `scan_source` of the whole."""
+    size = chunk_bytes or STREAM_CHUNK_BYTES
     scan = SourceScan()
     hasher = hashlib.sha256()
     base = 0
@@ -333,7 +334,7 @@ def _scan_streaming(fh: Any, cancel=None) -> tuple[SourceScan, Any, int]:
     while True:
         if cancel is not None:
             cancel()
-        chunk = fh.read(STREAM_CHUNK_BYTES)
+        chunk = fh.read(size)
         if not chunk:
             break
         total += len(chunk)
@@ -351,16 +352,19 @@ def _scan_streaming(fh: Any, cancel=None) -> tuple[SourceScan, Any, int]:
     return scan, hasher, total
 
 
-def _records_streaming(
-    fh: Any, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None
+def records_streaming(
+    fh: Any, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
+    chunk_bytes: int = 0,
 ):
-    """The records of the selected lines, reading the file again chunk by chunk."""
+    """The records of the selected lines (as `_records_from` gives them), reading the file
+    again chunk by chunk."""
+    size = chunk_bytes or STREAM_CHUNK_BYTES
     wanted = [ln for ln in lines if ln.type in CONTENT_TYPES and (ordinals is None or ln.ordinal in ordinals)]
     i, n = 0, len(wanted)
     while i < n:
         start = wanted[i].offset
         j = i + 1
-        while j < n and wanted[j].offset + wanted[j].length - start <= STREAM_CHUNK_BYTES:
+        while j < n and wanted[j].offset + wanted[j].length - start <= size:
             j += 1
         end = wanted[j - 1].offset + wanted[j - 1].length
         fh.seek(start)
@@ -405,12 +409,12 @@ def _build_streaming(
             raise SourceMissing("source_unavailable")
         try:
             with open(file, "rb") as fh:
-                scan, hasher, total = _scan_streaming(fh, cancel)
+                scan, hasher, total = scan_streaming(fh, cancel)
                 if total != key.size or stat_key(file) != key:
                     continue
 
                 def records(lineage: Lineage, norm: Normalizer):
-                    return _records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel)
+                    return records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel)
 
                 state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records,
                                   ref_id=ref_id, ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)

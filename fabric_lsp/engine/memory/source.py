@@ -25,6 +25,9 @@ MAX_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
 
 ALL_FINGERPRINT = "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
 CONTENT_TYPES = frozenset({"message", "compaction", "branch_summary", "custom_message"})
+# Pi's entry types (seed 003), shared by every scanned line instead of a string per line
+_TYPE_NAMES = {t: t for t in (*sorted(CONTENT_TYPES), "custom", "label", "model_change", "session_info",
+                              "thinking_level_change")}
 
 
 class _Envelope(msgspec.Struct):
@@ -185,6 +188,7 @@ def scan_source(
                         pid = env.parentId
                         is_node = isinstance(env.id, str) and (pid is None or isinstance(pid, str))
                         etype = env.type if isinstance(env.type, str) else None  # e.g. [] is no type
+                        etype = _TYPE_NAMES.get(etype, etype)  # one string object per known type
                         lines.append(
                             ScannedLine(ordinal, line_no, base + pos, end - pos, etype, env.id, pid, is_node)
                         )
