@@ -40,6 +40,8 @@ SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
+# A hot shard keeps its encoded records for appends only up to this size.
+RETAIN_ENCODED_MAX_BYTES = 8 * 1024 * 1024
 FOLD_BATCH_CHARS = 1 << 20  # texts folded per vocabulary step
 
 
@@ -500,6 +502,9 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         if encode:
             _encode_entries(state)
             state.persisted = store.apply_cache_metrics(shard_record(state), state.size)
+            if len(state.entries_json) > RETAIN_ENCODED_MAX_BYTES:
+                # a large shard's encoding is not kept beside its records: an append re-encodes
+                state.entries_json, state.entries_encoded = b"", 0
     else:
         folder = state.folder
         assert folder is not None

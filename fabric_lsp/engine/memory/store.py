@@ -71,6 +71,18 @@ def _seal(data: bytes) -> bytes:
     return data[:-66] + digest + data[-2:]
 
 
+def _seal_pieces(pieces: list[Any]) -> bytes:
+    """`_seal(b"".join(pieces))` with one copy: the hash is taken over the pieces (the last
+    one ends with the zero hash and `"}`, and is small)."""
+    hasher = hashlib.sha256()
+    for piece in pieces:
+        hasher.update(piece)
+    last = bytes(pieces[-1])
+    assert len(last) >= 66
+    pieces[-1] = last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
+    return b"".join(pieces)
+
+
 def sealed(data: bytes) -> bool:
     if len(data) < _HASH_TAIL or not data.endswith(b'"}') or data[-_HASH_TAIL:-66] != b',"recordHash":"':
         return False
@@ -79,6 +91,8 @@ def sealed(data: bytes) -> bool:
 
 
 _METRICS_AT_ZERO = b'"cacheBytes":0,"cacheSourceRatio":0,'
+_ENTRIES_MARK = msgspec.Raw(b"0")  # stands in for a large encoded `entries` while the rest is encoded
+_SPLICE_MIN = 1 << 16
 
 
 def apply_cache_metrics(record: dict, size: int) -> bytes:
@@ -89,20 +103,37 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
     lengths of the numbers, and the final bytes are that encoding with the two numbers
     spliced in (they are adjacent top-level keys, and every key before them holds a
     scalar, a list of scalars or counts >= 1, so the first `"cacheBytes":0,` is theirs).
+    A large `entries` value already encoded (`msgspec.Raw`, a hot shard's records) is not
+    re-encoded or copied on the way: the pieces are hashed as they are and joined once.
     `apply_cache_metrics_slow` is the plain re-encoding loop (the oracle for tests)."""
     record.pop("recordHash", None)
     record["recordHash"] = _ZERO_HASH
     cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
     record["cacheBytes"] = 0
     record["cacheSourceRatio"] = 0
-    base = _encoder.encode(record)
+    raw = record.get("entries")
+    big = raw if isinstance(raw, msgspec.Raw) and len(raw) > _SPLICE_MIN else None
+    if big is not None:
+        record["entries"] = _ENTRIES_MARK
+    try:
+        base = _encoder.encode(record)
+    finally:
+        if big is not None:
+            record["entries"] = big
     at = base.find(_METRICS_AT_ZERO)
-    if at < 0:
+    cut = -1
+    if big is not None:
+        cut = base.find(b'"entries":' + bytes(_ENTRIES_MARK), at + len(_METRICS_AT_ZERO))
+    if at < 0 or (big is not None and cut < 0):
         record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
         return apply_cache_metrics_slow(record, size)
     head = base[: at + len(b'"cacheBytes":')]
-    tail = base[at + len(_METRICS_AT_ZERO) :]
-    rest = len(base) - 2  # without the two zeros
+    if big is None:
+        tails = [base[at + len(_METRICS_AT_ZERO) :]]
+    else:
+        mark_at = cut + len(b'"entries":')
+        tails = [base[at + len(_METRICS_AT_ZERO) : mark_at], big, base[mark_at + len(_ENTRIES_MARK) :]]
+    rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails)
 
     def length(cb: Any, r: Any) -> int:
         return rest + len(_encoder.encode(cb)) + len(_encoder.encode(r))
@@ -117,8 +148,8 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
         last = n
     cache_bytes = length(cache_bytes, ratio)
     record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
-    data = head + _encoder.encode(cache_bytes) + b',"cacheSourceRatio":' + _encoder.encode(ratio) + b"," + tail
-    return _seal(data)
+    pieces = [head, _encoder.encode(cache_bytes), b',"cacheSourceRatio":', _encoder.encode(ratio), b",", *tails]
+    return _seal_pieces(pieces)
 
 
 def apply_cache_metrics_slow(record: dict, size: int) -> bytes:

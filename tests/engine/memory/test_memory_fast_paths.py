@@ -60,3 +60,32 @@ def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, 
     fast, slow = record(), record()
     assert store.apply_cache_metrics(fast, size) == store.apply_cache_metrics_slow(slow, size)
     assert fast == slow
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from(["text", "role", "cacheBytes", "entries", "recordHash"]),
+                             st.one_of(st.text(max_size=40), st.integers(), st.none()), max_size=5),
+             min_size=1, max_size=400),
+    st.integers(0, 10**9),
+    st.text(max_size=20),
+)
+def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, size, name):
+    """A hot shard's `entries` arrive already encoded (msgspec.Raw, often megabytes): the
+    spliced, hashed-in-pieces record is byte-identical to re-encoding the whole."""
+    import msgspec
+
+    from fabric_lsp.engine.memory import store
+
+    one = len(store._encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
+    encoded = store._encoder.encode(entries * (2 + store._SPLICE_MIN // one))
+
+    def record(raw: bool):
+        return {"cacheVersion": 5, "kind": "shard", "sessionFile": name, "cacheBytes": 0, "cacheSourceRatio": 0,
+                "entries": msgspec.Raw(encoded) if raw else msgspec.json.decode(encoded),
+                "totalEntryCount": 3, "indexCoverage": {"complete": True, "reasons": []}, "leafId": name}
+
+    assert len(encoded) > store._SPLICE_MIN
+    fast = store.apply_cache_metrics(record(True), size)
+    assert fast == store.apply_cache_metrics_slow(record(False), size)
+    assert store.sealed(fast)
