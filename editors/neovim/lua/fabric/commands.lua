@@ -47,16 +47,8 @@ function M.expand_entries(session, selector, done, opts)
     local match = require('fabric.match')
     vim.api.nvim_buf_clear_namespace(buf, match.ns, 0, -1)
     if opts and opts.query and opts.query ~= '' then
-      -- The entry text starts after the blank line that ends its header.
-      local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-      local body = 0
-      for i, l in ipairs(lines) do
-        if l == '' then
-          body = i
-          break
-        end
-      end
-      match.highlight(buf, opts.query, body)
+      -- Only the entry text, after the blank line that ends its header.
+      match.apply(buf, match.body_spans(vim.api.nvim_buf_get_lines(buf, 0, -1, false), opts.query))
       local marks = vim.api.nvim_buf_get_extmarks(buf, match.ns, 0, -1, {})
       if marks[1] and vim.api.nvim_get_current_buf() == buf then
         vim.api.nvim_win_set_cursor(0, { marks[1][2] + 1, marks[1][3] })

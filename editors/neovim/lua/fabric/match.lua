@@ -67,11 +67,12 @@ function M.spans(text, query)
 end
 
 ---One line of at most `max` characters, whitespace collapsed, starting `lead` characters
----before the first match (with `…` marking cut ends).
+---before the first match (with `…` marking cut ends). `lead = 'center'` puts the first
+---match in the middle of the line (as far as the text allows).
 ---@param text string?
 ---@param query string?
 ---@param max? integer
----@param lead? integer
+---@param lead? integer|'center'
 ---@return string
 function M.snippet(text, query, max, lead)
   max = max or 100
@@ -81,7 +82,14 @@ function M.snippet(text, query, max, lead)
   local start = 0
   if first then
     local before = vim.fn.strchars(flat:sub(1, first[1]))
-    start = math.max(0, before - lead)
+    if lead == 'center' then
+      local len = vim.fn.strchars(flat:sub(first[1] + 1, first[2]))
+      local total = vim.fn.strchars(flat)
+      -- Centre the match, but never leave the line short when the text ends soon after it.
+      start = math.max(0, math.min(before - math.floor((max - len) / 2), total - max))
+    else
+      start = math.max(0, before - lead)
+    end
   end
   local prefix = start > 0 and '…' or ''
   local body = vim.fn.strcharpart(flat, start, max - vim.fn.strchars(prefix))
@@ -110,6 +118,45 @@ function M.highlight(buf, query, first, last)
     end
   end
   return n
+end
+
+---Row of the first line of an expanded entry's text (after the blank line that ends its
+---header, views.expanded), 0-based; 0 when there is no header.
+---@param lines string[]
+---@return integer
+function M.body_start(lines)
+  for i, l in ipairs(lines) do
+    if l == '' then
+      return i
+    end
+  end
+  return 0
+end
+
+---Spans {row, start, end} (0-based rows, byte columns) of the matches of `query` in the
+---text of an expanded entry (`lines` as views.expanded gives them; the header is skipped).
+---@param lines string[]
+---@param query string?
+---@return integer[][]
+function M.body_spans(lines, query)
+  local out = {}
+  for row = M.body_start(lines), #lines - 1 do
+    for _, s in ipairs(M.spans(lines[row + 1], query)) do
+      out[#out + 1] = { row, s[1], s[2] }
+    end
+  end
+  return out
+end
+
+---Set `FabricMatch` extmarks for `spans` ({row, start, end}) in `buf`, after clearing the
+---namespace. Spans outside the buffer are skipped.
+---@param buf integer
+---@param spans integer[][]
+function M.apply(buf, spans)
+  vim.api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
+  for _, s in ipairs(spans or {}) do
+    pcall(vim.api.nvim_buf_set_extmark, buf, M.ns, s[1], s[2], { end_col = s[3], hl_group = 'FabricMatch' })
+  end
 end
 
 ---Highlight the matches in the quickfix window's buffer (re-applied whenever it is shown).
