@@ -25,6 +25,13 @@ M.defaults = {
   autostart = true,
   -- Buffer-local `gd` on entry references (falls back to the built-in `gd` elsewhere).
   keymaps = true,
+  -- How :Fabric recall shows its results (:help fabric-picker):
+  -- 'auto': snacks.picker, telescope or fzf-lua when installed (in that order), else
+  --   vim.ui.select when something replaced it (dressing, …), else the plugin's float;
+  -- 'select': always vim.ui.select; 'float': the plugin's floating list (matches highlighted);
+  -- 'snacks', 'telescope', 'fzf-lua': that picker; when it is not installed, a replaced
+  --   vim.ui.select, else the float.
+  picker = 'auto',
   -- Where work-done progress goes: 'echo' (echo area), 'notify', or 'none'.
   -- require('fabric').status() always returns it for a statusline.
   progress = 'echo',
@@ -88,6 +95,7 @@ end
 
 local progress_ok, progress_expect = one_of('echo', 'notify', 'none')
 local open_ok, open_expect = one_of('expand', 'jsonl')
+local picker_ok, picker_expect = one_of('auto', 'select', 'float', 'snacks', 'telescope', 'fzf-lua')
 
 ---Per key: {check, what it expects} or a nested table of those (for recall, compaction).
 M.rules = {
@@ -103,6 +111,7 @@ M.rules = {
   settings = { function(v) return type(v) == 'table' end, 'a table of server settings (:help fabric-setup)' },
   autostart = { function(v) return type(v) == 'boolean' end, 'true or false' },
   keymaps = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  picker = { picker_ok, 'one of ' .. picker_expect },
   progress = { progress_ok, 'one of ' .. progress_expect },
   recall = {
     scope = {

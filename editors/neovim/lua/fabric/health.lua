@@ -165,6 +165,13 @@ function M.check()
   for _, msg in ipairs(problems) do
     vim.health.warn(msg, { 'see :help fabric-options' })
   end
+  local choice = config.get().picker
+  local backend = require('fabric.picker').resolve(choice)
+  local what = {
+    float = "the plugin's float (vim.ui.select is Neovim's own, which cannot highlight)",
+    select = 'vim.ui.select (replaced by a plugin or your config)',
+  }
+  vim.health.info(('recall picker: %s (picker = %q)'):format(what[backend] or backend, choice))
   local cmd, cfg = resolved_cmd()
   check_server(cmd)
   local client = require('fabric.lsp').get_client(0)

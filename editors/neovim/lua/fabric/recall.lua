@@ -24,8 +24,10 @@ end
 ---Picker items of a fabric/recall result: one per matched entry of each segment (the first
 ---entry when none is marked), one per cold pointer, and "next page" when there is one.
 ---@param result table
+---@param query? string the query as typed (`/pattern/` for a regex); default result.query
 ---@return table[]
-function M.items(result)
+function M.items(result, query)
+  query = query or result.query
   local items = {}
   for _, item in ipairs(result.items or {}) do
     if item.kind == 'segment' and type(item.segment) == 'table' then
@@ -52,7 +54,7 @@ function M.items(result)
           toolName = ui.present(e.toolName) and e.toolName or nil,
           timestamp = ui.present(e.timestamp) and e.timestamp or nil,
           text = e.text,
-          query = result.query,
+          query = query,
         }
       end
     elseif item.kind == 'pointer' and type(item.pointer) == 'table' then
@@ -69,23 +71,94 @@ function M.items(result)
   return items
 end
 
+---The picker line of an item and the byte spans {start, end} (0-based, end exclusive) of
+---its matched terms: in an entry's snippet (centred on the first match), in a pointer's
+---list of matched terms. `width`: the line's room in display cells (the snippet is cut to
+---fit, at least 24 characters), default 100 characters of snippet.
 ---@param item table
-function M.format_item(item)
+---@param width? integer
+---@return string line, integer[][] spans
+function M.display(item, width)
   if item.kind == 'next' then
-    return ('… next page (%d)'):format(item.page)
+    return ('… next page (%d)'):format(item.page), {}
   elseif item.kind == 'pointer' then
-    return ('%s  [older session] matches: %s'):format(item.sessionId, table.concat(item.matchedTerms, ', '))
+    local head = ('%s  [older session] matches: '):format(item.sessionId)
+    local spans, at = {}, #head
+    for i, term in ipairs(item.matchedTerms) do
+      if i > 1 then
+        at = at + 2
+      end
+      spans[#spans + 1] = { at, at + #term }
+      at = at + #term
+    end
+    return head .. table.concat(item.matchedTerms, ', '), spans
   end
   local who = item.role or '?'
   if item.toolName then
     who = who .. ':' .. item.toolName
   end
-  return ('%s/%s  [%s]  %s'):format(
-    item.sessionId:sub(1, 8),
-    item.entryId,
-    who,
-    match.snippet(item.text, item.query, 100)
-  )
+  local head = ('%s/%s  [%s]  '):format(item.sessionId:sub(1, 8), item.entryId, who)
+  local room = width and math.max(24, width - vim.fn.strdisplaywidth(head)) or 100
+  local snippet = match.snippet(item.text, item.query, room, 'center')
+  local spans = {}
+  for _, s in ipairs(match.spans(snippet, item.query)) do
+    spans[#spans + 1] = { #head + s[1], #head + s[2] }
+  end
+  return head .. snippet, spans
+end
+
+---The picker line of an item (vim.ui.select's format_item).
+---@param item table
+---@return string
+function M.format_item(item)
+  return (M.display(item))
+end
+
+---A preview function for the pickers with a preview window (fabric.picker spec.preview):
+---the expanded entry exactly as choosing it shows it (fabric/expand, views.expanded), with
+---the matches of its text; a short description for pointers and "next page". Answers are
+---kept for the life of the returned function (one picker).
+---@return fun(item: table, cb: fun(lines: string[], spans: integer[][], title: string))
+function M.previewer()
+  local cache = {}
+  return function(item, cb)
+    if item.kind == 'next' then
+      return cb({ ('Page %d of the results: choose it to show it.'):format(item.page) }, {}, 'next page')
+    elseif item.kind == 'pointer' then
+      local lines = {
+        '# Older session ' .. tostring(item.sessionId),
+        '',
+        'file: ' .. tostring(item.sessionFile),
+      }
+      if item.lastTs then
+        lines[#lines + 1] = 'last entry: ' .. ui.time(item.lastTs)
+      end
+      local terms = 'matches: ' .. table.concat(item.matchedTerms, ', ')
+      vim.list_extend(lines, { '', terms, '', 'Its entries are not in the index yet: choose it to search inside this session.' })
+      local spans = {}
+      for _, s in ipairs(match.spans(terms, table.concat(item.matchedTerms, ' '))) do
+        spans[#spans + 1] = { #lines - 3, s[1], s[2] }
+      end
+      return cb(lines, spans, 'older session')
+    end
+    local key = table.concat({ item.sessionFile, item.entryId, tostring(item.sourceHash) }, '\0')
+    if cache[key] then
+      return cb(cache[key].lines, cache[key].spans, cache[key].title)
+    end
+    local params = { session = item.sessionFile, entryIds = { item.entryId }, expectedSourceHash = item.sourceHash }
+    lsp.request('fabric/expand', params, function(err, result)
+      local title = refs.format(item.sessionId, item.entryId)
+      if not err and type(result) == 'table' and type(result.error) == 'table' then
+        err = require('fabric.commands').domain_error(result.error)
+      end
+      if err then
+        return cb({ 'Fabric expand: ' .. tostring(err) }, {}, title)
+      end
+      local lines = require('fabric.views').expanded(result)
+      cache[key] = { lines = lines, spans = match.body_spans(lines, item.query), title = title }
+      cb(cache[key].lines, cache[key].spans, title)
+    end)
+  end
 end
 
 ---Open a chosen entry: the expanded entry in a scratch buffer, or its JSONL line.
@@ -143,7 +216,7 @@ function M.run(query, opts)
     if err then
       return ui.done('recall', false, err)
     end
-    local items = M.items(result)
+    local items = M.items(result, query)
     if opts.bang then
       local qf = {}
       for _, item in ipairs(items) do
@@ -190,25 +263,34 @@ function M.run(query, opts)
     if result.hasNext then
       items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
     end
-    local title = ('Fabric recall %q: page %d, %d results in all'):format(
+    local total = tonumber(result.totalItems) or #items
+    local title = ('Fabric recall "%s": page %d, %d result%s in all'):format(
       query,
       tonumber(result.page) or params.page,
-      tonumber(result.totalItems) or #items
+      total,
+      total == 1 and '' or 's'
     )
-    vim.ui.select(items, { prompt = title, format_item = M.format_item, kind = 'fabric.recall' }, function(choice)
-      if not choice then
-        return ui.done('recall', true, 'dismissed')
-      end
-      if choice.kind == 'next' then
-        return M.run(query, { scope = params.scope, page = choice.page })
-      elseif choice.kind == 'pointer' then
-        -- A cold pointer names a whole session: search inside it.
-        return M.run(query, { scope = 'session:' .. choice.sessionFile })
-      end
-      M.open(choice, function(ok, msg)
-        ui.done('recall', ok, msg)
-      end)
-    end)
+    require('fabric.picker').pick({
+      items = items,
+      prompt = title,
+      kind = 'fabric.recall',
+      display = M.display,
+      preview = M.previewer(),
+      on_choice = function(choice)
+        if not choice then
+          return ui.done('recall', true, 'dismissed')
+        end
+        if choice.kind == 'next' then
+          return M.run(query, { scope = params.scope, page = choice.page })
+        elseif choice.kind == 'pointer' then
+          -- A cold pointer names a whole session: search inside it.
+          return M.run(query, { scope = 'session:' .. choice.sessionFile })
+        end
+        M.open(choice, function(ok, msg)
+          ui.done('recall', ok, msg)
+        end)
+      end,
+    })
   end)
 end
 
