@@ -226,6 +226,55 @@ function H.cursor_on(needle, offset)
   error('not in buffer: ' .. needle, 2)
 end
 
+---Byte spans {row, start, end} (0-based) of every case-insensitive whole-word occurrence of
+---`term` (letters, digits, `_`) in `lines`: what the plugin should highlight, found here
+---without the plugin's code.
+function H.occurrences(lines, term)
+  local out = {}
+  for row, line in ipairs(lines) do
+    local lower, from = line:lower(), 1
+    while true do
+      local s, e = lower:find('%f[%w_]' .. term:lower() .. '%f[^%w_]', from)
+      if not s then
+        break
+      end
+      out[#out + 1] = { row - 1, s - 1, e }
+      from = e + 1
+    end
+  end
+  return out
+end
+
+---The plugin's match highlights in `buf` as {row, start, end}; each must be FabricMatch.
+function H.match_marks(buf)
+  local out = {}
+  local ns = vim.api.nvim_get_namespaces().fabric_match
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    H.eq('FabricMatch', m[4].hl_group, 'extmark group')
+    out[#out + 1] = { m[2], m[3], m[4].end_col }
+  end
+  return out
+end
+
+---Wait until the fabric client has no request in flight (and its callbacks ran).
+function H.settle(ms)
+  H.wait_for('no fabric request in flight', function()
+    local c = H.client()
+    for _, r in pairs(c and c.requests or {}) do
+      if r.type == 'pending' then
+        return false
+      end
+    end
+    return true
+  end, ms)
+  vim.wait(50)
+end
+
+---Type keys as the user would (mappings apply), executed before returning.
+function H.feed(keys)
+  vim.api.nvim_feedkeys(vim.keycode(keys), 'xt', false)
+end
+
 function H.finish()
   for _, c in ipairs(vim.lsp.get_clients()) do
     c:stop()

@@ -1,0 +1,61 @@
+-- Test double of fzf-lua (NOT the real plugin; see fake_pickers.lua): fzf_exec(contents, opts)
+-- with a list of lines (ANSI colours allowed with --ansi), opts.prompt / fzf_opts / actions
+-- (the 'default' action gets the selected lines) / winopts.on_close / previewer (a class
+-- extending fzf-lua.previewer.builtin's base, instantiated by calling it, as fzf-lua's class
+-- library does). Like fzf-lua, accepting closes the window (on_close) and then runs the
+-- action; the selected lines are the original lines with the ANSI codes removed.
+local log = require('fake_pickers')
+
+local M = {}
+
+---`line` without ANSI colour codes (what fzf --ansi prints for a selected line).
+function M.strip_ansi(line)
+  return (line:gsub('\27%[[%d;]*m', ''))
+end
+
+function M.fzf_exec(contents, opts)
+  assert(type(contents) == 'table', 'fake fzf-lua: contents must be a list of lines here')
+  opts = opts or {}
+  local session = { contents = contents, opts = opts, closed = false }
+  -- The preview window of fzf-lua's builtin previewer.
+  local win = { titles = {} }
+  function win:validate_preview()
+    return not session.closed
+  end
+  function win:update_preview_title(title)
+    self.titles[#self.titles + 1] = title
+  end
+  session.win = win
+  if opts.previewer then
+    session.previewer = opts.previewer({}, opts, win)
+  end
+  local function close()
+    session.closed = true
+    if opts.winopts and opts.winopts.on_close then
+      opts.winopts.on_close()
+    end
+  end
+  ---Move the fzf cursor to line `i`: the builtin previewer gets that line.
+  function session:move(i)
+    self.cursor = i
+    if self.previewer then
+      self.previewer:populate_preview_buf(M.strip_ansi(contents[i]))
+    end
+  end
+  function session:accept()
+    close()
+    local action = opts.actions and opts.actions.default
+    if type(action) == 'table' then
+      action = action.fn or action[1]
+    end
+    action({ M.strip_ansi(contents[self.cursor]) }, opts)
+  end
+  function session:cancel()
+    close()
+  end
+  log.last['fzf-lua'] = session
+  session:move(1)
+  return session
+end
+
+return M
