@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
+from collections.abc import Iterable
 
 import msgspec
 from collections import Counter
@@ -24,6 +26,7 @@ from .search import DigestView, HotIndex, HotView
 from .source import (
     CONTENT_TYPES,
     Lineage,
+    ScanLines,
     ScannedLine,
     SourceScan,
     StatKey,
@@ -52,39 +55,43 @@ class SourceMissing(Exception):
 
 
 def lineage_from_lines(
-    lines: list[ScannedLine], branches: str, leaf_override: Optional[str] = None
+    lines: ScanLines, branches: str, leaf_override: Optional[str] = None
 ) -> tuple[Lineage, list[int]]:
     """Lineage plus the path ordinals in order (for the append extension check).
 
     `leaf_override`: the live leaf of a session a live Pi holds (engine/session/lease.py);
     the active branch is walked up from it when it is an entry of the file, else from the
-    last entry in file order, as Pi reads a file."""
+    last entry in file order, as Pi reads a file. Works on the scan's columns (line
+    numbers, not line objects), so a huge session costs one dict entry per node."""
     if branches == "all":
         from .source import ALL_FINGERPRINT
 
         return Lineage("all", None, [], None, ALL_FINGERPRINT, []), []
-    by_id: dict[str, ScannedLine] = {}
+    ids_col, parents, node, ordinal_col = lines.id, lines.parent, lines.node, lines.ordinal
+    by_id: dict[str, int] = {}
     leaf: Optional[str] = None
-    for ln in lines:
-        if ln.is_node:
-            by_id[ln.id] = ln
-            leaf = ln.id
-    path: list[ScannedLine] = []
+    for i in range(len(node)):
+        if node[i]:
+            leaf = ids_col[i]
+            by_id[leaf] = i  # type: ignore[index]
+    path: list[int] = []
     reasons: list[str] = []
-    seen: set[str] = set()
     if leaf_override is not None and leaf_override in by_id:
         leaf = leaf_override
     cur = by_id.get(leaf) if leaf is not None else None
+    seen: set[int] = set()
     while cur is not None:
-        if cur.id in seen:
+        if cur in seen:
             reasons.append("invalid_parent_graph")
             break
-        seen.add(cur.id)
+        seen.add(cur)
         path.append(cur)
-        cur = by_id.get(cur.parent_id) if cur.parent_id is not None else None
+        parent = parents[cur]
+        cur = by_id.get(parent) if parent is not None else None
+    del by_id, seen
     path.reverse()
-    ids = [p.id for p in path]
-    ordinals = [p.ordinal for p in path]
+    ids = [ids_col[i] for i in path]
+    ordinals = [ordinal_col[i] for i in path]
     return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), reasons), ordinals
 
 
@@ -305,75 +312,85 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
 
 
 def _records_from(
-    data: bytes, base: int, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
-    kept: Optional[dict[int, Any]] = None,
+    data: bytes, base: int, lines: ScanLines, ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
+    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
 ):
-    for i, ln in enumerate(lines):
-        if ln.type not in CONTENT_TYPES:
+    """The records of the content lines among `rows` (default: all) of `lines` that the
+    lineage keeps (`ordinals`; None: all), decoded from `data` (the file from `base`)."""
+    types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
+    for n, i in enumerate(range(len(types)) if rows is None else rows):
+        if types[i] not in CONTENT_TYPES:
             continue
-        if ordinals is not None and ln.ordinal not in ordinals:
+        ordinal = ordinal_col[i]
+        if ordinals is not None and ordinal not in ordinals:
             continue
-        if cancel is not None and (i & 255) == 0:
+        if cancel is not None and (n & 255) == 0:
             cancel()
         if kept is not None:
-            raw = kept.pop(ln.ordinal, None)
+            raw = kept.pop(ordinal, None)
             ok = raw is not None
         else:
-            ok, raw = decode_json_line(data[ln.offset - base : ln.offset - base + ln.length])
+            start = offsets[i] - base
+            ok, raw = decode_json_line(data[start : start + lengths[i]])
         if ok:
-            yield from norm.feed(raw, ln.line)
+            yield from norm.feed(raw, line_col[i])
 
 
 def scan_streaming(fh: Any, cancel=None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
     """(scan, sha256, bytes read) of an open file, read in chunks: only one chunk (or one
-    line longer than a chunk) is held at a time. Equal to `scan_source` of the whole."""
+    line longer than a chunk) is held at a time, never a copy of it. Each chunk starts at
+    the first line the previous one did not finish (re-read, not copied). Equal to
+    `scan_source` of the whole."""
     size = chunk_bytes or STREAM_CHUNK_BYTES
+    want = size
     scan = SourceScan()
     hasher = hashlib.sha256()
     base = 0
-    carry = b""
-    total = 0
     while True:
         if cancel is not None:
             cancel()
-        chunk = fh.read(size)
+        fh.seek(base)
+        chunk = fh.read(want)
         if not chunk:
             break
-        total += len(chunk)
-        hasher.update(chunk)
-        buf = carry + chunk if carry else chunk
-        nl = buf.rfind(b"\n")
+        nl = chunk.rfind(b"\n")
         if nl < 0:
-            carry = buf  # one line longer than a chunk: keep reading
-            continue
-        scan_source(buf[: nl + 1], scan, base=base)
+            if len(chunk) == want:
+                want *= 2  # one line longer than a chunk: read more of it
+                continue
+            hasher.update(chunk)  # a last line without a newline
+            scan_source(chunk, scan, base=base)
+            base += len(chunk)
+            break
+        hasher.update(memoryview(chunk)[: nl + 1])
+        scan_source(chunk, scan, base=base, stop=nl + 1)
         base += nl + 1
-        carry = buf[nl + 1 :]
-    if carry:
-        scan_source(carry, scan, base=base)  # a last line without a newline
-    return scan, hasher, total
+        want = size
+    return scan, hasher, base
 
 
 def records_streaming(
-    fh: Any, lines: list[ScannedLine], ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
+    fh: Any, lines: ScanLines, ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
     chunk_bytes: int = 0,
 ):
     """The records of the selected lines (as `_records_from` gives them), reading the file
     again chunk by chunk."""
     size = chunk_bytes or STREAM_CHUNK_BYTES
-    wanted = [ln for ln in lines if ln.type in CONTENT_TYPES and (ordinals is None or ln.ordinal in ordinals)]
+    types, ordinal_col, offsets, lengths = lines.type, lines.ordinal, lines.offset, lines.length
+    wanted = array("q", (i for i in range(len(types))
+                         if types[i] in CONTENT_TYPES and (ordinals is None or ordinal_col[i] in ordinals)))
     i, n = 0, len(wanted)
     while i < n:
-        start = wanted[i].offset
+        start = offsets[wanted[i]]
         j = i + 1
-        while j < n and wanted[j].offset + wanted[j].length - start <= size:
+        while j < n and offsets[wanted[j]] + lengths[wanted[j]] - start <= size:
             j += 1
-        end = wanted[j - 1].offset + wanted[j - 1].length
+        end = offsets[wanted[j - 1]] + lengths[wanted[j - 1]]
         fh.seek(start)
         data = fh.read(end - start)
         if len(data) != end - start:
             raise SourceMissing("source_changed_during_index")
-        yield from _records_from(data, start, wanted[i:j], None, norm, cancel=cancel)
+        yield from _records_from(data, start, lines, None, norm, cancel=cancel, rows=wanted[i:j])
         i = j
 
 
