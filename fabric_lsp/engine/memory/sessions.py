@@ -410,9 +410,14 @@ def build_state(
     # One full decode per line, keeping content values, saves the second decode.
     kept: Optional[dict[int, Any]] = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
     scan = scan_source(data, keep=kept)
+    # The bytes and decoded values are handed to the one pass over the records, so they
+    # are freed when it ends (before the shard is encoded), not when this returns.
+    box: dict[str, Any] = {"data": data, "kept": kept}
+    del data, kept
 
     def records(lineage: Lineage, norm: Normalizer):
-        return _records_from(data, 0, scan.lines, lineage.ordinals, norm, cancel=cancel, kept=kept)
+        return _records_from(box.pop("data"), 0, scan.lines, lineage.ordinals, norm, cancel=cancel,
+                             kept=box.pop("kept"))
 
     return _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records, ref_id=ref_id,
                      ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
