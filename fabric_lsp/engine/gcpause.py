@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Generator
 
 _lock = threading.Lock()
 _active = 0
@@ -21,7 +21,7 @@ _was_enabled = False
 
 
 @contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Generator[None, None, None]:
     """Pause the cyclic GC for the duration of the block (nestable, thread-safe)."""
     global _active, _was_enabled
     with _lock:

@@ -14,7 +14,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Optional, TypeGuard
+from typing import Any, Mapping, Optional, TypeGuard, cast
 
 import msgspec
 
@@ -226,6 +226,26 @@ def is_safe_int(x: Any) -> TypeGuard[float]:
     return isinstance(x, float) and math.isfinite(x) and x.is_integer() and abs(x) <= MAX_SAFE_INTEGER
 
 
+# ------------------------------------------------------------------ JSON value guards
+# Decoded JSON reaches the engines as `Any`; these checks narrow it for the type checker
+# (a bare `isinstance(v, dict)` leaves the key and value types unknown).
+
+
+def is_json_object(v: object) -> TypeGuard[dict[str, Any]]:
+    """`v` is a dict: a decoded JSON object (string keys, any JSON values)."""
+    return isinstance(v, dict)
+
+
+def is_json_array(v: object) -> TypeGuard[list[Any]]:
+    """`v` is a list: a decoded JSON array (any JSON values)."""
+    return isinstance(v, list)
+
+
+def is_str_list(v: object) -> TypeGuard[list[str]]:
+    """`v` is a list of strings only."""
+    return isinstance(v, list) and all(isinstance(x, str) for x in cast("list[object]", v))
+
+
 # ------------------------------------------------------------------------ object keys
 
 
@@ -237,9 +257,10 @@ def _is_array_index(k: str) -> bool:
     return int(k) < 4294967295
 
 
-def js_keys(obj: dict) -> list[str]:
-    """`Object.keys(obj)`: integer-like keys first (ascending), then insertion order."""
-    keys = list(obj.keys())
+def js_keys(obj: Mapping[Any, Any]) -> list[str]:
+    """`Object.keys(obj)`: integer-like keys first (ascending), then insertion order.
+    (A JSON object's keys are strings; `_emit` also copes with other keys via `str(k)`.)"""
+    keys: list[Any] = list(obj.keys())
     idx = [k for k in keys if isinstance(k, str) and k[:1].isdigit() and _is_array_index(k)]
     if not idx:
         return keys
@@ -262,7 +283,7 @@ _ESC = {
 _NEEDS_ESC = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
 
 
-def _esc_char(m: re.Match) -> str:
+def _esc_char(m: re.Match[str]) -> str:
     c = m.group(0)
     e = _ESC.get(c)
     if e is not None:
@@ -348,19 +369,20 @@ def _emit(v: Any, out: list[str]) -> None:
     elif isinstance(v, (int, float)):
         out.append(js_number(v) if is_finite_number(v) else "null")
     elif isinstance(v, dict):
+        obj = cast("dict[Any, Any]", v)
         out.append("{")
         first = True
-        for k in js_keys(v):
+        for k in js_keys(obj):
             if not first:
                 out.append(",")
             first = False
             out.append(js_quote(str(k)))
             out.append(":")
-            _emit(v[k], out)
+            _emit(obj[k], out)
         out.append("}")
     elif isinstance(v, (list, tuple)):
         out.append("[")
-        for i, item in enumerate(v):
+        for i, item in enumerate(cast("list[Any] | tuple[Any, ...]", v)):
             if i:
                 out.append(",")
             _emit(item, out)
@@ -382,16 +404,17 @@ def js_string_of(v: Any) -> str:
     if isinstance(v, (int, float)):
         return js_number(v)
     if isinstance(v, list):
-        return ",".join("" if x is None else js_string_of(x) for x in v)
+        return ",".join("" if x is None else js_string_of(x) for x in cast("list[Any]", v))
     return "[object Object]"
 
 
 def js_entries(v: Any) -> list[tuple[str, Any]]:
     """`Object.entries(v)` for JSON values (strings enumerate characters)."""
     if isinstance(v, dict):
-        return [(k, v[k]) for k in js_keys(v)]
+        obj = cast("dict[str, Any]", v)
+        return [(k, obj[k]) for k in js_keys(obj)]
     if isinstance(v, list):
-        return [(str(i), x) for i, x in enumerate(v)]
+        return [(str(i), x) for i, x in enumerate(cast("list[Any]", v))]
     if isinstance(v, str):
         return [(str(i), c) for i, c in enumerate(v)]
     return []

@@ -3,9 +3,9 @@ earliest+latest sampling and omission lines."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
 
-from ..jsstr import split_ws_words
+from ..jsstr import is_json_object, split_ws_words
 
 MAX_SUMMARY_BYTES = 32768
 ARROW = "\u2192"
@@ -21,6 +21,7 @@ def clip_utf8(text: str, max_bytes: int, suffix: str = "\u2026") -> str:
     """Whole code points while they fit in `max_bytes - len(suffix)`, then the suffix."""
     if max_bytes <= 0:
         return ""
+    data: Optional[bytes] = None  # the UTF-8 of non-ASCII text
     if text.isascii():
         if len(text) <= max_bytes:
             return text
@@ -32,7 +33,7 @@ def clip_utf8(text: str, max_bytes: int, suffix: str = "\u2026") -> str:
     if suffix_bytes >= max_bytes:
         return ""
     limit = max_bytes - suffix_bytes
-    if text.isascii():
+    if data is None:
         return text[:limit] + suffix
     cut = limit
     # back off to a code point boundary (continuation bytes are 10xxxxxx)
@@ -52,10 +53,13 @@ def canonicalize_text(source: str, max_bytes: int = 8192) -> dict[str, Any]:
     }
 
 
-class Sample:
+T = TypeVar("T")
+
+
+class Sample(Generic[T]):
     __slots__ = ("values", "omitted", "omitted_first", "omitted_last", "split_index")
 
-    def __init__(self, values: list, omitted: int, first: Optional[str], last: Optional[str], split: int):
+    def __init__(self, values: list[T], omitted: int, first: Optional[str], last: Optional[str], split: int):
         self.values = values
         self.omitted = omitted
         self.omitted_first = first
@@ -64,12 +68,14 @@ class Sample:
 
 
 def _entry_id(item: Any) -> Optional[str]:
-    if isinstance(item, dict):
+    if is_json_object(item):
         return item.get("entryId")
     return getattr(item, "entryId", None)
 
 
-def sample_addressed(items: Iterable, max_items: int, entry_id: Callable[[Any], Optional[str]] = _entry_id) -> Sample:
+def sample_addressed(
+    items: Iterable[T], max_items: int, entry_id: Callable[[T], Optional[str]] = _entry_id
+) -> Sample[T]:
     """Earliest `ceil(max/2)` + sliding latest `floor(max/2)`; displaced items are
     counted with the entry ids of the first and last displaced item."""
     earliest_limit = -(-max_items // 2)

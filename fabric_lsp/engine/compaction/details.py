@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from ..jsstr import is_finite_number
 
@@ -37,7 +37,7 @@ def _range_ok(v: Any) -> bool:
     return _is_obj(v) and isinstance(v.get("first"), str) and isinstance(v.get("last"), str)
 
 
-def _nums(obj: Any, keys, optional=()) -> bool:
+def _nums(obj: Any, keys: Iterable[str], optional: Iterable[str] = ()) -> bool:
     if not _is_obj(obj):
         return False
     for k in keys:
@@ -123,15 +123,15 @@ def js_num_value(x: Any) -> Any:
 def build_details(
     *,
     sections: list[str],
-    source_range: dict,
-    live_range: dict,
-    counts: dict,
-    omitted_counts: dict,
-    policy: dict,
+    source_range: dict[str, Any],
+    live_range: dict[str, Any],
+    counts: dict[str, Any],
+    omitted_counts: dict[str, Any],
+    policy: dict[str, Any],
     first_kept: str,
     budget: Any,
     timestamp: Any,
-) -> dict:
+) -> dict[str, Any]:
     d: dict[str, Any] = {
         "compactor": "fabric",
         "version": 2,

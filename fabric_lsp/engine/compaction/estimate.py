@@ -8,19 +8,32 @@ to the session model.
 
 from __future__ import annotations
 
-from fabric_lsp.engine.session.tokens import message_chars as _session_message_chars
+from typing import Any, Protocol
+
+from fabric_lsp.engine.session import tokens as _tokens_module
 
 from .loader import ToolOutput
 
 
-def message_chars(message: dict) -> int:
+class _Tokens(Protocol):
+    """The part of `session.tokens` used here, with the message type spelled out."""
+
+    def message_chars(self, message: dict[str, Any], /) -> int: ...
+
+
+# checked: the module must match the protocol (read through `_tokens.` in functions,
+# where the declared protocol type applies)
+_tokens: _Tokens = _tokens_module
+
+
+def message_chars(message: dict[str, Any]) -> int:
     if message.get("role") == "toolResult":
         content = message.get("content")
         if type(content) is ToolOutput:
             return content.chars
-    return _session_message_chars(message)
+    return _tokens.message_chars(message)
 
 
-def estimate_tokens(message: dict) -> int:
+def estimate_tokens(message: dict[str, Any]) -> int:
     """Pi's `estimateTokens` (ceil(chars / 4), UTF-16 counting)."""
     return -(-message_chars(message) // 4)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, TypeAlias, Union
 
 from .bounds import canonicalize_text, utf8_bytes
-from ..jsstr import has_unpaired_surrogate, js_keys, js_quote, js_stringify, utf16_len
+from ..jsstr import has_unpaired_surrogate, is_str_list, js_keys, js_quote, js_stringify, utf16_len
 
 PI_VCC_SENTINEL = "__pi_vcc__"
 TYPED_PREFIX = "__pi_fabric_compact_request_v1__:"
@@ -36,6 +36,9 @@ MSG_ITEM_UNPAIRED = "typed compaction preserve item contains an unpaired UTF-16 
 MSG_ITEM_LARGE = "typed compaction preserve item exceeds 2048 characters or 2048 UTF-8 bytes"
 
 ALLOWED_FIELDS = ("version", "instructions", "preserve")
+
+# What the strict parser returns: a JSON value (numbers are int or float).
+Json: TypeAlias = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
 
 
 class DecodeError(Exception):
@@ -82,7 +85,7 @@ class _Parser:
             i += 1
         self.i = i
 
-    def parse(self) -> Any:
+    def parse(self) -> Json:
         self.ws()
         v = self.value(0)
         self.ws()
@@ -95,7 +98,7 @@ class _Parser:
         if self.nodes > MAX_NODES:
             raise DecodeError("structure-too-complex", MSG_NODES)
 
-    def value(self, depth: int) -> Any:
+    def value(self, depth: int) -> Json:
         if self.i >= self.n:
             raise self.fail()
         c = self.s[self.i]
@@ -116,13 +119,13 @@ class _Parser:
             return self.number()
         raise self.fail()
 
-    def lit(self, word: str, val: Any) -> Any:
+    def lit(self, word: str, val: Json) -> Json:
         if self.s.startswith(word, self.i):
             self.i += len(word)
             return val
         raise self.fail()
 
-    def number(self) -> Any:
+    def number(self) -> Union[int, float]:
         m = _NUMBER.match(self.s, self.i)
         if m is None or not m.group(0).isascii():
             raise self.fail()
@@ -179,11 +182,11 @@ class _Parser:
                 raise DecodeError("invalid-unicode", MSG_UNPAIRED_JSON)
         return text
 
-    def arr(self, depth: int) -> list:
+    def arr(self, depth: int) -> list[Json]:
         if depth > MAX_DEPTH:
             raise DecodeError("structure-too-complex", MSG_DEPTH)
         self.i += 1
-        out: list = []
+        out: list[Json] = []
         self.ws()
         if self.i < self.n and self.s[self.i] == "]":
             self.i += 1
@@ -202,11 +205,11 @@ class _Parser:
                 return out
             raise self.fail()
 
-    def obj(self, depth: int) -> dict:
+    def obj(self, depth: int) -> dict[str, Json]:
         if depth > MAX_DEPTH:
             raise DecodeError("structure-too-complex", MSG_DEPTH)
         self.i += 1
-        out: dict = {}
+        out: dict[str, Json] = {}
         self.ws()
         if self.i < self.n and self.s[self.i] == "}":
             self.i += 1
@@ -239,7 +242,7 @@ class _Parser:
 # ------------------------------------------------------------------ bounds check
 
 
-def bounds_error(instructions: Optional[str], preserve: Optional[list]) -> Optional[tuple[str, str]]:
+def bounds_error(instructions: Optional[str], preserve: Optional[Sequence[str]]) -> Optional[tuple[str, str]]:
     if instructions is not None:
         if has_unpaired_surrogate(instructions):
             return ("invalid-unicode", MSG_INSTR_UNPAIRED)
@@ -256,7 +259,7 @@ def bounds_error(instructions: Optional[str], preserve: Optional[list]) -> Optio
     return None
 
 
-def encode_request_unchecked(instructions: Optional[str], preserve: Optional[list]) -> str:
+def encode_request_unchecked(instructions: Optional[str], preserve: Optional[Sequence[str]]) -> str:
     payload: dict[str, Any] = {"version": 1}
     if instructions is not None:
         payload["instructions"] = instructions
@@ -265,7 +268,7 @@ def encode_request_unchecked(instructions: Optional[str], preserve: Optional[lis
     return TYPED_PREFIX + js_stringify(payload)
 
 
-def encode_compaction_request(instructions: Optional[str] = None, preserve: Optional[list] = None) -> str:
+def encode_compaction_request(instructions: Optional[str] = None, preserve: Optional[Sequence[str]] = None) -> str:
     """The controller's encoder: bounds check (raises ValueError), then prefix + JSON."""
     err = bounds_error(instructions, preserve)
     if err is not None:
@@ -320,16 +323,22 @@ def _decode_typed(source: str) -> dict[str, Any]:
     version = value.get("version")
     if isinstance(version, bool) or not isinstance(version, (int, float)) or version != 1:
         raise DecodeError("unsupported-version", MSG_VERSION)
-    instructions = value.get("instructions")
-    if "instructions" in value and not isinstance(instructions, str):
-        raise DecodeError("invalid-type", MSG_INSTR_TYPE)
-    preserve = value.get("preserve")
-    if "preserve" in value and not isinstance(preserve, list):
-        raise DecodeError("invalid-type", MSG_PRESERVE_TYPE)
-    if preserve is not None and len(preserve) > MAX_PRESERVE_ITEMS:
-        raise DecodeError("preserve-too-many", MSG_PRESERVE_MANY)
-    if preserve is not None and not all(isinstance(x, str) for x in preserve):
-        raise DecodeError("invalid-type", MSG_ITEM_TYPE)
+    instructions: Optional[str] = None
+    if "instructions" in value:
+        raw_instructions = value["instructions"]
+        if not isinstance(raw_instructions, str):
+            raise DecodeError("invalid-type", MSG_INSTR_TYPE)
+        instructions = raw_instructions
+    preserve: Optional[list[str]] = None
+    if "preserve" in value:
+        raw_preserve = value["preserve"]
+        if not isinstance(raw_preserve, list):
+            raise DecodeError("invalid-type", MSG_PRESERVE_TYPE)
+        if len(raw_preserve) > MAX_PRESERVE_ITEMS:
+            raise DecodeError("preserve-too-many", MSG_PRESERVE_MANY)
+        if not is_str_list(raw_preserve):
+            raise DecodeError("invalid-type", MSG_ITEM_TYPE)
+        preserve = raw_preserve
     err = bounds_error(instructions, preserve)
     if err is not None:
         raise DecodeError(*err)

@@ -33,7 +33,7 @@ FABRIC_SETTING_KEYS = ("engine", "targetContextRatio", "thresholds", "tokenThres
 class CompactionSettings:
     """The settings layers, merged: Fabric's `compaction` object and Pi's two budgets."""
 
-    compaction: Mapping[str, Any] = field(default_factory=dict)
+    compaction: Mapping[str, Any] = field(default_factory=dict[str, Any])
     keep_recent_tokens: int = DEFAULT_PI_SETTINGS["keepRecentTokens"]
     reserve_tokens: int = DEFAULT_PI_SETTINGS["reserveTokens"]
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
+from fabric_lsp.engine.jsstr import is_json_array, is_json_object
 from fabric_lsp.engine.session import SessionLog, SessionTree, parse_session_bytes
 
 ERROR_QUIET_S = 30.0
@@ -42,19 +43,26 @@ class TurnVerdict:
     min_quiet_s: float = 0.0
 
 
-def _message(raw: dict[str, Any]) -> Optional[dict[str, Any]]:
-    msg = raw.get("message")
-    return msg if isinstance(msg, dict) else None
+class _Entry(Protocol):
+    """A session entry record (`session.EntryRecord`) as read here: its raw JSON object."""
+
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
+
+def _message(rec: _Entry) -> Optional[dict[str, Any]]:
+    msg = rec.raw.get("message")
+    return msg if is_json_object(msg) else None
 
 
 def _tool_call_ids(message: dict[str, Any]) -> list[str]:
     content = message.get("content")
-    if not isinstance(content, list):
+    if not is_json_array(content):
         return []
     return [
         part["id"]
         for part in content
-        if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("id"), str)
+        if is_json_object(part) and part.get("type") == "toolCall" and isinstance(part.get("id"), str)
     ]
 
 
@@ -87,7 +95,7 @@ def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Opti
     last = entries[i]
     if last.type == "compaction":
         return TurnVerdict(False, "the branch ends with a compaction: waiting for the next turn", tree.leaf_id)
-    msg = _message(last.raw) if last.type == "message" else None
+    msg = _message(last) if last.type == "message" else None
     if msg is None or msg.get("role") != "assistant":
         return TurnVerdict(False, f"the branch ends with {last.type}/{(msg or {}).get('role')}", tree.leaf_id)
     stop = msg.get("stopReason")
@@ -97,7 +105,7 @@ def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Opti
     # Rule 2 over the last turn: from the last turn start to the end.
     start = i
     while start >= 0:
-        m = _message(entries[start].raw) if entries[start].type == "message" else None
+        m = _message(entries[start]) if entries[start].type == "message" else None
         if m is not None and m.get("role") in TURN_START_ROLES:
             break
         if entries[start].type in ("compaction", "branch_summary", "custom_message"):
@@ -107,7 +115,7 @@ def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Opti
         return None
     open_calls: dict[str, None] = {}
     for rec in entries[max(start, 0) : i + 1]:
-        m = _message(rec.raw) if rec.type == "message" else None
+        m = _message(rec) if rec.type == "message" else None
         if m is None:
             continue
         role = m.get("role")

@@ -32,23 +32,59 @@ import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Iterator, Optional, Protocol, Union
 
+from fabric_lsp.engine import session as _session_module
 from fabric_lsp.engine.activity import CancelToken, Cancelled
 from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
-from fabric_lsp.engine.session import (
-    EntryRecord,
-    SessionTree,
-    build_context_messages,
-    estimate_tokens,
-    iter_session,
-    js_stringify,
-    parse_session_bytes,
-)
+from fabric_lsp.engine.jsstr import is_json_object
+from fabric_lsp.engine.session import EntryRecord, SessionTree, js_stringify, parse_session_bytes
 
 log = logging.getLogger(__name__)
+
+
+class _SessionModel(Protocol):
+    """The session-model functions used here, with their JSON types spelled out (the
+    session layer annotates them with bare `dict`)."""
+
+    def build_context_messages(self, path: list[dict[str, Any]], /) -> list[dict[str, Any]]: ...
+
+    def estimate_tokens(self, message: dict[str, Any], /) -> int: ...
+
+    def iter_session(
+        self, fp: BinaryIO, /, *, start_offset: int = ..., header_seen: Optional[bool] = ...
+    ) -> Iterator[Union[EntryRecord, dict[str, Any]]]: ...
+
+
+# checked: the package must match the protocol (read through `_session.` in functions,
+# where the declared protocol type applies)
+_session: _SessionModel = _session_module
+
+
+class _CompactionApi(Protocol):
+    """`fabric_lsp.engine.compaction.api` as the committer calls it."""
+
+    def preview_compaction(self, source: bytes, /, **options: Any) -> dict[str, Any]: ...
+
+
+def _compaction_api() -> _CompactionApi:
+    from fabric_lsp.engine.compaction import api  # imported on first use
+
+    return api
+
+
+class _Entry(Protocol):
+    """A session entry record (`session.EntryRecord`) as read here: its raw JSON object."""
+
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
+
+def _raw(rec: _Entry) -> dict[str, Any]:
+    return rec.raw
+
 
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
 ALREADY_COMPACTED = "Already compacted"
@@ -99,10 +135,7 @@ def compaction_entry(
 
 def entry_line(entry: dict[str, Any]) -> bytes:
     """One JSONL line as Pi writes it: JSON.stringify, raw UTF-8, trailing LF."""
-    text = js_stringify(entry)
-    if text is None:
-        raise ValueError("compaction entry is not JSON-serializable")
-    return (text + "\n").encode("utf-8")
+    return (js_stringify(entry) + "\n").encode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -251,9 +284,7 @@ def default_compute(options: Optional[dict[str, Any]] = None, cancel: Optional[C
     deferred, never recorded as a failure."""
 
     def compute(data: bytes, session_path: str, intent: dict[str, Any]) -> dict[str, Any]:
-        from fabric_lsp.engine.compaction.api import preview_compaction
-
-        return preview_compaction(
+        return _compaction_api().preview_compaction(
             data,
             session_path=session_path,
             instructions=intent.get("instructions"),
@@ -364,8 +395,8 @@ def attempt_commit(
     )
     line = entry_line(entry)
     branch = tree.branch()
-    after = build_context_messages([r.raw for r in branch.entries] + [entry])
-    estimated_after = sum(estimate_tokens(m) for m in after)
+    after = _session.build_context_messages([_raw(r) for r in branch.entries] + [entry])
+    estimated_after = sum(_session.estimate_tokens(m) for m in after)
     committed = Committed(
         summary=summary,
         tokens_before=tokens_before,
@@ -458,7 +489,7 @@ def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, 
             else:
                 state.committing = None
             store.save(state)
-            return record if isinstance(record, dict) else None
+            return record if is_json_object(record) else None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -473,7 +504,7 @@ def _marked_entry_present(fd: int, offset: int, entry_id: Any) -> bool:
         return False
     with os.fdopen(os.dup(fd), "rb") as fp:
         fp.seek(offset)
-        for item in iter_session(fp, start_offset=offset, header_seen=True):
+        for item in _session.iter_session(fp, start_offset=offset, header_seen=True):
             if isinstance(item, EntryRecord) and item.id == entry_id and item.type == "compaction":
                 return True
     return False

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, TypeGuard, Union, cast
 
 from fabric_lsp.engine.activity import CancelToken
 from fabric_lsp.engine.intents.limits import MSG_PRESERVE_NOT_ARRAY, check_bounds, encode_typed_request
@@ -94,6 +94,11 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _is_str_sequence(v: object) -> TypeGuard[Union[list[str], tuple[str, ...]]]:
+    """`v` is a list or tuple of strings only."""
+    return isinstance(v, (list, tuple)) and all(isinstance(p, str) for p in cast("Sequence[object]", v))
+
+
 def build_intent(
     *,
     reason: Any = None,
@@ -106,7 +111,7 @@ def build_intent(
     """Seed §2: validate and build a PendingIntent (JS key order). Raises ValueError."""
     preserve_list: Optional[list[str]] = None
     if preserve is not None:
-        if not isinstance(preserve, (list, tuple)) or not all(isinstance(p, str) for p in preserve):
+        if not _is_str_sequence(preserve):
             raise ValueError(MSG_PRESERVE_NOT_ARRAY)
         preserve_list = list(preserve)
     instructions_str = instructions if isinstance(instructions, str) else None
@@ -210,20 +215,19 @@ class CompactController:
         deferred). A call while a commit is in flight waits for that commit and returns
         its result; it never starts a second one.
         """
+        claimed: Optional[tuple[dict[str, Any], str]] = None  # (intent, id) when this call commits
         with self._lock:
             flight = self._flight
             if flight is None:
                 state = self.store.load(self.session_path)
                 if state.pending is None or state.pending_id is None:
                     return None
-                intent, intent_id = state.pending, state.pending_id
+                claimed = (state.pending, state.pending_id)
                 flight = self._flight = _Flight()
-                owner = True
-            else:
-                owner = False
-        if not owner:
+        if claimed is None:
             flight.done.wait()
             return flight.result
+        intent, intent_id = claimed
         try:
             flight.result = self._run(commit_fn, intent, intent_id, abort)
         finally:

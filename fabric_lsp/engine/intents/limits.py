@@ -16,7 +16,7 @@ Every failure raises `ValueError` carrying the exact message.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, cast
 
 # the one JS-semantics module: UTF-16 pairing and length rules shared with both engines
 from ..jsstr import has_unpaired_surrogate as has_unpaired_surrogate
@@ -95,7 +95,7 @@ def _code_points_over(value: str, limit: int) -> bool:
     return len(value) > limit
 
 
-def validate_request_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
+def validate_request_arguments(params: object) -> dict[str, Any]:
     """Schema + bounds + encoded-size validation of `compact.request` arguments.
 
     Returns the request arguments (only `reason`, `instructions`, `preserve`,
@@ -104,6 +104,7 @@ def validate_request_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(params, Mapping):
         raise ValueError(INVALID_ARGUMENTS_PREFIX + "/: expected object")
+    params = cast("Mapping[str, Any]", params)  # a wire JSON object: string keys
     errors: list[str] = []
     args: dict[str, Any] = {}
     for key in sorted(params):
@@ -126,6 +127,7 @@ def validate_request_arguments(params: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(preserve, (list, tuple)):
             errors.append("/preserve: expected array")
         else:
+            preserve = cast("Sequence[Any]", preserve)  # a list or tuple, checked above
             if len(preserve) > MAX_PRESERVE_ITEMS:
                 errors.append(f"/preserve: expected array length <= {MAX_PRESERVE_ITEMS}")
             item_ok = True

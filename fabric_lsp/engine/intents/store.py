@@ -21,8 +21,9 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Generator, Optional
 
+from fabric_lsp.engine.jsstr import is_json_object
 from fabric_lsp.engine.private_dir import make_private_dir, write_private_file
 
 log = logging.getLogger(__name__)
@@ -77,24 +78,24 @@ class IntentState:
     @classmethod
     def from_json(cls, session: str, obj: Any) -> "IntentState":
         state = cls(session=session)
-        if not isinstance(obj, dict) or obj.get("version") != STATE_VERSION:
+        if not is_json_object(obj) or obj.get("version") != STATE_VERSION:
             return state
         pending = obj.get("pending")
         pending_id = obj.get("pendingId")
-        if isinstance(pending, dict) and isinstance(pending_id, str):
+        if is_json_object(pending) and isinstance(pending_id, str):
             state.pending, state.pending_id = pending, pending_id
         last = obj.get("last")
-        if isinstance(last, dict):
+        if is_json_object(last):
             state.last = last
         if isinstance(obj.get("lastIntentId"), str):
             state.last_intent_id = obj["lastIntentId"]
         if isinstance(obj.get("lastRecordIntentId"), str):
             state.last_record_intent_id = obj["lastRecordIntentId"]
         committing = obj.get("committing")
-        if isinstance(committing, dict):
+        if is_json_object(committing):
             state.committing = committing
         claim = obj.get("claim")
-        if isinstance(claim, dict) and isinstance(claim.get("intentId"), str) and isinstance(claim.get("pid"), int):
+        if is_json_object(claim) and isinstance(claim.get("intentId"), str) and isinstance(claim.get("pid"), int):
             state.claim = claim
         return state
 
@@ -116,7 +117,7 @@ class IntentStore:
         return self.state_dir / (session_key(session_path) + _SUFFIX)
 
     @contextlib.contextmanager
-    def locked(self, session_path: str) -> Iterator[None]:
+    def locked(self, session_path: str) -> Generator[None, None, None]:
         """Exclusive lock for a read-modify-write of one session's state (all processes)."""
         self._ensure_dir()
         lock_path = self.state_dir / (session_key(session_path) + ".lock")
@@ -176,14 +177,14 @@ class IntentStore:
             obj = json.loads((self.state_dir / name).read_bytes())
         except (OSError, ValueError, RecursionError):
             return None
-        session = obj.get("session") if isinstance(obj, dict) else None
+        session = obj.get("session") if is_json_object(obj) else None
         if isinstance(session, str) and session_key(session) + _SUFFIX == name:
             return session
         return None
 
     def sessions(self) -> list[tuple[str, int]]:
         """(session path, state-file mtime_ns) of every state file, sorted by path."""
-        out = []
+        out: list[tuple[str, int]] = []
         for name, mtime in self.scan().items():
             session = self.session_of(name)
             if session is not None:

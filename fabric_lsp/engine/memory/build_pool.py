@@ -17,6 +17,11 @@ import subprocess
 import sys
 from typing import Any, Callable, Iterable, Optional
 
+# A task's arguments (pickled to the child) and the child's reply: ("ok", digest),
+# ("missing", reason) or ("error", repr of the exception).
+TaskArgs = tuple[Any, ...]
+Reply = tuple[str, Any]
+
 _CHILD = r"""
 import gc, os, pickle, struct, sys
 if os.environ.get("FABRIC_LSP_BUILD_NICE"):
@@ -69,7 +74,7 @@ class _Child:
         self.buf = bytearray()
         self.task: Optional[Any] = None
 
-    def send(self, key: Any, task: tuple) -> None:
+    def send(self, key: Any, task: TaskArgs) -> None:
         data = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
         assert self.proc.stdin is not None
         self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
@@ -80,7 +85,7 @@ class _Child:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
 
-    def pump(self) -> Optional[tuple]:
+    def pump(self) -> Optional[Reply]:
         """Read what is available; the decoded reply once complete. Raises EOFError."""
         chunk = os.read(self.fileno(), 1 << 20)
         if not chunk:
@@ -89,7 +94,7 @@ class _Child:
         if len(self.buf) >= 8:
             (n,) = struct.unpack("<Q", self.buf[:8])
             if len(self.buf) >= 8 + n:
-                reply = pickle.loads(bytes(self.buf[8 : 8 + n]))
+                reply: Reply = pickle.loads(bytes(self.buf[8 : 8 + n]))
                 del self.buf[: 8 + n]
                 return reply
         return None
@@ -104,16 +109,18 @@ class _Child:
         except subprocess.TimeoutExpired:
             pass
         for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is None:
+                continue
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except Exception:
                 pass
 
 
 def run_batch(
-    tasks: Iterable[tuple[Any, tuple]],
+    tasks: Iterable[tuple[Any, TaskArgs]],
     workers: int,
-    on_result: Callable[[Any, tuple], None],
+    on_result: Callable[[Any, Reply], None],
     check_cancel: Callable[[], None],
     *,
     on_idle: Optional[Callable[[], bool]] = None,

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Optional
+from typing import Any, Optional, cast
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ while True:
 """
 
 
-def _reap(proc: subprocess.Popen) -> None:
+def _reap(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         try:
             proc.kill()
@@ -127,8 +127,10 @@ def _reap(proc: subprocess.Popen) -> None:
         except (OSError, subprocess.TimeoutExpired):
             pass
     for stream in (proc.stdin, proc.stdout):
+        if stream is None:
+            continue
         try:
-            stream.close()  # type: ignore[union-attr]
+            stream.close()
         except Exception:
             pass
 
@@ -136,7 +138,7 @@ def _reap(proc: subprocess.Popen) -> None:
 class RegexOutcome:
     __slots__ = ("hits", "error")
 
-    def __init__(self, hits: Optional[list[int]] = None, error: Optional[dict] = None) -> None:
+    def __init__(self, hits: Optional[list[int]] = None, error: Optional[dict[str, Any]] = None) -> None:
         self.hits = hits
         self.error = error
 
@@ -160,7 +162,7 @@ class RegexRunner:
 
     def __init__(self, node: Optional[str] = None) -> None:
         self._lock = threading.Lock()
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: Optional[subprocess.Popen[bytes]] = None
         self._unconfirmed = False  # spawned, its ready line not read yet
         self._node = node
         self._argv: Optional[list[str]] = None
@@ -184,7 +186,7 @@ class RegexRunner:
             "regex queries use Python `re`, not JavaScript RegExp: %s; named groups (?<n>…), "
             "\\p{…} and \\u{…} are rejected and some patterns match differently", why)
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         argv = self._command()
         env = {k: v for k, v in os.environ.items() if k != "NODE_OPTIONS"}  # no --require of the user's
         proc = subprocess.Popen(
@@ -211,8 +213,10 @@ class RegexRunner:
             except subprocess.TimeoutExpired:
                 pass
             for stream in (proc.stdin, proc.stdout):
+                if stream is None:
+                    continue
                 try:
-                    stream.close()  # type: ignore[union-attr]
+                    stream.close()
                 except Exception:
                     pass
 
@@ -278,12 +282,12 @@ class RegexRunner:
             if "error" in reply:
                 return RegexOutcome(error={"code": reply["error"], "message": reply.get("message", "")})
             hits = reply.get("hits")
-            if not isinstance(hits, list) or not all(isinstance(h, int) for h in hits):
+            if not isinstance(hits, list) or not all(isinstance(h, int) for h in cast("list[object]", hits)):
                 return RegexOutcome(error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."})
-            return RegexOutcome(hits=hits)
+            return RegexOutcome(hits=cast("list[int]", hits))  # checked just above
 
-    def _read_reply(self, proc: subprocess.Popen, deadline: float):
-        """The decoded reply; None on timeout; False on a broken worker."""
+    def _read_reply(self, proc: subprocess.Popen[bytes], deadline: float) -> Any:
+        """The decoded JSON reply (any JSON value); None on timeout; False on a broken worker."""
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         buf = bytearray()

@@ -11,22 +11,27 @@ Invariant: `tokenize_lexical` equals the code-point category scan `reference_tok
 
 from __future__ import annotations
 
+import collections
 import re
 import unicodedata
 from collections import Counter
-
-try:  # the C helper behind Counter.update (skips Counter's Python-level dispatch)
-    # private to CPython's collections (no stub declares it): the ImportError branch covers its absence
-    from collections import _count_elements  # pyright: ignore[reportAttributeAccessIssue]
-except ImportError:  # pragma: no cover - other interpreters
-
-    def _count_elements(mapping, iterable):  # type: ignore[no-redef]
-        get = mapping.get
-        for elem in iterable:
-            mapping[elem] = get(elem, 0) + 1
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
+
+
+def _py_count_elements(mapping: dict[str, int], iterable: Iterable[str]) -> None:  # pragma: no cover
+    get = mapping.get
+    for elem in iterable:
+        mapping[elem] = get(elem, 0) + 1
+
+
+# The C helper behind Counter.update (skips Counter's Python-level dispatch). It is
+# private to CPython's collections and no stub declares it, hence the lookup by name;
+# other interpreters get the Python loop above.
+_count_elements: Callable[[dict[str, int], Iterable[str]], None] = getattr(
+    collections, "_count_elements", _py_count_elements
+)
 
 # For str patterns, `\w` is exactly letters (L*), numbers (N*) and `_` on this
 # interpreter's Unicode tables (verified by tests against `unicodedata.category`).
@@ -160,7 +165,7 @@ def sort_lexical(items: Iterable[str]) -> list[str]:
     return out
 
 
-def plan_memory_query(query: str | None, mode: str = "literal") -> dict:
+def plan_memory_query(query: str | None, mode: str = "literal") -> dict[str, Any]:
     """`{kind: browse}`, `{kind: regex, pattern}` (untrimmed) or `{kind: terms, terms}`.
 
     Literal input is never compiled as a regex: `src/foo.ts` is the terms src, foo, ts.
