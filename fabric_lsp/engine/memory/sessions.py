@@ -818,7 +818,7 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
     state.normalizer, state.hasher = norm, hasher
 
 
-def _extend_active_lineage(state: SessionState, new_lines: list[ScannedLine], first_new: int):
+def _extend_active_lineage(state: SessionState, new_lines: ScanLines, first_new: int):
     """(lineage, path ordinals) when the new leaf's path is the old path plus new nodes
     only; None otherwise (the caller rebuilds)."""
     old_path = state.path_ordinals

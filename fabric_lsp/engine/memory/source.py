@@ -247,7 +247,8 @@ def scan_source(
                         pid = env.parentId
                         is_node = isinstance(env.id, str) and (pid is None or isinstance(pid, str))
                         etype = env.type if isinstance(env.type, str) else None  # e.g. [] is no type
-                        etype = _TYPE_NAMES.get(etype, etype)  # one string object per known type
+                        if etype is not None:
+                            etype = _TYPE_NAMES.get(etype, etype)  # one string object per known type
                         add(ordinal, line_no, base + pos, end - pos, type=etype, id=env.id, parent=pid,
                             is_node=is_node)
                     ordinal += 1
