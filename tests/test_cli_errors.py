@@ -12,10 +12,14 @@ import pytest
 
 from fabric_lsp.examples import copy_example_agent_dir
 
+import atexit
+import shutil
 import tempfile
 
 # a copy: the CLI writes its index under the agent dir, never into the package
-EXAMPLES = str(copy_example_agent_dir(Path(tempfile.mkdtemp(prefix="fabric-cli-errors-")) / "agent"))
+_TMP = Path(tempfile.mkdtemp(prefix="fabric-cli-errors-"))
+atexit.register(shutil.rmtree, _TMP, True)  # removed when the test run ends
+EXAMPLES = str(copy_example_agent_dir(_TMP / "agent"))
 
 
 def run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:

@@ -14,10 +14,14 @@ SESSION = "01a184f4-f0ec-7323-b6a1-d54253189157"
 ENTRY = "19db38cf"
 
 
+import atexit
+import shutil
 import tempfile
 
 # a copy: the CLI writes its index under the agent dir, never into the package
-AGENT = copy_example_agent_dir(Path(tempfile.mkdtemp(prefix="fabric-cli-refs-")) / "agent")
+_TMP = Path(tempfile.mkdtemp(prefix="fabric-cli-refs-"))
+atexit.register(shutil.rmtree, _TMP, True)  # removed when the test run ends
+AGENT = copy_example_agent_dir(_TMP / "agent")
 
 
 def expand(*args: str) -> subprocess.CompletedProcess:
