@@ -269,6 +269,7 @@ class SessionState:
     # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
     cold_slot: Optional[int] = None
     cold_table: Any = None
+    view_cache: Any = None  # (identity key, DigestView, digest): see digest_view
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -278,6 +279,19 @@ class SessionState:
         )
 
     def digest_view(self) -> DigestView:
+        """The search view of this cold state; made once per digest and slot (every global
+        query asks every cold session for it)."""
+        assert self.digest is not None
+        key = (id(self.digest), self.cold_slot, id(self.cold_table), self.session_id, self.file, self.source_hash,
+               self.lineage.fingerprint, self.cwd, self.mtime)
+        cached = self.view_cache
+        if cached is not None and cached[0] == key and cached[2] is self.digest:
+            return cached[1]
+        view = self._make_digest_view()
+        self.view_cache = (key, view, self.digest)
+        return view
+
+    def _make_digest_view(self) -> DigestView:
         assert self.digest is not None
         if self.cold_slot is not None and self.cold_table is not None:
             from .cold_index import TermsSet
