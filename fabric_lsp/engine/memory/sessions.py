@@ -26,6 +26,7 @@ from .search import DigestView, HotIndex, HotView
 from .source import (
     CONTENT_TYPES,
     Lineage,
+    OrdinalSet,
     ScanLines,
     ScannedLine,
     SourceScan,
@@ -74,17 +75,17 @@ def lineage_from_lines(
         if node[i]:
             leaf = ids_col[i]
             by_id[leaf] = i  # type: ignore[index]
-    path: list[int] = []
+    path = array("q")
     reasons: list[str] = []
     if leaf_override is not None and leaf_override in by_id:
         leaf = leaf_override
     cur = by_id.get(leaf) if leaf is not None else None
-    seen: set[int] = set()
+    seen = bytearray(len(node))  # by line number: a flag, not a set of ints
     while cur is not None:
-        if cur in seen:
+        if seen[cur]:
             reasons.append("invalid_parent_graph")
             break
-        seen.add(cur)
+        seen[cur] = 1
         path.append(cur)
         parent = parents[cur]
         cur = by_id.get(parent) if parent is not None else None
@@ -92,7 +93,9 @@ def lineage_from_lines(
     path.reverse()
     ids = [ids_col[i] for i in path]
     ordinals = [ordinal_col[i] for i in path]
-    return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), reasons), ordinals
+    del path
+    return (Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
+            ordinals)
 
 
 class DigestFolder:

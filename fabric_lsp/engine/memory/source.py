@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -264,12 +264,57 @@ def scan_source(
     return scan
 
 
+class OrdinalSet:
+    """The ordinals of a lineage as a bitmap (one bit per ordinal up to the largest)
+    instead of a set of ints: what `in` asks of a lineage's ordinals, in 1/200 of the
+    memory for a session of hundreds of thousands of entries."""
+
+    __slots__ = ("bits", "count")
+
+    def __init__(self, ordinals: Iterable[int]) -> None:
+        values = list(ordinals) if not isinstance(ordinals, (list, array)) else ordinals
+        top = max(values, default=-1)
+        bits = bytearray((top >> 3) + 1 if top >= 0 else 0)
+        count = 0
+        for o in values:
+            byte, bit = o >> 3, 1 << (o & 7)
+            if not bits[byte] & bit:
+                bits[byte] |= bit
+                count += 1
+        self.bits, self.count = bits, count
+
+    def __contains__(self, o: object) -> bool:
+        if type(o) is not int or o < 0:
+            return False
+        byte = o >> 3
+        return byte < len(self.bits) and bool(self.bits[byte] & (1 << (o & 7)))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[int]:
+        for byte, value in enumerate(self.bits):
+            if value:
+                for bit in range(8):
+                    if value & (1 << bit):
+                        yield (byte << 3) | bit
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OrdinalSet):
+            return self.count == other.count and set(self) == set(other)
+        if isinstance(other, (set, frozenset)):
+            return set(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(slots=True)
 class Lineage:
     branches: str
     leaf_id: Optional[str]
     ids: list[str]
-    ordinals: Optional[set[int]]  # None in all mode
+    ordinals: Optional["set[int] | OrdinalSet"]  # None in all mode
     fingerprint: str
     reasons: list[str]
 

@@ -82,3 +82,15 @@ def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, traili
         assert facts(True, chunk) == facts(False, 1 << 20)
     finally:
         mp.undo()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=5000), max_size=300),
+       st.lists(st.one_of(st.integers(min_value=-3, max_value=5100), st.none(), st.text(max_size=2)), max_size=50))
+def test_ordinal_bitmap_answers_membership_like_a_set(ordinals, probes):
+    from fabric_lsp.engine.memory.source import OrdinalSet
+
+    bitmap, plain = OrdinalSet(ordinals), set(ordinals)
+    assert len(bitmap) == len(plain) and sorted(bitmap) == sorted(plain) and bitmap == plain
+    for probe in probes + ordinals:
+        assert (probe in bitmap) == (probe in plain)
