@@ -58,6 +58,30 @@ def test_sidebar_views_in_real_vscode(vscode_tools, vsix, tmp_path):
     assert " 0 failed" in proc.stdout, report(proc)
 
 
+@pytest.mark.editor
+def test_extension_details_page_shows_the_readme_without_its_images(vscode_tools, vsix, tmp_path):
+    """The Extensions view's details page of the installed VSIX (test/e2e/readme.mjs): the
+    README renders, every image keeps its alt text, and VS Code's sanitizer drops the src of
+    relative (extension-local) images, so none loads; of all link forms only https loads."""
+    args = [
+        "test/e2e/readme.mjs",
+        "--vsix", str(vsix),
+        "--code-server", vscode_tools["codeServer"],
+        "--chromium", vscode_tools["chromium"],
+        # Not $FABRIC_VSCODE_SCREENSHOTS: pointed at images/, that would ship these two
+        # pictures (of a README without its pictures) in the VSIX.
+        "--screenshots", str(tmp_path / "shots"),
+    ]
+    proc = run_node(vscode_tools, args, 300)
+    assert proc.returncode == 0, report(proc)
+    assert " 0 failed" in proc.stdout, report(proc)
+    for name in ("every README image is an <img> with its alt text",
+                 "VS Code drops the src of every relative README image",
+                 "control: the header icon",
+                 "of all README link forms only an https URL loads"):
+        assert f"ok - {name}" in proc.stdout, f"check {name!r} did not pass\n{report(proc)}"
+
+
 def _bundled(vscode_tools, vsix, tmp_path, mode: str):
     """test/e2e/bundled.mjs: the VSIX installed with `code-server --install-extension` into a
     fresh extensions dir, no fabric.server.command and no fabric-lsp on PATH."""
