@@ -70,7 +70,7 @@ def expand_streaming(
         raise SourceMissing("source_unavailable") from None
     if read != key.size or stat_key(file) != key:
         raise SourceMissing("source_changed_during_index")
-    lineage, _ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
+    lineage = lineage_from_lines(scan.lines, branches, live_leaf)[0]  # (path ordinals: append bookkeeping only)
     session_id = scan.header_id if scan.header_id is not None else ref_id
     norm = Normalizer(file, scan.header_id or "", max_entry_chars=None, index_thinking=True, index_tool_output=True)
     selected: list[dict] = []

@@ -75,6 +75,13 @@ def lineage_from_lines(
         if node[i]:
             leaf = ids_col[i]
             by_id[leaf] = i  # type: ignore[index]
+    # A parent id is the same string as its parent's id: keep one object (half the id
+    # strings of a long session).
+    for i, parent in enumerate(parents):
+        if parent is not None:
+            j = by_id.get(parent)
+            if j is not None:
+                parents[i] = ids_col[j]
     path = array("q")
     reasons: list[str] = []
     if leaf_override is not None and leaf_override in by_id:
