@@ -19,14 +19,10 @@ import gc
 import math
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 from urllib.parse import unquote, urlparse
-
-import msgspec
-from cachetools import LRUCache
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
@@ -35,8 +31,9 @@ from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFoun
 from fabric_lsp.engine.session.reader import read_header
 
 from . import file_history, store
-from .cold_index import ColdTermTable, StateTable, score_digests_inverted
-from .regex_worker import RegexRunner
+from .cold_index import score_digests_inverted
+from .config import MemoryConfig
+from .core import MemoryCore
 from .search import (
     CANDIDATE_DIGESTS,
     CANDIDATE_ENTRIES,
@@ -62,62 +59,7 @@ SESSIONS_LIST_CAP = 500
 RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
 SESSIONS_MAX_PAGE_SIZE = 200
 
-
-# ---- configuration ------------------------------------------------------------------------
-
-from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS  # noqa: E402 (the one table)
-
 log = logging.getLogger(__name__)
-
-
-class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
-    """The `memory` settings object (seed 000 "Configuration"); out-of-range integers
-    are clamped, as the reference's config normalization does."""
-
-    enabled: bool = True
-    index_dir: Optional[str] = None
-    max_sessions: int = 500
-    max_entry_chars: int = 2000
-    index_thinking: bool = False
-    index_tool_output: bool = True
-    hot_sessions: int = 50
-    digest_terms: int = 200  # accepted, unused (as the reference)
-    max_cold_vocabulary_bytes: int = 524_288
-    max_cold_cache_bytes: int = 1_048_576
-    max_sync_sessions: int = 10_000
-    max_sync_source_bytes: int = 536_870_912
-    max_cache_cleanup_files: int = 100_000
-    regex_max_pattern_bytes: int = 1024
-    regex_max_haystack_terms: int = 20_000
-    regex_max_haystack_bytes: int = 2_097_152
-    regex_timeout_ms: int = 250
-
-    def __post_init__(self) -> None:
-        for name, (_default, lo, hi) in MEMORY_BOUNDS.items():
-            setattr(self, name, max(lo, min(hi, getattr(self, name))))
-        if self.index_dir is not None and not self.index_dir.strip():
-            self.index_dir = None
-
-    @classmethod
-    def from_settings(cls, settings: Optional[dict]) -> "MemoryConfig":
-        """Lenient: a value of the wrong type gives the default (digest §11)."""
-        values: dict[str, Any] = {}
-        camel = {f: msgspec.structs.fields(cls)[i].encode_name for i, f in enumerate(cls.__struct_fields__)}
-        for name, enc in camel.items():
-            if not settings or enc not in settings:
-                continue
-            v = settings[enc]
-            if name in MEMORY_BOUNDS:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-                    continue
-                values[name] = int(v)
-            elif name in ("enabled", "index_thinking", "index_tool_output"):
-                if isinstance(v, bool):
-                    values[name] = v
-            elif name == "index_dir":
-                if isinstance(v, str) and v.strip():
-                    values[name] = v
-        return cls(**values)
 
 
 # ---- discovery ------------------------------------------------------------------------------
@@ -199,34 +141,7 @@ def _path_of(target: str) -> Optional[str]:
 # ---- the engine -----------------------------------------------------------------------------
 
 
-class MemoryEngine:
-    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: Optional[str] = None, index_dir: Optional[str] = None) -> None:
-        self.config = config
-        self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
-        self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
-        chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
-        self.index_dir = os.path.abspath(os.path.expanduser(chosen))
-        self._lock = threading.RLock()
-        # Cold vocabularies live in one interned term table with an inverted term -> sessions
-        # map (cold_index.py); the state map hands every cold state's vocabulary to it.
-        self._cold = ColdTermTable()
-        self._states: dict[tuple[str, str], SessionState] = StateTable(self._cold)
-        # The background indexer (background.py) while one runs over this engine: requests
-        # then leave cold builds to it instead of spending their per-call budget on them.
-        self.background: Any = None
-        self._hydrated: LRUCache = LRUCache(maxsize=8)
-        self._headers: dict[str, tuple[Optional[tuple], Optional[str], Optional[str]]] = {}
-        self._cleanup_complete: Optional[bool] = None
-        self._regex = RegexRunner()
-        # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
-        # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
-        # live session follows the live leaf), refreshed at every call.
-        self.live_leaves: Optional[Callable[[], dict[str, str]]] = None
-        self._live: dict[str, str] = {}
-        # First builds of large cold sets use a small process pool (0/1 = never).
-        self.parallel_workers = min(2, os.cpu_count() or 1)
-        self.parallel_min_bytes = 16 * 1024 * 1024
-
+class MemoryEngine(MemoryCore):
     # -- lifecycle ----------------------------------------------------------------------------
 
     def notify_changed(self, paths: Iterable[str]) -> None:
@@ -242,11 +157,6 @@ class MemoryEngine:
         indexer = self.background
         if indexer is not None:
             indexer.kick()
-
-    def background_pending(self) -> bool:
-        """True while a background indexer has sessions left to index."""
-        indexer = self.background
-        return indexer is not None and indexer.pending
 
     def drop_caches(self) -> None:
         with self._lock:

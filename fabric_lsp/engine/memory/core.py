@@ -1,0 +1,52 @@
+"""The state one memory engine holds, shared by the modules that serve its calls.
+
+`MemoryCore` is only data: where sessions and the disk cache live, the engine lock, the
+in-memory index and its caches; `api.MemoryEngine` is a `MemoryCore`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Optional
+
+from cachetools import LRUCache
+
+from .cold_index import ColdTermTable, StateTable
+from .config import MemoryConfig
+from .regex_worker import RegexRunner
+from .sessions import SessionState
+
+
+class MemoryCore:
+    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: Optional[str] = None, index_dir: Optional[str] = None) -> None:
+        self.config = config
+        self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
+        self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
+        chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
+        self.index_dir = os.path.abspath(os.path.expanduser(chosen))
+        self._lock = threading.RLock()
+        # Cold vocabularies live in one interned term table with an inverted term -> sessions
+        # map (cold_index.py); the state map hands every cold state's vocabulary to it.
+        self._cold = ColdTermTable()
+        self._states: dict[tuple[str, str], SessionState] = StateTable(self._cold)
+        # The background indexer (background.py) while one runs over this engine: requests
+        # then leave cold builds to it instead of spending their per-call budget on them.
+        self.background: Any = None
+        self._hydrated: LRUCache = LRUCache(maxsize=8)
+        self._headers: dict[str, tuple[Optional[tuple], Optional[str], Optional[str]]] = {}
+        self._cleanup_complete: Optional[bool] = None
+        self._regex = RegexRunner()
+        # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
+        # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
+        # live session follows the live leaf), refreshed at every call.
+        self.live_leaves: Optional[Callable[[], dict[str, str]]] = None
+        self._live: dict[str, str] = {}
+        # First builds of large cold sets use a small process pool (0/1 = never).
+        self.parallel_workers = min(2, os.cpu_count() or 1)
+        self.parallel_min_bytes = 16 * 1024 * 1024
+
+    def background_pending(self) -> bool:
+        """True while a background indexer has sessions left to index."""
+        indexer = self.background
+        return indexer is not None and indexer.pending
