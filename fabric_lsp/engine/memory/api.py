@@ -15,22 +15,14 @@ records are written whole (temp file + rename) only after a session is complete.
 
 from __future__ import annotations
 
-import gc
-import math
-import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
-from urllib.parse import unquote, urlparse
+from typing import Any, Iterable, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
-from fabric_lsp.engine.gcpause import cyclic_gc_paused
-from fabric_lsp.engine.jsstr import js_string_of
-from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, resolve_session
-from fabric_lsp.engine.session.reader import read_header
 
-from . import file_history, store
+from . import catalog, file_history, index
+from .catalog import Ref, Unresolved, branches_of, safe_nonneg_int, scope_kind
 from .cold_index import score_digests_inverted
 from .config import MemoryConfig
 from .core import MemoryCore
@@ -50,28 +42,12 @@ from .search import (
     score_digests,
     segment_object,
 )
-from .sessions import SessionState, SourceMissing, build_state, digest_from_hot, state_from_record, try_append
-from .source import StatKey, stat_key
+from .sessions import SessionState, SourceMissing
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
-_MAX_SAFE = 2**53 - 1
 SESSIONS_LIST_CAP = 500
 RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
 SESSIONS_MAX_PAGE_SIZE = 200
-
-log = logging.getLogger(__name__)
-
-
-# ---- discovery ------------------------------------------------------------------------------
-
-
-@dataclass
-class Ref:
-    id: str
-    file: str
-    cwd: str
-    mtime: float
-    key: Optional[StatKey]
 
 
 @dataclass(frozen=True)
@@ -86,58 +62,6 @@ class _RecallEcho:
     page_size: int
 
 
-def _recency(refs: Iterable[Ref]) -> list[Ref]:
-    return sorted(refs, key=lambda r: (-r.mtime, utf16_key(r.file)))
-
-
-class _Unresolved(Exception):
-    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.candidates = candidates
-
-
-def _scope_kind(scope: Any) -> tuple[str, Optional[str]]:
-    if scope is None:
-        return "session", None
-    if not isinstance(scope, str):
-        raise ValueError("scope: must be a string")
-    s = scope.strip()
-    if s in ("session", "project", "global"):
-        return s, None
-    if s.startswith("session:"):
-        target = s[len("session:") :].strip()
-        if not target:
-            raise ValueError('scope: "session:" needs a session id or path')
-        return "target", target
-    raise ValueError(f'scope: unknown scope "{scope}"; expected session, project, global or session:<id-or-path>')
-
-
-def _branches(value: Any, field: str = "branches") -> str:
-    if value is None:
-        return "active"
-    if value not in ("active", "all"):
-        raise ValueError(f'{field}: must be "active" or "all"')
-    return value
-
-
-def _safe_nonneg_int(v: Any) -> bool:
-    if isinstance(v, bool):
-        return False
-    if isinstance(v, int):
-        return 0 <= v <= _MAX_SAFE
-    if isinstance(v, float):
-        return math.isfinite(v) and v.is_integer() and 0 <= v <= _MAX_SAFE
-    return False
-
-
-def _path_of(target: str) -> Optional[str]:
-    if target.startswith("file://"):
-        return unquote(urlparse(target).path)
-    return None
-
-
 # ---- the engine -----------------------------------------------------------------------------
 
 
@@ -147,23 +71,13 @@ class MemoryEngine(MemoryCore):
     def notify_changed(self, paths: Iterable[str]) -> None:
         """A watched-file event. Freshness is checked by stat on every call anyway; this
         only forgets state of files that are gone."""
-        with self._lock:
-            for p in paths:
-                p = os.path.abspath(_path_of(p) or p)
-                if not os.path.exists(p):
-                    for key in [k for k in self._states if k[0] == p]:
-                        del self._states[key]
-                    self._headers.pop(p, None)
+        index.forget_gone(self, paths)
         indexer = self.background
         if indexer is not None:
             indexer.kick()
 
     def drop_caches(self) -> None:
-        with self._lock:
-            self._states.clear()
-            self._hydrated.clear()
-            self._headers.clear()
-            self._cleanup_complete = None
+        index.drop_caches(self)
 
     def close(self) -> None:
         indexer = self.background
@@ -171,440 +85,11 @@ class MemoryEngine(MemoryCore):
             indexer.stop()
         self._regex.close()
 
-    # -- discovery ------------------------------------------------------------------------------
+    # -- file history ---------------------------------------------------------------------------
 
-    def _ref(self, path: str, key: Optional[StatKey] = None) -> Ref:
-        key = key or stat_key(path)
-        hid, hcwd = self._header(path, key)
-        return Ref(
-            id=hid if hid is not None else Path(path).stem,
-            file=path,
-            cwd=hcwd if hcwd is not None else "",
-            mtime=key.mtime_ms if key else 0.0,
-            key=key,
-        )
-
-    def _header(self, path: str, key: Optional[StatKey]) -> tuple[Optional[str], Optional[str]]:
-        ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
-        cached = self._headers.get(path)
-        if cached is not None and cached[0] == ident:
-            return cached[1], cached[2]
-        hid = hcwd = None
-        value = read_header(path)  # the session layer's one header rule for memory
-        if value is not None:
-            hid = js_string_of(value.get("id")) if "id" in value else "undefined"
-            hcwd = js_string_of(value.get("cwd")) if "cwd" in value else "undefined"
-        self._headers[path] = (ident, hid, hcwd)
-        return hid, hcwd
-
-    def _folder_refs(self, folder: str) -> list[Ref]:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return []
-        out = []
-        for name in names:
-            if not name.endswith(".jsonl"):
-                continue
-            full = os.path.join(folder, name)
-            key = stat_key(full)
-            if key is None:
-                continue
-            out.append(self._ref(full, key))
-        return out
-
-    def _all_refs(self) -> list[Ref]:
-        self._refresh_live()  # every call lists the sessions first: the leases are read then
-        try:
-            subs = os.listdir(self.session_dir)
-        except OSError:
-            return []
-        refs: list[Ref] = []
-        for sub in subs:
-            full = os.path.join(self.session_dir, sub)
-            if os.path.isdir(full):
-                refs.extend(self._folder_refs(full))
-        return _recency(refs)
-
-    def _forget_vanished(self, all_refs: list[Ref]) -> None:
-        """Drop state (and cache records) of sessions that disappeared since last seen."""
-        known = {r.file for r in all_refs}
-        for slot in [k for k in self._states if k[0] not in known]:
-            if not os.path.exists(slot[0]):
-                del self._states[slot]
-                for kind in store.RECORD_KINDS:
-                    store.remove(self.index_dir, store.cache_name(slot[0], slot[1], kind))
-
-    def _project_refs(self, cwd: Optional[str]) -> list[Ref]:
-        if not cwd:
-            return []
-        return _recency(self._folder_refs(os.path.join(self.session_dir, encode_cwd(cwd))))
-
-    def _resolve_target(self, target: str, all_refs: list[Ref]) -> Ref:
-        """The session layer's one resolver (`discovery.resolve_session`: paths, `file://`
-        URIs, header ids, file stems and the `<timestamp>_<id>` suffix, unique id
-        prefixes), with its errors in memory's error shape (candidates in UTF-16 order)."""
-        try:
-            path = resolve_session(target, self.session_dir)
-        except AmbiguousSession as err:
-            raise _Unresolved(err.code, str(err), sorted(err.candidates, key=utf16_key)) from None
-        except SessionNotFound:
-            raise _Unresolved("session_not_found", f"Session not found: {target}") from None
-        known = next((r for r in all_refs if r.file == path), None)
-        return known if known is not None else self._ref(path)
-
-    def _scope_refs(self, kind: str, target: Optional[str], cwd: Optional[str], all_refs: list[Ref]) -> list[Ref]:
-        if kind == "global":
-            return list(all_refs)
-        if kind == "project":
-            return self._project_refs(cwd)
-        if kind == "target":
-            assert target is not None
-            return [self._resolve_target(target, all_refs)]
-        project = self._project_refs(cwd)
-        return project[:1]
-
-    def _hot_files(self, all_refs: list[Ref], scoped: list[Ref]) -> set[str]:
-        tier_refs = list(all_refs)
-        known = {r.file for r in all_refs}
-        tier_refs.extend(r for r in scoped if r.file not in known)
-        tier_refs = _recency(tier_refs)
-        return {r.file for r in tier_refs[: max(0, self.config.hot_sessions)]}
-
-    # -- derived state ---------------------------------------------------------------------------
-
-    def _cleanup_once(self) -> bool:
-        if self._cleanup_complete is None:
-            self._cleanup_complete = store.cleanup(
-                self.index_dir, self.config.max_cache_cleanup_files, self.config.max_sync_source_bytes
-            )
-        return self._cleanup_complete
-
-    def _persist(self, state: SessionState) -> None:
-        kind = "shard" if state.tier == "hot" else "digest"
-        name = store.cache_name(state.file, state.branches, kind)
-        files_name = file_history.cache_name(state.file, state.branches)
-        if state.persisted:
-            # the file-operations table first: a record is only used with its table
-            if state.file_ops is not None:
-                store.write_atomic(self.index_dir, files_name, file_history.encode_record(state))
-            store.write_atomic(self.index_dir, name, state.persisted)
-        else:
-            store.remove(self.index_dir, name)
-            store.remove(self.index_dir, files_name)
-        other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
-        store.remove(self.index_dir, other)
-
-    def _from_disk(self, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
-        kind = "shard" if tier == "hot" else "digest"
-        name = store.cache_name(ref.file, branches, kind)
-        limit = self.config.max_sync_source_bytes if kind == "shard" else self.config.max_cold_cache_bytes
-        data = store.read_cache_file(self.index_dir, name, limit)
-        if data is None or ref.key is None:
-            return None
-        record = store.load_record(data, kind, len(data))
-        if record is None:
-            store.remove(self.index_dir, name)
-            return None
-        try:
-            state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=self.config)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            state = None
-        if state is None:
-            store.remove(self.index_dir, name)
-            return None
-        files = store.read_cache_file(self.index_dir, file_history.cache_name(ref.file, branches),
-                                      self.config.max_sync_source_bytes)
-        state.file_ops = file_history.load_record(files, state) if files is not None else None
-        if state.file_ops is None:
-            return None  # no table for exactly this source: rebuild (and rewrite both)
-        return state
-
-    def _want_leaf(self, file: str, branches: str) -> Optional[str]:
-        """The live leaf the active branch of `file` follows, when a live Pi holds it."""
-        if branches != "active" or not self._live:
-            return None
-        return self._live.get(os.path.realpath(file))
-
-    def _refresh_live(self) -> None:
-        if self.live_leaves is None:
-            return
-        try:
-            self._live = dict(self.live_leaves())
-        except Exception:  # a broken lease dir must not break recall
-            log.exception("reading the live leases failed")
-            self._live = {}
-
-    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
-        """A fresh state without a full build (memory, in-place append, or disk), or None.
-        Raises SourceMissing. A session a live Pi holds is only ever built on its live leaf
-        (in memory; the disk cache keeps the file's own leaf)."""
-        key = ref.key
-        if key is None:
-            raise SourceMissing("source_unavailable")
-        slot = (ref.file, branches)
-        want = self._want_leaf(ref.file, branches)
-        state = self._states.get(slot)
-        if state is not None and state.live_leaf != want:
-            self._states.pop(slot, None)  # built on another leaf
-            state = None
-        if want is not None:
-            if state is not None and state.tier == tier and state.key == key:
-                return state, False
-            self._states.pop(slot, None)
-            return None, False
-        if state is not None and state.tier == tier:
-            if state.key == key:
-                return state, False
-            if try_append(state, key, self.config):
-                self._persist(state)
-                state.persisted = b""  # on disk now; memory keeps only what queries need
-                self._states[slot] = state  # a cold append re-derived the vocabulary
-                return state, True
-        if state is None or state.tier != tier:
-            loaded = self._from_disk(ref, branches, tier)
-            if loaded is not None:
-                self._states[slot] = loaded
-                store.remove(
-                    self.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
-                )
-                return loaded, True
-            if state is not None and tier == "cold" and state.key == key:
-                # Leaving the hot tier: derive the digest instead of re-reading the source.
-                derived = digest_from_hot(state, self.config)
-                if derived is not None:
-                    self._adopt(derived)
-                    return derived, True
-        self._states.pop(slot, None)
-        return None, False
-
-    def _hydrated_state(self, ref: Ref, branches: str, cancel: Optional[CancelToken]) -> SessionState:
-        """A cold session's records for explicit hydration: built like a hot shard but
-        never persisted and never promoted (kept in a small in-memory LRU)."""
-        slot = (ref.file, branches)
-        state = self._hydrated.get(slot)
-        assert ref.key is not None
-        want = self._want_leaf(ref.file, branches)
-        if state is not None and state.live_leaf == want:
-            if state.key == ref.key:
-                return state
-            if want is None and try_append(state, ref.key, self.config):
-                return state
-        state = build_state(
-            ref.file, branches, "hot", self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
-            encode=False, live_leaf=want,
-        )
-        self._hydrated[slot] = state
-        return state
-
-    def _adopt(self, state: SessionState) -> None:
-        if state.live_leaf is None:  # the disk cache holds the file's own leaf only
-            self._persist(state)
-            state.persisted = b""  # on disk now; memory keeps only what queries need
-        self._states[(state.file, state.branches)] = state
-
-    def _build_many(
-        self,
-        todo: list[tuple[Ref, str]],
-        branches: str,
-        cancel: Optional[CancelToken],
-        progress: Callable[[], None],
-    ) -> dict[str, Any]:
-        """Build states from source: {file: SessionState | SourceMissing}.
-
-        Large cold work goes to a small process pool (digests are compact to send back)
-        while hot sessions are built here; small work stays in this thread."""
-        out: dict[str, Any] = {}
-
-        def build_here(ref: Ref, tier: str) -> None:
-            try:
-                out[ref.file] = build_state(
-                    ref.file, branches, tier, self.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
-                    live_leaf=self._want_leaf(ref.file, branches),
-                )
-            except SourceMissing as missing:
-                out[ref.file] = missing
-            progress()
-
-        # sessions held by a live Pi are built here, on their live leaf
-        cold = [(r, t) for r, t in todo if t == "cold" and self._want_leaf(r.file, branches) is None]
-        cold_bytes = sum(r.key.size for r, _ in cold if r.key)
-        if not (self.parallel_workers > 1 and len(cold) >= 2 and cold_bytes >= self.parallel_min_bytes):
-            for ref, tier in todo:
-                check(cancel)
-                build_here(ref, tier)
-            return out
-        from .build_pool import run_batch
-
-        pooled = {r.file for r, _ in cold}
-        local = [(r, t) for r, t in todo if r.file not in pooled]
-        by_file = {r.file: r for r, _ in cold}
-        ordered = sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0))
-
-        def on_result(file: str, reply: tuple) -> None:
-            status, value = reply
-            if status == "ok":
-                out[file] = value
-                progress()
-            elif status == "missing":
-                out[file] = SourceMissing(value)
-                progress()
-            else:
-                build_here(by_file[file], "cold")
-
-        def on_idle() -> bool:
-            if not local:
-                return False
-            ref, tier = local.pop(0)
-            build_here(ref, tier)
-            return bool(local)
-
-        failed = run_batch(
-            ((r.file, (r.file, branches, "cold", self.config, r.id, r.cwd)) for r, _ in ordered),
-            self.parallel_workers,
-            on_result,
-            lambda: check(cancel),
-            on_idle=on_idle,
-        )
-        for ref, tier in local:
-            check(cancel)
-            build_here(ref, tier)
-        for file in failed:
-            check(cancel)
-            build_here(by_file[file], "cold")
-        return out
-
-    def _load_index(
-        self,
-        refs: list[Ref],
-        hot_files: set[str],
-        branches: str,
-        *,
-        hydrate: bool,
-        cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
-    ) -> tuple[list[SessionState], list[str], dict]:
-        """States of the scoped sessions in scope order, their tiers, and index coverage."""
-        # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
-        # passes over them only cost time (about half a build), so pause it meanwhile.
-        with cyclic_gc_paused():
-            return self._load_index_unpaused(
-                refs, hot_files, branches, hydrate=hydrate, cancel=cancel, activity=activity
-            )
-
-    def _load_index_unpaused(
-        self,
-        refs: list[Ref],
-        hot_files: set[str],
-        branches: str,
-        *,
-        hydrate: bool,
-        cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
-    ) -> tuple[list[SessionState], list[str], dict]:
-        cleanup_complete = self._cleanup_once()
-        reasons: set[str] = set()
-        if not cleanup_complete:
-            reasons.add("cache_cleanup_budget")
-        # The per-call budgets bound the synchronous work of this call: sessions built from
-        # source. A session whose derived state is already fresh (in memory, extended in
-        # place after an append, or read from the disk cache) costs no budget, so repeated
-        # calls, a restarted server and the CLI reach every session the index holds. While
-        # a background indexer has work left, cold builds are left to it (reason
-        # `indexing_in_progress`) and only hot sessions are built here.
-        deferring = self.background_pending() and not hydrate
-        processed = 0
-        processed_bytes = 0
-        accepted: list[tuple[Ref, str]] = []
-        resolved: dict[str, Any] = {}
-        todo: list[tuple[Ref, str]] = []
-        fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
-        for ref in refs:
-            if ref.key is None:
-                reasons.add("source_unavailable")
-                continue
-            tier = "hot" if ref.file in hot_files else "cold"
-            check(cancel)
-            try:
-                state, worked = self._cached(ref, branches, tier)
-            except SourceMissing as missing:
-                accepted.append((ref, tier))
-                resolved[ref.file] = missing
-                continue
-            if state is not None:
-                if worked:
-                    fresh_bytes += ref.key.size
-                accepted.append((ref, tier))
-                resolved[ref.file] = state
-                continue
-            if deferring and tier == "cold":
-                reasons.add("indexing_in_progress")
-                continue
-            if processed >= self.config.max_sync_sessions:
-                reasons.add("max_sync_sessions")
-                continue
-            if processed_bytes + ref.key.size > self.config.max_sync_source_bytes:
-                reasons.add("max_sync_source_bytes")
-                continue
-            processed += 1
-            processed_bytes += ref.key.size
-            accepted.append((ref, tier))
-            todo.append((ref, tier))
-        if todo:
-            done_count = [0]
-            total = len(todo)
-
-            def progress() -> None:
-                done_count[0] += 1
-                report(activity, f"Indexing {done_count[0]}/{total} sessions", int(100 * done_count[0] / total))
-
-            report(activity, f"Indexing 0/{total} sessions", 0)
-            built = self._build_many(todo, branches, cancel, progress)
-            fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
-            check(cancel)
-            for ref, _tier in todo:
-                result = built.get(ref.file)
-                if isinstance(result, SessionState):
-                    self._adopt(result)
-                resolved[ref.file] = result
-        if fresh_bytes >= self.parallel_min_bytes:
-            # Move the new long-lived index out of the collector's generations, so later
-            # full collections do not walk it during warm queries.
-            gc.freeze()
-        indexed = incomplete = 0
-        states: list[SessionState] = []
-        tiers: list[str] = []
-        for ref, tier in accepted:
-            result = resolved.get(ref.file)
-            if isinstance(result, SessionState) and hydrate:
-                try:
-                    if tier == "cold":
-                        result = self._hydrated_state(ref, branches, cancel)
-                except SourceMissing as missing:
-                    result = missing
-                tier = "hydrated"
-            if not isinstance(result, SessionState):
-                reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
-                self._states.pop((ref.file, branches), None)
-                for kind in store.RECORD_KINDS:
-                    store.remove(self.index_dir, store.cache_name(ref.file, branches, kind))
-                continue
-            indexed += 1
-            if not result.coverage["complete"]:
-                incomplete += 1
-                reasons.update(result.coverage["reasons"])
-            states.append(result)
-            tiers.append(tier)
-        eligible = len(refs)
-        coverage = {
-            "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0,
-            "indexedSessions": indexed,
-            "eligibleSessions": eligible,
-            "staleSessions": eligible - indexed,
-            "incompleteSessions": incomplete,
-            "reasons": sort_lexical(reasons),
-        }
-        return states, tiers, coverage
+    def file_history(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+        """The `fabric/fileHistory` result (see file_history.py)."""
+        return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def indexed_states(
         self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],
@@ -612,18 +97,33 @@ class MemoryEngine(MemoryCore):
     ) -> tuple[list[SessionState], dict]:
         """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
         scope order, and the index coverage. The caller holds the engine lock."""
-        all_refs = self._all_refs()
-        self._forget_vanished(all_refs)
-        refs = self._scope_refs(scope, None, cwd, all_refs)
-        hot_files = self._hot_files(all_refs, refs)
-        states, _tiers, coverage = self._load_index(refs, hot_files, branches, hydrate=False, cancel=cancel, activity=activity)
-        return states, coverage
+        return index.indexed_states(self, scope, cwd, branches, cancel=cancel, activity=activity)
 
-    # -- file history ---------------------------------------------------------------------------
+    # -- what the background indexer (background.py) uses -------------------------------------
 
-    def file_history(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
-        """The `fabric/fileHistory` result (see file_history.py)."""
-        return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
+    def _all_refs(self) -> list[Ref]:
+        return catalog.all_refs(self)
+
+    def _forget_vanished(self, all_refs: list[Ref]) -> None:
+        catalog.forget_vanished(self, all_refs)
+
+    def _scope_refs(self, kind: str, target: Optional[str], cwd: Optional[str], all_refs: list[Ref]) -> list[Ref]:
+        return catalog.scope_refs(self, kind, target, cwd, all_refs)
+
+    def _hot_files(self, all_refs: list[Ref], scoped: list[Ref]) -> set[str]:
+        return catalog.hot_files(self, all_refs, scoped)
+
+    def _want_leaf(self, file: str, branches: str) -> Optional[str]:
+        return catalog.want_leaf(self, file, branches)
+
+    def _cleanup_once(self) -> bool:
+        return index.cleanup_once(self)
+
+    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
+        return index.cached(self, ref, branches, tier)
+
+    def _adopt(self, state: SessionState) -> None:
+        index.adopt(self, state)
 
     # -- recall ---------------------------------------------------------------------------------
 
@@ -635,8 +135,8 @@ class MemoryEngine(MemoryCore):
         mode = params.get("queryMode") or "literal"
         if mode not in ("literal", "regex"):
             raise ValueError('queryMode: must be "literal" or "regex"')
-        branches = _branches(params.get("branches"))
-        kind, target = _scope_kind(params.get("scope"))
+        branches = branches_of(params.get("branches"))
+        kind, target = scope_kind(params.get("scope"))
         scope = params.get("scope") or "session"
         cwd = params.get("cwd") or cwd
         page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
@@ -654,7 +154,7 @@ class MemoryEngine(MemoryCore):
             if not hydrate:
                 raise ValueError("entryRange: requires scope session:<id-or-path>")
             first, last = entry_range["first"], entry_range["last"]
-            if not (_safe_nonneg_int(first) and _safe_nonneg_int(last)) or last < first:
+            if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
                 return self._recall_error(echo, "index_out_of_bounds",
                                           "Entry range requires safe integers with 0 <= first <= last.")
             rng = (int(first), int(last))
@@ -664,10 +164,10 @@ class MemoryEngine(MemoryCore):
             self._forget_vanished(all_refs)
             try:
                 refs = self._scope_refs(kind, target, cwd, all_refs)
-            except _Unresolved as err:
+            except Unresolved as err:
                 return self._recall_error(echo, err.code, err.message)
             hot_files = self._hot_files(all_refs, refs)
-            states, tiers, index_cov = self._load_index(refs, hot_files, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+            states, tiers, index_cov = index.load_index(self, refs, hot_files, branches, hydrate=hydrate, cancel=cancel, activity=activity)
             if hydrate and states:
                 st = states[0]
                 stale = self._stale(st, exp_hash, exp_fp)
@@ -892,11 +392,11 @@ class MemoryEngine(MemoryCore):
 
     def expand(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
         params = params or {}
-        branches = _branches(params.get("branches"))
+        branches = branches_of(params.get("branches"))
         indices = params.get("indices")
         if indices is not None and not isinstance(indices, list):
             raise ValueError("indices: must be an array")
-        if indices is not None and not all(_safe_nonneg_int(i) for i in indices):
+        if indices is not None and not all(safe_nonneg_int(i) for i in indices):
             return _expand_error("index_out_of_bounds", "Every entry index must be a non-negative safe integer.")
         session = params.get("session")
         if not isinstance(session, str) or not session.strip():
@@ -909,7 +409,7 @@ class MemoryEngine(MemoryCore):
             if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
                 raise ValueError("entryRange: requires both first and last")
             first, last = entry_range["first"], entry_range["last"]
-            if not (_safe_nonneg_int(first) and _safe_nonneg_int(last)) or last < first:
+            if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
                 return _expand_error("index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
             rng = (int(first), int(last))
         exp_hash = params.get("expectedSourceHash")
@@ -918,8 +418,8 @@ class MemoryEngine(MemoryCore):
         # the engine lock (a long first build of other sessions must not hold it up).
         check(cancel)
         try:
-            ref = self._resolve_target(session.strip(), self._all_refs())
-        except _Unresolved as err:
+            ref = catalog.resolve_target(self, session.strip(), self._all_refs())
+        except Unresolved as err:
             return _expand_error(err.code, err.message, err.candidates)
         report(activity, "Expanding session entries")
         from .expand_stream import Selection, expand_streaming
@@ -966,8 +466,8 @@ class MemoryEngine(MemoryCore):
 
     def sessions(self, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
         params = params or {}
-        kind, target = _scope_kind(params.get("scope") or "project")
-        branches = _branches(params.get("branches"))
+        kind, target = scope_kind(params.get("scope") or "project")
+        branches = branches_of(params.get("branches"))
         cwd = params.get("cwd") or cwd
         page, page_size = page_bounds(params.get("page"), params.get("pageSize"), SESSIONS_MAX_PAGE_SIZE, 50)
         with self._lock:
@@ -975,7 +475,7 @@ class MemoryEngine(MemoryCore):
             self._forget_vanished(all_refs)
             try:
                 refs = self._scope_refs(kind, target, cwd, all_refs)
-            except _Unresolved as err:
+            except Unresolved as err:
                 return {
                     "sessions": [], "totalItems": 0, "page": page, "pageSize": page_size, "hasNext": False,
                     "coverage": {
@@ -986,7 +486,7 @@ class MemoryEngine(MemoryCore):
             found = len(refs)
             refs = refs[: max(1, self.config.max_sessions)][:SESSIONS_LIST_CAP]
             hot_files = self._hot_files(all_refs, refs)
-            states, tiers, coverage = self._load_index(refs, hot_files, branches, hydrate=False, cancel=cancel, activity=activity)
+            states, tiers, coverage = index.load_index(self, refs, hot_files, branches, hydrate=False, cancel=cancel, activity=activity)
             if found > len(refs):  # the cap cut sessions: the list is not the whole scope
                 coverage["complete"] = False
                 coverage["reasons"] = sort_lexical(set(coverage["reasons"]) | {"max_sessions"})

@@ -85,7 +85,7 @@ def test_vocabulary_over_budget_rebuilds(tmp_path: Path):
 def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkeypatch, restart: bool):
     """Appending to a cold session promotes it and demotes the oldest hot one; results
     and cache records equal those of a fresh engine over an empty index."""
-    import fabric_lsp.engine.memory.api as api
+    import fabric_lsp.engine.memory.index as index
 
     derived = []
 
@@ -94,7 +94,7 @@ def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkey
         derived.append(out is not None)
         return out
 
-    monkeypatch.setattr(api, "digest_from_hot", spy)
+    monkeypatch.setattr(index, "digest_from_hot", spy)
     agent = tmp_path / "agent"
     for n in range(4):
         rows = [header(f"s{n}", CWD), user("u1", None, f"topic{n} " + "long words " * 300, 1),

@@ -1,0 +1,225 @@
+"""Which sessions a call sees: discovery, scopes, the hot tier and the live leaves.
+
+Sessions are the `*.jsonl` files one folder below the engine's session dir, newest first
+(`Ref`: header id and cwd, cached per stat key). A scope (`session`, `project`,
+`global`, `session:<id-or-path>`) picks some of them; the `hotSessions` newest are hot.
+Also the request fields every memory call shares (`scope`, `branches`, safe integers).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+from urllib.parse import unquote, urlparse
+
+from fabric_lsp.engine.jsstr import js_string_of
+from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, resolve_session
+from fabric_lsp.engine.session.reader import read_header
+
+from . import store
+from .core import MemoryCore
+from .source import StatKey, stat_key
+from .tokenize import utf16_key
+
+_MAX_SAFE = 2**53 - 1
+
+# the engine's logger since before the split into modules
+log = logging.getLogger("fabric_lsp.engine.memory.api")
+
+
+@dataclass
+class Ref:
+    id: str
+    file: str
+    cwd: str
+    mtime: float
+    key: Optional[StatKey]
+
+
+class Unresolved(Exception):
+    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.candidates = candidates
+
+
+# ---- request fields -------------------------------------------------------------------------
+
+
+def scope_kind(scope: Any) -> tuple[str, Optional[str]]:
+    if scope is None:
+        return "session", None
+    if not isinstance(scope, str):
+        raise ValueError("scope: must be a string")
+    s = scope.strip()
+    if s in ("session", "project", "global"):
+        return s, None
+    if s.startswith("session:"):
+        target = s[len("session:") :].strip()
+        if not target:
+            raise ValueError('scope: "session:" needs a session id or path')
+        return "target", target
+    raise ValueError(f'scope: unknown scope "{scope}"; expected session, project, global or session:<id-or-path>')
+
+
+def branches_of(value: Any, field: str = "branches") -> str:
+    if value is None:
+        return "active"
+    if value not in ("active", "all"):
+        raise ValueError(f'{field}: must be "active" or "all"')
+    return value
+
+
+def safe_nonneg_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return 0 <= v <= _MAX_SAFE
+    if isinstance(v, float):
+        return math.isfinite(v) and v.is_integer() and 0 <= v <= _MAX_SAFE
+    return False
+
+
+def path_of(target: str) -> Optional[str]:
+    if target.startswith("file://"):
+        return unquote(urlparse(target).path)
+    return None
+
+
+# ---- discovery ------------------------------------------------------------------------------
+
+
+def recency(refs: Iterable[Ref]) -> list[Ref]:
+    return sorted(refs, key=lambda r: (-r.mtime, utf16_key(r.file)))
+
+
+def ref_of(eng: MemoryCore, path: str, key: Optional[StatKey] = None) -> Ref:
+    key = key or stat_key(path)
+    hid, hcwd = header(eng, path, key)
+    return Ref(
+        id=hid if hid is not None else Path(path).stem,
+        file=path,
+        cwd=hcwd if hcwd is not None else "",
+        mtime=key.mtime_ms if key else 0.0,
+        key=key,
+    )
+
+
+def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional[str], Optional[str]]:
+    ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
+    cached = eng._headers.get(path)
+    if cached is not None and cached[0] == ident:
+        return cached[1], cached[2]
+    hid = hcwd = None
+    value = read_header(path)  # the session layer's one header rule for memory
+    if value is not None:
+        hid = js_string_of(value.get("id")) if "id" in value else "undefined"
+        hcwd = js_string_of(value.get("cwd")) if "cwd" in value else "undefined"
+    eng._headers[path] = (ident, hid, hcwd)
+    return hid, hcwd
+
+
+def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if not name.endswith(".jsonl"):
+            continue
+        full = os.path.join(folder, name)
+        key = stat_key(full)
+        if key is None:
+            continue
+        out.append(ref_of(eng, full, key))
+    return out
+
+
+def all_refs(eng: MemoryCore) -> list[Ref]:
+    refresh_live(eng)  # every call lists the sessions first: the leases are read then
+    try:
+        subs = os.listdir(eng.session_dir)
+    except OSError:
+        return []
+    refs: list[Ref] = []
+    for sub in subs:
+        full = os.path.join(eng.session_dir, sub)
+        if os.path.isdir(full):
+            refs.extend(folder_refs(eng, full))
+    return recency(refs)
+
+
+def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
+    """Drop state (and cache records) of sessions that disappeared since last seen."""
+    known = {r.file for r in refs}
+    for slot in [k for k in eng._states if k[0] not in known]:
+        if not os.path.exists(slot[0]):
+            del eng._states[slot]
+            for kind in store.RECORD_KINDS:
+                store.remove(eng.index_dir, store.cache_name(slot[0], slot[1], kind))
+
+
+def project_refs(eng: MemoryCore, cwd: Optional[str]) -> list[Ref]:
+    if not cwd:
+        return []
+    return recency(folder_refs(eng, os.path.join(eng.session_dir, encode_cwd(cwd))))
+
+
+def resolve_target(eng: MemoryCore, target: str, refs: list[Ref]) -> Ref:
+    """The session layer's one resolver (`discovery.resolve_session`: paths, `file://`
+    URIs, header ids, file stems and the `<timestamp>_<id>` suffix, unique id
+    prefixes), with its errors in memory's error shape (candidates in UTF-16 order)."""
+    try:
+        path = resolve_session(target, eng.session_dir)
+    except AmbiguousSession as err:
+        raise Unresolved(err.code, str(err), sorted(err.candidates, key=utf16_key)) from None
+    except SessionNotFound:
+        raise Unresolved("session_not_found", f"Session not found: {target}") from None
+    known = next((r for r in refs if r.file == path), None)
+    return known if known is not None else ref_of(eng, path)
+
+
+def scope_refs(eng: MemoryCore, kind: str, target: Optional[str], cwd: Optional[str], refs: list[Ref]) -> list[Ref]:
+    if kind == "global":
+        return list(refs)
+    if kind == "project":
+        return project_refs(eng, cwd)
+    if kind == "target":
+        assert target is not None
+        return [resolve_target(eng, target, refs)]
+    project = project_refs(eng, cwd)
+    return project[:1]
+
+
+def hot_files(eng: MemoryCore, refs: list[Ref], scoped: list[Ref]) -> set[str]:
+    tier_refs = list(refs)
+    known = {r.file for r in refs}
+    tier_refs.extend(r for r in scoped if r.file not in known)
+    tier_refs = recency(tier_refs)
+    return {r.file for r in tier_refs[: max(0, eng.config.hot_sessions)]}
+
+
+# ---- live leaves ----------------------------------------------------------------------------
+
+
+def want_leaf(eng: MemoryCore, file: str, branches: str) -> Optional[str]:
+    """The live leaf the active branch of `file` follows, when a live Pi holds it."""
+    if branches != "active" or not eng._live:
+        return None
+    return eng._live.get(os.path.realpath(file))
+
+
+def refresh_live(eng: MemoryCore) -> None:
+    if eng.live_leaves is None:
+        return
+    try:
+        eng._live = dict(eng.live_leaves())
+    except Exception:  # a broken lease dir must not break recall
+        log.exception("reading the live leases failed")
+        eng._live = {}

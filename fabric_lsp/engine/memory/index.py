@@ -1,0 +1,393 @@
+"""The warm index: one derived state per session and branch mode, kept fresh by stat.
+
+Unchanged files are neither read nor hashed, grown files are extended in place after
+their old tail is verified, anything else is rebuilt from source (in a small process pool
+for large cold sets). States move between the hot tier (shards) and the cold tier
+(digests); the disk cache (store.py) only saves work across processes. The per-call
+budgets bound how much one call builds; while a background indexer (background.py) has
+work left, cold builds are left to it (`indexing_in_progress`).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any, Callable, Iterable, Optional
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.engine.gcpause import cyclic_gc_paused
+
+from . import file_history, store
+from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
+from .core import MemoryCore
+from .sessions import SessionState, SourceMissing, build_state, digest_from_hot, state_from_record, try_append
+from .tokenize import sort_lexical
+
+# ---- lifecycle ------------------------------------------------------------------------------
+
+
+def forget_gone(eng: MemoryCore, paths: Iterable[str]) -> None:
+    """Forget the state of the files among `paths` that are gone."""
+    with eng._lock:
+        for p in paths:
+            p = os.path.abspath(path_of(p) or p)
+            if not os.path.exists(p):
+                for key in [k for k in eng._states if k[0] == p]:
+                    del eng._states[key]
+                eng._headers.pop(p, None)
+
+
+def drop_caches(eng: MemoryCore) -> None:
+    with eng._lock:
+        eng._states.clear()
+        eng._hydrated.clear()
+        eng._headers.clear()
+        eng._cleanup_complete = None
+
+
+def cleanup_once(eng: MemoryCore) -> bool:
+    if eng._cleanup_complete is None:
+        eng._cleanup_complete = store.cleanup(
+            eng.index_dir, eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
+        )
+    return eng._cleanup_complete
+
+
+# ---- the disk cache -------------------------------------------------------------------------
+
+
+def persist(eng: MemoryCore, state: SessionState) -> None:
+    kind = "shard" if state.tier == "hot" else "digest"
+    name = store.cache_name(state.file, state.branches, kind)
+    files_name = file_history.cache_name(state.file, state.branches)
+    if state.persisted:
+        # the file-operations table first: a record is only used with its table
+        if state.file_ops is not None:
+            store.write_atomic(eng.index_dir, files_name, file_history.encode_record(state))
+        store.write_atomic(eng.index_dir, name, state.persisted)
+    else:
+        store.remove(eng.index_dir, name)
+        store.remove(eng.index_dir, files_name)
+    other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
+    store.remove(eng.index_dir, other)
+
+
+def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
+    kind = "shard" if tier == "hot" else "digest"
+    name = store.cache_name(ref.file, branches, kind)
+    limit = eng.config.max_sync_source_bytes if kind == "shard" else eng.config.max_cold_cache_bytes
+    data = store.read_cache_file(eng.index_dir, name, limit)
+    if data is None or ref.key is None:
+        return None
+    record = store.load_record(data, kind, len(data))
+    if record is None:
+        store.remove(eng.index_dir, name)
+        return None
+    try:
+        state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        state = None
+    if state is None:
+        store.remove(eng.index_dir, name)
+        return None
+    files = store.read_cache_file(eng.index_dir, file_history.cache_name(ref.file, branches),
+                                  eng.config.max_sync_source_bytes)
+    state.file_ops = file_history.load_record(files, state) if files is not None else None
+    if state.file_ops is None:
+        return None  # no table for exactly this source: rebuild (and rewrite both)
+    return state
+
+
+# ---- fresh states ---------------------------------------------------------------------------
+
+
+def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
+    """A fresh state without a full build (memory, in-place append, or disk), or None.
+    Raises SourceMissing. A session a live Pi holds is only ever built on its live leaf
+    (in memory; the disk cache keeps the file's own leaf)."""
+    key = ref.key
+    if key is None:
+        raise SourceMissing("source_unavailable")
+    slot = (ref.file, branches)
+    want = want_leaf(eng, ref.file, branches)
+    state = eng._states.get(slot)
+    if state is not None and state.live_leaf != want:
+        eng._states.pop(slot, None)  # built on another leaf
+        state = None
+    if want is not None:
+        if state is not None and state.tier == tier and state.key == key:
+            return state, False
+        eng._states.pop(slot, None)
+        return None, False
+    if state is not None and state.tier == tier:
+        if state.key == key:
+            return state, False
+        if try_append(state, key, eng.config):
+            persist(eng, state)
+            state.persisted = b""  # on disk now; memory keeps only what queries need
+            eng._states[slot] = state  # a cold append re-derived the vocabulary
+            return state, True
+    if state is None or state.tier != tier:
+        loaded = from_disk(eng, ref, branches, tier)
+        if loaded is not None:
+            eng._states[slot] = loaded
+            store.remove(
+                eng.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
+            )
+            return loaded, True
+        if state is not None and tier == "cold" and state.key == key:
+            # Leaving the hot tier: derive the digest instead of re-reading the source.
+            derived = digest_from_hot(state, eng.config)
+            if derived is not None:
+                adopt(eng, derived)
+                return derived, True
+    eng._states.pop(slot, None)
+    return None, False
+
+
+def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: Optional[CancelToken]) -> SessionState:
+    """A cold session's records for explicit hydration: built like a hot shard but
+    never persisted and never promoted (kept in a small in-memory LRU)."""
+    slot = (ref.file, branches)
+    state = eng._hydrated.get(slot)
+    assert ref.key is not None
+    want = want_leaf(eng, ref.file, branches)
+    if state is not None and state.live_leaf == want:
+        if state.key == ref.key:
+            return state
+        if want is None and try_append(state, ref.key, eng.config):
+            return state
+    state = build_state(
+        ref.file, branches, "hot", eng.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
+        encode=False, live_leaf=want,
+    )
+    eng._hydrated[slot] = state
+    return state
+
+
+def adopt(eng: MemoryCore, state: SessionState) -> None:
+    if state.live_leaf is None:  # the disk cache holds the file's own leaf only
+        persist(eng, state)
+        state.persisted = b""  # on disk now; memory keeps only what queries need
+    eng._states[(state.file, state.branches)] = state
+
+
+def build_many(
+    eng: MemoryCore,
+    todo: list[tuple[Ref, str]],
+    branches: str,
+    cancel: Optional[CancelToken],
+    progress: Callable[[], None],
+) -> dict[str, Any]:
+    """Build states from source: {file: SessionState | SourceMissing}.
+
+    Large cold work goes to a small process pool (digests are compact to send back)
+    while hot sessions are built here; small work stays in this thread."""
+    out: dict[str, Any] = {}
+
+    def build_here(ref: Ref, tier: str) -> None:
+        try:
+            out[ref.file] = build_state(
+                ref.file, branches, tier, eng.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
+                live_leaf=want_leaf(eng, ref.file, branches),
+            )
+        except SourceMissing as missing:
+            out[ref.file] = missing
+        progress()
+
+    # sessions held by a live Pi are built here, on their live leaf
+    cold = [(r, t) for r, t in todo if t == "cold" and want_leaf(eng, r.file, branches) is None]
+    cold_bytes = sum(r.key.size for r, _ in cold if r.key)
+    if not (eng.parallel_workers > 1 and len(cold) >= 2 and cold_bytes >= eng.parallel_min_bytes):
+        for ref, tier in todo:
+            check(cancel)
+            build_here(ref, tier)
+        return out
+    from .build_pool import run_batch
+
+    pooled = {r.file for r, _ in cold}
+    local = [(r, t) for r, t in todo if r.file not in pooled]
+    by_file = {r.file: r for r, _ in cold}
+    ordered = sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0))
+
+    def on_result(file: str, reply: tuple) -> None:
+        status, value = reply
+        if status == "ok":
+            out[file] = value
+            progress()
+        elif status == "missing":
+            out[file] = SourceMissing(value)
+            progress()
+        else:
+            build_here(by_file[file], "cold")
+
+    def on_idle() -> bool:
+        if not local:
+            return False
+        ref, tier = local.pop(0)
+        build_here(ref, tier)
+        return bool(local)
+
+    failed = run_batch(
+        ((r.file, (r.file, branches, "cold", eng.config, r.id, r.cwd)) for r, _ in ordered),
+        eng.parallel_workers,
+        on_result,
+        lambda: check(cancel),
+        on_idle=on_idle,
+    )
+    for ref, tier in local:
+        check(cancel)
+        build_here(ref, tier)
+    for file in failed:
+        check(cancel)
+        build_here(by_file[file], "cold")
+    return out
+
+
+# ---- the states of a call -------------------------------------------------------------------
+
+
+def load_index(
+    eng: MemoryCore,
+    refs: list[Ref],
+    hot: set[str],
+    branches: str,
+    *,
+    hydrate: bool,
+    cancel: Optional[CancelToken],
+    activity: Optional[ActivitySink],
+) -> tuple[list[SessionState], list[str], dict]:
+    """States of the scoped sessions in scope order, their tiers, and index coverage."""
+    # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
+    # passes over them only cost time (about half a build), so pause it meanwhile.
+    with cyclic_gc_paused():
+        return _load_index_unpaused(eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+
+
+def _load_index_unpaused(
+    eng: MemoryCore,
+    refs: list[Ref],
+    hot: set[str],
+    branches: str,
+    *,
+    hydrate: bool,
+    cancel: Optional[CancelToken],
+    activity: Optional[ActivitySink],
+) -> tuple[list[SessionState], list[str], dict]:
+    cleanup_complete = cleanup_once(eng)
+    reasons: set[str] = set()
+    if not cleanup_complete:
+        reasons.add("cache_cleanup_budget")
+    # The per-call budgets bound the synchronous work of this call: sessions built from
+    # source. A session whose derived state is already fresh (in memory, extended in
+    # place after an append, or read from the disk cache) costs no budget, so repeated
+    # calls, a restarted server and the CLI reach every session the index holds. While
+    # a background indexer has work left, cold builds are left to it (reason
+    # `indexing_in_progress`) and only hot sessions are built here.
+    deferring = eng.background_pending() and not hydrate
+    processed = 0
+    processed_bytes = 0
+    accepted: list[tuple[Ref, str]] = []
+    resolved: dict[str, Any] = {}
+    todo: list[tuple[Ref, str]] = []
+    fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
+    for ref in refs:
+        if ref.key is None:
+            reasons.add("source_unavailable")
+            continue
+        tier = "hot" if ref.file in hot else "cold"
+        check(cancel)
+        try:
+            state, worked = cached(eng, ref, branches, tier)
+        except SourceMissing as missing:
+            accepted.append((ref, tier))
+            resolved[ref.file] = missing
+            continue
+        if state is not None:
+            if worked:
+                fresh_bytes += ref.key.size
+            accepted.append((ref, tier))
+            resolved[ref.file] = state
+            continue
+        if deferring and tier == "cold":
+            reasons.add("indexing_in_progress")
+            continue
+        if processed >= eng.config.max_sync_sessions:
+            reasons.add("max_sync_sessions")
+            continue
+        if processed_bytes + ref.key.size > eng.config.max_sync_source_bytes:
+            reasons.add("max_sync_source_bytes")
+            continue
+        processed += 1
+        processed_bytes += ref.key.size
+        accepted.append((ref, tier))
+        todo.append((ref, tier))
+    if todo:
+        done_count = [0]
+        total = len(todo)
+
+        def progress() -> None:
+            done_count[0] += 1
+            report(activity, f"Indexing {done_count[0]}/{total} sessions", int(100 * done_count[0] / total))
+
+        report(activity, f"Indexing 0/{total} sessions", 0)
+        built = build_many(eng, todo, branches, cancel, progress)
+        fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
+        check(cancel)
+        for ref, _tier in todo:
+            result = built.get(ref.file)
+            if isinstance(result, SessionState):
+                adopt(eng, result)
+            resolved[ref.file] = result
+    if fresh_bytes >= eng.parallel_min_bytes:
+        # Move the new long-lived index out of the collector's generations, so later
+        # full collections do not walk it during warm queries.
+        gc.freeze()
+    indexed = incomplete = 0
+    states: list[SessionState] = []
+    tiers: list[str] = []
+    for ref, tier in accepted:
+        result = resolved.get(ref.file)
+        if isinstance(result, SessionState) and hydrate:
+            try:
+                if tier == "cold":
+                    result = hydrated_state(eng, ref, branches, cancel)
+            except SourceMissing as missing:
+                result = missing
+            tier = "hydrated"
+        if not isinstance(result, SessionState):
+            reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
+            eng._states.pop((ref.file, branches), None)
+            for kind in store.RECORD_KINDS:
+                store.remove(eng.index_dir, store.cache_name(ref.file, branches, kind))
+            continue
+        indexed += 1
+        if not result.coverage["complete"]:
+            incomplete += 1
+            reasons.update(result.coverage["reasons"])
+        states.append(result)
+        tiers.append(tier)
+    eligible = len(refs)
+    coverage = {
+        "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0,
+        "indexedSessions": indexed,
+        "eligibleSessions": eligible,
+        "staleSessions": eligible - indexed,
+        "incompleteSessions": incomplete,
+        "reasons": sort_lexical(reasons),
+    }
+    return states, tiers, coverage
+
+
+def indexed_states(
+    eng: MemoryCore, scope: str, cwd: Optional[str], branches: str, *, cancel: Optional[CancelToken],
+    activity: Optional[ActivitySink],
+) -> tuple[list[SessionState], dict]:
+    """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
+    scope order, and the index coverage. The caller holds the engine lock."""
+    refs = all_refs(eng)
+    forget_vanished(eng, refs)
+    scoped = scope_refs(eng, scope, None, cwd, refs)
+    hot = hot_files(eng, refs, scoped)
+    states, _tiers, coverage = load_index(eng, scoped, hot, branches, hydrate=False, cancel=cancel, activity=activity)
+    return states, coverage
