@@ -1,7 +1,8 @@
 """The state one memory engine holds, shared by the modules that serve its calls.
 
 `MemoryCore` is only data: where sessions and the disk cache live, the engine lock, the
-in-memory index and its caches; `api.MemoryEngine` is a `MemoryCore`.
+in-memory index and its caches. `catalog.py`, `index.py`, `recall.py`, `expand.py` and
+`listing.py` are functions over it; `api.MemoryEngine` (a `MemoryCore`) is the façade.
 """
 
 from __future__ import annotations

@@ -1,0 +1,148 @@
+"""`fabric/expand`: whole entries of one session, by index, range, entry id or operation
+address, and the integrity check pointers carry (`expectedSourceHash`,
+`expectedLineageFingerprint`: `stale_pointer`), shared with recall's hydrated scope.
+
+Expansion streams the full source (expand_stream.py) and shares no derived state with
+the index, so it never waits for the engine lock.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+
+from .catalog import Unresolved, all_refs, branches_of, resolve_target, safe_nonneg_int, want_leaf
+from .config import MemoryConfig
+from .core import MemoryCore
+from .sessions import SessionState, SourceMissing
+
+
+def stale_pointer(state: SessionState, exp_hash: Any, exp_fp: Any) -> Optional[dict]:
+    hash_bad = exp_hash is not None and exp_hash != state.source_hash
+    fp_bad = exp_fp is not None and exp_fp != state.lineage.fingerprint
+    if not (hash_bad or fp_bad):
+        return None
+    msg = (
+        "Session active lineage changed after the pointer was issued."
+        if fp_bad
+        else "Session source changed after the pointer was issued."
+    )
+    return {"code": "stale_pointer", "message": msg}
+
+
+def expand(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+    params = params or {}
+    branches = branches_of(params.get("branches"))
+    indices = params.get("indices")
+    if indices is not None and not isinstance(indices, list):
+        raise ValueError("indices: must be an array")
+    if indices is not None and not all(safe_nonneg_int(i) for i in indices):
+        return expand_error("index_out_of_bounds", "Every entry index must be a non-negative safe integer.")
+    session = params.get("session")
+    if not isinstance(session, str) or not session.strip():
+        raise ValueError("session: expand requires a session")
+    entry_ids = [x for x in params.get("entryIds") or [] if isinstance(x, str) and x]
+    op_addrs = [x for x in params.get("operationAddresses") or [] if isinstance(x, str) and x]
+    entry_range = params.get("entryRange")
+    rng: Optional[tuple[int, int]] = None
+    if entry_range is not None:
+        if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
+            raise ValueError("entryRange: requires both first and last")
+        first, last = entry_range["first"], entry_range["last"]
+        if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
+            return expand_error("index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
+        rng = (int(first), int(last))
+    exp_hash = params.get("expectedSourceHash")
+    exp_fp = params.get("expectedLineageFingerprint")
+    # Expand reads the source itself and shares no derived state: it does not wait for
+    # the engine lock (a long first build of other sessions must not hold it up).
+    check(cancel)
+    try:
+        ref = resolve_target(eng, session.strip(), all_refs(eng))
+    except Unresolved as err:
+        return expand_error(err.code, err.message, err.candidates)
+    report(activity, "Expanding session entries")
+    from .expand_stream import Selection, expand_streaming
+
+    want = Selection({int(i) for i in indices or []}, set(entry_ids), set(op_addrs), rng)
+    try:
+        # Expansion streams the full source (no truncation, thinking and output
+        # included) and keeps only the requested records: bounded memory at any size.
+        state = expand_streaming(ref.file, branches, ref.id, want, cancel=lambda: check(cancel),
+                                 live_leaf=want_leaf(eng, ref.file, branches))
+    except SourceMissing as missing:
+        if missing.reason == "source_changed_during_index":
+            return expand_error("stale_pointer", "Session source changed after the pointer was issued.")
+        return expand_error("source_unavailable", f"Session source is unavailable: {ref.file}")
+    stale = stale_pointer(state, exp_hash, exp_fp)  # type: ignore[arg-type]
+    if stale is not None:
+        return expand_error("stale_pointer", stale["message"])
+    n = state.entry_count
+    for i in indices or []:
+        if int(i) >= n:
+            return expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
+    if rng is not None and rng[1] >= n:
+        return expand_error("index_out_of_bounds", f"Entry range ends at {rng[1]}, but the session has {n} entries.")
+    base: dict[str, Any] = {
+        "session": ref.file,
+        "sessionId": state.session_id,
+        "sessionFile": ref.file,
+        "sourceHash": state.source_hash,
+        "branches": branches,
+        "lineageFingerprint": state.lineage.fingerprint,
+    }
+    for kind_name, values, counts in (("Entry", entry_ids, state.id_counts), ("Operation", op_addrs, state.op_counts)):
+        for value in dict.fromkeys(values):
+            count = counts.get(value, 0)
+            if count == 0:
+                return expand_error("address_not_found", f'{kind_name} address "{value}" was not found.')
+            if count > 1:
+                return expand_error("ambiguous_address", f'{kind_name} address "{value}" resolves to {count} records.')
+    selected = state.selected
+    base["expanded"] = [_expanded_item(e) for e in selected]
+    return base
+
+
+class _ExpandConfig:
+    """The engine config seen by expansion: full text, thinking and tool output."""
+
+    def __init__(self, cfg: MemoryConfig) -> None:
+        self.max_entry_chars = None
+        self.index_thinking = True
+        self.index_tool_output = True
+        self.max_cold_vocabulary_bytes = cfg.max_cold_vocabulary_bytes
+        self.max_cold_cache_bytes = cfg.max_cold_cache_bytes
+
+
+def expand_error(code: str, message: str, candidates: Optional[list[str]] = None) -> dict:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if candidates is not None:
+        err["candidates"] = candidates
+    return {"error": err}
+
+
+def _expanded_item(e: dict) -> dict:
+    item: dict[str, Any] = {"index": e["index"], "entryId": e.get("entryId")}
+    if e.get("operationAddress") is not None:
+        item["operationAddress"] = e["operationAddress"]
+    item["role"] = e.get("role")
+    if e.get("toolName"):
+        item["toolName"] = e["toolName"]
+    item["type"] = e.get("type")
+    if e.get("timestamp") is not None:
+        item["timestamp"] = e["timestamp"]
+    item["isError"] = bool(e.get("isError"))
+    item["text"] = e["text"]
+    item["line"] = e.get("line", -1)
+    # The reference's structural detail, when present (extra keys are allowed on results).
+    for key in _EXPAND_EXTRAS:
+        if key in e and e[key] is not None:
+            item[key] = e[key]
+    return item
+
+
+_EXPAND_EXTRAS = (
+    "parentEntryId", "ref", "provider", "action", "outcome", "filesTouched", "operation", "branchFact",
+    "factAddress", "carrierEntryId", "carrierParentId", "carrierFromId",
+)

@@ -1,0 +1,312 @@
+"""The `fabric/recall` query path: scope, index states, search, coverage and its reasons.
+
+A query is planned (tokenize.py: browse, terms or regex), run over the hot views (BM25
+over entries) and the cold digests (pointer hits from the term table), grouped, ranked
+and paged (search.py). The coverage of the answer joins the index's (index.py) with the
+query's own budgets and errors. A regex runs in the worker (regex_worker.py) without the
+engine lock, on snapshots of the hot views.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check
+
+from .catalog import Unresolved, all_refs, branches_of, forget_vanished, hot_files, safe_nonneg_int, scope_kind, scope_refs
+from .cold_index import TermsSet, score_digests_inverted
+from .core import MemoryCore
+from .expand import stale_pointer
+from .index import load_index
+from .search import (
+    CANDIDATE_DIGESTS,
+    CANDIDATE_ENTRIES,
+    DigestHit,
+    DigestView,
+    HotIndex,
+    HotView,
+    SegmentItem,
+    bm25_located,
+    group_and_rank,
+    page_bounds,
+    pointer_object,
+    render_text,
+    score_digests,
+    segment_object,
+)
+from .tokenize import plan_memory_query, sort_lexical, utf16_key
+
+RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
+
+
+@dataclass(frozen=True)
+class RecallEcho:
+    """The request fields every `fabric/recall` answer repeats, a search or an error."""
+
+    scope: str
+    branches: str
+    query: Optional[str]
+    mode: str
+    page: int
+    page_size: int
+
+
+def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+    params = params or {}
+    query = params.get("query")
+    if query is not None and not isinstance(query, str):
+        raise ValueError("query: must be a string")
+    mode = params.get("queryMode") or "literal"
+    if mode not in ("literal", "regex"):
+        raise ValueError('queryMode: must be "literal" or "regex"')
+    branches = branches_of(params.get("branches"))
+    kind, target = scope_kind(params.get("scope"))
+    scope = params.get("scope") or "session"
+    cwd = params.get("cwd") or cwd
+    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
+    echo = RecallEcho(scope, branches, query, mode, page, page_size)
+    hydrate = kind == "target"
+    exp_hash = params.get("expectedSourceHash")
+    exp_fp = params.get("expectedLineageFingerprint")
+    if (exp_hash is not None or exp_fp is not None) and not hydrate:
+        raise ValueError("expectedSourceHash/expectedLineageFingerprint: integrity expectations require scope session:<id-or-path>")
+    entry_range = params.get("entryRange")
+    rng: Optional[tuple[int, int]] = None
+    if entry_range is not None:
+        if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
+            raise ValueError("entryRange: requires both first and last")
+        if not hydrate:
+            raise ValueError("entryRange: requires scope session:<id-or-path>")
+        first, last = entry_range["first"], entry_range["last"]
+        if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
+            return recall_error(echo, "index_out_of_bounds",
+                                "Entry range requires safe integers with 0 <= first <= last.")
+        rng = (int(first), int(last))
+    plan = plan_memory_query(query, mode)
+    with eng._lock:
+        known = all_refs(eng)
+        forget_vanished(eng, known)
+        try:
+            refs = scope_refs(eng, kind, target, cwd, known)
+        except Unresolved as err:
+            return recall_error(echo, err.code, err.message)
+        hot = hot_files(eng, known, refs)
+        states, tiers, index_cov = load_index(eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+        if hydrate and states:
+            st = states[0]
+            stale = stale_pointer(st, exp_hash, exp_fp)
+            if stale is not None:
+                return recall_error(echo, "stale_pointer", stale["message"])
+            if rng is not None and rng[1] >= st.entry_count:
+                return recall_error(
+                    echo, "index_out_of_bounds",
+                    f"Entry range ends at {rng[1]}, but the session has {st.entry_count} entries.",
+                )
+        views: list[HotView] = []
+        digests: list[DigestView] = []
+        for st, tier in zip(states, tiers):
+            if tier == "hydrated":
+                view = st.hot_view("cold")
+                if rng is not None:
+                    chosen = [e for e in st.entries or [] if rng[0] <= e["index"] <= rng[1]]
+                    view = HotView(view.session_id, view.session_file, view.source_hash, view.branches,
+                                   view.lineage_fingerprint, view.mtime, chosen, HotIndex.build(chosen), "cold")
+                views.append(view)
+            elif tier == "hot":
+                views.append(st.hot_view())
+            else:
+                digests.append(st.digest_view())
+        check(cancel)
+        if plan["kind"] != "regex":
+            return run_search(eng, plan, echo, views, digests, index_cov=index_cov)
+        # A regex may run up to its timeout in the worker: do that without the engine
+        # lock, on snapshots, so other memory requests are not held up meanwhile.
+        views = [snapshot_view(v) for v in views]
+    return run_search(eng, plan, echo, views, digests, index_cov=index_cov)
+
+
+def run_search(eng: MemoryCore, plan, echo: RecallEcho, views, digests, *, index_cov) -> dict:
+    scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
+    page, page_size = echo.page, echo.page_size
+    q_reasons: set[str] = set()
+    q_error: Optional[dict] = None
+    q_complete = True
+    browse = plan["kind"] == "browse"
+    located: dict[int, dict[int, float]] = {}
+    hits: list[DigestHit] = []
+    if browse:
+        remaining = CANDIDATE_ENTRIES
+        order = sorted(range(len(views)), key=lambda i: (-views[i].mtime, utf16_key(views[i].session_file)))
+        for vn in order:
+            n = len(views[vn].entries)
+            if n == 0:
+                continue
+            take = min(n, remaining)
+            if take < n:
+                q_reasons.add("candidate_entry_budget")
+            if take > 0:
+                located[vn] = dict.fromkeys(range(take), 0.0)
+            remaining -= take
+        eligible = [d for d in digests]
+        if len(eligible) > CANDIDATE_DIGESTS:
+            q_reasons.add("candidate_digest_budget")
+        hits = [DigestHit(d, 0.0, []) for d in eligible[:CANDIDATE_DIGESTS]]
+    elif plan["kind"] == "terms":
+        located, capped = bm25_located(views, plan["terms"])
+        if capped:
+            q_reasons.add("candidate_entry_budget")
+        hits, dcapped = score_cold(eng, digests, plan["terms"])
+        if dcapped:
+            q_reasons.add("candidate_digest_budget")
+    else:
+        located, hits, q_reasons, q_error = regex_search(eng, plan["pattern"], views, digests)
+    if q_error is not None or q_reasons:
+        q_complete = False
+    start = (page - 1) * page_size
+    items, total_items, total_matches, segment_count, icapped = group_and_rank(
+        views, located, hits, browse, needed=start + page_size
+    )
+    if icapped:
+        q_reasons.add("candidate_item_budget")
+        q_complete = False
+    page_items = items[start : start + page_size]
+    coverage = dict(index_cov)
+    coverage["complete"] = bool(index_cov["complete"] and q_complete)
+    coverage["reasons"] = sort_lexical(set(index_cov["reasons"]) | q_reasons)
+    if q_error is not None:
+        coverage["error"] = q_error
+    text = render_text(
+        page_items, query=query if not browse else None, total_items=total_items, total_matches=total_matches,
+        segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
+        query_complete=q_complete,
+    )
+    return {
+        "scope": scope,
+        "branches": branches,
+        "query": query if query is not None else None,
+        "queryMode": mode,
+        "page": page,
+        "pageSize": page_size,
+        "totalItems": total_items,
+        "totalMatches": total_matches,
+        "hasNext": start + page_size < total_items,
+        "authoritative": coverage["complete"],
+        "coverage": coverage,
+        "items": [
+            {"kind": "segment", "segment": segment_object(it)} if isinstance(it, SegmentItem)
+            else {"kind": "pointer", "pointer": pointer_object(it)}
+            for it in page_items
+        ],
+        "text": text,
+    }
+
+
+def regex_search(eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView]):
+    cfg = eng.config
+    reasons: set[str] = set()
+    haystacks: list[str] = []
+    owners: list[tuple[int, int]] = []  # (view number, position) or (-1 - digest number, term)
+    total_bytes = 0
+    complete = True
+
+    def add(text: str, owner: tuple[int, int]) -> bool:
+        nonlocal total_bytes, complete
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if len(haystacks) + 1 > cfg.regex_max_haystack_terms:
+            reasons.add("regex_max_haystack_terms")
+            complete = False
+            return False
+        if total_bytes + size > cfg.regex_max_haystack_bytes:
+            reasons.add("regex_max_haystack_bytes")
+            complete = False
+            return False
+        haystacks.append(text)
+        owners.append(owner)
+        total_bytes += size
+        return True
+
+    for vn, v in enumerate(views):
+        if not complete:
+            break
+        for pos, e in enumerate(v.entries):
+            if not add(e["text"], (vn, pos)):
+                break
+    if complete:
+        for dn, d in enumerate(digests):
+            if not complete:
+                break
+            for ti, term in enumerate(d.vocabulary):
+                if not add(term, (-1 - dn, ti)):
+                    break
+    pbytes = len(pattern.encode("utf-8", "surrogatepass"))
+    if pbytes > cfg.regex_max_pattern_bytes:
+        err = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
+        return {}, [], {err["code"]}, err
+    outcome = eng._regex.run(pattern, haystacks, cfg.regex_timeout_ms)
+    if outcome.error is not None:
+        return {}, [], {outcome.error["code"]}, outcome.error
+    located: dict[int, dict[int, float]] = {}
+    matched_terms: dict[int, list[str]] = {}
+    for h in outcome.hits or []:
+        a, b = owners[h]
+        if a >= 0:
+            located.setdefault(a, {})[b] = 1.0
+        else:
+            matched_terms.setdefault(-1 - a, []).append(digests[-1 - a].vocabulary[b])
+    n_loc = sum(len(x) for x in located.values())
+    if n_loc > CANDIDATE_ENTRIES:
+        reasons.add("candidate_entry_budget")
+        kept = 0
+        trimmed: dict[int, dict[int, float]] = {}
+        for vn in sorted(located):
+            for pos in sorted(located[vn]):
+                if kept >= CANDIDATE_ENTRIES:
+                    break
+                trimmed.setdefault(vn, {})[pos] = 1.0
+                kept += 1
+        located = trimmed
+    hits = [DigestHit(digests[dn], float(len(terms)), terms) for dn, terms in sorted(matched_terms.items())]
+    if len(hits) > CANDIDATE_DIGESTS:
+        reasons.add("candidate_digest_budget")
+        hits = hits[:CANDIDATE_DIGESTS]
+    return located, hits, reasons, None
+
+
+def score_cold(eng: MemoryCore, digests: list[DigestView], terms: list[str]):
+    """Cold pointer hits from the inverted term -> sessions map when every digest is
+    held by the term table (else the per-digest scan, e.g. for detached views)."""
+    slots = [d.vocab_set._slot if isinstance(d.vocab_set, TermsSet) else None for d in digests]
+    if all(s is not None for s in slots):
+        return score_digests_inverted(digests, slots, terms, eng._cold)
+    return score_digests(digests, terms)
+
+
+def recall_error(echo: RecallEcho, code: str, message: str) -> dict:
+    return {
+        "scope": echo.scope or "session",
+        "branches": echo.branches,
+        "query": echo.query,
+        "queryMode": echo.mode,
+        "page": echo.page,
+        "pageSize": echo.page_size,
+        "totalItems": 0,
+        "totalMatches": 0,
+        "hasNext": False,
+        "authoritative": False,
+        "coverage": {
+            "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
+            "incompleteSessions": 0, "reasons": [code], "error": {"code": code, "message": message},
+        },
+        "items": [],
+        "text": message,
+    }
+
+
+def snapshot_view(view: HotView) -> HotView:
+    """A view whose entry list and segment starts no append can extend (regex needs no
+    postings)."""
+    n = len(view.entries)
+    index = HotIndex(seg_starts=list(view.index.seg_starts), seg_of=view.index.seg_of[:n])
+    return HotView(view.session_id, view.session_file, view.source_hash, view.branches, view.lineage_fingerprint,
+                   view.mtime, list(view.entries), index, view.tier, view.first_index)
