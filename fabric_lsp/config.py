@@ -181,7 +181,7 @@ def _camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-# The integer bounds are the memory engine's own (engine/memory/api.py MEMORY_BOUNDS):
+# The integer bounds are the memory engine's own (engine/settings_bounds.py MEMORY_BOUNDS):
 # a value outside them is rejected here with a warning naming the bound, never clamped
 # silently by the engine.
 MEMORY_INT_BOUNDS: dict[str, tuple[int, int]] = {
