@@ -6,7 +6,7 @@ So after `initialized` the server runs one `BackgroundIndexer` over its memory e
 `fabric-lsp index` runs one pass in the foreground): it builds every session whose
 derived state is not fresh, persists it through the engine's disk cache, and hands it to
 the engine's in-memory index. Requests meanwhile answer from what is indexed and say
-`indexing_in_progress` for the rest (api.py).
+`indexing_in_progress` for the rest (index.py).
 
 Invariants:
 * Builds run without the engine lock (they only read session files); adopting a result

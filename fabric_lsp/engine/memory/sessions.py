@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 import msgspec
 from collections import Counter
@@ -336,7 +336,7 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
 
 
 def _records_from(
-    data: bytes, base: int, lines: ScanLines, ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
+    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel=None,
     kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
 ):
     """The records of the content lines among `rows` (default: all) of `lines` that the
@@ -394,7 +394,7 @@ def scan_streaming(fh: Any, cancel=None, chunk_bytes: int = 0) -> tuple[SourceSc
 
 
 def records_streaming(
-    fh: Any, lines: ScanLines, ordinals: Optional[set[int]], norm: Normalizer, *, cancel=None,
+    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel=None,
     chunk_bytes: int = 0,
 ):
     """The records of the selected lines (as `_records_from` gives them), reading the file
