@@ -1,7 +1,8 @@
 """The one owner of engine instances, and the face-neutral engine calls.
 
 The server's handlers and the CLI both call the methods here with the decoded protocol
-params Struct and get the plain result object back, so `fabric-lsp preview --json` and
+params Struct and get the plain result object back, checked against the method's result
+Struct (`protocol.check_result`: a result the schema does not describe is an error), so `fabric-lsp preview --json` and
 `fabric/compactionPreview` are the same bytes for the same settings and params. No pygls
 import: the server passes in how to notify and where to close engines.
 """
@@ -239,7 +240,8 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        return self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        result = self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        return protocol.check_result(protocol.RECALL, result)
 
     def expand(
         self,
@@ -248,7 +250,8 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        return self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
+        result = self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
+        return protocol.check_result(protocol.EXPAND, result)
 
     def sessions(
         self,
@@ -257,7 +260,8 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        return self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        result = self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        return protocol.check_result(protocol.SESSIONS, result)
 
     def file_history(
         self,
@@ -266,7 +270,9 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        return self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        result = self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel,
+                                             activity=activity)
+        return protocol.check_result(protocol.FILE_HISTORY, result)
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -624,6 +624,29 @@ def params_to_dict(params: Struct) -> dict[str, Any]:
     return out
 
 
+class ResultContractError(RuntimeError):
+    """An engine result that does not fit its method's result type (a bug, never input)."""
+
+
+def check_result(method: str, result: Any) -> Any:
+    """`result` unchanged when it converts to `RESULT_TYPES[method]` (a domain error
+    `{error: {...}}` to the expand error shape); ResultContractError naming the method and
+    the field otherwise. Every face (server, CLI, Pi bridge) passes its results through
+    here, so nothing reaches a client that the schema does not describe."""
+    kind = RESULT_TYPES[method]
+    if method == EXPAND and isinstance(result, dict) and "error" in result:
+        kind = ExpandErrorResult
+    try:
+        msgspec.convert(result, kind)
+    except msgspec.ValidationError as err:
+        m = _AT_PATH.match(str(err))
+        where = (m.group("path") or "").lstrip(".") if m else ""
+        rule = m.group("rule") if m else str(err)
+        raise ResultContractError(f"{method}: the result does not fit the wire contract"
+                                  f"{' at ' + where if where else ''}: {rule}") from None
+    return result
+
+
 def json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12 components) of every params, result and notification
     type, keyed by method name; deterministic."""

@@ -43,3 +43,12 @@ def test_branch_summary_preview_fits_the_contract() -> None:
     path = REAL_SESSIONS / "03-rpc-all-entry-types-branch-compaction.jsonl"
     result = preview_branch_summary(str(path), target_id="74ca2b3c")
     assert round_trip(result, protocol.BranchSummaryPreviewResult) == result
+
+
+def test_check_result_names_the_method_and_field_of_a_result_off_the_contract() -> None:
+    good = {"error": {"code": "session_not_found", "message": "Session not found: x"}}
+    assert protocol.check_result(protocol.EXPAND, good) is good
+    with pytest.raises(protocol.ResultContractError, match=r"fabric/expand: .* at error\.code"):
+        protocol.check_result(protocol.EXPAND, {"error": {"code": 7, "message": "m"}})
+    with pytest.raises(protocol.ResultContractError, match=r"fabric/sessions: .*wire contract"):
+        protocol.check_result(protocol.SESSIONS, {"sessions": "not a list"})
