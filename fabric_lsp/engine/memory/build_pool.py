@@ -14,8 +14,9 @@ import pickle
 import select
 import struct
 import subprocess
-import sys
 from typing import Any, Callable, Iterable, Optional
+
+from ..childproc import pack, spawn
 
 # A task's arguments (pickled to the child) and the child's reply: ("ok", digest),
 # ("missing", reason) or ("error", repr of the exception).
@@ -51,33 +52,15 @@ while True:
 """
 
 
-def _package_root() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.dirname(os.path.dirname(os.path.dirname(here)))
-
-
 class _Child:
     def __init__(self, nice: int = 0) -> None:
-        env = dict(os.environ)
-        if nice:
-            env["FABRIC_LSP_BUILD_NICE"] = str(nice)
-        root = _package_root()
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            close_fds=True,
-        )
+        self.proc = spawn(_CHILD, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None)
         self.buf = bytearray()
         self.task: Optional[Any] = None
 
     def send(self, key: Any, task: TaskArgs) -> None:
-        data = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
         assert self.proc.stdin is not None
-        self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
+        self.proc.stdin.write(pack(task))
         self.proc.stdin.flush()
         self.task = key
 
