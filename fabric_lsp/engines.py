@@ -84,6 +84,9 @@ class Engines:
         self._intents: Optional["IntentsService"] = None
         self._index_sink: Optional[Callable[[dict[str, Any]], None]] = None
         self._index_enabled = False
+        # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
+        # The server sets its worker-process pool here (engine/procpool.py).
+        self.preview_runner: Optional[Callable[..., dict[str, Any]]] = None
 
     @property
     def config(self) -> ServerConfig:
@@ -186,16 +189,16 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        from fabric_lsp.engine.compaction.api import preview_compaction
         from fabric_lsp.engine.compaction.options import CompactionOverrides
+        from fabric_lsp.engine.compaction.tasks import COMPACTION_PREVIEW
 
         path = self.session_path(p.session)
         options = self.compaction_options(CompactionOverrides.of(p))
         leaf_id = p.leaf_id
         if leaf_id is None:
             leaf_id = self.leases().live_leaf(str(path))
-        return preview_compaction(
-            str(path),  # the engine streams and hashes the same bytes (lower peak memory)
+        return self._preview(COMPACTION_PREVIEW, dict(
+            source=str(path),  # the engine streams and hashes the same bytes (lower peak memory)
             session_path=str(path),
             instructions=p.instructions,
             preserve=p.preserve,
@@ -203,10 +206,8 @@ class Engines:
             tokens_before=p.tokens_before,
             leaf_id=leaf_id,
             include_qa=p.include_qa,
-            cancel=cancel,
-            activity=activity,
             **options.kwargs(),
-        )
+        ), cancel, activity)
 
     def branch_summary_preview(
         self,
@@ -214,14 +215,14 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> dict[str, Any]:
-        from fabric_lsp.engine.compaction.api import preview_branch_summary
+        from fabric_lsp.engine.compaction.tasks import BRANCH_SUMMARY_PREVIEW
 
         path = self.session_path(p.session)
         from_id = p.from_id
         if from_id is None:
             from_id = self.leases().live_leaf(str(path))
-        return preview_branch_summary(
-            str(path),
+        return self._preview(BRANCH_SUMMARY_PREVIEW, dict(
+            source=str(path),
             session_path=str(path),
             target_id=p.target_id,
             from_id=from_id,
@@ -229,9 +230,19 @@ class Engines:
             preserve=p.preserve,
             replace_instructions=bool(p.replace_instructions),
             settings=dict(self.compaction_options().fabric),
-            cancel=cancel,
-            activity=activity,
-        )
+        ), cancel, activity)
+
+    def _preview(
+        self, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken], activity: Optional[ActivitySink]
+    ) -> dict[str, Any]:
+        """The preview task (engine/compaction/tasks.py) with its resolved arguments, in
+        `preview_runner` when one is set (the server's worker processes), else here."""
+        runner = self.preview_runner
+        if runner is None:
+            from fabric_lsp.engine.compaction.tasks import run_task
+
+            runner = run_task
+        return runner(name, kwargs, cancel, activity)
 
     def recall(
         self,

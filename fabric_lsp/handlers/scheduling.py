@@ -2,14 +2,17 @@
 
 * Heavy work runs in its own small pool (`FabricServer.heavy_executor`), so cheap
   requests (status, hover, definition, lenses) in the engine pool are never queued
-  behind it.
+  behind it. Each of its threads resolves the request and hands the computation to a
+  worker process (`FabricServer.preview_pool`, engine/procpool.py), so the computation
+  never holds this process' GIL: the reader and the loop keep running at full speed.
 * Identical in-flight heavy requests (same method, same params but the progress token)
   are computed once and the answer is shared.
 * At most `MAX_HEAVY` distinct heavy computations are queued or running; one more is
   answered at once with -32803 (RequestFailed) naming the bound, instead of a queue that
   grows without limit.
 * A cancelled waiter stops waiting at once (-32800); the shared computation is cancelled
-  (dropped from the queue, or stopped at its next check) when its last waiter is gone.
+  (dropped from the queue before it runs, or stopped at its next check in the worker
+  process) when its last waiter is gone.
 """
 
 from __future__ import annotations

@@ -57,6 +57,9 @@ class PreviewError(ValueError):
         self.code = code
         self.message = message
 
+    def __reduce__(self) -> Any:  # pickled whole: a preview worker process raises it too
+        return (PreviewError, (self.code, self.message))
+
 
 def _setting(settings: dict, key: str) -> Any:
     if key in settings:

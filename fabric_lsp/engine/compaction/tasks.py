@@ -1,0 +1,26 @@
+"""The previews as named tasks of plain arguments, so one call runs the same in the
+calling thread or in a worker process (engine/procpool.py): `run_task(name, kwargs,
+cancel, activity)` with `kwargs` holding `source` (the session path) and the keyword
+options of `preview_compaction` / `preview_branch_summary`, all already resolved by the
+caller (engines.py). Stateless: the result depends on the bytes read and the arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fabric_lsp.engine.activity import ActivitySink, CancelToken
+
+from .api import preview_branch_summary, preview_compaction
+
+COMPACTION_PREVIEW = "compactionPreview"
+BRANCH_SUMMARY_PREVIEW = "branchSummaryPreview"
+
+_TASKS = {COMPACTION_PREVIEW: preview_compaction, BRANCH_SUMMARY_PREVIEW: preview_branch_summary}
+
+
+def run_task(name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken] = None,
+             activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+    options = dict(kwargs)
+    source = options.pop("source")
+    return _TASKS[name](source, cancel=cancel, activity=activity, **options)
