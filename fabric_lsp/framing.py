@@ -266,10 +266,15 @@ def _decode(body: bytes, reader: FrameReader, protocol: Any) -> Any:
     return message
 
 
-async def serve(reader: FrameReader, protocol: Any, stop: Callable[[], bool]) -> None:
+async def serve(reader: FrameReader, protocol: Any, stop: Callable[[], bool],
+                room: Optional[Callable[[], Awaitable[None]]] = None) -> None:
     """Hand every message body to `protocol` (pygls' `structure_message` /
-    `handle_message`, plus `reject_too_deep(top_level_json)`) until end of input."""
+    `handle_message`, plus `reject_too_deep(top_level_json)`) until end of input.
+    `room()`, when given, is awaited before each message: the output's back-pressure
+    (outbox.py pauses input while the client does not read its output)."""
     while not stop():
+        if room is not None:
+            await room()
         body = await reader.next_body()
         if body is None:
             break

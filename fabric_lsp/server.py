@@ -33,6 +33,7 @@ from fabric_lsp import __version__
 from fabric_lsp.config import ServerConfig, load_config
 from fabric_lsp.engine.activity import CancelToken
 from fabric_lsp.engines import Engines
+from fabric_lsp.outbox import EXIT_DRAIN_S, Outbox, max_pending_from_env
 
 log = logging.getLogger("fabric_lsp.server")
 
@@ -191,6 +192,9 @@ class FabricProtocol(LanguageServerProtocol):
         )
         frame = (header + body) if self._include_headers else body
         try:
+            if isinstance(self.writer, Outbox):  # stdio: queued, written by its own thread
+                self.writer.write(frame.encode(self.CHARSET), droppable=_informational(data))
+                return
             res = self.writer.write(frame.encode(self.CHARSET))
             if inspect.isawaitable(res):
                 asyncio.ensure_future(res)
@@ -200,6 +204,21 @@ class FabricProtocol(LanguageServerProtocol):
         except Exception as error:
             log.exception("error sending data")
             self._server._report_server_error(error, JsonRpcInternalError)  # type: ignore[attr-defined]
+
+
+_INFORMATIONAL = frozenset({"window/logMessage", "fabric/activity"})
+
+
+def _informational(data: Any) -> bool:
+    """A notification the client can miss without harm (outbox.py drops these while
+    the client does not read): a log message, an activity event, a progress report."""
+    if isinstance(data, JsonRPCNotification) or hasattr(data, "method") and not hasattr(data, "id"):
+        method = getattr(data, "method", None)
+        if method in _INFORMATIONAL:
+            return True
+        if method == "$/progress":
+            return getattr(getattr(getattr(data, "params", None), "value", None), "kind", None) == "report"
+    return False
 
 
 def _finite(value: Any) -> Any:
@@ -262,6 +281,11 @@ class FabricServer(LanguageServer):
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
         self.engines = Engines(lambda: self.config, notify=self.notify, submit=self.engine_executor.submit)
+        # Previews are computed in worker processes, so they never hold this process'
+        # GIL (the reader, the loop and cheap requests keep it): engine/procpool.py.
+        self.preview_pool = preview_pool_from_env()
+        if self.preview_pool is not None:
+            self.engines.preview_runner = self.preview_pool.run
 
     # -- transport ---------------------------------------------------------------------
 
@@ -271,19 +295,19 @@ class FabricServer(LanguageServer):
         import sys
         from threading import Event
 
-        from pygls.io_ import StdoutWriter
-
         from fabric_lsp.framing import FrameReader, serve
 
         self._stop_event = stop = Event()
         source = stdin or sys.stdin.buffer
         read_some = getattr(source, "read1", None) or source.read
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        # never a blocking write on the loop: a client that stops reading cannot stall it
+        outbox = Outbox(stdout or sys.stdout.buffer, max_pending=max_pending_from_env())
+        self.protocol.set_writer(outbox)
 
         async def main() -> None:
             loop = asyncio.get_running_loop()
             reader = FrameReader(lambda n: loop.run_in_executor(self.thread_pool, read_some, n))
-            await serve(reader, self.protocol, stop.is_set)
+            await serve(reader, self.protocol, stop.is_set, room=outbox.wait_room)
 
         try:
             asyncio.run(main())
@@ -292,6 +316,7 @@ class FabricServer(LanguageServer):
         except (KeyboardInterrupt, SystemExit):
             pass
         finally:
+            outbox.drain(EXIT_DRAIN_S)  # end of input: the answers already queued still go out
             self.shutdown()
 
     def start_tcp(self, host: str, port: int) -> None:
@@ -383,6 +408,20 @@ class FabricServer(LanguageServer):
 
     def default_cwd(self) -> str | None:
         return str(self.workspace_root) if self.workspace_root is not None else None
+
+
+PREVIEW_TASKS = "fabric_lsp.engine.compaction.tasks:run_task"
+
+
+def preview_pool_from_env() -> Any:
+    """The previews' worker-process pool (min(2, CPUs) children, started on the first
+    preview), or None with `FABRIC_LSP_PREVIEW_POOL=0`: previews then run in this
+    process' heavy threads."""
+    if os.environ.get("FABRIC_LSP_PREVIEW_POOL", "1").strip() == "0":
+        return None
+    from fabric_lsp.engine.procpool import ProcessPool
+
+    return ProcessPool(PREVIEW_TASKS, size=min(2, os.cpu_count() or 1))
 
 
 def workspace_root_of(params: types.InitializeParams) -> Path | None:
@@ -480,5 +519,7 @@ def run_server(tcp: str | None = None) -> int:
     server.engine_executor.shutdown(wait=False, cancel_futures=True)
     server.memory_executor.shutdown(wait=False, cancel_futures=True)
     server.heavy_executor.shutdown(wait=False, cancel_futures=True)
+    if server.preview_pool is not None:
+        server.preview_pool.close()
     # LSP: exit code 0 only when `shutdown` came before `exit` (or end of input)
     return 0 if server.protocol._shutdown else 1
