@@ -103,6 +103,10 @@ class RawServer:
         self.server_requests: list[dict] = []
         self.unmatched: list[dict] = []  # responses without an id we can key on
         self.not_json_frames: list[str] = []  # NaN/Infinity seen in a frame (never allowed)
+        self.raw_bodies: dict[Any, bytes] = {}  # the exact bytes of each response's body
+        self.arrival: list[Any] = []  # response ids in the order they arrived
+        self._reading = threading.Event()  # cleared by pause_reading()
+        self._reading.set()
         self.closed = False
         self._ids = 0
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
@@ -124,6 +128,7 @@ class RawServer:
         assert out is not None
         try:
             while True:
+                self._reading.wait()
                 length = None
                 while True:
                     line = out.readline()
@@ -140,7 +145,7 @@ class RawServer:
                 body = out.read(length)
                 if len(body) < length:
                     return
-                self._dispatch(json.loads(body, parse_constant=self._not_json))
+                self._dispatch(json.loads(body, parse_constant=self._not_json), body)
         finally:
             with self._cond:
                 self.closed = True
@@ -151,7 +156,58 @@ class RawServer:
         self.not_json_frames.append(name)
         return None
 
-    def _dispatch(self, msg: dict) -> None:
+    def pause_reading(self) -> None:
+        """Stop reading the server's output (after the message being read): a client
+        that does not read; the server's writes then fill the pipe."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def output_waiting(self) -> tuple[int, int]:
+        """(bytes waiting in the server's stdout pipe, the pipe's capacity)."""
+        import fcntl
+        import termios
+
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        waiting = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+        return waiting, fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+
+    def blocked_writing(self) -> bool:
+        """True while a thread of the server waits in a pipe write (its stdout is full)."""
+        try:
+            for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+                with open(f"/proc/{self.proc.pid}/task/{task}/wchan") as fh:
+                    if "pipe_write" in fh.read():
+                        return True
+        except OSError:
+            pass
+        return False
+
+    def children(self) -> list[int]:
+        """pids of the server's child processes (its preview workers, regex worker, ...)."""
+        pids: list[int] = []
+        try:
+            for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+                with open(f"/proc/{self.proc.pid}/task/{task}/children") as fh:
+                    pids.extend(int(p) for p in fh.read().split())
+        except OSError:
+            pass
+        return sorted(set(pids))
+
+    def preview_workers(self) -> list[int]:
+        """pids of the server's preview worker processes (engine/procpool.py)."""
+        out = []
+        for pid in self.children():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if b"fabric_lsp.engine.procpool" in fh.read():
+                        out.append(pid)
+            except OSError:
+                pass
+        return out
+
+    def _dispatch(self, msg: dict, body: bytes = b"") -> None:
         now = time.monotonic()
         if "method" in msg and "id" in msg:
             self.server_requests.append(msg)
@@ -169,6 +225,8 @@ class RawServer:
             else:
                 self.responses[key] = msg
                 self.answer_times[key] = now
+                self.raw_bodies[key] = body
+                self.arrival.append(key)
             self._cond.notify_all()
 
     def _answer_server_request(self, msg: dict) -> None:
@@ -243,6 +301,7 @@ class RawServer:
         return result
 
     def stop(self, timeout: float = 10.0) -> Optional[int]:
+        self.resume_reading()
         try:
             if self.proc.poll() is None:
                 try:
