@@ -1,0 +1,39 @@
+"""Tasks for tests/engine/test_procpool.py, run by a real worker child (this directory is
+put on the child's PYTHONPATH by the test) or, for the fallback test, by the test itself."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+
+class Unpicklable(Exception):
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"unpicklable: {detail}")
+        self.lock = threading.Lock()  # a lock cannot be pickled
+
+
+def run(name, kwargs, cancel, activity):
+    if name == "echo":
+        if activity is not None:
+            activity({"type": "progress", "message": "echo", "percentage": 50})
+        return {"pid": os.getpid(), "kwargs": kwargs}
+    if name == "spin":  # an engine loop that honours its CancelToken
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            cancel.check()
+            if activity is not None:
+                activity({"type": "progress", "message": "spinning"})
+            time.sleep(0.01)  # the simulated unit of work
+        return "spun for 60 s"
+    if name == "deaf":  # never checks its token
+        time.sleep(kwargs["seconds"])
+        return "slept"
+    if name == "value_error":
+        raise ValueError("bad value")
+    if name == "unpicklable":
+        raise Unpicklable("detail")
+    if name == "die":
+        os._exit(3)
+    raise KeyError(name)

@@ -1,0 +1,109 @@
+"""engine/procpool.py with real child interpreters: results and events come back, a cancel
+stops the task in the child (or the child is replaced when it does not stop), exceptions
+keep their type and message, a dying child is replaced, and a pool whose children cannot
+start computes in the calling process (and says why)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fabric_lsp.engine import procpool
+from fabric_lsp.engine.activity import Cancelled, CancelToken
+from fabric_lsp.engine.procpool import ProcessPool, WorkerDied
+
+TASKS_DIR = Path(__file__).parent / "procpool_child"
+DISPATCH = "pool_test_tasks:run"
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = ProcessPool(DISPATCH, size=2)
+    yield p
+    p.close()
+
+
+def test_results_and_events_come_from_a_child(pool):
+    events = []
+    got = pool.run("echo", {"x": [1, 2.5, "\ud800"]}, None, events.append)
+    assert got["kwargs"] == {"x": [1, 2.5, "\ud800"]}  # a lone surrogate survives the trip
+    assert got["pid"] != os.getpid() and pool.pids() == [got["pid"]]
+    assert events == [{"type": "progress", "message": "echo", "percentage": 50}]
+    again = pool.run("echo", {}, None, None)
+    assert again["pid"] == got["pid"]  # the child stays
+
+
+def test_exceptions_keep_their_type_and_message(pool):
+    with pytest.raises(ValueError) as bad:
+        pool.run("value_error", {}, None, None)
+    assert str(bad.value) == "bad value"  # the message the server answers with
+    assert "in the worker process" in bad.value.__notes__[0]  # the child's traceback, for the log
+    with pytest.raises(procpool.RemoteError) as err:
+        pool.run("unpicklable", {}, None, None)
+    assert type(err.value).__name__ == "Unpicklable" and str(err.value) == "unpicklable: detail"
+    with pytest.raises(KeyError):
+        pool.run("nothing", {}, None, None)
+    assert len(pool.pids()) == 1  # errors are answers: the child is kept
+
+
+def test_a_cancel_stops_the_task_in_the_child(pool):
+    token = CancelToken()
+    started = threading.Event()
+    out: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pool.run("spin", {}, token, lambda _e: started.set())
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(60)
+    pid = pool.pids()[0]
+    token.cancel()
+    t.join(30)
+    assert not t.is_alive() and len(out) == 1 and isinstance(out[0], Cancelled)
+    assert pool.pids() == [pid]  # it stopped by itself: not killed
+
+
+def test_a_child_that_ignores_a_cancel_is_replaced(pool, monkeypatch):
+    monkeypatch.setattr(procpool, "CANCEL_GRACE_S", 0.2)
+    token = CancelToken()
+    token.cancel()  # cancelled before it runs: the child is told at once, and ignores it
+    with pytest.raises(Cancelled):
+        pool.run("deaf", {"seconds": 30}, token, None)
+    assert pool.pids() == []  # killed
+    assert pool.run("echo", {}, None, None)["pid"]  # and a new one serves the next task
+
+
+def test_a_child_that_dies_is_replaced_then_the_error_is_clear(pool, caplog):
+    caplog.set_level(logging.WARNING, "fabric_lsp.procpool")
+    with pytest.raises(WorkerDied, match=r"died twice \(exit code 3\)"):
+        pool.run("die", {}, None, None)
+    assert pool.restarts == 2
+    assert "retrying in a new one" in caplog.text
+    assert pool.run("echo", {}, None, None)["pid"] not in (None, os.getpid())
+
+
+def test_without_children_the_caller_computes_and_says_why(monkeypatch, caplog):
+    # the child cannot import the tasks (not on its path); this process can
+    monkeypatch.syspath_prepend(str(TASKS_DIR))
+    monkeypatch.setenv("PYTHONPATH", "")
+    caplog.set_level(logging.WARNING, "fabric_lsp.procpool")
+    p = ProcessPool(DISPATCH, size=2)
+    try:
+        got = p.run("echo", {"a": 1}, None, None)
+        assert got == {"pid": os.getpid(), "kwargs": {"a": 1}}
+        assert p.unavailable and "exited before it was ready" in p.unavailable
+        assert "computing in the server process instead" in caplog.text
+        assert p.run("echo", {}, None, None)["pid"] == os.getpid()  # no new attempt each time
+    finally:
+        p.close()
+    assert sys.modules["pool_test_tasks"]
