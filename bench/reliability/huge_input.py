@@ -3,7 +3,8 @@
 one huge line (default 200 MiB), generated into a temporary directory (removed after).
 
 Each operation runs on a fresh server process with an empty cache, so its peak RSS
-(VmHWM) and time are its own, cold; an idle server's peak is the baseline. Also prints the streaming reader's throughput and
+(VmHWM: the server's plus its live children's, where previews are computed) and time are
+its own, cold; an idle server's peak is the baseline. Also prints the streaming reader's throughput and
 traced peak memory on the big file.
 
     .venv/bin/python bench/reliability/huge_input.py [--big-mib 1024] [--line-mib 200] [--dir /tmp]
@@ -107,7 +108,8 @@ def main() -> int:
                     except RpcError as err:
                         out = f"RPC error {err}"
                 dt = time.monotonic() - t
-                rss = srv.status().get("VmHWM", 0) / 1024
+                vm = srv.status()  # previews run in worker children: count them too
+                rss = (vm.get("VmHWM", 0) + vm["ChildrenVmHWM"]) / 1024
                 alive = srv.alive()
             finally:
                 srv.stop(timeout=60)

@@ -343,16 +343,10 @@ class RawServer:
         return self.proc.poll() is None
 
     def status(self) -> dict[str, int]:
-        """VmRSS / VmHWM (peak) of the server process in KiB."""
-        out: dict[str, int] = {}
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as fh:
-                for line in fh:
-                    name, _, value = line.partition(":")
-                    if name in ("VmRSS", "VmHWM"):
-                        out[name] = int(value.split()[0])
-        except OSError:
-            pass
+        """VmRSS / VmHWM (peak) of the server process in KiB, and `ChildrenVmHWM`: the sum
+        of the peaks of its live children (preview workers compute there)."""
+        out = _vm(self.proc.pid)
+        out["ChildrenVmHWM"] = sum(_vm(pid).get("VmHWM", 0) for pid in self.children())
         return out
 
     def __enter__(self) -> "RawServer":
@@ -361,6 +355,19 @@ class RawServer:
     def __exit__(self, *exc: Any) -> None:
         if self.alive():
             self.stop()
+
+
+def _vm(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "VmHWM"):
+                    out[name] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
 
 
 def _key(msg_id: Any) -> Any:
