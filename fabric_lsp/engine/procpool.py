@@ -195,7 +195,7 @@ class ProcessPool:
                 self._discard(worker)
                 with self._cond:
                     self.restarts += 1
-                if cancel is not None and cancel.cancelled:
+                if (cancel is not None and cancel.cancelled) or self._closed:
                     raise Cancelled() from None
                 if attempt == 2:
                     raise WorkerDied(
@@ -228,8 +228,10 @@ class ProcessPool:
     def _checkout(self, cancel: Optional[CancelToken]) -> _Worker:
         with self._cond:
             while True:
-                if self.unavailable is not None or self._closed:
-                    raise PoolUnavailable(self.unavailable or "the pool is closed")
+                if self._closed:  # the server is exiting: never fall back to computing here
+                    raise Cancelled()
+                if self.unavailable is not None:
+                    raise PoolUnavailable(self.unavailable)
                 if cancel is not None:
                     cancel.check()
                 while self._idle:
@@ -261,7 +263,7 @@ class ProcessPool:
                 self._all.add(worker)
                 if self._closed:
                     worker.kill()
-                    raise PoolUnavailable("the pool is closed")
+                    raise Cancelled()
             return worker
         raise AssertionError("unreachable")
 

@@ -107,3 +107,24 @@ def test_without_children_the_caller_computes_and_says_why(monkeypatch, caplog):
     finally:
         p.close()
     assert sys.modules["pool_test_tasks"]
+
+
+def test_a_closed_pool_cancels_instead_of_computing_here(pool):
+    token = CancelToken()
+    started = threading.Event()
+    out: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pool.run("spin", {}, token, lambda _e: started.set())
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(60)
+    pool.close()  # the server exits while a task runs: its child is killed
+    t.join(30)
+    assert not t.is_alive() and len(out) == 1 and isinstance(out[0], Cancelled), out
+    with pytest.raises(Cancelled):
+        pool.run("echo", {}, None, None)
