@@ -28,7 +28,8 @@ Children:
   second death raises `WorkerDied` (a clear error for the request, never a hang).
 
 When no child can be started (no interpreter, an import error in the child) the pool
-logs why, stops trying, and every call runs in the calling thread.
+logs why, stops trying, and every call runs in the calling thread. After `close()` (the
+server exiting) a call raises `Cancelled`: it is never computed in the caller then.
 """
 
 from __future__ import annotations
