@@ -25,7 +25,7 @@ import collections
 import logging
 import os
 import threading
-from typing import Any, BinaryIO, Optional
+from typing import BinaryIO, Optional
 
 log = logging.getLogger("fabric_lsp.outbox")
 

@@ -33,7 +33,7 @@ def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     return env
 
 
-def spawn(code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any = subprocess.DEVNULL) -> subprocess.Popen:
+def spawn(code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any = subprocess.DEVNULL) -> "subprocess.Popen[bytes]":
     """Start `python -c code` with pipes on stdin and stdout (raises OSError)."""
     return subprocess.Popen(
         [sys.executable, "-c", code],

@@ -87,7 +87,8 @@ def _rebuild(data: Optional[bytes], type_name: str, text: str, remote_tb: str, i
     if not isinstance(exc, BaseException):
         # ValueError keeps its meaning (the server answers it as invalid params)
         bases = (RemoteError, ValueError) if is_value_error else (RemoteError,)
-        exc = type(type_name, bases, {})(text)
+        made: BaseException = type(type_name, bases, {})(text)
+        exc = made
     if remote_tb and not isinstance(exc, Cancelled):
         exc.add_note("in the worker process:\n" + remote_tb.rstrip())
     return exc
