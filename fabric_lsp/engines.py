@@ -197,7 +197,7 @@ class Engines:
         leaf_id = p.leaf_id
         if leaf_id is None:
             leaf_id = self.leases().live_leaf(str(path))
-        return self._preview(COMPACTION_PREVIEW, dict(
+        return self._preview(protocol.COMPACTION_PREVIEW, COMPACTION_PREVIEW, dict(
             source=str(path),  # the engine streams and hashes the same bytes (lower peak memory)
             session_path=str(path),
             instructions=p.instructions,
@@ -221,7 +221,7 @@ class Engines:
         from_id = p.from_id
         if from_id is None:
             from_id = self.leases().live_leaf(str(path))
-        return self._preview(BRANCH_SUMMARY_PREVIEW, dict(
+        return self._preview(protocol.BRANCH_SUMMARY_PREVIEW, BRANCH_SUMMARY_PREVIEW, dict(
             source=str(path),
             session_path=str(path),
             target_id=p.target_id,
@@ -233,7 +233,8 @@ class Engines:
         ), cancel, activity)
 
     def _preview(
-        self, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken], activity: Optional[ActivitySink]
+        self, method: str, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken],
+        activity: Optional[ActivitySink],
     ) -> dict[str, Any]:
         """The preview task (engine/compaction/tasks.py) with its resolved arguments, in
         `preview_runner` when one is set (the server's worker processes), else here."""
@@ -242,7 +243,7 @@ class Engines:
             from fabric_lsp.engine.compaction.tasks import run_task
 
             runner = run_task
-        return runner(name, kwargs, cancel, activity)
+        return protocol.check_result(method, runner(name, kwargs, cancel, activity))
 
     def recall(
         self,
