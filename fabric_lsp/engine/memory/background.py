@@ -232,36 +232,17 @@ class BackgroundIndexer:
         local = [(r, t) for r, t in todo if r.file not in pooled]
         with cyclic_gc_paused():
             if self.workers > 1 and len(cold) >= 2:
-                from .build_pool import run_batch
+                from .build_pool import build_split
 
-                by_file = {r.file: r for r, _ in cold}
-
-                def on_result(file: str, reply: tuple) -> None:
-                    status, value = reply
-                    if status == "ok":
-                        adopt(by_file[file], "cold", value)
-                    elif status == "missing":
-                        adopt(by_file[file], "cold", SourceMissing(value))
-                    else:
-                        build_here(by_file[file], "cold")
-
-                def on_idle() -> bool:
-                    if not local:
-                        return False
-                    ref, tier = local.pop(0)
-                    build_here(ref, tier)
-                    return bool(local)
-
-                failed = run_batch(
-                    ((r.file, (r.file, branches, "cold", cfg, r.id, r.cwd)) for r, _ in cold),
-                    self.workers, on_result, lambda: check(cancel), on_idle=on_idle, nice=self.nice,
+                build_split(
+                    cold, local,
+                    task=lambda r: (r.file, branches, "cold", cfg, r.id, r.cwd),
+                    workers=self.workers,
+                    build_here=build_here,
+                    on_built=lambda ref, value: adopt(ref, "cold", value),
+                    check_cancel=lambda: check(cancel),
+                    nice=self.nice,
                 )
-                for ref, tier in local:
-                    check(cancel)
-                    build_here(ref, tier)
-                for file in failed:
-                    check(cancel)
-                    build_here(by_file[file], "cold")
             else:
                 for ref, tier in local + cold:
                     check(cancel)

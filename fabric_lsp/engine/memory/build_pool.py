@@ -14,7 +14,7 @@ import pickle
 import select
 import struct
 import subprocess
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..childproc import pack, spawn
 
@@ -164,3 +164,50 @@ def run_batch(
     finally:
         for child in children:
             child.kill()
+
+
+def build_split(
+    cold: Sequence[tuple[Any, str]],
+    local: list[tuple[Any, str]],
+    *,
+    task: Callable[[Any], TaskArgs],
+    workers: int,
+    build_here: Callable[[Any, str], None],
+    on_built: Callable[[Any, Any], None],
+    check_cancel: Callable[[], None],
+    nice: int = 0,
+) -> None:
+    """The one way a set of sessions is built in parallel: the `cold` refs (`(ref, tier)`,
+    `ref.file` their key) go to `workers` children, `task(ref)` being a child's build
+    arguments, while this thread builds `local` ones between polls (hot sessions, sessions
+    a live Pi holds). A child's answer reaches `on_built(ref, state)` (a SourceMissing for
+    an unavailable source); a session whose child failed or died is built here."""
+    from .sessions import SourceMissing
+
+    by_file = {ref.file: ref for ref, _ in cold}
+    pending = list(local)
+
+    def on_result(file: Any, reply: Reply) -> None:
+        status, value = reply
+        if status == "ok":
+            on_built(by_file[file], value)
+        elif status == "missing":
+            on_built(by_file[file], SourceMissing(value))
+        else:
+            build_here(by_file[file], "cold")
+
+    def on_idle() -> bool:
+        if not pending:
+            return False
+        ref, tier = pending.pop(0)
+        build_here(ref, tier)
+        return bool(pending)
+
+    failed = run_batch(((ref.file, task(ref)) for ref, _ in cold), workers, on_result, check_cancel,
+                       on_idle=on_idle, nice=nice)
+    for ref, tier in pending:
+        check_cancel()
+        build_here(ref, tier)
+    for file in failed:
+        check_cancel()
+        build_here(by_file[file], "cold")

@@ -203,44 +203,23 @@ def build_many(
             check(cancel)
             build_here(ref, tier)
         return out
-    from .build_pool import run_batch
+    from .build_pool import build_split
 
     pooled = {r.file for r, _ in cold}
-    local = [(r, t) for r, t in todo if r.file not in pooled]
-    by_file = {r.file: r for r, _ in cold}
-    ordered = sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0))
 
-    def on_result(file: str, reply: tuple) -> None:
-        status, value = reply
-        if status == "ok":
-            out[file] = value
-            progress()
-        elif status == "missing":
-            out[file] = SourceMissing(value)
-            progress()
-        else:
-            build_here(by_file[file], "cold")
+    def built(ref: Ref, value: Any) -> None:
+        out[ref.file] = value
+        progress()
 
-    def on_idle() -> bool:
-        if not local:
-            return False
-        ref, tier = local.pop(0)
-        build_here(ref, tier)
-        return bool(local)
-
-    failed = run_batch(
-        ((r.file, (r.file, branches, "cold", eng.config, r.id, r.cwd)) for r, _ in ordered),
-        eng.parallel_workers,
-        on_result,
-        lambda: check(cancel),
-        on_idle=on_idle,
+    build_split(
+        sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0)),  # largest first
+        [(r, t) for r, t in todo if r.file not in pooled],
+        task=lambda r: (r.file, branches, "cold", eng.config, r.id, r.cwd),
+        workers=eng.parallel_workers,
+        build_here=build_here,
+        on_built=built,
+        check_cancel=lambda: check(cancel),
     )
-    for ref, tier in local:
-        check(cancel)
-        build_here(ref, tier)
-    for file in failed:
-        check(cancel)
-        build_here(by_file[file], "cold")
     return out
 
 
