@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlparse
 
 from fabric_lsp.engine.jsstr import js_string_of
-from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, resolve_session
+from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_files, resolve_session
 from fabric_lsp.engine.session.reader import read_header
 
 from . import store
@@ -125,15 +125,8 @@ def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional
 
 
 def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
     out = []
-    for name in names:
-        if not name.endswith(".jsonl"):
-            continue
-        full = os.path.join(folder, name)
+    for full in jsonl_files(folder):  # the session layer's listing rule
         key = stat_key(full)
         if key is None:
             continue

@@ -82,7 +82,9 @@ def encode_cwd(cwd: str) -> str:
     return f"--{resolved}--"
 
 
-def _jsonl_files(folder: str) -> list[str]:
+def jsonl_files(folder: str) -> list[str]:
+    """The session files of one project folder: regular `*.jsonl` files, never symlinks
+    (the one listing rule of every face: sessions, recall, the resolver)."""
     try:
         names = os.listdir(folder)
     except OSError:
@@ -101,7 +103,7 @@ def list_session_files(session_dir: str, cwd: Optional[str] = None) -> list[str]
     """Session files of one project (`cwd`) or of all projects (one folder level deep,
     as Pi's listAll), sorted by path."""
     if cwd is not None:
-        return sorted(_jsonl_files(os.path.join(session_dir, encode_cwd(cwd))))
+        return sorted(jsonl_files(os.path.join(session_dir, encode_cwd(cwd))))
     files: list[str] = []
     try:
         subdirs = sorted(os.listdir(session_dir))
@@ -110,7 +112,7 @@ def list_session_files(session_dir: str, cwd: Optional[str] = None) -> list[str]
     for sub in subdirs:
         full = os.path.join(session_dir, sub)
         if os.path.isdir(full):
-            files.extend(_jsonl_files(full))
+            files.extend(jsonl_files(full))
     return sorted(files)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import os
+
 from memory_kit import engine, header, user, write_session
 
 CWD = "/home/user/many"
@@ -63,3 +65,19 @@ def test_concurrent_calls_agree(tmp_path: Path):
     assert not errors
     for k, res in enumerate(results):
         assert res == expected[k % len(queries)]
+
+
+def test_a_symlinked_session_file_is_listed_by_no_face(tmp_path):
+    """Memory lists a project folder with the session layer's rule (regular *.jsonl files,
+    never symlinks), so recall/sessions and the session resolver see the same files."""
+    from fabric_lsp.engine.session.discovery import list_session_files
+
+    eng = engine(tmp_path)
+    cwd = "/work/proj"
+    real = write_session(tmp_path, cwd, "2025-01-01T00-00-00-000Z_s-real.jsonl",
+                         [header("s-real", cwd), user("u1", None, "parse epoch", 1)])
+    link = real.parent / "2025-01-01T00-00-00-000Z_s-link.jsonl"
+    os.symlink(real, link)
+    listed = {r["sessionFile"] for r in eng.sessions({"scope": "global"})["sessions"]}
+    assert listed == {str(real)}
+    assert set(list_session_files(str(tmp_path / "sessions"))) == {str(real)}
