@@ -423,7 +423,7 @@ class FileHistoryResult(Struct, **_RESULT):
 
 class CompactionPreviewResult(Struct, **_RESULT):
     outcome: Literal["compacted", "cancelled", "skipped"]
-    tokens_before: int
+    tokens_before: int | None  # null when the usage is not a finite number (JSON.stringify(Infinity))
     session_id: str
     session_file: str
     source_hash: str

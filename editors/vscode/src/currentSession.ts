@@ -10,7 +10,7 @@ import { previewOverrides } from './server';
 
 export class CurrentSession implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
-  private readonly cache = new Map<string, { mtime: number; before: number; window?: number }>();
+  private readonly cache = new Map<string, { mtime: number; before: number | null; window?: number }>();
   private timer: NodeJS.Timeout | undefined;
   private seq = 0;
   private readonly disposables: vscode.Disposable[] = [];

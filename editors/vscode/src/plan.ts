@@ -125,8 +125,12 @@ const BINDING: Record<string, string> = {
 
 function budgetOf(r: PreviewResult): Pick<PlanModel, 'rows' | 'marks' | 'window' | 'limitNote'> {
   const b = ((r.details ?? {}) as { budget?: Record<string, unknown> }).budget ?? {};
-  const rows: BudgetRow[] = [{ label: 'In context now (Pi\'s estimate)', tokens: r.tokensBefore }];
-  const marks: BarMark[] = [{ label: 'now', tokens: r.tokensBefore, kind: 'before' }];
+  const rows: BudgetRow[] = [];
+  const marks: BarMark[] = [];
+  if (r.tokensBefore != null) {
+    rows.push({ label: 'In context now (Pi\'s estimate)', tokens: r.tokensBefore });
+    marks.push({ label: 'now', tokens: r.tokensBefore, kind: 'before' });
+  }
   const window = num(b.contextWindow) || undefined;
   if (window) rows.push({ label: 'Model context window', tokens: window });
   const target = num(b.targetContextTokens) ?? num(b.continuityTargetTokens);
@@ -193,7 +197,7 @@ export function planModel(r: PreviewResult, entries: EntryLine[], inputs: { inst
     const chars = r.summary ? `a ${fmt([...r.summary].length)}-character summary` : 'a summary';
     const what = summarized ? `${fmt(summarized.count)} entries (${linesText(summarized.firstLine, summarized.lastLine)})` : 'the older entries';
     const tail = kept ? ` and keep the last ${fmt(kept.count)} as they are` : ' and keep nothing verbatim';
-    const tokens = after ? `: about ${fmt(r.tokensBefore)} → ${fmt(after.tokens)} tokens${budget.window ? ` of a ${fmt(budget.window)}-token window` : ''}` : '';
+    const tokens = after && r.tokensBefore != null ? `: about ${fmt(r.tokensBefore)} → ${fmt(after.tokens)} tokens${budget.window ? ` of a ${fmt(budget.window)}-token window` : ''}` : '';
     sentence = `Compacting now would replace ${what} with ${chars}${tail}${tokens}.`;
   } else if (r.outcome === 'skipped') {
     sentence = `Nothing would be compacted: ${r.reason ?? 'Pi would skip this session'}.`;

@@ -184,7 +184,8 @@ export interface PreviewResult {
   reason?: string | null;
   summary?: string | null;
   firstKeptEntryId?: string | null;
-  tokensBefore: number;
+  /** null when the session's usage is not a finite number (JSON.stringify(Infinity)) */
+  tokensBefore: number | null;
   details?: Record<string, unknown> | null;
   qa?: QaReport | null;
   sessionId: string;

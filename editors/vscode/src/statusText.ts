@@ -9,10 +9,10 @@ export function compactTokens(n: number): string {
 }
 
 /** The status bar text of a session (pure, for tests). */
-export function sessionStatusText(tokens: { before: number; window?: number } | undefined, st: StatusResult | undefined): { text: string; tooltip: string } {
+export function sessionStatusText(tokens: { before: number | null; window?: number } | undefined, st: StatusResult | undefined): { text: string; tooltip: string } {
   const parts: string[] = [];
   const tips: string[] = [];
-  if (tokens) {
+  if (tokens && tokens.before != null) {  // null: the session's usage is not a finite number
     parts.push(tokens.window ? `${compactTokens(tokens.before)}/${compactTokens(tokens.window)}` : compactTokens(tokens.before));
     tips.push(`${tokens.before.toLocaleString('en-US')} tokens in context${tokens.window ? ` of a ${tokens.window.toLocaleString('en-US')}-token window` : ''}`);
   }

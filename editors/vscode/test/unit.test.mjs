@@ -171,6 +171,11 @@ describe('session status bar text', () => {
     assert.equal(text, '$(layers) 144k/200k · pending · last 03:02 · live Pi');
     assert.ok(tooltip.includes('pid 42') && tooltip.includes('by Pi'), tooltip);
   });
+  test('a session whose usage is not finite (tokensBefore null) shows no count and does not throw', () => {
+    const { text, tooltip } = sessionStatusText({ before: null, window: 200000 }, undefined);
+    assert.equal(text, '$(layers) Fabric');
+    assert.ok(!tooltip.includes('tokens in context'), tooltip);
+  });
 });
 
 describe('renderExpand', () => {

@@ -9,6 +9,7 @@ plus their arguments: same input, same bytes out.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -223,7 +224,8 @@ def compaction_run(
     tb = tokens_before if tokens_before is not None else pi_tokens_before(branch)
     if isinstance(tb, float) and tb.is_integer():
         tb = int(tb)
-    result["tokensBefore"] = tb
+    # A non-finite count (a usage of `1e400`) is what JSON.stringify writes for it: null.
+    result["tokensBefore"] = tb if not isinstance(tb, float) or math.isfinite(tb) else None
     check(cancel)
 
     gate = prepare_compaction(branch, pi_settings["keepRecentTokens"])

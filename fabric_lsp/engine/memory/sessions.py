@@ -78,7 +78,7 @@ def lineage_from_lines(
     # A parent id is the same string as its parent's id: keep one object (half the id
     # strings of a long session).
     for i, parent in enumerate(parents):
-        if parent is not None:
+        if type(parent) is str:  # a malformed line's parentId may be any JSON value
             j = by_id.get(parent)
             if j is not None:
                 parents[i] = ids_col[j]
