@@ -316,12 +316,29 @@ def _step(say: Callable[[str], None], method: str, fn: Callable[[], Any]) -> Any
         return {"failed": err.message, "code": err.code}
 
 
+def _coverage_words(cov: dict[str, Any]) -> str:
+    """The coverage fields in words: truncation is information, other reasons are named."""
+    if cov.get("complete"):
+        return "coverage complete"
+    reasons = list(cov.get("reasons", []))
+    words = []
+    if "max_entry_chars" in reasons:
+        reasons.remove("max_entry_chars")
+        from fabric_lsp.engine.memory.config import MemoryConfig  # the demo runs the defaults
+
+        limit = MemoryConfig().max_entry_chars
+        words.append(f"text past {limit:,} characters of an entry is not indexed (expand shows it whole)")
+    if reasons:
+        words.append("incomplete: " + ", ".join(reasons))
+    return "; ".join(words) or "coverage incomplete"
+
+
 def _sessions(client: StdioLspClient, say: Callable[[str], None]) -> Any:
     _section(say, "fabric/sessions (global)")
     result = client.request("fabric/sessions", {"scope": "global", "pageSize": 20})
     for s in result.get("sessions", []):
         say(f"  {s.get('sessionId')}  {s.get('entryCount'):>4} entries  {s.get('tier'):<4}  {s.get('cwd')}")
-    say(f"  {result.get('totalItems')} sessions; coverage complete: {result.get('coverage', {}).get('complete')}")
+    say(f"  {result.get('totalItems')} sessions; {_coverage_words(result.get('coverage', {}))}")
     return {"totalItems": result.get("totalItems")}
 
 
@@ -330,7 +347,7 @@ def _recall(client: StdioLspClient, say: Callable[[str], None], query: str) -> A
     result = client.request("fabric/recall", {"query": query, "scope": "global", "pageSize": 3})
     say(_clip(result.get("text", ""), 1500))
     say(f"  totalItems={result.get('totalItems')} totalMatches={result.get('totalMatches')} "
-        f"authoritative={result.get('authoritative')}")
+        f"authoritative={result.get('authoritative')}; {_coverage_words(result.get('coverage', {}))}")
     first = None
     for item in result.get("items", []):
         if item.get("kind") == "segment":
