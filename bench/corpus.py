@@ -15,8 +15,10 @@ Usage::
 
     python bench/corpus.py --out DIR [--sessions N] [--target-bytes B] [--seed S]
     python bench/corpus.py --example --out fabric_lsp/examples/agent
+    python bench/corpus.py --single CWD --tiny --target-bytes B --out DIR   # many ~100-byte entries
 
-Importable: ``generate_agent_dir``, ``generate_session``, ``generate_example_agent_dir``.
+Importable: ``generate_agent_dir``, ``generate_session``, ``generate_tiny_session``,
+``generate_example_agent_dir``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import msgspec
 __all__ = [
     "generate_agent_dir",
     "generate_session",
+    "generate_tiny_session",
     "generate_example_agent_dir",
     "encode_cwd",
     "js_number",
@@ -1519,6 +1522,68 @@ def generate_session(path: str | Path, *, target_bytes: int, seed: Any, cwd: str
     return path
 
 
+def _write_tiny_session(fh, *, target_bytes: int, seed: Any, cwd: str, start_ms: int | None) -> int:
+    """Many small entries: short turns (a user line, a one-line answer or one small tool call
+    and its short result) separated by bursts of ~120-byte entries (extension state,
+    labels, thinking-level changes), with Pi-style compactions as the context fills."""
+    rng = Random(f"tiny:{seed}:{cwd}")
+    start_ms, sid = _session_header_and_start(rng, start_ms, seed)
+    project = Project(_resolve_spec(cwd), cwd, Random(f"project:{cwd}"))
+    model = MODELS[0]
+    w = SessionWriter(fh, rng, start_ms=start_ms, cwd=cwd, project=project, model=model, thinking="off",
+                      session_id=sid)
+    w.model_change(model)
+    w.thinking_change("off")
+    w.goal = project.spec.goals[0]
+    words = ["ok", "go on", "next", "yes", "run it", "looks good", "again", "why?", "fix it", "continue", "thanks"]
+    paths = project.source_paths()
+    window_tokens = int(model.window * 0.7)
+    n = 0
+    while w.bytes < target_bytes:
+        n += 1
+        w.tick(2000, 30000)
+        text = rng.choice(words) if n > 1 else w.goal
+        w.entry("message", {"message": {"role": "user", "content": text, "timestamp": w.now}}, kind="user",
+                tokens=_tokens(_utf16_len(text)), cut=True, turn_start=True, note="user: " + text)
+        if rng.random() < 0.3:
+            path = rng.choice(paths)
+            calls = w.assistant(calls=[("read", {"path": path})])
+            w.result(calls[0], rng.choice(["ok", "1 line", "(empty)", "done"]))
+            w.assistant(text=rng.choice(["Done.", "OK.", "Read it.", "Fine."]))
+        else:
+            w.assistant(text=rng.choice(["Done.", "OK.", "Sure.", "Next?"]))
+        for _ in range(rng.randint(14, 30)):
+            roll = rng.random()
+            if roll < 0.8:
+                w.custom("st", rng.randint(0, 99))
+            elif roll < 0.97:
+                w.label(w.leaf, rng.choice(["wip", "ok"]))  # type: ignore[arg-type]
+            else:
+                w.thinking_change(rng.choice(["off", "low"]))
+        if w.ctx_tokens + w.SYSTEM_TOKENS > window_tokens:
+            j = w.find_cut(20000)
+            if j is not None:
+                w.compaction(_pi_summary(w, split_turn=not w.path[j].turn_start, branch=False), j)
+    return w.now
+
+
+def generate_tiny_session(path: str | Path, *, target_bytes: int, seed: Any, cwd: str,
+                          start_ms: int | None = None) -> Path:
+    """Write one session of roughly ``target_bytes`` made of small entries (nine in ten are
+    ~120-byte lines, the mean is near 150 bytes; see ``_write_tiny_session``). Same ``path`` rules and
+    determinism as ``generate_session``."""
+    path = Path(path)
+    if path.is_dir():
+        rng = Random(f"tiny:{seed}:{cwd}")
+        s_ms, sid = _session_header_and_start(rng, start_ms, seed)
+        path = path / _session_file_name(s_ms, sid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb", buffering=1 << 20) as fh:
+        last_ms = _write_tiny_session(fh, target_bytes=target_bytes, seed=seed, cwd=cwd, start_ms=start_ms)
+    os.utime(path, ns=(last_ms * 1_000_000, last_ms * 1_000_000))
+    return path
+
+
 def _project_cwds(n: int) -> list[str]:
     base = ["orbit", "ledger"] + _EXTRA_NAMES
     names = [base[i] if i < len(base) else f"service{i}" for i in range(n)]
@@ -1730,6 +1795,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", default="0")
     ap.add_argument("--example", action="store_true", help="write the embedded example agent dir instead")
     ap.add_argument("--single", metavar="CWD", help="write ONE session of --target-bytes for CWD")
+    ap.add_argument("--tiny", action="store_true", help="with --single: a session of many small (~100-byte) entries")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.example:
@@ -1737,7 +1803,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.single:
         d = Path(args.out) / "sessions" / encode_cwd(args.single)
         d.mkdir(parents=True, exist_ok=True)
-        files = [generate_session(d, target_bytes=args.target_bytes, seed=args.seed, cwd=args.single)]
+        gen = generate_tiny_session if args.tiny else generate_session
+        files = [gen(d, target_bytes=args.target_bytes, seed=args.seed, cwd=args.single)]
     else:
         if args.sessions < 1 or args.target_bytes < 0:
             ap.error("--sessions must be >= 1 and --target-bytes >= 0")
