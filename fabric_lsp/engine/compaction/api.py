@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from .loader import Loaded, load_session_bytes, load_session_file
+from .scan import SourceChanged, scan_session_bytes, scan_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
@@ -71,7 +72,12 @@ def _setting(settings: dict, key: str) -> Any:
     return None
 
 
-def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink: Optional[ActivitySink]):
+def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink: Optional[ActivitySink], *,
+          from_bytes: Any = load_session_bytes, from_file: Any = load_session_file):
+    """Read `source` with `from_bytes` / `from_file` (the lean loader, or pass 1 of the
+    preview scanner): (what they return, the sha256 of the bytes read, the path, whether
+    it is big enough for progress reports). A scanned file stays open in `log.fp` until
+    the caller closes it (`_close`)."""
     chk = (lambda: check(cancel)) if cancel is not None else None
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
@@ -81,7 +87,7 @@ def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink
             report(sink, f"Reading session ({len(data) // 1024} KiB)", 5)
         digest = hashlib.sha256(data).hexdigest()
         check(cancel)
-        log = load_session_bytes(data, check=chk)
+        log = from_bytes(data, check=chk)
     else:
         path = os.fspath(source)
         try:
@@ -89,14 +95,24 @@ def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink
             big = size >= PROGRESS_MIN_BYTES
             if big:
                 report(sink, f"Reading session ({size // 1024} KiB)", 5)
-            log, digest = load_session_file(path, check=chk)
+            log, digest = from_file(path, check=chk)
         except OSError as e:
             raise PreviewError("source_unavailable", f"cannot read session file {path}: {e.strerror or e}") from None
-    check(cancel)
+    try:
+        check(cancel)
+    except BaseException:
+        _close(log)
+        raise
     return log, digest, path, big
 
 
-def _session_id(log: Loaded, path: Optional[str]) -> Optional[str]:
+def _close(log: Any) -> None:
+    fp = getattr(log, "fp", None)
+    if fp is not None:
+        fp.close()
+
+
+def _session_id(log: Any, path: Optional[str]) -> Optional[str]:
     if log.header is not None:
         return str(log.header.get("id"))
     if path:
@@ -104,7 +120,7 @@ def _session_id(log: Loaded, path: Optional[str]) -> Optional[str]:
     return None
 
 
-def _warnings(log: Loaded, error: Optional[str]) -> list[str]:
+def _warnings(log: Any, error: Optional[str]) -> list[str]:
     out = []
     st = log
     if st.malformed:
@@ -181,7 +197,29 @@ def compaction_run(
     if reason not in ("manual", "threshold", "overflow"):
         raise PreviewError("invalid_params", f"reason must be manual, threshold or overflow, not {reason!r}")
     settings = dict(settings or {})
-    log, digest, path, big = _load(source, session_path, cancel, activity)
+    log, digest, path, big = _load(source, session_path, cancel, activity, from_bytes=scan_session_bytes,
+                                    from_file=scan_session_file)
+    try:
+        return _compaction_run(
+            log, digest, path, big, settings=settings, instructions=instructions, preserve=preserve, reason=reason,
+            context_window=context_window, reserve_tokens=reserve_tokens, keep_recent_tokens=keep_recent_tokens,
+            target_context_ratio=target_context_ratio, tokens_before=tokens_before, leaf_id=leaf_id,
+            include_qa=include_qa, model_key=model_key, pi_vcc_overriding=pi_vcc_overriding, cancel=cancel,
+            activity=activity,
+        )
+    except SourceChanged as e:
+        raise PreviewError("source_changed", f"session file {path} changed while it was read: {e}") from None
+    finally:
+        _close(log)
+
+
+def _compaction_run(
+    log: Any, digest: str, path: Optional[str], big: bool, *, settings: dict, instructions: Optional[str],
+    preserve: Optional[list], reason: str, context_window: Optional[float], reserve_tokens: Optional[float],
+    keep_recent_tokens: Optional[float], target_context_ratio: Optional[float], tokens_before: Optional[float],
+    leaf_id: Optional[str], include_qa: bool, model_key: Optional[str], pi_vcc_overriding: bool,
+    cancel: Optional[CancelToken], activity: Optional[ActivitySink],
+) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
     session_id = _session_id(log, path)
     if big:
         report(activity, "Building branch", 35)
@@ -196,11 +234,10 @@ def compaction_run(
     if not log.is_session:
         result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
         return result, None
-    if leaf_id is not None and leaf_id not in log.by_id:
+    if leaf_id is not None and not log.has_id(leaf_id):
         raise PreviewError("entry_not_found", f"leafId {leaf_id!r} is not an entry of this session")
     used_leaf, branch, error = log.branch(leaf_id)
-    log.nodes = []  # only the branch is needed from here on: let the rest go
-    log.by_id = {}
+    log.nodes = None  # only the branch is needed from here on: let the rest go
     result["leafId"] = used_leaf
     warnings = _warnings(log, error)
     if warnings:

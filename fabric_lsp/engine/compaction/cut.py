@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-from fabric_lsp.engine.session.context import build_context_messages, entry_to_message
+from fabric_lsp.engine.session.context import build_context_messages
 from .estimate import estimate_tokens
-
-from .normalize import typed_custom_message
+from .facts import COMPACTION, NOMSG, facts
 
 SUMMARY_RAW_TOKEN_BUDGET = 8192  # ceil(32768 / 4)
 HARD_CEILING_SAFETY_RATIO = 0.9
@@ -17,67 +16,31 @@ MAX_PRECOMPACTION_RATIO = 0.95
 TURN_BOUNDARY_ROLES = frozenset(("user", "custom", "bashExecution", "branchSummary", "compactionSummary"))
 
 
-def _num(v: Any) -> Optional[float]:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return v
-
-
-def calculate_context_tokens_js(usage: Any) -> float:
-    """JS `calculateContextTokens`: NaN when fields are missing (no checkpoint)."""
-    if not isinstance(usage, dict):
-        return math.nan
-    total = usage.get("totalTokens")
-    if total:  # truthy
-        t = _num(total)
-        return math.nan if t is None else t
-    s = 0.0
-    for k in ("input", "output", "cacheRead", "cacheWrite"):
-        v = _num(usage.get(k))
-        if v is None:
-            return math.nan
-        s += v
-    return s
-
-
 def context_tokens_of(entries: list[dict]) -> int:
     return sum(estimate_tokens(m) for m in build_context_messages(entries))
 
 
 class Projection:
-    """Each branch entry's Pi context message and its token estimate, computed once."""
+    """Each branch entry's Pi context-message token estimate (from its facts), and the
+    context token count of any branch prefix."""
 
-    __slots__ = ("branch", "msgs", "tokens", "start", "ids")
+    __slots__ = ("facts", "tokens", "start")
 
-    def __init__(self, branch: list[dict], start: int = 0, ids: Optional[list] = None) -> None:
-        """Entries before `start` (never needed: they precede the last compaction's kept
-        range) are not projected; their token count reads as 0."""
-        self.branch = branch
+    def __init__(self, branch: Any, start: int = 0, ids: Optional[list] = None) -> None:
+        """`branch` is a list of entry dicts or their `Facts`; `start` and `ids` are
+        accepted for compatibility (entries before `start` are never summed)."""
+        self.facts = facts(branch)
+        self.tokens = self.facts.tokens
         self.start = start
-        self.ids = ids
-        n = len(branch)
-        self.msgs: list[Optional[dict]] = [None] * n
-        self.tokens = [0] * n
-        for i in range(start, n):
-            e = branch[i]
-            m = entry_to_message(e) if isinstance(e, dict) else None
-            if m is not None:
-                self.msgs[i] = m
-                self.tokens[i] = estimate_tokens(m)
 
     def context_tokens(self, end: int) -> int:
         """Sum of estimates over buildSessionContext(branch[:end]).messages."""
-        branch = self.branch
-        lc = -1
-        for i in range(end - 1, -1, -1):
-            if branch[i].get("type") == "compaction":
-                lc = i
-                break
+        f = self.facts
+        lc = f.last_compaction(end)
         tokens = self.tokens
         if lc < 0:
             return sum(tokens[:end])
-        kept = branch[lc].get("firstKeptEntryId")
-        kept_from = first_index(branch, kept, lc, ids=self.ids)
+        kept_from = f.index(f.compactions[lc][0], lc)
         if kept_from < 0:
             kept_from = lc
         return tokens[lc] + sum(tokens[kept_from:lc]) + sum(tokens[lc + 1 : end])
@@ -94,19 +57,17 @@ class LiveItem:
         self.tokens = tokens
 
 
-def last_compaction_index(branch: list[dict]) -> int:
-    for i in range(len(branch) - 1, -1, -1):
-        if branch[i].get("type") == "compaction":
-            return i
-    return -1
+def last_compaction_index(branch: Any) -> int:
+    return facts(branch).last_compaction()
 
 
-def live_start(branch: list[dict], lc: int, ids: Optional[list] = None) -> int:
+def live_start(branch: Any, lc: int, ids: Optional[list] = None) -> int:
     if lc < 0:
         return 0
-    kept = branch[lc].get("firstKeptEntryId")
+    f = facts(branch)
+    kept = f.compactions[lc][0]
     if isinstance(kept, str) and kept:
-        i = first_index(branch, kept, ids=ids)
+        i = f.index(kept)
         if i >= 0:
             return i
     return lc + 1
@@ -116,78 +77,49 @@ def entry_ids(branch: list[dict]) -> list[Any]:
     return [e.get("id") for e in branch]
 
 
-def first_index(branch: list[dict], entry_id: Any, stop: Optional[int] = None, ids: Optional[list] = None) -> int:
-    """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent), with
-    the scan done by `list.index` in C (`ids` = `entry_ids(branch)` when already known)."""
-    if ids is None:
-        ids = entry_ids(branch if stop is None else branch[:stop])
-    try:
-        return ids.index(entry_id, 0, len(ids) if stop is None else stop)
-    except ValueError:
-        return -1
+def first_index(branch: Any, entry_id: Any, stop: Optional[int] = None, ids: Optional[list] = None) -> int:
+    """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent)."""
+    return facts(branch).index(entry_id, stop)
 
 
-def live_items(branch: list[dict], start: int, proj: Optional["Projection"] = None) -> list[LiveItem]:
-    if proj is None:
-        proj = Projection(branch)
+def live_items(branch: Any, start: int, proj: Optional["Projection"] = None) -> list[LiveItem]:
+    f = proj.facts if proj is not None else facts(branch)
     items: list[LiveItem] = []
-    msgs = proj.msgs
-    for i in range(start, len(branch)):
-        e = branch[i]
-        t = e.get("type")
-        if t == "compaction":
+    kinds = f.kinds
+    tokens = f.tokens
+    ident = f.id
+    for i in range(start, len(kinds)):
+        t, role, skip = kinds[i]
+        if t is COMPACTION or skip or role is NOMSG:
             continue
-        if t == "custom_message" and not typed_custom_message(e):
-            continue
-        if t == "message":
-            m = e.get("message")
-            if isinstance(m, dict) and m.get("role") == "custom" and m.get("display") is False:
-                c = m.get("content")
-                if c == "" or c == []:
-                    continue
-        msg = msgs[i]
-        if msg is None:
-            continue
-        role = msg.get("role")
-        items.append(LiveItem(i, e.get("id"), role in TURN_BOUNDARY_ROLES, role != "toolResult", proj.tokens[i]))
+        items.append(LiveItem(i, ident(i), role in TURN_BOUNDARY_ROLES, role != "toolResult", tokens[i]))
     return items
 
 
 class Spans:
     """Call/result spans over the whole branch, with an O(1) crossing test."""
 
-    def __init__(self, branch: list[dict]) -> None:
+    def __init__(self, branch: Any) -> None:
+        f = facts(branch)
         # indices only grow, so the first sighting is `first` and the latest is `last`
         first: dict[str, int] = {}
         last: dict[str, int] = {}
         calls: set[str] = set()
         results: set[str] = set()
-        for i, e in enumerate(branch):
-            if e.get("type") != "message":
-                continue
-            m = e.get("message")
-            if type(m) is not dict:
-                continue
-            content = m.get("content")
-            if type(content) is list:
-                for p in content:
-                    if type(p) is dict and p.get("type") == "toolCall":
-                        cid = p.get("id")
-                        if type(cid) is str and cid:
-                            if cid not in first:
-                                first[cid] = i
-                            last[cid] = i
-                            calls.add(cid)
-            if m.get("role") == "toolResult":
-                cid = m.get("toolCallId")
-                if type(cid) is str and cid:
-                    if cid not in first:
-                        first[cid] = i
-                    last[cid] = i
-                    results.add(cid)
-        spans = {cid: [first[cid], last[cid], cid in calls, cid in results] for cid in first}
-        self.closed = [(s[0], s[1]) for s in spans.values() if s[2] and s[3] and s[0] < s[1]]
-        n = len(branch) + 2
+        for i in sorted(f.spans):
+            call_ids, result = f.spans[i]
+            for cid in call_ids:
+                if cid not in first:
+                    first[cid] = i
+                last[cid] = i
+                calls.add(cid)
+            if result is not None:
+                if result not in first:
+                    first[result] = i
+                last[result] = i
+                results.add(result)
+        self.closed = [(first[cid], last[cid]) for cid in first if cid in calls and cid in results and first[cid] < last[cid]]
+        n = len(f) + 2
         diff = [0] * n
         for lo, hi in self.closed:
             diff[lo + 1] += 1
@@ -207,20 +139,21 @@ class Spans:
         return min(f for f, l in self.closed if f < b <= l)
 
 
-def calibrate(branch: list[dict], tokens_before: float, raw_before: int, proj: Optional[Projection] = None) -> tuple[float, float]:
+def calibrate(branch: Any, tokens_before: float, raw_before: int, proj: Optional[Projection] = None) -> tuple[float, float]:
     if proj is None:
         proj = Projection(branch)
-    lc = last_compaction_index(branch)
+    f = proj.facts
+    lc = f.last_compaction()
     raw = proj.context_tokens(lc + 1) if lc >= 0 else 0
     checkpoints: list[tuple[int, float]] = []
-    msgs, toks = proj.msgs, proj.tokens
-    for i in range(lc + 1, len(branch)):
-        msg = msgs[i]
-        if msg is None:
+    kinds, toks, usage = f.kinds, proj.tokens, f.usage
+    for i in range(lc + 1, len(kinds)):
+        role = kinds[i][1]
+        if role is NOMSG:
             continue
         raw += toks[i]
-        if msg.get("role") == "assistant":
-            ctx = calculate_context_tokens_js(msg.get("usage"))
+        if role == "assistant":
+            ctx = usage[i][1]
             if math.isfinite(ctx) and ctx > 0:
                 checkpoints.append((raw, ctx))
     kept = [(r, c) for r, c in checkpoints if r < raw_before and c <= tokens_before]
@@ -252,30 +185,26 @@ def _js_ceil(x: float) -> float:
     return math.ceil(x) if math.isfinite(x) else x
 
 
-def compute_cut(branch: list[dict], budget_input: Optional[dict] = None) -> dict:
+def compute_cut(branch: Any, budget_input: Optional[dict] = None) -> dict:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
-    lc = last_compaction_index(branch)
-    ids = entry_ids(branch)
-    start = live_start(branch, lc, ids)
-    proj = Projection(branch, min(start, lc) if lc >= 0 else 0, ids)
-    live = live_items(branch, start, proj)
+    f = facts(branch)
+    lc = f.last_compaction()
+    start = live_start(f, lc)
+    proj = Projection(f, min(start, lc) if lc >= 0 else 0)
+    live = live_items(f, start, proj)
     if not live:
         return {"ok": False, "reason": "empty"}
-    spans = Spans(branch)
+    spans = Spans(f)
     if budget_input is not None:
         b = budget_input["budget"]
         window = b.get("contextWindow")
         if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
-            res = _continuity_cut(branch, live, spans, lc, tokens_before=budget_input["tokensBefore"], b=b, proj=proj)
-            res["ids"] = ids
-            return res
-    res = _legacy_cut(live, spans, lc)
-    res["ids"] = ids
-    return res
+            return _continuity_cut(f, live, spans, lc, tokens_before=budget_input["tokensBefore"], b=b, proj=proj)
+    return _legacy_cut(live, spans, lc)
 
 
 def _continuity_cut(
-    branch: list[dict], live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict, proj: Projection
+    branch: Any, live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict, proj: Projection
 ) -> dict:
     raw_before = proj.context_tokens(len(branch))
     scale, fixed = calibrate(branch, tokens_before, raw_before, proj)

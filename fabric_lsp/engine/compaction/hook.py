@@ -7,8 +7,9 @@ import math
 from typing import Any, Callable, Optional, TypeGuard
 
 from .bounds import clip_utf8
-from .cut import compute_cut, first_index
-from .details import build_details, is_fabric_v1, is_fabric_v2
+from .cut import compute_cut
+from .details import build_details
+from .facts import facts
 from .instructions import PI_VCC_SENTINEL, decode_instructions
 from ..jsstr import utf16_len
 from .normalize import normalize
@@ -87,20 +88,20 @@ def compile_fabric_summary(
     if not decoded["ok"]:
         err = decoded["error"]
         return _cancel(f"fabric: {err['code']}: {err['message']}", err)
-    cut = compute_cut(branch, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None)
+    f = facts(branch)
+    cut = compute_cut(f, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None)
     if check is not None:
         check()
     if not cut["ok"]:
         return _cancel("fabric: nothing to compact")
     first_kept = cut["firstKeptEntryId"]
-    boundary = len(branch)
+    boundary = len(f)
     if first_kept:
-        i = first_index(branch, first_kept, ids=cut.get("ids"))
+        i = f.index(first_kept)
         if i >= 0:
             boundary = i
-    prefix = branch[:boundary]
     nstats: dict = {}
-    events = normalize(prefix, check, stats=nstats)
+    events = f.events(boundary, check, stats=nstats)
     if not events:
         return _cancel("fabric: no raw cumulative source")
     # the prefix entries that carried an event: each entry's events are contiguous and
@@ -114,7 +115,8 @@ def compile_fabric_summary(
             prev_src = sid
     first_id = events[0]["sourceEntryId"]
     last_id = events[-1]["sourceEntryId"]
-    last_entry = next((e for e in reversed(prefix) if e.get("id") == last_id), None)
+    j = f.rindex(last_id, boundary)
+    last_entry = f.entry(j) if j >= 0 else None
     source_range = {"first": first_id if isinstance(first_id, str) else "", "last": last_id if isinstance(last_id, str) else ""}
     ts = last_entry.get("timestamp") if last_entry is not None else None
     sections = project_all(events)
@@ -137,13 +139,11 @@ def compile_fabric_summary(
             return _cancel("fabric: no deterministic summary fits the continuity context target")
     summarized = cut["summarized"]
     v1 = v2 = 0
-    for e in branch:
-        if e.get("type") == "compaction":
-            d = e.get("details")
-            if is_fabric_v1(d):
-                v1 += 1
-            elif is_fabric_v2(d):
-                v2 += 1
+    for _, version in f.compactions.values():
+        if version == 1:
+            v1 += 1
+        elif version == 2:
+            v2 += 1
     omitted = dict(sections["omittedCounts"])
     omitted["preserve"] = decoded["policy"]["omittedPreserveCount"]
     omitted["thinking"] = nstats["thinking"]
@@ -152,7 +152,7 @@ def compile_fabric_summary(
         source_range=source_range,
         live_range={"first": summarized[0].id if summarized else None, "last": summarized[-1].id if summarized else None},
         counts={
-            "branchEntries": len(branch),
+            "branchEntries": len(f),
             "cumulativeSourceEntries": source_count,
             "sourceEvents": len(events),
             "liveCutEntries": len(summarized),

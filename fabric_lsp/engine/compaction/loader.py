@@ -207,7 +207,7 @@ class _Sink:
         self.first = True
         self.slim = slim
 
-    def line(self, data: Any, pos: int, end: int, max_line_bytes: int) -> None:
+    def line(self, data: Any, pos: int, end: int, max_line_bytes: int, offset: int = 0) -> None:
         out = self.out
         if end - pos > max_line_bytes:
             out.oversize += 1
@@ -278,12 +278,21 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
                       chunk_size: int = 512 << 10) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
+    out = Loaded()
+    with open(path, "rb") as fp:
+        digest = stream_hashed(fp, _Sink(out, slim), out, max_line_bytes=max_line_bytes, check=check,
+                               chunk_size=chunk_size)
+    return out, digest
+
+
+def stream_hashed(fp, sink, out, *, max_line_bytes: int, check, chunk_size: int) -> str:
+    """Feed every complete line of the open file `fp` to `sink.line(data, pos, end,
+    max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
+    sha256 hex of every byte read."""
     import hashlib
     import queue
     import threading
 
-    out = Loaded()
-    sink = _Sink(out, slim)
     h = hashlib.sha256()
     # hashing runs on a second thread (hashlib releases the GIL on large buffers), so the
     # digest of exactly the bytes read costs no wall time next to decoding
@@ -300,51 +309,50 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     worker = threading.Thread(target=hasher, name="fabric-preview-hash", daemon=True)
     worker.start()
     try:
-        _stream(path, sink, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+        _stream_fp(fp, sink, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
     finally:
         chunks.put(None)
         worker.join()
-    return out, h.hexdigest()
+    return h.hexdigest()
 
 
-def _stream(path, sink, out, chunks, *, max_line_bytes, check, chunk_size) -> None:
+def _stream_fp(fp, sink, out, chunks, *, max_line_bytes, check, chunk_size) -> None:
     buf = b""
-    consumed = 0
+    consumed = 0  # file offset of data[pos]
     count = 0
     dropped = -1  # >= 0 while skipping an oversize line: bytes skipped so far
-    with open(path, "rb") as fp:
+    while True:
+        chunk = fp.read(chunk_size)
+        if not chunk:
+            break
+        chunks.put(chunk)
+        data = buf + chunk if buf else chunk
+        buf = b""
+        mv = memoryview(data)
+        pos = 0
+        find = data.find
         while True:
-            chunk = fp.read(chunk_size)
-            if not chunk:
+            nl = find(b"\n", pos)
+            if nl < 0:
                 break
-            chunks.put(chunk)
-            data = buf + chunk if buf else chunk
-            buf = b""
-            mv = memoryview(data)
-            pos = 0
-            find = data.find
-            while True:
-                nl = find(b"\n", pos)
-                if nl < 0:
-                    break
-                count += 1
-                if check is not None and (count & 4095) == 0:
-                    check()
-                if dropped >= 0:
-                    out.oversize += 1
-                    consumed += dropped + nl + 1 - pos
-                    dropped = -1
-                else:
-                    sink.line(mv, pos, nl, max_line_bytes)
-                    consumed += nl + 1 - pos
-                pos = nl + 1
-            del mv
-            rest = len(data) - pos
+            count += 1
+            if check is not None and (count & 4095) == 0:
+                check()
             if dropped >= 0:
-                dropped += rest
-            elif rest > max_line_bytes:
-                dropped = rest
-            elif rest:
-                buf = data[pos:]
+                out.oversize += 1
+                consumed += dropped + nl + 1 - pos
+                dropped = -1
+            else:
+                sink.line(mv, pos, nl, max_line_bytes, consumed)
+                consumed += nl + 1 - pos
+            pos = nl + 1
+        del mv
+        rest = len(data) - pos
+        if dropped >= 0:
+            dropped += rest
+        elif rest > max_line_bytes:
+            dropped = rest
+        elif rest:
+            buf = data[pos:]
     out.partial_tail_bytes = dropped if dropped >= 0 else len(buf)
     out.size = consumed

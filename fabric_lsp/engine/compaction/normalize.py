@@ -178,41 +178,39 @@ def count_erased_thinking_blocks(entries: list[dict]) -> int:
 # ------------------------------------------------------------------- normalize
 
 
-def normalize(
-    entries: list[dict],
-    check: Optional[Callable[[], None]] = None,
-    branch_reader=None,
-    stats: Optional[dict] = None,
-) -> list[dict]:
-    """Typed events for `entries` in order (digest §2). When `stats` is given, its
-    "thinking" key receives `count_erased_thinking_blocks(entries)`."""
-    if branch_reader is None:
-        from .branch import read_branch_details
+class Normalizer:
+    """Normalization one entry at a time, in branch order (`feed`): `events` receives each
+    entry's events (contiguous, in order; `normalize` assigns `index`), `thinking` counts
+    the erased thinking blocks seen, and `calls` maps a tool-call id to the latest
+    toolCall event fed (what a later tool result pairs with)."""
 
-        branch_reader = read_branch_details
-    events: list[dict] = []
-    calls: dict[str, dict] = {}
-    push = events.append
-    thinking = 0
+    __slots__ = ("events", "calls", "thinking", "branch_reader")
 
-    emit = push  # indices are assigned once at the end (nothing reads them before)
+    def __init__(self, branch_reader=None, calls: Optional[dict] = None) -> None:
+        if branch_reader is None:
+            from .branch import read_branch_details
 
-    for n, entry in enumerate(entries):
-        if check is not None and (n & 1023) == 0:
-            check()
+            branch_reader = read_branch_details
+        self.events: list[dict] = []
+        self.calls: dict = {} if calls is None else calls
+        self.thinking = 0
+        self.branch_reader = branch_reader
+
+    def feed(self, entry: Any) -> None:
         if not isinstance(entry, dict):
-            continue
+            return
+        emit = self.events.append
         etype = entry.get("type")
         eid = entry.get("id")
         if etype == "message":
             msg = entry.get("message")
             if not isinstance(msg, dict):
-                continue
+                return
             role = msg.get("role")
             if role == "assistant":
                 content = msg.get("content")
                 if not isinstance(content, list):
-                    continue
+                    return
                 for part in content:
                     if not isinstance(part, dict):
                         continue
@@ -235,13 +233,13 @@ def normalize(
                                 "name": name,
                                 "args": args,
                             }
-                            calls[cid] = ev  # has entryId, name and args
+                            self.calls[cid] = ev  # has entryId, name and args
                             emit(ev)
                     elif pt == "thinking":
                         if isinstance(part.get("thinking"), str):
-                            thinking += 1
+                            self.thinking += 1
             elif role == "toolResult":
-                _tool_result(entry, msg, eid, calls, emit)
+                _tool_result(entry, msg, eid, self.calls, emit)
             elif role == "user":
                 emit({"type": "user", "entryId": eid, "sourceEntryId": eid, "text": content_text(msg.get("content"))})
             elif role == "bashExecution":
@@ -267,7 +265,7 @@ def normalize(
         elif etype == "custom_message":
             try:
                 if not typed_custom_message(entry):
-                    continue
+                    return
                 ev = {
                     "type": "customMessage",
                     "entryId": eid,
@@ -282,18 +280,40 @@ def normalize(
                         ev["details"] = d
                 emit(ev)
             except Exception:
-                continue
+                return
         elif etype == "branch_summary":
-            env = branch_reader(entry.get("details"))
+            env = self.branch_reader(entry.get("details"))
             if env is None:
-                continue
+                return
             for fact in env["facts"]:
                 _emit_fact(fact, eid, emit)
+
+
+def number_events(events: list[dict]) -> list[dict]:
+    """Assign each event its 1-based `index`."""
     for i, ev in enumerate(events, 1):
         ev["index"] = i
-    if stats is not None:
-        stats["thinking"] = thinking
     return events
+
+
+def normalize(
+    entries: Any,
+    check: Optional[Callable[[], None]] = None,
+    branch_reader=None,
+    stats: Optional[dict] = None,
+) -> list[dict]:
+    """Typed events for `entries` (any iterable of entry dicts) in order (digest §2).
+    When `stats` is given, its "thinking" key receives
+    `count_erased_thinking_blocks(entries)`."""
+    nz = Normalizer(branch_reader)
+    feed = nz.feed
+    for n, entry in enumerate(entries):
+        if check is not None and (n & 1023) == 0:
+            check()
+        feed(entry)
+    if stats is not None:
+        stats["thinking"] = nz.thinking
+    return number_events(nz.events)
 
 
 def _emit_fact(fact: dict, carrier: Any, emit) -> None:

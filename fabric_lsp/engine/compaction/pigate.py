@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fabric_lsp.engine.session.context import entry_to_message
-from fabric_lsp.engine.session.tokens import calculate_context_tokens
-
-from .cut import first_index
-from .estimate import estimate_tokens
+from .facts import COMPACTION, MESSAGE, MODEL_CHANGE, NOMSG, facts
 
 ALREADY_COMPACTED = "Already compacted"
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
@@ -29,29 +25,23 @@ def _message(entry: dict) -> Optional[dict]:
     return m if isinstance(m, dict) else None
 
 
-def _role(entry: dict) -> Optional[str]:
-    """The role of an entry's Pi context message (None for compaction entries and for
-    entries that add nothing to the context, such as an empty branch summary)."""
-    if entry.get("type") == "compaction":
+def _role(kind: tuple) -> Any:
+    """The role of an entry's Pi context message from its kind (None for compaction
+    entries and for entries that add nothing to the context, such as an empty branch
+    summary)."""
+    t, role, _ = kind
+    if t is COMPACTION or role is NOMSG:
         return None
-    m = entry_to_message(entry)
-    return m.get("role") if m is not None else None
+    return role
 
 
-def _compaction_message(entry: dict) -> Optional[dict]:
-    """getMessageFromEntryForCompaction: the context message an entry contributes to a
-    summary (compaction entries contribute none)."""
-    t = entry.get("type")
-    if t == "message":
-        return _message(entry)
-    if t == "custom_message":
-        return {"role": "custom"}
-    if t == "branch_summary":
-        return {"role": "branchSummary"} if entry.get("summary") else None
-    return None
+def _compaction_message(kind: tuple) -> bool:
+    """getMessageFromEntryForCompaction gives a message: every entry with a context
+    message but compaction entries (message, custom_message, non-empty branch_summary)."""
+    return kind[1] is not NOMSG and kind[0] is not COMPACTION
 
 
-def find_cut_point(entries: list[dict], start: int, end: int, keep_recent_tokens: float) -> dict[str, Any]:
+def find_cut_point(entries: Any, start: int, end: int, keep_recent_tokens: float) -> dict[str, Any]:
     """Pi's findCutPoint as observed on Pi 0.80.6 (see the oracle test):
 
     * cut points are entries whose context message is a user, assistant, bashExecution,
@@ -63,18 +53,21 @@ def find_cut_point(entries: list[dict], start: int, end: int, keep_recent_tokens
       labels, empty branch summaries), stopping at a compaction;
     * a cut at a turn start (user, bashExecution, custom, branchSummary) is not split;
       otherwise the turn starts at the last such entry before it.
+
+    `entries` is a list of entry dicts or their `Facts`.
     """
-    roles = [_role(entries[i]) for i in range(start, end)]
-    cut_points = [start + k for k, r in enumerate(roles) if r in _CUT_ROLES]
+    f = facts(entries)
+    kinds = f.kinds
+    tokens = f.tokens
+    cut_points = [i for i in range(start, end) if _role(kinds[i]) in _CUT_ROLES]
     if not cut_points:
         return {"firstKeptEntryIndex": start, "turnStartIndex": -1, "isSplitTurn": False}
     accumulated = 0
     cut_index = cut_points[0]
     for i in range(end - 1, start - 1, -1):
-        m = entry_to_message(entries[i])
-        if m is None:
+        if kinds[i][1] is NOMSG:
             continue
-        accumulated += estimate_tokens(m)
+        accumulated += tokens[i]
         if accumulated >= keep_recent_tokens:
             for c in cut_points:
                 if c >= i:
@@ -82,105 +75,104 @@ def find_cut_point(entries: list[dict], start: int, end: int, keep_recent_tokens
                     break
             break
     while cut_index > start:
-        prev = entries[cut_index - 1]
-        if prev.get("type") == "compaction" or entry_to_message(prev) is not None:
+        t, role, _ = kinds[cut_index - 1]
+        if t is COMPACTION or role is not NOMSG:
             break
         cut_index -= 1
-    cut_role = _role(entries[cut_index]) if cut_index < len(entries) else None
+    cut_role = _role(kinds[cut_index]) if cut_index < len(kinds) else None
     if cut_role in _TURN_ROLES:
         return {"firstKeptEntryIndex": cut_index, "turnStartIndex": -1, "isSplitTurn": False}
     turn_start = -1
     for i in range(min(cut_index, end - 1), start - 1, -1):
-        if _role(entries[i]) in _TURN_ROLES:
+        if _role(kinds[i]) in _TURN_ROLES:
             turn_start = i
             break
     return {"firstKeptEntryIndex": cut_index, "turnStartIndex": turn_start, "isSplitTurn": turn_start != -1}
 
 
-def prepare_compaction(branch: list[dict], keep_recent_tokens: float = 20000) -> dict[str, Any]:
+def prepare_compaction(branch: Any, keep_recent_tokens: float = 20000) -> dict[str, Any]:
     """`{ok: False, reason}` when Pi would not compact, else
     `{ok: True, firstKeptEntryId, isSplitTurn, messagesToSummarize, turnPrefixMessages}`."""
-    if branch and branch[-1].get("type") == "compaction":
+    f = facts(branch)
+    kinds = f.kinds
+    n = len(kinds)
+    if n and kinds[-1][0] is COMPACTION:
         return {"ok": False, "reason": ALREADY_COMPACTED}
-    prev = -1
-    for i in range(len(branch) - 1, -1, -1):
-        if branch[i].get("type") == "compaction":
-            prev = i
-            break
+    prev = f.last_compaction()
     start = 0
     if prev >= 0:
         start = prev + 1
-        kept = branch[prev].get("firstKeptEntryId")
+        kept = f.compactions[prev][0]
         if isinstance(kept, str) and kept:
-            i = first_index(branch, kept, prev)
+            i = f.index(kept, prev)
             if i >= 0:
                 start = i
-    end = len(branch)
-    cut = find_cut_point(branch, start, end, keep_recent_tokens)
+    end = n
+    cut = find_cut_point(f, start, end, keep_recent_tokens)
     idx = cut["firstKeptEntryIndex"]
-    if idx >= len(branch) or not branch[idx].get("id"):
+    if idx >= n or not f.id(idx):
         return {"ok": False, "reason": NOTHING_TO_COMPACT}
     history_end = cut["turnStartIndex"] if cut["isSplitTurn"] else idx
-    to_summarize = sum(1 for i in range(start, history_end) if _compaction_message(branch[i]) is not None)
+    to_summarize = sum(1 for i in range(start, history_end) if _compaction_message(kinds[i]))
     prefix = 0
     if cut["isSplitTurn"]:
-        prefix = sum(1 for i in range(cut["turnStartIndex"], idx) if _compaction_message(branch[i]) is not None)
+        prefix = sum(1 for i in range(cut["turnStartIndex"], idx) if _compaction_message(kinds[i]))
     if to_summarize == 0 and prefix == 0:
         return {"ok": False, "reason": NOTHING_TO_COMPACT}
     return {
         "ok": True,
-        "firstKeptEntryId": branch[idx].get("id"),
+        "firstKeptEntryId": f.id(idx),
         "isSplitTurn": cut["isSplitTurn"],
         "messagesToSummarize": to_summarize,
         "turnPrefixMessages": prefix,
     }
 
 
-def pi_tokens_before(branch: list[dict], ids: Optional[list] = None) -> Any:
+def pi_tokens_before(branch: Any, ids: Optional[list] = None) -> Any:
     """Pi's `tokensBefore`: estimateContextTokens over buildSessionContext(path) — the
     last valid assistant usage plus the estimates of the context messages after it
     (else the sum of all estimates), computed backwards without building the context."""
-    lc = -1
-    for i in range(len(branch) - 1, -1, -1):
-        if branch[i].get("type") == "compaction":
-            lc = i
-            break
+    f = facts(branch)
+    kinds, tokens, usage = f.kinds, f.tokens, f.usage
+    n = len(kinds)
+    lc = f.last_compaction()
     if lc < 0:
-        order: Any = range(len(branch) - 1, -1, -1)
+        order: Any = range(n - 1, -1, -1)
     else:
-        kept_from = first_index(branch, branch[lc].get("firstKeptEntryId"), lc, ids=ids)
+        kept_from = f.index(f.compactions[lc][0], lc)
         if kept_from < 0:
             kept_from = lc
-        order = [*range(len(branch) - 1, lc, -1), *range(lc - 1, kept_from - 1, -1), lc]
+        order = [*range(n - 1, lc, -1), *range(lc - 1, kept_from - 1, -1), lc]
     tail = 0
     for i in order:
-        msg = entry_to_message(branch[i])
-        if msg is None:
+        role = kinds[i][1]
+        if role is NOMSG:
             continue
-        if (
-            msg.get("role") == "assistant"
-            and msg.get("stopReason") not in ("error", "aborted")
-            and isinstance(msg.get("usage"), dict)
-        ):
-            base = calculate_context_tokens(msg["usage"])
-            if base > 0:
+        if role == "assistant":
+            base = usage[i][0]
+            if base is not None and base > 0:
                 total = base + tail
                 return int(total) if float(total).is_integer() else total
-        tail += estimate_tokens(msg)
+        tail += tokens[i]
     return tail
 
 
-def model_key(branch: list[dict]) -> Optional[str]:
+def model_key(branch: Any) -> Optional[str]:
     """`provider/modelId` of the active model: the last model_change on the path, or the
     provider/model of the last assistant message (whichever comes last)."""
-    for e in reversed(branch):
-        if e.get("type") == "model_change":
+    f = facts(branch)
+    kinds = f.kinds
+    for i in range(len(kinds) - 1, -1, -1):
+        t, role, _ = kinds[i]
+        if t is MODEL_CHANGE:
+            e = f.entry(i)
             p, m = e.get("provider"), e.get("modelId")
             if isinstance(p, str) and isinstance(m, str):
                 return f"{p}/{m}"
-        msg = _message(e)
-        if msg is not None and msg.get("role") == "assistant":
-            p, m = msg.get("provider"), msg.get("model")
-            if isinstance(p, str) and isinstance(m, str):
-                return f"{p}/{m}"
+        elif t is MESSAGE and role == "assistant":
+            msg = _message(f.entry(i))
+            if msg is not None and msg.get("role") == "assistant":
+                p, m = msg.get("provider"), msg.get("model")
+                if isinstance(p, str) and isinstance(m, str):
+                    return f"{p}/{m}"
     return None

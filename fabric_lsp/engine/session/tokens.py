@@ -12,6 +12,8 @@ from ..jsstr import js_number, js_stringify, utf16_len
 
 __all__ = [
     "IMAGE_CHARS",
+    "arguments_chars",
+    "assistant_chars",
     "calculate_context_tokens",
     "estimate_context_tokens",
     "estimate_tokens",
@@ -49,28 +51,7 @@ def message_chars(message: dict) -> int:
     if role in ("user", "custom", "toolResult"):
         return _content_chars(message.get("content"))
     if role == "assistant":
-        chars = 0
-        content = message.get("content")
-        if isinstance(content, list):
-            for part in content:
-                if not isinstance(part, dict):
-                    continue
-                ptype = part.get("type")
-                if ptype == "text":
-                    t = part.get("text")
-                    if isinstance(t, str):
-                        chars += utf16_len(t)
-                elif ptype == "thinking":
-                    t = part.get("thinking")
-                    if isinstance(t, str):
-                        chars += utf16_len(t)
-                elif ptype == "toolCall":
-                    name = part.get("name")
-                    if isinstance(name, str):
-                        chars += utf16_len(name)
-                    if "arguments" in part:  # JSON.stringify(undefined) has no length
-                        chars += utf16_len(js_stringify(part["arguments"]))
-        return chars
+        return assistant_chars(message)
     if role == "bashExecution":
         chars = 0
         for key in ("command", "output"):
@@ -82,6 +63,42 @@ def message_chars(message: dict) -> int:
         s = message.get("summary")
         return utf16_len(s) if isinstance(s, str) else 0
     return 0
+
+
+def assistant_chars(message: dict, arguments: Optional[list] = None) -> int:
+    """The estimate characters of an assistant message. With `arguments`, the tool calls'
+    `JSON.stringify(arguments)` lengths are left out and their values appended to it
+    instead (`arguments_chars` of them completes the count)."""
+    chars = 0
+    content = message.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            ptype = part.get("type")
+            if ptype == "text":
+                t = part.get("text")
+                if isinstance(t, str):
+                    chars += utf16_len(t)
+            elif ptype == "thinking":
+                t = part.get("thinking")
+                if isinstance(t, str):
+                    chars += utf16_len(t)
+            elif ptype == "toolCall":
+                name = part.get("name")
+                if isinstance(name, str):
+                    chars += utf16_len(name)
+                if "arguments" in part:  # JSON.stringify(undefined) has no length
+                    if arguments is None:
+                        chars += utf16_len(js_stringify(part["arguments"]))
+                    else:
+                        arguments.append(part["arguments"])
+    return chars
+
+
+def arguments_chars(arguments: Iterable[Any]) -> int:
+    """Sum of `JSON.stringify(a).length` over tool-call argument values."""
+    return sum(utf16_len(js_stringify(a)) for a in arguments)
 
 
 def estimate_tokens(message: dict) -> int:

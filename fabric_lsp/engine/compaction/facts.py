@@ -1,0 +1,338 @@
+"""What the compaction gate and the cut read from each branch entry, computed once.
+
+Pi's gate (`pigate`), the live window and the cuts (`cut`) and the compile step (`hook`)
+only ever look at a few things per entry: its type, the role of the context message it
+contributes (or that it contributes none), that message's token estimate, whether it is
+skipped by the live window, and — for a few entries — usage numbers, tool-call ids and a
+compaction's `firstKeptEntryId`. `facts_of` computes them from an entry dict; a
+`Facts` holds them for a whole branch in flat arrays and small sparse maps, so a preview
+of a session of half a million entries never holds half a million dicts (the streaming
+scanner in `scan.py` builds one line at a time; `DictFacts` builds one from a list of
+entry dicts, which is what the engine functions accept). Both run the same code.
+
+Roles are kept as the message's own value (the usual ones as shared constants), so a
+membership test on an odd role behaves exactly as it did on the dict.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any, Iterator, Optional
+
+from fabric_lsp.engine.session.context import entry_to_message
+from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, calculate_context_tokens
+
+from .details import is_fabric_v1, is_fabric_v2
+from .estimate import estimate_tokens
+from .normalize import typed_custom_message
+
+# entry types the engine distinguishes (any other type reads as OTHER)
+MESSAGE = "message"
+CUSTOM_MESSAGE = "custom_message"
+BRANCH_SUMMARY = "branch_summary"
+COMPACTION = "compaction"
+MODEL_CHANGE = "model_change"
+OTHER = "(other)"
+_TYPES = {t: t for t in (MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY, COMPACTION, MODEL_CHANGE)}
+
+# the entry contributes no context message (distinct from a message whose role is None)
+NOMSG = type("NoMessage", (), {"__repr__": lambda self: "NOMSG", "__slots__": ()})()
+_ROLES: dict[Any, Any] = {
+    r: r
+    for r in ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary")
+}
+
+# entry types whose content becomes normalized events (normalize skips every other type)
+EVENT_TYPES = frozenset((MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY))
+
+_kind_cache: dict[tuple, tuple] = {}
+
+
+def _canonical_role(r: Any) -> Any:
+    try:
+        return _ROLES.get(r, r)
+    except TypeError:  # an unhashable role stays itself: membership tests raise as before
+        return r
+
+
+def _kind(ttype: str, role: Any, live_skip: bool) -> tuple:
+    key = (ttype, role, live_skip)
+    try:
+        return _kind_cache.setdefault(key, key) if len(_kind_cache) < 4096 else key
+    except TypeError:
+        return key
+
+
+def calculate_context_tokens_js(usage: Any) -> float:
+    """JS `calculateContextTokens`: NaN when fields are missing (no checkpoint)."""
+    if not isinstance(usage, dict):
+        return math.nan
+    total = usage.get("totalTokens")
+    if total:  # truthy
+        t = _num(total)
+        return math.nan if t is None else t
+    s = 0.0
+    for k in ("input", "output", "cacheRead", "cacheWrite"):
+        v = _num(usage.get(k))
+        if v is None:
+            return math.nan
+        s += v
+    return s
+
+
+def _num(v: Any) -> Optional[float]:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return v
+
+
+def _usage(msg: dict) -> tuple:
+    """(Pi's context tokens or None, JS calculateContextTokens) of an assistant message."""
+    u = msg.get("usage")
+    ok = msg.get("stopReason") not in ("error", "aborted") and isinstance(u, dict)
+    if type(u) is dict:
+        total = u.get("totalTokens")
+        if total:  # both read a truthy totalTokens alone
+            num = total.__class__ in (int, float)
+            return (total if num else 0) if ok else None, total if num else math.nan
+    return calculate_context_tokens(u) if ok else None, calculate_context_tokens_js(u)
+
+
+_OTHER_FACTS = ((OTHER, NOMSG, False), 0, None, None, None, None)
+_MODEL_CHANGE_FACTS = ((MODEL_CHANGE, NOMSG, False), 0, None, None, None, None)
+_NO_MESSAGE_FACTS = ((MESSAGE, NOMSG, False), 0, None, None, None, None)
+_MESSAGE_KINDS = {r: (MESSAGE, r, False) for r in _ROLES}
+
+
+def _message_facts(entry: dict, defer: bool) -> tuple:
+    """`facts_of` a `message` entry: its context message is `entry["message"]` (Pi's
+    copy with `content: []` when it is null estimates the same)."""
+    m = entry.get("message")
+    if not isinstance(m, dict):
+        return _NO_MESSAGE_FACTS
+    r = m.get("role")
+    try:
+        role = _ROLES.get(r, r)
+    except TypeError:  # an unhashable role stays itself: membership tests raise as before
+        role = r
+    usage = spans = deferred = None
+    if role == "assistant":
+        usage = _usage(m)
+        if defer:
+            args: list = []
+            chars = assistant_chars(m, args)
+            if args:
+                deferred = (chars, tuple(args))
+                tokens = -1
+            else:
+                tokens = -(-chars // 4)
+        else:
+            tokens = estimate_tokens(m)
+    else:
+        tokens = estimate_tokens(m)
+    live_skip = False
+    if role == "custom" and m.get("display") is False:
+        c = m.get("content")
+        live_skip = c == "" or c == []
+    if type(m) is dict:  # the call/result spans read exact dicts only
+        content = m.get("content")
+        calls: Any = ()
+        if type(content) is list:
+            for p in content:
+                if type(p) is dict and p.get("type") == "toolCall":
+                    cid = p.get("id")
+                    if type(cid) is str and cid:
+                        calls += (cid,)
+        result = None
+        if role == "toolResult":
+            cid = m.get("toolCallId")
+            if type(cid) is str and cid:
+                result = cid
+        if calls or result is not None:
+            spans = (calls, result)
+    kind = _MESSAGE_KINDS.get(role) if not live_skip and type(role) is str else None
+    if kind is None:
+        kind = _kind(MESSAGE, role, live_skip)
+    return kind, tokens, usage, spans, None, deferred
+
+
+def facts_of(entry: dict, defer: bool = False) -> tuple:
+    """(kind, tokens, usage, spans, compaction, deferred) of one entry dict:
+
+    * kind = (type, role, live_skip): `type` one of the constants above, `role` the role
+      of `entry_to_message(entry)` (NOMSG when there is none), `live_skip` when the live
+      window skips the entry (an untyped custom_message, a hidden empty custom message);
+    * tokens = Pi's estimate of that message (0 without one);
+    * usage = (Pi's context tokens or None, JS calculateContextTokens) for assistant
+      messages: Pi's only when the stop reason is not error/aborted and usage is an object;
+    * spans = (tool-call part ids, toolResult call id or None) for message entries with any;
+    * compaction = (firstKeptEntryId as stored, 1/2 for a Fabric v1/v2 details, else 0);
+    * deferred = with `defer`, for an assistant message with tool calls: (its characters
+      but the arguments', the argument values), and tokens is -1 until `Facts.ready`
+      completes it (only entries the cut can read are ever completed).
+    """
+    t = entry.get("type")
+    if t == MESSAGE:
+        return _message_facts(entry, defer)
+    if t != CUSTOM_MESSAGE and t != BRANCH_SUMMARY and t != COMPACTION:
+        # no context message and nothing else the engine reads
+        return (_MODEL_CHANGE_FACTS if t == MODEL_CHANGE else _OTHER_FACTS)
+    ttype = _TYPES[t]
+    msg = entry_to_message(entry)  # custom, branchSummary (or none), compactionSummary
+    if msg is None:
+        role: Any = NOMSG
+        tokens = 0
+    else:
+        role = msg["role"]
+        tokens = estimate_tokens(msg)
+    comp = None
+    live_skip = False
+    if ttype is CUSTOM_MESSAGE:
+        live_skip = not typed_custom_message(entry)
+    elif ttype is COMPACTION:
+        d = entry.get("details")
+        comp = (entry.get("firstKeptEntryId"), 1 if is_fabric_v1(d) else 2 if is_fabric_v2(d) else 0)
+    return _kind(ttype, role, live_skip), tokens, None, None, comp, None
+
+
+class Facts:
+    """The facts of one branch, root→leaf (position i = the i-th branch entry).
+
+    `kinds[i]` and `tokens[i]` are dense; `usage`, `spans` and `compactions` map the
+    positions that have one. Subclasses give the ids and the entries themselves."""
+
+    __slots__ = ("kinds", "tokens", "usage", "spans", "compactions", "deferred", "readied")
+
+    def __init__(self) -> None:
+        self.kinds: list[tuple] = []
+        self.tokens: Any = array("q")
+        self.usage: dict[int, tuple] = {}
+        self.spans: dict[int, tuple] = {}
+        self.compactions: dict[int, tuple] = {}
+        self.deferred: dict[int, tuple] = {}
+        self.readied = False
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def add(self, entry: dict, defer: bool = False) -> None:
+        kind, tokens, usage, spans, comp, deferred = facts_of(entry, defer)
+        i = len(self.kinds)
+        if deferred is not None:
+            self.deferred[i] = deferred
+        self.kinds.append(kind)
+        self.tokens.append(tokens)
+        if usage is not None:
+            self.usage[i] = usage
+        if spans is not None:
+            self.spans[i] = spans
+        if comp is not None:
+            self.compactions[i] = comp
+
+    # -- entries and ids (subclasses)
+    def id(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        """JS `findIndex(e => e.id === entry_id)` over positions [0, stop) (-1 when absent)."""
+        raise NotImplementedError
+
+    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        """The last position in [0, stop) whose id equals `entry_id` (-1 when absent)."""
+        raise NotImplementedError
+
+    def entry(self, i: int) -> dict:
+        """The entry dict at position i."""
+        raise NotImplementedError
+
+    def entries(self, stop: int) -> Iterator[dict]:
+        """The entries at positions [0, stop) that can carry normalized events, in order
+        (others may be left out: normalization skips them)."""
+        raise NotImplementedError
+
+    def events(self, stop: int, check=None, stats: Optional[dict] = None) -> list[dict]:
+        """`normalize` of the entries at positions [0, stop)."""
+        from .normalize import normalize
+
+        return normalize(self.entries(stop), check, stats=stats)
+
+    def ready(self) -> None:
+        """Complete the deferred token estimates the engine can read: every position from
+        the first the cut, the gate or `tokensBefore` looks at (the last compaction's kept
+        entry, else the compaction itself; 0 without one). Earlier ones stay deferred."""
+        self.readied = True
+        deferred = self.deferred
+        if not deferred:
+            return
+        lc = self.last_compaction()
+        if lc < 0:
+            first = 0
+        else:
+            first = self.index(self.compactions[lc][0], lc)
+            if first < 0:
+                first = lc
+        tokens = self.tokens
+        for i in [i for i in deferred if i >= first]:
+            chars, args = deferred.pop(i)
+            tokens[i] = -(-(chars + arguments_chars(args)) // 4)
+
+    # -- derived
+    def last_compaction(self, end: Optional[int] = None) -> int:
+        """Position of the last compaction before `end` (default: the branch end), or -1."""
+        comps = self.compactions
+        if not comps:
+            return -1
+        if end is None:
+            return max(comps)
+        best = -1
+        for i in comps:
+            if i < end and i > best:
+                best = i
+        return best
+
+
+class DictFacts(Facts):
+    """Facts of a list of entry dicts (the engine functions' own input)."""
+
+    __slots__ = ("branch", "_ids")
+
+    def __init__(self, branch: list[dict]) -> None:
+        super().__init__()
+        self.branch = branch
+        self._ids: Optional[list] = None
+        for e in branch:
+            self.add(e)
+
+    def id(self, i: int) -> Any:
+        return self.branch[i].get("id")
+
+    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = [e.get("id") for e in self.branch]
+        try:
+            return ids.index(entry_id, 0, len(ids) if stop is None else stop)
+        except ValueError:
+            return -1
+
+    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        branch = self.branch
+        for i in range((len(branch) if stop is None else stop) - 1, -1, -1):
+            if branch[i].get("id") == entry_id:
+                return i
+        return -1
+
+    def entry(self, i: int) -> dict:
+        return self.branch[i]
+
+    def entries(self, stop: int) -> Iterator[dict]:
+        return iter(self.branch[:stop])
+
+
+def facts(branch: Any) -> Facts:
+    """`branch` as Facts (a list of entry dicts is measured once), ready to read."""
+    f = branch if isinstance(branch, Facts) else DictFacts(branch)
+    if not f.readied:
+        f.ready()
+    return f

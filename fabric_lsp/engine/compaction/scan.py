@@ -1,0 +1,592 @@
+"""Two-pass reading of a session for a compaction preview, in memory that does not grow
+with the number of entries beyond a few dozen bytes each.
+
+Pass 1 (`scan_session_file` / `scan_session_bytes`) reads every line once, with the
+loader's rules (`loader.py`: the same line decoding, header, id and parent checks, the
+same counts), and keeps per entry only its id (one 8-byte cell), where its line is,
+whether its parent is the entry before it, and its `facts.Facts` (kind, token estimate,
+and for the few entries that have them usage, tool-call ids, compaction fields). The
+decoded dict is dropped at once.
+
+The branch is then resolved on those ids exactly as `Loaded.branch` does (the last
+record of a duplicated id wins, an unknown leaf falls back to the persisted one, a parent
+cycle stops the walk), and `ScanFacts.entries` decodes again, one at a time, only the
+branch entries that can carry normalized events, when the compile step asks for them
+(pass 2). A file is read through the same open file in both passes; a line whose bytes
+changed in between (an in-place rewrite) raises `SourceChanged`.
+"""
+
+from __future__ import annotations
+
+import binascii
+import operator
+import os
+from array import array
+from bisect import bisect_right
+from itertools import accumulate, islice
+from typing import Any, Iterator, Optional
+
+from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
+
+from .facts import EVENT_TYPES, Facts, _message_facts, facts_of
+from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, stream_hashed
+from .normalize import Normalizer, number_events
+
+_CELL = 8
+_ODD = 0xFF  # first byte of a cell that indexes `IdTable.odd` (never the first byte of an ASCII id)
+_MANY_LOOKUPS = 64  # parent lookups by scan before the walk builds an id → index map
+
+
+class SourceChanged(Exception):
+    """The session file changed between the two passes of a preview."""
+
+
+class IdTable:
+    """Entry ids, one 8-byte cell each in a bytearray: an 8-character ASCII id (Pi writes
+    8 hex digits) is its own bytes, any other id a marker and an index into `odd`."""
+
+    __slots__ = ("blob", "odd", "odd_index")
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self.odd: list[str] = []
+        self.odd_index: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.blob) >> 3
+
+    def cell(self, s: str, add: bool = False) -> Optional[bytes]:
+        if len(s) == _CELL and s.isascii():
+            return s.encode("ascii")
+        k = self.odd_index.get(s)
+        if k is None:
+            if not add:
+                return None
+            k = self.odd_index[s] = len(self.odd)
+            self.odd.append(s)
+        return bytes((_ODD,)) + k.to_bytes(7, "little")
+
+    def append(self, s: str) -> None:
+        if len(s) == _CELL and s.isascii():
+            self.blob += s.encode("ascii")
+        else:
+            self.blob += self.cell(s, add=True)  # type: ignore[operator]
+
+    def get(self, i: int) -> str:
+        c = self.blob[i << 3 : (i << 3) + _CELL]
+        if c[0] == _ODD:
+            return self.odd[int.from_bytes(c[1:], "little")]
+        return c.decode("ascii")
+
+    def find(self, s: Any, stop: Optional[int] = None) -> int:
+        """First position of id `s` in [0, stop), or -1."""
+        if type(s) is not str:
+            return -1
+        c = self.cell(s)
+        if c is None:
+            return -1
+        blob = self.blob
+        end = len(blob) if stop is None else min(len(blob), stop << 3)
+        pos = blob.find(c, 0, end)
+        while pos > 0 and pos & 7:
+            pos = blob.find(c, pos + 1, end)
+        return pos >> 3 if pos >= 0 else -1
+
+    def rfind(self, s: Any, stop: Optional[int] = None) -> int:
+        """Last position of id `s` in [0, stop), or -1."""
+        if type(s) is not str:
+            return -1
+        c = self.cell(s)
+        if c is None:
+            return -1
+        blob = self.blob
+        end = len(blob) if stop is None else min(len(blob), stop << 3)
+        pos = blob.rfind(c, 0, end)
+        while pos > 0 and pos & 7:
+            end = pos + _CELL - 1
+            pos = blob.rfind(c, 0, end)
+        return pos >> 3 if pos >= 0 else -1
+
+    def has_duplicates(self) -> bool:
+        if len(self) < 2:
+            return False
+        blob = bytes(self.blob)
+        if not blob.translate(None, b"0123456789abcdef"):  # Pi's ids: 4 bytes each
+            cells = array("I", binascii.unhexlify(blob))
+        else:
+            cells = array("Q", blob)
+        del blob
+        s = sorted(cells)
+        del cells
+        return any(map(operator.eq, s, islice(s, 1, None)))  # sorted: a duplicate is a neighbour
+
+    def gather(self, runs: list) -> "IdTable":
+        out = IdTable()
+        blob = self.blob
+        out.blob = bytearray(b"".join([blob[a << 3 : b << 3] for a, b in runs]))
+        out.odd = self.odd
+        out.odd_index = self.odd_index
+        return out
+
+
+class _FileLines:
+    """Lines of an open file by (offset, length), read forward in 1 MiB windows."""
+
+    __slots__ = ("fd", "buf", "start")
+    CHUNK = 1 << 20
+
+    def __init__(self, fp: Any) -> None:
+        self.fd = fp.fileno()
+        self.buf = b""
+        self.start = 0
+
+    def read(self, off: int, n: int) -> Any:
+        b = self.start
+        buf = self.buf
+        if b <= off and off + n <= b + len(buf):
+            return memoryview(buf)[off - b : off - b + n]
+        if n >= self.CHUNK:
+            data = os.pread(self.fd, n, off)
+        else:
+            self.buf = buf = os.pread(self.fd, self.CHUNK, off)
+            self.start = off
+            data = memoryview(buf)[:n]
+        if len(data) != n:
+            raise SourceChanged("the session file is shorter than when it was read")
+        return data
+
+
+class _BytesLines:
+    __slots__ = ("mv",)
+
+    def __init__(self, data: Any) -> None:
+        self.mv = memoryview(data)
+
+    def read(self, off: int, n: int) -> Any:
+        return self.mv[off : off + n]
+
+
+def _stub(entry: dict) -> None:
+    """A successful tool result's output becomes the loader's `ToolOutput` (its estimate
+    characters and transcript line): its events then hold one line, not the output."""
+    if entry.get("type") == "message":
+        m = entry.get("message")
+        if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
+            _stub_output(m)
+
+
+def decode_again(line: Any) -> Any:
+    """The value pass 1 decoded from these bytes (they already passed its checks)."""
+    try:
+        return _decode(line)
+    except Exception:
+        ok, value = parse_json_line(bytes(line))
+        return value if ok else None
+
+
+class _Calls(dict):
+    """Normalization's pending-call map during pass 1, noting which node supplied each
+    call a tool result paired with (so the pairing can be checked against the branch)."""
+
+    __slots__ = ("node", "owners", "users", "suppliers")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.node = 0
+        self.owners: dict[str, int] = {}
+        self.users = array("l")
+        self.suppliers = array("l")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        dict.__setitem__(self, key, value)
+        self.owners[key] = self.node
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = dict.get(self, key, default)
+        if value is not None:
+            self.users.append(self.node)
+            self.suppliers.append(self.owners[key])
+        return value
+
+
+class _Speculative:
+    """Pass 1 normalizes every node in file order. For an unbranched file that is the
+    branch's own normalization; for a branch whose nodes are in file order it is too,
+    as long as no tool result paired with a call from outside the branch (`valid`).
+    Otherwise pass 2 normalizes the branch from its lines."""
+
+    __slots__ = ("nz", "calls", "starts", "thinking")
+
+    def __init__(self) -> None:
+        self.calls = _Calls()
+        self.nz = Normalizer(calls=self.calls)
+        self.starts = array("i")  # node -> index of its first event
+        self.thinking: dict[int, int] = {}  # node -> erased thinking blocks
+
+    def events(self, runs: Optional[list], stop: int, stats: Optional[dict]) -> Optional[list]:
+        """The normalized events of branch positions [0, stop) (`runs` = their nodes as
+        ranges, None when the branch is every node), or None when pass 1's normalization
+        is not the branch's."""
+        events = self.nz.events
+        starts = self.starts
+        n = len(starts)
+        if runs is None:
+            runs = [(0, n)]
+        prefix = []
+        left = stop
+        for a, b in runs:  # the runs of positions [0, stop)
+            if left <= 0:
+                break
+            b = min(b, a + left)
+            prefix.append((a, b))
+            left -= b - a
+        if any(p[1] > q[0] for p, q in zip(prefix, prefix[1:])):
+            return None  # not in file order
+        on = bytearray(n)
+        for a, b in prefix:
+            on[a:b] = b"\x01" * (b - a)
+        calls = self.calls
+        for u, supplier in zip(calls.users, calls.suppliers):
+            if on[u] and not on[supplier]:
+                return None  # paired with a call from another branch
+        out: list = []
+        for a, b in prefix:
+            out.extend(events[starts[a] : starts[b] if b < n else len(events)])
+        if stats is not None:
+            stats["thinking"] = sum(v for k, v in self.thinking.items() if on[k])
+        return number_events(out)
+
+
+class ScanFacts(Facts):
+    """Facts of a scanned session's nodes (file order) or of one branch (root→leaf),
+    with the ids and line positions to decode an entry again."""
+
+    __slots__ = ("ids", "offsets", "lengths", "lines", "spec", "runs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids = IdTable()
+        self.offsets: Any = array("q")
+        self.lengths: Any = array("i")
+        self.lines: Any = None
+        self.spec: Optional[_Speculative] = None
+        self.runs: Optional[list] = None  # the positions' nodes as ranges (None: position = node)
+
+    def id(self, i: int) -> str:
+        return self.ids.get(i)
+
+    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        return self.ids.find(entry_id, stop)
+
+    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+        return self.ids.rfind(entry_id, stop)
+
+    def entry(self, i: int, stub: bool = False) -> dict:
+        value = decode_again(self.lines.read(self.offsets[i], self.lengths[i]))
+        if type(value) is not dict or value.get("id") != self.ids.get(i):
+            raise SourceChanged("the session file changed while the preview read it")
+        if stub:
+            _stub(value)
+        return value
+
+    def entries(self, stop: int) -> Iterator[dict]:
+        kinds = self.kinds
+        for i in range(stop):
+            if kinds[i][0] in EVENT_TYPES:
+                yield self.entry(i, stub=True)
+
+    def events(self, stop: int, check=None, stats: Optional[dict] = None) -> list[dict]:
+        spec = self.spec
+        if spec is not None:
+            out = spec.events(self.runs, stop, stats)
+            if out is not None:
+                return out
+        return super().events(stop, check, stats)
+
+    def gather(self, runs: list) -> "ScanFacts":
+        """The facts of the nodes in `runs` (disjoint node ranges (a, b), root→leaf), as
+        positions 0..len-1."""
+        out = ScanFacts()
+        for a, b in runs:
+            out.kinds += self.kinds[a:b]
+            out.tokens += self.tokens[a:b]
+            out.offsets += self.offsets[a:b]
+            out.lengths += self.lengths[a:b]
+        out.ids = self.ids.gather(runs)
+        out.lines = self.lines
+        out.spec = self.spec
+        out.runs = runs
+        # the sparse maps: a node's position is its run's first position plus its offset
+        order = sorted((a, b, pos) for (a, b), pos in zip(runs, accumulate([0] + [b - a for a, b in runs])))
+        firsts = [a for a, _, _ in order]
+        pairs = ((self.usage, out.usage), (self.spans, out.spans), (self.compactions, out.compactions),
+                 (self.deferred, out.deferred))
+        for src, dst in pairs:
+            for j, v in src.items():
+                k = bisect_right(firsts, j) - 1
+                if k >= 0:
+                    a, b, pos = order[k]
+                    if j < b:
+                        dst[pos + j - a] = v
+        return out
+
+
+class Scanned:
+    """Pass 1 of a session: the header, the read counts and every node's facts."""
+
+    __slots__ = (
+        "header", "is_session", "nodes", "parents", "malformed", "oversize", "non_object",
+        "no_id", "blank", "partial_tail_bytes", "size", "fp", "line",
+    )
+
+    def __init__(self) -> None:
+        self.header: Optional[dict] = None
+        self.is_session = False
+        self.nodes = ScanFacts()
+        self.nodes.spec = _Speculative()
+        # parentId of every node whose parent is not the node before it in file order
+        self.parents: dict[int, Optional[str]] = {}
+        self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
+        self.partial_tail_bytes = 0
+        self.size = 0
+        self.fp: Any = None
+        self.line = self._sink()
+
+    def _sink(self):
+        """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loader's
+        `_Sink.line` rules, then the node's id, line, facts and speculative events."""
+        nodes = self.nodes
+        kinds = nodes.kinds
+        kinds_append = kinds.append
+        tokens_append = nodes.tokens.append
+        usage, spans, comps, deferred_d = nodes.usage, nodes.spans, nodes.compactions, nodes.deferred
+        ids_append = nodes.ids.append
+        blob_extend = nodes.ids.blob.extend
+        offsets_append = nodes.offsets.append
+        lengths_append = nodes.lengths.append
+        parents = self.parents
+        spec = nodes.spec
+        assert spec is not None
+        nz = spec.nz
+        events = nz.events
+        feed = nz.feed
+        calls = spec.calls
+        starts_append = spec.starts.append
+        thinking = spec.thinking
+        first = True
+        prev: Any = None
+
+        def line(data: Any, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
+            nonlocal first, prev
+            if end - pos > max_line_bytes:
+                self.oversize += 1
+                return
+            try:
+                value = _decode(data[pos:end])
+                # (a line no longer than the limit cannot hold more brackets than it)
+                if end - pos > MAX_JSON_DEPTH and exceeds_json_depth(
+                    data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end
+                ):
+                    raise ValueError("nested too deep")  # the reader's rule: malformed
+            except Exception:
+                raw = bytes(data[pos:end])
+                if not raw.strip():
+                    self.blank += 1
+                    return
+                ok, value = parse_json_line(raw)
+                if not ok:
+                    self.malformed += 1
+                    return
+            if first:
+                first = False
+                if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
+                    self.header = value
+                    self.is_session = True
+                    return
+            if not isinstance(value, dict):
+                self.non_object += 1
+                return
+            eid = value.get("id")
+            pid = value.get("parentId", 0)
+            if not (isinstance(eid, str) and (pid is None or isinstance(pid, str))):
+                self.no_id += 1
+                return
+            i = len(kinds)
+            if i == 0 or pid != prev:
+                parents[i] = pid
+            prev = eid
+            if len(eid) == 8 and eid.isascii():  # IdTable.append
+                blob_extend(eid.encode("ascii"))
+            else:
+                ids_append(eid)
+            offsets_append(offset)
+            lengths_append(end - pos)
+            # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
+            if value.get("type") == "message":
+                m = value.get("message")
+                if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
+                    _stub_output(m)  # as `_stub`: its events keep one line of the output
+                kind, tokens, u, sp, comp, deferred = _message_facts(value, True)
+            else:
+                kind, tokens, u, sp, comp, deferred = facts_of(value, True)
+            kinds_append(kind)
+            tokens_append(tokens)
+            if u is not None:
+                usage[i] = u
+            if sp is not None:
+                spans[i] = sp
+            if comp is not None:
+                comps[i] = comp
+            if deferred is not None:
+                deferred_d[i] = deferred
+            # speculative normalization (`_Speculative`; other entry types have no events)
+            starts_append(len(events))
+            if kind[0] in EVENT_TYPES:
+                calls.node = i
+                before = nz.thinking
+                feed(value)
+                if nz.thinking != before:
+                    thinking[i] = nz.thinking - before
+
+        return line
+
+    # -- the branch
+    @property
+    def leaf_id(self) -> Optional[str]:
+        n = len(self.nodes)
+        return self.nodes.ids.get(n - 1) if n else None
+
+    def has_id(self, entry_id: Any) -> bool:
+        return self.nodes.ids.find(entry_id) >= 0
+
+    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], ScanFacts, Optional[str]]:
+        """(leaf used, the branch's facts root→leaf, error), as `Loaded.branch`."""
+        nodes = self.nodes
+        ids = nodes.ids
+        n = len(nodes)
+        persisted = self.leaf_id
+        start_idx = ids.rfind(leaf_id) if leaf_id is not None else -1
+        if start_idx < 0:
+            if persisted is None:
+                empty = ScanFacts()
+                empty.lines = nodes.lines
+                return None, empty, None
+            start_idx = n - 1
+            start = persisted
+        else:
+            start = leaf_id
+        parents = self.parents
+        dups = ids.has_duplicates()
+        if start_idx == n - 1 and len(parents) == 1 and not dups:
+            first_parent = parents[0]
+            if first_parent is None or ids.find(first_parent) < 0:
+                return start, nodes, None  # the walk visits every node, back to the first
+        runs, cycle = self._walk_runs(start_idx) if not dups else self._walk(start_idx)
+        return start, nodes.gather(runs), INVALID_PARENT_GRAPH if cycle else None
+
+    def _walk_runs(self, start: int) -> tuple[list, bool]:
+        """`_walk` when no id is duplicated: a node whose parent is the node before it in
+        the file continues the current run, so the walk jumps run by run."""
+        nodes = self.nodes
+        ids = nodes.ids
+        parents = self.parents
+        keys = sorted(parents)  # node 0 is one: every run ends at a key
+        seen = bytearray(len(nodes))
+        runs: list = []
+        lookups = 0
+        by_id: Optional[dict] = None
+        cur = start
+        cycle = False
+        while True:
+            k = keys[bisect_right(keys, cur) - 1]  # the run cur, cur - 1, ..., k
+            j = seen.rfind(1, k, cur + 1)
+            if j >= 0:  # the walk comes back to node j: stop before repeating it
+                if j < cur:
+                    runs.append((j + 1, cur + 1))
+                cycle = True
+                break
+            seen[k : cur + 1] = b"\x01" * (cur + 1 - k)
+            runs.append((k, cur + 1))
+            pid = parents[k]
+            if pid is None:
+                break
+            lookups += 1
+            if by_id is None and lookups > _MANY_LOOKUPS:
+                by_id = {ids.get(i): i for i in range(len(nodes))}
+            nxt = by_id.get(pid, -1) if by_id is not None else ids.find(pid)  # unique: first = last
+            if nxt < 0:
+                break
+            cur = nxt
+        runs.reverse()
+        return runs, cycle
+
+    def _walk(self, start: int) -> tuple[list, bool]:
+        """(the nodes root→start as runs, whether the walk met a parent cycle and stopped
+        before repeating). A parent id resolves to the last node with that id."""
+        nodes = self.nodes
+        ids = nodes.ids
+        parents = self.parents
+        n = len(nodes)
+        by_id = {ids.get(j): j for j in range(n)}
+        seen = bytearray(n)
+        path: list = []
+        cur = start
+        cycle = False
+        while True:
+            if seen[cur]:
+                cycle = True
+                break
+            seen[cur] = 1
+            path.append(cur)
+            pid = parents[cur] if cur in parents else ids.get(cur - 1)
+            if pid is None:
+                break
+            cur = by_id.get(pid, -1)
+            if cur < 0:
+                break
+        path.reverse()
+        runs: list = []
+        for j in path:
+            if runs and runs[-1][1] == j:
+                runs[-1] = (runs[-1][0], j + 1)
+            else:
+                runs.append((j, j + 1))
+        return runs, cycle
+
+
+def scan_session_bytes(data: Any, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None) -> Scanned:
+    out = Scanned()
+    out.nodes.lines = _BytesLines(data)
+    mv = memoryview(data)
+    n = len(data)
+    pos = 0
+    find = data.find
+    count = 0
+    while pos < n:
+        nl = find(b"\n", pos)
+        if nl < 0:
+            out.partial_tail_bytes = n - pos
+            break
+        count += 1
+        if check is not None and (count & 4095) == 0:
+            check()
+        out.line(mv, pos, nl, max_line_bytes, pos)
+        pos = nl + 1
+    out.size = pos
+    return out
+
+
+def scan_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None,
+                      chunk_size: int = 512 << 10) -> tuple[Scanned, str]:
+    """Pass 1 over a file, hashing exactly the bytes read. The file stays open for pass 2
+    (`Scanned.fp`); the caller closes it."""
+    out = Scanned()
+    fp = open(path, "rb")
+    try:
+        digest = stream_hashed(fp, out, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+    except BaseException:
+        fp.close()
+        raise
+    out.fp = fp
+    out.nodes.lines = _FileLines(fp)
+    return out, digest
