@@ -490,9 +490,10 @@ def transcript_line(ev: dict) -> str:
     return r
 
 
-def project_transcript(events: list[dict]) -> tuple[list[str], int]:
-    completed = {ev["toolCallId"] for ev in events if ev["type"] == "fabricRun"}
-    remaining = [
+def project_transcript(events: list[dict], runs: Optional[list[dict]] = None) -> tuple[list[str], int]:
+    """`runs`, when given, are the fabricRun events of `events`."""
+    completed = {ev["toolCallId"] for ev in (events if runs is None else runs) if ev["type"] == "fabricRun"}
+    remaining = events if not completed else [
         ev
         for ev in events
         if not (
@@ -515,15 +516,38 @@ def project_transcript(events: list[dict]) -> tuple[list[str], int]:
 # --------------------------------------------------------------------------- all
 
 
+# which projections read an event type (the others skip it: each projection sees, in
+# order, the events of the types it reads, and gives the same lines as on all events)
+_OPS, _GOAL, _ACTIVITY, _TURNS, _STATUS, _RUNS = range(6)
+_ROUTES = {
+    "toolCall": (_OPS, _TURNS),
+    "toolResult": (_OPS,),
+    "bash": (_OPS, _TURNS),
+    "fabricOperation": (_OPS, _ACTIVITY, _TURNS),
+    "user": (_GOAL, _TURNS, _STATUS),
+    "customMessage": (_TURNS, _STATUS),
+    "fabricRun": (_ACTIVITY, _TURNS, _STATUS, _RUNS),
+    "fabricPhase": (_ACTIVITY,),
+    "assistantText": (_STATUS,),
+}
+
+
 def project_all(events: list[dict]) -> dict[str, Any]:
-    ops = collect_operations(events)
-    goal, og = project_goal(events)
+    # one pass sorts the events out by the projections that read them
+    subsets: list[list[dict]] = [[] for _ in range(6)]
+    appends = [x.append for x in subsets]
+    routes = {t: tuple(appends[k] for k in ks) for t, ks in _ROUTES.items()}
+    for ev in events:
+        for add in routes.get(ev["type"], ()):
+            add(ev)
+    ops = collect_operations(subsets[_OPS])
+    goal, og = project_goal(subsets[_GOAL])
     files, of = project_files(ops)
-    activity, oa = project_activity(events)
+    activity, oa = project_activity(subsets[_ACTIVITY])
     outstanding, oo = project_outstanding(ops)
-    earlier, oe = project_earlier_turns(events)
-    status = project_status(events, ops)
-    transcript, ot = project_transcript(events)
+    earlier, oe = project_earlier_turns(subsets[_TURNS])
+    status = project_status(subsets[_STATUS], ops)
+    transcript, ot = project_transcript(events, subsets[_RUNS])
     return {
         "goal": goal,
         "files": files,
