@@ -14,10 +14,14 @@ same run, the peak RSS (VmHWM) of:
 * ``preview_compaction(path)`` called in-process (the engine alone).
 
 Each is printed in MB, as a multiple of the file size, and beside the decode baseline.
+With --chained-mib N it also measures issue 15's big session: renamed copies of the
+bundled example's largest session chained into one active branch up to N MiB
+(tests/reliability/huge.py, as bench/reliability/huge_input.py builds it).
 Target (issue 16.8, issue 15): the preview's peak RSS <= 2x the file. Asserts nothing:
 not a test.
 
     python bench/bench_preview_memory.py [--size 50000000] [--seed 50] [--keep DIR] [--tiny FILE] [--normal FILE]
+                                         [--only tiny|normal|none] [--chained-mib 1024]
 """
 
 from __future__ import annotations
@@ -82,6 +86,35 @@ def session(kind: str, args: argparse.Namespace, out: Path) -> Path:
     return path
 
 
+def chained(mib: int, out: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+    from huge import big_session
+
+    path = out / f"chained-{mib}mib.jsonl"
+    if not path.exists():
+        src = max((ROOT / "fabric_lsp" / "examples" / "agent" / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_size)
+        t0 = time.perf_counter()
+        big_session(src, path, mib << 20)
+        print(f"generated {path} from {src.name} in {time.perf_counter() - t0:.1f}s")
+    return path
+
+
+def measure(kind: str, path: Path, agent_dir: str) -> None:
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 24), b""))
+    print(f"\n{kind} session: {path}  {size / 1e6:.1f} MB, {lines} lines, {size / max(1, lines):.0f} bytes/line")
+    rss: dict[str, tuple[int, float]] = {}
+    for name, code in PROBES:
+        rss[name] = probe(code, str(path), agent_dir)
+    base = rss[PROBES[1][0]][0] * 1024
+    for name, (kb, wall) in rss.items():
+        b = kb * 1024
+        print(f"  {name:48} {b / 1e6:8.1f} MB = {b / size:5.2f}x file = {b / base:5.2f}x decode   ({wall:5.2f} s)")
+    peak = rss[PROBES[2][0]][0] * 1024
+    print(f"  target: preview peak RSS <= 2x file -> {'MET' if peak <= 2 * size else 'NOT MET'} ({peak / size:.2f}x)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--size", type=int, default=50_000_000, help="target size of each session in bytes")
@@ -89,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", help="directory to generate into and keep (reused when the files exist)")
     ap.add_argument("--tiny", metavar="FILE", help="use this small-entry session instead of generating one")
     ap.add_argument("--normal", metavar="FILE", help="use this ordinary session instead of generating one")
-    ap.add_argument("--only", choices=("tiny", "normal"), help="measure one of the two sessions")
+    ap.add_argument("--only", choices=("tiny", "normal", "none"), help="measure one of the two sessions (or neither)")
+    ap.add_argument("--chained-mib", type=int, metavar="N", help="also measure issue 15's chained session of N MiB")
     args = ap.parse_args(argv)
 
     import msgspec
@@ -101,25 +135,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tmp = tempfile.TemporaryDirectory(prefix="fabric-bench-mem-")
         out = Path(tmp.name)
-    agent_dir = tempfile.mkdtemp(prefix="fabric-bench-agent-")
+    agent = tempfile.TemporaryDirectory(prefix="fabric-bench-agent-")
+    agent_dir = agent.name
     print(f"python {sys.version.split()[0]}, msgspec {msgspec.__version__}, loadavg before {os.getloadavg()}")
-    kinds = [args.only] if args.only else ["tiny", "normal"]
+    kinds = {None: ["tiny", "normal"], "none": []}.get(args.only, [args.only])
     for kind in kinds:
-        path = session(kind, args, out)
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            lines = fh.read().count(b"\n")
-        print(f"\n{kind} session: {path}  {size / 1e6:.1f} MB, {lines} lines, {size / max(1, lines):.0f} bytes/line")
-        rss: dict[str, tuple[int, float]] = {}
-        for name, code in PROBES:
-            rss[name] = probe(code, str(path), agent_dir)
-        base = rss[PROBES[1][0]][0] * 1024
-        for name, (kb, wall) in rss.items():
-            b = kb * 1024
-            print(f"  {name:48} {b / 1e6:8.1f} MB = {b / size:5.2f}x file = {b / base:5.2f}x decode   ({wall:5.2f} s)")
-        peak = rss[PROBES[2][0]][0] * 1024
-        print(f"  target: preview peak RSS <= 2x file -> {'MET' if peak <= 2 * size else 'NOT MET'} ({peak / size:.2f}x)")
+        measure(kind, session(kind, args, out), agent_dir)
+    if args.chained_mib:
+        measure("chained", chained(args.chained_mib, out), agent_dir)
     print(f"\nloadavg after {os.getloadavg()}")
+    agent.cleanup()
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -21,9 +21,10 @@ from __future__ import annotations
 import binascii
 import operator
 import os
+import sys
 from array import array
-from bisect import bisect_right
-from itertools import accumulate, islice
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, islice, repeat
 from typing import Any, Iterator, Optional
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
@@ -34,7 +35,6 @@ from .normalize import Normalizer, number_events
 
 _CELL = 8
 _ODD = 0xFF  # first byte of a cell that indexes `IdTable.odd` (never the first byte of an ASCII id)
-_MANY_LOOKUPS = 64  # parent lookups by scan before the walk builds an id → index map
 
 
 class SourceChanged(Exception):
@@ -64,7 +64,7 @@ class IdTable:
                 return None
             k = self.odd_index[s] = len(self.odd)
             self.odd.append(s)
-        return bytes((_ODD,)) + k.to_bytes(7, "little")
+        return (k << 8 | _ODD).to_bytes(_CELL, "little")
 
     def append(self, s: str) -> None:
         if len(s) == _CELL and s.isascii():
@@ -78,8 +78,8 @@ class IdTable:
             return self.odd[int.from_bytes(c[1:], "little")]
         return c.decode("ascii")
 
-    def find(self, s: Any, stop: Optional[int] = None) -> int:
-        """First position of id `s` in [0, stop), or -1."""
+    def find(self, s: Any, stop: Optional[int] = None, start: int = 0) -> int:
+        """First position of id `s` in [start, stop), or -1."""
         if type(s) is not str:
             return -1
         c = self.cell(s)
@@ -87,7 +87,7 @@ class IdTable:
             return -1
         blob = self.blob
         end = len(blob) if stop is None else min(len(blob), stop << 3)
-        pos = blob.find(c, 0, end)
+        pos = blob.find(c, start << 3, end)
         while pos > 0 and pos & 7:
             pos = blob.find(c, pos + 1, end)
         return pos >> 3 if pos >= 0 else -1
@@ -106,6 +106,21 @@ class IdTable:
             end = pos + _CELL - 1
             pos = blob.rfind(c, 0, end)
         return pos >> 3 if pos >= 0 else -1
+
+    def find_near(self, s: Any, i: int) -> int:
+        """The position of id `s` (assumed unique) searched from position `i` outwards:
+        back from `i` (itself included) first, then forward (a parent is usually a little
+        before its child)."""
+        j = self.rfind(s, i + 1)
+        return j if j >= 0 else self.find(s, None, i + 1)
+
+    def cell_numbers(self) -> Any:
+        """Every cell as a native 64-bit number (`cell_number` of an id)."""
+        return array("Q", bytes(self.blob))
+
+    def cell_number(self, s: Any) -> Optional[int]:
+        c = self.cell(s) if type(s) is str else None
+        return int.from_bytes(c, sys.byteorder) if c is not None else None
 
     def has_duplicates(self) -> bool:
         if len(self) < 2:
@@ -316,18 +331,20 @@ class ScanFacts(Facts):
         out.lines = self.lines
         out.spec = self.spec
         out.runs = runs
-        # the sparse maps: a node's position is its run's first position plus its offset
-        order = sorted((a, b, pos) for (a, b), pos in zip(runs, accumulate([0] + [b - a for a, b in runs])))
-        firsts = [a for a, _, _ in order]
+        # the sparse maps (keyed in node order): a node's position is its run's first
+        # position plus its offset in the run
+        firsts = list(accumulate([0] + [b - a for a, b in runs]))
         pairs = ((self.usage, out.usage), (self.spans, out.spans), (self.compactions, out.compactions),
                  (self.deferred, out.deferred))
         for src, dst in pairs:
-            for j, v in src.items():
-                k = bisect_right(firsts, j) - 1
-                if k >= 0:
-                    a, b, pos = order[k]
-                    if j < b:
-                        dst[pos + j - a] = v
+            if not src:
+                continue
+            keys = sorted(src)  # (already in node order)
+            for (a, b), pos in zip(runs, firsts):
+                lo, hi = bisect_left(keys, a), bisect_left(keys, b)
+                if lo < hi:
+                    some = keys[lo:hi]
+                    dst.update(zip(map(operator.add, some, repeat(pos - a)), map(src.__getitem__, some)))
         return out
 
 
@@ -493,8 +510,9 @@ class Scanned:
         keys = sorted(parents)  # node 0 is one: every run ends at a key
         seen = bytearray(len(nodes))
         runs: list = []
-        lookups = 0
-        by_id: Optional[dict] = None
+        scanned = 0  # cells the parent searches passed over
+        by_cell: Optional[dict] = None
+        n = len(nodes)
         cur = start
         cycle = False
         while True:
@@ -510,10 +528,13 @@ class Scanned:
             pid = parents[k]
             if pid is None:
                 break
-            lookups += 1
-            if by_id is None and lookups > _MANY_LOOKUPS:
-                by_id = {ids.get(i): i for i in range(len(nodes))}
-            nxt = by_id.get(pid, -1) if by_id is not None else ids.find(pid)  # unique: first = last
+            if by_cell is None:
+                nxt = ids.find_near(pid, k)  # unique: first = last
+                scanned += abs(k - nxt) if nxt >= 0 else n
+                if scanned > 16 * n + 4096:  # far parents: one map of every cell instead
+                    by_cell = dict(zip(ids.cell_numbers(), range(n)))
+            else:
+                nxt = by_cell.get(ids.cell_number(pid), -1)
             if nxt < 0:
                 break
             cur = nxt

@@ -278,3 +278,22 @@ def test_run_walk_equals_the_node_walk(data):
         return
     for start in {0, n // 2, n - 1}:
         assert scanned._walk_runs(start) == scanned._walk(start)
+
+
+def test_far_parents_switch_the_walk_to_one_map():
+    """A branch that zigzags across the file (each parent far from its child) makes the
+    near searches costly; the walk then maps every cell once. Same branch either way."""
+    n = 3000
+    order = [x for k in range(n // 2) for x in (k, n - 1 - k)]  # 0, n-1, 1, n-2, ...
+    parent = {order[i + 1]: order[i] for i in range(n - 1)}  # walk: ... -> order[i+1] -> order[i]
+    entries = [{"type": "custom", "customType": "s", "data": i, "id": f"{i:08x}",
+                "parentId": f"{parent[i]:08x}" if i in parent else None} for i in range(n)]
+    leaf = order[-1]
+    data = _lines(entries)
+    scanned = scan_session_bytes(data)
+    runs, cycle = scanned._walk_runs(leaf)
+    assert (runs, cycle) == scanned._walk(leaf) and not cycle
+    assert sum(b - a for a, b in runs) == n
+    used, f, err = scanned.branch(f"{leaf:08x}")
+    loaded = load_session_bytes(data)
+    assert [f.id(i) for i in range(len(f))] == [e["id"] for e in loaded.branch(f"{leaf:08x}")[1]]
