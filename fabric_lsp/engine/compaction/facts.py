@@ -49,13 +49,6 @@ EVENT_TYPES = frozenset((MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY))
 _kind_cache: dict[tuple, tuple] = {}
 
 
-def _canonical_role(r: Any) -> Any:
-    try:
-        return _ROLES.get(r, r)
-    except TypeError:  # an unhashable role stays itself: membership tests raise as before
-        return r
-
-
 def _kind(ttype: str, role: Any, live_skip: bool) -> tuple:
     key = (ttype, role, live_skip)
     try:

@@ -5,9 +5,10 @@ LF-separated lines, blank and malformed lines skipped, a half-written last line 
 the first parsed object must be the `{type:"session", id}` header, tree nodes need a
 string id and a null-or-string parentId, duplicate ids resolve to the last record, the
 persisted leaf is the last node in file order, a parent cycle stops the walk), but it
-keeps only the raw dicts and never copies line bytes, because a preview of a 50 MB
-session is dominated by this step. `tests/engine/compaction/test_compaction_loader.py`
-checks it against the session package.
+keeps only the raw dicts and never copies line bytes. Branch-summary previews use it;
+compaction previews use `scan.py`, which follows the same line rules (`_Sink.line`) and
+keeps no dict per entry. `tests/engine/compaction/test_compaction_properties.py` checks
+it against the session package.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, exceeds_json_depth, parse_json_line
+from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
 
 from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
 
@@ -199,6 +200,48 @@ def _stub_output(msg: dict) -> None:
     msg["content"] = ToolOutput(chars, truncate_prefix_safe(line, 100))
 
 
+def read_node(out: Any, first: bool, data: Any, pos: int, end: int, max_line_bytes: int) -> tuple:
+    """The line rules of every loader here, for the line `data[pos:end]`:
+    `(value, eid, pid)` for a tree node (a dict with a string id and a null-or-string
+    parentId), else `(None, None, None)` with the line counted in `out` (oversize, blank,
+    malformed, non-object, no id), or taken as the session header when it is the `first`
+    parsed value (`out.header`, `out.is_session`). Returns `first` as 4th item: False once
+    a value was parsed."""
+    if end - pos > max_line_bytes:
+        out.oversize += 1
+        return None, None, None, first
+    try:
+        value = _decode(data[pos:end])
+        # (a line no longer than the limit cannot hold more brackets than it)
+        if end - pos > MAX_JSON_DEPTH and exceeds_json_depth(
+            data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end
+        ):
+            raise ValueError("nested too deep")  # the reader's rule: malformed
+    except Exception:
+        line = bytes(data[pos:end])
+        if not line.strip():
+            out.blank += 1
+            return None, None, None, first
+        ok, value = parse_json_line(line)
+        if not ok:
+            out.malformed += 1
+            return None, None, None, first
+    if first:
+        if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
+            out.header = value
+            out.is_session = True
+            return None, None, None, False
+    if not isinstance(value, dict):
+        out.non_object += 1
+        return None, None, None, False
+    eid = value.get("id")
+    pid = value.get("parentId", 0)
+    if isinstance(eid, str) and (pid is None or isinstance(pid, str)):
+        return value, eid, pid, False
+    out.no_id += 1
+    return None, None, None, False
+
+
 class _Sink:
     __slots__ = ("out", "first", "slim")
 
@@ -209,47 +252,20 @@ class _Sink:
 
     def line(self, data: Any, pos: int, end: int, max_line_bytes: int, offset: int = 0) -> None:
         out = self.out
-        if end - pos > max_line_bytes:
-            out.oversize += 1
+        value, eid, pid, self.first = read_node(out, self.first, data, pos, end, max_line_bytes)
+        if value is None:
             return
-        try:
-            value = _decode(data[pos:end])
-            if exceeds_json_depth(data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end):
-                raise ValueError("nested too deep")  # the reader's rule: malformed
-        except Exception:
-            line = bytes(data[pos:end])
-            if not line.strip():
-                out.blank += 1
-                return
-            ok, value = parse_json_line(line)
-            if not ok:
-                out.malformed += 1
-                return
-        if self.first:
-            self.first = False
-            if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
-                out.header = value
-                out.is_session = True
-                return
-        if not isinstance(value, dict):
-            out.non_object += 1
-            return
-        eid = value.get("id")
-        pid = value.get("parentId", 0)
-        if isinstance(eid, str) and (pid is None or isinstance(pid, str)):
-            if self.slim:
-                # a parent id and a call id each appear twice in a session: share them
-                eid = value["id"] = _intern(eid)
-                if pid is not None:
-                    value["parentId"] = _intern(pid)
-                _slim(value)
-            if out.linear and pid != out.leaf_id:
-                out.linear = out.leaf_id is None
-            out.nodes.append(value)
-            out.by_id[eid] = value
-            out.leaf_id = eid
-        else:
-            out.no_id += 1
+        if self.slim:
+            # a parent id and a call id each appear twice in a session: share them
+            eid = value["id"] = _intern(eid)
+            if pid is not None:
+                value["parentId"] = _intern(pid)
+            _slim(value)
+        if out.linear and pid != out.leaf_id:
+            out.linear = out.leaf_id is None
+        out.nodes.append(value)
+        out.by_id[eid] = value
+        out.leaf_id = eid
 
 
 def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True) -> Loaded:

@@ -1,19 +1,22 @@
-"""Two-pass reading of a session for a compaction preview, in memory that does not grow
-with the number of entries beyond a few dozen bytes each.
+"""Reading a session for a compaction preview without one dict per entry.
 
-Pass 1 (`scan_session_file` / `scan_session_bytes`) reads every line once, with the
-loader's rules (`loader.py`: the same line decoding, header, id and parent checks, the
-same counts), and keeps per entry only its id (one 8-byte cell), where its line is,
-whether its parent is the entry before it, and its `facts.Facts` (kind, token estimate,
-and for the few entries that have them usage, tool-call ids, compaction fields). The
-decoded dict is dropped at once.
+Pass 1 (`scan_session_file` / `scan_session_bytes`) reads every line once with the
+loaders' line rules (`loader.read_node`: the same decoding, header, id and parent checks
+and counts) and keeps of each entry its id (one 8-byte cell), where its line is, whether
+its parent is the entry before it in the file, and its `facts.Facts` (kind, token
+estimate, and for the few entries that have them usage, tool-call ids, compaction
+fields). It also normalizes the entry at once, in file order (`_Speculative`), and drops
+the dict: what stays grows with the normalized events (the same the compile step needs)
+and by a few dozen bytes per entry.
 
-The branch is then resolved on those ids exactly as `Loaded.branch` does (the last
+The branch is then resolved on the id cells exactly as `Loaded.branch` does (the last
 record of a duplicated id wins, an unknown leaf falls back to the persisted one, a parent
-cycle stops the walk), and `ScanFacts.entries` decodes again, one at a time, only the
-branch entries that can carry normalized events, when the compile step asks for them
-(pass 2). A file is read through the same open file in both passes; a line whose bytes
-changed in between (an in-place rewrite) raises `SourceChanged`.
+cycle stops the walk). Pass 1's events are the branch's own when the file is the branch,
+or when the branch's entries are in file order and no tool result on it paired with a
+call from another branch; otherwise `ScanFacts.entries` decodes the branch's entries
+again, one at a time, when the compile step asks for them (pass 2). A file is read
+through the same open file in both passes; a line whose bytes changed in between (an
+in-place rewrite) raises `SourceChanged`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate, islice, repeat
 from typing import Any, Iterator, Optional
 
-from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
+from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
 from .facts import EVENT_TYPES, Facts, _message_facts, facts_of
-from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, stream_hashed
+from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, read_node, stream_hashed
 from .normalize import Normalizer, number_events
 
 _CELL = 8
@@ -370,8 +373,9 @@ class Scanned:
         self.line = self._sink()
 
     def _sink(self):
-        """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loader's
-        `_Sink.line` rules, then the node's id, line, facts and speculative events."""
+        """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loaders'
+        line rules (`loader.read_node`), then the node's id, line, facts and speculative
+        events."""
         nodes = self.nodes
         kinds = nodes.kinds
         kinds_append = kinds.append
@@ -395,38 +399,8 @@ class Scanned:
 
         def line(data: Any, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
             nonlocal first, prev
-            if end - pos > max_line_bytes:
-                self.oversize += 1
-                return
-            try:
-                value = _decode(data[pos:end])
-                # (a line no longer than the limit cannot hold more brackets than it)
-                if end - pos > MAX_JSON_DEPTH and exceeds_json_depth(
-                    data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end
-                ):
-                    raise ValueError("nested too deep")  # the reader's rule: malformed
-            except Exception:
-                raw = bytes(data[pos:end])
-                if not raw.strip():
-                    self.blank += 1
-                    return
-                ok, value = parse_json_line(raw)
-                if not ok:
-                    self.malformed += 1
-                    return
-            if first:
-                first = False
-                if isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
-                    self.header = value
-                    self.is_session = True
-                    return
-            if not isinstance(value, dict):
-                self.non_object += 1
-                return
-            eid = value.get("id")
-            pid = value.get("parentId", 0)
-            if not (isinstance(eid, str) and (pid is None or isinstance(pid, str))):
-                self.no_id += 1
+            value, eid, pid, first = read_node(self, first, data, pos, end, max_line_bytes)
+            if value is None:
                 return
             i = len(kinds)
             if i == 0 or pid != prev:
