@@ -200,7 +200,7 @@ def _stub_output(msg: dict) -> None:
     msg["content"] = ToolOutput(chars, truncate_prefix_safe(line, 100))
 
 
-def read_node(out: Any, first: bool, data: Any, pos: int, end: int, max_line_bytes: int) -> tuple:
+def read_node(out: Any, first: bool, data: Any, pos: int, end: int, *, max_line_bytes: int) -> tuple:
     """The line rules of every loader here, for the line `data[pos:end]`:
     `(value, eid, pid)` for a tree node (a dict with a string id and a null-or-string
     parentId), else `(None, None, None)` with the line counted in `out` (oversize, blank,
@@ -252,7 +252,7 @@ class _Sink:
 
     def line(self, data: Any, pos: int, end: int, max_line_bytes: int, offset: int = 0) -> None:
         out = self.out
-        value, eid, pid, self.first = read_node(out, self.first, data, pos, end, max_line_bytes)
+        value, eid, pid, self.first = read_node(out, self.first, data, pos, end, max_line_bytes=max_line_bytes)
         if value is None:
             return
         if self.slim:

@@ -399,7 +399,7 @@ class Scanned:
 
         def line(data: Any, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
             nonlocal first, prev
-            value, eid, pid, first = read_node(self, first, data, pos, end, max_line_bytes)
+            value, eid, pid, first = read_node(self, first, data, pos, end, max_line_bytes=max_line_bytes)
             if value is None:
                 return
             i = len(kinds)
