@@ -45,6 +45,25 @@ def spawn(code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any 
     )
 
 
+def stop(proc: "subprocess.Popen[bytes]") -> None:
+    """Kill a child started by `spawn`, reap it (2 s at most) and close its pipes."""
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in (proc.stdin, proc.stdout):
+        if stream is None:
+            continue
+        try:
+            stream.close()
+        except Exception:
+            pass
+
+
 def pack(obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEAD.pack(len(data)) + data

@@ -46,7 +46,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from .activity import ActivitySink, Cancelled, CancelToken
-from .childproc import FrameBuffer, pack, read_frame, spawn
+from .childproc import FrameBuffer, pack, read_frame, spawn, stop
 
 log = logging.getLogger("fabric_lsp.procpool")
 
@@ -145,19 +145,7 @@ class _Worker:
         return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
     def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=2)
-        except Exception:
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()  # type: ignore[union-attr]
-            except Exception:
-                pass
+        stop(self.proc)
 
 
 class _Died(Exception):

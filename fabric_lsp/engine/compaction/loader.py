@@ -268,9 +268,10 @@ class _Sink:
         out.leaf_id = eid
 
 
-def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True) -> Loaded:
-    out = Loaded()
-    sink = _Sink(out, slim)
+def each_line(data: Any, line: Any, *, max_line_bytes: int, check: Any = None) -> tuple[int, int]:
+    """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
+    pos)`, checking `check` every 4096 lines; returns (bytes consumed, bytes of a trailing
+    line without a newline, which Pi does not read). The one line loop of both loaders."""
     mv = memoryview(data)
     n = len(data)
     pos = 0
@@ -279,14 +280,18 @@ def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BY
     while pos < n:
         nl = find(b"\n", pos)
         if nl < 0:
-            out.partial_tail_bytes = n - pos
-            break
+            return pos, n - pos
         count += 1
         if check is not None and (count & 4095) == 0:
             check()
-        sink.line(mv, pos, nl, max_line_bytes)
+        line(mv, pos, nl, max_line_bytes, pos)
         pos = nl + 1
-    out.size = pos
+    return pos, 0
+
+
+def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True) -> Loaded:
+    out = Loaded()
+    out.size, out.partial_tail_bytes = each_line(data, _Sink(out, slim).line, max_line_bytes=max_line_bytes, check=check)
     return out
 
 

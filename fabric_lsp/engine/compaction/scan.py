@@ -33,7 +33,7 @@ from typing import Any, Iterator, Optional
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
 from .facts import EVENT_TYPES, Facts, _message_facts, facts_of
-from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, read_node, stream_hashed
+from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, each_line, read_node, stream_hashed
 from .normalize import Normalizer, number_events
 
 _CELL = 8
@@ -552,22 +552,7 @@ class Scanned:
 def scan_session_bytes(data: Any, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None) -> Scanned:
     out = Scanned()
     out.nodes.lines = _BytesLines(data)
-    mv = memoryview(data)
-    n = len(data)
-    pos = 0
-    find = data.find
-    count = 0
-    while pos < n:
-        nl = find(b"\n", pos)
-        if nl < 0:
-            out.partial_tail_bytes = n - pos
-            break
-        count += 1
-        if check is not None and (count & 4095) == 0:
-            check()
-        out.line(mv, pos, nl, max_line_bytes, pos)
-        pos = nl + 1
-    out.size = pos
+    out.size, out.partial_tail_bytes = each_line(data, out.line, max_line_bytes=max_line_bytes, check=check)
     return out
 
 

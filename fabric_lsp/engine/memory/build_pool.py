@@ -13,10 +13,9 @@ import os
 import pickle
 import select
 import struct
-import subprocess
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from ..childproc import pack, spawn
+from ..childproc import pack, spawn, stop
 
 # A task's arguments (pickled to the child) and the child's reply: ("ok", digest),
 # ("missing", reason) or ("error", repr of the exception).
@@ -83,21 +82,7 @@ class _Child:
         return None
 
     def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is None:
-                continue
-            try:
-                stream.close()
-            except Exception:
-                pass
+        stop(self.proc)
 
 
 def run_batch(
