@@ -1584,6 +1584,42 @@ def generate_tiny_session(path: str | Path, *, target_bytes: int, seed: Any, cwd
     return path
 
 
+def generate_message_session(path: str | Path, *, entries: int, seed: Any, cwd: str,
+                             start_ms: int = 1_790_000_000_000) -> Path:
+    """Write one session of ``entries`` small message entries, every one of them indexed
+    text: alternating user and assistant turns of 6-12 words (about 60 characters; one in
+    four carries a number, so the vocabulary keeps growing), each line about 200-240 bytes
+    with Pi's envelope. The worst case for the hot tier's memory per source byte (issue
+    16, point 8). Deterministic for (entries, seed, cwd); ``path`` may be a directory."""
+    rng = Random(f"messages:{seed}:{cwd}:{entries}")
+    sid = uuid7(start_ms, rng)
+    path = Path(path)
+    if path.is_dir():
+        path = path / _session_file_name(start_ms, sid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    words = ("parse schema cache index query token render branch commit session lease bridge worker pool "
+             "stream chunk record handler metrics config retry timeout buffer socket report test build").split()
+    parent = None
+    now = start_ms
+    salt = rng.getrandbits(32)
+    with open(path, "wb", buffering=1 << 20) as fh:
+        fh.write(encode_line({"type": "session", "version": 3, "id": sid, "timestamp": iso(now), "cwd": cwd}))
+        for i in range(entries):
+            now += rng.randint(200, 4000)
+            eid = f"{(i * 2654435761 + salt) & 0xFFFFFFFF:08x}"  # a bijection of i: ids never repeat
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(6, 12)))
+            if rng.random() < 0.25:
+                text += f" #{rng.randint(0, 10**7)}"
+            role = "user" if i % 2 == 0 else "assistant"
+            message = {"role": role, "content": text if role == "user" else [{"type": "text", "text": text}],
+                       "timestamp": now}
+            fh.write(encode_line({"type": "message", "id": eid, "parentId": parent, "timestamp": iso(now),
+                                  "message": message}))
+            parent = eid
+    os.utime(path, ns=(now * 1_000_000, now * 1_000_000))
+    return path
+
+
 def _project_cwds(n: int) -> list[str]:
     base = ["orbit", "ledger"] + _EXTRA_NAMES
     names = [base[i] if i < len(base) else f"service{i}" for i in range(n)]

@@ -20,7 +20,15 @@ from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from . import file_history, store
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
-from .sessions import SessionState, SourceMissing, build_state, digest_from_hot, state_from_record, try_append
+from .sessions import (
+    SessionState,
+    SourceMissing,
+    build_state,
+    digest_from_hot,
+    shard_pieces,
+    state_from_record,
+    try_append,
+)
 from .tokenize import sort_lexical
 
 # ---- lifecycle ------------------------------------------------------------------------------
@@ -60,11 +68,14 @@ def persist(eng: MemoryCore, state: SessionState) -> None:
     kind = "shard" if state.tier == "hot" else "digest"
     name = store.cache_name(state.file, state.branches, kind)
     files_name = file_history.cache_name(state.file, state.branches)
-    if state.persisted:
+    data: Any = state.persisted
+    if not data and kind == "shard" and state.encode and state.entries_bytes:
+        data = shard_pieces(state)  # a large shard: written streaming, never held whole
+    if data:
         # the file-operations table first: a record is only used with its table
         if state.file_ops is not None:
             store.write_atomic(eng.index_dir, files_name, file_history.encode_record(state))
-        store.write_atomic(eng.index_dir, name, state.persisted)
+        store.write_atomic(eng.index_dir, name, data)
     else:
         store.remove(eng.index_dir, name)
         store.remove(eng.index_dir, files_name)

@@ -19,6 +19,7 @@ from .cold_index import TermsSet, score_digests_inverted
 from .core import MemoryCore
 from .expand import stale_pointer
 from .index import load_index
+from .records import HotRecords, snapshot, texts_of
 from .search import (
     CANDIDATE_DIGESTS,
     CANDIDATE_ENTRIES,
@@ -109,7 +110,8 @@ def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
             if tier == "hydrated":
                 view = st.hot_view("cold")
                 if rng is not None:
-                    chosen = [e for e in st.entries or [] if rng[0] <= e["index"] <= rng[1]]
+                    held = st.entries if st.entries is not None else HotRecords()
+                    chosen = [held[p] for p in range(len(held)) if rng[0] <= held.index_at(p) <= rng[1]]
                     view = HotView(view.session_id, view.session_file, view.source_hash, view.branches,
                                    view.lineage_fingerprint, view.mtime, chosen, HotIndex.build(chosen), "cold")
                 views.append(view)
@@ -229,8 +231,8 @@ def regex_search(eng: MemoryCore, pattern: str, views: list[HotView], digests: l
     for vn, v in enumerate(views):
         if not complete:
             break
-        for pos, e in enumerate(v.entries):
-            if not add(e["text"], (vn, pos)):
+        for pos, text in enumerate(texts_of(v.entries)):
+            if not add(text, (vn, pos)):
                 break
     if complete:
         for dn, d in enumerate(digests):
@@ -309,4 +311,4 @@ def snapshot_view(view: HotView) -> HotView:
     n = len(view.entries)
     index = HotIndex(seg_starts=list(view.index.seg_starts), seg_of=view.index.seg_of[:n])
     return HotView(view.session_id, view.session_file, view.source_hash, view.branches, view.lineage_fingerprint,
-                   view.mtime, list(view.entries), index, view.tier, view.first_index)
+                   view.mtime, snapshot(view.entries), index, view.tier, view.first_index)

@@ -17,7 +17,7 @@ import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 from ..jsstr import iso_ms, js_stringify
 from .tokenize import count_terms, tokenize_lexical, utf16_key
@@ -35,17 +35,24 @@ _ENTRY_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
 @dataclass
 class HotIndex:
-    """Inverted index over one session's hot records: term -> packed (index<<32 | tf)."""
+    """Inverted index over one session's hot records: term -> packed (index<<32 | tf).
 
-    doc_len: list[int] = field(default_factory=list)
-    postings: dict[str, Any] = field(default_factory=dict)  # list[int] | array('Q')
+    A term's postings are one bare int while it occurs in one record (most terms of a
+    large session do), then a list, packed into an 8-byte array once it is long; read
+    them through `postings_of`."""
+
+    doc_len: array = field(default_factory=lambda: array("I"))
+    postings: dict[str, Any] = field(default_factory=dict)  # int | list[int] | array('Q')
     seg_starts: list[int] = field(default_factory=list)
     seg_of: array = field(default_factory=lambda: array("I"))  # position -> segment number
     total_len: int = 0
 
     def add(self, record: dict) -> None:
+        self.add_text(record["text"], record.get("role"))
+
+    def add_text(self, text: str, role: Any) -> None:
         idx = len(self.doc_len)
-        counts, length = count_terms(record["text"])
+        counts, length = count_terms(text)
         length = max(1, length)
         self.doc_len.append(length)
         self.total_len += length
@@ -55,10 +62,14 @@ class HotIndex:
         for term, tf in counts.items():
             plist = get(term)
             if plist is None:
-                postings[term] = [base | tf]
+                postings[term] = base | tf
+            elif type(plist) is int:
+                postings[term] = [plist, base | tf]
             else:
                 plist.append(base | tf)
-        if idx == 0 or record.get("role") in SEGMENT_ROLES:
+                if len(plist) == 64:
+                    postings[term] = array("Q", plist)
+        if idx == 0 or role in SEGMENT_ROLES:
             self.seg_starts.append(idx)
         self.seg_of.append(len(self.seg_starts) - 1)
 
@@ -78,6 +89,11 @@ class HotIndex:
         return index
 
 
+def postings_of(plist: Any) -> Any:
+    """A term's postings as a sequence (see HotIndex)."""
+    return (plist,) if type(plist) is int else plist
+
+
 @dataclass
 class HotView:
     """One hot (or hydrated) session as the search sees it."""
@@ -88,7 +104,7 @@ class HotView:
     branches: str
     lineage_fingerprint: str
     mtime: float
-    entries: list[dict]
+    entries: Sequence[dict]
     index: HotIndex
     tier: str = "hot"
     first_index: int = 0  # hydrated ranges: index of entries[0]
@@ -176,8 +192,9 @@ def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_
         df = 0
         for vn, (v, take) in enumerate(zip(views, sizes)):
             arr = v.index.postings.get(term)
-            if not arr or take == 0:
+            if arr is None or take == 0:
                 continue
+            arr = postings_of(arr)
             if take < len(v.entries):
                 kept = [p for p in arr if (p >> 32) < take]
             else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 
 import msgspec
 from collections import Counter
@@ -22,7 +22,8 @@ from typing import Any, Optional
 from . import store
 from .file_history import new_collector
 from .normalize import Normalizer
-from .search import DigestView, HotIndex, HotView
+from .records import HotRecords
+from .search import DigestView, HotIndex, HotView, postings_of
 from .source import (
     CONTENT_TYPES,
     Lineage,
@@ -57,7 +58,7 @@ class SourceMissing(Exception):
 
 def lineage_from_lines(
     lines: ScanLines, branches: str, leaf_override: Optional[str] = None
-) -> tuple[Lineage, list[int]]:
+) -> tuple[Lineage, Sequence[int]]:
     """Lineage plus the path ordinals in order (for the append extension check).
 
     `leaf_override`: the live leaf of a session a live Pi holds (engine/session/lease.py);
@@ -99,7 +100,7 @@ def lineage_from_lines(
     del by_id, seen
     path.reverse()
     ids = [ids_col[i] for i in path]
-    ordinals = [ordinal_col[i] for i in path]
+    ordinals = array("q", (ordinal_col[i] for i in path))
     del path
     return (Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
             ordinals)
@@ -259,14 +260,14 @@ class SessionState:
     last_ts: Optional[float] = None
     policy: str = ""
     # hot
-    entries: Optional[list[dict]] = None
+    entries: Optional[HotRecords] = None
     hot_index: Optional[HotIndex] = None
     # cold
     digest: Optional[dict] = None
     vocab_set: frozenset = frozenset()
     # kept only for in-place append
     scan: Optional[SourceScan] = None
-    path_ordinals: list[int] = field(default_factory=list)
+    path_ordinals: Sequence[int] = field(default_factory=list)
     normalizer: Optional[Normalizer] = None
     folder: Optional[DigestFolder] = None
     hasher: Any = None
@@ -274,7 +275,8 @@ class SessionState:
     encode: bool = True  # False for states that are never persisted (hydration, expand)
     live_leaf: Optional[str] = None  # built on a live Pi's leaf (never persisted, never extended)
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
-    entries_encoded: int = 0  # how many entries `entries_json` holds
+    entries_encoded: int = 0  # how many entries `entries_json` holds (or `entries_bytes` counts)
+    entries_bytes: int = 0  # the encoded length of a large `entries` list written streaming
     file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
     # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
     cold_slot: Optional[int] = None
@@ -342,6 +344,7 @@ def _records_from(
     """The records of the content lines among `rows` (default: all) of `lines` that the
     lineage keeps (`ordinals`; None: all), decoded from `data` (the file from `base`)."""
     types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
+    id_col, parent_col = lines.id, lines.parent
     for n, i in enumerate(range(len(types)) if rows is None else rows):
         if types[i] not in CONTENT_TYPES:
             continue
@@ -357,6 +360,14 @@ def _records_from(
             start = offsets[i] - base
             ok, raw = decode_json_line(data[start : start + lengths[i]])
         if ok:
+            if type(raw) is dict:
+                # The records and the normalizer's id set keep the scan's id strings (one
+                # object per id, shared with the lineage), not the decoded copies.
+                entry_id, parent_id = id_col[i], parent_col[i]
+                if entry_id is not None and raw.get("id") == entry_id:
+                    raw["id"] = entry_id
+                if parent_id is not None and raw.get("parentId") == parent_id:
+                    raw["parentId"] = parent_id
             yield from norm.feed(raw, line_col[i])
 
 
@@ -494,12 +505,13 @@ def _assemble(
         norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         norm.file_ops = state.file_ops
-        entries: list[dict] = []
+        entries = HotRecords()
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
         for rec in records(lineage, norm):
             entries.append(rec)
             if index is not None:
                 index.add(rec)
+            del rec
         state.entries, state.hot_index, state.normalizer = entries, index, norm
     else:
         norm = Normalizer(file, rec_sid, max_entry_chars=None,
@@ -536,21 +548,18 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
     assert norm is not None
     reasons = norm.coverage_reasons(state.lineage.reasons)
     if state.tier == "hot":
-        entries = state.entries or []
+        entries = state.entries if state.entries is not None else HotRecords()
         if state.hot_index is not None:
             state.hot_index.compact()
         state.entry_count = len(entries)
-        stamps = [e["timestamp"] for e in entries if e["timestamp"] is not None]
-        state.first_ts = min(stamps) if stamps else None
-        state.last_ts = max(stamps) if stamps else None
+        state.first_ts, state.last_ts = _ts_range(entries)
         state.coverage = {"complete": not reasons, "reasons": sort_lexical(reasons)}
         state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
         if encode:
             _encode_entries(state)
-            state.persisted = store.apply_cache_metrics(shard_record(state), state.size)
-            if len(state.entries_json) > RETAIN_ENCODED_MAX_BYTES:
-                # a large shard's encoding is not kept beside its records: an append re-encodes
-                state.entries_json, state.entries_encoded = b"", 0
+            # A large shard is neither kept encoded nor encoded whole: `persist` writes it
+            # streaming (`shard_pieces`); `persisted` stays empty.
+            state.persisted = store.apply_cache_metrics(shard_record(state), state.size) if state.entries_json else b""
     else:
         folder = state.folder
         assert folder is not None
@@ -570,6 +579,19 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         _adopt_digest(state, record)
 
 
+def _ts_range(entries: HotRecords) -> tuple[Any, Any]:
+    """(smallest, largest) record timestamp, None for none (no list of them is built)."""
+    lo = hi = None
+    for t in entries.timestamps():
+        if t is None:
+            continue
+        if lo is None or t < lo:
+            lo = t
+        if hi is None or t > hi:
+            hi = t
+    return lo, hi
+
+
 def _adopt_digest(state: SessionState, record: dict) -> None:
     state.digest = record
     state.vocab_set = frozenset()  # built from the vocabulary on first use (`digest_view`)
@@ -586,15 +608,66 @@ def _key_list(key: StatKey) -> list[int]:
 
 def _encode_entries(state: SessionState) -> None:
     """Keep `entries_json` equal to the encoding of `state.entries`, appending only the
-    records added since the last call (an append never rewrites earlier records)."""
-    entries = state.entries or []
+    records added since the last call (an append never rewrites earlier records); or,
+    for an encoding over RETAIN_ENCODED_MAX_BYTES, only its length (`entries_bytes`)."""
+    entries = state.entries if state.entries is not None else HotRecords()
     done = state.entries_encoded
-    if done == 0 or not state.entries_json:
-        state.entries_json = store._encoder.encode(entries)
-    elif done < len(entries):
+    if done == len(entries) and (state.entries_json or state.entries_bytes):
+        return
+    if 0 < done < len(entries) and (state.entries_json or state.entries_bytes):
         tail = b",".join(store._encoder.encode(e) for e in entries[done:])
-        state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
+        state.entries_encoded = len(entries)
+        if state.entries_json:
+            state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
+            if len(state.entries_json) > RETAIN_ENCODED_MAX_BYTES:
+                state.entries_json, state.entries_bytes = b"", len(state.entries_json)
+        else:
+            state.entries_bytes += 1 + len(tail)
+        return
+    total = 0
+    pieces: Optional[list[bytes]] = []
+    for piece in _entries_pieces(entries):
+        total += len(piece)
+        if pieces is not None:
+            pieces.append(bytes(piece))
+            if total > RETAIN_ENCODED_MAX_BYTES:
+                pieces = None  # too large to keep: count only
     state.entries_encoded = len(entries)
+    if pieces is not None:
+        state.entries_json, state.entries_bytes = b"".join(pieces), 0
+    else:
+        state.entries_json, state.entries_bytes = b"", total
+
+
+def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
+    """The JSON encoding of `entries` (a list of record objects) in pieces, a few
+    thousand records at a time."""
+    yield b"["
+    first = True
+    for chunk in entries.chunks():
+        data = store._encoder.encode(chunk)
+        if not first:
+            yield b","
+        first = False
+        yield memoryview(data)[1:-1]
+        del data, chunk
+    yield b"]"
+
+
+def shard_pieces(state: SessionState) -> Iterable[Any]:
+    """The sealed shard record of a hot state, in pieces (what `persist` writes)."""
+    if state.entries_json or not state.entries_bytes or state.entries_encoded != len(state.entries or ()):
+        _encode_entries(state)
+    if state.entries_json:
+        return (store.apply_cache_metrics(shard_record(state), state.size),)
+    entries = state.entries if state.entries is not None else HotRecords()
+    record = shard_record(state)
+    return store.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
+
+
+def shard_bytes(state: SessionState) -> bytes:
+    """The whole sealed shard record of a hot state (tests; `persist` streams it)."""
+    return b"".join(bytes(p) for p in shard_pieces(state))
 
 
 def shard_record(state: SessionState) -> dict:
@@ -604,7 +677,7 @@ def shard_record(state: SessionState) -> dict:
         "sourceHash": state.source_hash, "branches": state.branches,
         "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
         "cacheBytes": 0, "cacheSourceRatio": 0,
-        "entries": msgspec.Raw(state.entries_json) if state.entries_json else state.entries,
+        "entries": msgspec.Raw(state.entries_json) if state.entries_json else None,  # None: written streaming
         "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
         "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
         "cwd": state.cwd,
@@ -635,18 +708,24 @@ def state_from_record(
         entry_count=0, policy=record["policy"],
     )
     if kind == "shard":
-        entries = record["entries"]
-        for e in entries:
+        loaded: list[Any] = record["entries"]  # undecoded records (store.load_record)
+        entries = HotRecords()
+        index = HotIndex()
+        for i, raw in enumerate(loaded):
+            e = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:
                 return None
+            entries.append(e)
+            index.add(e)
+            loaded[i] = None  # one record at a time: its columns hold it now
+        del loaded
+        index.compact()
         state.entries = entries
-        state.hot_index = HotIndex.build(entries)
+        state.hot_index = index
         cov = record["indexCoverage"]
         state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
         state.entry_count = len(entries)
-        stamps = [e.get("timestamp") for e in entries if e.get("timestamp") is not None]
-        state.first_ts = min(stamps) if stamps else None
-        state.last_ts = max(stamps) if stamps else None
+        state.first_ts, state.last_ts = _ts_range(entries)
     else:
         _adopt_digest(state, record)
     return state
@@ -666,7 +745,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
     index, entries = state.hot_index, state.entries
     if state.tier != "hot" or index is None or entries is None or len(index.doc_len) != len(entries):
         return None
-    truncated = [pos for pos, e in enumerate(entries) if e["truncated"]]
+    truncated = [pos for pos in range(len(entries)) if entries.truncated_at(pos)]
     full_texts: list[str] = []
     if truncated:
         if stat_key(state.file) != state.key:
@@ -676,7 +755,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
             return None
         spans: dict[int, tuple[int, int]] = {}
         pos = line_no = 0
-        for target in sorted({entries[p]["line"] for p in truncated}):
+        for target in sorted({entries.line_at(p) for p in truncated}):
             while line_no < target:
                 nl = data.find(b"\n", pos)
                 if nl < 0:
@@ -711,7 +790,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
         cut = set(truncated)
         terms = set()
         for term, plist in postings.items():
-            for p in plist:
+            for p in postings_of(plist):
                 if (p >> 32) not in cut:
                     terms.add(term)
                     break
@@ -878,7 +957,7 @@ def _extend_active_lineage(state: SessionState, new_lines: ScanLines, first_new:
     return None
 
 
-def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: list[int]):
+def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: Sequence[int]):
     chain.reverse()
     ids = list(old_ids) + [c.id for c in chain]
     ordinals = list(old_path) + [c.ordinal for c in chain]

@@ -14,7 +14,7 @@ import os
 import re
 import stat as _stat
 import tempfile
-from typing import Any, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 import msgspec
 
@@ -87,7 +87,10 @@ def sealed(data: bytes) -> bool:
     if len(data) < _HASH_TAIL or not data.endswith(b'"}') or data[-_HASH_TAIL:-66] != b',"recordHash":"':
         return False
     claimed = data[-66:-2]
-    return hashlib.sha256(data[:-66] + _ZERO_HASH.encode("ascii") + data[-2:]).hexdigest().encode("ascii") == claimed
+    hasher = hashlib.sha256(memoryview(data)[:-66])  # no copy of a large record
+    hasher.update(_ZERO_HASH.encode("ascii"))
+    hasher.update(data[-2:])
+    return hasher.hexdigest().encode("ascii") == claimed
 
 
 _METRICS_AT_ZERO = b'"cacheBytes":0,"cacheSourceRatio":0,'
@@ -106,34 +109,72 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
     A large `entries` value already encoded (`msgspec.Raw`, a hot shard's records) is not
     re-encoded or copied on the way: the pieces are hashed as they are and joined once.
     `apply_cache_metrics_slow` is the plain re-encoding loop (the oracle for tests)."""
+    raw = record.get("entries")
+    big = raw if isinstance(raw, msgspec.Raw) and len(raw) > _SPLICE_MIN else None
+    layout = _spliced_layout(record, size, None if big is None else len(big))
+    if layout is None:
+        return apply_cache_metrics_slow(record, size)
+    head, tail = layout
+    pieces = [*head, *([big] if big is not None else []), *tail]
+    return _seal_pieces(pieces)
+
+
+def sealed_stream(record: dict, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+    """The bytes `apply_cache_metrics` gives for `record`, in pieces, where the record's
+    `entries` is given as the length of its encoding and a function yielding that
+    encoding in pieces (read once): a large hot shard is written without ever being held
+    whole. The last piece carries the seal."""
+    layout = _spliced_layout(record, size, entries_len)
+    assert layout is not None, "a shard record always has its metrics before its entries"
+    head, tail = layout
+    hasher = hashlib.sha256()
+    for piece in head:
+        hasher.update(piece)
+        yield piece
+    written = 0
+    for piece in entries():
+        hasher.update(piece)
+        written += len(piece)
+        yield piece
+    assert written == entries_len, "the entries changed while the shard was written"
+    last = b"".join(tail)
+    hasher.update(last)
+    yield last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
+
+
+def _spliced_layout(record: dict, size: int, big_len: Optional[int]) -> Optional[tuple[list[bytes], list[bytes]]]:
+    """The pieces of the record's encoding (zero hash) before and after its `entries`
+    value when that value is left out (`big_len` is its encoded length), or the whole
+    encoding as `head` when `big_len` is None. Sets the record's metrics. None when the
+    layout is not the expected one (the caller re-encodes)."""
     record.pop("recordHash", None)
     record["recordHash"] = _ZERO_HASH
     cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
     record["cacheBytes"] = 0
     record["cacheSourceRatio"] = 0
-    raw = record.get("entries")
-    big = raw if isinstance(raw, msgspec.Raw) and len(raw) > _SPLICE_MIN else None
-    if big is not None:
+    if big_len is not None:
+        saved = record["entries"]
         record["entries"] = _ENTRIES_MARK
-    try:
+        try:
+            base = _encoder.encode(record)
+        finally:
+            record["entries"] = saved
+    else:
         base = _encoder.encode(record)
-    finally:
-        if big is not None:
-            record["entries"] = big
     at = base.find(_METRICS_AT_ZERO)
     cut = -1
-    if big is not None:
+    if big_len is not None:
         cut = base.find(b'"entries":' + bytes(_ENTRIES_MARK), at + len(_METRICS_AT_ZERO))
-    if at < 0 or (big is not None and cut < 0):
+    if at < 0 or (big_len is not None and cut < 0):
         record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
-        return apply_cache_metrics_slow(record, size)
+        return None
     head = base[: at + len(b'"cacheBytes":')]
-    if big is None:
+    if big_len is None:
         tails = [base[at + len(_METRICS_AT_ZERO) :]]
     else:
         mark_at = cut + len(b'"entries":')
-        tails = [base[at + len(_METRICS_AT_ZERO) : mark_at], big, base[mark_at + len(_ENTRIES_MARK) :]]
-    rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails)
+        tails = [base[at + len(_METRICS_AT_ZERO) : mark_at], base[mark_at + len(_ENTRIES_MARK) :]]
+    rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails) + (big_len or 0)
 
     def length(cb: Any, r: Any) -> int:
         return rest + len(_encoder.encode(cb)) + len(_encoder.encode(r))
@@ -148,8 +189,10 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
         last = n
     cache_bytes = length(cache_bytes, ratio)
     record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
-    pieces = [head, _encoder.encode(cache_bytes), b',"cacheSourceRatio":', _encoder.encode(ratio), b",", *tails]
-    return _seal_pieces(pieces)
+    first = [head, _encoder.encode(cache_bytes), b',"cacheSourceRatio":', _encoder.encode(ratio), b","]
+    if big_len is None:
+        return first + tails, []
+    return first + tails[:1], tails[1:]
 
 
 def apply_cache_metrics_slow(record: dict, size: int) -> bytes:
@@ -317,7 +360,7 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
     structural checks here are the top-level ones plus the cheap per-list invariants."""
     if not sealed(data):
         return None
-    rec = decode_record(data)
+    rec = decode_record(data) if kind != "shard" else _decode_shard(data)
     if rec is None:
         return None
     version = rec.get("cacheVersion")
@@ -337,9 +380,7 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
         entries = rec.get("entries")
         if not isinstance(entries, list) or not isinstance(rec.get("sessionFile"), str) or not isinstance(rec.get("sessionId"), str):
             return None
-        for e in entries:
-            if not isinstance(e, dict) or not isinstance(e.get("text"), str) or not isinstance(e.get("sessionFile"), str):
-                return None
+        # the records are checked as they are decoded (`shard_entry`)
     else:
         vocab = rec.get("vocabulary")
         if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
@@ -352,6 +393,34 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
         if not isinstance(rec.get("file"), str) or not isinstance(rec.get("filesTouched"), list):
             return None
     return rec
+
+
+_top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _decode_shard(data: bytes) -> Optional[dict]:
+    """A shard record with `entries` left as a list of undecoded records (`msgspec.Raw`
+    views of `data`): the caller decodes them one at a time (`shard_entry`), so a large
+    shard's records are never all held as dicts at once."""
+    try:
+        top = _top_raw.decode(data)
+        rec = {k: (_raw_list.decode(v) if k == "entries" else _any.decode(v)) for k, v in top.items()}
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return rec
+
+
+def shard_entry(raw: Any) -> Optional[dict]:
+    """One record of a shard loaded by `load_record` (a `msgspec.Raw`), decoded and
+    checked, or None when it is not a record."""
+    try:
+        e = _any.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if not isinstance(e, dict) or not isinstance(e.get("text"), str) or not isinstance(e.get("sessionFile"), str):
+        return None
+    return e
 
 
 def decode_record(data: bytes) -> Optional[dict]:
@@ -373,8 +442,9 @@ def ensure_dir(index_dir: str) -> bool:
         return False
 
 
-def write_atomic(index_dir: str, name: str, data: bytes) -> bool:
-    """Temp file + rename in `index_dir`, mode 0600. Failures are ignored (False)."""
+def write_atomic(index_dir: str, name: str, data: Union[bytes, Iterable[Any]]) -> bool:
+    """Temp file + rename in `index_dir`, mode 0600. `data` is the bytes or an iterable
+    of byte pieces (written as they come). Failures are ignored (False)."""
     if not ensure_dir(index_dir):
         return False
     fd = -1
@@ -382,10 +452,11 @@ def write_atomic(index_dir: str, name: str, data: bytes) -> bool:
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=index_dir)
         os.fchmod(fd, 0o600)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
+            view = memoryview(piece)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
         os.close(fd)
         fd = -1
         os.replace(tmp, os.path.join(index_dir, name))
