@@ -12,12 +12,37 @@ adds the coverage reason `max_entry_chars`.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 
-from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
+from .. import fabric_payloads as _payloads_module
+from ..fabric_payloads import MISSING
 from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy, parse_date_ms
 from ..session.content import content_text
+
+if TYPE_CHECKING:
+    from .json_types import JsonObject, JsonValue
+
+
+class _Payloads(Protocol):
+    """The Fabric payload readers used here, with their JSON results spelled out
+    (fabric_payloads annotates them with bare `dict`)."""
+
+    def read_execution_trace(self, details: Any, /, *, legacy_audits: bool) -> Optional[JsonObject]: ...
+
+    def read_branch_details(self, details: Any, /) -> Optional[JsonObject]: ...
+
+
+def _as_payloads(module: _Payloads) -> _Payloads:
+    return module
+
+
+# checked: the module must match the protocol (a module-level annotation would be narrowed
+# back to the module's own types); bound once here, so a call is the same global lookup
+# as the plain import was
+_payloads = _as_payloads(_payloads_module)
+read_execution_trace = _payloads.read_execution_trace
+read_branch_details = _payloads.read_branch_details
 
 _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
@@ -44,7 +69,7 @@ def _args_summary(arguments: Any, present: bool) -> str:
     return text
 
 
-def collect_paths(value: Any, key: Optional[str], out: dict[str, None]) -> None:
+def collect_paths(value: JsonValue, key: Optional[str], out: dict[str, None]) -> None:
     """String values under keys ending file/files/path/paths (array items inherit the key)."""
     if isinstance(value, str):
         if key is not None and _PATH_KEY.search(key):
@@ -59,7 +84,7 @@ def collect_paths(value: Any, key: Optional[str], out: dict[str, None]) -> None:
             collect_paths(v, key, out)
 
 
-def entry_timestamp(raw: dict, message: Optional[dict]) -> Optional[int | float]:
+def entry_timestamp(raw: JsonObject, message: Optional[JsonObject]) -> Optional[int | float]:
     ts = parse_date_ms(raw.get("timestamp"))
     if ts is not None:
         return ts
@@ -72,7 +97,7 @@ def entry_timestamp(raw: dict, message: Optional[dict]) -> Optional[int | float]
     return None
 
 
-def _role_of(raw: dict, message: Optional[dict]) -> Optional[str]:
+def _role_of(raw: JsonObject, message: Optional[JsonObject]) -> Optional[str]:
     etype = raw.get("type")
     if etype == "message" and message is not None:  # `feed` gives a message entry a dict
         role = js_string(message.get("role")) if "role" in message else "undefined"
@@ -113,23 +138,24 @@ class Normalizer:
 
     # -- public --------------------------------------------------------------------------
 
-    def feed(self, raw: Any, line: int) -> list[dict]:
+    def feed(self, raw: JsonValue, line: int) -> list[JsonObject]:
         """Records for one raw entry (already lineage-filtered), in emission order."""
         if not isinstance(raw, dict):
             return []
         etype = raw.get("type")
         if etype not in ("message", "compaction", "branch_summary", "custom_message"):
             return []
-        message = raw.get("message") if etype == "message" else None
-        if etype == "message" and not isinstance(message, dict):
-            message = {}
+        message: Optional[JsonObject] = None
+        if etype == "message":
+            value: JsonValue = raw.get("message")
+            message = value if isinstance(value, dict) else {}
         role = _role_of(raw, message)
         tool_name, is_error, text, files = self._fields(raw, etype, message, role)
         text, truncated = truncate_scalars(text, self.max_entry_chars)
         if role is None and not js_trim(text):  # (trimming copies: only when it matters)
             return []
-        entry_id = raw.get("id") if isinstance(raw.get("id"), str) else None
-        parent_id = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
+        entry_id: Optional[str] = raw.get("id") if isinstance(raw.get("id"), str) else None
+        parent_id: Optional[str] = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
         ts = entry_timestamp(raw, message)
         record = self._record(
             entry_id, parent_id, etype, role, tool_name, text=text, ts=ts, is_error=is_error, truncated=truncated,
@@ -151,7 +177,10 @@ class Normalizer:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _record(self, entry_id, parent_id, etype, role, tool_name, *, text, ts, is_error, truncated, line) -> dict:
+    def _record(
+        self, entry_id: Optional[str], parent_id: Optional[str], etype: str, role: Optional[str],
+        tool_name: Optional[str], *, text: str, ts: Optional[int | float], is_error: bool, truncated: bool, line: int,
+    ) -> JsonObject:
         if truncated:
             self.reasons.add("max_entry_chars")
         index = self.next_index
@@ -181,11 +210,15 @@ class Normalizer:
             self.reasons.add("duplicate_operation_address")
         self._op_addresses.add(address)
 
-    def _fields(self, raw: dict, etype: str, message: Optional[dict], role: Optional[str]):
+    def _fields(
+        self, raw: JsonObject, etype: str, message: Optional[JsonObject], role: Optional[str]
+    ) -> tuple[Optional[str], bool, str, list[str]]:
         tool_name: Optional[str] = None
         is_error = False
         files: list[str] = []
         text = ""
+        content: JsonValue
+        part: JsonValue
         if etype == "message":
             assert message is not None
             is_error = js_truthy(message.get("isError"))
@@ -215,19 +248,20 @@ class Normalizer:
             text = self._custom_text(raw)
         return tool_name, is_error, text, files
 
-    def _custom_text(self, holder: dict) -> str:
+    def _custom_text(self, holder: JsonObject) -> str:
         body = content_text(holder.get("content"))
         ctype = holder.get("customType")
         ctype = js_string(ctype) if ctype is not None else ""
         return f"[{ctype}] {body}" if ctype else body
 
-    def _message_text(self, message: dict, role: Optional[str], tool_name: Optional[str]) -> str:
+    def _message_text(self, message: JsonObject, role: Optional[str], tool_name: Optional[str]) -> str:
         if role == "user":
             return content_text(message.get("content"))
         if role == "assistant":
             pieces: list[str] = []
-            content = message.get("content")
+            content: JsonValue = message.get("content")
             if isinstance(content, list):
+                part: JsonValue
                 for part in content:
                     if not isinstance(part, dict):
                         continue
@@ -265,7 +299,7 @@ class Normalizer:
             return "compaction: " + (js_string(message["summary"]) if "summary" in message else "undefined")
         return ""
 
-    def _bounded_operation(self, op: dict, result_present: bool, result: Any) -> dict:
+    def _bounded_operation(self, op: JsonObject, result_present: bool, result: Any) -> JsonObject:
         if result_present:
             if self.index_tool_output:
                 op["result"] = result
@@ -276,11 +310,13 @@ class Normalizer:
             op["resultOmitted"] = True
         return op
 
-    def _trace_children(self, message: dict, entry_id: str, parent_id, ts, line: int) -> list[dict]:
+    def _trace_children(
+        self, message: JsonObject, entry_id: str, parent_id: Optional[str], ts: Optional[int | float], line: int
+    ) -> list[JsonObject]:
         nested = read_execution_trace(message.get("details"), legacy_audits=False)
         if nested is None:
             return []
-        out = []
+        out: list[JsonObject] = []
         for raw_op in nested["operations"]:
             seq = raw_op["sequence"]
             seq = int(seq) if isinstance(seq, float) else seq
@@ -321,8 +357,9 @@ class Normalizer:
         return out
 
     def _fact_children(
-        self, raw: dict, message: Optional[dict], entry_id: str, parent_id, *, ts, line: int
-    ) -> list[dict]:
+        self, raw: JsonObject, message: Optional[JsonObject], entry_id: str, parent_id: Optional[str], *,
+        ts: Optional[int | float], line: int,
+    ) -> list[JsonObject]:
         envelope = read_branch_details(raw.get("details")) if "details" in raw else None
         if envelope is None and message is not None:
             envelope = read_branch_details(message.get("details"))
@@ -340,7 +377,7 @@ class Normalizer:
         from_id = raw.get("fromId")
         if from_id is None and message is not None:
             from_id = message.get("fromId")
-        out = []
+        out: list[JsonObject] = []
         for fact in facts:
             address = fact["address"]
             if address in self._fact_addresses:

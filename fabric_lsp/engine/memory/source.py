@@ -14,12 +14,15 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import msgspec
 
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth
 from ..jsstr import js_string_of as js_string, js_stringify
+
+if TYPE_CHECKING:
+    from .json_types import JsonValue
 
 # Lines longer than this are skipped, as the session reader counts them `oversize`:
 # recall, sessions and expand never decode (or hold) a larger line.
@@ -51,7 +54,7 @@ _envelope_decoder = msgspec.json.Decoder(_Envelope)
 _any_decoder = msgspec.json.Decoder(float_hook=js_float)
 
 
-def _scrub(value: Any) -> Any:
+def _scrub(value: JsonValue) -> Any:
     """Replace lone surrogates (legal in JSON, not in UTF-8) so the value can be re-encoded."""
     if isinstance(value, str):
         try:
@@ -195,6 +198,8 @@ def scan_source(
     pos = 0
     n = len(data) if stop is None else stop
     find = data.find
+    value: JsonValue  # decoded lines (declared: `isinstance` narrows them to dict[str, Any])
+    head: JsonValue
     while pos < n:
         nl = find(b"\n", pos, n)
         if nl < 0:
