@@ -13,12 +13,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Protocol
 from urllib.parse import unquote, urlparse
 
 from fabric_lsp.engine.jsstr import js_string_of
 from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_files, resolve_session
-from fabric_lsp.engine.session.reader import read_header
+from fabric_lsp.engine.session import reader as _reader_module
 
 from . import store
 from .core import MemoryCore
@@ -29,6 +29,18 @@ _MAX_SAFE = 2**53 - 1
 
 # the engine's logger since before the split into modules
 log = logging.getLogger("fabric_lsp.engine.memory.api")
+
+
+class _Reader(Protocol):
+    """The session reader's header rule, with its JSON result spelled out (the reader
+    annotates it with bare `dict`)."""
+
+    def read_header(self, path: str, /) -> Optional[dict[str, Any]]: ...
+
+
+# checked: the module must match the protocol (read through `_reader.` in functions,
+# where the declared protocol type applies)
+_reader: _Reader = _reader_module
 
 
 @dataclass
@@ -112,20 +124,20 @@ def ref_of(eng: MemoryCore, path: str, key: Optional[StatKey] = None) -> Ref:
 
 def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional[str], Optional[str]]:
     ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
-    cached = eng._headers.get(path)
+    cached = eng.headers.get(path)
     if cached is not None and cached[0] == ident:
         return cached[1], cached[2]
     hid = hcwd = None
-    value = read_header(path)  # the session layer's one header rule for memory
+    value = _reader.read_header(path)  # the session layer's one header rule for memory
     if value is not None:
         hid = js_string_of(value.get("id")) if "id" in value else "undefined"
         hcwd = js_string_of(value.get("cwd")) if "cwd" in value else "undefined"
-    eng._headers[path] = (ident, hid, hcwd)
+    eng.headers[path] = (ident, hid, hcwd)
     return hid, hcwd
 
 
 def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
-    out = []
+    out: list[Ref] = []
     for full in jsonl_files(folder):  # the session layer's listing rule
         key = stat_key(full)
         if key is None:
@@ -151,9 +163,9 @@ def all_refs(eng: MemoryCore) -> list[Ref]:
 def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
     """Drop state (and cache records) of sessions that disappeared since last seen."""
     known = {r.file for r in refs}
-    for slot in [k for k in eng._states if k[0] not in known]:
+    for slot in [k for k in eng.states if k[0] not in known]:
         if not os.path.exists(slot[0]):
-            del eng._states[slot]
+            del eng.states[slot]
             for kind in store.RECORD_KINDS:
                 store.remove(eng.index_dir, store.cache_name(slot[0], slot[1], kind))
 
@@ -203,16 +215,16 @@ def hot_files(eng: MemoryCore, refs: list[Ref], scoped: list[Ref]) -> set[str]:
 
 def want_leaf(eng: MemoryCore, file: str, branches: str) -> Optional[str]:
     """The live leaf the active branch of `file` follows, when a live Pi holds it."""
-    if branches != "active" or not eng._live:
+    if branches != "active" or not eng.live_snapshot:
         return None
-    return eng._live.get(os.path.realpath(file))
+    return eng.live_snapshot.get(os.path.realpath(file))
 
 
 def refresh_live(eng: MemoryCore) -> None:
     if eng.live_leaves is None:
         return
     try:
-        eng._live = dict(eng.live_leaves())
+        eng.live_snapshot = dict(eng.live_leaves())
     except Exception:  # a broken lease dir must not break recall
         log.exception("reading the live leases failed")
-        eng._live = {}
+        eng.live_snapshot = {}

@@ -38,7 +38,7 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
             self.index_dir = None
 
     @classmethod
-    def from_settings(cls, settings: Optional[dict]) -> "MemoryConfig":
+    def from_settings(cls, settings: Optional[dict[str, Any]]) -> "MemoryConfig":
         """Lenient: a value of the wrong type gives the default (digest §11)."""
         values: dict[str, Any] = {}
         camel = {f: msgspec.structs.fields(cls)[i].encode_name for i, f in enumerate(cls.__struct_fields__)}

@@ -18,6 +18,9 @@ from .config import MemoryConfig
 from .regex_worker import RegexRunner
 from .sessions import SessionState
 
+# a session file's cached header: ((ino, dev, mtime_ns, size) or None, id, cwd)
+HeaderEntry = tuple[Optional[tuple[int, int, int, int]], Optional[str], Optional[str]]
+
 
 class MemoryCore:
     def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: Optional[str] = None, index_dir: Optional[str] = None) -> None:
@@ -34,18 +37,36 @@ class MemoryCore:
         # The background indexer (background.py) while one runs over this engine: requests
         # then leave cold builds to it instead of spending their per-call budget on them.
         self.background: Any = None
-        self._hydrated: LRUCache = LRUCache(maxsize=8)
-        self._headers: dict[str, tuple[Optional[tuple], Optional[str], Optional[str]]] = {}
+        self._hydrated: LRUCache[tuple[str, str], SessionState] = LRUCache(maxsize=8)
+        self._headers: dict[str, HeaderEntry] = {}
         self._cleanup_complete: Optional[bool] = None
         self._regex = RegexRunner()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
-        # live session follows the live leaf), refreshed at every call.
+        # live session follows the live leaf), refreshed at every call (`live_snapshot`).
         self.live_leaves: Optional[Callable[[], dict[str, str]]] = None
-        self._live: dict[str, str] = {}
+        self.live_snapshot: dict[str, str] = {}
         # First builds of large cold sets use a small process pool (0/1 = never).
         self.parallel_workers = min(2, os.cpu_count() or 1)
         self.parallel_min_bytes = 16 * 1024 * 1024
+
+    # -- the shared state, for the modules that are functions over this core -------------
+    # (the same objects; index.py, recall.py and expand.py still read the underscore names)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The engine lock (one call at a time)."""
+        return self._lock
+
+    @property
+    def states(self) -> dict[tuple[str, str], SessionState]:
+        """The in-memory index: `(file, branches) -> SessionState` (a `StateTable`)."""
+        return self._states
+
+    @property
+    def headers(self) -> dict[str, HeaderEntry]:
+        """Session headers by file, cached per stat identity (catalog.header)."""
+        return self._headers
 
     def background_pending(self) -> bool:
         """True while a background indexer has sessions left to index."""
