@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
+
+if TYPE_CHECKING:
+    from .sessions import SessionState
 
 
 class ColdTermTable:
@@ -30,8 +33,8 @@ class ColdTermTable:
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.names: list[str] = []
-        self.postings: list[array] = []  # term id -> ascending live-or-dead slots
-        self.slots: dict[int, array] = {}  # live slot -> term ids (vocabulary order)
+        self.postings: list[array[int]] = []  # term id -> ascending live-or-dead slots
+        self.slots: dict[int, array[int]] = {}  # live slot -> term ids (vocabulary order)
         self._next_slot = 0
         self._dead = 0
 
@@ -76,7 +79,7 @@ class ColdTermTable:
     def vocabulary(self, slot: int) -> TermsView:
         return TermsView(self, self.slots.get(slot, array("I")))
 
-    def sessions_with(self, term: str) -> array:
+    def sessions_with(self, term: str) -> array[int]:
         """Slots (live or dead: the caller filters by its own scope) that contain `term`."""
         tid = self.ids.get(term)
         if tid is None:
@@ -105,14 +108,20 @@ class TermsView(Sequence[str]):
 
     __slots__ = ("_ids", "_table")
 
-    def __init__(self, table: ColdTermTable, ids: array) -> None:
+    def __init__(self, table: ColdTermTable, ids: array[int]) -> None:
         self._table = table
         self._ids = ids
 
     def __len__(self) -> int:
         return len(self._ids)
 
-    def __getitem__(self, i: Any) -> Any:  # type: ignore[override]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         names = self._table.names
         if isinstance(i, slice):
             return [names[t] for t in self._ids[i]]
@@ -163,7 +172,7 @@ def score_digests_inverted(
     return rank_digest_hits(hits), capped
 
 
-class StateTable(dict):
+class StateTable(dict[tuple[str, str], "SessionState"]):
     """The engine's `(file, branches) -> SessionState` map; a cold state put here hands
     its vocabulary to the shared `ColdTermTable` and keeps only its slot (the in-memory
     digest drops `vocabulary` and `addresses`, which live on in the disk record)."""
@@ -193,23 +202,23 @@ class StateTable(dict):
             state.file_ops = packed(state.file_ops)
 
     def __setitem__(self, key: Any, state: Any) -> None:
-        old = dict.get(self, key)
+        old = super().get(key)
         if old is not None and old is not state:
             self._release(old)
         elif old is state and state.digest is not None and "vocabulary" in state.digest:
             self._release(state)  # rebuilt in place (an append): take the new vocabulary
-        dict.__setitem__(self, key, state)
+        super().__setitem__(key, state)
         self._take(state)
 
     def __delitem__(self, key: Any) -> None:
-        self._release(dict.__getitem__(self, key))
-        dict.__delitem__(self, key)
+        self._release(super().__getitem__(key))
+        super().__delitem__(key)
 
     _MISSING = object()
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:  # type: ignore[override]
         if key in self:
-            state = dict.pop(self, key)
+            state = super().pop(key)
             self._release(state)
             return state
         if default is StateTable._MISSING:
@@ -219,4 +228,4 @@ class StateTable(dict):
     def clear(self) -> None:
         for state in self.values():
             self._release(state)
-        dict.clear(self)
+        super().clear()
