@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol, cast
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -40,7 +40,30 @@ from .tokenize import sort_lexical, utf16_key
 
 if TYPE_CHECKING:
     from .api import MemoryEngine
+    from .json_types import JsonObject, JsonValue
     from .sessions import SessionState
+
+
+class _Store(Protocol):
+    """The cache-record functions of store.py used here, with the record type spelled
+    out (store.py annotates them with bare `dict`)."""
+
+    def apply_cache_metrics(self, record: dict[str, Any], size: int, /) -> bytes: ...
+
+    def decode_record(self, data: bytes, /) -> Optional[dict[str, Any]]: ...
+
+
+# checked: the module must match the protocol (read through `_store.` in functions,
+# where the declared protocol type applies)
+_store: _Store = store
+
+
+class _Covered(Protocol):
+    """A `SessionState`'s coverage with its type spelled out (sessions.py annotates it
+    with bare `dict`)."""
+
+    @property
+    def coverage(self) -> dict[str, Any]: ...  # {complete, reasons}
 
 PI_FILE_TOOLS = frozenset({"read", "edit", "write"})
 FABRIC_FILE_REFS = {"pi.read": "read", "pi.edit": "edit", "pi.write": "write"}
@@ -53,7 +76,7 @@ RECORD_KIND = "fileOperations"
 # ---- paths ------------------------------------------------------------------------------
 
 
-def normalize_path(path: str, cwd: Optional[str] = None) -> Optional[str]:
+def normalize_path(path: object, cwd: Optional[str] = None) -> Optional[str]:
     """The absolute, normalized form of `path` (relative paths are joined to `cwd`), or
     None when it cannot be made absolute (relative with no absolute `cwd`, or blank).
 
@@ -75,7 +98,7 @@ def normalize_path(path: str, cwd: Optional[str] = None) -> Optional[str]:
     return out
 
 
-def path_of_target(path: Optional[str], uri: Optional[str]) -> str:
+def path_of_target(path: object, uri: object) -> str:
     """The normalized absolute path a request names by `path` or `file:` `uri`; ValueError
     (naming the field) otherwise."""
     if (path is None) == (uri is None):
@@ -157,17 +180,19 @@ class FileOpsCollector:
             self.unresolved += 1
         return out
 
-    def observe(self, raw: dict, message: Optional[dict], records: list[dict]) -> None:
+    def observe(self, raw: JsonObject, message: Optional[JsonObject], records: list[JsonObject]) -> None:
         """Take what `raw` (one lineage-selected entry) says about files; `records` are the
         memory records the normalizer emitted for it (the entry's own first)."""
         if not records:
             return
         head = records[0]
         role = head.get("role")
+        args: JsonValue
         if role == "assistant" and isinstance(message, dict):
-            content = message.get("content")
+            content: JsonValue = message.get("content")
             if not isinstance(content, list):
                 return
+            part: JsonValue
             for part in content:
                 if not isinstance(part, dict) or part.get("type") != "toolCall":
                     continue
@@ -191,15 +216,15 @@ class FileOpsCollector:
             for rec in records[1:]:
                 self._trace_operation(rec)
 
-    def _trace_operation(self, rec: dict) -> None:
+    def _trace_operation(self, rec: JsonObject) -> None:
         if rec.get("type") != "fabric_operation":
             return
         ref = rec.get("ref")
         action = FABRIC_FILE_REFS.get(ref) if isinstance(ref, str) else None
         if action is None or rec.get("toolName") != action:
             return
-        op_obj = rec.get("operation")
-        args = op_obj.get("args") if isinstance(op_obj, dict) else None
+        op_obj: JsonValue = rec.get("operation")
+        args: JsonValue = op_obj.get("args") if isinstance(op_obj, dict) else None
         if not isinstance(args, dict):
             return
         path = self._resolve(args.get("path"))
@@ -222,7 +247,7 @@ class FileOpsCollector:
         return self._by_path.get(path, [])
 
     def reasons(self) -> set[str]:
-        out = set()
+        out: set[str] = set()
         if self.capped:
             out.add("max_file_operations")
         if self.unresolved:
@@ -262,7 +287,7 @@ class PackedFileOps:
         return [op for op in _packed_decoder.decode(self.data) if op.outcome is not None and op.path == path]
 
     def reasons(self) -> set[str]:
-        out = set()
+        out: set[str] = set()
         if self.capped:
             out.add("max_file_operations")
         if self.unresolved:
@@ -294,7 +319,7 @@ def encode_record(state: "SessionState") -> bytes:
     ops = state.file_ops
     assert ops is not None
     key = state.key
-    record = {
+    record: dict[str, Any] = {
         "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
         "branches": state.branches, "sourceHash": state.source_hash,
         "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
@@ -303,7 +328,7 @@ def encode_record(state: "SessionState") -> bytes:
         "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
         "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
     }
-    return store.apply_cache_metrics(record, state.size)
+    return _store.apply_cache_metrics(record, state.size)
 
 
 def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector]:
@@ -311,7 +336,7 @@ def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector
     (path, branch mode, stat key, source hash, lineage); None otherwise."""
     if not store.sealed(data):
         return None
-    rec = store.decode_record(data)
+    rec = _store.decode_record(data)
     if rec is None:
         return None
     key = state.key
@@ -346,7 +371,7 @@ def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector
 TEXT_ONLY_REASONS = frozenset({"max_entry_chars", "max_cold_vocabulary_bytes", "max_cold_cache_bytes"})
 
 
-def _session_reasons(coverage: dict) -> tuple[set[str], int]:
+def _session_reasons(coverage: dict[str, Any]) -> tuple[set[str], int]:
     """The index coverage's reasons that are not about one indexed session (those are
     taken per session), with no incomplete session counted yet."""
     per_session = {"invalid_parent_graph", "duplicate_entry_id", "duplicate_operation_address",
@@ -399,12 +424,12 @@ def _item(state: "SessionState", op: FileOp) -> dict[str, Any]:
 
 def file_history(
     engine: "MemoryEngine",
-    params: dict,
+    params: dict[str, Any],
     *,
     cwd: Optional[str] = None,
     cancel: Optional[CancelToken] = None,
     activity: Optional[ActivitySink] = None,
-) -> dict:
+) -> dict[str, Any]:
     """The `fabric/fileHistory` result: every completed read/edit/write of one path in the
     scoped sessions, newest first (timestamp, then session file, then record index),
     paged, with per-session counts and the index coverage (plus this table's reasons)."""
@@ -422,12 +447,12 @@ def file_history(
     check(cancel)
     report(activity, "Reading file history")
     found: list[tuple["SessionState", FileOp, int]] = []
-    with engine._lock:
+    with engine.lock:
         states, coverage = engine.indexed_states(scope, cwd, branches, cancel, activity)
         reasons, incomplete = _session_reasons(coverage)
         for st in states:
             table = st.file_ops
-            mine = set(st.coverage.get("reasons", ())) - TEXT_ONLY_REASONS
+            mine: set[str] = set(cast("_Covered", st).coverage.get("reasons", ())) - TEXT_ONLY_REASONS
             if table is None:  # cannot happen for indexed states; never answer from nothing
                 mine.add("index_error")
             else:
@@ -468,10 +493,10 @@ def file_history(
     }
 
 
-def lens_title(result: dict) -> Optional[str]:
+def lens_title(result: dict[str, Any]) -> Optional[str]:
     """The CodeLens title for a `fabric/fileHistory` result, e.g.
     "Pi: 3 sessions · edited in 01a182b4"; None when no session touched the file."""
-    sessions = result.get("sessions") or []
+    sessions: list[dict[str, Any]] = result.get("sessions") or []
     if not sessions:
         return None
     newest = sessions[0]

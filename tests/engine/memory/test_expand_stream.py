@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from memory_kit import REAL_SESSIONS
 
-from fabric_lsp.engine.memory.api import MemoryConfig, _ExpandConfig
+from fabric_lsp.engine.memory.api import MemoryConfig
+from fabric_lsp.engine.memory.expand import _ExpandConfig
 from fabric_lsp.engine.memory.expand_stream import Selection, expand_streaming
 from fabric_lsp.engine.memory.sessions import build_state
 
