@@ -16,24 +16,45 @@ passes raises SourceMissing("source_changed_during_index").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Optional, Protocol
 
+from . import sessions as _sessions_module
 from .normalize import Normalizer
-from .sessions import SourceMissing, lineage_from_lines, records_streaming, scan_streaming
-from .source import Lineage, StatKey, stat_key
+from .sessions import SourceMissing, lineage_from_lines
+from .source import Lineage, ScanLines, SourceScan, StatKey, stat_key
 
 BLOCK_BYTES = 8 * 1024 * 1024
 
 
+class _Streaming(Protocol):
+    """The two streaming passes of sessions.py, with their parameter and record types
+    spelled out (sessions.py leaves `cancel` and the records unannotated)."""
+
+    def scan_streaming(
+        self, fh: BinaryIO, cancel: Optional[Callable[[], None]], chunk_bytes: int, /
+    ) -> tuple[SourceScan, Any, int]: ...
+
+    def records_streaming(
+        self, fh: BinaryIO, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, /, *,
+        cancel: Optional[Callable[[], None]], chunk_bytes: int,
+    ) -> Iterator[dict[str, Any]]: ...
+
+
+# checked: the module must match the protocol (read through `_sessions.` in functions,
+# where the declared protocol type applies)
+_sessions: _Streaming = _sessions_module
+
+
 @dataclass
 class Selection:
-    indices: set[int] = field(default_factory=set)
-    entry_ids: set[str] = field(default_factory=set)
-    operation_addresses: set[str] = field(default_factory=set)
+    indices: set[int] = field(default_factory=set[int])
+    entry_ids: set[str] = field(default_factory=set[str])
+    operation_addresses: set[str] = field(default_factory=set[str])
     entry_range: tuple[int, int] | None = None
 
-    def wants(self, rec: dict) -> bool:
+    def wants(self, rec: dict[str, Any]) -> bool:
         rng = self.entry_range
         return (
             rec["index"] in self.indices
@@ -50,7 +71,7 @@ class Expansion:
     lineage: Lineage
     key: StatKey
     entry_count: int
-    selected: list[dict]
+    selected: list[dict[str, Any]]
     id_counts: dict[str, int]
     op_counts: dict[str, int]
 
@@ -65,7 +86,7 @@ def expand_streaming(
         raise SourceMissing("source_unavailable")
     try:
         with open(file, "rb") as fh:
-            scan, hasher, read = scan_streaming(fh, cancel, block_bytes)
+            scan, hasher, read = _sessions.scan_streaming(fh, cancel, block_bytes)
     except OSError:
         raise SourceMissing("source_unavailable") from None
     if read != key.size or stat_key(file) != key:
@@ -73,13 +94,13 @@ def expand_streaming(
     lineage = lineage_from_lines(scan.lines, branches, live_leaf)[0]  # (path ordinals: append bookkeeping only)
     session_id = scan.header_id if scan.header_id is not None else ref_id
     norm = Normalizer(file, scan.header_id or "", max_entry_chars=None, index_thinking=True, index_tool_output=True)
-    selected: list[dict] = []
+    selected: list[dict[str, Any]] = []
     id_counts: dict[str, int] = dict.fromkeys(selection.entry_ids, 0)
     op_counts: dict[str, int] = dict.fromkeys(selection.operation_addresses, 0)
     count = 0
     try:
         with open(file, "rb") as fh:
-            for rec in records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
+            for rec in _sessions.records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
                 count += 1
                 eid, op = rec.get("entryId"), rec.get("operationAddress")
                 if eid in id_counts:
