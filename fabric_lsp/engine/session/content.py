@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
+
+# A decoded JSON value as the engines see it: objects stay `dict[str, Any]` (their
+# fields are read with JavaScript semantics, key by key), while narrowing a value with
+# `isinstance`/`type(...) is` yields a typed dict or list instead of an unknown one.
+JsonValue: TypeAlias = "dict[str, Any] | list[JsonValue] | str | int | float | bool | None"
 
 
-def content_text(content: Any) -> str:
+def content_text(content: JsonValue) -> str:
     """A string content as is; for an array, the `text` of its typed text parts (string
     `text` only) joined with `\\n`; anything else is "". Other part kinds (images,
     thinking, tool calls) contribute nothing."""

@@ -9,14 +9,17 @@ compaction's own id), then every entry after it.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from .content import JsonValue
 
 
-def entry_to_message(entry: dict) -> Optional[dict]:
+def entry_to_message(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
     """Pi's sessionEntryToContextMessages for one entry (None when it adds nothing)."""
     etype = entry.get("type")
     if etype == "message":
-        msg = entry.get("message")
+        msg: JsonValue = entry.get("message")
         if not isinstance(msg, dict):
             return None
         if msg.get("content", []) is None:
@@ -46,7 +49,7 @@ def entry_to_message(entry: dict) -> Optional[dict]:
     return None
 
 
-def compaction_message(entry: dict) -> dict:
+def compaction_message(entry: dict[str, Any]) -> dict[str, Any]:
     return {
         "role": "compactionSummary",
         "summary": entry.get("summary"),
@@ -55,7 +58,7 @@ def compaction_message(entry: dict) -> dict:
     }
 
 
-def context_entries(path: list[dict]) -> list[dict]:
+def context_entries(path: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The path entries that make up the context, in order, with the latest compaction
     first when there is one (Pi's buildContextEntries)."""
     comp_idx = -1
@@ -75,9 +78,9 @@ def context_entries(path: list[dict]) -> list[dict]:
     return [comp] + path[kept_from:comp_idx] + path[comp_idx + 1 :]
 
 
-def build_context_messages(path: list[dict]) -> list[dict]:
+def build_context_messages(path: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Pi's buildSessionContext(path).messages over raw entry dicts root→leaf."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for entry in context_entries(path):
         msg = entry_to_message(entry)
         if msg is not None:
@@ -85,7 +88,7 @@ def build_context_messages(path: list[dict]) -> list[dict]:
     return out
 
 
-def context_tokens(path: list[dict]) -> Any:
+def context_tokens(path: list[dict[str, Any]]) -> Any:
     """`tokensBefore` as Pi computes it: estimateContextTokens over the context view."""
     from .tokens import estimate_context_tokens
 

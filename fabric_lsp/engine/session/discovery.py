@@ -89,7 +89,7 @@ def jsonl_files(folder: str) -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    out = []
+    out: list[str] = []
     for name in names:
         if not name.endswith(".jsonl"):
             continue

@@ -195,7 +195,7 @@ class OpaqueEntry(msgspec.Struct, kw_only=True):
     type: Optional[str]
     id: Optional[str]
     parentId: Optional[str]
-    raw: dict
+    raw: dict[str, Any]
     problem: str
 
 
@@ -218,7 +218,7 @@ ENTRY_TYPES: frozenset[str] = frozenset(
 )
 
 
-def typed_entry(raw: dict) -> Union[Entry, OpaqueEntry]:
+def typed_entry(raw: dict[str, Any]) -> Union[Entry, OpaqueEntry]:
     """The typed view of one raw entry; never raises."""
     try:
         return msgspec.convert(raw, Entry, strict=False)
@@ -233,7 +233,7 @@ def typed_entry(raw: dict) -> Union[Entry, OpaqueEntry]:
         )
 
 
-def typed_header(raw: dict) -> Optional[SessionHeader]:
+def typed_header(raw: dict[str, Any]) -> Optional[SessionHeader]:
     try:
         return msgspec.convert(raw, SessionHeader, strict=False)
     except (msgspec.ValidationError, TypeError, ValueError):

@@ -17,11 +17,14 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Optional
 
 import msgspec
 
 from ..gcpause import cyclic_gc_paused
+
+if TYPE_CHECKING:
+    from .content import JsonValue
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -59,7 +62,7 @@ class EntryRecord(msgspec.Struct, kw_only=True):
     parent_id: Optional[str]
     type: Optional[str]
     valid: bool  # string id and parentId null-or-string: a tree node
-    raw: dict
+    raw: dict[str, Any]
 
     @property
     def end(self) -> int:
@@ -70,7 +73,7 @@ class SessionLog(msgspec.Struct, kw_only=True):
     """What a session file holds, as Pi would read it."""
 
     path: Optional[str]
-    header: Optional[dict]  # the raw header object, when the first parsed line is one
+    header: Optional[dict[str, Any]]  # the raw header object, when the first parsed line is one
     records: list[EntryRecord]
     stats: ReadStats
     size: int  # bytes up to the end of the last complete line (start_offset included)
@@ -98,7 +101,7 @@ MAX_JSON_DEPTH = 512
 
 
 def exceeds_json_depth(
-    line: Any, value: Any, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
+    line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
 ) -> bool:
     """True when `value` (decoded from `line[start:end]`, bytes or str) nests
     arrays/objects deeper than `limit`.
@@ -112,11 +115,12 @@ def exceeds_json_depth(
             return False
     elif line.count(b"[", start, end) + line.count(b"{", start, end) <= limit:
         return False
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[JsonValue, int]] = [(value, 1)]
+    child: JsonValue  # (an object's values are Any: read them as JSON values)
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
-            children: Any = node.values()
+            children: Iterable[JsonValue] = node.values()
         elif isinstance(node, list):
             children = node
         else:
@@ -155,7 +159,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _is_header(value: Any) -> bool:
+def _is_header(value: JsonValue) -> bool:
     return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
 
 
@@ -209,7 +213,7 @@ def iter_session(
     header_seen: Optional[bool] = None,
     stats: Optional[ReadStats] = None,
     chunk_size: int = _CHUNK,
-) -> Iterator[EntryRecord | dict]:
+) -> Iterator[EntryRecord | dict[str, Any]]:
     """Stream a session from `fp` (positioned at `start_offset`).
 
     Yields the header dict (once, when taken) and then `EntryRecord`s. `stats` is updated
@@ -253,7 +257,7 @@ def iter_session(
 
 
 def _record(
-    value: Any, st: ReadStats, *, line: int, offset: int, length: int, ordinal: int
+    value: JsonValue, st: ReadStats, *, line: int, offset: int, length: int, ordinal: int
 ) -> Iterator[EntryRecord]:
     if not isinstance(value, dict):
         st.non_object += 1
@@ -292,7 +296,7 @@ def _collect(
     header_seen: Optional[bool],
 ) -> SessionLog:
     stats = ReadStats()
-    header: Optional[dict] = None
+    header: Optional[dict[str, Any]] = None
     records: list[EntryRecord] = []
     with cyclic_gc_paused():  # the records form no reference cycles
         for item in iter_session(
@@ -383,7 +387,7 @@ def bytes_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_header(path: str | os.PathLike[str], limit: int = 8192) -> Optional[dict]:
+def read_header(path: str | os.PathLike[str], limit: int = 8192) -> Optional[dict[str, Any]]:
     """Memory's header rule: the first line within `limit` bytes, trimmed, parsed; a
     ``type:"session"`` object or None."""
     try:
@@ -394,6 +398,7 @@ def read_header(path: str | os.PathLike[str], limit: int = 8192) -> Optional[dic
     first = head.split(b"\n", 1)[0].strip()
     if not first:
         return None
+    value: JsonValue
     ok, value = parse_json_line(first)
     if ok and isinstance(value, dict) and value.get("type") == "session":
         return value

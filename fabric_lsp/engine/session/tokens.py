@@ -6,9 +6,12 @@ both are reproduced here because the compaction cut and `tokensBefore` depend on
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from ..jsstr import js_number, js_stringify, utf16_len
+
+if TYPE_CHECKING:
+    from .content import JsonValue
 
 __all__ = [
     "IMAGE_CHARS",
@@ -27,7 +30,7 @@ __all__ = [
 IMAGE_CHARS = 4800
 
 
-def _content_chars(content: Any) -> int:
+def _content_chars(content: JsonValue) -> int:
     if isinstance(content, str):
         return utf16_len(content)
     chars = 0
@@ -45,7 +48,7 @@ def _content_chars(content: Any) -> int:
     return chars
 
 
-def message_chars(message: dict) -> int:
+def message_chars(message: dict[str, Any]) -> int:
     """The character count behind Pi's estimate for one context message."""
     role = message.get("role")
     if role in ("user", "custom", "toolResult"):
@@ -65,12 +68,12 @@ def message_chars(message: dict) -> int:
     return 0
 
 
-def assistant_chars(message: dict, arguments: Optional[list] = None) -> int:
+def assistant_chars(message: dict[str, Any], arguments: Optional[list[Any]] = None) -> int:
     """The estimate characters of an assistant message. With `arguments`, the tool calls'
     `JSON.stringify(arguments)` lengths are left out and their values appended to it
     instead (`arguments_chars` of them completes the count)."""
     chars = 0
-    content = message.get("content")
+    content: JsonValue = message.get("content")
     if isinstance(content, list):
         for part in content:
             if not isinstance(part, dict):
@@ -101,7 +104,7 @@ def arguments_chars(arguments: Iterable[Any]) -> int:
     return sum(utf16_len(js_stringify(a)) for a in arguments)
 
 
-def estimate_tokens(message: dict) -> int:
+def estimate_tokens(message: dict[str, Any]) -> int:
     """Pi's `estimateTokens`: ceil(chars / 4) with UTF-16 counting."""
     chars = message_chars(message)
     return -(-chars // 4)
@@ -111,7 +114,7 @@ def _num(v: Any) -> float:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
-def calculate_context_tokens(usage: Any) -> float:
+def calculate_context_tokens(usage: JsonValue) -> float:
     """`usage.totalTokens` when truthy, else input + output + cacheRead + cacheWrite."""
     if not isinstance(usage, dict):
         return 0
@@ -121,7 +124,7 @@ def calculate_context_tokens(usage: Any) -> float:
     return _num(usage.get("input")) + _num(usage.get("output")) + _num(usage.get("cacheRead")) + _num(usage.get("cacheWrite"))
 
 
-def last_usage_index(messages: list[dict]) -> Optional[int]:
+def last_usage_index(messages: list[dict[str, Any]]) -> Optional[int]:
     """Index of the last assistant message whose usage anchors the estimate, if any.
 
     An assistant without `usage` counts as no checkpoint (a documented deviation from the
@@ -132,13 +135,13 @@ def last_usage_index(messages: list[dict]) -> Optional[int]:
             continue
         if msg.get("stopReason") in ("error", "aborted"):
             continue
-        usage = msg.get("usage")
+        usage: JsonValue = msg.get("usage")
         if isinstance(usage, dict) and calculate_context_tokens(usage) > 0:
             return i
     return None
 
 
-def estimate_context_tokens(messages: Iterable[dict]) -> int:
+def estimate_context_tokens(messages: Iterable[dict[str, Any]]) -> int:
     """Pi's `estimateContextTokens`: the last valid assistant usage plus the estimates of
     the messages after it, else the sum of all estimates."""
     msgs = list(messages)
