@@ -13,9 +13,12 @@ really differ is a parameter: memory ignores the legacy audits
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from .jsstr import is_blank, is_finite_number, is_safe_int, js_stringify_utf8_len
+
+if TYPE_CHECKING:
+    from .session.content import JsonValue
 
 OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
 FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")
@@ -48,7 +51,7 @@ MISSING: Any = _Missing()
 # ----------------------------------------------------------------- JSON value checks
 
 
-def is_json_value(value: Any, max_depth: int, depth: int = 0) -> bool:
+def is_json_value(value: object, max_depth: int, depth: int = 0) -> bool:
     """null, string, boolean, finite number, array or plain object, with no value deeper
     than `max_depth` (the value itself is at `depth`)."""
     if depth > max_depth:
@@ -57,10 +60,11 @@ def is_json_value(value: Any, max_depth: int, depth: int = 0) -> bool:
         return True
     if isinstance(value, (int, float)):
         return is_finite_number(value)
+    # (any Python value is checked, so a container's members are objects of any type)
     if isinstance(value, list):
-        return all(is_json_value(v, max_depth, depth + 1) for v in value)
+        return all(is_json_value(v, max_depth, depth + 1) for v in cast("list[object]", value))
     if isinstance(value, dict):
-        return all(is_json_value(v, max_depth, depth + 1) for v in value.values())
+        return all(is_json_value(v, max_depth, depth + 1) for v in cast("dict[object, object]", value).values())
     return False
 
 
@@ -96,7 +100,7 @@ _OP_KEYS = frozenset(
 )
 
 
-def valid_trace_v1(trace: Any) -> bool:
+def valid_trace_v1(trace: JsonValue) -> bool:
     """The strict `FabricExecutionTraceV1` validator (session-format §7.3)."""
     if not isinstance(trace, dict):
         return False
@@ -109,10 +113,10 @@ def valid_trace_v1(trace: Any) -> bool:
         return False
     if trace.get("outcome") not in OUTCOMES:
         return False
-    phases = trace.get("phases")
+    phases: JsonValue = trace.get("phases")
     if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
         return False
-    counts = trace.get("counts")
+    counts: JsonValue = trace.get("counts")
     if not isinstance(counts, dict) or any(k not in _COUNT_KEYS for k in counts):
         return False
     for k in _COUNT_KEYS:
@@ -121,7 +125,7 @@ def valid_trace_v1(trace: Any) -> bool:
             return False
     if "error" in trace and not isinstance(trace["error"], str):
         return False
-    ops = trace.get("operations")
+    ops: JsonValue = trace.get("operations")
     if not isinstance(ops, list):
         return False
     prev = -1
@@ -139,7 +143,7 @@ def valid_trace_v1(trace: Any) -> bool:
         for k in ("provider", "action", "error"):
             if k in op and not isinstance(op[k], str):
                 return False
-        args = op.get("args")
+        args: JsonValue = op.get("args")
         if not isinstance(args, dict) or not is_json_value(args, TRACE_JSON_MAX_DEPTH):
             return False
         if op.get("outcome") not in OUTCOMES:
@@ -152,8 +156,8 @@ def valid_trace_v1(trace: Any) -> bool:
 
 
 def _operation(
-    sequence: Any, ref: str, provider: Any, action: Any, *, args: dict, outcome: str, error: Any, result: Any
-) -> dict:
+    sequence: Any, ref: str, provider: Any, action: Any, *, args: dict[str, Any], outcome: str, error: Any, result: Any
+) -> dict[str, Any]:
     prov, act, tool = operation_identity(ref, provider, action)
     return {
         "sequence": sequence,
@@ -168,7 +172,7 @@ def _operation(
     }
 
 
-def read_execution_trace(details: Any, *, legacy_audits: bool) -> Optional[dict]:
+def read_execution_trace(details: JsonValue, *, legacy_audits: bool) -> Optional[dict[str, Any]]:
     """The projection trace of a `fabric_exec` result's `details`:
     `{source: "trace"|"legacy", outcome (None for legacy), phases, operations}`, else None.
 
@@ -194,15 +198,15 @@ def read_execution_trace(details: Any, *, legacy_audits: bool) -> Optional[dict]
             return {"source": "trace", "outcome": trace["outcome"], "phases": list(trace["phases"]), "operations": ops}
         if not legacy_audits:
             return None
-        audits = details.get("audits")
+        audits: JsonValue = details.get("audits")
         if not isinstance(audits, list):
             return None
-        ops = []
+        ops: list[dict[str, Any]] = []
         for i, rec in enumerate(audits):
             if not isinstance(rec, dict):
                 return None
             ref = rec.get("ref")
-            args = rec.get("args")
+            args: JsonValue = rec.get("args")
             success = rec.get("success")
             if not isinstance(ref, str) or not isinstance(args, dict) or not is_json_value(args, LEGACY_ARGS_MAX_DEPTH):
                 return None
@@ -221,7 +225,7 @@ def read_execution_trace(details: Any, *, legacy_audits: bool) -> Optional[dict]
         return None
 
 
-def trace_operation_addresses(entry_id: str, details: Any) -> list[str]:
+def trace_operation_addresses(entry_id: str, details: JsonValue) -> list[str]:
     """`{entryId}/{sequence}` of the operations memory indexes for a `fabric_exec` result
     (the addresses recall and expand use)."""
     from .jsstr import js_number
@@ -252,7 +256,7 @@ class _Bad(Exception):
     pass
 
 
-def _check_json(value: Any, counter: list, depth: int) -> None:
+def _check_json(value: object, counter: list[int], depth: int) -> None:
     counter[0] += 1
     if counter[0] > MAX_NODES or depth > MAX_DEPTH:
         raise _Bad()
@@ -262,16 +266,19 @@ def _check_json(value: Any, counter: list, depth: int) -> None:
         if not is_finite_number(value):
             raise _Bad()
         return
+    # (any Python value is checked, so a container's members are objects of any type)
     if isinstance(value, list):
-        if len(value) > MAX_MEMBERS:
+        items = cast("list[object]", value)
+        if len(items) > MAX_MEMBERS:
             raise _Bad()
-        for v in value:
+        for v in items:
             _check_json(v, counter, depth + 1)
         return
     if isinstance(value, dict):
-        if len(value) > MAX_MEMBERS:
+        members = cast("dict[object, object]", value)
+        if len(members) > MAX_MEMBERS:
             raise _Bad()
-        for v in value.values():
+        for v in members.values():
             _check_json(v, counter, depth + 1)
         return
     raise _Bad()
@@ -281,7 +288,7 @@ def _utf8_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
 
-def valid_fact(f: Any, version: int) -> bool:
+def valid_fact(f: JsonValue, version: int) -> bool:
     """One typed branch fact of an envelope of `version` (fabricRun facts are v2 only)."""
     if not isinstance(f, dict):
         return False
@@ -321,8 +328,12 @@ def valid_fact(f: Any, version: int) -> bool:
     return f.get("outcome") in OUTCOMES
 
 
-def _read_envelope(details: Any, version: int) -> Optional[dict]:
+def _read_envelope(details: JsonValue, version: int) -> Optional[dict[str, Any]]:
     d = details
+    src: JsonValue
+    facts: JsonValue
+    secs: JsonValue
+    req: JsonValue
     if not isinstance(d, dict) or any(k not in _ENVELOPE_KEYS for k in d):
         return None
     if d.get("kind") != BRANCH_KIND or isinstance(d.get("version"), bool) or d.get("version") != version:
@@ -360,7 +371,7 @@ def _read_envelope(details: Any, version: int) -> Optional[dict]:
     return d
 
 
-def read_branch_details(details: Any) -> Optional[dict]:
+def read_branch_details(details: JsonValue) -> Optional[dict[str, Any]]:
     """The envelope itself when `details` is a valid v2 envelope, else a valid strict v1
     envelope, else None (a v1 envelope is never read as v2; its facts are `["facts"]`)."""
     try:
