@@ -12,7 +12,7 @@ import hashlib
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
@@ -24,10 +24,18 @@ from .instructions import encode_request_unchecked
 from .pigate import model_key as branch_model_key, pi_tokens_before, prepare_compaction
 from .qa import generate_probes, qa_report
 
+if TYPE_CHECKING:
+    from typing import ParamSpec, TypeVar
+
+    from ..session.content import JsonValue
+
+    _P = ParamSpec("_P")
+    _R = TypeVar("_R")
+
 DEFAULT_CONTEXT_WINDOW = 200000
 PROGRESS_MIN_BYTES = 1 << 20
 
-Source = Union[str, os.PathLike, bytes, bytearray, memoryview]
+Source = Union[str, os.PathLike[str], bytes, bytearray, memoryview]
 
 
 def result_json(result: Any) -> bytes:
@@ -63,22 +71,24 @@ class PreviewError(ValueError):
         return (PreviewError, (self.code, self.message))
 
 
-def _setting(settings: dict, key: str) -> Any:
+def _setting(settings: dict[str, Any], key: str) -> Any:
     if key in settings:
         return settings[key]
-    comp = settings.get("compaction")
+    comp: JsonValue = settings.get("compaction")
     if isinstance(comp, dict) and key in comp:
         return comp[key]
     return None
 
 
-def _load(source: Source, session_path: Any, cancel: Optional[CancelToken], sink: Optional[ActivitySink], *,
-          from_bytes: Any = load_session_bytes, from_file: Any = load_session_file):
+def _load(source: Source, session_path: Optional[Union[str, os.PathLike[str]]], cancel: Optional[CancelToken], sink: Optional[ActivitySink], *,
+          from_bytes: Any = load_session_bytes, from_file: Any = load_session_file,
+          ) -> tuple[Any, str, Optional[str], bool]:
     """Read `source` with `from_bytes` / `from_file` (the lean loader, or pass 1 of the
     preview scanner): (what they return, the sha256 of the bytes read, the path, whether
     it is big enough for progress reports). A scanned file stays open in `log.fp` until
     the caller closes it (`_close`)."""
     chk = (lambda: check(cancel)) if cancel is not None else None
+    path: Optional[str]
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         path = os.fspath(session_path) if session_path is not None else None
@@ -121,7 +131,7 @@ def _session_id(log: Any, path: Optional[str]) -> Optional[str]:
 
 
 def _warnings(log: Any, error: Optional[str]) -> list[str]:
-    out = []
+    out: list[str] = []
     st = log
     if st.malformed:
         out.append(f"{st.malformed} malformed line(s) skipped")
@@ -138,19 +148,19 @@ def _warnings(log: Any, error: Optional[str]) -> list[str]:
     return out
 
 
-def _custom_instructions(instructions: Optional[str], preserve: Optional[list]) -> Optional[str]:
+def _custom_instructions(instructions: Optional[str], preserve: Optional[list[Any]]) -> Optional[str]:
     if preserve is not None:
         return encode_request_unchecked(instructions if instructions else None, list(preserve))
     return instructions if instructions else None
 
 
-def _without_gc(fn):
+def _without_gc(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run `fn` with the cyclic GC paused (see engine/gcpause.py): a preview allocates one
     dict per JSON object of the session and frees them all at the end."""
     import functools
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with cyclic_gc_paused():
             return fn(*args, **kwargs)
 
@@ -169,7 +179,7 @@ def compaction_run(
     *,
     session_path: Any = None,
     instructions: Optional[str] = None,
-    preserve: Optional[list] = None,
+    preserve: Optional[list[Any]] = None,
     reason: str = "manual",
     context_window: Optional[float] = None,
     reserve_tokens: Optional[float] = None,
@@ -178,7 +188,7 @@ def compaction_run(
     tokens_before: Optional[float] = None,
     leaf_id: Optional[str] = None,
     include_qa: bool = False,
-    settings: Optional[dict] = None,
+    settings: Optional[dict[str, Any]] = None,
     model_key: Optional[str] = None,
     pi_vcc_overriding: bool = False,
     cancel: Optional[CancelToken] = None,
@@ -214,8 +224,8 @@ def compaction_run(
 
 
 def _compaction_run(
-    log: Any, digest: str, path: Optional[str], big: bool, *, settings: dict, instructions: Optional[str],
-    preserve: Optional[list], reason: str, context_window: Optional[float], reserve_tokens: Optional[float],
+    log: Any, digest: str, path: Optional[str], big: bool, *, settings: dict[str, Any], instructions: Optional[str],
+    preserve: Optional[list[Any]], reason: str, context_window: Optional[float], reserve_tokens: Optional[float],
     keep_recent_tokens: Optional[float], target_context_ratio: Optional[float], tokens_before: Optional[float],
     leaf_id: Optional[str], include_qa: bool, model_key: Optional[str], pi_vcc_overriding: bool,
     cancel: Optional[CancelToken], activity: Optional[ActivitySink],
@@ -307,7 +317,7 @@ def _compaction_run(
     return result, hook
 
 
-def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict], Optional[str]]:
+def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict[str, Any]], Optional[str]]:
     """Pi's collectEntriesForBranchSummary: the abandoned path from the old leaf up to
     (not including) the common ancestor with the target, root→leaf."""
     old_path = log.branch(old_leaf)[1]
@@ -318,7 +328,7 @@ def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict], 
         if e.get("id") in old_ids:
             ancestor = e.get("id")
             break
-    out = []
+    out: list[dict[str, Any]] = []
     for e in reversed(old_path):
         if e.get("id") == ancestor:
             break
@@ -335,15 +345,15 @@ def preview_branch_summary(
     target_id: str,
     from_id: Optional[str] = None,
     instructions: Optional[str] = None,
-    preserve: Optional[list] = None,
+    preserve: Optional[list[Any]] = None,
     replace_instructions: bool = False,
-    settings: Optional[dict] = None,
+    settings: Optional[dict[str, Any]] = None,
     cancel: Optional[CancelToken] = None,
     activity: Optional[ActivitySink] = None,
 ) -> dict[str, Any]:
     """The `fabric/branchSummaryPreview` result: the summary Fabric's tree hook would
     attach when navigating from `from_id` (default: the leaf) to `target_id`."""
-    log, digest, path, big = _load(source, session_path, cancel, activity)
+    log, _digest, _path, _big = _load(source, session_path, cancel, activity)
     if not log.is_session:
         return {"outcome": "none", "entriesSummarized": 0, "reason": "not a Pi session file"}
     if target_id not in log.by_id:

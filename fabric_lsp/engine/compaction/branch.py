@@ -23,9 +23,9 @@ def _json_object_roundtrip(v: Any) -> bool:
     return isinstance(v, dict)
 
 
-def facts_from_events(events: list[dict]) -> list[dict]:
+def facts_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     calls = {ev["toolCallId"]: ev for ev in events if ev["type"] == "toolCall"}
-    facts: list[dict] = []
+    facts: list[dict[str, Any]] = []
     for ev in events:
         t = ev["type"]
         eid = ev["entryId"]
@@ -115,7 +115,7 @@ def facts_from_events(events: list[dict]) -> list[dict]:
     return facts
 
 
-def _envelope_size(env: dict, fact_sizes: list[int]) -> int:
+def _envelope_size(env: dict[str, Any], fact_sizes: list[int]) -> int:
     shell = dict(env)
     shell["facts"] = []
     base = utf8_bytes(js_stringify(shell))
@@ -123,10 +123,10 @@ def _envelope_size(env: dict, fact_sizes: list[int]) -> int:
     return base + sum(fact_sizes) + max(0, n - 1)
 
 
-def build_envelope(entries: list[dict], facts: list[dict], sections: list[str], request: dict, old_leaf_id: Optional[str]) -> dict:
+def build_envelope(entries: list[dict[str, Any]], facts: list[dict[str, Any]], sections: list[str], request: dict[str, Any], old_leaf_id: Optional[str]) -> dict[str, Any]:
     s = sample_addressed(facts, MAX_FACTS)
     kept = [dict(f) for f in s.values]
-    env = {
+    env: dict[str, Any] = {
         "kind": KIND,
         "version": 2,
         "source": {
@@ -162,12 +162,12 @@ def build_envelope(entries: list[dict], facts: list[dict], sections: list[str], 
 
 
 def compile_branch_summary(
-    entries: list[dict],
-    decoded: dict,
+    entries: list[dict[str, Any]],
+    decoded: dict[str, Any],
     old_leaf_id: Optional[str],
     *,
-    normalize_fn: Callable[[list[dict]], list[dict]],
-) -> Optional[dict]:
+    normalize_fn: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+) -> Optional[dict[str, Any]]:
     """`{summary, details}` or None (nothing to summarize). `decoded` must be ok."""
     events = normalize_fn(entries)
     if not events:

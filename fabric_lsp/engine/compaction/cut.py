@@ -16,7 +16,7 @@ MAX_PRECOMPACTION_RATIO = 0.95
 TURN_BOUNDARY_ROLES = frozenset(("user", "custom", "bashExecution", "branchSummary", "compactionSummary"))
 
 
-def context_tokens_of(entries: list[dict]) -> int:
+def context_tokens_of(entries: list[dict[str, Any]]) -> int:
     return sum(estimate_tokens(m) for m in build_context_messages(entries))
 
 
@@ -26,7 +26,7 @@ class Projection:
 
     __slots__ = ("facts", "tokens", "start")
 
-    def __init__(self, branch: Any, start: int = 0, ids: Optional[list] = None) -> None:
+    def __init__(self, branch: Any, start: int = 0, ids: Optional[list[Any]] = None) -> None:
         """`branch` is a list of entry dicts or their `Facts`; `start` and `ids` are
         accepted for compatibility (entries before `start` are never summed)."""
         self.facts = facts(branch)
@@ -61,7 +61,7 @@ def last_compaction_index(branch: Any) -> int:
     return facts(branch).last_compaction()
 
 
-def live_start(branch: Any, lc: int, ids: Optional[list] = None) -> int:
+def live_start(branch: Any, lc: int, ids: Optional[list[Any]] = None) -> int:
     if lc < 0:
         return 0
     f = facts(branch)
@@ -73,11 +73,11 @@ def live_start(branch: Any, lc: int, ids: Optional[list] = None) -> int:
     return lc + 1
 
 
-def entry_ids(branch: list[dict]) -> list[Any]:
+def entry_ids(branch: list[dict[str, Any]]) -> list[Any]:
     return [e.get("id") for e in branch]
 
 
-def first_index(branch: Any, entry_id: Any, stop: Optional[int] = None, ids: Optional[list] = None) -> int:
+def first_index(branch: Any, entry_id: Any, stop: Optional[int] = None, ids: Optional[list[Any]] = None) -> int:
     """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent)."""
     return facts(branch).index(entry_id, stop)
 
@@ -158,7 +158,7 @@ def calibrate(branch: Any, tokens_before: float, raw_before: int, proj: Optional
                 checkpoints.append((raw, ctx))
     kept = [(r, c) for r, c in checkpoints if r < raw_before and c <= tokens_before]
     minimum_delta = max(4096, math.floor(raw_before * 0.1))
-    slopes = []
+    slopes: list[float] = []
     for r, c in kept:
         rd = raw_before - r
         cd = tokens_before - c
@@ -185,7 +185,7 @@ def _js_ceil(x: float) -> float:
     return math.ceil(x) if math.isfinite(x) else x
 
 
-def compute_cut(branch: Any, budget_input: Optional[dict] = None) -> dict:
+def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
     f = facts(branch)
     lc = f.last_compaction()
@@ -204,8 +204,8 @@ def compute_cut(branch: Any, budget_input: Optional[dict] = None) -> dict:
 
 
 def _continuity_cut(
-    branch: Any, live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict, proj: Projection
-) -> dict:
+    branch: Any, live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict[str, Any], proj: Projection
+) -> dict[str, Any]:
     raw_before = proj.context_tokens(len(branch))
     scale, fixed = calibrate(branch, tokens_before, raw_before, proj)
     window = math.floor(b["contextWindow"])
@@ -263,7 +263,7 @@ def _continuity_cut(
     return {"ok": True, "firstKeptEntryId": first_kept, "summarized": summarized, "retainedRawTokens": retained, "budget": budget}
 
 
-def _legacy_cut(live: list[LiveItem], spans: Spans, lc: int) -> dict:
+def _legacy_cut(live: list[LiveItem], spans: Spans, lc: int) -> dict[str, Any]:
     lb = -1
     for i in range(len(live) - 1, -1, -1):
         if live[i].turn_boundary:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from fabric_lsp.engine.session.context import entry_to_message
 from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, calculate_context_tokens
@@ -26,6 +26,9 @@ from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, c
 from .details import is_fabric_v1, is_fabric_v2
 from .estimate import estimate_tokens
 from .normalize import typed_custom_message
+
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
 
 # entry types the engine distinguishes (any other type reads as OTHER)
 MESSAGE = "message"
@@ -37,7 +40,11 @@ OTHER = "(other)"
 _TYPES = {t: t for t in (MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY, COMPACTION, MODEL_CHANGE)}
 
 # the entry contributes no context message (distinct from a message whose role is None)
-NOMSG = type("NoMessage", (), {"__repr__": lambda self: "NOMSG", "__slots__": ()})()
+def _nomsg_repr(self: object) -> str:
+    return "NOMSG"
+
+
+NOMSG = type("NoMessage", (), {"__repr__": _nomsg_repr, "__slots__": ()})()
 _ROLES: dict[Any, Any] = {
     r: r
     for r in ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary")
@@ -46,10 +53,10 @@ _ROLES: dict[Any, Any] = {
 # entry types whose content becomes normalized events (normalize skips every other type)
 EVENT_TYPES = frozenset((MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY))
 
-_kind_cache: dict[tuple, tuple] = {}
+_kind_cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
 
-def _kind(ttype: str, role: Any, live_skip: bool) -> tuple:
+def _kind(ttype: str, role: Any, live_skip: bool) -> tuple[Any, ...]:
     key = (ttype, role, live_skip)
     try:
         return _kind_cache.setdefault(key, key) if len(_kind_cache) < 4096 else key
@@ -57,7 +64,7 @@ def _kind(ttype: str, role: Any, live_skip: bool) -> tuple:
         return key
 
 
-def calculate_context_tokens_js(usage: Any) -> float:
+def calculate_context_tokens_js(usage: JsonValue) -> float:
     """JS `calculateContextTokens`: NaN when fields are missing (no checkpoint)."""
     if not isinstance(usage, dict):
         return math.nan
@@ -80,9 +87,9 @@ def _num(v: Any) -> Optional[float]:
     return v
 
 
-def _usage(msg: dict) -> tuple:
+def _usage(msg: dict[str, Any]) -> tuple[Any, ...]:
     """(Pi's context tokens or None, JS calculateContextTokens) of an assistant message."""
-    u = msg.get("usage")
+    u: JsonValue = msg.get("usage")
     ok = msg.get("stopReason") not in ("error", "aborted") and isinstance(u, dict)
     if type(u) is dict:
         total = u.get("totalTokens")
@@ -98,10 +105,10 @@ _NO_MESSAGE_FACTS = ((MESSAGE, NOMSG, False), 0, None, None, None, None)
 _MESSAGE_KINDS = {r: (MESSAGE, r, False) for r in _ROLES}
 
 
-def _message_facts(entry: dict, defer: bool) -> tuple:
+def message_facts(entry: dict[str, Any], defer: bool) -> tuple[Any, ...]:
     """`facts_of` a `message` entry: its context message is `entry["message"]` (Pi's
     copy with `content: []` when it is null estimates the same)."""
-    m = entry.get("message")
+    m: JsonValue = entry.get("message")
     if not isinstance(m, dict):
         return _NO_MESSAGE_FACTS
     r = m.get("role")
@@ -113,7 +120,7 @@ def _message_facts(entry: dict, defer: bool) -> tuple:
     if role == "assistant":
         usage = _usage(m)
         if defer:
-            args: list = []
+            args: list[Any] = []
             chars = assistant_chars(m, args)
             if args:
                 deferred = (chars, tuple(args))
@@ -129,7 +136,7 @@ def _message_facts(entry: dict, defer: bool) -> tuple:
         c = m.get("content")
         live_skip = c == "" or c == []
     if type(m) is dict:  # the call/result spans read exact dicts only
-        content = m.get("content")
+        content: JsonValue = m.get("content")
         calls: Any = ()
         if type(content) is list:
             for p in content:
@@ -150,7 +157,7 @@ def _message_facts(entry: dict, defer: bool) -> tuple:
     return kind, tokens, usage, spans, None, deferred
 
 
-def facts_of(entry: dict, defer: bool = False) -> tuple:
+def facts_of(entry: dict[str, Any], defer: bool = False) -> tuple[Any, ...]:
     """(kind, tokens, usage, spans, compaction, deferred) of one entry dict:
 
     * kind = (type, role, live_skip): `type` one of the constants above, `role` the role
@@ -167,7 +174,7 @@ def facts_of(entry: dict, defer: bool = False) -> tuple:
     """
     t = entry.get("type")
     if t == MESSAGE:
-        return _message_facts(entry, defer)
+        return message_facts(entry, defer)
     if t != CUSTOM_MESSAGE and t != BRANCH_SUMMARY and t != COMPACTION:
         # no context message and nothing else the engine reads
         return (_MODEL_CHANGE_FACTS if t == MODEL_CHANGE else _OTHER_FACTS)
@@ -198,18 +205,18 @@ class Facts:
     __slots__ = ("kinds", "tokens", "usage", "spans", "compactions", "deferred", "readied")
 
     def __init__(self) -> None:
-        self.kinds: list[tuple] = []
+        self.kinds: list[tuple[Any, ...]] = []
         self.tokens: Any = array("q")
-        self.usage: dict[int, tuple] = {}
-        self.spans: dict[int, tuple] = {}
-        self.compactions: dict[int, tuple] = {}
-        self.deferred: dict[int, tuple] = {}
+        self.usage: dict[int, tuple[Any, ...]] = {}
+        self.spans: dict[int, tuple[Any, ...]] = {}
+        self.compactions: dict[int, tuple[Any, ...]] = {}
+        self.deferred: dict[int, tuple[Any, ...]] = {}
         self.readied = False
 
     def __len__(self) -> int:
         return len(self.kinds)
 
-    def add(self, entry: dict, defer: bool = False) -> None:
+    def add(self, entry: dict[str, Any], defer: bool = False) -> None:
         kind, tokens, usage, spans, comp, deferred = facts_of(entry, defer)
         i = len(self.kinds)
         if deferred is not None:
@@ -235,16 +242,16 @@ class Facts:
         """The last position in [0, stop) whose id equals `entry_id` (-1 when absent)."""
         raise NotImplementedError
 
-    def entry(self, i: int) -> dict:
+    def entry(self, i: int) -> dict[str, Any]:
         """The entry dict at position i."""
         raise NotImplementedError
 
-    def entries(self, stop: int) -> Iterator[dict]:
+    def entries(self, stop: int) -> Iterator[dict[str, Any]]:
         """The entries at positions [0, stop) that can carry normalized events, in order
         (others may be left out: normalization skips them)."""
         raise NotImplementedError
 
-    def events(self, stop: int, check=None, stats: Optional[dict] = None) -> list[dict]:
+    def events(self, stop: int, check: Optional[Callable[[], object]] = None, stats: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
         """`normalize` of the entries at positions [0, stop)."""
         from .normalize import normalize
 
@@ -290,10 +297,10 @@ class DictFacts(Facts):
 
     __slots__ = ("branch", "_ids")
 
-    def __init__(self, branch: list[dict]) -> None:
+    def __init__(self, branch: list[dict[str, Any]]) -> None:
         super().__init__()
         self.branch = branch
-        self._ids: Optional[list] = None
+        self._ids: Optional[list[Any]] = None
         for e in branch:
             self.add(e)
 
@@ -316,10 +323,10 @@ class DictFacts(Facts):
                 return i
         return -1
 
-    def entry(self, i: int) -> dict:
+    def entry(self, i: int) -> dict[str, Any]:
         return self.branch[i]
 
-    def entries(self, stop: int) -> Iterator[dict]:
+    def entries(self, stop: int) -> Iterator[dict[str, Any]]:
         return iter(self.branch[:stop])
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard, cast
 
 from .bounds import clip_utf8
 from .cut import compute_cut
@@ -15,6 +15,9 @@ from ..jsstr import utf16_len
 from .normalize import normalize
 from .projections import project_all
 from .render import render_summary, section_headers
+
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
 
 DEFAULT_PI_SETTINGS = {"reserveTokens": 16384, "keepRecentTokens": 20000}
 DEFAULT_TARGET_RATIO = 0.65
@@ -28,9 +31,9 @@ def _finite(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def normalize_config(raw: Any) -> dict[str, Any]:
+def normalize_config(raw: JsonValue) -> dict[str, Any]:
     """Fabric's compaction config normalization (digest §8)."""
-    cfg = raw if isinstance(raw, dict) else {}
+    cfg: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if isinstance(cfg.get("compaction"), dict):
         cfg = cfg["compaction"]
     engine = cfg.get("engine")
@@ -41,14 +44,15 @@ def normalize_config(raw: Any) -> dict[str, Any]:
         "thresholds": {},
         "tokenThresholds": {},
     }
-    th = cfg.get("thresholds")
+    # (a config may come from Python as well as JSON: its keys are checked to be strings)
+    th: JsonValue = cfg.get("thresholds")
     if isinstance(th, dict):
-        for k, v in th.items():
+        for k, v in cast("dict[object, object]", th).items():
             if isinstance(k, str) and "/" in k and _finite(v):
                 out["thresholds"][k] = min(0.95, max(0.25, v))
-    tt = cfg.get("tokenThresholds")
+    tt: JsonValue = cfg.get("tokenThresholds")
     if isinstance(tt, dict):
-        for k, v in tt.items():
+        for k, v in cast("dict[object, object]", tt).items():
             if isinstance(k, str) and "/" in k and _finite(v):
                 out["tokenThresholds"][k] = min(100000000, max(1000, math.floor(v + 0.5)))
     return out
@@ -67,7 +71,7 @@ def model_threshold(cfg: dict[str, Any], model_key: str) -> tuple[Optional[int],
 # ---------------------------------------------------------------------- compile
 
 
-def _cancel(reason: str, instruction_error: Optional[dict] = None) -> dict:
+def _cancel(reason: str, instruction_error: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     r: dict[str, Any] = {"cancel": True, "reason": reason}
     if instruction_error is not None:
         r["instructionError"] = instruction_error
@@ -75,13 +79,13 @@ def _cancel(reason: str, instruction_error: Optional[dict] = None) -> dict:
 
 
 def compile_fabric_summary(
-    branch: list[dict],
+    branch: list[dict[str, Any]],
     tokens_before: float,
     custom_instructions: Optional[str] = None,
-    budget: Optional[dict] = None,
+    budget: Optional[dict[str, Any]] = None,
     *,
     check: Optional[Callable[[], None]] = None,
-) -> dict:
+) -> dict[str, Any]:
     """`{cancel, reason, instructionError?}` or
     `{summary, firstKeptEntryId, details, events, cut}` (digest §6 internals)."""
     decoded = decode_instructions(custom_instructions)
@@ -100,7 +104,7 @@ def compile_fabric_summary(
         i = f.index(first_kept)
         if i >= 0:
             boundary = i
-    nstats: dict = {}
+    nstats: dict[str, Any] = {}
     events = f.events(boundary, check, stats=nstats)
     if not events:
         return _cancel("fabric: no raw cumulative source")
@@ -172,18 +176,18 @@ def compile_fabric_summary(
 
 
 def compaction_hook(
-    branch: list[dict],
+    branch: list[dict[str, Any]],
     *,
     tokens_before: float,
     reason: str = "manual",
     custom_instructions: Optional[str] = None,
     model_key: Optional[str] = None,
     context_window: Optional[float] = None,
-    pi_settings: Optional[dict] = None,
-    config: Optional[dict] = None,
+    pi_settings: Optional[dict[str, Any]] = None,
+    config: Optional[dict[str, Any]] = None,
     pi_vcc_overriding: bool = False,
     check: Optional[Callable[[], None]] = None,
-) -> dict:
+) -> dict[str, Any]:
     """The pure `session_before_compact` handler.
 
     Returns `{"result": "passthrough"}`, `{"result": "cancel", "reason", "notification"?}`
@@ -203,12 +207,12 @@ def compaction_hook(
     if cfg["engine"] != "fabric":
         return {"result": "passthrough", "reason": "compaction.engine is \"pi\": Pi's own compactor runs"}
     settings = pi_settings if pi_settings is not None else DEFAULT_PI_SETTINGS
-    windows = []
+    windows: list[float] = []
     if reason == "overflow" and _finite(tokens_before) and tokens_before > 0:
         windows.append(max(1, math.floor(tokens_before * 0.9)))
     if _finite(context_window) and context_window > 0:
         windows.append(context_window)
-    budget = None
+    budget: Optional[dict[str, Any]] = None
     if windows:
         budget = {
             "contextWindow": min(windows),
@@ -242,14 +246,14 @@ def compaction_hook(
 
 
 def tree_hook(
-    entries_to_summarize: list[dict],
+    entries_to_summarize: list[dict[str, Any]],
     *,
     user_wants_summary: bool = True,
     custom_instructions: Optional[str] = None,
     replace_instructions: bool = False,
     old_leaf_id: Optional[str] = None,
-    config: Optional[dict] = None,
-) -> dict:
+    config: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     """The pure `session_before_tree` handler:
     `{"result": "passthrough"|"cancel"|"summary", ...}`."""
     from .branch import compile_branch_summary

@@ -14,13 +14,18 @@ it against the session package.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional, Protocol, cast
 
 import msgspec
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
 
 from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
+
+if TYPE_CHECKING:
+    import queue
+
+    from ..session.content import JsonValue
 
 IMAGE_CHARS = 4800
 
@@ -50,7 +55,25 @@ class ToolOutput:
 
 
 
-_decode = msgspec.json.Decoder().decode
+decode_json = msgspec.json.Decoder().decode
+
+
+class LineCounts(Protocol):
+    """What the loaders count while reading lines (`Loaded`, `scan.ScanFacts`'s reader)."""
+
+    header: Optional[dict[str, Any]]
+    is_session: bool
+    malformed: int
+    oversize: int
+    non_object: int
+    no_id: int
+    blank: int
+    partial_tail_bytes: int
+    size: int
+
+
+# `line(data, pos, end, max_line_bytes, offset)`: one line `data[pos:end]` at file offset
+LineFn = Callable[[memoryview, int, int, int, int], None]
 
 
 class Loaded:
@@ -60,10 +83,10 @@ class Loaded:
     )
 
     def __init__(self) -> None:
-        self.header: Optional[dict] = None
+        self.header: Optional[dict[str, Any]] = None
         self.is_session = False
-        self.nodes: list[dict] = []
-        self.by_id: dict[str, dict] = {}
+        self.nodes: list[dict[str, Any]] = []
+        self.by_id: dict[str, dict[str, Any]] = {}
         self.leaf_id: Optional[str] = None
         self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
         self.partial_tail_bytes = 0
@@ -71,7 +94,7 @@ class Loaded:
         # every node's parent is the node before it (the usual unbranched session)
         self.linear = True
 
-    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], list[dict], Optional[str]]:
+    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], list[dict[str, Any]], Optional[str]]:
         """(leaf used, entries root→leaf, error) — unknown leaf falls back to the persisted leaf."""
         start = leaf_id if leaf_id is not None and leaf_id in self.by_id else self.leaf_id
         if start is None:
@@ -88,7 +111,7 @@ class Loaded:
             # whose parent is absent: the path is the node list itself
             return start, list(nodes), None
         # fast walk: a path longer than the number of ids means a cycle
-        path: list[dict] = []
+        path: list[dict[str, Any]] = []
         cur: Any = start
         limit = len(by_id)
         while cur is not None:
@@ -126,12 +149,12 @@ class Loaded:
 _SIGNATURES = ("thinkingSignature", "textSignature", "thoughtSignature")
 
 
-def _slim(value: dict) -> None:
+def _slim(value: dict[str, Any]) -> None:
     """Drop fields the compactor never reads, so a large session costs less memory:
     non-`fabric_exec` tool-result `details` (Pi's truncation copy of the output), opaque
     part signatures, image payloads (Pi's estimate counts a fixed 4800 chars per image)
     and usage costs. Nothing read by normalization, the cut, the estimate or QA is touched."""
-    msg = value.get("message")
+    msg: JsonValue = value.get("message")
     if type(msg) is not dict:
         return
     role = msg.get("role")
@@ -141,19 +164,19 @@ def _slim(value: dict) -> None:
         if "details" in msg and msg.get("toolName") != "fabric_exec":
             del msg["details"]
         if msg.get("isError") is not True:
-            _stub_output(msg)
+            stub_output(msg)
         return
     if role == "assistant":
         if "responseId" in msg:
             del msg["responseId"]
         if "api" in msg:
             del msg["api"]
-        usage = msg.get("usage")
+        usage: JsonValue = msg.get("usage")
         if type(usage) is dict and "cost" in usage:
             # only these feed calculateContextTokens; a fresh 5-key dict is far smaller
             # than the 8-key original (measured: 7 MB on the 50 MB benchmark session)
             msg["usage"] = {k: usage[k] for k in _USAGE_KEYS if k in usage}
-        content = msg.get("content")
+        content: JsonValue = msg.get("content")
         if type(content) is list:
             for part in content:
                 if type(part) is dict:
@@ -169,15 +192,15 @@ _intern = sys.intern
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
-def _stub_output(msg: dict) -> None:
+def stub_output(msg: dict[str, Any]) -> None:
     """Replace a successful tool result's output by what the compactor reads from it:
     Pi's estimate character count and the one transcript line
     `truncate(firstLine(text), 100)`. Only plain text/image parts are stubbed."""
-    content = msg.get("content")
+    content: JsonValue = msg.get("content")
     if type(content) is not list or not content:
         return
     chars = 0
-    texts = []
+    texts: list[str] = []
     for part in content:
         if type(part) is not dict:
             return
@@ -200,7 +223,9 @@ def _stub_output(msg: dict) -> None:
     msg["content"] = ToolOutput(chars, truncate_prefix_safe(line, 100))
 
 
-def read_node(out: Any, first: bool, data: Any, pos: int, end: int, *, max_line_bytes: int) -> tuple:
+def read_node(
+    out: LineCounts, first: bool, data: memoryview | bytes, pos: int, end: int, *, max_line_bytes: int
+) -> tuple[Optional[dict[str, Any]], Optional[str], Optional[str], bool]:
     """The line rules of every loader here, for the line `data[pos:end]`:
     `(value, eid, pid)` for a tree node (a dict with a string id and a null-or-string
     parentId), else `(None, None, None)` with the line counted in `out` (oversize, blank,
@@ -211,7 +236,7 @@ def read_node(out: Any, first: bool, data: Any, pos: int, end: int, *, max_line_
         out.oversize += 1
         return None, None, None, first
     try:
-        value = _decode(data[pos:end])
+        value: JsonValue = decode_json(data[pos:end])
         # (a line no longer than the limit cannot hold more brackets than it)
         if end - pos > MAX_JSON_DEPTH and exceeds_json_depth(
             data.obj if isinstance(data, memoryview) else data, value, start=pos, end=end
@@ -250,11 +275,12 @@ class _Sink:
         self.first = True
         self.slim = slim
 
-    def line(self, data: Any, pos: int, end: int, max_line_bytes: int, offset: int = 0) -> None:
+    def line(self, data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int = 0) -> None:
         out = self.out
         value, eid, pid, self.first = read_node(out, self.first, data, pos, end, max_line_bytes=max_line_bytes)
         if value is None:
             return
+        eid = cast(str, eid)  # (read_node: a string whenever value is a node)
         if self.slim:
             # a parent id and a call id each appear twice in a session: share them
             eid = value["id"] = _intern(eid)
@@ -268,7 +294,10 @@ class _Sink:
         out.leaf_id = eid
 
 
-def each_line(data: Any, line: Any, *, max_line_bytes: int, check: Any = None) -> tuple[int, int]:
+def each_line(
+    data: bytes, line: LineFn, *, max_line_bytes: int,
+    check: Optional[Callable[[], object]] = None,
+) -> tuple[int, int]:
     """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
     pos)`, checking `check` every 4096 lines; returns (bytes consumed, bytes of a trailing
     line without a newline, which Pi does not read). The one line loop of both loaders."""
@@ -289,25 +318,32 @@ def each_line(data: Any, line: Any, *, max_line_bytes: int, check: Any = None) -
     return pos, 0
 
 
-def load_session_bytes(data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True) -> Loaded:
+def load_session_bytes(
+    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Optional[Callable[[], object]] = None,
+    slim: bool = True,
+) -> Loaded:
     out = Loaded()
     out.size, out.partial_tail_bytes = each_line(data, _Sink(out, slim).line, max_line_bytes=max_line_bytes, check=check)
     return out
 
 
-def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None, slim: bool = True,
+def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                      check: Optional[Callable[[], object]] = None, slim: bool = True,
                       chunk_size: int = 512 << 10) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
     out = Loaded()
     with open(path, "rb") as fp:
-        digest = stream_hashed(fp, _Sink(out, slim), out, max_line_bytes=max_line_bytes, check=check,
+        digest = stream_hashed(fp, _Sink(out, slim).line, out, max_line_bytes=max_line_bytes, check=check,
                                chunk_size=chunk_size)
     return out, digest
 
 
-def stream_hashed(fp, sink, out, *, max_line_bytes: int, check, chunk_size: int) -> str:
-    """Feed every complete line of the open file `fp` to `sink.line(data, pos, end,
+def stream_hashed(
+    fp: IO[bytes], line: LineFn, out: LineCounts, *, max_line_bytes: int,
+    check: Optional[Callable[[], object]], chunk_size: int,
+) -> str:
+    """Feed every complete line of the open file `fp` to `line(data, pos, end,
     max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
     sha256 hex of every byte read."""
     import hashlib
@@ -330,14 +366,17 @@ def stream_hashed(fp, sink, out, *, max_line_bytes: int, check, chunk_size: int)
     worker = threading.Thread(target=hasher, name="fabric-preview-hash", daemon=True)
     worker.start()
     try:
-        _stream_fp(fp, sink, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+        _stream_fp(fp, line, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
     finally:
         chunks.put(None)
         worker.join()
     return h.hexdigest()
 
 
-def _stream_fp(fp, sink, out, chunks, *, max_line_bytes, check, chunk_size) -> None:
+def _stream_fp(
+    fp: IO[bytes], line: LineFn, out: LineCounts, chunks: queue.Queue[Optional[bytes]], *, max_line_bytes: int,
+    check: Optional[Callable[[], object]], chunk_size: int,
+) -> None:
     buf = b""
     consumed = 0  # file offset of data[pos]
     count = 0
@@ -364,7 +403,7 @@ def _stream_fp(fp, sink, out, chunks, *, max_line_bytes, check, chunk_size) -> N
                 consumed += dropped + nl + 1 - pos
                 dropped = -1
             else:
-                sink.line(mv, pos, nl, max_line_bytes, consumed)
+                line(mv, pos, nl, max_line_bytes, consumed)
                 consumed += nl + 1 - pos
             pos = nl + 1
         del mv

@@ -7,7 +7,7 @@ Events are plain dicts with `type`, `index` (1-based), `entryId` (fact address) 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, cast
 
 from .bounds import clip_utf8, utf8_bytes
 from ..fabric_payloads import MISSING, read_execution_trace
@@ -15,11 +15,17 @@ from ..jsstr import first_line, is_finite_number, js_number, js_stringify, js_tr
 from ..session.content import content_text
 from .loader import ToolOutput
 
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
+
+    Emit = Callable[[dict[str, Any]], None]
+    BranchReader = Callable[[JsonValue], Optional[dict[str, Any]]]
+
 class _Reject(Exception):
     pass
 
 
-def read_fabric_trace(details: Any) -> Optional[dict]:
+def read_fabric_trace(details: JsonValue) -> Optional[dict[str, Any]]:
     """The projection trace of a fabric_exec result: the one Fabric trace reader, with the
     legacy `audits` adapter that the compactor (unlike memory) reads."""
     return read_execution_trace(details, legacy_audits=True)
@@ -31,10 +37,10 @@ _MISSING = MISSING  # absent `result` / rejected custom details
 # ----------------------------------------------------------------- run display
 
 
-def _display_from_object(obj: dict) -> Optional[dict]:
+def _display_from_object(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     name = obj.get("name")
     desc = obj.get("description")
-    out: dict = {}
+    out: dict[str, Any] = {}
     if isinstance(name, str):
         out["name"] = name
     if isinstance(desc, str):
@@ -42,13 +48,14 @@ def _display_from_object(obj: dict) -> Optional[dict]:
     return out or None
 
 
-def repair_display(display: Any) -> Optional[dict]:
+def repair_display(display: JsonValue) -> Optional[dict[str, Any]]:
     """Lenient `fabric_exec` display repair (session-format §7.1)."""
     if isinstance(display, str):
         t = js_trim(display)
         if not t:
             return None
         if t.startswith("{") and t.endswith("}"):
+            parsed: JsonValue
             try:
                 import json
 
@@ -65,7 +72,7 @@ def repair_display(display: Any) -> Optional[dict]:
     return None
 
 
-def run_intent(args: Any) -> Optional[dict]:
+def run_intent(args: JsonValue) -> Optional[dict[str, Any]]:
     if not isinstance(args, dict):
         return None
     d = repair_display(args.get("display"))
@@ -85,10 +92,10 @@ def run_intent(args: Any) -> Optional[dict]:
 # ------------------------------------------------------------- custom messages
 
 
-def typed_custom_message(entry: dict) -> bool:
+def typed_custom_message(entry: dict[str, Any]) -> bool:
     if not isinstance(entry.get("customType"), str) or not isinstance(entry.get("display"), bool):
         return False
-    content = entry.get("content")
+    content: JsonValue = entry.get("content")
     if isinstance(content, str):
         return True
     if not isinstance(content, list):
@@ -109,7 +116,8 @@ def sanitize_custom_details(value: Any) -> Any:
     """Bounded copy of custom_message details, or _MISSING when rejected."""
     counter = [0]
 
-    def walk(v: Any, depth: int) -> Any:
+    # (any Python value is checked, so a container's members are objects of any type)
+    def walk(v: object, depth: int) -> Any:
         counter[0] += 1
         if counter[0] > 256:
             raise _Reject()
@@ -124,12 +132,13 @@ def sanitize_custom_details(value: Any) -> Any:
         if isinstance(v, list):
             if depth > 12:
                 raise _Reject()
-            return [walk(x, depth + 1) for x in v[:64]]
+            return [walk(x, depth + 1) for x in cast("list[object]", v)[:64]]
         if isinstance(v, dict):
             if depth > 12:
                 raise _Reject()
-            keys = sorted(v.keys(), key=utf16_sort_key)[:64]
-            return {k: walk(v[k], depth + 1) for k in keys}
+            members = cast("dict[str, object]", v)
+            keys = sorted(members.keys(), key=utf16_sort_key)[:64]
+            return {k: walk(members[k], depth + 1) for k in keys}
         raise _Reject()
 
     try:
@@ -141,7 +150,7 @@ def sanitize_custom_details(value: Any) -> Any:
     return out
 
 
-def event_text(ev: dict) -> str:
+def event_text(ev: dict[str, Any]) -> str:
     """The text of an event (joined on first use for successful tool results)."""
     t = ev.get("text")
     if t is None:
@@ -150,7 +159,7 @@ def event_text(ev: dict) -> str:
     return t
 
 
-def transcript_text(ev: dict) -> str:
+def transcript_text(ev: dict[str, Any]) -> str:
     """`truncate(firstLine(text), 100)` of a tool result (precomputed by the loader)."""
     line = ev.get("_line")
     if line is not None:
@@ -158,8 +167,10 @@ def transcript_text(ev: dict) -> str:
     return truncate(first_line(event_text(ev)), 100)
 
 
-def count_erased_thinking_blocks(entries: list[dict]) -> int:
+def count_erased_thinking_blocks(entries: Iterable[JsonValue]) -> int:
     n = 0
+    m: JsonValue
+    content: JsonValue
     for e in entries:
         if not isinstance(e, dict) or e.get("type") != "message":
             continue
@@ -186,29 +197,29 @@ class Normalizer:
 
     __slots__ = ("events", "calls", "thinking", "branch_reader")
 
-    def __init__(self, branch_reader=None, calls: Optional[dict] = None) -> None:
+    def __init__(self, branch_reader: Optional[BranchReader] = None, calls: Optional[dict[str, Any]] = None) -> None:
         if branch_reader is None:
             from .branch import read_branch_details
 
             branch_reader = read_branch_details
-        self.events: list[dict] = []
-        self.calls: dict = {} if calls is None else calls
+        self.events: list[dict[str, Any]] = []
+        self.calls: dict[str, Any] = {} if calls is None else calls
         self.thinking = 0
         self.branch_reader = branch_reader
 
-    def feed(self, entry: Any) -> None:
+    def feed(self, entry: JsonValue) -> None:
         if not isinstance(entry, dict):
             return
         emit = self.events.append
         etype = entry.get("type")
         eid = entry.get("id")
         if etype == "message":
-            msg = entry.get("message")
+            msg: JsonValue = entry.get("message")
             if not isinstance(msg, dict):
                 return
             role = msg.get("role")
             if role == "assistant":
-                content = msg.get("content")
+                content: JsonValue = msg.get("content")
                 if not isinstance(content, list):
                     return
                 for part in content:
@@ -225,7 +236,7 @@ class Normalizer:
                             args = part.get("arguments")
                             if args is None:
                                 args = {}
-                            ev = {
+                            ev: dict[str, Any] = {
                                 "type": "toolCall",
                                 "entryId": eid,
                                 "sourceEntryId": eid,
@@ -289,7 +300,7 @@ class Normalizer:
                 _emit_fact(fact, eid, emit)
 
 
-def number_events(events: list[dict]) -> list[dict]:
+def number_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Assign each event its 1-based `index`."""
     for i, ev in enumerate(events, 1):
         ev["index"] = i
@@ -297,11 +308,11 @@ def number_events(events: list[dict]) -> list[dict]:
 
 
 def normalize(
-    entries: Any,
-    check: Optional[Callable[[], None]] = None,
-    branch_reader=None,
-    stats: Optional[dict] = None,
-) -> list[dict]:
+    entries: Iterable[JsonValue],
+    check: Optional[Callable[[], object]] = None,
+    branch_reader: Optional[BranchReader] = None,
+    stats: Optional[dict[str, Any]] = None,
+) -> list[dict[str, Any]]:
     """Typed events for `entries` (any iterable of entry dicts) in order (digest §2).
     When `stats` is given, its "thinking" key receives
     `count_erased_thinking_blocks(entries)`."""
@@ -316,7 +327,7 @@ def normalize(
     return number_events(nz.events)
 
 
-def _emit_fact(fact: dict, carrier: Any, emit) -> None:
+def _emit_fact(fact: dict[str, Any], carrier: Any, emit: Emit) -> None:
     kind = fact.get("kind")
     base = {"entryId": fact["entryId"], "sourceEntryId": carrier}
     if kind == "user":
@@ -361,13 +372,13 @@ def _emit_fact(fact: dict, carrier: Any, emit) -> None:
         emit(ev)
 
 
-def _tool_result(entry: dict, msg: dict, eid: Any, calls: dict, emit) -> None:
+def _tool_result(entry: dict[str, Any], msg: dict[str, Any], eid: Any, calls: dict[str, Any], emit: Emit) -> None:
     tcid = msg.get("toolCallId")
     tcid = tcid if isinstance(tcid, str) else ""
     tname = msg.get("toolName")
     tname = tname if isinstance(tname, str) else ""
     is_error = msg.get("isError") is True
-    content = msg.get("content")
+    content: JsonValue | ToolOutput = msg.get("content")
     stub = content if type(content) is ToolOutput else None
     if not isinstance(content, list):
         content = None

@@ -10,9 +10,12 @@ it holds no message.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .facts import COMPACTION, MESSAGE, MODEL_CHANGE, NOMSG, facts
+
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
 
 ALREADY_COMPACTED = "Already compacted"
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"
@@ -20,12 +23,12 @@ _CUT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "branchS
 _TURN_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary"))
 
 
-def _message(entry: dict) -> Optional[dict]:
-    m = entry.get("message") if entry.get("type") == "message" else None
+def _message(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
+    m: JsonValue = entry.get("message") if entry.get("type") == "message" else None
     return m if isinstance(m, dict) else None
 
 
-def _role(kind: tuple) -> Any:
+def _role(kind: tuple[Any, ...]) -> Any:
     """The role of an entry's Pi context message from its kind (None for compaction
     entries and for entries that add nothing to the context, such as an empty branch
     summary)."""
@@ -35,7 +38,7 @@ def _role(kind: tuple) -> Any:
     return role
 
 
-def _compaction_message(kind: tuple) -> bool:
+def _compaction_message(kind: tuple[Any, ...]) -> bool:
     """getMessageFromEntryForCompaction gives a message: every entry with a context
     message but compaction entries (message, custom_message, non-empty branch_summary)."""
     return kind[1] is not NOMSG and kind[0] is not COMPACTION
@@ -128,7 +131,7 @@ def prepare_compaction(branch: Any, keep_recent_tokens: float = 20000) -> dict[s
     }
 
 
-def pi_tokens_before(branch: Any, ids: Optional[list] = None) -> Any:
+def pi_tokens_before(branch: Any, ids: Optional[list[Any]] = None) -> Any:
     """Pi's `tokensBefore`: estimateContextTokens over buildSessionContext(path) — the
     last valid assistant usage plus the estimates of the context messages after it
     (else the sum of all estimates), computed backwards without building the context."""
@@ -137,7 +140,7 @@ def pi_tokens_before(branch: Any, ids: Optional[list] = None) -> Any:
     n = len(kinds)
     lc = f.last_compaction()
     if lc < 0:
-        order: Any = range(n - 1, -1, -1)
+        order: Iterable[int] = range(n - 1, -1, -1)
     else:
         kept_from = f.index(f.compactions[lc][0], lc)
         if kept_from < 0:

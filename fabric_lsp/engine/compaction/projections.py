@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
 from .normalize import transcript_text
@@ -16,6 +16,9 @@ from ..jsstr import (
     js_stringify,
     truncate,
 )
+
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
 
 FILE_TOOLS = frozenset(("read", "edit", "write", "grep", "find", "ls"))
 MAX_USER_GOAL_LINES = 3
@@ -34,7 +37,7 @@ def quoted(text: str, max_units: int) -> str:
     return js_quote(truncate(text, max_units))
 
 
-def nullish_get(obj: Any, *keys: str) -> Any:
+def nullish_get(obj: JsonValue, *keys: str) -> Any:
     """`obj.a ?? obj.b ?? ...` for a JSON value."""
     if not isinstance(obj, dict):
         return None
@@ -45,14 +48,14 @@ def nullish_get(obj: Any, *keys: str) -> Any:
     return None
 
 
-def path_of(args: Any) -> Optional[str]:
+def path_of(args: JsonValue) -> Optional[str]:
     v = nullish_get(args, "path", "file", "dir")
     if isinstance(v, str) and not is_blank(v):
         return v
     return None
 
 
-def custom_message_line(ev: dict, max_units: int) -> str:
+def custom_message_line(ev: dict[str, Any], max_units: int) -> str:
     vis = "visible" if ev["display"] else "hidden"
     suffix = ""
     if "details" in ev:
@@ -66,7 +69,10 @@ def custom_message_line(ev: dict, max_units: int) -> str:
 class Op:
     __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash", "path")
 
-    def __init__(self, index, entry_id, address, tool, ref, *, args, outcome, error=None, result=None, nested=False, has_result=False):
+    def __init__(
+        self, index: int, entry_id: Any, address: Any, tool: Optional[str], ref: str, *, args: JsonValue, outcome: str,
+        error: Optional[str] = None, result: JsonValue = None, nested: bool = False, has_result: bool = False,
+    ) -> None:
         self.index = index
         self.entryId = entry_id
         self.address = address
@@ -83,8 +89,8 @@ class Op:
         self.path = path_of(args) if self.is_file else None
 
 
-def collect_operations(events: list[dict]) -> list[Op]:
-    calls: dict[str, dict] = {}
+def collect_operations(events: list[dict[str, Any]]) -> list[Op]:
+    calls: dict[str, dict[str, Any]] = {}
     for ev in events:
         if ev["type"] == "toolCall":
             calls[ev["toolCallId"]] = ev
@@ -116,7 +122,7 @@ def collect_operations(events: list[dict]) -> list[Op]:
     return ops
 
 
-def is_file_op(op: Any) -> bool:
+def is_file_op(op: Op | dict[str, Any]) -> bool:
     if type(op) is Op:
         return op.is_file
     tool = op.tool if isinstance(op, Op) else op.get("tool")
@@ -124,7 +130,7 @@ def is_file_op(op: Any) -> bool:
     return tool in FILE_TOOLS and (ref == tool or ref == "pi." + tool)
 
 
-def is_bash_op(op: Any) -> bool:
+def is_bash_op(op: Op | dict[str, Any]) -> bool:
     if type(op) is Op:
         return op.is_bash
     tool = op.tool if isinstance(op, Op) else op.get("tool")
@@ -140,7 +146,7 @@ def created_proof(op: Op) -> bool:
         return False
     if r.get("created") is True:
         return True
-    d = r.get("details")
+    d: JsonValue = r.get("details")
     return isinstance(d, dict) and d.get("created") is True
 
 
@@ -155,7 +161,7 @@ def goal_lines_of(text: str) -> list[str]:
     return kept
 
 
-def project_goal(events: list[dict]) -> tuple[list[str], int]:
+def project_goal(events: list[dict[str, Any]]) -> tuple[list[str], int]:
     users = [ev for ev in events if ev["type"] == "user"]
     if not users:
         return [], 0
@@ -195,10 +201,10 @@ def common_root(paths: list[str]) -> str:
 
 
 def project_files(ops: list[Op]) -> tuple[list[str], int]:
-    created: dict[str, dict] = {}
-    written: dict[str, dict] = {}
-    modified: dict[str, dict] = {}
-    read: dict[str, dict] = {}
+    created: dict[str, dict[str, Any]] = {}
+    written: dict[str, dict[str, Any]] = {}
+    modified: dict[str, dict[str, Any]] = {}
+    read: dict[str, dict[str, Any]] = {}
     for op in ops:
         if op.outcome != "succeeded" or not is_file_op(op):
             continue
@@ -245,12 +251,12 @@ def project_files(ops: list[Op]) -> tuple[list[str], int]:
 # ------------------------------------------------------------------------ activity
 
 
-def _run_pointer(ev: dict) -> str:
+def _run_pointer(ev: dict[str, Any]) -> str:
     return ev["address"] if ev.get("source") == "branch" else ev["entryId"]
 
 
-def project_activity(events: list[dict]) -> tuple[list[str], int]:
-    items: list[dict] = []
+def project_activity(events: list[dict[str, Any]]) -> tuple[list[str], int]:
+    items: list[dict[str, Any]] = []
     for ev in events:
         t = ev["type"]
         if t == "fabricRun":
@@ -264,7 +270,7 @@ def project_activity(events: list[dict]) -> tuple[list[str], int]:
         elif t == "fabricOperation":
             if is_file_op(ev):
                 continue
-            args = ev["args"]
+            args: JsonValue = ev["args"]
             if is_bash_op(ev):
                 primary = args.get("command") if isinstance(args, dict) else None
             else:
@@ -362,15 +368,15 @@ def project_outstanding(ops: list[Op]) -> tuple[list[str], int]:
 # ------------------------------------------------------------------- earlier turns
 
 
-def _context_line(ev: dict, max_units: int) -> str:
+def _context_line(ev: dict[str, Any], max_units: int) -> str:
     if ev["type"] == "user":
         return quoted(first_line(ev["text"]), max_units)
     return custom_message_line(ev, max_units)
 
 
-def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
-    turns: list[dict] = []
-    cur: Optional[dict] = None
+def project_earlier_turns(events: list[dict[str, Any]]) -> tuple[list[str], int]:
+    turns: list[dict[str, Any]] = []
+    cur: Optional[dict[str, Any]] = None
     for ev in events:
         t = ev["type"]
         if t == "user" or t == "customMessage":
@@ -391,9 +397,9 @@ def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
         elif t == "fabricOperation":
             tool = ev["tool"] if ev["tool"] is not None else "undefined"  # JS `String(undefined)`
             tools[tool] = tools.get(tool, 0) + 1
-    def render(turn: dict) -> str:
+    def render(turn: dict[str, Any]) -> str:
         ctx = turn["context"]
-        parts = []
+        parts: list[str] = []
         if turn["tools"]:
             parts.append(" ".join(f"{k}:{v}" for k, v in turn["tools"].items()))
         run = turn["run"]
@@ -414,7 +420,7 @@ def project_earlier_turns(events: list[dict]) -> tuple[list[str], int]:
 # ------------------------------------------------------------------------- status
 
 
-def project_status(events: list[dict], ops: list[Op]) -> list[str]:
+def project_status(events: list[dict[str, Any]], ops: list[Op]) -> list[str]:
     lines: list[str] = []
     last_ctx = last_run = last_note = None
     for ev in events:
@@ -466,7 +472,7 @@ def summarize_args(name: str, args: Any) -> str:
     return " ".join(f"{k}={truncate(js_string_of(v), 40)}" for k, v in js_entries(args)[:2])
 
 
-def transcript_line(ev: dict) -> str:
+def transcript_line(ev: dict[str, Any]) -> str:
     r = f"(#{ev['index']})"
     t = ev["type"]
     if t == "user":
@@ -490,7 +496,7 @@ def transcript_line(ev: dict) -> str:
     return r
 
 
-def project_transcript(events: list[dict], runs: Optional[list[dict]] = None) -> tuple[list[str], int]:
+def project_transcript(events: list[dict[str, Any]], runs: Optional[list[dict[str, Any]]] = None) -> tuple[list[str], int]:
     """`runs`, when given, are the fabricRun events of `events`."""
     completed = {ev["toolCallId"] for ev in (events if runs is None else runs) if ev["type"] == "fabricRun"}
     remaining = events if not completed else [
@@ -532,9 +538,9 @@ _ROUTES = {
 }
 
 
-def project_all(events: list[dict]) -> dict[str, Any]:
+def project_all(events: list[dict[str, Any]]) -> dict[str, Any]:
     # one pass sorts the events out by the projections that read them
-    subsets: list[list[dict]] = [[] for _ in range(6)]
+    subsets: list[list[dict[str, Any]]] = [[] for _ in range(6)]
     appends = [x.append for x in subsets]
     routes = {t: tuple(appends[k] for k in ks) for t, ks in _ROUTES.items()}
     for ev in events:

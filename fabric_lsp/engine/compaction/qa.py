@@ -22,17 +22,17 @@ def _basename(path: str) -> str:
     return last or path
 
 
-def _probe(pid: str, cls: str, question: str, answer: str) -> dict:
+def _probe(pid: str, cls: str, question: str, answer: str) -> dict[str, Any]:
     return {"id": pid, "class": cls, "question": question, "answer": answer}
 
 
-def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
+def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[str, Any]]:
     if not isinstance(cut_index, (int, float)) or isinstance(cut_index, bool) or not math.isfinite(cut_index):
         n = 0
     else:
         n = max(0, min(len(events), math.trunc(cut_index)))
     source = events[:n]
-    probes: list[dict] = []
+    probes: list[dict[str, Any]] = []
     users = [ev for ev in source if ev["type"] == "user"]
     if users:
         probes.append(_probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"]))))
@@ -44,7 +44,7 @@ def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
     calls = [ev for ev in source if ev["type"] == "toolCall"]
 
     # modified files, per tool in first-seen order
-    per_tool: dict[str, list[dict]] = {}
+    per_tool: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple[str, str]] = set()
     for ev in calls:
         if ev["name"] not in ("edit", "write"):
@@ -84,7 +84,7 @@ def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
     for ev in source:
         if ev["type"] == "bash" and not ev["isError"] and not is_blank(ev["command"]):
             last_ok_bash[ev["command"]] = max(last_ok_bash.get(ev["command"], -1), ev["index"])
-    unresolved: list[dict] = []
+    unresolved: list[dict[str, Any]] = []
     for ev in source:
         if ev["type"] == "toolResult" and ev["isError"]:
             call = call_by_id.get(ev["toolCallId"])
@@ -150,8 +150,8 @@ def generate_probes(events: list[dict], cut_index: Any) -> list[dict]:
     return probes
 
 
-def check_probes(summary: str, probes: list[dict]) -> list[dict]:
-    failures = []
+def check_probes(summary: str, probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    failures: list[dict[str, Any]] = []
     for p in probes:
         if p["answer"] not in summary:
             failures.append(
@@ -164,7 +164,7 @@ def check_probes(summary: str, probes: list[dict]) -> list[dict]:
     return failures
 
 
-def qa_report(summary: str, probes: list[dict]) -> dict[str, Any]:
+def qa_report(summary: str, probes: list[dict[str, Any]]) -> dict[str, Any]:
     failures = check_probes(summary, probes)
     failed = {f["id"] for f in failures}
 

@@ -28,13 +28,18 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, islice, repeat
-from typing import Any, Iterator, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
-from .facts import EVENT_TYPES, Facts, _message_facts, facts_of
-from .loader import INVALID_PARENT_GRAPH, _decode, _stub_output, each_line, read_node, stream_hashed
+from .facts import EVENT_TYPES, Facts, message_facts, facts_of
+from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_node, stream_hashed, stub_output
 from .normalize import Normalizer, number_events
+
+if TYPE_CHECKING:
+    from ..session.content import JsonValue
+
+    Runs = list[tuple[int, int]]  # node ranges [a, b), root→leaf
 
 _CELL = 8
 _ODD = 0xFF  # first byte of a cell that indexes `IdTable.odd` (never the first byte of an ASCII id)
@@ -51,7 +56,7 @@ class IdTable:
     __slots__ = ("blob", "odd", "odd_index")
 
     def __init__(self) -> None:
-        self.blob = bytearray()
+        self.blob: bytearray = bytearray()
         self.odd: list[str] = []
         self.odd_index: dict[str, int] = {}
 
@@ -117,7 +122,7 @@ class IdTable:
         j = self.rfind(s, i + 1)
         return j if j >= 0 else self.find(s, None, i + 1)
 
-    def cell_numbers(self) -> Any:
+    def cell_numbers(self) -> array[int]:
         """Every cell as a native 64-bit number (`cell_number` of an id)."""
         return array("Q", bytes(self.blob))
 
@@ -138,7 +143,7 @@ class IdTable:
         del cells
         return any(map(operator.eq, s, islice(s, 1, None)))  # sorted: a duplicate is a neighbour
 
-    def gather(self, runs: list) -> "IdTable":
+    def gather(self, runs: Runs) -> "IdTable":
         out = IdTable()
         blob = self.blob
         out.blob = bytearray(b"".join([blob[a << 3 : b << 3] for a, b in runs]))
@@ -153,12 +158,12 @@ class _FileLines:
     __slots__ = ("fd", "buf", "start")
     CHUNK = 1 << 20
 
-    def __init__(self, fp: Any) -> None:
+    def __init__(self, fp: IO[bytes]) -> None:
         self.fd = fp.fileno()
         self.buf = b""
         self.start = 0
 
-    def read(self, off: int, n: int) -> Any:
+    def read(self, off: int, n: int) -> memoryview | bytes:
         b = self.start
         buf = self.buf
         if b <= off and off + n <= b + len(buf):
@@ -177,32 +182,37 @@ class _FileLines:
 class _BytesLines:
     __slots__ = ("mv",)
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: bytes) -> None:
         self.mv = memoryview(data)
 
-    def read(self, off: int, n: int) -> Any:
+    def read(self, off: int, n: int) -> memoryview:
         return self.mv[off : off + n]
 
 
-def _stub(entry: dict) -> None:
+def _stub(entry: dict[str, Any]) -> None:
     """A successful tool result's output becomes the loader's `ToolOutput` (its estimate
     characters and transcript line): its events then hold one line, not the output."""
     if entry.get("type") == "message":
-        m = entry.get("message")
+        m: JsonValue = entry.get("message")
         if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
-            _stub_output(m)
+            stub_output(m)
 
 
-def decode_again(line: Any) -> Any:
+def decode_again(line: memoryview | bytes) -> JsonValue:
     """The value pass 1 decoded from these bytes (they already passed its checks)."""
     try:
-        return _decode(line)
+        return decode_json(line)
     except Exception:
         ok, value = parse_json_line(bytes(line))
         return value if ok else None
 
 
-class _Calls(dict):
+# dict's own methods (the map below overrides both), typed for a map of str keys
+_dict_setitem = dict[str, Any].__setitem__
+_dict_get = dict[str, Any].get
+
+
+class _Calls(dict[str, Any]):
     """Normalization's pending-call map during pass 1, noting which node supplied each
     call a tool result paired with (so the pairing can be checked against the branch)."""
 
@@ -216,11 +226,11 @@ class _Calls(dict):
         self.suppliers = array("l")
 
     def __setitem__(self, key: str, value: Any) -> None:
-        dict.__setitem__(self, key, value)
+        _dict_setitem(self, key, value)
         self.owners[key] = self.node
 
     def get(self, key: Any, default: Any = None) -> Any:
-        value = dict.get(self, key, default)
+        value = _dict_get(self, key, default)
         if value is not None:
             self.users.append(self.node)
             self.suppliers.append(self.owners[key])
@@ -241,7 +251,7 @@ class _Speculative:
         self.starts = array("i")  # node -> index of its first event
         self.thinking: dict[int, int] = {}  # node -> erased thinking blocks
 
-    def events(self, runs: Optional[list], stop: int, stats: Optional[dict]) -> Optional[list]:
+    def events(self, runs: Optional[Runs], stop: int, stats: Optional[dict[str, Any]]) -> Optional[list[dict[str, Any]]]:
         """The normalized events of branch positions [0, stop) (`runs` = their nodes as
         ranges, None when the branch is every node), or None when pass 1's normalization
         is not the branch's."""
@@ -250,7 +260,7 @@ class _Speculative:
         n = len(starts)
         if runs is None:
             runs = [(0, n)]
-        prefix = []
+        prefix: Runs = []
         left = stop
         for a, b in runs:  # the runs of positions [0, stop)
             if left <= 0:
@@ -267,7 +277,7 @@ class _Speculative:
         for u, supplier in zip(calls.users, calls.suppliers):
             if on[u] and not on[supplier]:
                 return None  # paired with a call from another branch
-        out: list = []
+        out: list[Any] = []
         for a, b in prefix:
             out.extend(events[starts[a] : starts[b] if b < n else len(events)])
         if stats is not None:
@@ -286,9 +296,9 @@ class ScanFacts(Facts):
         self.ids = IdTable()
         self.offsets: Any = array("q")
         self.lengths: Any = array("i")
-        self.lines: Any = None
+        self.lines: Any = None  # a _FileLines or _BytesLines once the scan set it
         self.spec: Optional[_Speculative] = None
-        self.runs: Optional[list] = None  # the positions' nodes as ranges (None: position = node)
+        self.runs: Optional[Runs] = None  # the positions' nodes as ranges (None: position = node)
 
     def id(self, i: int) -> str:
         return self.ids.get(i)
@@ -299,7 +309,7 @@ class ScanFacts(Facts):
     def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
         return self.ids.rfind(entry_id, stop)
 
-    def entry(self, i: int, stub: bool = False) -> dict:
+    def entry(self, i: int, stub: bool = False) -> dict[str, Any]:
         value = decode_again(self.lines.read(self.offsets[i], self.lengths[i]))
         if type(value) is not dict or value.get("id") != self.ids.get(i):
             raise SourceChanged("the session file changed while the preview read it")
@@ -307,13 +317,13 @@ class ScanFacts(Facts):
             _stub(value)
         return value
 
-    def entries(self, stop: int) -> Iterator[dict]:
+    def entries(self, stop: int) -> Iterator[dict[str, Any]]:
         kinds = self.kinds
         for i in range(stop):
             if kinds[i][0] in EVENT_TYPES:
                 yield self.entry(i, stub=True)
 
-    def events(self, stop: int, check=None, stats: Optional[dict] = None) -> list[dict]:
+    def events(self, stop: int, check: Optional[Callable[[], object]] = None, stats: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
         spec = self.spec
         if spec is not None:
             out = spec.events(self.runs, stop, stats)
@@ -321,7 +331,7 @@ class ScanFacts(Facts):
                 return out
         return super().events(stop, check, stats)
 
-    def gather(self, runs: list) -> "ScanFacts":
+    def gather(self, runs: Runs) -> "ScanFacts":
         """The facts of the nodes in `runs` (disjoint node ranges (a, b), root→leaf), as
         positions 0..len-1."""
         out = ScanFacts()
@@ -360,7 +370,7 @@ class Scanned:
     )
 
     def __init__(self) -> None:
-        self.header: Optional[dict] = None
+        self.header: Optional[dict[str, Any]] = None
         self.is_session = False
         self.nodes = ScanFacts()
         self.nodes.spec = _Speculative()
@@ -369,10 +379,10 @@ class Scanned:
         self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
         self.partial_tail_bytes = 0
         self.size = 0
-        self.fp: Any = None
+        self.fp: Optional[IO[bytes]] = None
         self.line = self._sink()
 
-    def _sink(self):
+    def _sink(self) -> LineFn:
         """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loaders'
         line rules (`loader.read_node`), then the node's id, line, facts and speculative
         events."""
@@ -397,11 +407,12 @@ class Scanned:
         first = True
         prev: Any = None
 
-        def line(data: Any, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
+        def line(data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
             nonlocal first, prev
             value, eid, pid, first = read_node(self, first, data, pos, end, max_line_bytes=max_line_bytes)
             if value is None:
                 return
+            eid = cast(str, eid)  # (read_node: a string whenever value is a node)
             i = len(kinds)
             if i == 0 or pid != prev:
                 parents[i] = pid
@@ -414,10 +425,10 @@ class Scanned:
             lengths_append(end - pos)
             # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
             if value.get("type") == "message":
-                m = value.get("message")
+                m: JsonValue = value.get("message")
                 if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
-                    _stub_output(m)  # as `_stub`: its events keep one line of the output
-                kind, tokens, u, sp, comp, deferred = _message_facts(value, True)
+                    stub_output(m)  # as `_stub`: its events keep one line of the output
+                kind, tokens, u, sp, comp, deferred = message_facts(value, True)
             else:
                 kind, tokens, u, sp, comp, deferred = facts_of(value, True)
             kinds_append(kind)
@@ -475,7 +486,7 @@ class Scanned:
         runs, cycle = self._walk_runs(start_idx) if not dups else self._walk(start_idx)
         return start, nodes.gather(runs), INVALID_PARENT_GRAPH if cycle else None
 
-    def _walk_runs(self, start: int) -> tuple[list, bool]:
+    def _walk_runs(self, start: int) -> tuple[Runs, bool]:
         """`_walk` when no id is duplicated: a node whose parent is the node before it in
         the file continues the current run, so the walk jumps run by run."""
         nodes = self.nodes
@@ -483,9 +494,9 @@ class Scanned:
         parents = self.parents
         keys = sorted(parents)  # node 0 is one: every run ends at a key
         seen = bytearray(len(nodes))
-        runs: list = []
+        runs: Runs = []
         scanned = 0  # cells the parent searches passed over
-        by_cell: Optional[dict] = None
+        by_cell: Optional[dict[Optional[int], int]] = None
         n = len(nodes)
         cur = start
         cycle = False
@@ -515,7 +526,7 @@ class Scanned:
         runs.reverse()
         return runs, cycle
 
-    def _walk(self, start: int) -> tuple[list, bool]:
+    def _walk(self, start: int) -> tuple[Runs, bool]:
         """(the nodes root→start as runs, whether the walk met a parent cycle and stopped
         before repeating). A parent id resolves to the last node with that id."""
         nodes = self.nodes
@@ -524,7 +535,7 @@ class Scanned:
         n = len(nodes)
         by_id = {ids.get(j): j for j in range(n)}
         seen = bytearray(n)
-        path: list = []
+        path: list[Any] = []
         cur = start
         cycle = False
         while True:
@@ -540,7 +551,7 @@ class Scanned:
             if cur < 0:
                 break
         path.reverse()
-        runs: list = []
+        runs: Runs = []
         for j in path:
             if runs and runs[-1][1] == j:
                 runs[-1] = (runs[-1][0], j + 1)
@@ -549,21 +560,24 @@ class Scanned:
         return runs, cycle
 
 
-def scan_session_bytes(data: Any, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None) -> Scanned:
+def scan_session_bytes(
+    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Optional[Callable[[], object]] = None
+) -> Scanned:
     out = Scanned()
     out.nodes.lines = _BytesLines(data)
     out.size, out.partial_tail_bytes = each_line(data, out.line, max_line_bytes=max_line_bytes, check=check)
     return out
 
 
-def scan_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check=None,
+def scan_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                      check: Optional[Callable[[], object]] = None,
                       chunk_size: int = 512 << 10) -> tuple[Scanned, str]:
     """Pass 1 over a file, hashing exactly the bytes read. The file stays open for pass 2
     (`Scanned.fp`); the caller closes it."""
     out = Scanned()
     fp = open(path, "rb")
     try:
-        digest = stream_hashed(fp, out, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+        digest = stream_hashed(fp, out.line, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
     except BaseException:
         fp.close()
         raise
