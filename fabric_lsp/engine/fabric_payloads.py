@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from .jsstr import is_blank, is_finite_number, is_safe_int, js_stringify_utf8_len
 
 if TYPE_CHECKING:
-    from .session.content import JsonValue
+    from .json_types import JsonValue
 
 OUTCOMES = ("succeeded", "failed", "aborted", "timed_out")
 FAILURE_STAGES = ("resolve", "prepare", "validate", "approve", "invoke", "guard")

@@ -27,7 +27,7 @@ from .qa import generate_probes, qa_report
 if TYPE_CHECKING:
     from typing import ParamSpec, TypeVar
 
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
     _P = ParamSpec("_P")
     _R = TypeVar("_R")

@@ -28,7 +28,7 @@ from .estimate import estimate_tokens
 from .normalize import typed_custom_message
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
 # entry types the engine distinguishes (any other type reads as OTHER)
 MESSAGE = "message"

@@ -17,7 +17,7 @@ from .projections import project_all
 from .render import render_summary, section_headers
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
 DEFAULT_PI_SETTINGS = {"reserveTokens": 16384, "keepRecentTokens": 20000}
 DEFAULT_TARGET_RATIO = 0.65

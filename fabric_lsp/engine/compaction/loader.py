@@ -25,7 +25,7 @@ from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
 if TYPE_CHECKING:
     import queue
 
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
 IMAGE_CHARS = 4800
 

@@ -16,7 +16,7 @@ from ..session.content import content_text
 from .loader import ToolOutput
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
     Emit = Callable[[dict[str, Any]], None]
     BranchReader = Callable[[JsonValue], Optional[dict[str, Any]]]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from .facts import COMPACTION, MESSAGE, MODEL_CHANGE, NOMSG, facts
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
 ALREADY_COMPACTED = "Already compacted"
 NOTHING_TO_COMPACT = "Nothing to compact (session too small)"

@@ -18,7 +18,7 @@ from ..jsstr import (
 )
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
 FILE_TOOLS = frozenset(("read", "edit", "write", "grep", "find", "ls"))
 MAX_USER_GOAL_LINES = 3

@@ -37,7 +37,7 @@ from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_n
 from .normalize import Normalizer, number_events
 
 if TYPE_CHECKING:
-    from ..session.content import JsonValue
+    from ..json_types import JsonValue
 
     Runs = list[tuple[int, int]]  # node ranges [a, b), root→leaf
 

@@ -40,7 +40,7 @@ from .tokenize import sort_lexical, utf16_key
 
 if TYPE_CHECKING:
     from .api import MemoryEngine
-    from .json_types import JsonObject, JsonValue
+    from ..json_types import JsonObject, JsonValue
     from .sessions import SessionState
 
 

@@ -21,7 +21,7 @@ from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy, par
 from ..session.content import content_text
 
 if TYPE_CHECKING:
-    from .json_types import JsonObject, JsonValue
+    from ..json_types import JsonObject, JsonValue
 
 
 class _Payloads(Protocol):

@@ -22,7 +22,7 @@ from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_jso
 from ..jsstr import js_string_of as js_string, js_stringify
 
 if TYPE_CHECKING:
-    from .json_types import JsonValue
+    from ..json_types import JsonValue
 
 # Lines longer than this are skipped, as the session reader counts them `oversize`:
 # recall, sessions and expand never decode (or hold) a larger line.

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING
 
-# A decoded JSON value as the engines see it: objects stay `dict[str, Any]` (their
-# fields are read with JavaScript semantics, key by key), while narrowing a value with
-# `isinstance`/`type(...) is` yields a typed dict or list instead of an unknown one.
-JsonValue: TypeAlias = "dict[str, Any] | list[JsonValue] | str | int | float | bool | None"
+if TYPE_CHECKING:
+    from ..json_types import JsonValue
 
 
 def content_text(content: JsonValue) -> str:

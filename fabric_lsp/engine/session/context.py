@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from .content import JsonValue
+    from ..json_types import JsonValue
 
 
 def entry_to_message(entry: dict[str, Any]) -> Optional[dict[str, Any]]:

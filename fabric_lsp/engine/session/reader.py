@@ -24,7 +24,7 @@ import msgspec
 from ..gcpause import cyclic_gc_paused
 
 if TYPE_CHECKING:
-    from .content import JsonValue
+    from ..json_types import JsonValue
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20

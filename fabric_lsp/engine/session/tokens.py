@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 from ..jsstr import js_number, js_stringify, utf16_len
 
 if TYPE_CHECKING:
-    from .content import JsonValue
+    from ..json_types import JsonValue
 
 __all__ = [
     "IMAGE_CHARS",
