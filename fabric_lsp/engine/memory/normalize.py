@@ -12,37 +12,15 @@ adds the coverage reason `max_entry_chars`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from .. import fabric_payloads as _payloads_module
-from ..fabric_payloads import MISSING
+from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy, parse_date_ms
 from ..session.content import content_text
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
-
-
-class _Payloads(Protocol):
-    """The Fabric payload readers used here, with their JSON results spelled out
-    (fabric_payloads annotates them with bare `dict`)."""
-
-    def read_execution_trace(self, details: Any, /, *, legacy_audits: bool) -> Optional[JsonObject]: ...
-
-    def read_branch_details(self, details: Any, /) -> Optional[JsonObject]: ...
-
-
-def _as_payloads(module: _Payloads) -> _Payloads:
-    return module
-
-
-# checked: the module must match the protocol (a module-level annotation would be narrowed
-# back to the module's own types); bound once here, so a call is the same global lookup
-# as the plain import was
-_payloads = _as_payloads(_payloads_module)
-read_execution_trace = _payloads.read_execution_trace
-read_branch_details = _payloads.read_branch_details
 
 _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
