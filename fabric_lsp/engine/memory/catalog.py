@@ -13,12 +13,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Protocol
+from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlparse
 
 from fabric_lsp.engine.jsstr import js_string_of
 from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_files, resolve_session
-from fabric_lsp.engine.session import reader as _reader_module
+from fabric_lsp.engine.session.reader import read_header
 
 from . import store
 from .core import MemoryCore
@@ -29,18 +29,6 @@ _MAX_SAFE = 2**53 - 1
 
 # the engine's logger since before the split into modules
 log = logging.getLogger("fabric_lsp.engine.memory.api")
-
-
-class _Reader(Protocol):
-    """The session reader's header rule, with its JSON result spelled out (the reader
-    annotates it with bare `dict`)."""
-
-    def read_header(self, path: str, /) -> Optional[dict[str, Any]]: ...
-
-
-# checked: the module must match the protocol (read through `_reader.` in functions,
-# where the declared protocol type applies)
-_reader: _Reader = _reader_module
 
 
 @dataclass
@@ -128,7 +116,7 @@ def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional
     if cached is not None and cached[0] == ident:
         return cached[1], cached[2]
     hid = hcwd = None
-    value = _reader.read_header(path)  # the session layer's one header rule for memory
+    value = read_header(path)  # the session layer's one header rule for memory
     if value is not None:
         hid = js_string_of(value.get("id")) if "id" in value else "undefined"
         hcwd = js_string_of(value.get("cwd")) if "cwd" in value else "undefined"
