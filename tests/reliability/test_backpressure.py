@@ -62,6 +62,63 @@ def test_previews_are_bounded_shared_cancellable_and_never_hold_a_cheap_request(
         srv.stop()
 
 
+def bench_agent(tmp: Path) -> tuple[Path, str]:
+    """The 50 MB benchmark session (bench/corpus.py, as bench/reliability/backpressure.py
+    makes it)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from corpus import encode_cwd, generate_session
+
+    agent = tmp / "agent"
+    folder = agent / "sessions" / encode_cwd(ORBIT)
+    folder.mkdir(parents=True)
+    path = generate_session(folder, target_bytes=50_000_000, seed="backpressure", cwd=ORBIT)
+    return agent, str(path)
+
+
+CHEAP_MS = 200
+
+
+def test_cheap_requests_answer_within_200_ms_while_50_previews_of_the_50_mb_session_are_queued(tmp_path):
+    agent, session = bench_agent(tmp_path)
+    srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
+    try:
+        srv.initialize(ORBIT)
+        # the cheap requests' engines started before the clock starts (the first status call
+        # starts the intents engine; the first sessions call reads the headers)
+        srv.call("fabric/compact/status", {"session": session}, timeout=60)
+        srv.call("fabric/sessions", {"scope": "global"}, timeout=60)
+        ids = [srv.request("fabric/compactionPreview",
+                           {"session": session, "keepRecentTokens": 1000 + i, "workDoneToken": f"p{i}"})
+               for i in range(50)]
+        wait_for("a preview of the 50 MB session is running", lambda: progress_reports(srv, "p0") > 0)
+        timings: dict[str, list[float]] = {"fabric/compact/status": [], "fabric/sessions": []}
+        for _ in range(5):
+            for method, params in (("fabric/compact/status", {"session": session}),
+                                   ("fabric/sessions", {"scope": "global"})):
+                t0 = time.monotonic()
+                result = srv.call(method, params, timeout=30)
+                timings[method].append((time.monotonic() - t0) * 1000)
+                assert result is not None
+        # the previews were still queued while every cheap answer came
+        pending = [i for i in ids if i not in srv.responses]
+        assert len(pending) >= 10, "the previews finished before the cheap requests were timed"
+        print({m: [round(t) for t in ts] for m, ts in timings.items()})
+        for method, ts in timings.items():
+            assert max(ts) < CHEAP_MS, f"{method} waited {max(ts):.0f} ms behind 50 queued previews: {ts}"
+        # cancel every preview not answered yet: the queued ones answer -32800 (the two that
+        # are running stop at their next check, or finish first)
+        for i in pending:
+            srv.cancel(i)
+        answers = {i: srv.wait(i, timeout=300) for i in ids}
+        busy = [i for i in ids if answers[i].get("error", {}).get("code") == BUSY]
+        cancelled = [i for i in pending if answers[i].get("error", {}).get("code") == CANCELLED]
+        assert len(busy) == 34, len(busy)  # at most 16 queued or running: the rest refused at once
+        assert all("result" in answers[i] or i in cancelled for i in pending), [answers[i] for i in pending]
+        assert len(cancelled) >= len(pending) - 2, (len(cancelled), len(pending))
+    finally:
+        srv.stop()
+
+
 # -- previews in worker processes (engine/procpool.py) ------------------------------------
 
 
