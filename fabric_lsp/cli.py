@@ -13,6 +13,7 @@ import sys
 from typing import Callable, Sequence
 
 from fabric_lsp import __version__
+from fabric_lsp.engine import alloc
 
 # name -> (help, add_arguments, run); subcommand modules register themselves here.
 Subcommand = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
@@ -98,6 +99,7 @@ def _serve_args(argv: Sequence[str]) -> argparse.Namespace | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    alloc.tune()  # large buffers in their own mappings (engine/alloc.py)
     fast = _serve_args(sys.argv[1:] if argv is None else argv)
     if fast is not None:
         configure_logging(fast.log_file, fast.verbose)

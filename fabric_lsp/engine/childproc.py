@@ -16,6 +16,8 @@ import subprocess
 import sys
 from typing import Any, BinaryIO, Optional
 
+from . import alloc
+
 _HEAD = struct.Struct("<Q")
 
 
@@ -27,6 +29,7 @@ def package_root() -> str:
 
 def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(alloc.child_environment())  # the allocator setting of this process (alloc.py)
     env.update(extra or {})
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -625,13 +625,17 @@ def _encode_entries(state: SessionState) -> None:
             state.entries_bytes += 1 + len(tail)
         return
     total = 0
-    pieces: Optional[list[bytes]] = []
+    # From a large source, count first (nothing kept while counting); keep the encoding
+    # only when it turns out small. From a small one, keep it while counting.
+    pieces: Optional[list[bytes]] = [] if state.size <= RETAIN_ENCODED_MAX_BYTES else None
     for piece in _entries_pieces(entries):
         total += len(piece)
         if pieces is not None:
             pieces.append(bytes(piece))
             if total > RETAIN_ENCODED_MAX_BYTES:
                 pieces = None  # too large to keep: count only
+    if pieces is None and total <= RETAIN_ENCODED_MAX_BYTES:
+        pieces = [bytes(p) for p in _entries_pieces(entries)]
     state.entries_encoded = len(entries)
     if pieces is not None:
         state.entries_json, state.entries_bytes = b"".join(pieces), 0
