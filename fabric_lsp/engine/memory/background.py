@@ -243,24 +243,25 @@ class BackgroundIndexer:
                 result = missing
             adopt(ref, tier, result)
 
-        cold = [(r, t) for r, t in todo if t == "cold" and eng._want_leaf(r.file, branches) is None]
-        pooled = {r.file for r, _ in cold}
+        # hot and cold alike go to the builder children, but sessions a live Pi holds
+        free = [(r, t) for r, t in todo if eng._want_leaf(r.file, branches) is None]
+        pooled = {r.file for r, _ in free}
         local = [(r, t) for r, t in todo if r.file not in pooled]
         with cyclic_gc_paused():
-            if self.workers > 1 and len(cold) >= 2:
+            if self.workers > 1 and len(free) >= 2:
                 from .build_pool import build_split
 
                 build_split(
-                    cold, local,
-                    task=lambda r: (r.file, branches, "cold", cfg, r.id, r.cwd),
+                    free, local,
+                    task=lambda r, tier: (r.file, branches, tier, cfg, r.id, r.cwd),
                     workers=self.workers,
                     build_here=build_here,
-                    on_built=lambda ref, value: adopt(ref, "cold", value),
+                    on_built=adopt,
                     check_cancel=lambda: check(cancel),
                     nice=self.nice,
                 )
             else:
-                for ref, tier in local + cold:
+                for ref, tier in local + free:
                     check(cancel)
                     build_here(ref, tier)
         if summary["built"]:

@@ -1,4 +1,5 @@
-"""A tiny pool of child interpreters that build cold digests in parallel with the caller.
+"""A tiny pool of child interpreters that build sessions' derived states (cold digests and
+hot shards) in parallel with the caller.
 
 Children are plain `python -c` processes (no multiprocessing start-method pitfalls: the
 host's `__main__` is never re-imported, nothing is forked from a threaded server). Each
@@ -152,34 +153,36 @@ def run_batch(
 
 
 def build_split(
-    cold: Sequence[tuple[Any, str]],
+    pooled: Sequence[tuple[Any, str]],
     local: list[tuple[Any, str]],
     *,
-    task: Callable[[Any], TaskArgs],
+    task: Callable[[Any, str], TaskArgs],
     workers: int,
     build_here: Callable[[Any, str], None],
-    on_built: Callable[[Any, Any], None],
+    on_built: Callable[[Any, str, Any], None],
     check_cancel: Callable[[], None],
     nice: int = 0,
 ) -> None:
-    """The one way a set of sessions is built in parallel: the `cold` refs (`(ref, tier)`,
-    `ref.file` their key) go to `workers` children, `task(ref)` being a child's build
-    arguments, while this thread builds `local` ones between polls (hot sessions, sessions
-    a live Pi holds). A child's answer reaches `on_built(ref, state)` (a SourceMissing for
-    an unavailable source); a session whose child failed or died is built here."""
+    """The one way a set of sessions is built in parallel: the `pooled` refs (`(ref, tier)`,
+    `ref.file` their key; cold digests and hot shards alike) go to `workers` children,
+    `task(ref, tier)` being a child's build arguments, while this thread builds `local`
+    ones between polls (sessions a live Pi holds, built on its live leaf). A child's answer
+    reaches `on_built(ref, tier, state)` (a SourceMissing for an unavailable source); a
+    session whose child failed or died is built here."""
     from .sessions import SourceMissing
 
-    by_file = {ref.file: ref for ref, _ in cold}
+    by_file = {ref.file: (ref, tier) for ref, tier in pooled}
     pending = list(local)
 
     def on_result(file: Any, reply: Reply) -> None:
         status, value = reply
+        ref, tier = by_file[file]
         if status == "ok":
-            on_built(by_file[file], value)
+            on_built(ref, tier, value)
         elif status == "missing":
-            on_built(by_file[file], SourceMissing(value))
+            on_built(ref, tier, SourceMissing(value))
         else:
-            build_here(by_file[file], "cold")
+            build_here(ref, tier)
 
     def on_idle() -> bool:
         if not pending:
@@ -188,11 +191,11 @@ def build_split(
         build_here(ref, tier)
         return bool(pending)
 
-    failed = run_batch(((ref.file, task(ref)) for ref, _ in cold), workers, on_result, check_cancel,
+    failed = run_batch(((ref.file, task(ref, tier)) for ref, tier in pooled), workers, on_result, check_cancel,
                        on_idle=on_idle, nice=nice)
     for ref, tier in pending:
         check_cancel()
         build_here(ref, tier)
     for file in failed:
         check_cancel()
-        build_here(by_file[file], "cold")
+        build_here(*by_file[file])

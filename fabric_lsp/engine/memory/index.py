@@ -192,8 +192,9 @@ def build_many(
 ) -> dict[str, Any]:
     """Build states from source: {file: SessionState | SourceMissing}.
 
-    Large cold work goes to a small process pool (digests are compact to send back)
-    while hot sessions are built here; small work stays in this thread."""
+    Large work goes to a small process pool (hot states come back without their append
+    bookkeeping, which the first append restores: `sessions.try_append`); sessions a live
+    Pi holds and small work stay in this thread."""
     out: dict[str, Any] = {}
 
     def build_here(ref: Ref, tier: str) -> None:
@@ -206,26 +207,26 @@ def build_many(
             out[ref.file] = missing
         progress()
 
-    # sessions held by a live Pi are built here, on their live leaf
-    cold = [(r, t) for r, t in todo if t == "cold" and want_leaf(eng, r.file, branches) is None]
-    cold_bytes = sum(r.key.size for r, _ in cold if r.key)
-    if not (eng.parallel_workers > 1 and len(cold) >= 2 and cold_bytes >= eng.parallel_min_bytes):
+    # sessions held by a live Pi are built here, on their live leaf; the rest may go to the pool
+    free = [(r, t) for r, t in todo if want_leaf(eng, r.file, branches) is None]
+    free_bytes = sum(r.key.size for r, _ in free if r.key)
+    if not (eng.parallel_workers > 1 and len(free) >= 2 and free_bytes >= eng.parallel_min_bytes):
         for ref, tier in todo:
             check(cancel)
             build_here(ref, tier)
         return out
     from .build_pool import build_split
 
-    pooled = {r.file for r, _ in cold}
+    pooled = {r.file for r, _ in free}
 
-    def built(ref: Ref, value: Any) -> None:
+    def built(ref: Ref, tier: str, value: Any) -> None:
         out[ref.file] = value
         progress()
 
     build_split(
-        sorted(cold, key=lambda rt: -(rt[0].key.size if rt[0].key else 0)),  # largest first
+        sorted(free, key=lambda rt: -(rt[0].key.size if rt[0].key else 0)),  # largest first
         [(r, t) for r, t in todo if r.file not in pooled],
-        task=lambda r: (r.file, branches, "cold", eng.config, r.id, r.cwd),
+        task=lambda r, tier: (r.file, branches, tier, eng.config, r.id, r.cwd),
         workers=eng.parallel_workers,
         build_here=build_here,
         on_built=built,

@@ -527,7 +527,8 @@ def _assemble(
 
 def build_detached(file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str) -> SessionState:
     """`build_state` for a worker process: the result drops the append-only bookkeeping
-    (the parent rebuilds such a session fully if it ever changes)."""
+    (when the file grows, a hot state gets it back from the old bytes, verified against
+    `sourceHash`: `_restore_bookkeeping`; a cold one is rebuilt)."""
     state = build_state(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd)
     state.scan = None
     state.normalizer = None

@@ -327,6 +327,32 @@ def test_parallel_cold_builds_agree_with_serial(tmp_path: Path):
     assert parallel == serial
 
 
+def test_a_hot_session_built_in_a_child_is_extended_in_place_like_a_fresh_build(tmp_path: Path):
+    """Hot shards are built by the child pool too; such a state comes back without the
+    line scan an append needs, and the first append restores it from the verified old
+    bytes instead of rebuilding: the answers equal a fresh serial build's."""
+    agent = tmp_path / "agent"
+    paths = _corpus(agent)
+    eng = engine(agent, hot_sessions=2, regex_timeout_ms=10_000)
+    eng.parallel_workers, eng.parallel_min_bytes = 2, 0  # force the child-process pool
+    eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
+    hot = {k[0]: st for k, st in eng._states.items() if st.tier == "hot"}
+    assert len(hot) == 2 and all(st.scan is None for st in hot.values())  # built in children
+    newest = paths[-1]
+    state = hot[str(newest)]
+    with open(newest, "a") as fh:
+        fh.write(json.dumps(user("u-new", "b3", "zebra appended in place", 4)) + "\n")
+    warm = [eng.recall(q, cwd=CWD) for q in QUERIES + [{"query": "zebra", "scope": "global"}]]
+    assert eng._states[(str(newest), "active")] is state and state.scan is not None  # extended, not rebuilt
+    eng.close()
+    shutil.rmtree(agent / "fabric-lsp")
+    fresh_eng = engine(agent, hot_sessions=2, regex_timeout_ms=10_000)
+    fresh = [fresh_eng.recall(q, cwd=CWD) for q in QUERIES + [{"query": "zebra", "scope": "global"}]]
+    fresh_eng.close()
+    assert warm == fresh
+    assert warm[-1]["items"], "the appended entry is found"
+
+
 def test_cancel_during_a_parallel_build(tmp_path: Path):
     agent = tmp_path / "agent"
     _corpus(agent)
