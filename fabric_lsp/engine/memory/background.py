@@ -253,7 +253,7 @@ class BackgroundIndexer:
 
                 build_split(
                     free, local,
-                    task=lambda r, tier: (r.file, branches, tier, cfg, r.id, r.cwd),
+                    task=lambda r, tier: (r.file, branches, tier, cfg, r.id, r.cwd, eng.index_dir),
                     workers=self.workers,
                     build_here=build_here,
                     on_built=adopt,

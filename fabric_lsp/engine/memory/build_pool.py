@@ -4,8 +4,10 @@ hot shards) in parallel with the caller.
 Children are plain `python -c` processes (no multiprocessing start-method pitfalls: the
 host's `__main__` is never re-imported, nothing is forked from a threaded server). Each
 reads length-prefixed pickled tasks on stdin and answers on stdout. The pool is used for
-one batch and then closed; a cancelled batch kills its children, and because children
-never write cache files, nothing partial is left behind.
+one batch and then closed; a cancelled batch kills its children. A child writes the disk
+cache records of what it built (temp file + rename, `sessions.write_records`), so a killed
+one leaves at worst a temp file, which the next cache cleanup removes, never a torn
+record; the parent adopts the state without writing it again.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ while True:
     (n,) = struct.unpack("<Q", head)
     task = pickle.loads(inp.read(n))
     try:
-        file, branches, tier, cfg, ref_id, ref_cwd = task
-        result = ("ok", build_detached(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd))
+        file, branches, tier, cfg, ref_id, ref_cwd, index_dir = task
+        result = ("ok", build_detached(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd, index_dir=index_dir))
     except SourceMissing as missing:
         result = ("missing", missing.reason)
     except Exception as exc:

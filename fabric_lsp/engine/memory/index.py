@@ -25,9 +25,9 @@ from .sessions import (
     SourceMissing,
     build_state,
     digest_from_hot,
-    shard_pieces,
     state_from_record,
     try_append,
+    write_records,
 )
 from .tokenize import sort_lexical
 
@@ -65,22 +65,7 @@ def cleanup_once(eng: MemoryCore) -> bool:
 
 
 def persist(eng: MemoryCore, state: SessionState) -> None:
-    kind = "shard" if state.tier == "hot" else "digest"
-    name = store.cache_name(state.file, state.branches, kind)
-    files_name = file_history.cache_name(state.file, state.branches)
-    data: Any = state.persisted
-    if not data and kind == "shard" and state.encode and state.entries_bytes:
-        data = shard_pieces(state)  # a large shard: written streaming, never held whole
-    if data:
-        # the file-operations table first: a record is only used with its table
-        if state.file_ops is not None:
-            store.write_atomic(eng.index_dir, files_name, file_history.encode_record(state))
-        store.write_atomic(eng.index_dir, name, data)
-    else:
-        store.remove(eng.index_dir, name)
-        store.remove(eng.index_dir, files_name)
-    other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
-    store.remove(eng.index_dir, other)
+    write_records(eng.index_dir, state)
 
 
 def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
@@ -226,7 +211,7 @@ def build_many(
     build_split(
         sorted(free, key=lambda rt: -(rt[0].key.size if rt[0].key else 0)),  # largest first
         [(r, t) for r, t in todo if r.file not in pooled],
-        task=lambda r, tier: (r.file, branches, tier, eng.config, r.id, r.cwd),
+        task=lambda r, tier: (r.file, branches, tier, eng.config, r.id, r.cwd, eng.index_dir),
         workers=eng.parallel_workers,
         build_here=build_here,
         on_built=built,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import store
+from . import file_history
 from .file_history import new_collector
 from .normalize import Normalizer
 from .records import HotRecords
@@ -282,6 +283,7 @@ class SessionState:
     cold_slot: Optional[int] = None
     cold_table: Any = None
     view_cache: Any = None  # (identity key, DigestView, digest): see digest_view
+    written: bool = False  # its disk cache records were written where it was built (a builder child)
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -525,11 +527,20 @@ def _assemble(
     return state
 
 
-def build_detached(file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str) -> SessionState:
+def build_detached(
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, index_dir: Optional[str] = None
+) -> SessionState:
     """`build_state` for a worker process: the result drops the append-only bookkeeping
     (when the file grows, a hot state gets it back from the old bytes, verified against
-    `sourceHash`: `_restore_bookkeeping`; a cold one is rebuilt)."""
+    `sourceHash`: `_restore_bookkeeping`; a cold one is rebuilt). With `index_dir`, the
+    worker writes the state's disk cache records itself (`write_records`) and the result
+    says so (`written`): the caller adopts it without writing, and the encoded record is
+    not sent back."""
     state = build_state(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd)
+    if index_dir is not None:
+        write_records(index_dir, state)
+        state.persisted = b""
+        state.written = True
     state.scan = None
     state.normalizer = None
     state.folder = None
@@ -668,6 +679,32 @@ def shard_pieces(state: SessionState) -> Iterable[Any]:
     entries = state.entries if state.entries is not None else HotRecords()
     record = shard_record(state)
     return store.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
+
+
+def write_records(index_dir: str, state: SessionState) -> None:
+    """Bring the disk cache in line with `state`: its record (shard or digest) and its
+    file-operations table written, or both removed when it has none; the record of the
+    other tier removed. A state whose records were written where it was built
+    (`written`) only clears that mark."""
+    if state.written:
+        state.written = False
+        return
+    kind = "shard" if state.tier == "hot" else "digest"
+    name = store.cache_name(state.file, state.branches, kind)
+    files_name = file_history.cache_name(state.file, state.branches)
+    data: Any = state.persisted
+    if not data and kind == "shard" and state.encode and state.entries_bytes:
+        data = shard_pieces(state)  # a large shard: written streaming, never held whole
+    if data:
+        # the file-operations table first: a record is only used with its table
+        if state.file_ops is not None:
+            store.write_atomic(index_dir, files_name, file_history.encode_record(state))
+        store.write_atomic(index_dir, name, data)
+    else:
+        store.remove(index_dir, name)
+        store.remove(index_dir, files_name)
+    other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
+    store.remove(index_dir, other)
 
 
 def shard_bytes(state: SessionState) -> bytes:
