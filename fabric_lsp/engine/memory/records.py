@@ -85,44 +85,43 @@ class HotRecords(Sequence[Record]):
     def append(self, rec: Record) -> None:
         pos = len(self._tend)
         keys = tuple(rec)
-        plain = keys[:_NBASE] == BASE_KEYS
-        if plain:
+        if keys[:_NBASE] == BASE_KEYS:
             index, line, ts, text = rec["index"], rec["line"], rec["timestamp"], rec["text"]
             eid = self._id_code(rec["entryId"])
             pid = self._id_code(rec["parentId"])
-            plain = (type(index) is int and type(line) is int and type(text) is str and eid is not None
-                     and pid is not None and _INT_MIN <= index <= _INT_MAX and _INT_MIN <= line <= _INT_MAX)
-        if not plain:
-            self._whole[pos] = rec
-            text = rec.get("text")
-            self._add_text(text if type(text) is str else "")
-            for col in (self._index, self._line, self._ts, self._eid, self._pid):
-                col.append(0)
-            self._kind.append(0)
-            return
-        kind = (rec["sessionFile"], rec["sessionId"], rec["type"], rec["role"], rec["toolName"], rec["isError"],
-                rec["truncated"])
-        try:
-            code = self._kind_of.get(kind)
-        except TypeError:  # an unhashable field: keep the record as it is
-            code = None
-            self._whole[pos] = rec
-        if code is None and pos not in self._whole:
-            code = self._kind_of[kind] = len(self._kinds)
-            self._kinds.append(kind)
-        self._add_text(text)
-        self._index.append(index)
-        self._line.append(line)
-        if type(ts) is int and _INT_MIN < ts <= _INT_MAX:
-            self._ts.append(ts)
-        else:
-            self._ts.append(_ODD_TS)
-            self._odd_ts[pos] = ts
-        self._eid.append(eid)  # type: ignore[arg-type]  # checked above: not None
-        self._pid.append(pid)  # type: ignore[arg-type]
-        self._kind.append(code or 0)
-        if len(keys) > _NBASE:
-            self._extra[pos] = tuple((k, rec[k]) for k in keys[_NBASE:])
+            if (type(index) is int and type(line) is int and type(text) is str and eid is not None
+                    and pid is not None and _INT_MIN <= index <= _INT_MAX and _INT_MIN <= line <= _INT_MAX):
+                kind = (rec["sessionFile"], rec["sessionId"], rec["type"], rec["role"], rec["toolName"],
+                        rec["isError"], rec["truncated"])
+                try:
+                    code = self._kind_of.get(kind)
+                except TypeError:  # an unhashable field: keep the record as it is
+                    code = None
+                    self._whole[pos] = rec
+                if code is None and pos not in self._whole:
+                    code = self._kind_of[kind] = len(self._kinds)
+                    self._kinds.append(kind)
+                self._add_text(text)
+                self._index.append(index)
+                self._line.append(line)
+                if type(ts) is int and _INT_MIN < ts <= _INT_MAX:
+                    self._ts.append(ts)
+                else:
+                    self._ts.append(_ODD_TS)
+                    self._odd_ts[pos] = ts
+                self._eid.append(eid)
+                self._pid.append(pid)
+                self._kind.append(code or 0)
+                if len(keys) > _NBASE:
+                    self._extra[pos] = tuple((k, rec[k]) for k in keys[_NBASE:])
+                return
+        # not the plain shape: keep the record as it is
+        self._whole[pos] = rec
+        text = rec.get("text")
+        self._add_text(text if type(text) is str else "")
+        for col in (self._index, self._line, self._ts, self._eid, self._pid):
+            col.append(0)
+        self._kind.append(0)
 
     def extend(self, records: Iterable[Record]) -> None:
         for rec in records:
