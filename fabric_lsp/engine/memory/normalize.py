@@ -108,9 +108,10 @@ class Normalizer:
         self.index_tool_output = index_tool_output
         self.next_index = 0
         self.reasons: set[str] = set()
-        self._entry_ids: set[str] = set()
-        self._op_addresses: set[str] = set()
-        self._fact_addresses: set[str] = set()
+        # the session-wide id sets (sessions._restore_bookkeeping refills them from the records)
+        self.entry_ids: set[str] = set()
+        self.op_addresses: set[str] = set()
+        self.fact_addresses: set[str] = set()
         # file_history.FileOpsCollector fed every entry with its records (None: not kept)
         self.file_ops: Any = None
 
@@ -164,9 +165,9 @@ class Normalizer:
         index = self.next_index
         self.next_index += 1
         if entry_id is not None:
-            if entry_id in self._entry_ids:
+            if entry_id in self.entry_ids:
                 self.reasons.add("duplicate_entry_id")
-            self._entry_ids.add(entry_id)
+            self.entry_ids.add(entry_id)
         return {
             "sessionFile": self.session_file,
             "sessionId": self.session_id,
@@ -184,9 +185,9 @@ class Normalizer:
         }
 
     def _note_op_address(self, address: str) -> None:
-        if address in self._op_addresses:
+        if address in self.op_addresses:
             self.reasons.add("duplicate_operation_address")
-        self._op_addresses.add(address)
+        self.op_addresses.add(address)
 
     def _fields(
         self, raw: JsonObject, etype: str, message: Optional[JsonObject], role: Optional[str]
@@ -358,9 +359,9 @@ class Normalizer:
         out: list[JsonObject] = []
         for fact in facts:
             address = fact["address"]
-            if address in self._fact_addresses:
+            if address in self.fact_addresses:
                 continue
-            self._fact_addresses.add(address)
+            self.fact_addresses.add(address)
             kind = fact["kind"]
             bf: dict[str, Any] = {
                 "kind": kind, "address": address, "entryId": fact["entryId"], "subordinal": fact["subordinal"],

@@ -17,10 +17,13 @@ import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, TypeAlias
 
 from ..jsstr import iso_ms, js_stringify
 from .tokenize import count_terms, tokenize_lexical, utf16_key
+
+if TYPE_CHECKING:
+    from ..json_types import JsonObject
 
 K1 = 1.2
 B = 0.75
@@ -32,6 +35,9 @@ SEGMENT_ROLES = frozenset({"user", "bashExecution", "compaction"})
 _SESSION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENTRY_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
+# A term's postings in a HotIndex: one packed int, then a list, then an array('Q').
+Postings: TypeAlias = "int | list[int] | array[int]"
+
 
 @dataclass
 class HotIndex:
@@ -41,13 +47,13 @@ class HotIndex:
     large session do), then a list, packed into an 8-byte array once it is long; read
     them through `postings_of`."""
 
-    doc_len: array = field(default_factory=lambda: array("I"))
-    postings: dict[str, Any] = field(default_factory=dict)  # int | list[int] | array('Q')
-    seg_starts: list[int] = field(default_factory=list)
-    seg_of: array = field(default_factory=lambda: array("I"))  # position -> segment number
+    doc_len: array[int] = field(default_factory=lambda: array("I"))
+    postings: dict[str, Postings] = field(default_factory=dict[str, "Postings"])
+    seg_starts: list[int] = field(default_factory=list[int])
+    seg_of: array[int] = field(default_factory=lambda: array("I"))  # position -> segment number
     total_len: int = 0
 
-    def add(self, record: dict) -> None:
+    def add(self, record: JsonObject) -> None:
         self.add_text(record["text"], record.get("role"))
 
     def add_text(self, text: str, role: Any) -> None:
@@ -56,7 +62,7 @@ class HotIndex:
         length = max(1, length)
         self.doc_len.append(length)
         self.total_len += length
-        postings = self.postings
+        postings: dict[str, Any] = self.postings  # Any: `type(...) is int` does not narrow the else branch
         get = postings.get
         base = idx << 32
         for term, tf in counts.items():
@@ -81,7 +87,7 @@ class HotIndex:
                 postings[term] = array("Q", plist)
 
     @classmethod
-    def build(cls, records: Iterable[dict]) -> "HotIndex":
+    def build(cls, records: Iterable[JsonObject]) -> "HotIndex":
         index = cls()
         for rec in records:
             index.add(rec)
@@ -89,7 +95,7 @@ class HotIndex:
         return index
 
 
-def postings_of(plist: Any) -> Any:
+def postings_of(plist: Any) -> Sequence[int]:
     """A term's postings as a sequence (see HotIndex)."""
     return (plist,) if type(plist) is int else plist
 
@@ -104,7 +110,7 @@ class HotView:
     branches: str
     lineage_fingerprint: str
     mtime: float
-    entries: Sequence[dict]
+    entries: Sequence[JsonObject]
     index: HotIndex
     tier: str = "hot"
     first_index: int = 0  # hydrated ranges: index of entries[0]
@@ -126,7 +132,7 @@ class DigestView:
     last_ts: Optional[float]
     mtime: float
     vocabulary: list[str]
-    vocab_set: frozenset
+    vocab_set: frozenset[str]
 
     def __post_init__(self) -> None:
         self.file_key = _file_key(self.session_file)
@@ -155,7 +161,7 @@ class SearchResult:
     total_matches: int
     segment_count: int
     reasons: list[str]
-    error: Optional[dict] = None
+    error: Optional[JsonObject] = None
     complete: bool = True
 
 
@@ -166,7 +172,7 @@ def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_
     """{view number: {position: score}} for documents with score > 0, and whether the
     corpus was capped at `limit` documents (in view order)."""
     query_terms = list(dict.fromkeys(t for term in terms for t in tokenize_lexical(term)))
-    sizes = []
+    sizes: list[int] = []
     remaining = limit
     capped = False
     for v in views:
@@ -188,7 +194,7 @@ def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_
     avgdl = total_len / N
     located: dict[int, dict[int, float]] = {}
     for term in query_terms:
-        lists = []
+        lists: list[tuple[int, HotView, Sequence[int]]] = []
         df = 0
         for vn, (v, take) in enumerate(zip(views, sizes)):
             arr = v.index.postings.get(term)
@@ -240,7 +246,7 @@ def rank_digest_hits(hits: list[tuple[DigestView, list[str]]]) -> list[DigestHit
     df: Counter[str] = Counter()
     for _, matches in hits:
         df.update(matches)
-    out = []
+    out: list[DigestHit] = []
     for d, matches in hits:
         score = 0.0
         for t in matches:
@@ -268,7 +274,7 @@ def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bo
                 out.append(SegmentItem(view, start, end, 0.0, chosen, len(chosen)))
         return out
     assert matched is not None
-    by_seg: dict[int, list] = {}
+    by_seg: dict[int, list[Any]] = {}  # segment number -> [best score, matched count]
     nseg = len(starts)
     seg_of = view.index.seg_of
     get = by_seg.get
@@ -289,16 +295,12 @@ def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bo
     return out
 
 
-def _seg_starts(entries: list[dict]) -> list[int]:
-    return [i for i, e in enumerate(entries) if i == 0 or e.get("role") in SEGMENT_ROLES]
-
-
 def _file_key(path: str) -> Any:
     # Code point order equals JS `<` order unless astral characters are present.
     return path if max(path, default="\0") <= "\uffff" else utf16_key(path)
 
 
-def _item_key(item: Any):
+def _item_key(item: Any) -> tuple[Any, ...]:
     v = item.view
     if type(item) is SegmentItem:
         return (-item.score, -v.mtime, 0, v.base_index + item.start, v.file_key)
@@ -359,10 +361,10 @@ def page_bounds(page: Any, page_size: Any, max_page_size: int, default_size: int
 _ENTRY_FIELDS = ("index", "entryId", "parentId", "type", "role", "toolName", "timestamp", "isError", "truncated", "text")
 
 
-def segment_object(item: SegmentItem) -> dict:
+def segment_object(item: SegmentItem) -> JsonObject:
     v = item.view
-    entries = []
-    exact = []
+    entries: list[JsonObject] = []
+    exact: list[JsonObject] = []
     for pos in range(item.start, item.end):
         rec = v.entries[pos]
         matched = item.matched is None or pos in item.matched
@@ -389,7 +391,7 @@ def segment_object(item: SegmentItem) -> dict:
     }
 
 
-def pointer_object(hit: DigestHit) -> dict:
+def pointer_object(hit: DigestHit) -> JsonObject:
     d = hit.view
     return {
         "tier": "cold",
@@ -405,7 +407,7 @@ def pointer_object(hit: DigestHit) -> dict:
     }
 
 
-def entry_reference(session_id: str, rec: dict) -> Optional[str]:
+def entry_reference(session_id: str, rec: JsonObject) -> Optional[str]:
     """`pi-entry:<sessionId>/<entryId>`; child records point at their carrier entry."""
     entry_id = rec.get("entryId")
     if rec.get("type") in ("fabric_operation", "fabric_branch_fact"):
@@ -465,7 +467,7 @@ def render_text(
     total_items: int,
     total_matches: int,
     segment_count: int,
-    index_coverage: Optional[dict],
+    index_coverage: Optional[JsonObject],
     query_reasons: list[str],
     query_complete: bool,
     entry_refs: bool = True,

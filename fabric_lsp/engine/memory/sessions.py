@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 
 import msgspec
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from . import store
 from . import file_history
@@ -40,6 +40,12 @@ from .source import (
     stat_key,
 )
 from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
+
+if TYPE_CHECKING:
+    from ..json_types import JsonObject, JsonValue
+
+    Cancel = Optional[Callable[[], None]]
+    RecordsOf = Callable[[Lineage, Normalizer], Iterable[JsonObject]]
 
 FILES_TOUCHED_CAP = 50
 SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
@@ -121,13 +127,13 @@ class DigestFolder:
         self.seen_texts: set[bytes] = set()  # digests of long texts already folded
         self.vocab_bytes = 2
         self.vocab_stopped = False
-        self.addresses: list[list] = []
+        self.addresses: list[list[Any]] = []
         self.entry_count = 0
         self.batch_chars = batch_chars  # 0: fold text by text (the oracle for tests)
         self.pending: list[str] = []
         self.pending_chars = 0
 
-    def add(self, rec: dict) -> None:
+    def add(self, rec: JsonObject) -> None:
         self.entry_count += 1
         ts = rec["timestamp"]
         if ts is not None:
@@ -222,7 +228,7 @@ class DigestFolder:
             self.vocab_bytes += cost
             vocab.add(term)
 
-    def record(self, reasons: list[str]) -> dict:
+    def record(self, reasons: list[str]) -> JsonObject:
         self.flush()
         vocabulary = sort_lexical(self.vocab)
         all_reasons = set(reasons)
@@ -237,7 +243,7 @@ class DigestFolder:
             "addresses": self.addresses,
             "indexCoverage": {
                 "complete": not all_reasons,
-                "vocabularyBytes": len(store._encoder.encode(vocabulary)),
+                "vocabularyBytes": len(store.encoder.encode(vocabulary)),
                 "reasons": sort_lexical(all_reasons),
             },
         }
@@ -255,7 +261,7 @@ class SessionState:
     session_id: str
     cwd: str
     lineage: Lineage
-    coverage: dict  # {complete, reasons}
+    coverage: JsonObject  # {complete, reasons}
     entry_count: int
     first_ts: Optional[float] = None
     last_ts: Optional[float] = None
@@ -264,11 +270,11 @@ class SessionState:
     entries: Optional[HotRecords] = None
     hot_index: Optional[HotIndex] = None
     # cold
-    digest: Optional[dict] = None
-    vocab_set: frozenset = frozenset()
+    digest: Optional[JsonObject] = None
+    vocab_set: frozenset[str] = frozenset()
     # kept only for in-place append
     scan: Optional[SourceScan] = None
-    path_ordinals: Sequence[int] = field(default_factory=list)
+    path_ordinals: Sequence[int] = field(default_factory=list[int])
     normalizer: Optional[Normalizer] = None
     folder: Optional[DigestFolder] = None
     hasher: Any = None
@@ -340,13 +346,14 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
 
 
 def _records_from(
-    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel=None,
+    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
     kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
-):
+) -> Iterator[JsonObject]:
     """The records of the content lines among `rows` (default: all) of `lines` that the
     lineage keeps (`ordinals`; None: all), decoded from `data` (the file from `base`)."""
     types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
     id_col, parent_col = lines.id, lines.parent
+    raw: JsonValue  # a decoded line (declared, not checked: `type(raw) is dict` narrows it)
     for n, i in enumerate(range(len(types)) if rows is None else rows):
         if types[i] not in CONTENT_TYPES:
             continue
@@ -373,7 +380,7 @@ def _records_from(
             yield from norm.feed(raw, line_col[i])
 
 
-def scan_streaming(fh: Any, cancel=None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
+def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
     """(scan, sha256, bytes read) of an open file, read in chunks: only one chunk (or one
     line longer than a chunk) is held at a time, never a copy of it. Each chunk starts at
     the first line the previous one did not finish (re-read, not copied). Equal to
@@ -407,9 +414,9 @@ def scan_streaming(fh: Any, cancel=None, chunk_bytes: int = 0) -> tuple[SourceSc
 
 
 def records_streaming(
-    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel=None,
+    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
     chunk_bytes: int = 0,
-):
+) -> Iterator[JsonObject]:
     """The records of the selected lines (as `_records_from` gives them), reading the file
     again chunk by chunk."""
     size = chunk_bytes or STREAM_CHUNK_BYTES
@@ -432,7 +439,7 @@ def records_streaming(
 
 
 def build_state(
-    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel: Cancel = None, encode: bool = True,
     live_leaf: Optional[str] = None,
     searchable: bool = True,
 ) -> SessionState:
@@ -452,7 +459,7 @@ def build_state(
     box: dict[str, Any] = {"data": data, "kept": kept}
     del data, kept
 
-    def records(lineage: Lineage, norm: Normalizer):
+    def records(lineage: Lineage, norm: Normalizer) -> Iterator[JsonObject]:
         return _records_from(box.pop("data"), 0, scan.lines, lineage.ordinals, norm, cancel=cancel,
                              kept=box.pop("kept"))
 
@@ -461,7 +468,7 @@ def build_state(
 
 
 def _build_streaming(
-    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel=None, encode: bool = True,
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel: Cancel = None, encode: bool = True,
     live_leaf: Optional[str] = None, searchable: bool = True,
 ) -> SessionState:
     for _ in range(3):
@@ -474,7 +481,7 @@ def _build_streaming(
                 if total != key.size or stat_key(file) != key:
                     continue
 
-                def records(lineage: Lineage, norm: Normalizer):
+                def records(lineage: Lineage, norm: Normalizer) -> Iterator[JsonObject]:
                     return records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel)
 
                 state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records,
@@ -487,7 +494,7 @@ def _build_streaming(
 
 
 def _assemble(
-    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, records: Any,
+    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, records: RecordsOf,
     ref_id: str, ref_cwd: str, encode: bool, live_leaf: Optional[str], searchable: bool,
 ) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
@@ -604,7 +611,7 @@ def _ts_range(entries: HotRecords) -> tuple[Any, Any]:
     return lo, hi
 
 
-def _adopt_digest(state: SessionState, record: dict) -> None:
+def _adopt_digest(state: SessionState, record: JsonObject) -> None:
     state.digest = record
     state.vocab_set = frozenset()  # built from the vocabulary on first use (`digest_view`)
     cov = record["indexCoverage"]
@@ -627,7 +634,7 @@ def _encode_entries(state: SessionState) -> None:
     if done == len(entries) and (state.entries_json or state.entries_bytes):
         return
     if 0 < done < len(entries) and (state.entries_json or state.entries_bytes):
-        tail = b",".join(store._encoder.encode(e) for e in entries[done:])
+        tail = b",".join(store.encoder.encode(e) for e in entries[done:])
         state.entries_encoded = len(entries)
         if state.entries_json:
             state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
@@ -661,7 +668,7 @@ def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
     yield b"["
     first = True
     for chunk in entries.chunks():
-        data = store._encoder.encode(chunk)
+        data = store.encoder.encode(chunk)
         if not first:
             yield b","
         first = False
@@ -712,7 +719,7 @@ def shard_bytes(state: SessionState) -> bytes:
     return b"".join(bytes(p) for p in shard_pieces(state))
 
 
-def shard_record(state: SessionState) -> dict:
+def shard_record(state: SessionState) -> JsonObject:
     return {
         "cacheVersion": store.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
         "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
@@ -727,7 +734,7 @@ def shard_record(state: SessionState) -> dict:
 
 
 def state_from_record(
-    record: dict, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any
+    record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any
 ) -> Optional[SessionState]:
     """A state from a validated cache record, when it is fresh for `key` and `cfg`."""
     if record.get("statKey") != _key_list(key):
@@ -754,7 +761,7 @@ def state_from_record(
         entries = HotRecords()
         index = HotIndex()
         for i, raw in enumerate(loaded):
-            e = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
+            e: JsonValue = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:
                 return None
             entries.append(e)
@@ -805,14 +812,14 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
                 pos, line_no = nl + 1, line_no + 1
             end = data.find(b"\n", pos)
             spans[target] = (pos, len(data) if end < 0 else end)
-        per_line: dict[int, dict[tuple, str]] = {}
+        per_line: dict[int, dict[tuple[Any, Any], str]] = {}
         for line, (a, b) in spans.items():
             ok, raw = decode_json_line(data[a:b])
             if not ok:
                 return None
             norm = Normalizer(state.file, "", max_entry_chars=None,
                               index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
-            texts: dict[tuple, str] = {}
+            texts: dict[tuple[Any, Any], str] = {}
             for rec in norm.feed(raw, line):
                 k = (rec["type"], rec["entryId"])
                 if k in texts:
@@ -830,7 +837,7 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
         terms = set(postings)
     else:
         cut = set(truncated)
-        terms = set()
+        terms: set[str] = set()
         for term, plist in postings.items():
             for p in postings_of(plist):
                 if (p >> 32) not in cut:
@@ -945,7 +952,7 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
         return
     if state.file_ops is None:
         return  # an append must extend the file operations too: rebuild instead
-    entries = state.entries or []
+    entries: Sequence[JsonObject] = state.entries or []
     header_sid = scan.header_id or ""
     norm = Normalizer(state.file, header_sid, max_entry_chars=cfg.max_entry_chars,
                       index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
@@ -954,16 +961,18 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
     norm.reasons = set(state.coverage.get("reasons", ())) - {"invalid_parent_graph"}
     for e in entries:
         if e.get("entryId") is not None:
-            norm._entry_ids.add(e["entryId"])
+            norm.entry_ids.add(e["entryId"])
         if e.get("operationAddress") is not None:
-            norm._op_addresses.add(e["operationAddress"])
+            norm.op_addresses.add(e["operationAddress"])
         if e.get("type") == "fabric_branch_fact" and e.get("factAddress") is not None:
-            norm._fact_addresses.add(e["factAddress"])
+            norm.fact_addresses.add(e["factAddress"])
     state.scan, state.path_ordinals, state.lineage = scan, ordinals, lineage
     state.normalizer, state.hasher = norm, hasher
 
 
-def _extend_active_lineage(state: SessionState, new_lines: ScanLines, first_new: int):
+def _extend_active_lineage(
+    state: SessionState, new_lines: ScanLines, first_new: int
+) -> Optional[tuple[Lineage, Sequence[int]]]:
     """(lineage, path ordinals) when the new leaf's path is the old path plus new nodes
     only; None otherwise (the caller rebuilds)."""
     old_path = state.path_ordinals
@@ -971,8 +980,8 @@ def _extend_active_lineage(state: SessionState, new_lines: ScanLines, first_new:
     if state.lineage.reasons or len(old_ids) != len(old_path):
         return None
     known = set(old_ids)
-    new_nodes = {}
-    leaf = None
+    new_nodes: dict[str, ScannedLine] = {}
+    leaf: Optional[str] = None
     for ln in new_lines:
         if ln.is_node:
             if ln.id in known or ln.id in new_nodes:
@@ -999,7 +1008,7 @@ def _extend_active_lineage(state: SessionState, new_lines: ScanLines, first_new:
     return None
 
 
-def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: Sequence[int]):
+def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: Sequence[int]) -> tuple[Lineage, list[int]]:
     chain.reverse()
     ids = list(old_ids) + [c.id for c in chain]
     ordinals = list(old_path) + [c.ordinal for c in chain]

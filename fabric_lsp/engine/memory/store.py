@@ -14,14 +14,17 @@ import os
 import re
 import stat as _stat
 import tempfile
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union, cast
 
 import msgspec
 
 from ..private_dir import make_private_dir
 from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
-CACHE_VERSION = 5
+if TYPE_CHECKING:
+    from ..json_types import JsonObject, JsonValue
+
+CACHE_VERSION: int = 5  # int, not Literal[5]: a decoded version is compared with it (and checked not to be a bool)
 # Bumped when our own encoding (not the V5 contents) changes.
 ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
 
@@ -29,7 +32,7 @@ ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
 RECORD_KINDS = ("shard", "digest", "fileOperations")
 
 _SAFE = re.compile(r"[^a-zA-Z0-9._-]")
-_encoder = msgspec.json.Encoder()
+encoder = msgspec.json.Encoder()  # the one JSON encoder of the cache (sessions.py encodes records with it)
 
 
 def cache_base(session_file: str) -> str:
@@ -98,7 +101,7 @@ _ENTRIES_MARK = msgspec.Raw(b"0")  # stands in for a large encoded `entries` whi
 _SPLICE_MIN = 1 << 16
 
 
-def apply_cache_metrics(record: dict, size: int) -> bytes:
+def apply_cache_metrics(record: JsonObject, size: int) -> bytes:
     """Set `cacheBytes` to the exact encoded size (iterating to a fixed point) and return
     the sealed encoding (`recordHash` last).
 
@@ -119,7 +122,7 @@ def apply_cache_metrics(record: dict, size: int) -> bytes:
     return _seal_pieces(pieces)
 
 
-def sealed_stream(record: dict, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+def sealed_stream(record: JsonObject, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]) -> Iterator[Any]:
     """The bytes `apply_cache_metrics` gives for `record`, in pieces, where the record's
     `entries` is given as the length of its encoding and a function yielding that
     encoding in pieces (read once): a large hot shard is written without ever being held
@@ -142,7 +145,7 @@ def sealed_stream(record: dict, size: int, entries_len: int, entries: Callable[[
     yield last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
 
 
-def _spliced_layout(record: dict, size: int, big_len: Optional[int]) -> Optional[tuple[list[bytes], list[bytes]]]:
+def _spliced_layout(record: JsonObject, size: int, big_len: Optional[int]) -> Optional[tuple[list[bytes], list[bytes]]]:
     """The pieces of the record's encoding (zero hash) before and after its `entries`
     value when that value is left out (`big_len` is its encoded length), or the whole
     encoding as `head` when `big_len` is None. Sets the record's metrics. None when the
@@ -156,11 +159,11 @@ def _spliced_layout(record: dict, size: int, big_len: Optional[int]) -> Optional
         saved = record["entries"]
         record["entries"] = _ENTRIES_MARK
         try:
-            base = _encoder.encode(record)
+            base = encoder.encode(record)
         finally:
             record["entries"] = saved
     else:
-        base = _encoder.encode(record)
+        base = encoder.encode(record)
     at = base.find(_METRICS_AT_ZERO)
     cut = -1
     if big_len is not None:
@@ -177,7 +180,7 @@ def _spliced_layout(record: dict, size: int, big_len: Optional[int]) -> Optional
     rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails) + (big_len or 0)
 
     def length(cb: Any, r: Any) -> int:
-        return rest + len(_encoder.encode(cb)) + len(_encoder.encode(r))
+        return rest + len(encoder.encode(cb)) + len(encoder.encode(r))
 
     last = -1
     for _ in range(5):
@@ -189,31 +192,31 @@ def _spliced_layout(record: dict, size: int, big_len: Optional[int]) -> Optional
         last = n
     cache_bytes = length(cache_bytes, ratio)
     record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
-    first = [head, _encoder.encode(cache_bytes), b',"cacheSourceRatio":', _encoder.encode(ratio), b","]
+    first = [head, encoder.encode(cache_bytes), b',"cacheSourceRatio":', encoder.encode(ratio), b","]
     if big_len is None:
         return first + tails, []
     return first + tails[:1], tails[1:]
 
 
-def apply_cache_metrics_slow(record: dict, size: int) -> bytes:
+def apply_cache_metrics_slow(record: JsonObject, size: int) -> bytes:
     record.pop("recordHash", None)
     record["recordHash"] = _ZERO_HASH
     last = -1
     for _ in range(5):
-        data = _encoder.encode(record)
+        data = encoder.encode(record)
         n = len(data)
         record["cacheBytes"] = n
         record["cacheSourceRatio"] = 0 if size == 0 else float(f"{n / size:.6f}")
         if n == last:
             break
         last = n
-    data = _encoder.encode(record)
+    data = encoder.encode(record)
     record["cacheBytes"] = len(data)
-    data = _encoder.encode(record)
+    data = encoder.encode(record)
     return _seal(data)
 
 
-def fit_digest(record: dict, size: int, max_bytes: int) -> Optional[bytes]:
+def fit_digest(record: JsonObject, size: int, max_bytes: int) -> Optional[bytes]:
     """Encode a digest within `max_bytes`, keeping exact prefixes of addresses, then of
     vocabulary, and reporting `max_cold_cache_bytes` when anything was cut."""
     data = apply_cache_metrics(record, size)
@@ -243,13 +246,13 @@ def fit_digest(record: dict, size: int, max_bytes: int) -> Optional[bytes]:
         while lo < hi:
             mid = (lo + hi + 1) // 2
             record["vocabulary"] = vocab[:mid]
-            cov["vocabularyBytes"] = len(_encoder.encode(vocab[:mid]))
+            cov["vocabularyBytes"] = len(encoder.encode(vocab[:mid]))
             if fits():
                 lo = mid
             else:
                 hi = mid - 1
         record["vocabulary"] = vocab[:lo]
-        cov["vocabularyBytes"] = len(_encoder.encode(vocab[:lo]))
+        cov["vocabularyBytes"] = len(encoder.encode(vocab[:lo]))
     data = apply_cache_metrics(record, size)
     return data if len(data) <= max_bytes else None
 
@@ -301,9 +304,9 @@ class _DigestCheck(msgspec.Struct):
     policy: str
     cacheBytes: Union[int, float]
     cacheSourceRatio: Union[int, float]
-    filesTouched: list
+    filesTouched: list[Any]
     vocabulary: list[str]
-    addresses: list[list]
+    addresses: list[list[Any]]
     indexCoverage: _DigestCoverage
     mtime: Union[int, float]
     size: Union[int, float]
@@ -353,7 +356,7 @@ def valid_record(data: bytes, kind: str, file_size: int) -> bool:
     return True
 
 
-def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
+def load_record(data: bytes, kind: str, file_size: int) -> Optional[JsonObject]:
     """Decode a record for use, or None when it is not a valid V5 record of ours.
 
     One parse: the seal proves the bytes are exactly what this engine wrote, so the
@@ -373,21 +376,21 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[dict]:
             return None
     if rec.get("cacheBytes") != file_size or not isinstance(rec.get("policy"), str):
         return None
-    cov = rec.get("indexCoverage")
+    cov: JsonValue = rec.get("indexCoverage")
     if not isinstance(cov, dict) or not isinstance(cov.get("complete"), bool) or not isinstance(cov.get("reasons"), list):
         return None
     if kind == "shard":
-        entries = rec.get("entries")
+        entries: JsonValue = rec.get("entries")
         if not isinstance(entries, list) or not isinstance(rec.get("sessionFile"), str) or not isinstance(rec.get("sessionId"), str):
             return None
         # the records are checked as they are decoded (`shard_entry`)
     else:
-        vocab = rec.get("vocabulary")
+        vocab: JsonValue = rec.get("vocabulary")
         if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
             return None
-        if len(set(vocab)) != len(vocab) or vocab != sort_lexical(vocab):
+        if len(set(vocab)) != len(vocab) or vocab != sort_lexical(cast("list[str]", vocab)):  # all str: checked above
             return None
-        addresses = rec.get("addresses")
+        addresses: JsonValue = rec.get("addresses")
         if not isinstance(addresses, list) or not all(isinstance(t, list) and len(t) == 6 for t in addresses):
             return None
         if not isinstance(rec.get("file"), str) or not isinstance(rec.get("filesTouched"), list):
@@ -399,7 +402,7 @@ _top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def _decode_shard(data: bytes) -> Optional[dict]:
+def _decode_shard(data: bytes) -> Optional[JsonObject]:
     """A shard record with `entries` left as a list of undecoded records (`msgspec.Raw`
     views of `data`): the caller decodes them one at a time (`shard_entry`), so a large
     shard's records are never all held as dicts at once."""
@@ -411,11 +414,11 @@ def _decode_shard(data: bytes) -> Optional[dict]:
     return rec
 
 
-def shard_entry(raw: Any) -> Optional[dict]:
+def shard_entry(raw: Any) -> Optional[JsonObject]:
     """One record of a shard loaded by `load_record` (a `msgspec.Raw`), decoded and
     checked, or None when it is not a record."""
     try:
-        e = _any.decode(raw)
+        e: JsonValue = _any.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         return None
     if not isinstance(e, dict) or not isinstance(e.get("text"), str) or not isinstance(e.get("sessionFile"), str):
@@ -423,9 +426,9 @@ def shard_entry(raw: Any) -> Optional[dict]:
     return e
 
 
-def decode_record(data: bytes) -> Optional[dict]:
+def decode_record(data: bytes) -> Optional[JsonObject]:
     try:
-        value = _any.decode(data)
+        value: JsonValue = _any.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

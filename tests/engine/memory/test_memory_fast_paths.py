@@ -77,8 +77,8 @@ def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, 
 
     from fabric_lsp.engine.memory import store
 
-    one = len(store._encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
-    encoded = store._encoder.encode(entries * (2 + store._SPLICE_MIN // one))
+    one = len(store.encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
+    encoded = store.encoder.encode(entries * (2 + store._SPLICE_MIN // one))
 
     def record(raw: bool):
         return {"cacheVersion": 5, "kind": "shard", "sessionFile": name, "cacheBytes": 0, "cacheSourceRatio": 0,
