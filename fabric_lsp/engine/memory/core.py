@@ -51,7 +51,7 @@ class MemoryCore:
         self.parallel_min_bytes = 16 * 1024 * 1024
 
     # -- the shared state, for the modules that are functions over this core -------------
-    # (the same objects; index.py, recall.py and expand.py still read the underscore names)
+    # (the same objects; tests still read the underscore names)
 
     @property
     def lock(self) -> threading.RLock:
@@ -67,6 +67,20 @@ class MemoryCore:
     def headers(self) -> dict[str, HeaderEntry]:
         """Session headers by file, cached per stat identity (catalog.header)."""
         return self._headers
+
+    @property
+    def hydrated(self) -> LRUCache[tuple[str, str], SessionState]:
+        """Hydrated cold sessions (index.hydrated_state): never persisted, never promoted."""
+        return self._hydrated
+
+    @property
+    def cleanup_complete(self) -> Optional[bool]:
+        """Whether the disk cache cleanup inspected everything (None: not run yet)."""
+        return self._cleanup_complete
+
+    @cleanup_complete.setter
+    def cleanup_complete(self, value: Optional[bool]) -> None:
+        self._cleanup_complete = value
 
     def background_pending(self) -> bool:
         """True while a background indexer has sessions left to index."""

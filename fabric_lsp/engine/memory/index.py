@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
@@ -31,34 +31,39 @@ from .sessions import (
 )
 from .tokenize import sort_lexical
 
+if TYPE_CHECKING:
+    from ..json_types import JsonObject
+
 # ---- lifecycle ------------------------------------------------------------------------------
 
 
 def forget_gone(eng: MemoryCore, paths: Iterable[str]) -> None:
     """Forget the state of the files among `paths` that are gone."""
-    with eng._lock:
+    with eng.lock:
+        states, headers = eng.states, eng.headers
         for p in paths:
             p = os.path.abspath(path_of(p) or p)
             if not os.path.exists(p):
-                for key in [k for k in eng._states if k[0] == p]:
-                    del eng._states[key]
-                eng._headers.pop(p, None)
+                for key in [k for k in states if k[0] == p]:
+                    del states[key]
+                headers.pop(p, None)
 
 
 def drop_caches(eng: MemoryCore) -> None:
-    with eng._lock:
-        eng._states.clear()
-        eng._hydrated.clear()
-        eng._headers.clear()
-        eng._cleanup_complete = None
+    with eng.lock:
+        eng.states.clear()
+        eng.hydrated.clear()
+        eng.headers.clear()
+        eng.cleanup_complete = None
 
 
 def cleanup_once(eng: MemoryCore) -> bool:
-    if eng._cleanup_complete is None:
-        eng._cleanup_complete = store.cleanup(
+    complete = eng.cleanup_complete
+    if complete is None:
+        complete = eng.cleanup_complete = store.cleanup(
             eng.index_dir, eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
         )
-    return eng._cleanup_complete
+    return complete
 
 
 # ---- the disk cache -------------------------------------------------------------------------
@@ -106,14 +111,15 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
         raise SourceMissing("source_unavailable")
     slot = (ref.file, branches)
     want = want_leaf(eng, ref.file, branches)
-    state = eng._states.get(slot)
+    states = eng.states
+    state = states.get(slot)
     if state is not None and state.live_leaf != want:
-        eng._states.pop(slot, None)  # built on another leaf
+        states.pop(slot, None)  # built on another leaf
         state = None
     if want is not None:
         if state is not None and state.tier == tier and state.key == key:
             return state, False
-        eng._states.pop(slot, None)
+        states.pop(slot, None)
         return None, False
     if state is not None and state.tier == tier:
         if state.key == key:
@@ -121,12 +127,12 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
         if try_append(state, key, eng.config):
             persist(eng, state)
             state.persisted = b""  # on disk now; memory keeps only what queries need
-            eng._states[slot] = state  # a cold append re-derived the vocabulary
+            states[slot] = state  # a cold append re-derived the vocabulary
             return state, True
     if state is None or state.tier != tier:
         loaded = from_disk(eng, ref, branches, tier)
         if loaded is not None:
-            eng._states[slot] = loaded
+            states[slot] = loaded
             store.remove(
                 eng.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
             )
@@ -137,7 +143,7 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
             if derived is not None:
                 adopt(eng, derived)
                 return derived, True
-    eng._states.pop(slot, None)
+    states.pop(slot, None)
     return None, False
 
 
@@ -145,7 +151,7 @@ def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: Optional[Ca
     """A cold session's records for explicit hydration: built like a hot shard but
     never persisted and never promoted (kept in a small in-memory LRU)."""
     slot = (ref.file, branches)
-    state = eng._hydrated.get(slot)
+    state = eng.hydrated.get(slot)
     assert ref.key is not None
     want = want_leaf(eng, ref.file, branches)
     if state is not None and state.live_leaf == want:
@@ -157,7 +163,7 @@ def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: Optional[Ca
         ref.file, branches, "hot", eng.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
         encode=False, live_leaf=want,
     )
-    eng._hydrated[slot] = state
+    eng.hydrated[slot] = state
     return state
 
 
@@ -165,7 +171,7 @@ def adopt(eng: MemoryCore, state: SessionState) -> None:
     if state.live_leaf is None:  # the disk cache holds the file's own leaf only
         persist(eng, state)
         state.persisted = b""  # on disk now; memory keeps only what queries need
-    eng._states[(state.file, state.branches)] = state
+    eng.states[(state.file, state.branches)] = state
 
 
 def build_many(
@@ -232,7 +238,7 @@ def load_index(
     hydrate: bool,
     cancel: Optional[CancelToken],
     activity: Optional[ActivitySink],
-) -> tuple[list[SessionState], list[str], dict]:
+) -> tuple[list[SessionState], list[str], JsonObject]:
     """States of the scoped sessions in scope order, their tiers, and index coverage."""
     # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
     # passes over them only cost time (about half a build), so pause it meanwhile.
@@ -249,7 +255,7 @@ def _load_index_unpaused(
     hydrate: bool,
     cancel: Optional[CancelToken],
     activity: Optional[ActivitySink],
-) -> tuple[list[SessionState], list[str], dict]:
+) -> tuple[list[SessionState], list[str], JsonObject]:
     cleanup_complete = cleanup_once(eng)
     reasons: set[str] = set()
     if not cleanup_complete:
@@ -333,7 +339,7 @@ def _load_index_unpaused(
             tier = "hydrated"
         if not isinstance(result, SessionState):
             reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
-            eng._states.pop((ref.file, branches), None)
+            eng.states.pop((ref.file, branches), None)
             for kind in store.RECORD_KINDS:
                 store.remove(eng.index_dir, store.cache_name(ref.file, branches, kind))
             continue
@@ -344,7 +350,7 @@ def _load_index_unpaused(
         states.append(result)
         tiers.append(tier)
     eligible = len(refs)
-    coverage = {
+    coverage: JsonObject = {
         "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0,
         "indexedSessions": indexed,
         "eligibleSessions": eligible,
@@ -358,7 +364,7 @@ def _load_index_unpaused(
 def indexed_states(
     eng: MemoryCore, scope: str, cwd: Optional[str], branches: str, *, cancel: Optional[CancelToken],
     activity: Optional[ActivitySink],
-) -> tuple[list[SessionState], dict]:
+) -> tuple[list[SessionState], JsonObject]:
     """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
     scope order, and the index coverage. The caller holds the engine lock."""
     refs = all_refs(eng)
