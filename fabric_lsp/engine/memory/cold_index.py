@@ -138,14 +138,14 @@ class TermsView(Sequence[str]):
 class TermsSet:
     """`term in view.vocab_set` for a slot, answered from the postings."""
 
-    __slots__ = ("_slot", "_table")
+    __slots__ = ("slot", "_table")
 
     def __init__(self, table: ColdTermTable, slot: int) -> None:
         self._table = table
-        self._slot = slot
+        self.slot = slot
 
     def __contains__(self, term: object) -> bool:
-        return isinstance(term, str) and self._table.contains(self._slot, term)
+        return isinstance(term, str) and self._table.contains(self.slot, term)
 
 
 def score_digests_inverted(

@@ -82,6 +82,16 @@ class MemoryCore:
     def cleanup_complete(self, value: Optional[bool]) -> None:
         self._cleanup_complete = value
 
+    @property
+    def cold(self) -> ColdTermTable:
+        """The interned term table holding every cold state's vocabulary (cold_index.py)."""
+        return self._cold
+
+    @property
+    def regex(self) -> RegexRunner:
+        """The regex worker (regex_worker.py)."""
+        return self._regex
+
     def background_pending(self) -> bool:
         """True while a background indexer has sessions left to index."""
         indexer = self.background

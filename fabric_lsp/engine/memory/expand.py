@@ -8,7 +8,7 @@ the index, so it never waits for the engine lock.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 
@@ -17,8 +17,12 @@ from .config import MemoryConfig
 from .core import MemoryCore
 from .sessions import SessionState, SourceMissing
 
+if TYPE_CHECKING:
+    from ..json_types import JsonObject, JsonValue
+    from .expand_stream import Expansion
 
-def stale_pointer(state: SessionState, exp_hash: Any, exp_fp: Any) -> Optional[dict]:
+
+def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -> Optional[JsonObject]:
     hash_bad = exp_hash is not None and exp_hash != state.source_hash
     fp_bad = exp_fp is not None and exp_fp != state.lineage.fingerprint
     if not (hash_bad or fp_bad):
@@ -31,20 +35,21 @@ def stale_pointer(state: SessionState, exp_hash: Any, exp_fp: Any) -> Optional[d
     return {"code": "stale_pointer", "message": msg}
 
 
-def expand(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+def expand(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> JsonObject:
     params = params or {}
     branches = branches_of(params.get("branches"))
-    indices = params.get("indices")
+    indices: JsonValue = params.get("indices")
     if indices is not None and not isinstance(indices, list):
         raise ValueError("indices: must be an array")
     if indices is not None and not all(safe_nonneg_int(i) for i in indices):
         return expand_error("index_out_of_bounds", "Every entry index must be a non-negative safe integer.")
+    wanted = cast("list[int | float]", indices or [])  # checked above: safe non-negative integers
     session = params.get("session")
     if not isinstance(session, str) or not session.strip():
         raise ValueError("session: expand requires a session")
-    entry_ids = [x for x in params.get("entryIds") or [] if isinstance(x, str) and x]
-    op_addrs = [x for x in params.get("operationAddresses") or [] if isinstance(x, str) and x]
-    entry_range = params.get("entryRange")
+    entry_ids = [x for x in params.get("entryIds") or () if isinstance(x, str) and x]
+    op_addrs = [x for x in params.get("operationAddresses") or () if isinstance(x, str) and x]
+    entry_range: JsonValue = params.get("entryRange")
     rng: Optional[tuple[int, int]] = None
     if entry_range is not None:
         if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
@@ -65,7 +70,7 @@ def expand(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
     report(activity, "Expanding session entries")
     from .expand_stream import Selection, expand_streaming
 
-    want = Selection({int(i) for i in indices or []}, set(entry_ids), set(op_addrs), rng)
+    want = Selection({int(i) for i in wanted}, set(entry_ids), set(op_addrs), rng)
     try:
         # Expansion streams the full source (no truncation, thinking and output
         # included) and keeps only the requested records: bounded memory at any size.
@@ -75,11 +80,11 @@ def expand(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
         if missing.reason == "source_changed_during_index":
             return expand_error("stale_pointer", "Session source changed after the pointer was issued.")
         return expand_error("source_unavailable", f"Session source is unavailable: {ref.file}")
-    stale = stale_pointer(state, exp_hash, exp_fp)  # type: ignore[arg-type]
+    stale = stale_pointer(state, exp_hash, exp_fp)
     if stale is not None:
         return expand_error("stale_pointer", stale["message"])
     n = state.entry_count
-    for i in indices or []:
+    for i in wanted:
         if int(i) >= n:
             return expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
     if rng is not None and rng[1] >= n:
@@ -104,7 +109,7 @@ def expand(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
     return base
 
 
-class _ExpandConfig:
+class ExpandConfig:
     """The engine config seen by expansion: full text, thinking and tool output."""
 
     def __init__(self, cfg: MemoryConfig) -> None:
@@ -115,14 +120,14 @@ class _ExpandConfig:
         self.max_cold_cache_bytes = cfg.max_cold_cache_bytes
 
 
-def expand_error(code: str, message: str, candidates: Optional[list[str]] = None) -> dict:
+def expand_error(code: str, message: str, candidates: Optional[list[str]] = None) -> JsonObject:
     err: dict[str, Any] = {"code": code, "message": message}
     if candidates is not None:
         err["candidates"] = candidates
     return {"error": err}
 
 
-def _expanded_item(e: dict) -> dict:
+def _expanded_item(e: JsonObject) -> JsonObject:
     item: dict[str, Any] = {"index": e["index"], "entryId": e.get("entryId")}
     if e.get("operationAddress") is not None:
         item["operationAddress"] = e["operationAddress"]

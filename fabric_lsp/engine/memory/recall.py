@@ -10,7 +10,7 @@ engine lock, on snapshots of the hot views.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check
 
@@ -38,6 +38,9 @@ from .search import (
 )
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
+if TYPE_CHECKING:
+    from ..json_types import JsonObject, JsonValue
+
 RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
 
 
@@ -53,7 +56,7 @@ class RecallEcho:
     page_size: int
 
 
-def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict:
+def recall(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> JsonObject:
     params = params or {}
     query = params.get("query")
     if query is not None and not isinstance(query, str):
@@ -72,7 +75,7 @@ def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
     exp_fp = params.get("expectedLineageFingerprint")
     if (exp_hash is not None or exp_fp is not None) and not hydrate:
         raise ValueError("expectedSourceHash/expectedLineageFingerprint: integrity expectations require scope session:<id-or-path>")
-    entry_range = params.get("entryRange")
+    entry_range: JsonValue = params.get("entryRange")
     rng: Optional[tuple[int, int]] = None
     if entry_range is not None:
         if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
@@ -85,7 +88,7 @@ def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
                                 "Entry range requires safe integers with 0 <= first <= last.")
         rng = (int(first), int(last))
     plan = plan_memory_query(query, mode)
-    with eng._lock:
+    with eng.lock:
         known = all_refs(eng)
         forget_vanished(eng, known)
         try:
@@ -128,11 +131,14 @@ def recall(eng: MemoryCore, params: dict, *, cwd: Optional[str] = None, cancel: 
     return run_search(eng, plan, echo, views, digests, index_cov=index_cov)
 
 
-def run_search(eng: MemoryCore, plan, echo: RecallEcho, views, digests, *, index_cov) -> dict:
+def run_search(
+    eng: MemoryCore, plan: JsonObject, echo: RecallEcho, views: list[HotView], digests: list[DigestView], *,
+    index_cov: JsonObject,
+) -> JsonObject:
     scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
     page, page_size = echo.page, echo.page_size
     q_reasons: set[str] = set()
-    q_error: Optional[dict] = None
+    q_error: Optional[JsonObject] = None
     q_complete = True
     browse = plan["kind"] == "browse"
     located: dict[int, dict[int, float]] = {}
@@ -204,7 +210,9 @@ def run_search(eng: MemoryCore, plan, echo: RecallEcho, views, digests, *, index
     }
 
 
-def regex_search(eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView]):
+def regex_search(
+    eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView]
+) -> tuple[dict[int, dict[int, float]], list[DigestHit], set[str], Optional[JsonObject]]:
     cfg = eng.config
     reasons: set[str] = set()
     haystacks: list[str] = []
@@ -243,9 +251,9 @@ def regex_search(eng: MemoryCore, pattern: str, views: list[HotView], digests: l
                     break
     pbytes = len(pattern.encode("utf-8", "surrogatepass"))
     if pbytes > cfg.regex_max_pattern_bytes:
-        err = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
+        err: JsonObject = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
         return {}, [], {err["code"]}, err
-    outcome = eng._regex.run(pattern, haystacks, cfg.regex_timeout_ms)
+    outcome = eng.regex.run(pattern, haystacks, cfg.regex_timeout_ms)
     if outcome.error is not None:
         return {}, [], {outcome.error["code"]}, outcome.error
     located: dict[int, dict[int, float]] = {}
@@ -275,16 +283,16 @@ def regex_search(eng: MemoryCore, pattern: str, views: list[HotView], digests: l
     return located, hits, reasons, None
 
 
-def score_cold(eng: MemoryCore, digests: list[DigestView], terms: list[str]):
+def score_cold(eng: MemoryCore, digests: list[DigestView], terms: list[str]) -> tuple[list[DigestHit], bool]:
     """Cold pointer hits from the inverted term -> sessions map when every digest is
     held by the term table (else the per-digest scan, e.g. for detached views)."""
-    slots = [d.vocab_set._slot if isinstance(d.vocab_set, TermsSet) else None for d in digests]
+    slots = [d.vocab_set.slot if isinstance(d.vocab_set, TermsSet) else None for d in digests]
     if all(s is not None for s in slots):
-        return score_digests_inverted(digests, slots, terms, eng._cold)
+        return score_digests_inverted(digests, slots, terms, eng.cold)
     return score_digests(digests, terms)
 
 
-def recall_error(echo: RecallEcho, code: str, message: str) -> dict:
+def recall_error(echo: RecallEcho, code: str, message: str) -> JsonObject:
     return {
         "scope": echo.scope or "session",
         "branches": echo.branches,

@@ -17,7 +17,7 @@ import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, TypeAlias
+from typing import TYPE_CHECKING, Any, Container, Iterable, Optional, Sequence, TypeAlias
 
 from ..jsstr import iso_ms, js_stringify
 from .tokenize import count_terms, tokenize_lexical, utf16_key
@@ -132,7 +132,7 @@ class DigestView:
     last_ts: Optional[float]
     mtime: float
     vocabulary: list[str]
-    vocab_set: frozenset[str]
+    vocab_set: Container[str]  # a frozenset, or a cold_index.TermsSet
 
     def __post_init__(self) -> None:
         self.file_key = _file_key(self.session_file)

@@ -318,8 +318,8 @@ class SessionState:
 
             return DigestView(
                 self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),  # type: ignore[arg-type]
-                TermsSet(self.cold_table, self.cold_slot),  # type: ignore[arg-type]
+                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),
+                TermsSet(self.cold_table, self.cold_slot),
             )
         if not self.vocab_set and self.digest["vocabulary"]:
             self.vocab_set = frozenset(self.digest["vocabulary"])

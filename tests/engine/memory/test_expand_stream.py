@@ -10,7 +10,7 @@ import pytest
 from memory_kit import REAL_SESSIONS
 
 from fabric_lsp.engine.memory.api import MemoryConfig
-from fabric_lsp.engine.memory.expand import _ExpandConfig
+from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.expand_stream import Selection, expand_streaming
 from fabric_lsp.engine.memory.sessions import build_state
 
@@ -21,7 +21,7 @@ FILES = sorted(REAL_SESSIONS.glob("*.jsonl"))
 @pytest.mark.parametrize("branches", ["active", "all"])
 @pytest.mark.parametrize("block", [97, 4096, 8 << 20])
 def test_streaming_expand_equals_the_full_build(path: Path, branches: str, block: int):
-    full = build_state(str(path), branches, "hot", _ExpandConfig(MemoryConfig()), ref_id=path.stem, ref_cwd="", encode=False,
+    full = build_state(str(path), branches, "hot", ExpandConfig(MemoryConfig()), ref_id=path.stem, ref_cwd="", encode=False,
                        searchable=False)
     entries = full.entries or []
     n = len(entries)
