@@ -27,14 +27,14 @@ This module is the façade; the work is done by functions over the engine's stat
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Protocol
+from typing import Any, Iterable, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
 from . import catalog, file_history, index
-from . import expand as _expand_module
+from . import expand as _expand
 from . import listing as _listing
-from . import recall as _recall_module
+from . import recall as _recall
 from .catalog import Ref
 from .config import MemoryConfig
 from .core import MemoryCore
@@ -45,37 +45,6 @@ from .sessions import SessionState
 __all__ = [
     "MemoryConfig", "MemoryEngine", "Ref", "RECALL_MAX_PAGE_SIZE", "SESSIONS_LIST_CAP", "SESSIONS_MAX_PAGE_SIZE",
 ]
-
-
-# The calls of recall.py, expand.py and index.py used here, with their JSON results spelled
-# out (those modules annotate them with bare `dict`). Checked: each module must match its
-# protocol (read through the protocol-typed name in methods, where the declared type applies).
-
-
-class _Recall(Protocol):
-    def recall(
-        self, eng: MemoryCore, params: dict[str, Any], /, *, cwd: Optional[str], cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
-    ) -> dict[str, Any]: ...
-
-
-class _Expand(Protocol):
-    def expand(
-        self, eng: MemoryCore, params: dict[str, Any], /, *, cwd: Optional[str], cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
-    ) -> dict[str, Any]: ...
-
-
-class _Index(Protocol):
-    def indexed_states(
-        self, eng: MemoryCore, scope: str, cwd: Optional[str], branches: str, /, *, cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
-    ) -> tuple[list[SessionState], dict[str, Any]]: ...
-
-
-_recall: _Recall = _recall_module
-_expand: _Expand = _expand_module
-_index: _Index = index
 
 
 class MemoryEngine(MemoryCore):
@@ -122,7 +91,7 @@ class MemoryEngine(MemoryCore):
     ) -> tuple[list[SessionState], dict[str, Any]]:
         """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
         scope order, and the index coverage. The caller holds the engine lock."""
-        return _index.indexed_states(self, scope, cwd, branches, cancel=cancel, activity=activity)
+        return index.indexed_states(self, scope, cwd, branches, cancel=cancel, activity=activity)
 
     # -- what the background indexer (background.py) uses -------------------------------------
 

@@ -32,13 +32,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Optional, Protocol
+from typing import Any
 
 from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
-from . import sessions as _sessions_module
-from .sessions import SessionState, SourceMissing, build_detached
+from .sessions import SessionState, SourceMissing, build_detached, build_state
 from .source import stat_key
 
 log = logging.getLogger("fabric_lsp.memory.background")
@@ -49,19 +48,6 @@ PROGRESS_INTERVAL_S = 0.1
 Sink = Callable[[dict[str, Any]], None]
 
 
-class _Builder(Protocol):
-    """`sessions.build_state` as called here, with `cancel` spelled out (sessions.py
-    leaves it unannotated)."""
-
-    def build_state(
-        self, file: str, branches: str, tier: str, cfg: Any, /, *, ref_id: str, ref_cwd: str,
-        cancel: Optional[Callable[[], None]], live_leaf: Optional[str],
-    ) -> SessionState: ...
-
-
-# checked: the module must match the protocol (read through `_sessions.` in functions,
-# where the declared protocol type applies)
-_sessions: _Builder = _sessions_module
 
 
 class BackgroundIndexer:
@@ -235,7 +221,7 @@ class BackgroundIndexer:
             live = eng._want_leaf(ref.file, branches)
             try:
                 if tier == "hot" or live is not None:  # a held session: on its live leaf
-                    result: Any = _sessions.build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
+                    result: Any = build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
                                               cancel=lambda: check(cancel), live_leaf=live)
                 else:  # no append bookkeeping: an append rebuilds a cold session
                     result = build_detached(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd)

@@ -16,35 +16,17 @@ passes raises SourceMissing("source_changed_during_index").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Optional, Protocol
+from typing import Any
 
-from . import sessions as _sessions_module
 from .normalize import Normalizer
-from .sessions import SourceMissing, lineage_from_lines
-from .source import Lineage, ScanLines, SourceScan, StatKey, stat_key
+from .sessions import SourceMissing, lineage_from_lines, records_streaming, scan_streaming
+from .source import Lineage, StatKey, stat_key
 
 BLOCK_BYTES = 8 * 1024 * 1024
 
 
-class _Streaming(Protocol):
-    """The two streaming passes of sessions.py, with their parameter and record types
-    spelled out (sessions.py leaves `cancel` and the records unannotated)."""
-
-    def scan_streaming(
-        self, fh: BinaryIO, cancel: Optional[Callable[[], None]], chunk_bytes: int, /
-    ) -> tuple[SourceScan, Any, int]: ...
-
-    def records_streaming(
-        self, fh: BinaryIO, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, /, *,
-        cancel: Optional[Callable[[], None]], chunk_bytes: int,
-    ) -> Iterator[dict[str, Any]]: ...
-
-
-# checked: the module must match the protocol (read through `_sessions.` in functions,
-# where the declared protocol type applies)
-_sessions: _Streaming = _sessions_module
 
 
 @dataclass
@@ -86,7 +68,7 @@ def expand_streaming(
         raise SourceMissing("source_unavailable")
     try:
         with open(file, "rb") as fh:
-            scan, hasher, read = _sessions.scan_streaming(fh, cancel, block_bytes)
+            scan, hasher, read = scan_streaming(fh, cancel, block_bytes)
     except OSError:
         raise SourceMissing("source_unavailable") from None
     if read != key.size or stat_key(file) != key:
@@ -100,7 +82,7 @@ def expand_streaming(
     count = 0
     try:
         with open(file, "rb") as fh:
-            for rec in _sessions.records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
+            for rec in records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
                 count += 1
                 eid, op = rec.get("entryId"), rec.get("operationAddress")
                 if eid in id_counts:

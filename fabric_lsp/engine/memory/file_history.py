@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Protocol, cast
+from typing import TYPE_CHECKING, Any, Optional
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -43,27 +43,6 @@ if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
     from .sessions import SessionState
 
-
-class _Store(Protocol):
-    """The cache-record functions of store.py used here, with the record type spelled
-    out (store.py annotates them with bare `dict`)."""
-
-    def apply_cache_metrics(self, record: dict[str, Any], size: int, /) -> bytes: ...
-
-    def decode_record(self, data: bytes, /) -> Optional[dict[str, Any]]: ...
-
-
-# checked: the module must match the protocol (read through `_store.` in functions,
-# where the declared protocol type applies)
-_store: _Store = store
-
-
-class _Covered(Protocol):
-    """A `SessionState`'s coverage with its type spelled out (sessions.py annotates it
-    with bare `dict`)."""
-
-    @property
-    def coverage(self) -> dict[str, Any]: ...  # {complete, reasons}
 
 PI_FILE_TOOLS = frozenset({"read", "edit", "write"})
 FABRIC_FILE_REFS = {"pi.read": "read", "pi.edit": "edit", "pi.write": "write"}
@@ -328,7 +307,7 @@ def encode_record(state: "SessionState") -> bytes:
         "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
         "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
     }
-    return _store.apply_cache_metrics(record, state.size)
+    return store.apply_cache_metrics(record, state.size)
 
 
 def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector]:
@@ -336,7 +315,7 @@ def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector
     (path, branch mode, stat key, source hash, lineage); None otherwise."""
     if not store.sealed(data):
         return None
-    rec = _store.decode_record(data)
+    rec = store.decode_record(data)
     if rec is None:
         return None
     key = state.key
@@ -452,7 +431,7 @@ def file_history(
         reasons, incomplete = _session_reasons(coverage)
         for st in states:
             table = st.file_ops
-            mine: set[str] = set(cast("_Covered", st).coverage.get("reasons", ())) - TEXT_ONLY_REASONS
+            mine: set[str] = set(st.coverage.get("reasons", ())) - TEXT_ONLY_REASONS
             if table is None:  # cannot happen for indexed states; never answer from nothing
                 mine.add("index_error")
             else:

@@ -5,35 +5,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import Any, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
-from . import index as _index_module
-from .catalog import Ref, Unresolved, all_refs, branches_of, forget_vanished, hot_files, scope_kind, scope_refs
+from .catalog import Unresolved, all_refs, branches_of, forget_vanished, hot_files, scope_kind, scope_refs
 from .core import MemoryCore
+from .index import load_index
 from .search import page_bounds
 from .tokenize import sort_lexical
-
-if TYPE_CHECKING:
-    from .sessions import SessionState
 
 SESSIONS_LIST_CAP = 500
 SESSIONS_MAX_PAGE_SIZE = 200
 
 
-class _Index(Protocol):
-    """`index.load_index` with its coverage spelled out (index.py annotates it `dict`)."""
-
-    def load_index(
-        self, eng: MemoryCore, refs: list[Ref], hot: set[str], branches: str, /, *, hydrate: bool,
-        cancel: Optional[CancelToken], activity: Optional[ActivitySink],
-    ) -> tuple[list[SessionState], list[str], dict[str, Any]]: ...
-
-
-# checked: the module must match the protocol (read through `_index.` in functions,
-# where the declared protocol type applies)
-_index: _Index = _index_module
 
 
 def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
@@ -58,7 +43,7 @@ def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: Optional[str] = No
         found = len(refs)
         refs = refs[: max(1, eng.config.max_sessions)][:SESSIONS_LIST_CAP]
         hot = hot_files(eng, known, refs)
-        states, tiers, coverage = _index.load_index(eng, refs, hot, branches, hydrate=False, cancel=cancel, activity=activity)
+        states, tiers, coverage = load_index(eng, refs, hot, branches, hydrate=False, cancel=cancel, activity=activity)
         if found > len(refs):  # the cap cut sessions: the list is not the whole scope
             coverage["complete"] = False
             coverage["reasons"] = sort_lexical(set(coverage["reasons"]) | {"max_sessions"})
