@@ -8,22 +8,11 @@ to the session model.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
-from fabric_lsp.engine.session import tokens as _tokens_module
+from fabric_lsp.engine.session import tokens as _tokens
 
 from .loader import ToolOutput
-
-
-class _Tokens(Protocol):
-    """The part of `session.tokens` used here, with the message type spelled out."""
-
-    def message_chars(self, message: dict[str, Any], /) -> int: ...
-
-
-# checked: the module must match the protocol (read through `_tokens.` in functions,
-# where the declared protocol type applies)
-_tokens: _Tokens = _tokens_module
 
 
 def message_chars(message: dict[str, Any]) -> int:

@@ -32,9 +32,9 @@ import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, BinaryIO, Callable, Iterator, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
-from fabric_lsp.engine import session as _session_module
+from fabric_lsp.engine import session as _session
 from fabric_lsp.engine.activity import CancelToken, Cancelled
 from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
@@ -43,24 +43,6 @@ from fabric_lsp.engine.jsstr import is_json_object
 from fabric_lsp.engine.session import EntryRecord, SessionTree, js_stringify, parse_session_bytes
 
 log = logging.getLogger(__name__)
-
-
-class _SessionModel(Protocol):
-    """The session-model functions used here, with their JSON types spelled out (the
-    session layer annotates them with bare `dict`)."""
-
-    def build_context_messages(self, path: list[dict[str, Any]], /) -> list[dict[str, Any]]: ...
-
-    def estimate_tokens(self, message: dict[str, Any], /) -> int: ...
-
-    def iter_session(
-        self, fp: BinaryIO, /, *, start_offset: int = ..., header_seen: Optional[bool] = ...
-    ) -> Iterator[Union[EntryRecord, dict[str, Any]]]: ...
-
-
-# checked: the package must match the protocol (read through `_session.` in functions,
-# where the declared protocol type applies)
-_session: _SessionModel = _session_module
 
 
 class _CompactionApi(Protocol):
