@@ -86,3 +86,24 @@ def msgspec_decode_lines(path: str) -> int:
             dec.decode(line)
             n += 1
     return n
+
+
+def timed_peak_rss(code: str, names: dict[str, str], agent_dir: str) -> tuple[int, float]:
+    """(VmHWM KiB, wall s) of a fresh interpreter running ``code`` with each of ``names``
+    bound to its string, and ``PI_CODING_AGENT_DIR`` = ``agent_dir`` (no user config,
+    leases or caches). The peak is read by the child itself, after ``code``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PI_CODING_AGENT_DIR"] = agent_dir
+    script = (
+        "".join(f"{name} = {value!r}\n" for name, value in names.items()) + f"{code}\n"
+        "sys_ = __import__('sys')\n"
+        "sys_.stderr.write('VMHWM ' + [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0] + '\\n')\n"
+    )
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("VMHWM ")]
+    if out.returncode != 0 or not lines:
+        raise SystemExit(f"probe failed ({out.returncode}): {code}\n{out.stderr[-2000:]}")
+    return int(lines[-1].split()[1]), wall

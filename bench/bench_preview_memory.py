@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+
+from bench_common import timed_peak_rss  # noqa: E402
 
 CWD = "/home/user/projects/orbit"
 
@@ -54,21 +55,7 @@ PROBES = [
 
 def probe(code: str, path: str, agent_dir: str) -> tuple[int, float]:
     """(VmHWM KiB, wall s) of a fresh interpreter running ``code`` with ``P`` = path."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PI_CODING_AGENT_DIR"] = agent_dir  # no user config, leases or caches
-    script = (
-        f"P = {path!r}\n{code}\n"
-        "sys_ = __import__('sys')\n"
-        "sys_.stderr.write('VMHWM ' + [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0] + '\\n')\n"
-    )
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("VMHWM ")]
-    if out.returncode != 0 or not lines:
-        raise SystemExit(f"probe failed ({out.returncode}): {code}\n{out.stderr[-2000:]}")
-    return int(lines[-1].split()[1]), wall
+    return timed_peak_rss(code, {"P": path}, agent_dir)
 
 
 def session(kind: str, args: argparse.Namespace, out: Path) -> Path:

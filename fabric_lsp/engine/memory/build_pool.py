@@ -29,8 +29,6 @@ _CHILD = r"""
 import gc, os, pickle, struct, sys
 if os.environ.get("FABRIC_LSP_BUILD_NICE"):
     os.nice(int(os.environ["FABRIC_LSP_BUILD_NICE"]))  # background indexing: lowest priority
-    import fabric_lsp.engine.memory.sessions as _sessions
-    _sessions.SINGLE_PASS_MAX_BYTES = 4 << 20  # and bounded memory: decoded values are never all alive
 gc.disable()  # a short-lived builder of acyclic data: collection passes only cost time
 from fabric_lsp.engine.memory.sessions import SourceMissing, build_detached
 inp, out = sys.stdin.buffer, sys.stdout.buffer

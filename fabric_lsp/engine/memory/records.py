@@ -34,6 +34,18 @@ Record = dict[str, Any]
 Kind = tuple[Any, Any, Any, Any, Any, Any, Any]  # sessionFile, sessionId, type, role, toolName, isError, truncated
 
 
+def _select(pos: Union[int, slice], n: int) -> Union[int, range]:
+    """The position, or the range of positions, that `pos` selects among `n` records
+    (a negative position counts from the end, as for a list)."""
+    if isinstance(pos, slice):
+        return range(*pos.indices(n))
+    if pos < 0:
+        pos += n
+    if not 0 <= pos < n:
+        raise IndexError("record index out of range")
+    return pos
+
+
 class HotRecords(Sequence[Record]):
     """A list of normalized records (`Normalizer` output), stored compactly."""
 
@@ -163,14 +175,8 @@ class HotRecords(Sequence[Record]):
     @overload
     def __getitem__(self, pos: slice) -> list[Record]: ...
     def __getitem__(self, pos: Union[int, slice]) -> Union[Record, list[Record]]:
-        if isinstance(pos, slice):
-            return [self._record(p) for p in range(*pos.indices(len(self._tend)))]
-        n = len(self._tend)
-        if pos < 0:
-            pos += n
-        if not 0 <= pos < n:
-            raise IndexError("record index out of range")
-        return self._record(pos)
+        at = _select(pos, len(self._tend))
+        return [self._record(p) for p in at] if isinstance(at, range) else self._record(at)
 
     def __iter__(self) -> Iterator[Record]:
         for pos in range(len(self._tend)):
@@ -243,13 +249,8 @@ class RecordsPrefix(Sequence[Record]):
     @overload
     def __getitem__(self, pos: slice) -> list[Record]: ...
     def __getitem__(self, pos: Union[int, slice]) -> Union[Record, list[Record]]:
-        if isinstance(pos, slice):
-            return [self._base[p] for p in range(*pos.indices(self._n))]
-        if pos < 0:
-            pos += self._n
-        if not 0 <= pos < self._n:
-            raise IndexError("record index out of range")
-        return self._base[pos]
+        at = _select(pos, self._n)
+        return [self._base[p] for p in at] if isinstance(at, range) else self._base[at]
 
     def texts(self) -> Iterator[str]:
         return self._base.iter_texts(self._n)

@@ -48,7 +48,11 @@ if TYPE_CHECKING:
     RecordsOf = Callable[[Lineage, Normalizer], Iterable[JsonObject]]
 
 FILES_TOUCHED_CAP = 50
-SINGLE_PASS_MAX_BYTES = 32 * 1024 * 1024
+# Up to this size a file is read whole and each content line decoded once, its value kept
+# until the lineage is known; that costs ~9x the file while it lasts (for small entries),
+# and at this size is no faster than the streaming build (measured: 1.80 vs 1.89 s CPU for
+# a 24 MB session of small entries), so the bound is low.
+SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
