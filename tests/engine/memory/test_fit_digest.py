@@ -1,0 +1,89 @@
+"""`store.fit_digest` cuts a digest that is over `maxColdCacheBytes` to the longest prefix
+of addresses (then of vocabulary) that fits — the same cut a binary search over whole
+encodings finds (the oracle below), with a handful of encodings instead of ~log2(n)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory.tokenize import sort_lexical, utf16_key
+
+
+def oracle(record: dict[str, Any], size: int, max_bytes: int) -> Optional[bytes]:
+    data = store.apply_cache_metrics(record, size)
+    if len(data) <= max_bytes:
+        return data
+    cov = record["indexCoverage"]
+    cov["complete"] = False
+    if "max_cold_cache_bytes" not in cov["reasons"]:
+        cov["reasons"] = sorted(cov["reasons"] + ["max_cold_cache_bytes"], key=utf16_key)
+
+    def fits() -> bool:
+        return len(store.apply_cache_metrics(record, size)) <= max_bytes
+
+    addresses = record["addresses"]
+    lo, hi = 0, len(addresses)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        record["addresses"] = addresses[:mid]
+        if fits():
+            lo = mid
+        else:
+            hi = mid - 1
+    record["addresses"] = addresses[:lo]
+    if not fits():
+        vocab = record["vocabulary"]
+        lo, hi = 0, len(vocab)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            record["vocabulary"] = vocab[:mid]
+            cov["vocabularyBytes"] = len(store.encoder.encode(vocab[:mid]))
+            if fits():
+                lo = mid
+            else:
+                hi = mid - 1
+        record["vocabulary"] = vocab[:lo]
+        cov["vocabularyBytes"] = len(store.encoder.encode(vocab[:lo]))
+    data = store.apply_cache_metrics(record, size)
+    return data if len(data) <= max_bytes else None
+
+
+def digest(vocab: list[str], addresses: list[list[Any]]) -> dict[str, Any]:
+    vocabulary = sort_lexical(set(vocab))
+    return {
+        "cacheVersion": store.CACHE_VERSION, "kind": "digest", "sessionId": "s", "file": "/s/a.jsonl", "cwd": "/w",
+        "firstTs": 1, "lastTs": 2, "entryCount": len(addresses), "filesTouched": [], "toolHistogram": {},
+        "errorCount": 0, "vocabulary": vocabulary, "addresses": addresses,
+        "indexCoverage": {"complete": True, "vocabularyBytes": len(store.encoder.encode(vocabulary)), "reasons": []},
+        "mtime": 1.5, "size": 1000, "sourceHash": "0" * 64, "branches": "active", "lineageFingerprint": "1" * 64,
+        "policy": "p", "cacheBytes": 0, "cacheSourceRatio": 0, "engine": store.ENGINE_FORMAT,
+        "statKey": [1, 2, 3, 4, 5], "leafId": "x",
+    }
+
+
+address = st.lists(st.one_of(st.integers(0, 10**9), st.text(max_size=12), st.none()), min_size=6, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet="abcdefghij0123456789", min_size=1, max_size=12), max_size=80),
+       st.lists(address, max_size=60), st.integers(1, 40_000), st.integers(200, 9000))
+def test_fit_digest_cuts_where_a_binary_search_does(vocab, addresses, size, max_bytes):
+    rec = digest(vocab, addresses)
+    expected_rec = copy.deepcopy(rec)
+    expected = oracle(expected_rec, size, max_bytes)
+    got = store.fit_digest(rec, size, max_bytes)
+    assert (got is None) == (expected is None)
+    # the same cut: the same prefixes of addresses and vocabulary, the same coverage
+    for key in ("addresses", "vocabulary", "indexCoverage"):
+        assert rec[key] == expected_rec[key], key
+    if got is not None:
+        # a whole record of exactly its stated size (its two metrics may settle on another
+        # fixed point than the oracle's history gave: both describe the bytes exactly)
+        assert len(got) <= max_bytes and store.sealed(got)
+        assert store.load_record(got, "digest", len(got)) is not None
+        assert store.decode_record(got)["addresses"] == expected_rec["addresses"]
