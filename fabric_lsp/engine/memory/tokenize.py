@@ -94,7 +94,8 @@ def _slow_piece(piece: str) -> list[str]:
 def unique_terms(text: str) -> set[str]:
     """The set of tokens of `text` (cheaper than counting when only presence matters)."""
     if text.isascii():
-        return set(_ascii_tokens(text))
+        # split the bytes and decode only the distinct tokens (a text repeats its terms)
+        return {t.decode("ascii") for t in set(text.encode("ascii").translate(_ASCII_TABLE).split())}
     pieces = set(_pieces(text))
     mixed = {piece for piece in pieces if not piece.isascii()}
     pieces.difference_update(mixed)
