@@ -17,8 +17,10 @@ they may mention are dead, so a long-running server does not accumulate garbage.
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from operator import methodcaller
+from typing import TYPE_CHECKING, Any, Optional, cast, overload
 
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
@@ -46,20 +48,25 @@ class ColdTermTable:
         slot = self._next_slot
         self._next_slot += 1
         ids, names, postings = self.ids, self.names, self.postings
-        get = ids.get
-        arr = array("I")
-        append = arr.append
-        for term in vocabulary:
-            tid = get(term)
-            if tid is None:
-                tid = len(names)
-                ids[term] = tid
-                names.append(term)
-                postings.append(array("I", (slot,)))
-            else:
-                postings[tid].append(slot)
-            append(tid)
-        self.slots[slot] = arr
+        terms = vocabulary if isinstance(vocabulary, list) else list(vocabulary)
+        # The known terms' ids and their postings' appends run as C loops (map); only
+        # the terms new to the table take a Python step (a new id, in vocabulary order).
+        found: list[Optional[int]] = list(map(ids.get, terms))
+        known: list[int] = [t for t in found if t is not None] if None in found else cast("list[int]", found)
+        if len(known) < len(found):
+            for i, tid in enumerate(found):
+                if tid is None:
+                    tid = ids.get(terms[i])  # a term repeated in `terms` is new only once
+                    if tid is None:
+                        tid = len(names)
+                        ids[terms[i]] = tid
+                        names.append(terms[i])
+                        postings.append(array("I", (slot,)))
+                    else:
+                        postings[tid].append(slot)
+                    found[i] = tid
+        deque(map(methodcaller("append", slot), map(postings.__getitem__, known)), maxlen=0)
+        self.slots[slot] = array("I", cast("list[int]", found))  # every id is set now
         return slot
 
     def remove(self, slot: int) -> None:

@@ -210,3 +210,22 @@ def test_inverted_scoring_equals_the_per_session_scan(vocabularies, removed, que
         assert list(v.vocabulary) == list(vocabularies[i])
         for t in query:
             assert (t in v.vocab_set) == (t in vocabularies[i])
+
+
+@settings(max_examples=100, deadline=None)
+@given(vocabularies=st.lists(st.lists(_terms, max_size=10), min_size=1, max_size=12))
+def test_term_table_ids_and_postings_equal_a_plain_model(vocabularies):
+    """ids in order of first appearance, each slot's ids in vocabulary order, each term's
+    postings the ascending slots holding it (repeated terms included)."""
+    table = ColdTermTable()
+    model_ids: dict[str, int] = {}
+    model_postings: dict[str, list[int]] = {}
+    for vocab in vocabularies:
+        slot = table.add(vocab)
+        for term in vocab:
+            model_ids.setdefault(term, len(model_ids))
+            model_postings.setdefault(term, []).append(slot)
+        assert list(table.slots[slot]) == [model_ids[t] for t in vocab]
+    assert table.ids == model_ids and table.names == list(model_ids)
+    for term, slots in model_postings.items():
+        assert list(table.sessions_with(term)) == slots
