@@ -18,7 +18,6 @@ interpreters get it through `MALLOC_MMAP_THRESHOLD_` (`child_env`). An explicit
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import sys
 
@@ -44,8 +43,9 @@ def tune() -> bool:
     if value <= 0:
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        # the process's own symbols (libc is among them): no library search, which would
+        # run `ldconfig` or a compiler at every start
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

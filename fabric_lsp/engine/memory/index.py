@@ -69,10 +69,6 @@ def cleanup_once(eng: MemoryCore) -> bool:
 # ---- the disk cache -------------------------------------------------------------------------
 
 
-def persist(eng: MemoryCore, state: SessionState) -> None:
-    write_records(eng.index_dir, state)
-
-
 def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
     kind = "shard" if tier == "hot" else "digest"
     name = store.cache_name(ref.file, branches, kind)
@@ -125,7 +121,7 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
         if state.key == key:
             return state, False
         if try_append(state, key, eng.config):
-            persist(eng, state)
+            write_records(eng.index_dir, state)
             state.persisted = b""  # on disk now; memory keeps only what queries need
             states[slot] = state  # a cold append re-derived the vocabulary
             return state, True
@@ -169,7 +165,7 @@ def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: Optional[Ca
 
 def adopt(eng: MemoryCore, state: SessionState) -> None:
     if state.live_leaf is None:  # the disk cache holds the file's own leaf only
-        persist(eng, state)
+        write_records(eng.index_dir, state)
         state.persisted = b""  # on disk now; memory keeps only what queries need
     eng.states[(state.file, state.branches)] = state
 

@@ -29,6 +29,8 @@ import time
 import weakref
 from typing import Any, Optional, cast
 
+from ..childproc import stop
+
 log = logging.getLogger(__name__)
 
 NODE_ENV = "FABRIC_LSP_NODE"
@@ -119,22 +121,6 @@ while True:
 """
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            proc.kill()
-            proc.wait(timeout=2)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    for stream in (proc.stdin, proc.stdout):
-        if stream is None:
-            continue
-        try:
-            stream.close()
-        except Exception:
-            pass
-
-
 class RegexOutcome:
     __slots__ = ("hits", "error")
 
@@ -198,27 +184,13 @@ class RegexRunner:
             env=env,
         )
         # An engine dropped without close() must not leave its worker behind.
-        weakref.finalize(self, _reap, proc)
+        weakref.finalize(self, stop, proc)
         return proc
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            try:
-                proc.kill()
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                pass
-            for stream in (proc.stdin, proc.stdout):
-                if stream is None:
-                    continue
-                try:
-                    stream.close()
-                except Exception:
-                    pass
+            stop(proc)
 
     def _respawn(self) -> None:
         """Start a replacement now, so the next pattern does not wait for interpreter start-up."""

@@ -54,11 +54,8 @@ class HotIndex:
     total_len: int = 0
 
     def add(self, record: JsonObject) -> None:
-        self.add_text(record["text"], record.get("role"))
-
-    def add_text(self, text: str, role: Any) -> None:
         idx = len(self.doc_len)
-        counts, length = count_terms(text)
+        counts, length = count_terms(record["text"])
         length = max(1, length)
         self.doc_len.append(length)
         self.total_len += length
@@ -75,7 +72,7 @@ class HotIndex:
                 plist.append(base | tf)
                 if len(plist) == 64:
                     postings[term] = array("Q", plist)
-        if idx == 0 or role in SEGMENT_ROLES:
+        if idx == 0 or record.get("role") in SEGMENT_ROLES:
             self.seg_starts.append(idx)
         self.seg_of.append(len(self.seg_starts) - 1)
 

@@ -580,7 +580,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
         if encode:
             _encode_entries(state)
-            # A large shard is neither kept encoded nor encoded whole: `persist` writes it
+            # A large shard is neither kept encoded nor encoded whole: `write_records` writes it
             # streaming (`shard_pieces`); `persisted` stays empty.
             state.persisted = store.apply_cache_metrics(shard_record(state), state.size) if state.entries_json else b""
     else:
@@ -682,9 +682,8 @@ def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
 
 
 def shard_pieces(state: SessionState) -> Iterable[Any]:
-    """The sealed shard record of a hot state, in pieces (what `persist` writes)."""
-    if state.entries_json or not state.entries_bytes or state.entries_encoded != len(state.entries or ()):
-        _encode_entries(state)
+    """The sealed shard record of a hot state, in pieces (what `write_records` writes)."""
+    _encode_entries(state)  # (returns at once when the encoding or its length is current)
     if state.entries_json:
         return (store.apply_cache_metrics(shard_record(state), state.size),)
     entries = state.entries if state.entries is not None else HotRecords()
@@ -719,7 +718,7 @@ def write_records(index_dir: str, state: SessionState) -> None:
 
 
 def shard_bytes(state: SessionState) -> bytes:
-    """The whole sealed shard record of a hot state (tests; `persist` streams it)."""
+    """The whole sealed shard record of a hot state (tests; `write_records` streams it)."""
     return b"".join(bytes(p) for p in shard_pieces(state))
 
 

@@ -10,6 +10,7 @@ filed under the wrong name is removed; the caller rebuilds it from source.
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 import os
 import re
 import stat as _stat
@@ -249,9 +250,7 @@ def fit_digest(record: JsonObject, size: int, max_bytes: int) -> Optional[bytes]
             record[key] = items[:k]
             on_cut(items[:k])
 
-        k = len(items)
-        while k > 0 and fixed + ends[k] > max_bytes:
-            k -= 1
+        k = max(0, bisect_right(ends, max_bytes - fixed) - 1)  # `ends` ascends
         set_prefix(k)
         while k > 0 and not fits():
             k -= 1
