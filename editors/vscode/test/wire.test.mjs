@@ -31,6 +31,14 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
   const messages = [];
   const createdTokens = [];
   const configRequests = [];
+  const progressWaiters = new Set();
+
+  // Resolves once `done()` holds, re-checked on every $/progress notification.
+  const progressUntil = (done, what) => withTimeout(new Promise((resolve) => {
+    const check = () => { if (done()) { progressWaiters.delete(check); resolve(); } };
+    progressWaiters.add(check);
+    check();
+  }), what);
 
   const request = (method, params) => withTimeout(conn.sendRequest(method, params), method);
 
@@ -50,7 +58,10 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
       return p.items.map((item) => (item.section === 'fabric' ? { agentDir: tmp.agentDir, trusted: false } : null));
     });
     conn.onRequest('client/registerCapability', () => null);
-    conn.onNotification('$/progress', (p) => progress.push(p));
+    conn.onNotification('$/progress', (p) => {
+      progress.push(p);
+      for (const waiter of [...progressWaiters]) waiter();
+    });
     conn.onNotification('window/showMessage', (p) => messages.push(p));
     conn.onNotification('window/logMessage', () => undefined);
     conn.onNotification(() => undefined);
@@ -166,8 +177,15 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
   test('server-created progress: one begin and one end per token', async () => {
     await request('fabric/recall', { query: 'CHANGELOG', scope: 'global' });
     assert.ok(createdTokens.length > 0, 'server created a progress token');
+    const kindsOf = (token) => progress.filter((p) => p.token === token).map((p) => p.value.kind);
+    // A request's own progress ends before its answer; a background indexing pass that
+    // began meanwhile ends on its own time, so wait for every begun token's end.
+    await progressUntil(
+      () => createdTokens.every((t) => kindsOf(t).length === 0 || kindsOf(t).includes('end')),
+      'an end for every begun progress token',
+    );
     for (const token of createdTokens) {
-      const kinds = progress.filter((p) => p.token === token).map((p) => p.value.kind);
+      const kinds = kindsOf(token);
       if (kinds.length === 0) continue;
       assert.equal(kinds[0], 'begin', `token ${token}: ${kinds}`);
       assert.equal(kinds.filter((k) => k === 'begin').length, 1);
