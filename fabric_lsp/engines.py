@@ -286,6 +286,24 @@ class Engines:
                                              activity=activity)
         return protocol.check_result(protocol.FILE_HISTORY, result)
 
+    def compact_request(
+        self, p: protocol.CompactRequestParams, cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return intent_request(self.intents(), str(self.session_path(p.session)), p)
+
+    def compact_status(
+        self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return intent_status(self.intents(), str(self.session_path(p.session)))
+
+    def compact_cancel(
+        self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
+        activity: Optional[ActivitySink] = None,
+    ) -> dict[str, Any]:
+        return intent_cancel(self.intents(), str(self.session_path(p.session)))
+
     # -- lifecycle ------------------------------------------------------------------
 
     def notify_changed(self, paths: Iterable[str]) -> None:
@@ -320,6 +338,28 @@ class Engines:
 
     def close(self) -> None:
         self.reset(wait=True)
+
+
+# The intents calls take the service, since the CLI's `compact` builds its own (its own
+# state dir and quiet interval flags, no committer thread): one rule for both faces.
+
+
+def intent_request(service: "IntentsService", path: str, p: protocol.CompactRequestParams) -> dict[str, Any]:
+    args = protocol.params_to_dict(p)
+    args.pop("session", None)
+    try:
+        result = service.request(path, args)
+    except ValueError as err:  # seed 001's bounds message (the Struct's bounds come first)
+        raise protocol.InvalidParams(f"{protocol.COMPACT_REQUEST}: {err}") from None
+    return protocol.check_result(protocol.COMPACT_REQUEST, result)
+
+
+def intent_status(service: "IntentsService", path: str) -> dict[str, Any]:
+    return protocol.check_result(protocol.COMPACT_STATUS, service.status(path))
+
+
+def intent_cancel(service: "IntentsService", path: str) -> dict[str, Any]:
+    return protocol.check_result(protocol.COMPACT_CANCEL, service.cancel(path))
 
 
 def _close(engine: Any) -> None:

@@ -15,6 +15,10 @@ from typing import Any, Optional
 
 import msgspec
 
+from fabric_lsp import protocol
+from fabric_lsp.commands.face import CliError, decode, given
+from fabric_lsp.engines import intent_cancel, intent_request, intent_status
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -112,13 +116,13 @@ def _describe_record(record: dict[str, Any]) -> str:
 def _run_compact(args: argparse.Namespace) -> int:
     try:
         _cfg, path, service = _setup(args)
-        params: dict[str, Any] = {"requestedBy": args.requested_by}
-        for key, value in (("reason", args.reason), ("instructions", args.instructions), ("preserve", args.preserve)):
-            if value is not None:
-                params[key] = value
-        result = service.request(path, params)
-    except ValueError as err:
-        print(f"fabric-lsp compact: {err}", file=sys.stderr)
+        params = decode("compact", protocol.COMPACT_REQUEST, given({
+            "session": path, "requestedBy": args.requested_by, "reason": args.reason,
+            "instructions": args.instructions, "preserve": args.preserve,
+        }))
+        result = intent_request(service, path, params)
+    except (ValueError, CliError) as err:
+        print(err.message if isinstance(err, CliError) else f"fabric-lsp compact: {err}", file=sys.stderr)
         return EXIT_USAGE
     if not args.wait:
         _print(args, result, f"pending compaction for {path}: {_describe_intent(result['pending'])}\n"
@@ -164,7 +168,7 @@ def _run_status(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"fabric-lsp compact-status: {err}", file=sys.stderr)
         return EXIT_USAGE
-    status = service.status(path)
+    status = intent_status(service, path)
     lines = [f"session: {path}", f"settled: {'yes' if status['settled'] else 'no'}"]
     lines.append("pending: " + (_describe_intent(status["pending"]) if "pending" in status else "none"))
     lines.append("last: " + (_describe_record(status["last"]) if "last" in status else "none"))
@@ -181,7 +185,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"fabric-lsp compact-cancel: {err}", file=sys.stderr)
         return EXIT_USAGE
-    result = service.cancel(path)
+    result = intent_cancel(service, path)
     _print(args, result, "cancelled the pending compaction" if result["cancelled"] else "nothing was pending")
     return EXIT_OK
 

@@ -60,4 +60,6 @@ def test_bad_input_is_a_clear_error(tmp_path):
     shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
     out = run(tmp_path, "compact", str(path), *sum([["--preserve", "p"] for _ in range(17)], []))
     assert out.returncode == 2
-    assert "Invalid compact.request arguments: /preserve: expected array length <= 16" in out.stderr
+    # the protocol's message, as the server's -32602 says it
+    assert "invalid arguments: fabric/compact/request: field `preserve`" in out.stderr
+    assert "length <= 16" in out.stderr
