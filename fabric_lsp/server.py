@@ -277,6 +277,7 @@ class FabricServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watch_task: asyncio.Task[Any] | None = None
         self.watch_mode: str | None = None  # "registered" | "polling"
+        self.change_batcher: Any = None  # handlers/lifecycle.ChangeBatcher, made on first change
         self.initialized_done = False
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()

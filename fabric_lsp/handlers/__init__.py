@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
 
-def register_all(server: Any) -> None:
+def register_all(server: "FabricServer") -> None:
     from fabric_lsp.handlers import (
         commands,
         compaction,

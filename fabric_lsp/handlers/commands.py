@@ -4,12 +4,15 @@ argument) plus `fabric.reload` (re-read configuration, drop caches)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pygls.exceptions import JsonRpcInvalidParams
 
 from fabric_lsp import protocol
 from fabric_lsp.handlers import compaction, expand, file_history, intents, recall, sessions
+
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
 REQUEST_HANDLERS: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
     protocol.SESSIONS: sessions.sessions,
@@ -55,7 +58,7 @@ async def reload(ls, *args):  # noqa: ANN001
     return config.describe()
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     for command, method in protocol.COMMANDS.items():
         if method is None:
             server.command(command)(reload)

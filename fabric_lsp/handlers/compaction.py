@@ -27,6 +27,6 @@ async def branch_summary_preview(ls: "FabricServer", raw: Any) -> Any:
     )
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(protocol.COMPACTION_PREVIEW)(compaction_preview)
     server.feature(protocol.BRANCH_SUMMARY_PREVIEW)(branch_summary_preview)

@@ -18,5 +18,5 @@ async def expand(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(ls, protocol.EXPAND, raw, work, title="Fabric: expand", memory=True)
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(protocol.EXPAND)(expand)

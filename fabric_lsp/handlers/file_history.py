@@ -96,6 +96,6 @@ async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[ty
     ]
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(protocol.FILE_HISTORY)(file_history)
     server.feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))(code_lens)

@@ -7,12 +7,15 @@ import asyncio
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import __version__
+
+if TYPE_CHECKING:
+    from fabric_lsp.server import FabricServer
 
 log = logging.getLogger("fabric_lsp.lifecycle")
 
@@ -30,7 +33,7 @@ async def ask_client(request: Any, timeout: float = 5.0) -> Any:
     return await asyncio.wait_for(asyncio.shield(pending), timeout)
 
 
-def initialize(ls: Any, params: types.InitializeParams) -> None:
+def initialize(ls: "FabricServer", params: types.InitializeParams) -> None:
     from fabric_lsp.server import workspace_root_of
 
     ls.loop = asyncio.get_running_loop()
@@ -39,7 +42,7 @@ def initialize(ls: Any, params: types.InitializeParams) -> None:
     ls.reload_config()
 
 
-async def pull_client_settings(ls: Any) -> None:
+async def pull_client_settings(ls: "FabricServer") -> None:
     """`workspace/configuration` section "fabric", when the client supports it."""
     if not ls.client_supports("workspace", "configuration"):
         return
@@ -57,7 +60,7 @@ async def pull_client_settings(ls: Any) -> None:
         ls.client_settings = result[0]
 
 
-async def initialized(ls: Any, params: types.InitializedParams) -> None:
+async def initialized(ls: "FabricServer", params: types.InitializedParams) -> None:
     await pull_client_settings(ls)
     config = ls.reload_config()
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
@@ -77,7 +80,7 @@ async def initialized(ls: Any, params: types.InitializedParams) -> None:
     )
 
 
-async def _register(ls: Any, reg_id: str, method: str, options: Any) -> bool:
+async def _register(ls: "FabricServer", reg_id: str, method: str, options: Any) -> bool:
     try:
         await ask_client(
             ls.client_register_capability_async(
@@ -92,7 +95,7 @@ async def _register(ls: Any, reg_id: str, method: str, options: Any) -> bool:
         return False
 
 
-async def start_watching(ls: Any) -> None:
+async def start_watching(ls: "FabricServer") -> None:
     stop_watching(ls)
     if getattr(ls, "watch_mode", None) == "registered":  # re-register for a new session dir
         try:
@@ -124,7 +127,7 @@ async def start_watching(ls: Any) -> None:
     ls.watch_task = asyncio.ensure_future(_poll(ls, session_dir))
 
 
-def stop_watching(ls: Any) -> None:
+def stop_watching(ls: "FabricServer") -> None:
     task = getattr(ls, "watch_task", None)
     if task is not None:
         task.cancel()
@@ -136,7 +139,7 @@ class ChangeBatcher:
     watched-file events (Pi appends often) never fills the engine executor while a long
     request holds the memory engine. Lives on the event loop; no locks needed."""
 
-    def __init__(self, ls: Any) -> None:
+    def __init__(self, ls: "FabricServer") -> None:
         self.ls = ls
         self.pending: set[str] = set()
         self.running = False
@@ -158,8 +161,8 @@ class ChangeBatcher:
             self.running = False
 
 
-def _changes(ls: Any) -> ChangeBatcher:
-    batcher = getattr(ls, "change_batcher", None)
+def _changes(ls: "FabricServer") -> ChangeBatcher:
+    batcher = ls.change_batcher
     if batcher is None:
         batcher = ls.change_batcher = ChangeBatcher(ls)
     return batcher
@@ -189,7 +192,7 @@ def snapshot(session_dir: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-async def _poll(ls: Any, session_dir: Path) -> None:
+async def _poll(ls: "FabricServer", session_dir: Path) -> None:
     loop = asyncio.get_running_loop()
     previous = await loop.run_in_executor(ls.engine_executor, snapshot, session_dir)
     while True:
@@ -202,7 +205,7 @@ async def _poll(ls: Any, session_dir: Path) -> None:
             _changes(ls).add(changed)
 
 
-async def did_change_watched_files(ls: Any, params: types.DidChangeWatchedFilesParams) -> None:
+async def did_change_watched_files(ls: "FabricServer", params: types.DidChangeWatchedFilesParams) -> None:
     paths = []
     for change in params.changes:
         path = to_fs_path(change.uri)
@@ -212,7 +215,7 @@ async def did_change_watched_files(ls: Any, params: types.DidChangeWatchedFilesP
         _changes(ls).add(paths)
 
 
-async def did_change_configuration(ls: Any, params: types.DidChangeConfigurationParams) -> None:
+async def did_change_configuration(ls: "FabricServer", params: types.DidChangeConfigurationParams) -> None:
     if ls.client_supports("workspace", "configuration"):
         await pull_client_settings(ls)
     elif isinstance(params.settings, dict) and "fabric" in params.settings:
@@ -223,7 +226,7 @@ async def did_change_configuration(ls: Any, params: types.DidChangeConfiguration
         await start_watching(ls)
 
 
-async def did_change_workspace_folders(ls: Any, params: types.DidChangeWorkspaceFoldersParams) -> None:
+async def did_change_workspace_folders(ls: "FabricServer", params: types.DidChangeWorkspaceFoldersParams) -> None:
     """The first workspace folder is the project: its cwd scopes recall and its `.pi/`
     holds the project configuration layers."""
     folders = list(ls.workspace.folders.values())
@@ -239,12 +242,12 @@ async def did_change_workspace_folders(ls: Any, params: types.DidChangeWorkspace
         await start_watching(ls)
 
 
-def shutdown(ls: Any, *args: Any) -> None:
+def shutdown(ls: "FabricServer", *args: Any) -> None:
     stop_watching(ls)
     ls.engines.close()
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(types.INITIALIZE)(initialize)
     server.feature(types.INITIALIZED)(initialized)
     server.feature(types.SHUTDOWN)(shutdown)

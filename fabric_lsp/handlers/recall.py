@@ -22,5 +22,5 @@ async def recall(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(ls, protocol.RECALL, raw, recall_work(ls), title="Fabric: recall", memory=True)
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(protocol.RECALL)(recall)

@@ -18,5 +18,5 @@ async def sessions(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(ls, protocol.SESSIONS, raw, work, title="Fabric: listing sessions", memory=True)
 
 
-def register(server: Any) -> None:
+def register(server: "FabricServer") -> None:
     server.feature(protocol.SESSIONS)(sessions)
