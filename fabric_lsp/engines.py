@@ -1,9 +1,10 @@
 """The one owner of engine instances, and the face-neutral engine calls.
 
 The server's handlers and the CLI both call the methods here with the decoded protocol
-params Struct and get the plain result object back, checked against the method's result
-Struct (`protocol.check_result`: a result the schema does not describe is an error), so `fabric-lsp preview --json` and
-`fabric/compactionPreview` are the same bytes for the same settings and params. No pygls
+params Struct and get the method's result Struct back (`protocol.to_result`: a result the
+schema does not describe is an error); each face encodes that Struct (`protocol.to_wire`),
+so `fabric-lsp preview --json` and `fabric/compactionPreview` are the same bytes for the
+same settings and params. No pygls
 import: the server passes in how to notify and where to close engines.
 """
 
@@ -188,7 +189,7 @@ class Engines:
         p: protocol.CompactionPreviewParams,
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.CompactionPreviewResult:
         from fabric_lsp.engine.compaction.options import CompactionOverrides
         from fabric_lsp.engine.compaction.tasks import COMPACTION_PREVIEW
 
@@ -214,7 +215,7 @@ class Engines:
         p: protocol.BranchSummaryPreviewParams,
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.BranchSummaryPreviewResult:
         from fabric_lsp.engine.compaction.tasks import BRANCH_SUMMARY_PREVIEW
 
         path = self.session_path(p.session)
@@ -235,7 +236,7 @@ class Engines:
     def _preview(
         self, method: str, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken],
         activity: Optional[ActivitySink],
-    ) -> dict[str, Any]:
+    ) -> Any:
         """The preview task (engine/compaction/tasks.py) with its resolved arguments, in
         `preview_runner` when one is set (the server's worker processes), else here."""
         runner = self.preview_runner
@@ -243,7 +244,7 @@ class Engines:
             from fabric_lsp.engine.compaction.tasks import run_task
 
             runner = run_task
-        return protocol.check_result(method, runner(name, kwargs, cancel, activity))
+        return protocol.to_result(method, runner(name, kwargs, cancel, activity))
 
     def recall(
         self,
@@ -251,9 +252,9 @@ class Engines:
         cwd: Optional[str],
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.RecallResult:
         result = self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
-        return protocol.check_result(protocol.RECALL, result)
+        return protocol.to_result(protocol.RECALL, result)
 
     def expand(
         self,
@@ -261,9 +262,9 @@ class Engines:
         cwd: Optional[str],
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
         result = self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
-        return protocol.check_result(protocol.EXPAND, result)
+        return protocol.to_result(protocol.EXPAND, result)
 
     def sessions(
         self,
@@ -271,9 +272,9 @@ class Engines:
         cwd: Optional[str],
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.SessionsResult:
         result = self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
-        return protocol.check_result(protocol.SESSIONS, result)
+        return protocol.to_result(protocol.SESSIONS, result)
 
     def file_history(
         self,
@@ -281,27 +282,27 @@ class Engines:
         cwd: Optional[str],
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.FileHistoryResult:
         result = self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel,
                                              activity=activity)
-        return protocol.check_result(protocol.FILE_HISTORY, result)
+        return protocol.to_result(protocol.FILE_HISTORY, result)
 
     def compact_request(
         self, p: protocol.CompactRequestParams, cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.CompactRequestResult:
         return intent_request(self.intents(), str(self.session_path(p.session)), p)
 
     def compact_status(
         self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.CompactStatusResult:
         return intent_status(self.intents(), str(self.session_path(p.session)))
 
     def compact_cancel(
         self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.CompactCancelResult:
         return intent_cancel(self.intents(), str(self.session_path(p.session)))
 
     # -- lifecycle ------------------------------------------------------------------
@@ -344,22 +345,22 @@ class Engines:
 # state dir and quiet interval flags, no committer thread): one rule for both faces.
 
 
-def intent_request(service: "IntentsService", path: str, p: protocol.CompactRequestParams) -> dict[str, Any]:
+def intent_request(service: "IntentsService", path: str, p: protocol.CompactRequestParams) -> protocol.CompactRequestResult:
     args = protocol.params_to_dict(p)
     args.pop("session", None)
     try:
         result = service.request(path, args)
     except ValueError as err:  # seed 001's bounds message (the Struct's bounds come first)
         raise protocol.InvalidParams(f"{protocol.COMPACT_REQUEST}: {err}") from None
-    return protocol.check_result(protocol.COMPACT_REQUEST, result)
+    return protocol.to_result(protocol.COMPACT_REQUEST, result)
 
 
-def intent_status(service: "IntentsService", path: str) -> dict[str, Any]:
-    return protocol.check_result(protocol.COMPACT_STATUS, service.status(path))
+def intent_status(service: "IntentsService", path: str) -> protocol.CompactStatusResult:
+    return protocol.to_result(protocol.COMPACT_STATUS, service.status(path))
 
 
-def intent_cancel(service: "IntentsService", path: str) -> dict[str, Any]:
-    return protocol.check_result(protocol.COMPACT_CANCEL, service.cancel(path))
+def intent_cancel(service: "IntentsService", path: str) -> protocol.CompactCancelResult:
+    return protocol.to_result(protocol.COMPACT_CANCEL, service.cancel(path))
 
 
 def _close(engine: Any) -> None:

@@ -68,7 +68,12 @@ ListScope = Literal["session", "project", "global"]
 RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|session:[\s\S]+)$")]
 
 _PARAMS = dict(forbid_unknown_fields=True, rename="camel", kw_only=True, omit_defaults=True)
-_RESULT = dict(rename="camel", kw_only=True, omit_defaults=True)
+# Results are strict too: a key the Struct does not declare is a contract error, so the
+# Structs are the whole wire (field order = the engines' key order; None defaults are
+# omitted, as the engines omit absent optional keys).
+_RESULT = dict(rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True)
+# `fabric/activity` events carry free metrics (indexedSessions, durations, ...): lenient.
+_ACTIVITY = dict(rename="camel", kw_only=True, omit_defaults=True)
 
 
 class EntryRange(Struct, **_PARAMS):
@@ -217,7 +222,7 @@ class FileHistoryParams(Struct, **_PARAMS):
 
 
 # ---------------------------------------------------------------------------------------
-# Results (lenient: extra keys allowed, so engines may add detail)
+# Results (the engine entry points in fabric_lsp/engines.py return these)
 # ---------------------------------------------------------------------------------------
 
 
@@ -243,7 +248,7 @@ class SessionInfo(Struct, **_RESULT):
     cwd: str | None
     entry_count: int
     size_bytes: int
-    mtime: float
+    mtime: int | float
     tier: Tier
     first_ts: Timestamp | None = None
     last_ts: Timestamp | None = None
@@ -267,7 +272,7 @@ class ResultEntryRange(Struct, **_RESULT):
 class ExactMatch(Struct, **_RESULT):
     index: int
     entry_id: str | None
-    operation_address: str | None = None
+    operation_address: str | None
 
 
 class SegmentEntry(Struct, **_RESULT):
@@ -293,7 +298,7 @@ class Segment(Struct, **_RESULT):
     branches: Branches
     lineage_fingerprint: str
     entry_range: ResultEntryRange
-    score: float
+    score: int | float
     matched_count: int
     exact_matches: list[ExactMatch]
     entries: list[SegmentEntry]
@@ -307,7 +312,7 @@ class Pointer(Struct, **_RESULT):
     branches: Branches
     lineage_fingerprint: str
     matched_terms: list[str]
-    score: float
+    score: int | float
     cwd: str | None
     last_ts: Any
 
@@ -336,17 +341,30 @@ class RecallResult(Struct, **_RESULT):
     text: str
 
 
-class ExpandedEntry(Struct, **_RESULT):
+class ExpandedEntry(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
     index: int
     entry_id: str | None
+    operation_address: str | None = None
     role: str | None
+    tool_name: str | None = None
     type: str | None
+    timestamp: Any = None
     is_error: bool
     text: str
     line: int
-    operation_address: str | None = None
-    tool_name: str | None = None
-    timestamp: Any = None
+    # the reference's structural detail of trace operations and branch facts, when present
+    parent_entry_id: str | None = None
+    ref: Any = None
+    provider: str | None = None
+    action: str | None = None
+    outcome: Any = None
+    files_touched: list[str] | None = None
+    operation: dict[str, Any] | None = None
+    branch_fact: dict[str, Any] | None = None
+    fact_address: str | None = None
+    carrier_entry_id: str | None = None
+    carrier_parent_id: str | None = None
+    carrier_from_id: str | None = None
 
 
 class ExpandResult(Struct, **_RESULT):
@@ -380,7 +398,7 @@ class ExpandErrorResult(Struct, **_RESULT):
     error: ExpandErrorBody
 
 
-class FileOperation(Struct, **_RESULT):
+class FileOperation(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
     """One typed read/edit/write of the file (a Pi tool call or a Fabric trace operation)."""
 
     session_id: str
@@ -388,12 +406,12 @@ class FileOperation(Struct, **_RESULT):
     cwd: str | None
     entry_id: str | None
     index: int
+    operation_address: str | None = None
     action: Literal["read", "edit", "write"]
     tool_name: str
     outcome: Literal["succeeded", "failed"]
     timestamp: Any
     ref: str | None
-    operation_address: str | None = None
     tool_call_id: str | None = None
     operation_ref: str | None = None
 
@@ -422,30 +440,31 @@ class FileHistoryResult(Struct, **_RESULT):
 
 
 class CompactionPreviewResult(Struct, **_RESULT):
-    outcome: Literal["compacted", "cancelled", "skipped"]
-    tokens_before: int | None  # null when the usage is not a finite number (JSON.stringify(Infinity))
     session_id: str
     session_file: str
     source_hash: str
     leaf_id: str | None
+    outcome: Literal["compacted", "cancelled", "skipped"]
+    tokens_before: int | None  # null when the usage is not a finite number (JSON.stringify(Infinity))
+    # what the session held that the engine skipped (malformed lines, a parent cycle, ...)
+    warnings: list[str] | None = None
     reason: str | None = None
+    # on "cancelled": the engine's or decoder's code and message (beside `reason`)
+    error: CoverageError | None = None
     summary: str | None = None
     first_kept_entry_id: str | None = None
     details: dict[str, Any] | None = None
     qa: dict[str, Any] | None = None
-    # what the session held that the engine skipped (malformed lines, a parent cycle, ...)
-    warnings: list[str] | None = None
-    # on "cancelled": the engine's or decoder's code and message (beside `reason`)
-    error: CoverageError | None = None
 
 
 class BranchSummaryPreviewResult(Struct, **_RESULT):
     outcome: Literal["summarized", "deferred", "none"]
     entries_summarized: int
+    common_ancestor_id: str | None = None
+    reason: str | None = None  # why nothing was summarized
+    error: CoverageError | None = None
     summary: str | None = None
     details: dict[str, Any] | None = None
-    common_ancestor_id: str | None = None
-    error: CoverageError | None = None
 
 
 class Intent(Struct, **_RESULT):
@@ -480,10 +499,10 @@ class LeaseHolder(Struct, **_RESULT):
     leaf_id: str | None = None  # Pi's live leaf (the active branch every answer uses)
 
 
-class CompactStatusResult(Struct, **_RESULT):
-    settled: bool
+class CompactStatusResult(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
     pending: Intent | None = None
     last: CommitRecord | None = None
+    settled: bool
     held_by: LeaseHolder | None = None
 
 
@@ -496,20 +515,20 @@ class CompactionCommittedParams(Struct, **_RESULT):
     record: CommitRecord
 
 
-class ActivityEntity(Struct, tag_field="type", tag="entity", **_RESULT):
+class ActivityEntity(Struct, tag_field="type", tag="entity", **_ACTIVITY):
     id: str
     kind: str
     name: str | None = None
     request: str | None = None
 
 
-class ActivityProgress(Struct, tag_field="type", tag="progress", **_RESULT):
+class ActivityProgress(Struct, tag_field="type", tag="progress", **_ACTIVITY):
     message: str
     percentage: int | None = None
     request: str | None = None
 
 
-class ActivityMetrics(Struct, tag_field="type", tag="metrics", **_RESULT):
+class ActivityMetrics(Struct, tag_field="type", tag="metrics", **_ACTIVITY):
     request: str | None = None
 
 
@@ -628,23 +647,31 @@ class ResultContractError(RuntimeError):
     """An engine result that does not fit its method's result type (a bug, never input)."""
 
 
-def check_result(method: str, result: Any) -> Any:
-    """`result` unchanged when it converts to `RESULT_TYPES[method]` (a domain error
-    `{error: {...}}` to the expand error shape); ResultContractError naming the method and
-    the field otherwise. Every face (server, CLI, Pi bridge) passes its results through
-    here, so nothing reaches a client that the schema does not describe."""
+def to_result(method: str, result: Any) -> Any:
+    """The method's result Struct (`RESULT_TYPES[method]`; a domain error `{error: {...}}`
+    of expand: `ExpandErrorResult`) of an engine's result object; ResultContractError
+    naming the method and the field when it does not fit (a wrong type, a key the Struct
+    does not declare). Every face (server, CLI, Pi bridge) gets its results from here,
+    so nothing reaches a client that the schema does not describe, and every face
+    encodes the same Struct."""
     kind = RESULT_TYPES[method]
     if method == EXPAND and isinstance(result, dict) and "error" in result:
         kind = ExpandErrorResult
+    if isinstance(result, kind):
+        return result
     try:
-        msgspec.convert(result, kind)
+        return msgspec.convert(result, kind)
     except msgspec.ValidationError as err:
         m = _AT_PATH.match(str(err))
         where = (m.group("path") or "").lstrip(".") if m else ""
         rule = m.group("rule") if m else str(err)
         raise ResultContractError(f"{method}: the result does not fit the wire contract"
                                   f"{' at ' + where if where else ''}: {rule}") from None
-    return result
+
+
+def to_wire(value: Any) -> Any:
+    """Plain JSON values of a result Struct (what pygls sends and the CLI prints)."""
+    return msgspec.to_builtins(value)
 
 
 def json_schema() -> dict[str, Any]:

@@ -15,8 +15,20 @@ from tests.conftest import REAL_SESSIONS
 SESSIONS = sorted(REAL_SESSIONS.glob("*.jsonl"))
 
 
+def ordered(value: object) -> object:
+    """`value` with every object as a list of (key, value) pairs: equality then also
+    compares key order (what a client reading the JSON text sees)."""
+    if isinstance(value, dict):
+        return [(k, ordered(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [ordered(v) for v in value]
+    return (type(value).__name__, value)
+
+
 def round_trip(result: dict, struct: type) -> dict:
-    return msgspec.to_builtins(msgspec.convert(result, struct))
+    back = msgspec.to_builtins(msgspec.convert(result, struct))
+    assert ordered(back) == ordered(result), "the Struct changes the key order or a value type"
+    return back
 
 
 @pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:2])
@@ -45,10 +57,52 @@ def test_branch_summary_preview_fits_the_contract() -> None:
     assert round_trip(result, protocol.BranchSummaryPreviewResult) == result
 
 
-def test_check_result_names_the_method_and_field_of_a_result_off_the_contract() -> None:
+def test_to_result_names_the_method_and_field_of_a_result_off_the_contract() -> None:
     good = {"error": {"code": "session_not_found", "message": "Session not found: x"}}
-    assert protocol.check_result(protocol.EXPAND, good) is good
+    converted = protocol.to_result(protocol.EXPAND, good)
+    assert isinstance(converted, protocol.ExpandErrorResult)
+    assert protocol.to_wire(converted) == good
     with pytest.raises(protocol.ResultContractError, match=r"fabric/expand: .* at error\.code"):
-        protocol.check_result(protocol.EXPAND, {"error": {"code": 7, "message": "m"}})
+        protocol.to_result(protocol.EXPAND, {"error": {"code": 7, "message": "m"}})
     with pytest.raises(protocol.ResultContractError, match=r"fabric/sessions: .*wire contract"):
-        protocol.check_result(protocol.SESSIONS, {"sessions": "not a list"})
+        protocol.to_result(protocol.SESSIONS, {"sessions": "not a list"})
+    # results are strict: a key the Struct does not declare never reaches a client
+    with pytest.raises(protocol.ResultContractError, match=r"fabric/compact/cancel: .*unknown field `extra`"):
+        protocol.to_result(protocol.COMPACT_CANCEL, {"cancelled": True, "extra": 1})
+
+
+def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> None:
+    """engines.py takes the params Structs and returns the result Structs; their encoding
+    is what every face sends (Fabric trace and fact records: tests/engine/memory/
+    test_memory_fabric_records.py)."""
+    import shutil
+
+    from fabric_lsp.config import load_config
+    from fabric_lsp.engines import Engines
+
+    agent = tmp_path / "agent"
+    folder = agent / "sessions" / "--proj--"
+    folder.mkdir(parents=True)
+    for src in SESSIONS:
+        shutil.copy(src, folder / src.name)
+    cfg = load_config(init_options={"agentDir": str(agent), "indexDir": str(tmp_path / "index")})
+    engines = Engines(lambda: cfg)
+    try:
+        def call(method: str, name: str, params: dict, *args: object) -> object:
+            out = getattr(engines, name)(protocol.decode_params(method, params), *args)
+            assert isinstance(out, protocol.RESULT_TYPES[method]), (method, type(out))
+            wire = protocol.to_wire(out)
+            assert protocol.to_wire(protocol.to_result(method, wire)) == wire
+            return out
+
+        sessions = call(protocol.SESSIONS, "sessions", {"scope": "global"}, None)
+        assert isinstance(sessions, protocol.SessionsResult) and sessions.total_items == len(SESSIONS)
+        recall = call(protocol.RECALL, "recall", {"query": "fabric_exec", "scope": "global"}, None)
+        assert isinstance(recall, protocol.RecallResult)
+        file = str(folder / SESSIONS[0].name)
+        preview = call(protocol.COMPACTION_PREVIEW, "compaction_preview", {"session": file, "keepRecentTokens": 200})
+        assert isinstance(preview, protocol.CompactionPreviewResult) and preview.session_file == file
+        status = call(protocol.COMPACT_STATUS, "compact_status", {"session": file})
+        assert isinstance(status, protocol.CompactStatusResult) and status.settled in (True, False)
+    finally:
+        engines.close()

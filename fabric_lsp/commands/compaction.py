@@ -69,7 +69,7 @@ def _engine_call(args: argparse.Namespace, command: str, method: str, params: di
     engines = cli_engines(args, command)
     call = engines.compaction_preview if method == protocol.COMPACTION_PREVIEW else engines.branch_summary_preview
     try:
-        return call(p)
+        return protocol.to_wire(call(p))
     except (DomainError, PreviewError) as err:
         raise _domain_error(command, err) from None
     finally:

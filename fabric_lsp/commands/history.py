@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         return fail(err)
     engines = cli_engines(args, "history")
     try:
-        result = engines.file_history(p, project_dir(args))
+        result = protocol.to_wire(engines.file_history(p, project_dir(args)))
     except ValueError as err:
         print(f"fabric-lsp history: invalid arguments: {err}", file=sys.stderr)
         return 2

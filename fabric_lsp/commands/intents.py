@@ -120,7 +120,7 @@ def _run_compact(args: argparse.Namespace) -> int:
             "session": path, "requestedBy": args.requested_by, "reason": args.reason,
             "instructions": args.instructions, "preserve": args.preserve,
         }))
-        result = intent_request(service, path, params)
+        result = protocol.to_wire(intent_request(service, path, params))
     except (ValueError, CliError) as err:
         print(err.message if isinstance(err, CliError) else f"fabric-lsp compact: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -135,13 +135,14 @@ def _run_compact(args: argparse.Namespace) -> int:
               "at its next settled boundary; waiting for it", file=sys.stderr)
     record = _wait_for_commit(service, path, result["pending"], args.timeout)
     if record is None:
-        status = service.status(path)
+        status = protocol.to_wire(intent_status(service, path))
         if status.get("pending") == result["pending"]:
             _print(args, status, f"still pending after {args.timeout:g}s: the session never reached a safe boundary")
             return EXIT_TIMEOUT
         _print(args, status, "cleared without a commit (nothing to compact, already compacted, or cancelled)")
         return EXIT_OK
-    _print(args, {"session": path, "record": record}, _describe_record(record))
+    committed = msgspec.convert({"session": path, "record": record}, protocol.CompactionCommittedParams)
+    _print(args, protocol.to_wire(committed), _describe_record(record))
     return EXIT_OK if record["status"] == "committed" else EXIT_FAILED
 
 
@@ -168,7 +169,7 @@ def _run_status(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"fabric-lsp compact-status: {err}", file=sys.stderr)
         return EXIT_USAGE
-    status = intent_status(service, path)
+    status = protocol.to_wire(intent_status(service, path))
     lines = [f"session: {path}", f"settled: {'yes' if status['settled'] else 'no'}"]
     lines.append("pending: " + (_describe_intent(status["pending"]) if "pending" in status else "none"))
     lines.append("last: " + (_describe_record(status["last"]) if "last" in status else "none"))
@@ -185,7 +186,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"fabric-lsp compact-cancel: {err}", file=sys.stderr)
         return EXIT_USAGE
-    result = intent_cancel(service, path)
+    result = protocol.to_wire(intent_cancel(service, path))
     _print(args, result, "cancelled the pending compaction" if result["cancelled"] else "nothing was pending")
     return EXIT_OK
 

@@ -179,7 +179,7 @@ def _call(args: argparse.Namespace, command: str, params: dict[str, Any], *, qui
     if isinstance(scope, str) and scope.startswith("session:"):
         _check_session_file(scope[len("session:"):])
     try:
-        return getattr(engines, command)(p, project_dir(args))
+        return protocol.to_wire(getattr(engines, command)(p, project_dir(args)))
     finally:
         engines.close()
 

@@ -251,7 +251,8 @@ async def run_request(
             pool = server.memory_executor if memory else server.engine_executor
             result = await loop.run_in_executor(pool, call)
         outcome = "done"
-        return result
+        # a result Struct as plain JSON values (pygls would never answer a Struct)
+        return protocol.to_wire(result) if isinstance(result, msgspec.Struct) else result
     except asyncio.CancelledError:
         token.cancel()
         outcome = "cancelled"
@@ -275,8 +276,3 @@ async def run_request(
         if msg_id is not None:
             server.cancel_tokens.pop(msg_id, None)
         await progress.end(outcome)
-
-
-def to_wire(value: Any) -> Any:
-    """Plain JSON values for pygls (a Struct would never be answered)."""
-    return msgspec.to_builtins(value)

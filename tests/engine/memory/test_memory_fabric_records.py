@@ -144,3 +144,22 @@ def test_malformed_trace_gives_no_children(tmp_path: Path):
     path = write_session(agent, CWD, "f.jsonl", rows)
     out = engine(agent).expand({"session": str(path), "operationAddresses": ["r1/0"]})
     assert out["error"]["code"] == "address_not_found"
+
+
+def test_trace_and_fact_records_fit_the_result_structs_exactly(tmp_path: Path):
+    """Expand's structural detail (operation, parentEntryId, branchFact, carrier ids, ...)
+    and recall's exact matches are declared by protocol.py: the Struct every face encodes
+    keeps each key, its order and its value type."""
+    from fabric_lsp import protocol
+    from tests.test_wire_results import round_trip
+
+    agent = tmp_path / "agent"
+    path = write_session(agent, CWD, "f.jsonl", _rows())
+    eng = engine(agent)
+    count = eng.sessions({"scope": "project"}, cwd=CWD)["sessions"][0]["entryCount"]
+    out = eng.expand({"session": str(path), "entryRange": {"first": 0, "last": count - 1}})
+    keys = {k for e in out["expanded"] for k in e}
+    assert {"operation", "parentEntryId", "branchFact", "factAddress", "carrierEntryId", "filesTouched"} <= keys
+    assert round_trip(out, protocol.ExpandResult) == out
+    hit = eng.recall({"query": "pnpm", "scope": "project"}, cwd=CWD)
+    assert round_trip(hit, protocol.RecallResult) == hit
