@@ -22,7 +22,7 @@ from fabric_lsp.engine.references import EntryReference, reference_at
 from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, read_session
 from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
 from fabric_lsp.engines import DomainError
-from fabric_lsp.handlers.entry_preview import entry_text, render_entry
+from fabric_lsp.engine.entry_preview import entry_text, render_entry
 from fabric_lsp.handlers.progress import run_request
 
 if TYPE_CHECKING:

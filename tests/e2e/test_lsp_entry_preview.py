@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.references import PATTERN, find_references, format_reference, reference_at
-from fabric_lsp.handlers.entry_preview import operation_addresses, render_entry
+from fabric_lsp.engine.entry_preview import operation_addresses, render_entry
 from fabric_lsp.protocol import ENTRY_REFERENCE_PATTERN
 
 TRACE = {

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fabric_lsp.engine.fabric_payloads import trace_operation_addresses
-from fabric_lsp.engine.references import format_reference, is_valid_entry_id, is_valid_session_id
+from .fabric_payloads import trace_operation_addresses
+from .references import format_reference, is_valid_entry_id, is_valid_session_id
+
+if TYPE_CHECKING:
+    from .json_types import JsonValue
 
 EXCERPT_CHARS = 600
 _BACKTICKS = re.compile(r"`+")
@@ -21,12 +24,13 @@ def _js(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)
 
 
-def _parts_text(content: Any) -> str:
+def _parts_text(content: JsonValue) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return ""
     out: list[str] = []
+    part: JsonValue
     for part in content:
         if not isinstance(part, dict):
             continue
@@ -100,7 +104,7 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> tuple[str, bool]:
 def operation_addresses(raw: dict[str, Any]) -> list[str]:
     """`{entryId}/{sequence}` addresses of the Fabric operations an entry carries."""
     entry_id = raw.get("id")
-    msg = raw.get("message")
+    msg: JsonValue = raw.get("message")
     if not isinstance(entry_id, str) or not isinstance(msg, dict):
         return []
     if msg.get("role") != "toolResult" or msg.get("toolName") != "fabric_exec":
@@ -129,7 +133,7 @@ def render_entry(
     if raw.get("type") == "session":
         return render_header(raw, line=line)
     kind = raw.get("type", "?")
-    raw_msg = raw.get("message")
+    raw_msg: JsonValue = raw.get("message")
     msg: dict[str, Any] = raw_msg if isinstance(raw_msg, dict) else {}
     role = msg.get("role")
     title = f"**Pi session entry** {_code(kind)}"
