@@ -525,6 +525,7 @@ class ActivityEntity(Struct, tag_field="type", tag="entity", **_ACTIVITY):
 class ActivityProgress(Struct, tag_field="type", tag="progress", **_ACTIVITY):
     message: str
     percentage: int | None = None
+    milestone: bool | None = None  # a phase began (sent even within the 50 ms throttle)
     request: str | None = None
 
 

@@ -49,11 +49,16 @@ def check(token: Optional[CancelToken]) -> None:
         raise Cancelled()
 
 
-def report(sink: Optional[ActivitySink], message: str, percentage: int | None = None) -> None:
-    """Send one progress event to `sink` (no-op without a sink)."""
+def report(sink: Optional[ActivitySink], message: str, percentage: int | None = None, *,
+           milestone: bool = False) -> None:
+    """Send one progress event to `sink` (no-op without a sink). A `milestone` marks the
+    start of a phase a client may wait for (the regex handed to its worker): the server
+    sends it even within its 50 ms throttle."""
     if sink is None:
         return
     event: dict[str, Any] = {"type": "progress", "message": message}
     if percentage is not None:
         event["percentage"] = max(0, min(100, int(percentage)))
+    if milestone:
+        event["milestone"] = True
     sink(event)

@@ -112,7 +112,9 @@ class RequestProgress:
         is_progress = event.get("type") == "progress"
         now = time.monotonic()
         # entity and metrics events always go out; progress ones at most every 50 ms
-        if not is_progress or event.get("percentage") == 100 or now - self._last_activity >= REPORT_INTERVAL_S:
+        milestone = bool(event.get("milestone"))
+        if (not is_progress or milestone or event.get("percentage") == 100
+                or now - self._last_activity >= REPORT_INTERVAL_S):
             if is_progress:
                 self._last_activity = now
             activity = dict(event)
@@ -123,7 +125,7 @@ class RequestProgress:
         if not self._begun:
             self._buffer = [event]  # only the latest matters before begin
             return
-        self._report(event)
+        self._report(event, force=milestone)
 
     def _report(self, event: dict[str, Any], *, force: bool = False) -> None:
         now = time.monotonic()

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -277,6 +277,21 @@ class RawServer:
                     raise ConnectionError(f"server exited before answering {msg_id!r} (rc={self.proc.poll()})")
                 self._cond.wait(min(remaining, 0.5))
             return self.responses.pop(key)
+
+    def wait_notification(self, accept: Callable[[dict], bool], *, since: int = 0, timeout: float = 60.0) -> dict:
+        """The first notification from index `since` of `notifications` that `accept`s."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for msg in self.notifications[since:]:
+                    if accept(msg):
+                        return msg
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"no such notification within {timeout} s")
+                if self.closed:
+                    raise ConnectionError(f"server exited (rc={self.proc.poll()})")
+                self._cond.wait(min(remaining, 0.5))
 
     def call(self, method: str, params: Any = None, timeout: float = 60.0) -> Any:
         resp = self.wait(self.request(method, params), timeout)

@@ -59,9 +59,20 @@ def test_catastrophic_pattern_answers_regex_timeout(server, pattern):
     assert ok["totalMatches"] >= 1
 
 
-def test_other_requests_answer_while_a_regex_runs(server):
+def started_regex(server) -> int:
+    """Send the catastrophic recall; return its id once the server says the regex went to
+    its worker (the `milestone` activity event), so what follows runs while it does."""
+    since = len(server.notifications)
     rid = server.request("fabric/recall", {"query": "(a+)+$", "queryMode": "regex", "scope": "global"})
-    time.sleep(0.2)
+    server.wait_notification(lambda m: m.get("method") == "fabric/activity"
+                             and m["params"].get("milestone") is True
+                             and m["params"].get("message", "").startswith("Matching the regex"),
+                             since=since, timeout=30)
+    return rid
+
+
+def test_other_requests_answer_while_a_regex_runs(server):
+    rid = started_regex(server)
     others = [
         server.request("fabric/compact/status", {"session": str(server.session)}),
         server.request("fabric/compactionPreview", {"session": str(server.session)}),
@@ -79,8 +90,7 @@ def test_other_requests_answer_while_a_regex_runs(server):
 def test_memory_requests_answer_while_a_regex_runs(server):
     """Found here (fixed in 2ee1b05, d055c78): the regex ran under the memory engine's lock,
     so every memory request waited for the regex timeout."""
-    rid = server.request("fabric/recall", {"query": "(a+)+$", "queryMode": "regex", "scope": "global"})
-    time.sleep(0.2)
+    rid = started_regex(server)
     others = [
         server.request("fabric/sessions", {"scope": "global"}),
         server.request("fabric/recall", {"query": "test", "scope": "global"}),

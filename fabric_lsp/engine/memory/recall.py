@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from fabric_lsp.engine.activity import ActivitySink, CancelToken, check
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 
 from .catalog import Unresolved, all_refs, branches_of, forget_vanished, hot_files, safe_nonneg_int, scope_kind, scope_refs
 from .cold_index import TermsSet, score_digests_inverted
@@ -124,16 +124,16 @@ def recall(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
                 digests.append(st.digest_view())
         check(cancel)
         if plan["kind"] != "regex":
-            return run_search(eng, plan, echo, views, digests, index_cov=index_cov)
+            return run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity)
         # A regex may run up to its timeout in the worker: do that without the engine
         # lock, on snapshots, so other memory requests are not held up meanwhile.
         views = [snapshot_view(v) for v in views]
-    return run_search(eng, plan, echo, views, digests, index_cov=index_cov)
+    return run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity)
 
 
 def run_search(
     eng: MemoryCore, plan: JsonObject, echo: RecallEcho, views: list[HotView], digests: list[DigestView], *,
-    index_cov: JsonObject,
+    index_cov: JsonObject, activity: Optional[ActivitySink] = None,
 ) -> JsonObject:
     scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
     page, page_size = echo.page, echo.page_size
@@ -168,7 +168,7 @@ def run_search(
         if dcapped:
             q_reasons.add("candidate_digest_budget")
     else:
-        located, hits, q_reasons, q_error = regex_search(eng, plan["pattern"], views, digests)
+        located, hits, q_reasons, q_error = regex_search(eng, plan["pattern"], views, digests, activity)
     if q_error is not None or q_reasons:
         q_complete = False
     start = (page - 1) * page_size
@@ -211,7 +211,8 @@ def run_search(
 
 
 def regex_search(
-    eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView]
+    eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView],
+    activity: Optional[ActivitySink] = None,
 ) -> tuple[dict[int, dict[int, float]], list[DigestHit], set[str], Optional[JsonObject]]:
     cfg = eng.config
     reasons: set[str] = set()
@@ -253,6 +254,7 @@ def regex_search(
     if pbytes > cfg.regex_max_pattern_bytes:
         err: JsonObject = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
         return {}, [], {err["code"]}, err
+    report(activity, f"Matching the regex against {len(haystacks)} texts", milestone=True)
     outcome = eng.regex.run(pattern, haystacks, cfg.regex_timeout_ms)
     if outcome.error is not None:
         return {}, [], {outcome.error["code"]}, outcome.error

@@ -72,10 +72,16 @@ def test_other_requests_answer_while_a_slow_regex_runs(tmp_path: Path):
     eng = engine(agent, regex_timeout_ms=3000, max_entry_chars=1_000_000)
     eng.recall({"query": "fast", "scope": "project"}, cwd=CWD)  # warm
     slow: dict = {}
+    in_worker = threading.Event()
+
+    def activity(event: dict) -> None:
+        if event.get("milestone") and event["message"].startswith("Matching the regex"):
+            in_worker.set()
+
     thread = threading.Thread(target=lambda: slow.update(eng.recall(
-        {"query": "(a+)+$", "queryMode": "regex", "scope": "project"}, cwd=CWD)))
+        {"query": "(a+)+$", "queryMode": "regex", "scope": "project"}, cwd=CWD, activity=activity)))
     thread.start()
-    time.sleep(0.3)  # the regex is running in its worker now
+    assert in_worker.wait(30), "the regex never reached its worker"
     started = time.monotonic()
     out = eng.recall({"query": "fast words", "scope": "project"}, cwd=CWD)
     waited = time.monotonic() - started
