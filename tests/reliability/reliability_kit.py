@@ -265,33 +265,28 @@ class RawServer:
     def cancel(self, msg_id: Any) -> None:
         self.notify("$/cancelRequest", {"id": msg_id})
 
-    def wait(self, msg_id: Any, timeout: float = 60.0) -> dict:
-        key = _key(msg_id)
+    def _until(self, found: Callable[[], Any], timeout: float, what: str) -> Any:
+        """`found()` (called under the lock) once it is not None; waits on every message."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while key not in self.responses:
+            while (value := found()) is None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"no answer to request {msg_id!r} within {timeout} s")
+                    raise TimeoutError(f"no {what} within {timeout} s")
                 if self.closed:
-                    raise ConnectionError(f"server exited before answering {msg_id!r} (rc={self.proc.poll()})")
+                    raise ConnectionError(f"server exited before {what} (rc={self.proc.poll()})")
                 self._cond.wait(min(remaining, 0.5))
-            return self.responses.pop(key)
+            return value
+
+    def wait(self, msg_id: Any, timeout: float = 60.0) -> dict:
+        key = _key(msg_id)
+        return self._until(lambda: self.responses.pop(key) if key in self.responses else None, timeout,
+                           f"answer to request {msg_id!r}")
 
     def wait_notification(self, accept: Callable[[dict], bool], *, since: int = 0, timeout: float = 60.0) -> dict:
         """The first notification from index `since` of `notifications` that `accept`s."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for msg in self.notifications[since:]:
-                    if accept(msg):
-                        return msg
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"no such notification within {timeout} s")
-                if self.closed:
-                    raise ConnectionError(f"server exited (rc={self.proc.poll()})")
-                self._cond.wait(min(remaining, 0.5))
+        return self._until(lambda: next((m for m in self.notifications[since:] if accept(m)), None), timeout,
+                           "such notification")
 
     def call(self, method: str, params: Any = None, timeout: float = 60.0) -> Any:
         resp = self.wait(self.request(method, params), timeout)
