@@ -220,11 +220,17 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
     const status = await request('fabric/compact/status', { session: file });
     assert.equal(typeof status.settled, 'boolean');
     const cancelled = await request('fabric/compact/cancel', { session: file });
-    if (status.pending) assert.equal(cancelled.cancelled, true);
+    assert.equal(typeof cancelled.cancelled, 'boolean');
     const after = await request('fabric/compact/status', { session: file });
     assert.ok(!after.pending, 'nothing pending after cancel');
-    // Cancelled before any commit: the session file is untouched.
-    assert.deepEqual(fs.readFileSync(file), before);
+    const now = fs.readFileSync(file);
+    if (cancelled.cancelled) {
+      // Cancelled before any commit: the session file is untouched.
+      assert.deepEqual(now, before);
+    } else {
+      // The committer settled the (quiet) session's intent first: at most appended to.
+      assert.ok(now.subarray(0, before.length).equals(before), 'only ever appended to');
+    }
   });
 
   test('an unknown command is an error, and the server stays up', async () => {
