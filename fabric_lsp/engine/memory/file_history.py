@@ -255,6 +255,11 @@ class PackedFileOps:
         self.paths = frozenset(sys.intern(op.path) for op in source.ops if op.outcome is not None)
         self.data = _packed_encoder.encode(source.ops)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # A builder child packs a cold table before sending it: the paths are interned
+        # again on arrival (interning is per process).
+        return (_unpickle_packed, (self.cwd, self.capped, self.unresolved, tuple(self.paths), self.data))
+
     @property
     def ops(self) -> list[FileOp]:
         return _packed_decoder.decode(self.data)
@@ -272,6 +277,13 @@ class PackedFileOps:
         if self.unresolved:
             out.add("unresolved_relative_path")
         return out
+
+
+def _unpickle_packed(cwd: str, capped: bool, unresolved: int, paths: tuple[str, ...], data: bytes) -> PackedFileOps:
+    table = PackedFileOps.__new__(PackedFileOps)
+    table.cwd, table.capped, table.unresolved, table.data = cwd, capped, unresolved, data
+    table.paths = frozenset(map(sys.intern, paths))
+    return table
 
 
 def packed(table: Any) -> Any:

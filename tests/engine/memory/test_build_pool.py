@@ -7,11 +7,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from memory_kit import header, user, write_session
+from memory_kit import assistant, header, tool_result, user, write_session
 
-from fabric_lsp.engine.memory import build_pool
+import sys
+
+from fabric_lsp.engine.memory import build_pool, store
+from fabric_lsp.engine.memory.cold_index import ColdTermTable, StateTable
 from fabric_lsp.engine.memory.config import MemoryConfig
-from fabric_lsp.engine.memory.sessions import SessionState
+from fabric_lsp.engine.memory.file_history import PackedFileOps
+from fabric_lsp.engine.memory.sessions import SessionState, build_detached
 
 CWD = "/home/user/pool"
 
@@ -71,3 +75,39 @@ def test_the_caller_works_between_polls_while_children_build(tmp_path: Path):
     failed = build_pool.run_batch(((f, _task(f)) for f in files), 2,
                                   lambda key, reply: answers.append(key), lambda: None, on_idle=on_idle)
     assert failed == [] and sorted(answers) == sorted(files) and done_here == [0, 1, 2, 3]
+
+
+def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp_path: Path):
+    """A child drops the digest's addresses and packs the file table before sending the
+    state (less to pickle); adopted, it equals a state built here, and the record on disk
+    keeps the addresses."""
+    agent = tmp_path / "agent"
+    rows = [header("fo", CWD), user("u1", None, "please read the config", 1),
+            assistant("a1", "u1", [{"type": "toolCall", "id": "c1", "name": "read",
+                                    "arguments": {"path": "src/config.ts"}}], 2),
+            tool_result("t1", "a1", "c1", "read", "export const x = 1", 3)]
+    file = str(write_session(agent, CWD, "fo.jsonl", rows, 1_700_000_000))
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    replies: list[tuple[str, object]] = []
+    task = (file, "active", "cold", MemoryConfig(), "ref", CWD, str(index_dir))
+    assert build_pool.run_batch([(file, task)], 1, lambda key, reply: replies.append(reply), lambda: None) == []
+    [(status, sent)] = replies
+    assert status == "ok" and isinstance(sent, SessionState) and sent.written
+    assert sent.digest is not None and "addresses" not in sent.digest and sent.digest["vocabulary"]
+    assert isinstance(sent.file_ops, PackedFileOps)
+    assert all(sys.intern(p) is p for p in sent.file_ops.paths)  # interned again on arrival
+    data = (index_dir / store.cache_name(file, "active", "digest")).read_bytes()
+    record = store.load_record(data, "digest", len(data))
+    assert record is not None and [a[1] for a in record["addresses"]] == ["u1", "a1", "t1"]
+
+    local = build_detached(file, "active", "cold", MemoryConfig(), ref_id="ref", ref_cwd=CWD)
+    held_sent, held_local = StateTable(ColdTermTable()), StateTable(ColdTermTable())
+    held_sent[(file, "active")] = sent
+    held_local[(file, "active")] = local
+    assert sent.digest == local.digest
+    assert list(sent.digest_view().vocabulary) == list(local.digest_view().vocabulary)
+    ops_sent, ops_local = sent.file_ops, local.file_ops
+    assert isinstance(ops_local, PackedFileOps)
+    assert ops_sent.data == ops_local.data and ops_sent.paths == ops_local.paths
+    assert ops_sent.lookup(next(iter(ops_sent.paths))) == ops_local.lookup(next(iter(ops_local.paths)))
