@@ -3,9 +3,9 @@ hot shards) in parallel with the caller.
 
 Children are plain `python -c` processes (no multiprocessing start-method pitfalls: the
 host's `__main__` is never re-imported, nothing is forked from a threaded server). Each
-reads length-prefixed pickled tasks on stdin and answers on stdout, in order; each child
-holds `IN_FLIGHT` tasks at a time, so it never waits while the caller adopts an answer
-(on 2 cores that idle time was about a tenth of a 1 GB index). The pool is used for
+reads length-prefixed pickled tasks on stdin and answers on stdout, in order; a child is
+sent its next task before the caller unpickles and adopts its answer, so it does not wait
+for the caller (on 2 cores that wait was about a tenth of a 1 GB index). The pool is used for
 one batch and then closed; a cancelled batch kills its children. A child writes the disk
 cache records of what it built (temp file + rename, `sessions.write_records`), so a killed
 one leaves at worst a temp file, which the next cache cleanup removes, never a torn
@@ -28,9 +28,11 @@ from ..childproc import pack, spawn, stop
 TaskArgs = tuple[Any, ...]
 Reply = tuple[str, Any]
 
-# Tasks queued per child: while the caller adopts one answer (interning a vocabulary,
-# unpickling), the child already builds the next one instead of waiting for it.
-IN_FLIGHT = 2
+# Tasks held per child. A child gets its next task as soon as its answer has been read,
+# before the caller unpickles and adopts that answer, so it never waits for the caller.
+# More than one would bind a session to a busy child while another one idles at the end
+# of a batch.
+IN_FLIGHT = 1
 
 _CHILD = r"""
 import gc, os, pickle, struct, sys
@@ -75,21 +77,20 @@ class _Child:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
 
-    def pump(self) -> list[tuple[Any, Reply]]:
-        """Read what is available; the (key, reply) pairs completed by it, in the order
-        the tasks were sent. Raises EOFError."""
+    def pump(self) -> list[tuple[Any, bytes]]:
+        """Read what is available; the (key, pickled reply) pairs completed by it, in the
+        order the tasks were sent. Raises EOFError."""
         chunk = os.read(self.fileno(), 1 << 20)
         if not chunk:
             raise EOFError
         self.buf.extend(chunk)
-        done: list[tuple[Any, Reply]] = []
+        done: list[tuple[Any, bytes]] = []
         while len(self.buf) >= 8:
             (n,) = struct.unpack("<Q", self.buf[:8])
             if len(self.buf) < 8 + n:
                 break
-            reply: Reply = pickle.loads(bytes(self.buf[8 : 8 + n]))
+            done.append((self.tasks.popleft(), bytes(self.buf[8 : 8 + n])))
             del self.buf[: 8 + n]
-            done.append((self.tasks.popleft(), reply))
         return done
 
     def kill(self) -> None:
@@ -144,14 +145,19 @@ def run_batch(
             for child in ready:
                 try:
                     replies = child.pump()
-                except (EOFError, OSError, pickle.UnpicklingError):
+                except (EOFError, OSError):
                     failed.extend(child.tasks)
                     child.tasks.clear()
                     failed.extend(k for k, _ in queue)
                     queue.clear()
                     continue
                 feed(child)  # the next task first: the child works while the caller adopts
-                for key, reply in replies:
+                for key, payload in replies:
+                    try:
+                        reply: Reply = pickle.loads(payload)
+                    except Exception:  # an answer that does not load: built by the caller
+                        failed.append(key)
+                        continue
                     on_result(key, reply)
         while on_idle is not None and caller_busy:
             check_cancel()
