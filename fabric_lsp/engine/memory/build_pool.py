@@ -18,7 +18,6 @@ import os
 import pickle
 import select
 import struct
-from collections import deque
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..childproc import pack, spawn, stop
@@ -27,12 +26,6 @@ from ..childproc import pack, spawn, stop
 # ("missing", reason) or ("error", repr of the exception).
 TaskArgs = tuple[Any, ...]
 Reply = tuple[str, Any]
-
-# Tasks held per child. A child gets its next task as soon as its answer has been read,
-# before the caller unpickles and adopts that answer, so it never waits for the caller.
-# More than one would bind a session to a busy child while another one idles at the end
-# of a batch.
-IN_FLIGHT = 1
 
 _CHILD = r"""
 import gc, os, pickle, struct, sys
@@ -65,11 +58,11 @@ class _Child:
     def __init__(self, nice: int = 0) -> None:
         self.proc = spawn(_CHILD, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None)
         self.buf = bytearray()
-        self.tasks: deque[Any] = deque()  # keys sent and not answered yet, in order
+        self.task: Optional[Any] = None
 
     def send(self, key: Any, task: TaskArgs) -> None:
         assert self.proc.stdin is not None
-        self.tasks.append(key)  # (before the write: a child that died holds it as failed)
+        self.task = key  # (before the write: a child that died holds it as failed)
         self.proc.stdin.write(pack(task))
         self.proc.stdin.flush()
 
@@ -77,21 +70,20 @@ class _Child:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
 
-    def pump(self) -> list[tuple[Any, bytes]]:
-        """Read what is available; the (key, pickled reply) pairs completed by it, in the
-        order the tasks were sent. Raises EOFError."""
+    def pump(self) -> Optional[bytes]:
+        """Read what is available; the pickled reply once complete (not decoded: the
+        caller sends the next task first). Raises EOFError."""
         chunk = os.read(self.fileno(), 1 << 20)
         if not chunk:
             raise EOFError
         self.buf.extend(chunk)
-        done: list[tuple[Any, bytes]] = []
-        while len(self.buf) >= 8:
+        if len(self.buf) >= 8:
             (n,) = struct.unpack("<Q", self.buf[:8])
-            if len(self.buf) < 8 + n:
-                break
-            done.append((self.tasks.popleft(), bytes(self.buf[8 : 8 + n])))
-            del self.buf[: 8 + n]
-        return done
+            if len(self.buf) >= 8 + n:
+                payload = bytes(self.buf[8 : 8 + n])
+                del self.buf[: 8 + n]
+                return payload
+        return None
 
     def kill(self) -> None:
         stop(self.proc)
@@ -122,17 +114,17 @@ def run_batch(
             return [k for k, _ in queue]
 
         def feed(child: _Child) -> None:
-            while queue and len(child.tasks) < IN_FLIGHT:
-                nkey, nargs = queue.pop(0)
+            if queue:
+                key, args = queue.pop(0)
                 try:
-                    child.send(nkey, nargs)
+                    child.send(key, args)
                 except OSError:
-                    return  # the child died: its tasks are failed when its pipe ends
+                    pass  # the child died: its task is failed when its pipe ends
 
         for child in children:
             feed(child)
         caller_busy = on_idle is not None
-        while any(c.tasks for c in children):
+        while any(c.task is not None for c in children):
             check_cancel()
             if caller_busy:
                 assert on_idle is not None
@@ -140,25 +132,30 @@ def run_batch(
                 timeout = 0.0
             else:
                 timeout = 0.05
-            live = [c for c in children if c.tasks]
+            live = [c for c in children if c.task is not None]
             ready, _, _ = select.select(live, [], [], timeout)
             for child in ready:
                 try:
-                    replies = child.pump()
+                    payload = child.pump()
                 except (EOFError, OSError):
-                    failed.extend(child.tasks)
-                    child.tasks.clear()
+                    failed.append(child.task)
+                    child.task = None
                     failed.extend(k for k, _ in queue)
                     queue.clear()
                     continue
-                feed(child)  # the next task first: the child works while the caller adopts
-                for key, payload in replies:
-                    try:
-                        reply: Reply = pickle.loads(payload)
-                    except Exception:  # an answer that does not load: built by the caller
-                        failed.append(key)
-                        continue
-                    on_result(key, reply)
+                if payload is None:
+                    continue
+                key, child.task = child.task, None
+                # A child is sent its next task before its answer is unpickled and adopted,
+                # so it never waits for the caller (one task at a time: two would bind a
+                # session to a busy child while another one idles at a batch's end).
+                feed(child)
+                try:
+                    reply: Reply = pickle.loads(payload)
+                except Exception:  # an answer that does not load: built by the caller
+                    failed.append(key)
+                    continue
+                on_result(key, reply)
         while on_idle is not None and caller_busy:
             check_cancel()
             caller_busy = on_idle()

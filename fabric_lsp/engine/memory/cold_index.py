@@ -179,6 +179,18 @@ def score_digests_inverted(
     return rank_digest_hits(hits), capped
 
 
+def keep_on_server(state: Any, *, interned: bool) -> None:
+    """Shed what the server does not keep of a cold state: the digest's addresses (they
+    live on in the disk record), its vocabulary once `interned` into the term table, and
+    the file-operation table's per-operation form when the state is never extended in
+    place (packed). A builder child calls it with `interned=False` before sending a state,
+    so none of that is pickled across; adoption calls it again with `interned=True`."""
+    drop = ("vocabulary", "addresses") if interned else ("addresses",)
+    state.digest = {k: v for k, v in state.digest.items() if k not in drop}
+    if state.normalizer is None:
+        state.file_ops = packed(state.file_ops)
+
+
 class StateTable(dict[tuple[str, str], "SessionState"]):
     """The engine's `(file, branches) -> SessionState` map; a cold state put here hands
     its vocabulary to the shared `ColdTermTable` and keeps only its slot (the in-memory
@@ -203,10 +215,8 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
         self._release(state)
         state.cold_slot = self.table.add(vocabulary or ())
         state.cold_table = self.table
-        state.digest = {k: v for k, v in state.digest.items() if k not in ("vocabulary", "addresses")}
+        keep_on_server(state, interned=True)
         state.vocab_set = frozenset()
-        if state.normalizer is None:  # never extended in place: its file table can be packed
-            state.file_ops = packed(state.file_ops)
 
     def __setitem__(self, key: Any, state: Any) -> None:
         old = super().get(key)

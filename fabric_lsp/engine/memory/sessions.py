@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from . import store
 from . import file_history
-from .file_history import new_collector, packed
+from .cold_index import keep_on_server
+from .file_history import new_collector
 from .normalize import Normalizer
 from .records import HotRecords
 from .search import DigestView, HotIndex, HotView, postings_of
@@ -552,17 +553,12 @@ def build_detached(
         write_records(index_dir, state)
         state.persisted = b""
         state.written = True
-        if state.tier == "cold" and state.digest is not None:
-            # What the server would drop or pack on adoption (`StateTable._take`) is done
-            # here, so it is not pickled across: the digest's addresses (a list per entry;
-            # they live on in the record just written) and the file-operation table as
-            # its packed form (one bytes object instead of a Struct per operation).
-            state.digest = {k: v for k, v in state.digest.items() if k != "addresses"}
-            state.file_ops = packed(state.file_ops)
     state.scan = None
     state.normalizer = None
     state.folder = None
     state.hasher = None
+    if index_dir is not None and state.tier == "cold" and state.digest is not None:
+        keep_on_server(state, interned=False)  # less to pickle: the record is on disk
     # Less to pickle: path ids and ordinals only serve appends (the vocabulary set is
     # built from the vocabulary list by `digest_view`).
     lin = state.lineage
