@@ -129,7 +129,9 @@ def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dic
         session_id=_str(payload, "sessionId"),
         leaf_id=_str(payload, "leafId"),
     )
-    return {"lease": _lease_json(lease), "stateFile": str(_store(cfg).state_path(path))}
+    store = _store(cfg)
+    store.ensure_dir()  # the extension watches this directory for intents
+    return {"lease": _lease_json(lease), "stateFile": str(store.state_path(path))}
 
 
 def act_release(payload: dict[str, Any]) -> dict[str, Any]:

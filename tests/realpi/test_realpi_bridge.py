@@ -154,10 +154,11 @@ def test_idle_intent_is_committed_by_pi_on_its_live_branch(world):
     assert lease["pid"] == pi.proc.pid and lease["leafId"] == leaf_before
     assert lease["piVersion"] == "0.80.6" and lease["session"] == os.path.realpath(session)
 
-    requested = time.monotonic()
     world.fabric("compact", str(session), "--instructions", "keep the parser plan")
+    requested = time.monotonic()  # the intent is in the state file once the CLI returns
     comp = wait_for(lambda: compactions(session), 5.0, "Pi's compaction")[0]
     elapsed = time.monotonic() - requested
+    # the watched state directory wakes Pi at once (no once-a-second look to wait for)
     assert elapsed < 2.5, f"an idle Pi committed the intent after {elapsed:.2f}s"
     assert comp["parentId"] == leaf_before and comp["fromHook"] is True
     # Pi's live tree holds it: Pi wrote it, no outside append

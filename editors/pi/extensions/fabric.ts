@@ -15,8 +15,8 @@
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const PI_VCC_SENTINEL = "__pi_vcc__";
@@ -185,6 +185,8 @@ export default function fabric(pi: ExtensionAPI): void {
   let sessionFile: string | undefined;
   let stateFile: string | undefined;
   let timer: ReturnType<typeof setInterval> | undefined;
+  let watcher: FSWatcher | undefined;
+  let watchedDir: string | undefined;
   let busy = false;
   let lastPendingSeen: string | undefined;
   let lastStateMtime = -1;
@@ -218,6 +220,7 @@ export default function fabric(pi: ExtensionAPI): void {
     try {
       const r = await runFabric("hold", base(ctx));
       stateFile = r.stateFile;
+      watchState();
     } catch (err) {
       notify(ctx, `fabric-lsp: cannot hold this session: ${(err as Error).message}`, "warning");
     }
@@ -283,7 +286,9 @@ export default function fabric(pi: ExtensionAPI): void {
     }
   };
 
-  // While Pi is idle, an intent requested from an editor is committed within a second.
+  // While Pi is idle, an intent requested from an editor is committed at once: the state
+  // file's directory is watched (the file is replaced atomically, so the event names it),
+  // and a once-a-second look covers file systems whose events do not arrive.
   const poll = () => {
     const ctx = ctxRef;
     if (!ctx || busy || !stateFile) return;
@@ -296,8 +301,8 @@ export default function fabric(pi: ExtensionAPI): void {
         return; // no intent state for this session
       }
       if (mtime === lastStateMtime) return;
-      lastStateMtime = mtime;
       const state = JSON.parse(readFileSync(stateFile, "utf8"));
+      lastStateMtime = mtime; // only once read whole: a failed read is tried again
       const pending = typeof state.pendingId === "string" ? state.pendingId : undefined;
       if (!pending || pending === lastPendingSeen) return;
       void settle(ctx);
@@ -318,6 +323,31 @@ export default function fabric(pi: ExtensionAPI): void {
     }
   };
 
+  const unwatch = () => {
+    watcher?.close();
+    watcher = undefined;
+    watchedDir = undefined;
+  };
+
+  const watchState = () => {
+    if (!stateFile) return;
+    const dir = dirname(stateFile);
+    if (watcher && watchedDir === dir) return;
+    unwatch();
+    try {
+      const w = watch(dir, { persistent: false }, (_event, name) => {
+        if (!name || !stateFile || String(name) === basename(stateFile)) poll();
+      });
+      w.on("error", () => {
+        if (watcher === w) unwatch(); // the interval still looks every second
+      });
+      watcher = w;
+      watchedDir = dir;
+    } catch {
+      // no directory yet or no watch support: the interval looks every second
+    }
+  };
+
   pi.on("session_start", async (_event, ctx) => {
     await start(ctx);
   });
@@ -325,6 +355,7 @@ export default function fabric(pi: ExtensionAPI): void {
   pi.on("session_shutdown", async (_event, ctx) => {
     if (timer) clearInterval(timer);
     timer = undefined;
+    unwatch();
     const file = sessionFile;
     ctxRef = undefined;
     if (!file) return;

@@ -110,7 +110,7 @@ class IntentStore:
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
         self.state_dir = Path(state_dir)
 
-    def _ensure_dir(self) -> None:
+    def ensure_dir(self) -> None:
         make_private_dir(self.state_dir)  # <agentDir>/fabric-lsp/ too: 0700, not 0755
 
     def state_path(self, session_path: str) -> Path:
@@ -119,7 +119,7 @@ class IntentStore:
     @contextlib.contextmanager
     def locked(self, session_path: str) -> Generator[None, None, None]:
         """Exclusive lock for a read-modify-write of one session's state (all processes)."""
-        self._ensure_dir()
+        self.ensure_dir()
         lock_path = self.state_dir / (session_key(session_path) + ".lock")
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -143,7 +143,7 @@ class IntentStore:
 
     def save(self, state: IntentState) -> None:
         """Atomically replace the state file (0600); an empty state removes it."""
-        self._ensure_dir()
+        self.ensure_dir()
         path = self.state_path(state.session)
         if state.pending is None and state.last is None and state.committing is None and state.claim is None:
             with contextlib.suppress(FileNotFoundError):
