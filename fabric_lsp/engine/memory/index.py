@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
-from . import file_history, store
+from . import file_history, hot_cache, store
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
 from .sessions import (
@@ -76,12 +76,17 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[S
     data = store.read_cache_file(eng.index_dir, name, limit)
     if data is None or ref.key is None:
         return None
-    record = store.load_record(data, kind, len(data))
+    record = store.load_record(data, kind, len(data), addresses=False)  # the server never reads them
     if record is None:
         store.remove(eng.index_dir, name)
         return None
+    hot_index = None
+    if kind == "shard":
+        terms = store.read_cache_file(eng.index_dir, hot_cache.cache_name(ref.file, branches),
+                                      eng.config.max_sync_source_bytes)
+        hot_index = hot_cache.load_record(terms, record, ref.file, branches, ref.key) if terms is not None else None
     try:
-        state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config)
+        state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config, hot_index=hot_index)
     except (KeyError, TypeError, ValueError, AttributeError):
         state = None
     if state is None:
@@ -92,6 +97,10 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[S
     state.file_ops = file_history.load_record(files, state) if files is not None else None
     if state.file_ops is None:
         return None  # no table for exactly this source: rebuild (and rewrite both)
+    if kind == "shard" and state.hot_index is not hot_index:
+        data = hot_cache.encode_record(state)  # built from the records: kept for the next load
+        if data is not None:
+            store.write_atomic(eng.index_dir, hot_cache.cache_name(ref.file, branches), data)
     return state
 
 
@@ -132,6 +141,8 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
             store.remove(
                 eng.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
             )
+            if tier != "hot":
+                store.remove(eng.index_dir, hot_cache.cache_name(ref.file, branches))
             return loaded, True
         if state is not None and tier == "cold" and state.key == key:
             # Leaving the hot tier: derive the digest instead of re-reading the source.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from . import store
 from . import file_history
+from . import hot_cache
 from .cold_index import keep_on_server
 from .file_history import new_collector
 from .normalize import Normalizer
@@ -708,14 +709,21 @@ def write_records(index_dir: str, state: SessionState) -> None:
     data: Any = state.persisted
     if not data and kind == "shard" and state.encode and state.entries_bytes:
         data = shard_pieces(state)  # a large shard: written streaming, never held whole
+    terms_name = hot_cache.cache_name(state.file, state.branches)
     if data:
         # the file-operations table first: a record is only used with its table
         if state.file_ops is not None:
             store.write_atomic(index_dir, files_name, file_history.encode_record(state))
         store.write_atomic(index_dir, name, data)
+        terms = hot_cache.encode_record(state) if kind == "shard" else None
+        if terms is not None:  # only used with exactly this shard (else rebuilt)
+            store.write_atomic(index_dir, terms_name, terms)
+        else:
+            store.remove(index_dir, terms_name)
     else:
         store.remove(index_dir, name)
         store.remove(index_dir, files_name)
+        store.remove(index_dir, terms_name)
     other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
     store.remove(index_dir, other)
 
@@ -740,9 +748,12 @@ def shard_record(state: SessionState) -> JsonObject:
 
 
 def state_from_record(
-    record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any
+    record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any,
+    hot_index: Optional[HotIndex] = None,
 ) -> Optional[SessionState]:
-    """A state from a validated cache record, when it is fresh for `key` and `cfg`."""
+    """A state from a validated cache record, when it is fresh for `key` and `cfg`. A
+    shard's `hot_index` (persisted beside it, `hot_cache.load_record`: checked to be this
+    shard's) is used as it is; without one the index is built from the records."""
     if record.get("statKey") != _key_list(key):
         return None
     if record.get("branches") != branches:
@@ -765,16 +776,19 @@ def state_from_record(
     if kind == "shard":
         loaded: list[Any] = record["entries"]  # undecoded records (store.load_record)
         entries = HotRecords()
-        index = HotIndex()
+        index = hot_index if hot_index is not None and len(hot_index.doc_len) == len(loaded) else HotIndex()
+        build = index is not hot_index
         for i, raw in enumerate(loaded):
             e: JsonValue = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:
                 return None
             entries.append(e)
-            index.add(e)
+            if build:
+                index.add(e)
             loaded[i] = None  # one record at a time: its columns hold it now
         del loaded
-        index.compact()
+        if build:
+            index.compact()
         state.entries = entries
         state.hot_index = index
         cov = record["indexCoverage"]

@@ -29,8 +29,9 @@ CACHE_VERSION: int = 5  # int, not Literal[5]: a decoded version is compared wit
 # Bumped when our own encoding (not the V5 contents) changes.
 ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
 
-# shard and digest (V5), and the file-operations table of file_history.py
-RECORD_KINDS = ("shard", "digest", "fileOperations")
+# shard and digest (V5), the file-operations table of file_history.py and a shard's
+# persisted BM25 index (hot_cache.py)
+RECORD_KINDS = ("shard", "digest", "fileOperations", "hotIndex")
 
 _SAFE = re.compile(r"[^a-zA-Z0-9._-]")
 encoder = msgspec.json.Encoder()  # the one JSON encoder of the cache (sessions.py encodes records with it)
@@ -46,6 +47,8 @@ def cache_name(session_file: str, branches: str, kind: str) -> str:
     mode = ".all" if branches == "all" else ""
     if kind == "fileOperations":  # file_history's table, beside the V5 record
         return f"{base}{mode}.files.json"
+    if kind == "hotIndex":  # hot_cache's index of a shard, beside it
+        return f"{base}{mode}.terms.json"
     return f"{base}{mode}.digest.json" if kind == "digest" else f"{base}{mode}.json"
 
 
@@ -371,14 +374,27 @@ def valid_record(data: bytes, kind: str, file_size: int) -> bool:
     return True
 
 
-def load_record(data: bytes, kind: str, file_size: int) -> Optional[JsonObject]:
+_STR: frozenset[type] = frozenset((str,))
+_LIST: frozenset[type] = frozenset((list,))
+_SIX = frozenset((6,))
+
+
+def load_record(data: bytes, kind: str, file_size: int, *, addresses: bool = True) -> Optional[JsonObject]:
     """Decode a record for use, or None when it is not a valid V5 record of ours.
 
     One parse: the seal proves the bytes are exactly what this engine wrote, so the
-    structural checks here are the top-level ones plus the cheap per-list invariants."""
+    structural checks here are the top-level ones plus the cheap per-list invariants.
+    With `addresses=False` a digest's `addresses` (nothing in the server reads them: they
+    are kept for V5 readers of the file) are checked to be a list and left out, never
+    decoded: on a 1 GB history they are a third of all the decoded values."""
     if not sealed(data):
         return None
-    rec = decode_record(data) if kind != "shard" else _decode_shard(data)
+    if kind == "shard":
+        rec = _decode_shard(data)
+    elif addresses:
+        rec = decode_record(data)
+    else:
+        rec = _decode_without(data, "addresses")
     if rec is None:
         return None
     version = rec.get("cacheVersion")
@@ -400,14 +416,19 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[JsonObject]:
             return None
         # the records are checked as they are decoded (`shard_entry`)
     else:
+        # (the per-item checks run as C loops: `map` over a decoded list, whose items are
+        # exactly str, list, int, float, bool, dict or None, so `type` is the check)
         vocab: JsonValue = rec.get("vocabulary")
-        if not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab):
+        if not isinstance(vocab, list) or not set(map(type, vocab)) <= _STR:
             return None
         if len(set(vocab)) != len(vocab) or vocab != sort_lexical(cast("list[str]", vocab)):  # all str: checked above
             return None
-        addresses: JsonValue = rec.get("addresses")
-        if not isinstance(addresses, list) or not all(isinstance(t, list) and len(t) == 6 for t in addresses):
-            return None
+        if addresses:
+            addrs: JsonValue = rec.get("addresses")
+            if not isinstance(addrs, list) or not set(map(type, addrs)) <= _LIST:
+                return None
+            if not set(map(len, cast("list[list[Any]]", addrs))) <= _SIX:
+                return None
         if not isinstance(rec.get("file"), str) or not isinstance(rec.get("filesTouched"), list):
             return None
     return rec
@@ -415,6 +436,18 @@ def load_record(data: bytes, kind: str, file_size: int) -> Optional[JsonObject]:
 
 _top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _decode_without(data: bytes, left_out: str) -> Optional[JsonObject]:
+    """A record's top-level values decoded, but for `left_out`, which must be a list."""
+    try:
+        top = _top_raw.decode(data)
+        raw = top.pop(left_out, None)
+        if raw is None or bytes(memoryview(raw)[:1]) != b"[":
+            return None
+        return {k: _any.decode(v) for k, v in top.items()}
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
 
 
 def _decode_shard(data: bytes) -> Optional[JsonObject]:
