@@ -315,7 +315,7 @@ def encode_record(state: "SessionState") -> bytes:
         "branches": state.branches, "sourceHash": state.source_hash,
         "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
         "cacheBytes": 0, "cacheSourceRatio": 0,
-        "statKey": [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev],
+        "statKey": key.as_list(),
         "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
         "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
     }
@@ -335,7 +335,7 @@ def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector
         "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
         "branches": state.branches, "sourceHash": state.source_hash,
         "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
-        "cacheBytes": len(data), "statKey": [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev],
+        "cacheBytes": len(data), "statKey": key.as_list(),
     }
     for name, value in expected.items():
         if rec.get(name) != value or isinstance(rec.get(name), bool) != isinstance(value, bool):

@@ -46,7 +46,7 @@ def _identity(
     return {
         "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "format": FORMAT, "sessionFile": file,
         "branches": branches, "sourceHash": source_hash, "lineageFingerprint": fingerprint, "policy": policy,
-        "engine": store.ENGINE_FORMAT, "statKey": [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev],
+        "engine": store.ENGINE_FORMAT, "statKey": key.as_list(),
         "entryCount": entry_count, "byteOrder": sys.byteorder,
     }
 

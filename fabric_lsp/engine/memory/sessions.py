@@ -599,7 +599,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
             "sourceHash": state.source_hash, "branches": state.branches,
             "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
             "cacheBytes": 0, "cacheSourceRatio": 0,
-            "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
+            "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
         }
         data = store.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
         state.persisted = data or b""
@@ -627,10 +627,6 @@ def _adopt_digest(state: SessionState, record: JsonObject) -> None:
     state.entry_count = record["entryCount"]
     state.first_ts = record["firstTs"]
     state.last_ts = record["lastTs"]
-
-
-def _key_list(key: StatKey) -> list[int]:
-    return [key.size, key.mtime_ns, key.ctime_ns, key.ino, key.dev]
 
 
 def _encode_entries(state: SessionState) -> None:
@@ -742,7 +738,7 @@ def shard_record(state: SessionState) -> JsonObject:
         "cacheBytes": 0, "cacheSourceRatio": 0,
         "entries": msgspec.Raw(state.entries_json) if state.entries_json else None,  # None: written streaming
         "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
-        "engine": store.ENGINE_FORMAT, "statKey": _key_list(state.key), "leafId": state.lineage.leaf_id,
+        "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
         "cwd": state.cwd,
     }
 
@@ -754,7 +750,7 @@ def state_from_record(
     """A state from a validated cache record, when it is fresh for `key` and `cfg`. A
     shard's `hot_index` (persisted beside it, `hot_cache.load_record`: checked to be this
     shard's) is used as it is; without one the index is built from the records."""
-    if record.get("statKey") != _key_list(key):
+    if record.get("statKey") != key.as_list():
         return None
     if record.get("branches") != branches:
         return None
@@ -776,8 +772,8 @@ def state_from_record(
     if kind == "shard":
         loaded: list[Any] = record["entries"]  # undecoded records (store.load_record)
         entries = HotRecords()
-        index = hot_index if hot_index is not None and len(hot_index.doc_len) == len(loaded) else HotIndex()
-        build = index is not hot_index
+        build = hot_index is None  # (`hot_cache.load_record` checked it holds exactly these records)
+        index = HotIndex() if hot_index is None else hot_index
         for i, raw in enumerate(loaded):
             e: JsonValue = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:

@@ -341,6 +341,10 @@ class StatKey:
     def mtime_ms(self) -> float:
         return self.mtime_ns / 1e6
 
+    def as_list(self) -> list[int]:
+        """The `statKey` every cache record of ours carries."""
+        return [self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev]
+
 
 def stat_key(path: str) -> Optional[StatKey]:
     """Stat of a regular file, or None (missing, not a file, unreadable)."""
