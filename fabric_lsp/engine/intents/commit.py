@@ -146,6 +146,10 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
+# An unterminated last line younger than this may be a write in progress (append_line).
+TORN_TAIL_QUIET_S = 2.0
+
+
 def append_line(
     session_path: str,
     line: bytes,
@@ -196,6 +200,15 @@ def append_line(
         payload = line
         offset = expected_size
         if last != b"\n":
+            # An unterminated last line is either torn for good (a writer died) or a
+            # writer's line being copied in right now: Linux lets a reader see part of a
+            # write, and the rest lands before our own write. Only a tail that has been
+            # quiet for TORN_TAIL_QUIET_S is taken as torn and gets a separator (never glue
+            # our entry onto it); a fresh one waits for the next boundary.
+            age_s = (time.time_ns() - st.st_mtime_ns) / 1e9
+            if age_s < TORN_TAIL_QUIET_S:
+                return Changed(f"the file ends mid-line and was written {max(0.0, age_s):.2f} s ago "
+                               "(a writer may be mid-line)")
             payload = b"\n" + line  # never glue our entry onto an unterminated line
             offset += 1
         if before_write is not None:

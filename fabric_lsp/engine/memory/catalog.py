@@ -17,12 +17,12 @@ from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlparse
 
 from fabric_lsp.engine.jsstr import js_string_of
-from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_files, resolve_session
+from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_stats, resolve_session
 from fabric_lsp.engine.session.reader import read_header
 
 from . import store
 from .core import MemoryCore
-from .source import StatKey, stat_key
+from .source import StatKey, stat_key, stat_key_of
 from .tokenize import utf16_key
 
 _MAX_SAFE = 2**53 - 1
@@ -126,8 +126,9 @@ def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional
 
 def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
     out: list[Ref] = []
-    for full in jsonl_files(folder):  # the session layer's listing rule
-        key = stat_key(full)
+    # the session layer's listing rule, with the one lstat it made per file (no second stat)
+    for full, st in jsonl_stats(folder):
+        key = stat_key_of(st)
         if key is None:
             continue
         out.append(ref_of(eng, full, key))
@@ -137,14 +138,17 @@ def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
 def all_refs(eng: MemoryCore) -> list[Ref]:
     refresh_live(eng)  # every call lists the sessions first: the leases are read then
     try:
-        subs = os.listdir(eng.session_dir)
+        subs = list(os.scandir(eng.session_dir))
     except OSError:
         return []
     refs: list[Ref] = []
     for sub in subs:
-        full = os.path.join(eng.session_dir, sub)
-        if os.path.isdir(full):
-            refs.extend(folder_refs(eng, full))
+        try:
+            is_dir = sub.is_dir()  # (follows a symlinked project folder, as isdir did)
+        except OSError:
+            continue
+        if is_dir:
+            refs.extend(folder_refs(eng, sub.path))
     return recency(refs)
 
 

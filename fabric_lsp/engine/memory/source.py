@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat as _stat
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -352,8 +353,11 @@ def stat_key(path: str) -> Optional[StatKey]:
         st = os.stat(path)
     except OSError:
         return None
-    import stat as _stat
+    return stat_key_of(st)
 
+
+def stat_key_of(st: os.stat_result) -> Optional[StatKey]:
+    """The StatKey of a stat result (None: not a regular file)."""
     if not _stat.S_ISREG(st.st_mode):
         return None
     return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)

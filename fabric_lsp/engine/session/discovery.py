@@ -8,6 +8,7 @@ information, so the real cwd comes from each file's header.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 from urllib.parse import unquote, urlparse
@@ -82,21 +83,30 @@ def encode_cwd(cwd: str) -> str:
     return f"--{resolved}--"
 
 
-def jsonl_files(folder: str) -> list[str]:
-    """The session files of one project folder: regular `*.jsonl` files, never symlinks
-    (the one listing rule of every face: sessions, recall, the resolver)."""
+def jsonl_stats(folder: str) -> list[tuple[str, os.stat_result]]:
+    """The session files of one project folder with their stats: regular `*.jsonl` files,
+    never symlinks (the one listing rule of every face: sessions, recall, the resolver).
+    One `lstat` per file (the directory entry tells symlinks apart), not three calls."""
     try:
-        names = os.listdir(folder)
+        entries = list(os.scandir(folder))
     except OSError:
         return []
-    out: list[str] = []
-    for name in names:
-        if not name.endswith(".jsonl"):
+    out: list[tuple[str, os.stat_result]] = []
+    for entry in entries:
+        if not entry.name.endswith(".jsonl") or entry.is_symlink():
             continue
-        full = os.path.join(folder, name)
-        if os.path.isfile(full) and not os.path.islink(full):
-            out.append(full)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((entry.path, st))
     return out
+
+
+def jsonl_files(folder: str) -> list[str]:
+    """The paths of `jsonl_stats(folder)`."""
+    return [path for path, _ in jsonl_stats(folder)]
 
 
 def list_session_files(session_dir: str, cwd: Optional[str] = None) -> list[str]:

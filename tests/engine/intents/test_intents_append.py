@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from intents_kit import REAL_SESSIONS
 from fabric_lsp.engine.intents.commit import (
     Appended,
+    TORN_TAIL_QUIET_S,
     Changed,
     append_line,
     compaction_entry,
@@ -78,10 +81,27 @@ def test_changed_file_is_never_written(tmp_path):
 def test_missing_final_newline_gets_a_separator(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"a":1}\n{"half"')
+    old = time.time() - 60  # torn for good: a writer died a minute ago
+    os.utime(path, (old, old))
     data = path.read_bytes()
     result = append_line(str(path), b'{"b":2}\n', expected_size=len(data), expected_sha256=sha(data))
     assert result == Appended(offset=len(data) + 1, length=9)
     assert path.read_bytes() == data + b'\n{"b":2}\n'
+
+
+def test_a_fresh_unterminated_tail_may_be_a_write_in_progress_and_is_left_alone(tmp_path):
+    # Linux lets a reader see part of a write; the rest of that line lands before ours, so a
+    # separator decided on the partial view would leave an empty line. Nothing is written.
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"a":1}\n{"half"')
+    data = path.read_bytes()
+    result = append_line(str(path), b'{"b":2}\n', expected_size=len(data), expected_sha256=sha(data))
+    assert isinstance(result, Changed) and "mid-line" in result.why
+    assert path.read_bytes() == data
+    quiet = time.time() - TORN_TAIL_QUIET_S - 0.5
+    os.utime(path, (quiet, quiet))  # quiet for longer than the bound: torn for good
+    assert append_line(str(path), b'{"b":2}\n', expected_size=len(data), expected_sha256=sha(data)) == Appended(
+        offset=len(data) + 1, length=9)
 
 
 def test_veto_under_the_lock_writes_nothing(tmp_path):
@@ -176,6 +196,8 @@ def test_append_on_arbitrary_bytes_keeps_the_prefix_and_adds_one_parseable_entry
     path = tmp_path_factory.mktemp("prop") / "s.jsonl"
     data = b"\n".join(body) + (b"\n" if body else b"") + tail
     path.write_bytes(data)
+    old = time.time() - 60  # a torn tail is torn for good only once it is quiet
+    os.utime(path, (old, old))
     entry = compaction_entry(entry_id="0a0b0c0d", parent_id="a1", timestamp="2026-11-30T04:00:00.000Z",
                              summary=summary, first_kept_entry_id="", tokens_before=1, details={"v": [1.5, None]})
     raw = entry_line(entry)
