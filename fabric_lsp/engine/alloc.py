@@ -10,7 +10,9 @@ buffers in mappings (a growing one is moved by `mremap`, not copied into a new h
 the recall benchmark is as fast or faster with it.
 
 `tune()` sets it in this process (glibc only; elsewhere it does nothing); child
-interpreters get it through `MALLOC_MMAP_THRESHOLD_` (`child_env`). An explicit
+interpreters get it through `MALLOC_MMAP_THRESHOLD_` (`child_env`), except the memory
+builder children (memory/build_pool.py), which run for one batch and are faster with
+glibc's own threshold. An explicit
 `MALLOC_MMAP_THRESHOLD_` in the environment is left alone, and
 `FABRIC_LSP_MMAP_THRESHOLD=0` keeps glibc's default behaviour.
 """

@@ -27,23 +27,27 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(here))
 
 
-def child_env(extra: Optional[dict[str, str]] = None) -> dict[str, str]:
+def child_env(extra: Optional[dict[str, str]] = None, *, tuned_alloc: bool = True) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(alloc.child_environment())  # the allocator setting of this process (alloc.py)
+    if tuned_alloc:
+        env.update(alloc.child_environment())  # the allocator setting of this process (alloc.py)
     env.update(extra or {})
     root = package_root()
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def spawn(code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any = subprocess.DEVNULL) -> "subprocess.Popen[bytes]":
-    """Start `python -c code` with pipes on stdin and stdout (raises OSError)."""
+def spawn(
+    code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any = subprocess.DEVNULL, tuned_alloc: bool = True
+) -> "subprocess.Popen[bytes]":
+    """Start `python -c code` with pipes on stdin and stdout (raises OSError). `tuned_alloc`:
+    the child gets this process's allocator setting (alloc.py); False leaves it glibc's."""
     return subprocess.Popen(
         [sys.executable, "-c", code],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=stderr,
-        env=child_env(env_extra),
+        env=child_env(env_extra, tuned_alloc=tuned_alloc),
         close_fds=True,
     )
 

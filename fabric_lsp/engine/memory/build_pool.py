@@ -56,7 +56,12 @@ while True:
 
 class _Child:
     def __init__(self, nice: int = 0) -> None:
-        self.proc = spawn(_CHILD, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None)
+        # glibc's own mmap threshold, not the server's fixed one (alloc.py): a builder frees
+        # a multi-megabyte buffer per session (file, text batch, encoded record), and with a
+        # fixed 256 KiB threshold each one is a fresh mapping whose pages the kernel zeroes
+        # again (about 9% of a 1 GB index's wall time, mostly system time; docs/performance.md)
+        self.proc = spawn(_CHILD, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None,
+                          tuned_alloc=False)
         self.buf = bytearray()
         self.task: Optional[Any] = None
 
