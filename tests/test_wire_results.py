@@ -106,3 +106,30 @@ def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> No
         assert isinstance(status, protocol.CompactStatusResult) and status.settled in (True, False)
     finally:
         engines.close()
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=lambda p: p.name[:2])
+def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> None:
+    """The server writes our methods' responses without pygls' converter (message_json):
+    the bytes must be the converter's, for real results and for the odd values."""
+    from pygls.protocol import JsonRPCResponseMessage
+
+    from fabric_lsp.server import FabricServer, message_json, wire_json
+
+    serialize = FabricServer().protocol._serialize_message
+    results = [
+        protocol.to_wire(protocol.to_result(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))),
+        {"a": [float("inf"), float("nan"), -0.0, 1e21, "é\u2028\ud800"], "b": None, "c": {"d": [True, 2**60]}},
+    ]
+    for result in results:
+        message = JsonRPCResponseMessage(id=3, jsonrpc="2.0", result=result)
+        assert message_json(message, serialize) == wire_json(message, serialize)
+
+
+    class Holder:
+        def __init__(self) -> None:
+            self.y = [1, "two"]
+
+    # a value json cannot write itself goes the converter's way, with the same result
+    odd = JsonRPCResponseMessage(id=4, jsonrpc="2.0", result={"x": Holder()})
+    assert message_json(odd, serialize) == wire_json(odd, serialize) == '{"id": 4, "jsonrpc": "2.0", "result": {"x": {"y": [1, "two"]}}}'

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 from urllib.parse import unquote, urlparse
@@ -38,6 +39,10 @@ class Ref:
     cwd: str
     mtime: float
     key: Optional[StatKey]
+    order: tuple[float, bytes] = (0.0, b"")  # the recency sort key (set by ref_of)
+
+    def __post_init__(self) -> None:
+        self.order = (-self.mtime, utf16_key(self.file))
 
 
 class Unresolved(Exception):
@@ -95,7 +100,11 @@ def path_of(target: str) -> Optional[str]:
 
 
 def recency(refs: Iterable[Ref]) -> list[Ref]:
-    return sorted(refs, key=lambda r: (-r.mtime, utf16_key(r.file)))
+    """Newest first; ties in UTF-16 order of the path."""
+    return sorted(refs, key=_ORDER)
+
+
+_ORDER = attrgetter("order")
 
 
 def ref_of(eng: MemoryCore, path: str, key: Optional[StatKey] = None) -> Ref:
@@ -126,12 +135,22 @@ def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional
 
 def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
     out: list[Ref] = []
+    known = eng.refs
     # the session layer's listing rule, with the one lstat it made per file (no second stat)
     for full, st in jsonl_stats(folder):
+        # A file whose stat identity is unchanged keeps its Ref (header, StatKey, sort
+        # key): a warm global call over thousands of sessions builds none of them again.
+        ident = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        cached = known.get(full)
+        if cached is not None and cached[0] == ident:
+            out.append(cached[1])
+            continue
         key = stat_key_of(st)
         if key is None:
             continue
-        out.append(ref_of(eng, full, key))
+        ref = ref_of(eng, full, key)
+        known[full] = (ident, ref)
+        out.append(ref)
     return out
 
 
@@ -160,6 +179,10 @@ def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
             del eng.states[slot]
             for kind in store.RECORD_KINDS:
                 store.remove(eng.index_dir, store.cache_name(slot[0], slot[1], kind))
+    for cache in (eng.refs, eng.headers):
+        if len(cache) > len(known):
+            for path in [p for p in cache if p not in known and not os.path.exists(p)]:
+                del cache[path]
 
 
 def project_refs(eng: MemoryCore, cwd: Optional[str]) -> list[Ref]:

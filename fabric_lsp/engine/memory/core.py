@@ -39,6 +39,8 @@ class MemoryCore:
         self.background: Any = None
         self._hydrated: LRUCache[tuple[str, str], SessionState] = LRUCache(maxsize=8)
         self._headers: dict[str, HeaderEntry] = {}
+        # the Ref of each listed session file, by path, with the stat identity it was made for
+        self._refs: dict[str, tuple[tuple[int, int, int, int, int], Any]] = {}
         self._cleanup_complete: Optional[bool] = None
         self._regex = RegexRunner()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
@@ -67,6 +69,12 @@ class MemoryCore:
     def headers(self) -> dict[str, HeaderEntry]:
         """Session headers by file, cached per stat identity (catalog.header)."""
         return self._headers
+
+    @property
+    def refs(self) -> dict[str, tuple[tuple[int, int, int, int, int], Any]]:
+        """`catalog.Ref`s by file, each with the (size, mtime_ns, ctime_ns, ino, dev) it
+        was made for (catalog.folder_refs reuses one while the file's stat is unchanged)."""
+        return self._refs
 
     @property
     def hydrated(self) -> LRUCache[tuple[str, str], SessionState]:

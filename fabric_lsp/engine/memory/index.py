@@ -115,9 +115,14 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
     if key is None:
         raise SourceMissing("source_unavailable")
     slot = (ref.file, branches)
-    want = want_leaf(eng, ref.file, branches)
     states = eng.states
     state = states.get(slot)
+    if (state is not None and state.key is key and state.tier == tier and state.live_leaf is None
+            and not eng.live_snapshot):
+        # The warm path of every call over thousands of sessions: the state was found
+        # fresh for this very Ref (same stat identity, below) and no live Pi holds a file.
+        return state, False
+    want = want_leaf(eng, ref.file, branches)
     if state is not None and state.live_leaf != want:
         states.pop(slot, None)  # built on another leaf
         state = None
@@ -128,6 +133,7 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
         return None, False
     if state is not None and state.tier == tier:
         if state.key == key:
+            state.key = key  # the Ref's own (equal) key: the next call's check above is by identity
             return state, False
         if try_append(state, key, eng.config):
             write_records(eng.index_dir, state)

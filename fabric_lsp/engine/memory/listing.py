@@ -48,8 +48,9 @@ def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: Optional[str] = No
             coverage["complete"] = False
             coverage["reasons"] = sort_lexical(set(coverage["reasons"]) | {"max_sessions"})
     by_file = {st.file: (st, tier) for st, tier in zip(states, tiers)}
+    start = (page - 1) * page_size
     rows: list[dict[str, Any]] = []
-    for ref in refs:
+    for ref in refs[start : start + page_size]:  # rows of this page only
         st_tier = by_file.get(ref.file)
         row: dict[str, Any] = {
             "sessionId": ref.id,
@@ -73,12 +74,11 @@ def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: Optional[str] = No
             if st.lineage.leaf_id is not None:
                 row["leafId"] = st.lineage.leaf_id
         rows.append(row)
-    start = (page - 1) * page_size
     return {
-        "sessions": rows[start : start + page_size],
-        "totalItems": len(rows),
+        "sessions": rows,
+        "totalItems": len(refs),
         "page": page,
         "pageSize": page_size,
-        "hasNext": start + page_size < len(rows),
+        "hasNext": start + page_size < len(refs),
         "coverage": coverage,
     }

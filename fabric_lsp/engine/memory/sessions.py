@@ -294,7 +294,7 @@ class SessionState:
     # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
     cold_slot: Optional[int] = None
     cold_table: Any = None
-    view_cache: Any = None  # (identity key, DigestView, digest): see digest_view
+    view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
     written: bool = False  # its disk cache records were written where it was built (a builder child)
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
@@ -308,13 +308,18 @@ class SessionState:
         """The search view of this cold state; made once per digest and slot (every global
         query asks every cold session for it)."""
         assert self.digest is not None
-        key = (id(self.digest), self.cold_slot, id(self.cold_table), self.session_id, self.file, self.source_hash,
-               self.lineage.fingerprint, self.cwd, self.mtime)
+        # Everything the view holds is derived from these: the digest and lineage objects
+        # (replaced, never mutated, when the state is rebuilt or appended to), the term
+        # table slot, and the source identity (id, cwd and fingerprint come from its bytes).
         cached = self.view_cache
-        if cached is not None and cached[0] == key and cached[2] is self.digest:
-            return cached[1]
+        if (cached is not None and cached[0] is self.digest and cached[1] is self.lineage
+                and cached[2] == self.cold_slot and cached[3] is self.cold_table
+                and cached[4] == self.source_hash and cached[5] == self.mtime and cached[6] == self.session_id
+                and cached[7] == self.cwd):
+            return cached[8]
         view = self._make_digest_view()
-        self.view_cache = (key, view, self.digest)
+        self.view_cache = (self.digest, self.lineage, self.cold_slot, self.cold_table, self.source_hash, self.mtime,
+                           self.session_id, self.cwd, view)
         return view
 
     def _make_digest_view(self) -> DigestView:

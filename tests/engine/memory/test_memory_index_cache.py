@@ -385,3 +385,41 @@ def test_cancel_during_a_parallel_build(tmp_path: Path):
     assert eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)["coverage"]["complete"]
     assert store.cleanup(str(index), 1000, 1 << 30)
     assert not [p for p in index.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_sessions_pages_cover_every_session_once_in_recency_order(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    whole = eng.sessions({"scope": "global", "pageSize": 50})
+    pages = [eng.sessions({"scope": "global", "pageSize": 2, "page": p}) for p in (1, 2, 3, 4)]
+    assert [len(p["sessions"]) for p in pages] == [2, 2, 1, 0]
+    assert [p["hasNext"] for p in pages] == [True, True, False, False]
+    assert all(p["totalItems"] == 5 for p in pages)
+    assert [row for p in pages for row in p["sessions"]] == whole["sessions"]
+
+
+def test_a_listed_session_keeps_its_ref_only_while_its_stat_is_unchanged(tmp_path: Path):
+    from fabric_lsp.engine.memory import catalog
+
+    agent = tmp_path / "agent"
+    paths = _corpus(agent)
+    eng = engine(agent, hot_sessions=2)
+    first = {r.file: r for r in catalog.all_refs(eng)}
+    again = {r.file: r for r in catalog.all_refs(eng)}
+    assert all(again[f] is first[f] for f in first)  # nothing changed: the same Ref objects
+    # A new header id with the file's size kept: only the stat identity (mtime, ctime) tells.
+    target = paths[2]
+    data = target.read_bytes()
+    old_id = first[str(target)].id
+    new_id = "z" * len(old_id)
+    target.write_bytes(data.replace(old_id.encode(), new_id.encode(), 1))
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 1_000_000))
+    changed = {r.file: r for r in catalog.all_refs(eng)}
+    assert changed[str(target)] is not first[str(target)]
+    assert changed[str(target)].id == new_id and changed[str(target)].key.size == len(data)
+    assert all(changed[f] is first[f] for f in first if f != str(target))
+    # A file that is gone leaves the cache with its state.
+    paths[0].unlink()
+    eng.sessions({"scope": "global"})
+    assert str(paths[0]) not in eng.refs and str(paths[0]) not in eng.headers
