@@ -113,6 +113,9 @@ class MemoryEngine(MemoryCore):
     def _cleanup_once(self) -> bool:
         return index.cleanup_once(self)
 
+    def _persist_terms(self, *, whole_pass: bool) -> bool:
+        return index.persist_terms(self, whole_pass=whole_pass)
+
     def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
         return index.cached(self, ref, branches, tier)
 

@@ -188,6 +188,9 @@ class BackgroundIndexer:
                     "type": "indexing", "phase": "end", "total": summary["total"], "indexed": summary["indexed"],
                     "built": summary["built"], "cancelled": bool(cancel is not None and cancel.cancelled),
                 })
+        # Every session of the scope was looked at: a global pass knows which restored
+        # term-table slots no session claimed. The snapshot is written when it changed.
+        eng._persist_terms(whole_pass=self.scope == "global" and not (cancel is not None and cancel.cancelled))
         summary["seconds"] = time.monotonic() - started
         self.passes += 1
         self.totals["built"] += summary["built"]

@@ -12,18 +12,59 @@ each, plus one string per distinct term, instead of a Python set of strings per 
 
 Removed slots are tombstoned; postings are compacted when more than half of the slots
 they may mention are dead, so a long-running server does not accumulate garbage.
+
+The table is persisted beside the cache records (`SNAPSHOT_NAME`, sealed) after indexing,
+keyed per slot by its vocabulary's key (a hash of the vocabulary's JSON bytes as the V5
+digest holds them). A restarted engine restores it, and a digest record loaded from disk
+whose vocabulary bytes have a restored slot's key claims that slot instead of decoding,
+checking and interning its vocabulary again (`store.load_record`, `StateTable._take`);
+slots nobody claims are dropped after a whole pass. A missing, stale or damaged snapshot
+only costs that time: every vocabulary can still be interned from its record.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, Optional, cast, overload
 
+import msgspec
+
+from . import store
+from .store import StoredVocabulary, vocabulary_key
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
+
+SNAPSHOT_NAME = "cold-terms.snapshot"  # not *.json: the cache cleanup inspects records only
+_SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1\n"
+_KEY_BYTES = store.VOCABULARY_KEY_BYTES
+
+
+def _le(values: "array[int]") -> bytes:
+    if sys.byteorder != "little":
+        values = array("I", values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _from_le(data: bytes) -> "array[int]":
+    out = array("I")
+    out.frombytes(data)
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out
+
+
+class _SnapshotHead(msgspec.Struct):
+    terms: int
+    slots: int
+    names: int  # bytes of the newline-joined term names
+    ids: int  # term ids over all slots
+    postings: int  # slot numbers over all postings
 
 if TYPE_CHECKING:
     from .sessions import SessionState
@@ -37,16 +78,23 @@ class ColdTermTable:
         self.names: list[str] = []
         self.postings: list[array[int]] = []  # term id -> ascending live-or-dead slots
         self.slots: dict[int, array[int]] = {}  # live slot -> term ids (vocabulary order)
+        self.keys: dict[int, bytes] = {}  # slot -> its vocabulary's key, where known
+        self.claimable: dict[bytes, list[int]] = {}  # restored slots no state holds yet
+        self.version = 0  # bumped by every change a snapshot would show
         self._next_slot = 0
         self._dead = 0
 
     def __len__(self) -> int:
         return len(self.slots)
 
-    def add(self, vocabulary: Iterable[str]) -> int:
-        """A new slot holding `vocabulary` (its order is kept)."""
+    def add(self, vocabulary: Iterable[str], key: Optional[bytes] = None) -> int:
+        """A new slot holding `vocabulary` (its order is kept); `key`: its vocabulary key
+        when the caller knows it (else it is computed when a snapshot is written)."""
         slot = self._next_slot
         self._next_slot += 1
+        self.version += 1
+        if key is not None:
+            self.keys[slot] = key
         ids, names, postings = self.ids, self.names, self.postings
         terms = vocabulary if isinstance(vocabulary, list) else list(vocabulary)
         # The known terms' ids and their postings' appends run as C loops (map); only
@@ -72,6 +120,8 @@ class ColdTermTable:
     def remove(self, slot: int) -> None:
         if self.slots.pop(slot, None) is None:
             return
+        self.keys.pop(slot, None)
+        self.version += 1
         self._dead += 1
         if self._dead > max(64, len(self.slots)):
             self._compact()
@@ -82,6 +132,127 @@ class ColdTermTable:
             if plist:
                 self.postings[tid] = array("I", (s for s in plist if s in live))
         self._dead = 0
+
+    # -- the snapshot -----------------------------------------------------------------------
+
+    def claim(self, key: bytes) -> Optional[int]:
+        """A restored slot whose vocabulary has `key`, now held by the caller (None: none
+        is left)."""
+        free = self.claimable.get(key)
+        if not free:
+            return None
+        slot = free.pop()
+        if not free:
+            del self.claimable[key]
+        return slot  # (no new version: a snapshot holds the slot whether claimed or not yet)
+
+    def drop_unclaimed(self) -> int:
+        """Remove the restored slots no state claimed (after a whole pass: their sessions
+        are gone or changed). Returns how many."""
+        dropped = [slot for slots in self.claimable.values() for slot in slots]
+        self.claimable.clear()
+        for slot in dropped:
+            self.remove(slot)
+        return len(dropped)
+
+    def snapshot(self) -> bytes:
+        """The sealed snapshot of the held slots (restored slots not claimed yet are left
+        out), with terms and slots numbered afresh from 0."""
+        unclaimed = {slot for slots in self.claimable.values() for slot in slots}
+        live = sorted(slot for slot in self.slots if slot not in unclaimed)
+        arrays = [self.slots[slot] for slot in live]
+        held: set[int] = set()
+        held.update(*arrays)
+        used = sorted(held)
+        renumber = dict(zip(used, range(len(used))))
+        names = self.names
+        keys: list[bytes] = []
+        for slot, ids in zip(live, arrays):
+            key = self.keys.get(slot)
+            if key is None:  # interned from a build: the key of the list the record holds
+                key = self.keys[slot] = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
+            keys.append(key)
+        slot_lens = array("I", map(len, arrays))
+        slot_ids = array("I")
+        for ids in arrays:
+            slot_ids.extend(map(renumber.__getitem__, ids))
+        new_slot = dict(zip(live, range(len(live))))
+        post_lens = array("I")
+        post_slots = array("I")
+        for term in used:
+            plist = self.postings[term]
+            try:  # (ascending still: slots keep their order)
+                kept = array("I", map(new_slot.__getitem__, plist))
+            except KeyError:  # it mentions removed or unclaimed slots
+                kept = array("I", [s for s in map(new_slot.get, plist) if s is not None])
+            post_lens.append(len(kept))
+            post_slots.extend(kept)
+        blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
+        head = store.encoder.encode(_SnapshotHead(len(used), len(live), len(blob), len(slot_ids), len(post_slots)))
+        body = b"".join((
+            _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(keys),
+            _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
+        ))
+        return body + hashlib.sha256(body).digest()
+
+    def restore(self, data: bytes) -> bool:
+        """Take a snapshot's slots as restored, claimable slots (only into an empty table).
+        False, changing nothing, when the data is not a whole, sealed, consistent snapshot."""
+        if self.slots or self.names or self._next_slot:
+            return False
+        try:
+            body, seal = data[:-32], data[-32:]
+            if len(data) < len(_SNAPSHOT_MAGIC) + 36 or not data.startswith(_SNAPSHOT_MAGIC):
+                return False
+            if hashlib.sha256(body).digest() != seal:
+                return False
+            at = len(_SNAPSHOT_MAGIC)
+            head_len = int.from_bytes(body[at : at + 4], "little")
+            at += 4
+            head = msgspec.json.decode(body[at : at + head_len], type=_SnapshotHead)
+            at += head_len
+            n, k = head.terms, head.slots
+            sizes = (head.names, _KEY_BYTES * k, 4 * k, 4 * head.ids, 4 * n, 4 * head.postings)
+            if min(n, k, *sizes) < 0 or at + sum(sizes) != len(body):
+                return False
+            parts: list[bytes] = []
+            for size in sizes:
+                parts.append(body[at : at + size])
+                at += size
+            blob, key_bytes, slot_lens_b, slot_ids_b, post_lens_b, post_slots_b = parts
+            names = blob.decode("utf-8", "surrogatepass").split("\n") if n else []
+            slot_lens, slot_ids = _from_le(slot_lens_b), _from_le(slot_ids_b)
+            post_lens, post_slots = _from_le(post_lens_b), _from_le(post_slots_b)
+            if len(names) != n or sum(slot_lens) != len(slot_ids) or sum(post_lens) != len(post_slots):
+                return False
+            if (slot_ids and max(slot_ids) >= n) or (post_slots and max(post_slots) >= k):
+                return False
+            ids = dict(zip(names, range(n)))
+            if len(ids) != n:
+                return False
+        except (ValueError, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return False
+        slots: dict[int, array[int]] = {}
+        at = 0
+        for slot, size in enumerate(slot_lens):
+            slots[slot] = slot_ids[at : at + size]
+            at += size
+        postings: list[array[int]] = []
+        at = 0
+        for size in post_lens:
+            postings.append(post_slots[at : at + size])
+            at += size
+        keys = [key_bytes[i : i + _KEY_BYTES] for i in range(0, len(key_bytes), _KEY_BYTES)]
+        self.ids, self.names, self.postings, self.slots = ids, names, postings, slots
+        self.keys = dict(enumerate(keys))
+        claimable: dict[bytes, list[int]] = {}
+        for slot, key in enumerate(keys):
+            claimable.setdefault(key, []).append(slot)
+        self.claimable = claimable
+        self._next_slot = k
+        self._dead = 0
+        self.version += 1
+        return True
 
     def vocabulary(self, slot: int) -> TermsView:
         return TermsView(self, self.slots.get(slot, array("I")))
@@ -213,7 +384,13 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
         if vocabulary is None and state.cold_slot is not None:
             return  # already held
         self._release(state)
-        state.cold_slot = self.table.add(vocabulary or ())
+        if isinstance(vocabulary, StoredVocabulary):  # loaded from disk (store.load_record)
+            slot = self.table.claim(vocabulary.key) if vocabulary.values is None else None
+            if slot is None:
+                slot = self.table.add(vocabulary.terms(), vocabulary.key)
+            state.cold_slot = slot
+        else:
+            state.cold_slot = self.table.add(vocabulary or ())
         state.cold_table = self.table
         keep_on_server(state, interned=True)
         state.vocab_set = frozenset()

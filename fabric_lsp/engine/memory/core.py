@@ -42,6 +42,8 @@ class MemoryCore:
         # the Ref of each listed session file, by path, with the stat identity it was made for
         self._refs: dict[str, tuple[tuple[int, int, int, int, int], Any]] = {}
         self._cleanup_complete: Optional[bool] = None
+        # the term table's version last restored from or written to its snapshot
+        self.terms_persisted = -1
         self._regex = RegexRunner()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the

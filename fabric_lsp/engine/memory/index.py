@@ -18,6 +18,7 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
 from . import file_history, hot_cache, store
+from .cold_index import SNAPSHOT_NAME
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
 from .sessions import (
@@ -54,16 +55,44 @@ def drop_caches(eng: MemoryCore) -> None:
         eng.states.clear()
         eng.hydrated.clear()
         eng.headers.clear()
+        eng.refs.clear()
         eng.cleanup_complete = None
 
 
 def cleanup_once(eng: MemoryCore) -> bool:
+    """The first look at the disk cache of this engine: the bounded cleanup, and the cold
+    term table's snapshot restored (cold_index.py) before any digest is loaded."""
     complete = eng.cleanup_complete
     if complete is None:
         complete = eng.cleanup_complete = store.cleanup(
             eng.index_dir, eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
         )
+        if not eng.cold.slots and not eng.cold.names:
+            data = store.read_cache_file(eng.index_dir, SNAPSHOT_NAME, eng.config.max_sync_source_bytes)
+            if data is not None and not eng.cold.restore(data):
+                store.remove(eng.index_dir, SNAPSHOT_NAME)  # damaged or of another format
+            eng.terms_persisted = eng.cold.version
     return complete
+
+
+def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
+    """After an indexing pass: drop the restored term-table slots nobody claimed (only
+    after a `whole_pass` over every session) and write the table's snapshot when it
+    changed since it was restored or last written; True when one was written. The lock
+    is held while the snapshot is made, not while it is written."""
+    with eng.lock:
+        table = eng.cold
+        if whole_pass:
+            table.drop_unclaimed()
+        version = table.version
+        if version == eng.terms_persisted:
+            return False
+        data = table.snapshot()
+    if not store.write_atomic(eng.index_dir, SNAPSHOT_NAME, data):
+        return False
+    with eng.lock:
+        eng.terms_persisted = version
+    return True
 
 
 # ---- the disk cache -------------------------------------------------------------------------
@@ -76,7 +105,10 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[S
     data = store.read_cache_file(eng.index_dir, name, limit)
     if data is None or ref.key is None:
         return None
-    record = store.load_record(data, kind, len(data), addresses=False)  # the server never reads them
+    # (the server never reads the addresses; a vocabulary the restored term table holds
+    # is left undecoded: cold_index.py, "snapshot")
+    record = store.load_record(data, kind, len(data), addresses=False,
+                               vocabulary_known=eng.cold.claimable.__contains__ if kind == "digest" else None)
     if record is None:
         store.remove(eng.index_dir, name)
         return None

@@ -332,11 +332,14 @@ class SessionState:
                 self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),
                 TermsSet(self.cold_table, self.cold_slot),
             )
-        if not self.vocab_set and self.digest["vocabulary"]:
-            self.vocab_set = frozenset(self.digest["vocabulary"])
+        vocabulary = self.digest["vocabulary"]
+        if isinstance(vocabulary, store.StoredVocabulary):  # loaded, not held by a term table
+            vocabulary = self.digest["vocabulary"] = vocabulary.terms()
+        if not self.vocab_set and vocabulary:
+            self.vocab_set = frozenset(vocabulary)
         return DigestView(
             self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-            self.cwd, self.digest.get("lastTs"), self.mtime, self.digest["vocabulary"], self.vocab_set,
+            self.cwd, self.digest.get("lastTs"), self.mtime, vocabulary, self.vocab_set,
         )
 
 

@@ -379,18 +379,41 @@ _LIST: frozenset[type] = frozenset((list,))
 _SIX = frozenset((6,))
 
 
-def load_record(data: bytes, kind: str, file_size: int, *, addresses: bool = True) -> Optional[JsonObject]:
+def load_record(
+    data: bytes, kind: str, file_size: int, *, addresses: bool = True,
+    vocabulary_known: Optional[Callable[[bytes], bool]] = None,
+) -> Optional[JsonObject]:
     """Decode a record for use, or None when it is not a valid V5 record of ours.
 
     One parse: the seal proves the bytes are exactly what this engine wrote, so the
     structural checks here are the top-level ones plus the cheap per-list invariants.
     With `addresses=False` a digest's `addresses` (nothing in the server reads them: they
     are kept for V5 readers of the file) are checked to be a list and left out, never
-    decoded: on a 1 GB history they are a third of all the decoded values."""
+    decoded: on a 1 GB history they are a third of all the decoded values.
+
+    With `vocabulary_known` (the engine's term table: is a slot with this vocabulary key
+    restored?) a digest's `vocabulary` comes back as a `StoredVocabulary`: undecoded when
+    the table knows its key (that slot was made from these very bytes, checked then),
+    else decoded and checked as usual."""
     if not sealed(data):
         return None
+    stored: Optional[StoredVocabulary] = None
     if kind == "shard":
         rec = _decode_shard(data)
+    elif vocabulary_known is not None:
+        rec = _decode_without(data, None if addresses else "addresses", keep_raw="vocabulary")
+        raw = rec.pop("vocabulary", None) if rec is not None else None
+        if rec is None or not isinstance(raw, msgspec.Raw):
+            return None
+        key = vocabulary_key(raw)
+        if vocabulary_known(key):
+            stored = StoredVocabulary(key, raw, None)
+        else:
+            try:
+                rec["vocabulary"] = _any.decode(raw)  # checked below, like any record's
+            except (msgspec.DecodeError, RecursionError):
+                return None
+            stored = StoredVocabulary(key, None, None)
     elif addresses:
         rec = decode_record(data)
     else:
@@ -416,13 +439,19 @@ def load_record(data: bytes, kind: str, file_size: int, *, addresses: bool = Tru
             return None
         # the records are checked as they are decoded (`shard_entry`)
     else:
-        # (the per-item checks run as C loops: `map` over a decoded list, whose items are
-        # exactly str, list, int, float, bool, dict or None, so `type` is the check)
-        vocab: JsonValue = rec.get("vocabulary")
-        if not isinstance(vocab, list) or not set(map(type, vocab)) <= _STR:
-            return None
-        if len(set(vocab)) != len(vocab) or vocab != sort_lexical(cast("list[str]", vocab)):  # all str: checked above
-            return None
+        if stored is not None and "vocabulary" not in rec:
+            rec["vocabulary"] = stored  # known to the term table: neither decoded nor checked again
+        else:
+            # (the per-item checks run as C loops: `map` over a decoded list, whose items
+            # are exactly str, list, int, float, bool, dict or None, so `type` is the check)
+            vocab: JsonValue = rec.get("vocabulary")
+            if not isinstance(vocab, list) or not set(map(type, vocab)) <= _STR:
+                return None
+            if len(set(vocab)) != len(vocab) or vocab != sort_lexical(cast("list[str]", vocab)):  # all str: checked above
+                return None
+            if stored is not None:
+                stored.values = cast("list[str]", vocab)
+                rec["vocabulary"] = stored
         if addresses:
             addrs: JsonValue = rec.get("addresses")
             if not isinstance(addrs, list) or not set(map(type, addrs)) <= _LIST:
@@ -434,18 +463,52 @@ def load_record(data: bytes, kind: str, file_size: int, *, addresses: bool = Tru
     return rec
 
 
+VOCABULARY_KEY_BYTES = 16
+
+
+def vocabulary_key(vocabulary_json: Any) -> bytes:
+    """The key of a digest's vocabulary: a hash of its JSON bytes, exactly as the V5 record
+    holds them (`store.encoder`'s encoding of the list)."""
+    return hashlib.blake2b(vocabulary_json, digest_size=VOCABULARY_KEY_BYTES).digest()
+
+
+class StoredVocabulary:
+    """A digest's vocabulary as `store.load_record` leaves it for the engine: its key, its
+    undecoded JSON bytes and, unless a restored slot of the term table holds exactly
+    these bytes, its decoded and checked terms (`values`)."""
+
+    __slots__ = ("key", "raw", "values")
+
+    def __init__(self, key: bytes, raw: Any, values: Optional[list[str]]) -> None:
+        self.key: bytes = key
+        self.raw: Any = raw
+        self.values: Optional[list[str]] = values
+
+    def terms(self) -> list[str]:
+        """The terms (decoded now if they were not: only when the restored slot was
+        taken by another session with the very same vocabulary bytes, which were checked
+        when that slot was made)."""
+        values = self.values
+        if values is None:
+            value: JsonValue = _any.decode(self.raw) if self.raw is not None else []
+            values = [t for t in value if isinstance(t, str)] if isinstance(value, list) else []
+            self.values, self.raw = values, None
+        return values
+
+
 _top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def _decode_without(data: bytes, left_out: str) -> Optional[JsonObject]:
-    """A record's top-level values decoded, but for `left_out`, which must be a list."""
+def _decode_without(data: bytes, left_out: Optional[str], keep_raw: Optional[str] = None) -> Optional[JsonObject]:
+    """A record's top-level values decoded, but for `left_out` (None: none), which must be
+    a list, and `keep_raw`, which is left undecoded (a `msgspec.Raw`)."""
     try:
         top = _top_raw.decode(data)
-        raw = top.pop(left_out, None)
+        raw = top.pop(left_out, None) if left_out is not None else msgspec.Raw(b"[]")
         if raw is None or bytes(memoryview(raw)[:1]) != b"[":
             return None
-        return {k: _any.decode(v) for k, v in top.items()}
+        return {k: (v if k == keep_raw else _any.decode(v)) for k, v in top.items()}
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
 
