@@ -317,6 +317,50 @@ _ENCODER = msgspec.json.Encoder()
 _FAST_RISK = re.compile(rb'[:\[,]-?[0-9]+[.eE]|[:\[,]-?[0-9]{16}|[{,]"[0-9]+":')
 
 
+# A long output of a value with few containers (tool arguments holding a file's text) is
+# checked on the value instead of by scanning every byte of the output: see
+# `_structure_risk`.
+_STRUCTURE_CHECK_MIN_BYTES = 256
+_STRUCTURE_CHECK_NODES = 64
+_DIGIT_STARTS = frozenset("0123456789")
+_BIG_INT = 10**15  # 16 digits and more: the output pattern's large integers
+
+
+def _structure_risk(value: Any) -> Optional[bool]:
+    """Whether `value` holds anything msgspec may write differently from JSON.stringify
+    (a float, an integer of 16 digits or more, an object key starting with a digit), read
+    from the value itself: what `_FAST_RISK` finds in the output, without the false alarms
+    of strings that merely look like numbers. None when it holds more than
+    `_STRUCTURE_CHECK_NODES` containers and numbers, or something else (undecided)."""
+    stack = [value]
+    budget = _STRUCTURE_CHECK_NODES
+    while stack:
+        v = stack.pop()
+        cls = v.__class__
+        if cls is str or cls is bool or v is None:
+            continue
+        budget -= 1
+        if budget < 0:
+            return None
+        if cls is dict:
+            for k in v:
+                if k.__class__ is not str:
+                    return None
+                if k[:1] in _DIGIT_STARTS:
+                    return True
+            stack.extend(v.values())
+        elif cls is list:
+            stack.extend(v)
+        elif cls is int:
+            if not -_BIG_INT < v < _BIG_INT:
+                return True
+        elif cls is float:
+            return True
+        else:
+            return None
+    return False
+
+
 def _fast_stringify(value: Any) -> Optional[bytes]:
     if value.__class__ is float:
         return None
@@ -324,6 +368,10 @@ def _fast_stringify(value: Any) -> Optional[bytes]:
         out = _ENCODER.encode(value)
     except (TypeError, ValueError, OverflowError, RecursionError):
         return None  # lone surrogates (UnicodeEncodeError), non-JSON values, depth
+    if len(out) >= _STRUCTURE_CHECK_MIN_BYTES:
+        risk = _structure_risk(value)
+        if risk is not None:
+            return None if risk else out
     if _FAST_RISK.search(out) is not None:
         return None
     if out[:1].isdigit() or out[:1] == b"-":  # a bare integer: no delimiter before it

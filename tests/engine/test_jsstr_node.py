@@ -144,3 +144,31 @@ def test_known_javascript_cases():
     assert js_stringify_utf8_len("\ud83d\ude00") == len('"😀"'.encode())
     assert has_unpaired_surrogate("\ud83d\ude00") is False  # a raw pair is paired in UTF-16
     assert has_unpaired_surrogate("\ude00\ud83d") is True
+
+
+_LONG_TEXT = st.text(min_size=260, max_size=600).filter(lambda t: not any(0xD800 <= ord(c) <= 0xDFFF for c in t))
+
+
+@_SETTINGS
+@given(_VALUE, _LONG_TEXT, st.sampled_from(["pad", "1", "0pad", "content"]))
+def test_long_outputs_checked_on_the_value_match_node(node, value, long_text, key):
+    """Outputs of 256 bytes and more are checked on the value (jsstr._structure_risk), not
+    by scanning the output: a long text beside any value, under an ordinary or an
+    integer-like key, still stringifies exactly as JavaScript does."""
+    for wrapped in ({key: long_text, "v": value}, [value, long_text], {"v": [long_text, {key: value}]}):
+        expected = node("stringify", wrapped)
+        assert js_stringify(wrapped) == expected
+        assert js_stringify_utf8_len(wrapped) == len(expected.encode("utf-8"))
+
+
+def test_the_value_check_decides_like_the_output_scan_would_on_true_risks():
+    from fabric_lsp.engine.jsstr import _structure_risk
+
+    pad = "x" * 300
+    assert _structure_risk({"path": "a.py", "content": pad}) is False
+    assert _structure_risk({"content": "1.5e3, 10000000000000000 and {\"7\": 1}" + pad}) is False  # only strings
+    assert _structure_risk({"n": 0.5, "c": pad}) is True
+    assert _structure_risk({"n": 10**15, "c": pad}) is True and _structure_risk({"n": -(10**15) + 1}) is False
+    assert _structure_risk({"7": 1}) is True and _structure_risk({"": 1, "a7": 2}) is False
+    assert _structure_risk([list(range(100))]) is None  # more containers and numbers than the budget
+    assert _structure_risk((1, 2)) is None  # not a JSON value of a decoder: the output scan decides
