@@ -76,10 +76,12 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def decode_json_line(raw: bytes) -> tuple[bool, Any]:
+def decode_json_line(raw: bytes, *, depth_checked: bool = False) -> tuple[bool, Any]:
     """(parsed, value) like `JSON.parse` on one line; never raises. A line nested deeper
     than the session reader's `MAX_JSON_DEPTH` (or one any decoder refuses, recursion
-    included) is not parsed, exactly as the session reader counts it malformed."""
+    included) is not parsed, exactly as the session reader counts it malformed.
+    `depth_checked`: the line is one `scan_source` kept (every kept line passed the depth
+    check), read again; its brackets are not counted a second time."""
     try:
         value = _any_decoder.decode(raw)
     except Exception:  # DecodeError, RecursionError
@@ -90,7 +92,7 @@ def decode_json_line(raw: bytes) -> tuple[bool, Any]:
             )
         except Exception:
             return False, None
-    if exceeds_json_depth(raw, value):
+    if not depth_checked and exceeds_json_depth(raw, value):
         return False, None
     return True, value
 

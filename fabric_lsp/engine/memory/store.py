@@ -469,7 +469,7 @@ VOCABULARY_KEY_BYTES = 16
 def vocabulary_key(vocabulary_json: Any) -> bytes:
     """The key of a digest's vocabulary: a hash of its JSON bytes, exactly as the V5 record
     holds them (`store.encoder`'s encoding of the list)."""
-    return hashlib.blake2b(vocabulary_json, digest_size=VOCABULARY_KEY_BYTES).digest()
+    return hashlib.sha256(vocabulary_json).digest()[:VOCABULARY_KEY_BYTES]
 
 
 class StoredVocabulary:
