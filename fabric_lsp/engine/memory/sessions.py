@@ -41,7 +41,7 @@ from .source import (
     scan_source,
     stat_key,
 )
-from .tokenize import sort_lexical, tokenize_lexical, unique_terms, utf16_key
+from .tokenize import sort_lexical, tokenize_lexical, unique_terms, unique_terms_utf8, utf16_key
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
@@ -136,7 +136,7 @@ class DigestFolder:
         self.addresses: list[list[Any]] = []
         self.entry_count = 0
         self.batch_chars = batch_chars  # 0: fold text by text (the oracle for tests)
-        self.pending: list[str] = []
+        self.pending: list[bytes] = []  # texts encoded (UTF-8, surrogates passed)
         self.pending_chars = 0
 
     def add(self, rec: JsonObject) -> None:
@@ -161,19 +161,26 @@ class DigestFolder:
         if self.vocab_stopped:
             return
         text = rec["text"]
+        if not self.batch_chars:
+            if len(text) > 256:
+                seen = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
+                if seen in self.seen_texts:
+                    return
+                self.seen_texts.add(seen)
+            self._fold_text(text)
+            return
+        # (encoded once: for the digest below and for the batch's tokens)
+        data = text.encode("utf-8", "surrogatepass")
         if len(text) > 256:
             # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
             # Remember a 128-bit digest, not the text: the set stays small for huge sessions.
             # (SHA-256 cut to 128 bits: hashlib's runs on the CPU's SHA instructions where it
             # has them, about twice BLAKE2b's speed here)
-            seen = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
+            seen = hashlib.sha256(data).digest()[:16]
             if seen in self.seen_texts:
                 return
             self.seen_texts.add(seen)
-        if not self.batch_chars:
-            self._fold_text(text)
-            return
-        self.pending.append(text)
+        self.pending.append(data)
         self.pending_chars += len(text)
         if self.pending_chars >= self.batch_chars:
             self.flush()
@@ -192,7 +199,7 @@ class DigestFolder:
             return
         # A newline separates tokens (and NFKC pieces): the joined text's terms are the
         # union of the texts' terms.
-        fresh = unique_terms("\n".join(pending))
+        fresh = unique_terms_utf8(b"\n".join(pending))
         vocab = self.vocab
         fresh.difference_update(vocab)
         if not fresh:
@@ -204,8 +211,8 @@ class DigestFolder:
             self.vocab_bytes += cost
             vocab.update(fresh)
             return
-        for text in pending:
-            self._fold_text(text)
+        for data in pending:
+            self._fold_text(data.decode("utf-8", "surrogatepass"))
             if self.vocab_stopped:
                 return
 

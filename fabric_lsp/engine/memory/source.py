@@ -179,6 +179,36 @@ class SourceScan:
     ends_complete: bool = True  # the scanned bytes ended with a newline
 
 
+SCAN_BLOCK_BYTES = 4 * 1024 * 1024
+
+
+def _pieces(data: bytes, n: int) -> Iterator[tuple[bytes, bool]]:
+    """The pieces of `data[:n].split(b"\\n")`, each with whether it is the last one (the
+    partial line after the last newline, or b""), split block by block: a large input is
+    never held twice over as line objects."""
+    pos = 0
+    while True:
+        end = n
+        if n - pos > SCAN_BLOCK_BYTES:
+            nl = data.rfind(b"\n", pos, pos + SCAN_BLOCK_BYTES)
+            if nl < 0:
+                nl = data.find(b"\n", pos + SCAN_BLOCK_BYTES, n)  # one line longer than a block
+            if nl >= 0:
+                end = nl + 1
+        block = data if pos == 0 and end == len(data) else data[pos:end]
+        pieces = block.split(b"\n")
+        if end < n:
+            pieces.pop()  # (the block ends with a newline: an empty piece)
+            for raw in pieces:
+                yield raw, False
+            pos = end
+            continue
+        last = len(pieces) - 1
+        for k, raw in enumerate(pieces):
+            yield raw, k == last
+        return
+
+
 def scan_source(
     data: bytes, scan: Optional[SourceScan] = None, base: int = 0, keep: Optional[dict[int, Any]] = None, *,
     stop: Optional[int] = None,
@@ -195,52 +225,58 @@ def scan_source(
     """
     if scan is None:
         scan = SourceScan()
-    add = scan.lines.add
+    cols = scan.lines
+    # (the columns' appends, bound once: a call per column and line is most of the scan)
+    add_ordinal, add_line, add_offset, add_length = cols.ordinal.append, cols.line.append, cols.offset.append, cols.length.append
+    add_type, add_id, add_parent, add_node = cols.type.append, cols.id.append, cols.parent.append, cols.node.append
+    type_names = _TYPE_NAMES
+    content = CONTENT_TYPES
     ordinal = scan.next_ordinal
     line_no = scan.next_line
-    pos = 0
     n = len(data) if stop is None else stop
-    find = data.find
-    value: JsonValue  # decoded lines (declared: `isinstance` narrows them to dict[str, Any])
+    at = base  # the file offset of the current piece
+    value: JsonValue  # decoded lines (declared: `type(...) is dict` narrows them)
     head: JsonValue
-    while pos < n:
-        nl = find(b"\n", pos, n)
-        if nl < 0:
-            end = n
+    for raw, final in _pieces(data, n):
+        length = len(raw)
+        if final:
+            if not length:
+                break
             scan.ends_complete = False
+        if length > MAX_LINE_BYTES or not raw or raw.isspace():
+            pass  # blank, or over the session reader's cap: never parsed, no ordinal
         else:
-            end = nl
-        oversize = end - pos > MAX_LINE_BYTES  # the session reader's cap: never parsed, no ordinal
-        raw = b"" if oversize else data[pos:end]
-        if raw.strip():
+            etype: Any = None
+            eid: Any = None
+            pid: Any = None
             if keep is not None:
                 ok, value = decode_json_line(raw)
-                if ok and isinstance(value, dict):
-                    env = _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
-                    if env.type in CONTENT_TYPES if isinstance(env.type, str) else False:
+                envelope = ok and type(value) is dict
+                if envelope:
+                    assert isinstance(value, dict)
+                    etype, eid, pid = value.get("type"), value.get("id"), value.get("parentId")
+                    if type(etype) is str and etype in content:
                         keep[ordinal] = value
-                else:
-                    env = None
             else:
                 try:
                     if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
                         # maybe too deep: only a full decode can tell (the envelope skips it)
                         raise msgspec.DecodeError("deep")
                     env = _envelope_decoder.decode(raw)
-                    ok = True
+                    ok = envelope = True
+                    etype, eid, pid = env.type, env.id, env.parentId
                 except msgspec.ValidationError:
                     # Valid JSON that is not an object still consumes an ordinal.
                     ok, _ = decode_json_line(raw)
-                    env = None
+                    envelope = False
                 except (msgspec.DecodeError, RecursionError):
                     ok, value = decode_json_line(raw)
-                    env = (
-                        _Envelope(value.get("type"), value.get("id"), value.get("parentId"))
-                        if ok and isinstance(value, dict)
-                        else None
-                    )
+                    envelope = ok and type(value) is dict
+                    if envelope:
+                        assert isinstance(value, dict)
+                        etype, eid, pid = value.get("type"), value.get("id"), value.get("parentId")
             if ok:
-                if env is not None and env.type == "session":
+                if envelope and etype == "session":
                     _, head = decode_json_line(raw)
                     if isinstance(head, dict):
                         scan.header_id = js_string(head.get("id")) if "id" in head else "undefined"
@@ -249,24 +285,29 @@ def scan_source(
                             scan.first_header_id = scan.header_id
                             scan.first_header_cwd = scan.header_cwd
                 else:
-                    if env is None:
-                        add(ordinal, line_no, base + pos, end - pos, type=None, id=None, parent=None, is_node=False)
+                    add_ordinal(ordinal)
+                    add_line(line_no)
+                    add_offset(at)
+                    add_length(length)
+                    if envelope:
+                        if type(etype) is str:
+                            add_type(type_names.get(etype, etype))  # one string object per known type
+                        else:
+                            add_type(None)  # e.g. [] is no type
+                        add_id(eid)
+                        add_parent(pid)
+                        add_node(1 if type(eid) is str and (pid is None or type(pid) is str) else 0)
                     else:
-                        pid = env.parentId
-                        is_node = isinstance(env.id, str) and (pid is None or isinstance(pid, str))
-                        etype = env.type if isinstance(env.type, str) else None  # e.g. [] is no type
-                        if etype is not None:
-                            etype = _TYPE_NAMES.get(etype, etype)  # one string object per known type
-                        add(ordinal, line_no, base + pos, end - pos, type=etype, id=env.id, parent=pid,
-                            is_node=is_node)
+                        add_type(None)
+                        add_id(None)
+                        add_parent(None)
+                        add_node(0)
                     ordinal += 1
+        if final:
+            break  # the partial line is re-read on the next full scan: no line number, no end
         line_no += 1
-        if nl < 0:
-            pos = n
-            line_no -= 1  # the partial line is re-read on the next full scan
-            break
-        pos = nl + 1
-        scan.end_offset = base + pos
+        at += length + 1
+        scan.end_offset = at
     scan.next_ordinal = ordinal
     scan.next_line = line_no
     return scan

@@ -96,7 +96,19 @@ def unique_terms(text: str) -> set[str]:
     if text.isascii():
         # split the bytes and decode only the distinct tokens (a text repeats its terms)
         return {t.decode("ascii") for t in set(text.encode("ascii").translate(_ASCII_TABLE).split())}
-    pieces = set(_pieces(text))
+    return _unique_mixed(set(_pieces(text)))
+
+
+def unique_terms_utf8(data: bytes) -> set[str]:
+    """`unique_terms(data.decode("utf-8", "surrogatepass"))`, for text its caller holds
+    encoded already (no second encoding)."""
+    if data.isascii():
+        return {t.decode("ascii") for t in set(data.translate(_ASCII_TABLE).split())}
+    return _unique_mixed(set(data.translate(_MIXED_TABLE).split()))
+
+
+def _unique_mixed(pieces: set[bytes]) -> set[str]:
+    """The tokens of a text's distinct UTF-8 pieces (`_pieces`)."""
     mixed = {piece for piece in pieces if not piece.isascii()}
     pieces.difference_update(mixed)
     out = set(b" ".join(pieces).lower().decode("ascii").split())

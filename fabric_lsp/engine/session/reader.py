@@ -100,6 +100,35 @@ class SessionLog(msgspec.Struct, kw_only=True):
 MAX_JSON_DEPTH = 512
 
 
+_WALK_FIRST_CHARS = 4096
+_WALK_BUDGET = 256  # containers
+
+
+def _depth_within(value: JsonValue, limit: int) -> Optional[bool]:
+    """`exceeds_json_depth`'s answer from a walk over at most `_WALK_BUDGET` containers
+    (None: more than that, undecided)."""
+    stack: list[tuple[JsonValue, int]] = [(value, 1)]
+    budget = _WALK_BUDGET
+    child: JsonValue
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[JsonValue] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        budget -= 1
+        if budget < 0:
+            return None
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def exceeds_json_depth(
     line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
 ) -> bool:
@@ -110,6 +139,14 @@ def exceeds_json_depth(
     brackets, and the walk is iterative (no recursion on hostile input)."""
     if end is None:
         end = len(line)
+    if end - start <= limit:
+        return False  # fewer characters than the limit + 1 opening brackets it would take
+    if end - start > _WALK_FIRST_CHARS:
+        # A long line of few containers (a tool output): walking them is far cheaper than
+        # counting the brackets of every byte.
+        verdict = _depth_within(value, limit)
+        if verdict is not None:
+            return verdict
     if isinstance(line, str):
         if line.count("[", start, end) + line.count("{", start, end) <= limit:
             return False

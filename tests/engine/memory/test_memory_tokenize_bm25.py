@@ -18,6 +18,7 @@ from fabric_lsp.engine.memory.tokenize import (
     count_terms,
     term_counts,
     unique_terms,
+    unique_terms_utf8,
     utf16_key,
 )
 from collections import Counter
@@ -43,6 +44,7 @@ def test_tokenizer_equals_definition(text):
     tokens = tokenize_lexical(text)
     assert tokens == reference_tokenize(text)
     assert unique_terms(text) == set(tokens)
+    assert unique_terms_utf8(text.encode("utf-8", "surrogatepass")) == set(tokens)
     assert term_counts(text) == Counter(tokens)
     counts, n = count_terms(text)
     assert (list(counts.items()), n) == (list(Counter(tokens).items()), len(tokens))  # first-seen order

@@ -4,6 +4,7 @@ line is accounted for."""
 from __future__ import annotations
 
 import io
+import json
 
 from hypothesis import given, settings, strategies as st
 
@@ -140,3 +141,48 @@ def test_random_bytes_never_raise(data) -> None:
     log = parse_session_bytes(data)
     assert accounted(log)
     SessionTree.from_records(log.records).branch()
+
+
+def _max_depth(value) -> int:
+    """The nesting depth of arrays/objects (a scalar: 0), by the definition."""
+    best, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            kids = list(node.values())
+        elif isinstance(node, list):
+            kids = node
+        else:
+            continue
+        best = max(best, depth)
+        stack.extend((k, depth + 1) for k in kids)
+    return best
+
+
+def _nest(depth: int, leaf, as_list: bool):
+    value = leaf
+    for i in range(depth):
+        value = [value] if (as_list and i % 2) or not as_list and i % 3 == 0 else {"k": value}
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    depth=st.integers(0, 40),
+    limit=st.integers(1, 30),
+    pad=st.integers(0, 9000),
+    brackets=st.booleans(),
+    as_list=st.booleans(),
+    siblings=st.integers(0, 300),
+)
+def test_json_depth_check_equals_the_definition(depth, limit, pad, brackets, as_list, siblings):
+    """Long lines are judged by a bounded walk of the value, short ones by counting
+    brackets first: both say exactly whether the value nests deeper than the limit."""
+    from fabric_lsp.engine.session.reader import exceeds_json_depth
+
+    text = ("[{" if brackets else "ab") * (pad // 2)  # brackets inside a string count for nothing
+    value = {"t": text, "v": _nest(depth, "x", as_list), "s": [[i] for i in range(siblings)]}
+    line = json.dumps(value, separators=(",", ":"))
+    expected = _max_depth(value) > limit
+    assert exceeds_json_depth(line, value, limit) == expected
+    assert exceeds_json_depth(line.encode(), value, limit) == expected
