@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 PI_FILE_TOOLS = frozenset({"read", "edit", "write"})
 FABRIC_FILE_REFS = {"pi.read": "read", "pi.edit": "edit", "pi.write": "write"}
 MAX_FILE_OPERATIONS = 100_000  # per session and branch mode
+_RESOLVED_CACHE = 4096  # distinct path values a collector remembers the normalized form of
 FILE_HISTORY_MAX_PAGE_SIZE = 200
 FILE_HISTORY_DEFAULT_PAGE_SIZE = 50
 RECORD_KIND = "fileOperations"
@@ -140,6 +141,14 @@ class FileOpsCollector:
         self._version = 0
         self._by_path: Optional[dict[str, list[FileOp]]] = None
         self._by_path_version = -1
+        # path value -> its normalized form (a session names the same few files again and
+        # again); not part of the state: never pickled
+        self._resolved: dict[str, Optional[str]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_resolved"] = {}
+        return state
 
     # -- feeding ----------------------------------------------------------------------------
 
@@ -154,7 +163,13 @@ class FileOpsCollector:
     def _resolve(self, value: Any) -> Optional[str]:
         if not isinstance(value, str) or not value.strip():
             return None
-        out = normalize_path(value, self.cwd)
+        resolved = self._resolved
+        if value in resolved:
+            out = resolved[value]
+        else:
+            out = normalize_path(value, self.cwd)
+            if len(resolved) < _RESOLVED_CACHE:
+                resolved[value] = out
         if out is None:
             self.unresolved += 1
         return out
