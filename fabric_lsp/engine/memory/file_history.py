@@ -191,7 +191,8 @@ class FileOpsCollector:
                 if not isinstance(part, dict) or part.get("type") != "toolCall":
                     continue
                 name, call_id, args = part.get("name"), part.get("id"), part.get("arguments")
-                if name not in PI_FILE_TOOLS or not isinstance(call_id, str) or not isinstance(args, dict):
+                if not isinstance(name, str) or name not in PI_FILE_TOOLS or not isinstance(call_id, str) \
+                        or not isinstance(args, dict):  # (a name may be any JSON value: a list is unhashable)
                     continue
                 path = self._resolve(args.get("path"))
                 if path is None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
 _OPERATION_JSON_BOUND = 98304
+_PLAIN_ROLES = frozenset({"user", "assistant", "toolResult"})  # Normalizer._feed_plain
 _ARGS_SUMMARY_SCALARS = 400
 
 
@@ -128,6 +129,18 @@ class Normalizer:
         if etype == "message":
             value: JsonValue = raw.get("message")
             message = value if isinstance(value, dict) else {}
+            role_value = message.get("role")
+            if type(role_value) is str and role_value in _PLAIN_ROLES:
+                if role_value != "toolResult":
+                    return self._feed_plain(raw, message, role_value, line)
+                tool_value = message.get("toolName")
+                if type(tool_value) is str and tool_value != "fabric_exec":  # (no trace children)
+                    return self._feed_plain(raw, message, role_value, line)
+        return self._feed_general(raw, etype, message, line)
+
+    def _feed_general(self, raw: JsonObject, etype: str, message: Optional[JsonObject], line: int) -> list[JsonObject]:
+        """`feed` of any entry (`etype` a content type; `message` the message object of a
+        message entry), step by step."""
         role = _role_of(raw, message)
         tool_name, is_error, text, files = self._fields(raw, etype, message, role)
         text, truncated = truncate_scalars(text, self.max_entry_chars)
@@ -147,6 +160,100 @@ class Normalizer:
             out.extend(self._trace_children(message, entry_id, parent_id, ts, line))
         if (etype == "branch_summary" or role == "branchSummary") and entry_id is not None:
             out.extend(self._fact_children(raw, message, entry_id, parent_id, ts=ts, line=line))
+        if self.file_ops is not None:
+            self.file_ops.observe(raw, message, out)
+        return out
+
+    def _feed_plain(self, raw: JsonObject, message: JsonObject, role: str, line: int) -> list[JsonObject]:
+        """`feed` of a message entry whose role is user, assistant or a toolResult other
+        than fabric_exec's (almost every entry): the same record, built in one pass over
+        the content instead of through the general steps (`_fields`, `_message_text`,
+        `_record`), which it must equal (tests/engine/memory/test_normalize_fast_path.py)."""
+        tool_name: Optional[str] = None
+        files: list[str] = []
+        flag = message.get("isError")
+        is_error = False if flag is None or flag is False else (True if flag is True else js_truthy(flag))
+        content: JsonValue = message.get("content")
+        part: JsonValue
+        if role == "user":
+            text = content_text(content)
+        elif role == "toolResult":
+            tool_name = (js_string(message["toolName"]) if "toolName" in message else "undefined") or None
+            prefix = f"toolResult({tool_name})" if tool_name else "toolResult"
+            if flag is True:
+                prefix += " [error]"
+            body = content_text(content)
+            text = f"{prefix}: {body}" if self.index_tool_output and body else prefix
+        else:  # assistant: text and thinking parts, tool calls (first name, summaries, paths)
+            pieces: list[str] = []
+            found: Optional[dict[str, None]] = None
+            if isinstance(content, list):
+                for part in content:
+                    if not isinstance(part, dict):
+                        continue
+                    ptype = part.get("type")
+                    if ptype == "text":
+                        ptext = part.get("text")
+                        if isinstance(ptext, str):
+                            pieces.append(ptext)
+                    elif ptype == "toolCall":
+                        name = part["name"] if "name" in part else None
+                        if tool_name is None and isinstance(name, str):
+                            tool_name = name
+                        shown = (name if isinstance(name, str) else js_string(name)) if "name" in part else "undefined"
+                        if "arguments" in part:
+                            arguments = part["arguments"]
+                            pieces.append(f"Tool: {shown}({_args_summary(arguments, True)})")
+                            if found is None:
+                                found = {}
+                            collect_paths(arguments, None, found)
+                        else:
+                            pieces.append(f"Tool: {shown}()")
+                    elif ptype == "thinking" and self.index_thinking and isinstance(part.get("thinking"), str):
+                        pieces.append(part["thinking"])
+            err = message.get("errorMessage")
+            if isinstance(err, str) and err:
+                pieces.append(f"Error: {err}")
+            text = "\n".join(pieces)
+            if found:
+                files = list(found)
+        limit = self.max_entry_chars
+        truncated = limit is not None and len(text) > limit
+        if truncated:
+            text = text[: max(0, limit)]  # type: ignore[operator]  # (limit is an int here)
+            self.reasons.add("max_entry_chars")
+        entry_id = raw.get("id")
+        if type(entry_id) is not str:
+            entry_id = None
+        parent_id = raw.get("parentId")
+        if type(parent_id) is not str:
+            parent_id = None
+        ts = entry_timestamp(raw, message)
+        index = self.next_index
+        self.next_index = index + 1
+        if entry_id is not None:
+            ids = self.entry_ids
+            if entry_id in ids:
+                self.reasons.add("duplicate_entry_id")
+            ids.add(entry_id)
+        record: JsonObject = {
+            "sessionFile": self.session_file,
+            "sessionId": self.session_id,
+            "index": index,
+            "entryId": entry_id,
+            "parentId": parent_id,
+            "type": "message",
+            "role": role,
+            "toolName": tool_name,
+            "text": text,
+            "timestamp": ts,
+            "isError": is_error,
+            "truncated": truncated,
+            "line": line,
+        }
+        if files:
+            record["filesTouched"] = files
+        out = [record]
         if self.file_ops is not None:
             self.file_ops.observe(raw, message, out)
         return out

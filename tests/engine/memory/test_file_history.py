@@ -277,3 +277,21 @@ def test_relative_paths_need_an_absolute_cwd():
     assert normalize_path("src/a.py", "undefined") is None
     assert normalize_path("  ", "/x") is None
     assert normalize_path("../../../a", "/x") == "/a"
+
+
+def test_a_tool_call_named_by_an_odd_json_value_is_indexed_and_never_a_file_operation(agent: Path):
+    """A tool call's name may be any JSON value in a damaged or foreign file: a list used
+    to stop the whole session's indexing (it is unhashable); now it is just not a Pi file tool."""
+    rows = [
+        header("s-odd", CWD), user("u1", None, "odd names", 1),
+        assistant("a1", "u1", [{"type": "toolCall", "id": "c1", "name": ["read"], "arguments": {"path": "src/app.py"}},
+                               {"type": "toolCall", "id": "c2", "name": {"n": 1}, "arguments": {"path": "src/app.py"}},
+                               call("c3", "read", path="src/app.py")], 2),
+        tool_result("r1", "a1", "c1", "read", "x", 3), tool_result("r2", "r1", "c3", "read", "print(1)", 4),
+    ]
+    write_session(agent, CWD, "2025-01-01_odd.jsonl", rows)
+    eng = engine(agent)
+    out = eng.recall({"query": "odd names", "scope": "global"})
+    assert out["coverage"]["indexedSessions"] == 1 and out["items"]
+    history = eng.file_history({"path": TARGET, "scope": "global"})
+    assert [(i["entryId"], i["action"], i["outcome"]) for i in history["items"]] == [("a1", "read", "succeeded")]

@@ -1,0 +1,108 @@
+"""`Normalizer.feed` builds the records of the common message entries (user, assistant and
+tool results other than fabric_exec's) in one pass (`_feed_plain`); it must give exactly
+what the general steps give (`_feed_general`) for any entry, odd values included: the
+records (with their key order), the coverage reasons, the id sets and the file operations."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabric_lsp.engine.memory.file_history import new_collector
+from fabric_lsp.engine.memory.normalize import Normalizer
+
+_SCALAR = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),
+    st.sampled_from(["", " ", "x", "a.py", "/abs/p.txt", "fabric_exec", "read", "edit", "2026-01-30T12:24:02.668Z"]),
+    st.text(max_size=30),
+)
+_ANY = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.sampled_from(["path", "file", "x", "files", "1"]), inner, max_size=3)),
+    max_leaves=8,
+)
+_PART = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["text", "thinking", "toolCall", "image", 5]),
+    "text": st.one_of(st.text(max_size=20), _ANY), "thinking": st.one_of(st.text(max_size=10), _ANY),
+    "name": st.one_of(st.sampled_from(["read", "edit", "write", "bash"]), _ANY),
+    "id": st.sampled_from(["c1", "c2", 3]), "arguments": _ANY,
+})
+_CONTENT = st.one_of(st.text(max_size=30), st.lists(st.one_of(_PART, _ANY), max_size=4), _ANY)
+_MESSAGE = st.fixed_dictionaries({}, optional={
+    "role": st.one_of(st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom", "x"]), _ANY),
+    "content": _CONTENT, "toolName": st.one_of(st.sampled_from(["read", "fabric_exec", "edit"]), _ANY),
+    "toolCallId": st.sampled_from(["c1", "c2", 3]), "isError": _ANY, "errorMessage": _ANY,
+    "timestamp": st.one_of(st.integers(0, 10**13), _ANY),
+})
+# messages of the fast path's roles, most features present (text, tool calls, errors)
+_PLAIN = st.fixed_dictionaries(
+    {"type": st.just("message"), "id": st.sampled_from(["p1", "p2", "e1"]),
+     "message": st.fixed_dictionaries(
+         {"role": st.sampled_from(["user", "assistant", "toolResult"]),
+          "content": st.one_of(st.lists(st.one_of(_PART, _ANY), max_size=4), st.text(max_size=20))},
+         optional={"toolName": st.one_of(st.sampled_from(["read", "edit", "bash"]), _ANY),
+                   "isError": st.one_of(st.booleans(), _ANY), "errorMessage": st.one_of(st.text(max_size=8), _ANY),
+                   "toolCallId": st.sampled_from(["c1", "c2"])})},
+    optional={"parentId": st.sampled_from(["e1", None]), "timestamp": st.sampled_from(["2026-01-30T12:24:02.668Z", 7])},
+)
+_ENTRY = st.fixed_dictionaries(
+    {"type": st.sampled_from(["message", "message", "message", "compaction", "custom_message", "branch_summary", "x"])},
+    optional={"id": st.sampled_from(["e1", "e2", "e3", 4]), "parentId": st.sampled_from(["e1", None, 5]),
+              "timestamp": st.one_of(st.sampled_from(["2026-01-30T12:24:02.668Z", "bad"]), _ANY),
+              "message": st.one_of(_MESSAGE, _ANY), "summary": _ANY},
+)
+
+
+def _pair(limit, thinking, tool_output, cwd):
+    made = []
+    for _ in range(2):
+        norm = Normalizer("/s/f.jsonl", "sid", max_entry_chars=limit, index_thinking=thinking,
+                          index_tool_output=tool_output)
+        norm.file_ops = new_collector(cwd)
+        made.append(norm)
+    return made
+
+
+def _general(norm: Normalizer, raw, line):
+    """The general steps, for every entry (the dispatch of `feed` without its fast path)."""
+    if not isinstance(raw, dict):
+        return []
+    etype = raw.get("type")
+    if etype not in ("message", "compaction", "branch_summary", "custom_message"):
+        return []
+    message = None
+    if etype == "message":
+        value = raw.get("message")
+        message = value if isinstance(value, dict) else {}
+    return norm._feed_general(raw, etype, message, line)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(_PLAIN, _ENTRY), max_size=6), st.sampled_from([None, 0, 5, 2000]), st.booleans(), st.booleans(),
+       st.sampled_from(["/w", None, "rel"]))
+def test_the_one_pass_records_equal_the_general_steps(entries, limit, thinking, tool_output, cwd):
+    fast, general = _pair(limit, thinking, tool_output, cwd)
+    for line, entry in enumerate(entries):
+        a = fast.feed(copy.deepcopy(entry), line)
+        b = _general(general, copy.deepcopy(entry), line)
+        assert a == b
+        assert [list(r) for r in a] == [list(r) for r in b]  # key order too
+    assert fast.reasons == general.reasons and fast.next_index == general.next_index
+    assert fast.entry_ids == general.entry_ids
+    assert fast.file_ops.ops == general.file_ops.ops and fast.file_ops.unresolved == general.file_ops.unresolved
+
+
+def test_the_fast_path_serves_the_common_entries():
+    norm, _ = _pair(2000, False, True, "/w")
+    calls = []
+    norm._feed_general = lambda *a: calls.append(a) or []  # type: ignore[method-assign]
+    norm.feed({"type": "message", "id": "u", "message": {"role": "user", "content": "hi"}}, 0)
+    norm.feed({"type": "message", "id": "t", "message": {"role": "toolResult", "toolName": "read", "content": "x"}}, 1)
+    norm.feed({"type": "message", "id": "a", "message": {"role": "assistant", "content": []}}, 2)
+    assert calls == []
+    norm.feed({"type": "message", "id": "f", "message": {"role": "toolResult", "toolName": "fabric_exec"}}, 3)
+    norm.feed({"type": "message", "id": "b", "message": {"role": "bashExecution", "command": "ls"}}, 4)
+    assert len(calls) == 2
