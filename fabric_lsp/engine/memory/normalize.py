@@ -221,36 +221,14 @@ class Normalizer:
         truncated = limit is not None and len(text) > limit
         if truncated:
             text = text[: max(0, limit)]  # type: ignore[operator]  # (limit is an int here)
-            self.reasons.add("max_entry_chars")
         entry_id = raw.get("id")
         if type(entry_id) is not str:
             entry_id = None
         parent_id = raw.get("parentId")
         if type(parent_id) is not str:
             parent_id = None
-        ts = entry_timestamp(raw, message)
-        index = self.next_index
-        self.next_index = index + 1
-        if entry_id is not None:
-            ids = self.entry_ids
-            if entry_id in ids:
-                self.reasons.add("duplicate_entry_id")
-            ids.add(entry_id)
-        record: JsonObject = {
-            "sessionFile": self.session_file,
-            "sessionId": self.session_id,
-            "index": index,
-            "entryId": entry_id,
-            "parentId": parent_id,
-            "type": "message",
-            "role": role,
-            "toolName": tool_name,
-            "text": text,
-            "timestamp": ts,
-            "isError": is_error,
-            "truncated": truncated,
-            "line": line,
-        }
+        record = self._record(entry_id, parent_id, "message", role, tool_name, text=text,
+                              ts=entry_timestamp(raw, message), is_error=is_error, truncated=truncated, line=line)
         if files:
             record["filesTouched"] = files
         out = [record]

@@ -104,54 +104,10 @@ _WALK_FIRST_CHARS = 4096
 _WALK_BUDGET = 256  # containers
 
 
-def _depth_within(value: JsonValue, limit: int) -> Optional[bool]:
-    """`exceeds_json_depth`'s answer from a walk over at most `_WALK_BUDGET` containers
-    (None: more than that, undecided)."""
-    stack: list[tuple[JsonValue, int]] = [(value, 1)]
-    budget = _WALK_BUDGET
-    child: JsonValue
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Iterable[JsonValue] = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > limit:
-            return True
-        budget -= 1
-        if budget < 0:
-            return None
-        for child in children:
-            if isinstance(child, (dict, list)):
-                stack.append((child, depth + 1))
-    return False
-
-
-def exceeds_json_depth(
-    line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
-) -> bool:
-    """True when `value` (decoded from `line[start:end]`, bytes or str) nests
-    arrays/objects deeper than `limit`.
-
-    Cheap for ordinary lines: it walks only when the line holds more than `limit`
-    brackets, and the walk is iterative (no recursion on hostile input)."""
-    if end is None:
-        end = len(line)
-    if end - start <= limit:
-        return False  # fewer characters than the limit + 1 opening brackets it would take
-    if end - start > _WALK_FIRST_CHARS:
-        # A long line of few containers (a tool output): walking them is far cheaper than
-        # counting the brackets of every byte.
-        verdict = _depth_within(value, limit)
-        if verdict is not None:
-            return verdict
-    if isinstance(line, str):
-        if line.count("[", start, end) + line.count("{", start, end) <= limit:
-            return False
-    elif line.count(b"[", start, end) + line.count(b"{", start, end) <= limit:
-        return False
+def _depth_walk(value: JsonValue, limit: int, budget: Optional[int]) -> Optional[bool]:
+    """Whether `value` nests arrays/objects deeper than `limit`, by an iterative walk over
+    its containers (no recursion on hostile input); None when it holds more than `budget`
+    of them (undecided)."""
     stack: list[tuple[JsonValue, int]] = [(value, 1)]
     child: JsonValue  # (an object's values are Any: read them as JSON values)
     while stack:
@@ -164,10 +120,41 @@ def exceeds_json_depth(
             continue
         if depth > limit:
             return True
+        if budget is not None:
+            budget -= 1
+            if budget < 0:
+                return None
         for child in children:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1))
     return False
+
+
+def exceeds_json_depth(
+    line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
+) -> bool:
+    """True when `value` (decoded from `line[start:end]`, bytes or str) nests
+    arrays/objects deeper than `limit`.
+
+    Cheap for ordinary lines: a short line is judged by its length or its bracket count
+    (only more than `limit` brackets can nest that deep), a long one by walking its few
+    containers; the full walk is left for lines that hold many of both."""
+    if end is None:
+        end = len(line)
+    if end - start <= limit:
+        return False  # fewer characters than the limit + 1 opening brackets it would take
+    if end - start > _WALK_FIRST_CHARS:
+        # A long line of few containers (a tool output): walking them is far cheaper than
+        # counting the brackets of every byte.
+        verdict = _depth_walk(value, limit, _WALK_BUDGET)
+        if verdict is not None:
+            return verdict
+    if isinstance(line, str):
+        if line.count("[", start, end) + line.count("{", start, end) <= limit:
+            return False
+    elif line.count(b"[", start, end) + line.count(b"{", start, end) <= limit:
+        return False
+    return bool(_depth_walk(value, limit, None))
 
 
 def parse_json_line(line: bytes) -> tuple[bool, Any]:
