@@ -376,12 +376,21 @@ def _records_from(
     lineage keeps (`ordinals`; None: all), decoded from `data` (the file from `base`)."""
     types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
     id_col, parent_col = lines.id, lines.parent
+    content = CONTENT_TYPES
+    feed = norm.feed
+    share_ids = norm.max_entry_chars is not None  # a hot build keeps its records (and their ids)
     raw: JsonValue  # a decoded line (declared, not checked: `type(raw) is dict` narrows it)
+    # A lineage's OrdinalSet is read through its bitmap here (no method call per line).
+    bits = ordinals.bits if isinstance(ordinals, OrdinalSet) else None
+    nbits = len(bits) if bits is not None else 0
     for n, i in enumerate(range(len(types)) if rows is None else rows):
-        if types[i] not in CONTENT_TYPES:
+        if types[i] not in content:
             continue
         ordinal = ordinal_col[i]
-        if ordinals is not None and ordinal not in ordinals:
+        if bits is not None:
+            if (ordinal >> 3) >= nbits or not (bits[ordinal >> 3] >> (ordinal & 7)) & 1:
+                continue
+        elif ordinals is not None and ordinal not in ordinals:
             continue
         if cancel is not None and (n & 255) == 0:
             cancel()
@@ -392,7 +401,7 @@ def _records_from(
             start = offsets[i] - base
             ok, raw = decode_json_line(data[start : start + lengths[i]], depth_checked=True)  # a scanned line
         if ok:
-            if type(raw) is dict:
+            if share_ids and type(raw) is dict:
                 # The records and the normalizer's id set keep the scan's id strings (one
                 # object per id, shared with the lineage), not the decoded copies.
                 entry_id, parent_id = id_col[i], parent_col[i]
@@ -400,7 +409,7 @@ def _records_from(
                     raw["id"] = entry_id
                 if parent_id is not None and raw.get("parentId") == parent_id:
                     raw["parentId"] = parent_id
-            yield from norm.feed(raw, line_col[i])
+            yield from feed(raw, line_col[i])
 
 
 def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
