@@ -40,7 +40,7 @@ from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 
 SNAPSHOT_NAME = "cold-terms.snapshot"  # not *.json: the cache cleanup inspects records only
-_SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1\n"
+_SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
 _KEY_BYTES = store.VOCABULARY_KEY_BYTES
 
 
@@ -157,43 +157,18 @@ class ColdTermTable:
 
     def snapshot(self) -> bytes:
         """The sealed snapshot of the held slots (restored slots not claimed yet are left
-        out), with terms and slots numbered afresh from 0."""
+        out), with terms and slots numbered afresh from 0: `encode_snapshot(self.capture())`."""
+        return encode_snapshot(self.capture())
+
+    def capture(self) -> "SnapshotCapture":
+        """What a snapshot of the held slots is made of, taken in time proportional to the
+        number of slots (under the engine lock): their numbers, term-id arrays (never
+        changed once made) and known keys, and the term names (only ever appended to).
+        `encode_snapshot` then needs no lock."""
         unclaimed = {slot for slots in self.claimable.values() for slot in slots}
         live = sorted(slot for slot in self.slots if slot not in unclaimed)
-        arrays = [self.slots[slot] for slot in live]
-        held: set[int] = set()
-        held.update(*arrays)
-        used = sorted(held)
-        renumber = dict(zip(used, range(len(used))))
-        names = self.names
-        keys: list[bytes] = []
-        for slot, ids in zip(live, arrays):
-            key = self.keys.get(slot)
-            if key is None:  # interned from a build: the key of the list the record holds
-                key = self.keys[slot] = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
-            keys.append(key)
-        slot_lens = array("I", map(len, arrays))
-        slot_ids = array("I")
-        for ids in arrays:
-            slot_ids.extend(map(renumber.__getitem__, ids))
-        new_slot = dict(zip(live, range(len(live))))
-        post_lens = array("I")
-        post_slots = array("I")
-        for term in used:
-            plist = self.postings[term]
-            try:  # (ascending still: slots keep their order)
-                kept = array("I", map(new_slot.__getitem__, plist))
-            except KeyError:  # it mentions removed or unclaimed slots
-                kept = array("I", [s for s in map(new_slot.get, plist) if s is not None])
-            post_lens.append(len(kept))
-            post_slots.extend(kept)
-        blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
-        head = store.encoder.encode(_SnapshotHead(len(used), len(live), len(blob), len(slot_ids), len(post_slots)))
-        body = b"".join((
-            _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(keys),
-            _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
-        ))
-        return body + hashlib.sha256(body).digest()
+        keys = self.keys
+        return SnapshotCapture([self.slots[slot] for slot in live], [keys.get(slot) for slot in live], self.names)
 
     def restore(self, data: bytes) -> bool:
         """Take a snapshot's slots as restored, claimable slots (only into an empty table).
@@ -279,6 +254,56 @@ class ColdTermTable:
     def stats(self) -> dict[str, int]:
         pairs = sum(len(a) for a in self.slots.values())
         return {"sessions": len(self.slots), "terms": len(self.names), "pairs": pairs}
+
+
+class SnapshotCapture:
+    """`ColdTermTable.capture`: the held slots' term-id arrays and keys (None: to compute),
+    and the table's term names."""
+
+    __slots__ = ("arrays", "keys", "names")
+
+    def __init__(self, arrays: list[array[int]], keys: list[Optional[bytes]], names: list[str]) -> None:
+        self.arrays, self.keys, self.names = arrays, keys, names
+
+
+def encode_snapshot(capture: SnapshotCapture) -> bytes:
+    """The sealed snapshot bytes of a capture. Each term's postings are made from the
+    captured slots themselves (not read from the live table, which may change meanwhile),
+    so every slot is listed under exactly the terms of its vocabulary."""
+    # (run from a background thread while requests are answered: no single C call walks
+    # more than one slot's terms, so the interpreter lock changes hands in between)
+    arrays, names = capture.arrays, capture.names
+    held: set[int] = set()
+    for ids in arrays:
+        held.update(ids)
+    used = sorted(held)
+    renumber = [0] * (used[-1] + 1 if used else 0)  # old term id -> new (a list: no hashing)
+    for new_id, old_id in enumerate(used):
+        renumber[old_id] = new_id
+    keys: list[bytes] = []
+    for ids, key in zip(arrays, capture.keys):
+        if key is None:  # interned from a build: the key of the list the record holds
+            key = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
+        keys.append(key)
+    slot_lens = array("I", map(len, arrays))
+    slot_ids = array("I")
+    postings: list[array[int]] = [array("I") for _ in used]
+    for slot, ids in enumerate(arrays):
+        renumbered = array("I", map(renumber.__getitem__, ids))
+        slot_ids.extend(renumbered)
+        # (slots in ascending order: each term's postings come out ascending)
+        deque(map(methodcaller("append", slot), map(postings.__getitem__, renumbered)), maxlen=0)
+    post_lens = array("I", map(len, postings))
+    post_slots = array("I")
+    for plist in postings:
+        post_slots.extend(plist)
+    blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
+    head = store.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
+    body = b"".join((
+        _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(keys),
+        _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
+    ))
+    return body + hashlib.sha256(body).digest()
 
 
 class TermsView(Sequence[str]):
@@ -390,7 +415,9 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
                 slot = self.table.add(vocabulary.terms(), vocabulary.key)
             state.cold_slot = slot
         else:
-            state.cold_slot = self.table.add(vocabulary or ())
+            # (a builder's key is for the vocabulary it built, the one taken now: used once)
+            key, state.vocab_key = getattr(state, "vocab_key", None), None
+            state.cold_slot = self.table.add(vocabulary or (), key)
         state.cold_table = self.table
         keep_on_server(state, interned=True)
         state.vocab_set = frozenset()

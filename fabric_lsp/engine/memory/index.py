@@ -18,7 +18,7 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
 from . import file_history, hot_cache, store
-from .cold_index import SNAPSHOT_NAME
+from .cold_index import SNAPSHOT_NAME, encode_snapshot
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
 from .sessions import (
@@ -79,7 +79,7 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
     """After an indexing pass: drop the restored term-table slots nobody claimed (only
     after a `whole_pass` over every session) and write the table's snapshot when it
     changed since it was restored or last written; True when one was written. The lock
-    is held while the snapshot is made, not while it is written."""
+    is held while the slots are captured, not while the snapshot is encoded and written."""
     with eng.lock:
         table = eng.cold
         if whole_pass:
@@ -87,7 +87,8 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
         version = table.version
         if version == eng.terms_persisted:
             return False
-        data = table.snapshot()
+        capture = table.capture()
+    data = encode_snapshot(capture)  # (the slow part, without the lock)
     if not store.write_atomic(eng.index_dir, SNAPSHOT_NAME, data):
         return False
     with eng.lock:

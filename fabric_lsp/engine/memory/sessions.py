@@ -305,6 +305,7 @@ class SessionState:
     cold_table: Any = None
     view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
     written: bool = False  # its disk cache records were written where it was built (a builder child)
+    vocab_key: Optional[bytes] = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
 
     def hot_view(self, tier: Optional[str] = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -584,6 +585,12 @@ def build_detached(
     state.normalizer = None
     state.folder = None
     state.hasher = None
+    if state.tier == "cold" and state.digest is not None:
+        # the key the term table's snapshot files this vocabulary under (cheaper here, in
+        # the builder, than in the server's snapshot of a thousand sessions)
+        vocabulary = state.digest.get("vocabulary")
+        if isinstance(vocabulary, list):
+            state.vocab_key = store.vocabulary_key(store.encoder.encode(vocabulary))
     if index_dir is not None and state.tier == "cold" and state.digest is not None:
         keep_on_server(state, interned=False)  # less to pickle: the record is on disk
     # Less to pickle: path ids and ordinals only serve appends (the vocabulary set is

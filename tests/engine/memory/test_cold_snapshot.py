@@ -177,3 +177,29 @@ def test_a_sealed_record_with_a_vocabulary_out_of_order_is_still_refused(tmp_pat
     out = eng.recall({"query": "only_000", "scope": "global"})
     assert [it["pointer"]["sessionId"] for it in out["items"]] == ["s000"]
     assert (index_dir / name).read_bytes() != tampered  # refused, rebuilt from source and rewritten
+
+
+def test_a_builders_vocabulary_key_files_only_the_vocabulary_it_was_made_for(tmp_path: Path):
+    """A builder sends the key of the vocabulary it built; the state table uses it once.
+    A later vocabulary of the same state (an append re-derives it) is keyed afresh from its
+    own bytes when a snapshot is written, never under the old key."""
+    from fabric_lsp.engine.memory.cold_index import StateTable
+    from fabric_lsp.engine.memory.config import MemoryConfig
+    from fabric_lsp.engine.memory.sessions import build_detached
+
+    agent = tmp_path / "agent"
+    path = _sessions(agent, 1)[0]
+    state = build_detached(str(path), "active", "cold", MemoryConfig(), ref_id="s000", ref_cwd=CWD)
+    vocab = list(state.digest["vocabulary"])
+    assert state.vocab_key == vocabulary_key(store.encoder.encode(vocab))
+    table = StateTable(ColdTermTable())
+    table[(str(path), "active")] = state
+    first = state.cold_slot
+    assert table.table.keys[first] == vocabulary_key(store.encoder.encode(vocab)) and state.vocab_key is None
+    state.digest = dict(state.digest, vocabulary=vocab + ["zz_appended"])  # what an append re-derives
+    table[(str(path), "active")] = state
+    assert state.cold_slot != first and state.cold_slot not in table.table.keys
+    back = ColdTermTable()
+    assert back.restore(table.table.snapshot())
+    assert back.claim(vocabulary_key(store.encoder.encode(vocab + ["zz_appended"]))) is not None
+    assert back.claim(vocabulary_key(store.encoder.encode(vocab))) is None
