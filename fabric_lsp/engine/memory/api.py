@@ -73,17 +73,21 @@ class MemoryEngine(MemoryCore):
     # -- the calls ------------------------------------------------------------------------------
 
     def recall(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
-        return _recall.recall(self, params, cwd=cwd, cancel=cancel, activity=activity)
+        with self.call():
+            return _recall.recall(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def expand(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
-        return _expand.expand(self, params, cwd=cwd, cancel=cancel, activity=activity)
+        with self.call():
+            return _expand.expand(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def sessions(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
-        return _listing.sessions(self, params, cwd=cwd, cancel=cancel, activity=activity)
+        with self.call():
+            return _listing.sessions(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def file_history(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
         """The `fabric/fileHistory` result (see file_history.py)."""
-        return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
+        with self.call():
+            return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def indexed_states(
         self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],

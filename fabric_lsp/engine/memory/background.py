@@ -44,6 +44,10 @@ log = logging.getLogger("fabric_lsp.memory.background")
 
 LOOKUP_CHUNK = 32  # cache lookups per lock hold
 PROGRESS_INTERVAL_S = 0.1
+# The term table's snapshot (about a second of work at 1 GB) is written once the engine has
+# answered nothing for this long, so it never slows the answers that follow indexing; or
+# when the indexer stops (shutdown).
+SNAPSHOT_IDLE_S = 2.0
 
 Sink = Callable[[dict[str, Any]], None]
 
@@ -78,6 +82,9 @@ class BackgroundIndexer:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._last_report = 0.0
+        self._whole_pass = False  # the last pass looked at every session of a global scope
+        self.snapshot_idle_s = SNAPSHOT_IDLE_S
+        self.snapshots_checked = 0  # times the snapshot was written or found current
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -93,11 +100,27 @@ class BackgroundIndexer:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+            if not thread.is_alive():
+                self._persist()  # a snapshot the thread had not written yet (no-op when current)
         if self.engine.background is self:
             self.engine.background = None
         with self._cond:
             self.pending = False
             self._cond.notify_all()
+
+    def _persist(self) -> None:
+        try:
+            self.engine._persist_terms(whole_pass=self._whole_pass)
+        except Exception:
+            log.exception("writing the cold term table's snapshot failed")
+        with self._cond:
+            self.snapshots_checked += 1
+            self._cond.notify_all()
+
+    def wait_snapshot(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until the snapshot was written (or found current) `count` times."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.snapshots_checked >= count, timeout)
 
     def kick(self) -> None:
         """Sessions changed: run another pass."""
@@ -119,7 +142,7 @@ class BackgroundIndexer:
         while not self._stop.cancelled:
             self._kick.clear()
             try:
-                summary = self.run_once(sink=self.sink, cancel=self._stop)
+                summary = self.run_once(sink=self.sink, cancel=self._stop, persist=False)
             except Cancelled:
                 break
             except Exception:
@@ -132,18 +155,35 @@ class BackgroundIndexer:
             with self._cond:
                 self.pending = False
                 self._cond.notify_all()
+            if not self._persist_when_idle():
+                continue  # new work came first
             self._kick.wait()
         with self._cond:
             self.pending = False
             self._cond.notify_all()
 
+    def _persist_when_idle(self) -> bool:
+        """Write the term table's snapshot once the engine has been idle for
+        snapshot_idle_s; False when new work (a kick) or a stop came first."""
+        while not self._stop.cancelled:
+            idle = self.engine.idle_seconds()
+            if idle >= self.snapshot_idle_s:
+                self._persist()
+                return True
+            if self._kick.wait(self.snapshot_idle_s - idle):
+                return False
+        return False
+
     # -- one pass -----------------------------------------------------------------------
 
     def run_once(
-        self, *, sink: Sink | None = None, cancel: CancelToken | None = None, cwd: str | None = None
+        self, *, sink: Sink | None = None, cancel: CancelToken | None = None, cwd: str | None = None,
+        persist: bool = True,
     ) -> dict[str, Any]:
         """Index every session of the scope that is not fresh; returns
-        {total, indexed, built, loaded, unavailable, changed, seconds}."""
+        {total, indexed, built, loaded, unavailable, changed, seconds}. `persist`: write
+        the term table's snapshot at the end (the indexer's own thread waits for an idle
+        engine instead)."""
         eng = self.engine
         branches = self.branches
         started = time.monotonic()
@@ -190,7 +230,9 @@ class BackgroundIndexer:
                 })
         # Every session of the scope was looked at: a global pass knows which restored
         # term-table slots no session claimed. The snapshot is written when it changed.
-        eng._persist_terms(whole_pass=self.scope == "global" and not (cancel is not None and cancel.cancelled))
+        self._whole_pass = self.scope == "global" and not (cancel is not None and cancel.cancelled)
+        if persist:
+            self._persist()
         summary["seconds"] = time.monotonic() - started
         self.passes += 1
         self.totals["built"] += summary["built"]

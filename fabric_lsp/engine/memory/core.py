@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Generator
+from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 from cachetools import LRUCache
@@ -44,6 +47,10 @@ class MemoryCore:
         self._cleanup_complete: Optional[bool] = None
         # the term table's version last restored from or written to its snapshot
         self.terms_persisted = -1
+        # when a call last began or ended, or the engine was made (time.monotonic): see idle_seconds
+        self.last_call = time.monotonic()
+        self.calls = 0  # memory calls running now
+        self._calls_lock = threading.Lock()
         self._regex = RegexRunner()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
@@ -101,6 +108,25 @@ class MemoryCore:
     def regex(self) -> RegexRunner:
         """The regex worker (regex_worker.py)."""
         return self._regex
+
+    @contextmanager
+    def call(self) -> Generator[None, None, None]:
+        """Around every memory call (recall, expand, sessions, file history): counted, so
+        background work can wait for an idle engine."""
+        with self._calls_lock:
+            self.calls += 1
+            self.last_call = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._calls_lock:
+                self.calls -= 1
+                self.last_call = time.monotonic()
+
+    def idle_seconds(self) -> float:
+        """How long no memory call has been running (the background indexer writes its
+        snapshot when the engine is idle)."""
+        return time.monotonic() - self.last_call if self.calls == 0 else 0.0
 
     def background_pending(self) -> bool:
         """True while a background indexer has sessions left to index."""

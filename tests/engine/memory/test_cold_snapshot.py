@@ -203,3 +203,45 @@ def test_a_builders_vocabulary_key_files_only_the_vocabulary_it_was_made_for(tmp
     assert back.restore(table.table.snapshot())
     assert back.claim(vocabulary_key(store.encoder.encode(vocab + ["zz_appended"]))) is not None
     assert back.claim(vocabulary_key(store.encoder.encode(vocab))) is None
+
+
+def test_the_indexer_thread_writes_the_snapshot_only_once_no_call_is_running(tmp_path: Path):
+    """The snapshot costs about a second at 1 GB: the indexer's thread writes it when the
+    engine has been idle for a while, never while a call runs (and at stop otherwise)."""
+    agent = tmp_path / "agent"
+    _sessions(agent, 12)
+    eng = engine(agent, hot_sessions=2)
+    snapshot = Path(eng.index_dir) / SNAPSHOT_NAME
+    indexer = BackgroundIndexer(eng, workers=1)
+    indexer.snapshot_idle_s = 0.2
+    try:
+        with eng.call():  # a call runs the whole time the indexer works
+            indexer.start()
+            assert indexer.wait_idle(120)
+            assert eng.idle_seconds() == 0.0
+            assert not indexer.wait_snapshot(1, timeout=0.5)
+            assert not snapshot.exists()
+        assert indexer.wait_snapshot(1, timeout=30)
+        assert eng.idle_seconds() >= 0.2
+        assert snapshot.is_file()
+    finally:
+        indexer.stop()
+
+
+def test_stopping_the_indexer_writes_the_snapshot_it_had_not_written(tmp_path: Path):
+    agent = tmp_path / "agent"
+    _sessions(agent, 12)
+    eng = engine(agent, hot_sessions=2)
+    snapshot = Path(eng.index_dir) / SNAPSHOT_NAME
+    indexer = BackgroundIndexer(eng, workers=1)
+    indexer.snapshot_idle_s = 3600.0  # never idle long enough
+    indexer.start()
+    assert indexer.wait_idle(120)
+    assert not snapshot.exists()
+    indexer.stop()
+    assert snapshot.is_file()
+    restored = engine(agent, hot_sessions=2)
+    restored.recall({"query": "shared", "scope": "global"}, cwd=CWD)
+    # every cold digest claimed a slot restored from the stop-time snapshot
+    assert not restored.cold.claimable and len(restored.cold.slots) == 10
+    assert restored.cold.version == restored.terms_persisted
