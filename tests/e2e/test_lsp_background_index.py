@@ -115,6 +115,9 @@ async def test_background_index_reaches_every_session_and_pairs_progress(tmp_pat
         assert [it["pointer"]["sessionId"] for it in done["items"]] == ["bg000"]
     finally:
         await stop(client)
+    # the cold term table's snapshot was written: when the engine had been idle for a while,
+    # or at the latest when `shutdown` stopped the indexer
+    assert (agent / "fabric-lsp" / "memory-index" / "cold-terms.snapshot").is_file()
 
     # a restarted server over the warm disk cache: full coverage without building again
     again = await start(agent, "visual-studio-code", configuration=SETTINGS,
