@@ -168,7 +168,16 @@ class ColdTermTable:
         unclaimed = {slot for slots in self.claimable.values() for slot in slots}
         live = sorted(slot for slot in self.slots if slot not in unclaimed)
         keys = self.keys
-        return SnapshotCapture([self.slots[slot] for slot in live], [keys.get(slot) for slot in live], self.names)
+        return SnapshotCapture(live, [self.slots[slot] for slot in live], [keys.get(slot) for slot in live], self.names)
+
+    def remember_keys(self, capture: "SnapshotCapture") -> None:
+        """Keep the keys `encode_snapshot` computed for `capture`'s slots (each only while
+        the slot still holds the very array it was computed from), so the next snapshot
+        does not compute them again."""
+        slots, keys = self.slots, self.keys
+        for slot, ids, key in zip(capture.slots, capture.arrays, capture.keys):
+            if key is not None and slots.get(slot) is ids:
+                keys.setdefault(slot, key)
 
     def restore(self, data: bytes) -> bool:
         """Take a snapshot's slots as restored, claimable slots (only into an empty table).
@@ -257,19 +266,20 @@ class ColdTermTable:
 
 
 class SnapshotCapture:
-    """`ColdTermTable.capture`: the held slots' term-id arrays and keys (None: to compute),
-    and the table's term names."""
+    """`ColdTermTable.capture`: the held slots' numbers, term-id arrays and keys (None: to
+    compute; `encode_snapshot` fills them in), and the table's term names."""
 
-    __slots__ = ("arrays", "keys", "names")
+    __slots__ = ("slots", "arrays", "keys", "names")
 
-    def __init__(self, arrays: list[array[int]], keys: list[Optional[bytes]], names: list[str]) -> None:
-        self.arrays, self.keys, self.names = arrays, keys, names
+    def __init__(self, slots: list[int], arrays: list[array[int]], keys: list[Optional[bytes]], names: list[str]) -> None:
+        self.slots, self.arrays, self.keys, self.names = slots, arrays, keys, names
 
 
 def encode_snapshot(capture: SnapshotCapture) -> bytes:
     """The sealed snapshot bytes of a capture. Each term's postings are made from the
     captured slots themselves (not read from the live table, which may change meanwhile),
-    so every slot is listed under exactly the terms of its vocabulary."""
+    so every slot is listed under exactly the terms of its vocabulary. Keys the capture
+    lacked are computed and filled into it (`ColdTermTable.remember_keys` keeps them)."""
     # (run from a background thread while requests are answered: no single C call walks
     # more than one slot's terms, so the interpreter lock changes hands in between)
     arrays, names = capture.arrays, capture.names
@@ -280,11 +290,10 @@ def encode_snapshot(capture: SnapshotCapture) -> bytes:
     renumber = [0] * (used[-1] + 1 if used else 0)  # old term id -> new (a list: no hashing)
     for new_id, old_id in enumerate(used):
         renumber[old_id] = new_id
-    keys: list[bytes] = []
-    for ids, key in zip(arrays, capture.keys):
-        if key is None:  # interned from a build: the key of the list the record holds
-            key = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
-        keys.append(key)
+    keys = capture.keys
+    for i, ids in enumerate(arrays):
+        if keys[i] is None:  # interned from a build here: the key of the list the record holds
+            keys[i] = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
     slot_lens = array("I", map(len, arrays))
     slot_ids = array("I")
     postings: list[array[int]] = [array("I") for _ in used]
@@ -300,7 +309,7 @@ def encode_snapshot(capture: SnapshotCapture) -> bytes:
     blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
     head = store.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
     body = b"".join((
-        _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(keys),
+        _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(cast("list[bytes]", keys)),
         _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
     ))
     return body + hashlib.sha256(body).digest()
@@ -416,7 +425,7 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
             state.cold_slot = slot
         else:
             # (a builder's key is for the vocabulary it built, the one taken now: used once)
-            key, state.vocab_key = getattr(state, "vocab_key", None), None
+            key, state.vocab_key = state.vocab_key, None
             state.cold_slot = self.table.add(vocabulary or (), key)
         state.cold_table = self.table
         keep_on_server(state, interned=True)

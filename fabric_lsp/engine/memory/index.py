@@ -89,11 +89,12 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
             return False
         capture = table.capture()
     data = encode_snapshot(capture)  # (the slow part, without the lock)
-    if not store.write_atomic(eng.index_dir, SNAPSHOT_NAME, data):
-        return False
+    written = store.write_atomic(eng.index_dir, SNAPSHOT_NAME, data)
     with eng.lock:
-        eng.terms_persisted = version
-    return True
+        table.remember_keys(capture)  # the keys it computed: not again next time
+        if written:
+            eng.terms_persisted = version
+    return written
 
 
 # ---- the disk cache -------------------------------------------------------------------------

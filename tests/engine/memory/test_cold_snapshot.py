@@ -245,3 +245,21 @@ def test_stopping_the_indexer_writes_the_snapshot_it_had_not_written(tmp_path: P
     # every cold digest claimed a slot restored from the stop-time snapshot
     assert not restored.cold.claimable and len(restored.cold.slots) == 10
     assert restored.cold.version == restored.terms_persisted
+
+
+def test_keys_a_snapshot_computed_are_kept_only_for_slots_that_still_hold_that_vocabulary():
+    from fabric_lsp.engine.memory.cold_index import encode_snapshot
+
+    table = ColdTermTable()
+    kept = table.add(["alpha", "beta"])  # interned without a key (built in the server)
+    gone = table.add(["gamma"])
+    capture = table.capture()
+    data = encode_snapshot(capture)
+    table.remove(gone)  # changed while the snapshot was encoded
+    table.remember_keys(capture)
+    assert table.keys == {kept: vocabulary_key(store.encoder.encode(["alpha", "beta"]))}
+    # the next snapshot uses the kept key and gives the same bytes for the same slots
+    again = ColdTermTable()
+    again.add(["alpha", "beta"])
+    assert table.snapshot() == again.snapshot()
+    assert ColdTermTable().restore(data)
