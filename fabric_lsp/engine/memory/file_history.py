@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -180,7 +180,13 @@ class FileOpsCollector:
         if not records:
             return
         head = records[0]
-        role = head.get("role")
+        self.observe_entry(message, head.get("role"), head["index"], head.get("entryId"), head.get("timestamp"),
+                           records[1:] if len(records) > 1 else ())
+
+    def observe_entry(self, message: Optional[JsonObject], role: Any, index: int, entry_id: Optional[str], ts: Any,
+                      children: Sequence[JsonObject] = ()) -> None:
+        """`observe` of an entry given as its own record's fields (role, index, entryId,
+        timestamp) and its child records (a Fabric trace's operations)."""
         args: JsonValue
         if role == "assistant" and isinstance(message, dict):
             content: JsonValue = message.get("content")
@@ -197,8 +203,7 @@ class FileOpsCollector:
                 path = self._resolve(args.get("path"))
                 if path is None:
                     continue
-                op = FileOp(path, name, name, None, head["index"], head.get("entryId"), None,
-                            head.get("timestamp"), call_id, None)
+                op = FileOp(path, name, name, None, index, entry_id, None, ts, call_id, None)
                 if self._add(op):
                     self.pending[call_id] = op
         elif role == "toolResult" and isinstance(message, dict):
@@ -208,7 +213,7 @@ class FileOpsCollector:
                 if op is not None:
                     op.outcome = "failed" if message.get("isError") is True else "succeeded"
                     self._version += 1
-            for rec in records[1:]:
+            for rec in children:
                 self._trace_operation(rec)
 
     def _trace_operation(self, rec: JsonObject) -> None:

@@ -12,7 +12,7 @@ adds the coverage reason `max_entry_chars`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, cast
 
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
@@ -90,6 +90,27 @@ def _role_of(raw: JsonObject, message: Optional[JsonObject]) -> Optional[str]:
     return None
 
 
+def _plain_role(raw: JsonValue) -> Optional[str]:
+    """The role of a message entry `Normalizer._plain_fields` reads (user, assistant, or a
+    toolResult other than fabric_exec's, which has trace children); None for any other
+    entry."""
+    if type(raw) is not dict:
+        return None
+    if raw.get("type") != "message":
+        return None
+    message: JsonValue = raw.get("message")
+    if type(message) is not dict:
+        return None
+    role: JsonValue = message.get("role")
+    if type(role) is not str or role not in _PLAIN_ROLES:
+        return None
+    if role == "toolResult":
+        tool: JsonValue = message.get("toolName")
+        if type(tool) is not str or tool == "fabric_exec":
+            return None
+    return role
+
+
 class Normalizer:
     """Stateful record builder for one session and one lineage (see module doc)."""
 
@@ -120,6 +141,10 @@ class Normalizer:
 
     def feed(self, raw: JsonValue, line: int) -> list[JsonObject]:
         """Records for one raw entry (already lineage-filtered), in emission order."""
+        role = _plain_role(raw)
+        if role is not None:
+            entry = cast("JsonObject", raw)  # (a message entry: _plain_role)
+            return self._feed_plain(entry, entry["message"], role, line)
         if not isinstance(raw, dict):
             return []
         etype = raw.get("type")
@@ -129,14 +154,25 @@ class Normalizer:
         if etype == "message":
             value: JsonValue = raw.get("message")
             message = value if isinstance(value, dict) else {}
-            role_value = message.get("role")
-            if type(role_value) is str and role_value in _PLAIN_ROLES:
-                if role_value != "toolResult":
-                    return self._feed_plain(raw, message, role_value, line)
-                tool_value = message.get("toolName")
-                if type(tool_value) is str and tool_value != "fabric_exec":  # (no trace children)
-                    return self._feed_plain(raw, message, role_value, line)
         return self._feed_general(raw, etype, message, line)
+
+    def fold(self, raw: JsonValue, line: int, folder: Any) -> None:
+        """`feed` for a cold build: each record goes to `folder` (a `sessions.DigestFolder`).
+        The entry of almost every line (`_plain_role`) is handed over as its fields
+        (`DigestFolder.add_fields`) without a record being built; it must fold exactly as
+        `feed`'s records do (tests/engine/memory/test_normalize_fast_path.py)."""
+        role = _plain_role(raw)
+        if role is None:
+            for rec in self.feed(raw, line):
+                folder.add(rec)
+            return
+        entry = cast("JsonObject", raw)  # (a message entry: _plain_role)
+        message: JsonObject = entry["message"]
+        entry_id, _, tool_name, text, ts, is_error, truncated, files = self._plain_fields(entry, message, role)
+        index = self._claim(entry_id, truncated)
+        folder.add_fields(index, entry_id, None, role, tool_name, ts, is_error, files, text)
+        if self.file_ops is not None:
+            self.file_ops.observe_entry(message, role, index, entry_id, ts)
 
     def _feed_general(self, raw: JsonObject, etype: str, message: Optional[JsonObject], line: int) -> list[JsonObject]:
         """`feed` of any entry (`etype` a content type; `message` the message object of a
@@ -164,11 +200,14 @@ class Normalizer:
             self.file_ops.observe(raw, message, out)
         return out
 
-    def _feed_plain(self, raw: JsonObject, message: JsonObject, role: str, line: int) -> list[JsonObject]:
-        """`feed` of a message entry whose role is user, assistant or a toolResult other
-        than fabric_exec's (almost every entry): the same record, built in one pass over
-        the content instead of through the general steps (`_fields`, `_message_text`,
-        `_record`), which it must equal (tests/engine/memory/test_normalize_fast_path.py)."""
+    def _plain_fields(
+        self, raw: JsonObject, message: JsonObject, role: str
+    ) -> tuple[Optional[str], Optional[str], Optional[str], str, Optional[int | float], bool, bool, list[str]]:
+        """The record fields of a message entry whose role is user, assistant or a
+        toolResult other than fabric_exec's (`_plain_role`: almost every entry), read in
+        one pass over the content instead of through the general steps (`_fields`,
+        `_message_text`), which they must equal (tests/engine/memory/test_normalize_fast_path.py):
+        (entryId, parentId, toolName, text, timestamp, isError, truncated, filesTouched)."""
         tool_name: Optional[str] = None
         files: list[str] = []
         flag = message.get("isError")
@@ -227,8 +266,13 @@ class Normalizer:
         parent_id = raw.get("parentId")
         if type(parent_id) is not str:
             parent_id = None
-        record = self._record(entry_id, parent_id, "message", role, tool_name, text=text,
-                              ts=entry_timestamp(raw, message), is_error=is_error, truncated=truncated, line=line)
+        return entry_id, parent_id, tool_name, text, entry_timestamp(raw, message), is_error, truncated, files
+
+    def _feed_plain(self, raw: JsonObject, message: JsonObject, role: str, line: int) -> list[JsonObject]:
+        """`feed` of an entry `_plain_role` admits."""
+        entry_id, parent_id, tool_name, text, ts, is_error, truncated, files = self._plain_fields(raw, message, role)
+        record = self._record(entry_id, parent_id, "message", role, tool_name, text=text, ts=ts, is_error=is_error,
+                              truncated=truncated, line=line)
         if files:
             record["filesTouched"] = files
         out = [record]
@@ -241,10 +285,8 @@ class Normalizer:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _record(
-        self, entry_id: Optional[str], parent_id: Optional[str], etype: str, role: Optional[str],
-        tool_name: Optional[str], *, text: str, ts: Optional[int | float], is_error: bool, truncated: bool, line: int,
-    ) -> JsonObject:
+    def _claim(self, entry_id: Optional[str], truncated: bool) -> int:
+        """The next record's index, noting its id (duplicates) and a truncated text."""
         if truncated:
             self.reasons.add("max_entry_chars")
         index = self.next_index
@@ -253,6 +295,13 @@ class Normalizer:
             if entry_id in self.entry_ids:
                 self.reasons.add("duplicate_entry_id")
             self.entry_ids.add(entry_id)
+        return index
+
+    def _record(
+        self, entry_id: Optional[str], parent_id: Optional[str], etype: str, role: Optional[str],
+        tool_name: Optional[str], *, text: str, ts: Optional[int | float], is_error: bool, truncated: bool, line: int,
+    ) -> JsonObject:
+        index = self._claim(entry_id, truncated)
         return {
             "sessionFile": self.session_file,
             "sessionId": self.session_id,

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
     Cancel = Optional[Callable[[], None]]
-    RecordsOf = Callable[[Lineage, Normalizer], Iterable[JsonObject]]
+    EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
 FILES_TOUCHED_CAP = 50
 # Up to this size a file is read whole and each content line decoded once, its value kept
@@ -140,27 +140,29 @@ class DigestFolder:
         self.pending_chars = 0
 
     def add(self, rec: JsonObject) -> None:
+        self.add_fields(rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"],
+                        rec["timestamp"], rec["isError"], rec.get("filesTouched", ()), rec["text"])
+
+    def add_fields(self, index: int, entry_id: Optional[str], address: Optional[str], role: Any, tool_name: Any,
+                   ts: Any, is_error: Any, files: Iterable[str], text: str) -> None:
+        """`add` of a record given as its fields (`Normalizer.fold` builds no record)."""
         self.entry_count += 1
-        ts = rec["timestamp"]
         if ts is not None:
             if self.first_ts is None or ts < self.first_ts:
                 self.first_ts = ts
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts = ts
-        if rec["isError"]:
+        if is_error:
             self.error_count += 1
-        if rec["toolName"]:
-            self.tools[rec["toolName"]] += 1
-        for f in rec.get("filesTouched", ()):
+        if tool_name:
+            self.tools[tool_name] += 1
+        for f in files:
             if len(self.files) >= FILES_TOUCHED_CAP:
                 break
             self.files.setdefault(f.strip(), None)
-        self.addresses.append(
-            [rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"], ts]
-        )
+        self.addresses.append([index, entry_id, address, role, tool_name, ts])
         if self.vocab_stopped:
             return
-        text = rec["text"]
         if not self.batch_chars:
             if len(text) > 256:
                 seen = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
@@ -369,17 +371,17 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
     raise SourceMissing("source_changed_during_index")
 
 
-def _records_from(
-    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
-    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
-) -> Iterator[JsonObject]:
-    """The records of the content lines among `rows` (default: all) of `lines` that the
-    lineage keeps (`ordinals`; None: all), decoded from `data` (the file from `base`)."""
+def _entries_from(
+    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], *, cancel: Cancel = None,
+    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None, share_ids: bool = False,
+) -> Iterator[tuple[JsonValue, int]]:
+    """(decoded entry, line number) of the content lines among `rows` (default: all) of
+    `lines` that the lineage keeps (`ordinals`; None: all), decoded from `data` (the file
+    from `base`) or taken from `kept` (`scan_source`'s decoded values). `share_ids`: the
+    entries keep the scan's id strings (a hot build keeps its records and their ids)."""
     types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
     id_col, parent_col = lines.id, lines.parent
     content = CONTENT_TYPES
-    feed = norm.feed
-    share_ids = norm.max_entry_chars is not None  # a hot build keeps its records (and their ids)
     raw: JsonValue  # a decoded line (declared, not checked: `type(raw) is dict` narrows it)
     # A lineage's OrdinalSet is read through its bitmap here (no method call per line).
     bits = ordinals.bits if isinstance(ordinals, OrdinalSet) else None
@@ -410,7 +412,18 @@ def _records_from(
                     raw["id"] = entry_id
                 if parent_id is not None and raw.get("parentId") == parent_id:
                     raw["parentId"] = parent_id
-            yield from feed(raw, line_col[i])
+            yield raw, line_col[i]
+
+
+def _records_from(
+    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
+    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
+) -> Iterator[JsonObject]:
+    """The records of `_entries_from`'s entries."""
+    feed = norm.feed
+    for raw, line in _entries_from(data, base, lines, ordinals, cancel=cancel, kept=kept, rows=rows,
+                                   share_ids=norm.max_entry_chars is not None):
+        yield from feed(raw, line)
 
 
 def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
@@ -446,11 +459,11 @@ def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tupl
     return scan, hasher, base
 
 
-def records_streaming(
-    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
-    chunk_bytes: int = 0,
-) -> Iterator[JsonObject]:
-    """The records of the selected lines (as `_records_from` gives them), reading the file
+def entries_streaming(
+    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], *, cancel: Cancel = None, chunk_bytes: int = 0,
+    share_ids: bool = False,
+) -> Iterator[tuple[JsonValue, int]]:
+    """The entries of the selected lines (as `_entries_from` gives them), reading the file
     again chunk by chunk."""
     size = chunk_bytes or STREAM_CHUNK_BYTES
     types, ordinal_col, offsets, lengths = lines.type, lines.ordinal, lines.offset, lines.length
@@ -467,8 +480,19 @@ def records_streaming(
         data = fh.read(end - start)
         if len(data) != end - start:
             raise SourceMissing("source_changed_during_index")
-        yield from _records_from(data, start, lines, None, norm, cancel=cancel, rows=wanted[i:j])
+        yield from _entries_from(data, start, lines, None, cancel=cancel, rows=wanted[i:j], share_ids=share_ids)
         i = j
+
+
+def records_streaming(
+    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
+    chunk_bytes: int = 0,
+) -> Iterator[JsonObject]:
+    """The records of `entries_streaming`'s entries."""
+    feed = norm.feed
+    for raw, line in entries_streaming(fh, lines, ordinals, cancel=cancel, chunk_bytes=chunk_bytes,
+                                       share_ids=norm.max_entry_chars is not None):
+        yield from feed(raw, line)
 
 
 def build_state(
@@ -492,11 +516,11 @@ def build_state(
     box: dict[str, Any] = {"data": data, "kept": kept}
     del data, kept
 
-    def records(lineage: Lineage, norm: Normalizer) -> Iterator[JsonObject]:
-        return _records_from(box.pop("data"), 0, scan.lines, lineage.ordinals, norm, cancel=cancel,
-                             kept=box.pop("kept"))
+    def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
+        return _entries_from(box.pop("data"), 0, scan.lines, lineage.ordinals, cancel=cancel, kept=box.pop("kept"),
+                             share_ids=share_ids)
 
-    return _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records, ref_id=ref_id,
+    return _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, entries=entries, ref_id=ref_id,
                      ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
 
 
@@ -514,10 +538,10 @@ def _build_streaming(
                 if total != key.size or stat_key(file) != key:
                     continue
 
-                def records(lineage: Lineage, norm: Normalizer) -> Iterator[JsonObject]:
-                    return records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel)
+                def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
+                    return entries_streaming(fh, scan.lines, lineage.ordinals, cancel=cancel, share_ids=share_ids)
 
-                state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, records=records,
+                state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, entries=entries,
                                   ref_id=ref_id, ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
         except OSError:
             raise SourceMissing("source_unavailable") from None
@@ -527,7 +551,7 @@ def _build_streaming(
 
 
 def _assemble(
-    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, records: RecordsOf,
+    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, entries: EntriesOf,
     ref_id: str, ref_cwd: str, encode: bool, live_leaf: Optional[str], searchable: bool,
 ) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
@@ -547,21 +571,23 @@ def _assemble(
         norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         norm.file_ops = state.file_ops
-        entries = HotRecords()
+        records = HotRecords()
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
-        for rec in records(lineage, norm):
-            entries.append(rec)
-            if index is not None:
-                index.add(rec)
-            del rec
-        state.entries, state.hot_index, state.normalizer = entries, index, norm
+        feed = norm.feed
+        for raw, line in entries(lineage, True):
+            for rec in feed(raw, line):
+                records.append(rec)
+                if index is not None:
+                    index.add(rec)
+        state.entries, state.hot_index, state.normalizer = records, index, norm
     else:
         norm = Normalizer(file, rec_sid, max_entry_chars=None,
                           index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
         norm.file_ops = state.file_ops
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
-        for rec in records(lineage, norm):
-            folder.add(rec)
+        fold = norm.fold  # (no records built: each entry's fields go to the folder)
+        for raw, line in entries(lineage, False):
+            fold(raw, line, folder)
         state.normalizer, state.folder = norm, folder
     finish_state(state, cfg, encode)
     return state

@@ -1,7 +1,9 @@
 """`Normalizer.feed` builds the records of the common message entries (user, assistant and
 tool results other than fabric_exec's) in one pass (`_feed_plain`); it must give exactly
 what the general steps give (`_feed_general`) for any entry, odd values included: the
-records (with their key order), the coverage reasons, the id sets and the file operations."""
+records (with their key order), the coverage reasons, the id sets and the file operations.
+A cold build folds entries without building their records (`Normalizer.fold`); it must fold
+exactly what `feed`'s records fold."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.file_history import new_collector
 from fabric_lsp.engine.memory.normalize import Normalizer
+from fabric_lsp.engine.memory.sessions import DigestFolder
 
 _SCALAR = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),
@@ -106,3 +109,64 @@ def test_the_fast_path_serves_the_common_entries():
     norm.feed({"type": "message", "id": "f", "message": {"role": "toolResult", "toolName": "fabric_exec"}}, 3)
     norm.feed({"type": "message", "id": "b", "message": {"role": "bashExecution", "command": "ls"}}, 4)
     assert len(calls) == 2
+
+
+def _folded(folder: DigestFolder) -> tuple:
+    return (folder.entry_count, folder.first_ts, folder.last_ts, folder.error_count, dict(folder.tools),
+            list(folder.files), folder.addresses, folder.record(["r"]))
+
+
+# tool calls on files and their results, with dates: what the file operations and the
+# digest's files, tools and time range are made of
+_CALL = st.fixed_dictionaries({
+    "type": st.just("toolCall"), "id": st.sampled_from(["c1", "c2", "c3"]),
+    "name": st.sampled_from(["read", "edit", "write", "bash"]),
+    "arguments": st.fixed_dictionaries({"path": st.sampled_from(["a.py", "/abs/b.py", " ", "src/c.ts"])},
+                                       optional={"files": st.lists(st.sampled_from(["x.md", "y.md"]), max_size=2)}),
+})
+_DATE = st.sampled_from(["2026-01-30T12:24:02.668Z", "2026-02-01T00:00:00Z", "2025-12-31T23:59:59.999Z"])
+_FILE_ENTRY = st.one_of(
+    st.fixed_dictionaries({"type": st.just("message"), "id": st.sampled_from(["a1", "a2"]), "timestamp": _DATE,
+                           "message": st.fixed_dictionaries({"role": st.just("assistant"),
+                                                             "content": st.lists(_CALL, max_size=3)})}),
+    st.fixed_dictionaries({"type": st.just("message"), "id": st.sampled_from(["t1", "t2"]), "timestamp": _DATE,
+                           "message": st.fixed_dictionaries({"role": st.just("toolResult"),
+                                                             "toolName": st.sampled_from(["read", "edit"]),
+                                                             "toolCallId": st.sampled_from(["c1", "c2", "c3"]),
+                                                             "isError": st.booleans(), "content": st.text(max_size=8)})}),
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(_PLAIN, _ENTRY, _FILE_ENTRY), max_size=6), st.booleans(), st.booleans(),
+       st.sampled_from(["/w", None, "rel"]),
+       st.sampled_from([0, 64]), st.sampled_from([40, 10**6]))
+def test_folding_entries_equals_folding_their_records(entries, thinking, tool_output, cwd, batch, vocab_bytes):
+    folding, feeding = _pair(None, thinking, tool_output, cwd)
+    into, of_records = DigestFolder(vocab_bytes, batch), DigestFolder(vocab_bytes, batch)
+    for line, entry in enumerate(entries):
+        folding.fold(copy.deepcopy(entry), line, into)
+        for rec in feeding.feed(copy.deepcopy(entry), line):
+            of_records.add(rec)
+    assert _folded(into) == _folded(of_records)
+    assert folding.reasons == feeding.reasons and folding.next_index == feeding.next_index
+    assert folding.entry_ids == feeding.entry_ids and folding.op_addresses == feeding.op_addresses
+    assert folding.file_ops.ops == feeding.file_ops.ops and folding.file_ops.pending == feeding.file_ops.pending
+    assert folding.file_ops.unresolved == feeding.file_ops.unresolved
+
+
+def test_folding_builds_no_record_for_the_common_entries():
+    norm, _ = _pair(None, False, True, "/w")
+    built = []
+    norm._record = lambda *a, **k: built.append(a) or {}  # type: ignore[method-assign]
+    folder = DigestFolder(10**6)
+    norm.fold({"type": "message", "id": "u", "message": {"role": "user", "content": "hello world"}}, 0, folder)
+    norm.fold({"type": "message", "id": "a", "message": {"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/a.py"}}]}}, 1, folder)
+    norm.fold({"type": "message", "id": "t", "message": {"role": "toolResult", "toolName": "read", "toolCallId": "c1",
+                                                          "content": "def f(): pass"}}, 2, folder)
+    assert built == []
+    assert folder.addresses == [[0, "u", None, "user", None, None], [1, "a", None, "assistant", "read", None],
+                                [2, "t", None, "toolResult", "read", None]]
+    assert {"hello", "world", "def", "f", "pass", "src", "a", "py"} <= set(folder.record([])["vocabulary"])
+    assert [(op.path, op.outcome) for op in norm.file_ops.ops] == [("/w/src/a.py", "succeeded")]
