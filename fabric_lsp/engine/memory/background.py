@@ -278,11 +278,38 @@ class BackgroundIndexer:
         free = [(r, t) for r, t in todo if eng._want_leaf(r.file, branches) is None]
         pooled = {r.file for r, _ in free}
         local = [(r, t) for r, t in todo if r.file not in pooled]
+        def settle(ref: Any, tier: str) -> None:
+            """A session a call was building (or had built) when its turn came: taken from
+            the call's result once the call ends (built here only when it was not adopted)."""
+            key = (ref.file, branches)
+            with eng._lock:
+                while key in eng.building:
+                    check(cancel)
+                    eng.building_done.wait(0.25)  # (bounded: a cancel is seen meanwhile)
+                try:
+                    state, _ = eng._cached(ref, branches, tier)
+                except SourceMissing:
+                    state = None
+            if state is None:
+                build_here(ref, tier)
+                return
+            summary["indexed"] += 1
+            self._progress(sink, summary)
+
+        def building(ref: Any, tier: str) -> bool:
+            """Whether a call is building this session or has adopted it since this pass
+            looked (read without the lock: a stale answer costs a wait or a build)."""
+            key = (ref.file, branches)
+            if key in eng.building:
+                return True
+            current = eng._states.get(key)
+            return current is not None and current.tier == tier and current.key == ref.key
+
         with cyclic_gc_paused():
             if self.workers > 1 and len(free) >= 2:
                 from .build_pool import build_split
 
-                build_split(
+                skipped = build_split(
                     free, local,
                     task=lambda r, tier: (r.file, branches, tier, cfg, r.id, r.cwd, eng.index_dir),
                     workers=self.workers,
@@ -290,11 +317,18 @@ class BackgroundIndexer:
                     on_built=adopt,
                     check_cancel=lambda: check(cancel),
                     nice=self.nice,
+                    skip=building,
                 )
+                for ref, tier in skipped:
+                    check(cancel)
+                    settle(ref, tier)
             else:
                 for ref, tier in local + free:
                     check(cancel)
-                    build_here(ref, tier)
+                    if building(ref, tier):
+                        settle(ref, tier)
+                    else:
+                        build_here(ref, tier)
         if summary["built"]:
             gc.collect(0)
             gc.freeze()  # the new long-lived index leaves the collector's generations

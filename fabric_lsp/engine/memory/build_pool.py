@@ -102,10 +102,12 @@ def run_batch(
     *,
     on_idle: Optional[Callable[[], bool]] = None,
     nice: int = 0,
+    skip: Optional[Callable[[Any], bool]] = None,
 ) -> list[Any]:
     """Run `(key, args)` tasks on `workers` children; `on_result(key, reply)` for each.
     `on_idle()` may do caller work between polls (returns False when it has none left).
-    Returns the keys whose child died (the caller builds those itself)."""
+    `skip(key)`, asked right before a task is sent, leaves it out when True (the caller
+    settles it). Returns the keys whose child died (the caller builds those itself)."""
     queue = list(tasks)
     children: list[_Child] = []
     failed: list[Any] = []
@@ -119,12 +121,15 @@ def run_batch(
             return [k for k, _ in queue]
 
         def feed(child: _Child) -> None:
-            if queue:
+            while queue:
                 key, args = queue.pop(0)
+                if skip is not None and skip(key):
+                    continue
                 try:
                     child.send(key, args)
                 except OSError:
                     pass  # the child died: its task is failed when its pipe ends
+                return
 
         for child in children:
             feed(child)
@@ -180,16 +185,27 @@ def build_split(
     on_built: Callable[[Any, str, Any], None],
     check_cancel: Callable[[], None],
     nice: int = 0,
-) -> None:
+    skip: Optional[Callable[[Any, str], bool]] = None,
+) -> list[tuple[Any, str]]:
     """The one way a set of sessions is built in parallel: the `pooled` refs (`(ref, tier)`,
     `ref.file` their key; cold digests and hot shards alike) go to `workers` children,
     `task(ref, tier)` being a child's build arguments, while this thread builds `local`
     ones between polls (sessions a live Pi holds, built on its live leaf). A child's answer
     reaches `on_built(ref, tier, state)` (a SourceMissing for an unavailable source); a
-    session whose child failed or died is built here."""
+    session whose child failed or died is built here. A pooled session for which
+    `skip(ref, tier)` is True when its turn comes is not built: the skipped ones are
+    returned."""
     from .sessions import SourceMissing
 
     by_file = {ref.file: (ref, tier) for ref, tier in pooled}
+    skipped: list[tuple[Any, str]] = []
+
+    def skip_file(file: Any) -> bool:
+        assert skip is not None
+        if skip(*by_file[file]):
+            skipped.append(by_file[file])
+            return True
+        return False
     pending = list(local)
 
     def on_result(file: Any, reply: Reply) -> None:
@@ -210,10 +226,11 @@ def build_split(
         return bool(pending)
 
     failed = run_batch(((ref.file, task(ref, tier)) for ref, tier in pooled), workers, on_result, check_cancel,
-                       on_idle=on_idle, nice=nice)
+                       on_idle=on_idle, nice=nice, skip=skip_file if skip is not None else None)
     for ref, tier in pending:
         check_cancel()
         build_here(ref, tier)
     for file in failed:
         check_cancel()
         build_here(*by_file[file])
+    return skipped

@@ -40,6 +40,11 @@ class MemoryCore:
         # The background indexer (background.py) while one runs over this engine: requests
         # then leave cold builds to it instead of spending their per-call budget on them.
         self.background: Any = None
+        # (file, branches) of the sessions a call is building now (index.load_index): the
+        # background indexer leaves them to it and takes them from the call's result, never
+        # building a session twice at once; `building_done` is notified when a call's set ends.
+        self.building: set[tuple[str, str]] = set()
+        self.building_done = threading.Condition(self._lock)
         self._hydrated: LRUCache[tuple[str, str], SessionState] = LRUCache(maxsize=8)
         self._headers: dict[str, HeaderEntry] = {}
         # the Ref of each listed session file, by path, with the stat identity it was made for

@@ -360,14 +360,22 @@ def _load_index_unpaused(
             report(activity, f"Indexing {done_count[0]}/{total} sessions", int(100 * done_count[0] / total))
 
         report(activity, f"Indexing 0/{total} sessions", 0)
-        built = build_many(eng, todo, branches, cancel, progress)
-        fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
-        check(cancel)
-        for ref, _tier in todo:
-            result = built.get(ref.file)
-            if isinstance(result, SessionState):
-                adopt(eng, result)
-            resolved[ref.file] = result
+        keys = [(r.file, branches) for r, _ in todo]
+        with eng.lock:
+            eng.building.update(keys)  # (a background indexer leaves these to this call)
+        try:
+            built = build_many(eng, todo, branches, cancel, progress)
+            fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
+            check(cancel)
+            for ref, _tier in todo:
+                result = built.get(ref.file)
+                if isinstance(result, SessionState):
+                    adopt(eng, result)
+                resolved[ref.file] = result
+        finally:
+            with eng.lock:
+                eng.building.difference_update(keys)
+                eng.building_done.notify_all()
     if fresh_bytes >= eng.parallel_min_bytes:
         # Move the new long-lived index out of the collector's generations, so later
         # full collections do not walk it during warm queries.

@@ -10,6 +10,7 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import engine, header, user, write_session
@@ -229,3 +230,100 @@ def test_term_table_ids_and_postings_equal_a_plain_model(vocabularies):
     assert table.ids == model_ids and table.names == list(model_ids)
     for term, slots in model_postings.items():
         assert list(table.sessions_with(term)) == slots
+
+
+class _WaitSeen:
+    """`building_done` that says when the indexer first waits on it (an event, no timing)."""
+
+    def __init__(self, cond: threading.Condition) -> None:
+        self.cond = cond
+        self.waiting = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return self.cond.wait(timeout)
+
+    def notify_all(self) -> None:
+        self.cond.notify_all()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_indexer_takes_a_session_a_call_is_building_instead_of_building_it_too(tmp_path: Path, workers: int):
+    agent = tmp_path / "agent"
+    files = _sessions(agent, 10)
+    eng = engine(agent, hot_sessions=2)
+    key = (str(files[4]), "active")  # a cold session
+    eng.building.add(key)  # a call is building it
+    seen = _WaitSeen(eng.building_done)
+    eng.building_done = seen  # type: ignore[assignment]
+    indexer = BackgroundIndexer(eng, workers=workers)
+    result: dict = {}
+    def run() -> None:
+        try:
+            result.update(indexer.run_once())
+        finally:
+            seen.waiting.set()  # (a pass that never waits ends the wait too, and fails below)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert seen.waiting.wait(60)  # every other session is done; this one waits for the call
+        assert worker.is_alive() and key not in eng._states
+        from fabric_lsp.engine.memory.sessions import build_state
+
+        with eng.lock:  # the call ends: it adopts its state and leaves the set
+            state = build_state(key[0], "active", "cold", eng.config, ref_id="w004", ref_cwd=CWD)
+            eng._adopt(state)
+            eng.building.discard(key)
+            seen.notify_all()
+    finally:
+        worker.join(60)
+    assert result["built"] == 9 and result["indexed"] == 10
+    assert eng._states[key] is state
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_session_a_call_adopted_after_the_pass_looked_is_not_built_again(tmp_path: Path, workers: int):
+    agent = tmp_path / "agent"
+    files = _sessions(agent, 10)
+    eng = engine(agent, hot_sessions=2)
+    key = (str(files[4]), "active")
+    adopted: list = []
+    looked = eng._cached
+
+    def cached(ref, branches, tier):
+        if (ref.file, branches) == key and not adopted:
+            # the pass sees no state; right after, a call builds and adopts it
+            from fabric_lsp.engine.memory.sessions import build_state
+
+            adopted.append(build_state(ref.file, branches, tier, eng.config, ref_id=ref.id, ref_cwd=ref.cwd))
+            eng._adopt(adopted[0])
+            return None, False
+        return looked(ref, branches, tier)
+
+    eng._cached = cached  # type: ignore[method-assign]
+    summary = BackgroundIndexer(eng, workers=workers).run_once()
+    assert summary["built"] == 9 and summary["indexed"] == 10
+    assert eng._states[key] is adopted[0]
+
+
+def test_a_call_names_the_sessions_it_builds_while_it_builds_them(tmp_path: Path):
+    import fabric_lsp.engine.memory.index as index_mod
+
+    agent = tmp_path / "agent"
+    files = _sessions(agent, 6)
+    eng = engine(agent, hot_sessions=2)
+    during: list[set] = []
+    real = index_mod.build_many
+
+    def build_many(eng_, todo, branches, cancel, progress):
+        during.append(set(eng_.building))
+        return real(eng_, todo, branches, cancel, progress)
+
+    index_mod.build_many = build_many
+    try:
+        eng.recall({"query": "common", "scope": "global"}, cwd=CWD)
+    finally:
+        index_mod.build_many = real
+    assert during == [{(str(f), "active") for f in files}]
+    assert eng.building == set()  # and no longer once adopted
