@@ -181,9 +181,9 @@ class FileOpsCollector:
             return
         head = records[0]
         self.observe_entry(message, head.get("role"), head["index"], head.get("entryId"), head.get("timestamp"),
-                           records[1:] if len(records) > 1 else ())
+                           children=records[1:] if len(records) > 1 else ())
 
-    def observe_entry(self, message: Optional[JsonObject], role: Any, index: int, entry_id: Optional[str], ts: Any,
+    def observe_entry(self, message: Optional[JsonObject], role: Any, index: int, entry_id: Optional[str], ts: Any, *,
                       children: Sequence[JsonObject] = ()) -> None:
         """`observe` of an entry given as its own record's fields (role, index, entryId,
         timestamp) and its child records (a Fabric trace's operations)."""

@@ -170,7 +170,7 @@ class Normalizer:
         message: JsonObject = entry["message"]
         entry_id, _, tool_name, text, ts, is_error, truncated, files = self._plain_fields(entry, message, role)
         index = self._claim(entry_id, truncated)
-        folder.add_fields(index, entry_id, None, role, tool_name, ts, is_error, files, text)
+        folder.add_fields(index, entry_id, None, role, tool_name, ts=ts, is_error=is_error, files=files, text=text)
         if self.file_ops is not None:
             self.file_ops.observe_entry(message, role, index, entry_id, ts)
 

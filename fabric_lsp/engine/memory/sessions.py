@@ -141,9 +141,10 @@ class DigestFolder:
 
     def add(self, rec: JsonObject) -> None:
         self.add_fields(rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"],
-                        rec["timestamp"], rec["isError"], rec.get("filesTouched", ()), rec["text"])
+                        ts=rec["timestamp"], is_error=rec["isError"], files=rec.get("filesTouched", ()),
+                        text=rec["text"])
 
-    def add_fields(self, index: int, entry_id: Optional[str], address: Optional[str], role: Any, tool_name: Any,
+    def add_fields(self, index: int, entry_id: Optional[str], address: Optional[str], role: Any, tool_name: Any, *,
                    ts: Any, is_error: Any, files: Iterable[str], text: str) -> None:
         """`add` of a record given as its fields (`Normalizer.fold` builds no record)."""
         self.entry_count += 1
