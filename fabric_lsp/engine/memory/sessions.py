@@ -575,7 +575,7 @@ def _assemble(
         records = HotRecords()
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
         feed = norm.feed
-        for raw, line in entries(lineage, True):
+        for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of _records_from)
             for rec in feed(raw, line):
                 records.append(rec)
                 if index is not None:

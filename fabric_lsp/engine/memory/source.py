@@ -231,7 +231,6 @@ def scan_source(
     add_type, add_id, add_parent, add_node = cols.type.append, cols.id.append, cols.parent.append, cols.node.append
     type_names = _TYPE_NAMES
     content = CONTENT_TYPES
-    any_decode = _any_decoder.decode
     ordinal = scan.next_ordinal
     line_no = scan.next_line
     n = len(data) if stop is None else stop
@@ -251,13 +250,7 @@ def scan_source(
             eid: Any = None
             pid: Any = None
             if keep is not None:
-                # `decode_json_line(raw)`, its common case inline (two calls a line saved):
-                # a line msgspec decodes, of at most MAX_JSON_DEPTH bytes, cannot nest deeper
-                try:
-                    value = any_decode(raw)
-                    ok = length <= MAX_JSON_DEPTH or not exceeds_json_depth(raw, value)
-                except Exception:  # DecodeError, RecursionError: the fallbacks
-                    ok, value = decode_json_line(raw)
+                ok, value = decode_json_line(raw)
                 envelope = ok and type(value) is dict
                 if envelope:
                     assert isinstance(value, dict)
