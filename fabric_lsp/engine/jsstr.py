@@ -484,35 +484,10 @@ def js_truthy(value: Any) -> bool:
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-# Pi's own form, "YYYY-MM-DDTHH:MM:SS.mmmZ", is read from the minute's value (parsed in
-# full once, then kept) plus the seconds and milliseconds: a session stamps hundreds of
-# entries within the same minutes. Bounded: cleared when full.
-_MINUTE_MS: dict[str, int] = {}
-_MINUTE_MS_MAX = 4096
-
-
 def parse_date_ms(value: Any) -> int | None:
     """`Date.parse` for the ISO-8601 forms Pi writes; None when it is not a date."""
     if not isinstance(value, str):
         return None
-    pi_form = len(value) == 24 and value[23] == "Z" and value[19] == "." and value[16] == ":"
-    if pi_form:
-        sec, milli = value[17:19], value[20:23]
-        # (ASCII digits only: int() would also take "+1", " 1" or other scripts' digits)
-        pi_form = sec.isascii() and milli.isascii() and sec.isdigit() and milli.isdigit() and sec < "60"
-        if pi_form:
-            minute = _MINUTE_MS.get(value[:16])
-            if minute is not None:
-                return minute + int(sec) * 1000 + int(milli)
-    ms = _parse_date_ms(value)
-    if pi_form and ms is not None:
-        if len(_MINUTE_MS) >= _MINUTE_MS_MAX:
-            _MINUTE_MS.clear()
-        _MINUTE_MS[value[:16]] = ms - int(value[17:19]) * 1000 - int(value[20:23])
-    return ms
-
-
-def _parse_date_ms(value: str) -> int | None:
     try:
         dt = datetime.fromisoformat(value)  # 3.11 accepts "Z"
     except ValueError:

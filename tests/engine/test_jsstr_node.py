@@ -23,7 +23,6 @@ from fabric_lsp.engine.jsstr import (
     js_stringify_utf8_len,
     js_string_of,
     join_surrogate_pairs,
-    parse_date_ms,
     utf16_len,
 )
 
@@ -45,7 +44,6 @@ rl.on("line", (line) => {
   else if (op === "length") out = v.length;
   else if (op === "wellFormed") out = v.isWellFormed();
   else if (op === "utf8") out = Buffer.byteLength(JSON.stringify(v), "utf8");
-  else if (op === "date") { const t = Date.parse(v); out = Number.isNaN(t) ? null : t; }
   process.stdout.write(JSON.stringify({ out }) + "\n");
 });
 """
@@ -174,36 +172,3 @@ def test_the_value_check_decides_like_the_output_scan_would_on_true_risks():
     assert _structure_risk({"7": 1}) is True and _structure_risk({"": 1, "a7": 2}) is False
     assert _structure_risk([list(range(100))]) is None  # more containers and numbers than the budget
     assert _structure_risk((1, 2)) is None  # not a JSON value of a decoder: the output scan decides
-
-
-# Pi's timestamps, "YYYY-MM-DDTHH:MM:SS.mmmZ", valid and not: parse_date_ms reads most of
-# them from a per-minute cache (jsstr._MINUTE_MS) and must answer as the full parse does.
-_PI_DATE = st.datetimes().map(
-    lambda d: f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}.{d.microsecond // 1000:03d}Z"
-)
-_DATE_JUNK = st.sampled_from(["+", " ", "٣", "6", "9", "x", "-", ":", "."])
-
-
-@_SETTINGS
-@given(_PI_DATE, st.lists(st.tuples(st.integers(0, 23), _DATE_JUNK), max_size=2))
-def test_pi_dates_parse_as_node_parses_them_and_the_minute_cache_changes_nothing(node, date, edits):
-    from fabric_lsp.engine import jsstr
-
-    assert jsstr._parse_date_ms(date) == node("date", date)  # (a real date: JavaScript's reading)
-    for at, ch in edits:  # (a corrupted digit or separator: not a date, or another one)
-        date = date[:at] + ch + date[at + 1:]
-    expected = jsstr._parse_date_ms(date)  # (the full parse: fromisoformat's forms)
-    cold = parse_date_ms(date)  # (its minute maybe cached now)
-    for sec, milli in (("00", "000"), ("59", "999"), ("60", "000"), ("+1", "000"), (" 1", "000"), ("1٣", "000"),
-                       ("00", "1٣3"), ("00", "+12"), ("00", "-12")):  # the same minute: from the cache
-        other = date[:17] + sec + "." + milli + date[23:]
-        assert parse_date_ms(other) == jsstr._parse_date_ms(other)
-    assert cold == parse_date_ms(date) == expected
-
-
-def test_the_minute_cache_stays_bounded():
-    from fabric_lsp.engine import jsstr
-
-    for minute in range(jsstr._MINUTE_MS_MAX + 10):
-        assert parse_date_ms(f"2026-01-01T{minute // 60 % 24:02d}:{minute % 60:02d}:07.005Z") is not None
-    assert 0 < len(jsstr._MINUTE_MS) <= jsstr._MINUTE_MS_MAX
