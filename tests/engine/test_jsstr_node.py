@@ -23,6 +23,7 @@ from fabric_lsp.engine.jsstr import (
     js_stringify_utf8_len,
     js_string_of,
     join_surrogate_pairs,
+    parse_date_ms,
     utf16_len,
 )
 
@@ -44,6 +45,7 @@ rl.on("line", (line) => {
   else if (op === "length") out = v.length;
   else if (op === "wellFormed") out = v.isWellFormed();
   else if (op === "utf8") out = Buffer.byteLength(JSON.stringify(v), "utf8");
+  else if (op === "date") { const t = Date.parse(v); out = Number.isNaN(t) ? null : t; }
   process.stdout.write(JSON.stringify({ out }) + "\n");
 });
 """
@@ -172,3 +174,15 @@ def test_the_value_check_decides_like_the_output_scan_would_on_true_risks():
     assert _structure_risk({"7": 1}) is True and _structure_risk({"": 1, "a7": 2}) is False
     assert _structure_risk([list(range(100))]) is None  # more containers and numbers than the budget
     assert _structure_risk((1, 2)) is None  # not a JSON value of a decoder: the output scan decides
+
+
+# Pi's timestamps, "YYYY-MM-DDTHH:MM:SS.mmmZ", for any real date and time.
+_PI_DATE = st.datetimes().map(
+    lambda d: f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}.{d.microsecond // 1000:03d}Z"
+)
+
+
+@_SETTINGS
+@given(_PI_DATE)
+def test_pi_dates_parse_as_node_parses_them(node, date):
+    assert parse_date_ms(date) == node("date", date)
