@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 # Copy only what a checkout's package build reads; building in the checkout itself would
 # leave build/ behind (and race with other work in the tree).
 _IGNORE = shutil.ignore_patterns(".git", ".venv", ".tools", "node_modules", "build", "dist", "*.egg-info",
-                                 "__pycache__", ".pytest_cache", ".hypothesis", "tests", "bench", "editors")
+                                 "__pycache__", ".pytest_cache", ".hypothesis", "tests", "bench", "editors", "*.so")
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:
@@ -52,6 +52,14 @@ def test_version_from_a_clean_venv(installed: Path, tmp_path: Path) -> None:
     from fabric_lsp import __version__
 
     assert out.stdout.strip() == f"fabric-lsp {__version__}"
+
+
+def test_the_install_builds_the_tokenizer_accelerator(installed: Path, tmp_path: Path) -> None:
+    """setup.py's optional C extension is compiled by the install (gcc and Python's headers
+    are on this machine) and used by the tokenizer."""
+    probe = "from fabric_lsp.engine.memory import tokenize; print(tokenize._native.__name__)"
+    out = _run([str(installed / "python"), "-c", probe], env=_clean_env(tmp_path), cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "fabric_lsp.engine._native", out.stdout + out.stderr
 
 
 def test_examples_and_preview_from_a_clean_venv(installed: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ Invariant: `tokenize_lexical` equals the code-point category scan `reference_tok
 from __future__ import annotations
 
 import collections
+import os
 import re
 import unicodedata
 from collections import Counter
@@ -39,6 +40,16 @@ _WORD = re.compile(r"\w+")
 _ASCII_WORD = re.compile(r"[a-z0-9_]+")
 
 UNICODE_VERSION = unicodedata.unidata_version
+
+# The optional C accelerator of `unique_terms_utf8` (fabric_lsp/engine/_native.c, built at
+# install where a C compiler is at hand; the same tokens either way). FABRIC_LSP_NATIVE=0
+# turns it off (the pure-Python path).
+_native: Any = None
+if os.environ.get("FABRIC_LSP_NATIVE", "1") != "0":
+    try:
+        from fabric_lsp.engine import _native
+    except ImportError:  # not built: the pure-Python path
+        _native = None
 
 
 # Lowercasing the whole text before matching gives the same tokens as lowercasing each
@@ -93,6 +104,8 @@ def _slow_piece(piece: str) -> list[str]:
 
 def unique_terms(text: str) -> set[str]:
     """The set of tokens of `text` (cheaper than counting when only presence matters)."""
+    if _native is not None:
+        return unique_terms_utf8(text.encode("utf-8", "surrogatepass"))
     if text.isascii():
         # split the bytes and decode only the distinct tokens (a text repeats its terms)
         return {t.decode("ascii") for t in set(text.encode("ascii").translate(_ASCII_TABLE).split())}
@@ -102,6 +115,16 @@ def unique_terms(text: str) -> set[str]:
 def unique_terms_utf8(data: bytes) -> set[str]:
     """`unique_terms(data.decode("utf-8", "surrogatepass"))`, for text its caller holds
     encoded already (no second encoding)."""
+    if _native is not None:
+        words, mixed = _native.pieces(data)
+        for piece in mixed:
+            words.update(_slow_piece(piece.decode("utf-8", "surrogatepass")))
+        return words
+    return unique_terms_utf8_py(data)
+
+
+def unique_terms_utf8_py(data: bytes) -> set[str]:
+    """`unique_terms_utf8` without the C accelerator (what it is tested against)."""
     if data.isascii():
         return {t.decode("ascii") for t in set(data.translate(_ASCII_TABLE).split())}
     return _unique_mixed(set(data.translate(_MIXED_TABLE).split()))

@@ -1,0 +1,110 @@
+"""The optional C accelerator of the tokenizer (fabric_lsp/engine/_native.c) gives exactly
+the pure-Python path's tokens: `pieces` splits and deduplicates as
+`data.translate(_MIXED_TABLE).split()` does, and `unique_terms_utf8` with it equals
+`unique_terms_utf8_py` and the digest's definition (`reference_tokenize`)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabric_lsp.engine.memory import tokenize
+from fabric_lsp.engine.memory.tokenize import (
+    _MIXED_TABLE,
+    reference_tokenize,
+    unique_terms,
+    unique_terms_utf8,
+    unique_terms_utf8_py,
+)
+
+try:
+    from fabric_lsp.engine import _native
+except ImportError:  # pragma: no cover - reported by test_the_accelerator_is_built
+    _native = None  # type: ignore[assignment]
+
+needs_native = pytest.mark.skipif(_native is None, reason="the C accelerator is not built")
+
+# Letters whose case or composition matters (İ, Σ/ς, combining marks after ASCII letters),
+# separators of every ASCII kind, digits, `_`, astral characters and lone surrogates.
+_ALPHABET = "aAbBzZiI_09 \t\n\r\x0b\x0c\x1c\x1f\x00./-<=>'\"\\éÉßǅ①²Ｆ\u0301\u0307\u0338😀İΣς…¼ﬁ\u00a0\ud800\udfff"
+texts = st.one_of(
+    st.text(alphabet=_ALPHABET, max_size=200),
+    st.text(max_size=120),
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=300),
+)
+
+
+def _python_pieces(data: bytes) -> tuple[set[str], set[bytes]]:
+    pieces = set(data.translate(_MIXED_TABLE).split())
+    mixed = {p for p in pieces if not p.isascii()}
+    return {p.lower().decode("ascii") for p in pieces - mixed}, mixed
+
+
+def test_the_accelerator_is_built():
+    """`pip install` builds it where a C compiler and Python's headers are at hand (CI,
+    the README's setup); without them fabric-lsp runs the pure-Python path."""
+    assert _native is not None, "fabric_lsp/engine/_native.c was not built: pip install -e . needs gcc and Python.h"
+    assert tokenize._native is _native
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_native_pieces_and_terms_equal_the_python_path(text):
+    data = text.encode("utf-8", "surrogatepass")
+    assert _native.pieces(data) == _python_pieces(data)
+    expected = set(reference_tokenize(text)) if not any("\ud800" <= c <= "\udfff" for c in text) else None
+    terms = unique_terms_utf8(data)
+    assert terms == unique_terms_utf8_py(data)
+    assert unique_terms(text) == terms
+    if expected is not None:
+        assert terms == expected
+
+
+@needs_native
+def test_native_pieces_on_large_inputs_with_many_distinct_pieces():
+    """Hundreds of thousands of distinct pieces (the table grows many times), repeated
+    ones, mixed case and non-ASCII pieces, in bytes, bytearray and memoryview."""
+    rnd = random.Random(7)
+    words = ["".join(rnd.choice("abcXYZ019_é") for _ in range(rnd.randint(1, 12))) for _ in range(300_000)]
+    data = " ".join(words + words[:1000]).encode("utf-8")
+    expected = _python_pieces(data)
+    assert _native.pieces(data) == expected
+    assert _native.pieces(bytearray(data)) == expected
+    assert _native.pieces(memoryview(data)) == expected
+    assert _native.pieces(b"") == (set(), set())
+    assert _native.pieces(b" .,\n") == (set(), set())
+    with pytest.raises(TypeError):
+        _native.pieces("text")  # type: ignore[arg-type]
+
+
+def test_builds_give_the_same_records_without_the_accelerator(tmp_path):
+    """A cold build of a real session with FABRIC_LSP_NATIVE=0 (the pure-Python path)
+    writes byte-identical cache records."""
+    from pathlib import Path
+
+    session = next(iter(sorted((Path(__file__).resolve().parents[2] / "fixtures" / "real-sessions").rglob("*.jsonl"))))
+    script = (
+        "import sys, os\n"
+        "from fabric_lsp.engine.memory.config import MemoryConfig\n"
+        "from fabric_lsp.engine.memory.sessions import build_detached\n"
+        "from fabric_lsp.engine.memory import tokenize\n"
+        "print('native' if tokenize._native is not None else 'python')\n"
+        "build_detached(sys.argv[1], 'active', 'cold', MemoryConfig(), ref_id='x', ref_cwd='/', index_dir=sys.argv[2])\n"
+    )
+    outputs = {}
+    for flag in ("1", "0"):
+        out = tmp_path / f"idx{flag}"
+        run = subprocess.run([sys.executable, "-c", script, str(session), str(out)], capture_output=True, text=True,
+                             env={**os.environ, "FABRIC_LSP_NATIVE": flag}, timeout=120)
+        assert run.returncode == 0, run.stderr
+        outputs[flag] = (run.stdout.strip(), {p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outputs["0"][0] == "python"
+    assert outputs["1"][0] == ("native" if _native is not None else "python")
+    assert outputs["1"][1] and outputs["1"][1] == outputs["0"][1]
