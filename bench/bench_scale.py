@@ -346,8 +346,17 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.0f} MB"
 
 
+def tokenizer_kind() -> str:
+    """Which tokenizer the server's builders run (the same interpreter and environment)."""
+    probe = "from fabric_lsp.engine.memory import tokenize; print(tokenize._native is not None)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=str(REPO))
+    if out.stdout.strip() == "True":
+        return "C accelerator (fabric_lsp/engine/_native.c)"
+    return "pure Python (the C accelerator is not built, or FABRIC_LSP_NATIVE=0)"
+
+
 def report(rows: list[dict], big: dict | None) -> None:
-    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f}")
+    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f}; tokenizer: {tokenizer_kind()}")
     for r in rows:
         d = r["decode_s"]
         n = len(r["runs"])
@@ -362,8 +371,11 @@ def report(rows: list[dict], big: dict | None) -> None:
             ("warm p50 / p95", f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms", r["p50_ms"] <= 50 and r["p95_ms"] <= 150, "<= 50 / 150 ms"),
             ("restart to full coverage", f"{r['restart_s']:.2f} s = {r['restart_ratio']:.2f}x decode", r["restart_ratio"] <= TARGETS["restart_vs_decode"], "<= 1x"),
         ]
+        # The issue's targets are the 1 GB corpus's; other sizes show where they stand.
+        at_target_size = 0.5e9 <= r["bytes"] <= 1.5e9
         for name, fig, ok, target in checks:
-            print(f"  {name:26s} {fig:34s} target {target:14s} {'met' if ok else 'MISSED'}")
+            verdict = "met" if ok else ("MISSED" if at_target_size else "above (a 1 GB target)")
+            print(f"  {name:26s} {fig:34s} target {target:14s} {verdict}")
         print(f"  every session indexed per run ({per_run}); CPU stolen by the hypervisor during each: "
               + ", ".join(f"{100 * x['steal']:.0f}%" for x in r["runs"]))
         print(f"  first answer coverage {r['first_coverage']}")
