@@ -27,6 +27,7 @@ static unsigned char ascii_lower[256];
 
 typedef struct {
     uint64_t hash;
+    uint64_t head; /* the first (up to) 8 bytes: most pieces compare without reading ptr */
     const unsigned char *ptr; /* NULL: empty slot */
     Py_ssize_t len;
 } Slot;
@@ -63,15 +64,18 @@ static int table_grow(Table *t) {
 }
 
 /* Adds the piece unless present; -1 when out of memory. */
-static int table_add(Table *t, const unsigned char *ptr, Py_ssize_t len, uint64_t hash) {
+static int table_add(Table *t, const unsigned char *ptr, Py_ssize_t len, uint64_t hash, uint64_t head) {
     size_t j = (size_t)hash & t->mask;
     for (;;) {
         Slot *s = &t->slots[j];
         if (s->ptr == NULL) break;
-        if (s->hash == hash && s->len == len && memcmp(s->ptr, ptr, (size_t)len) == 0) return 0;
+        if (s->hash == hash && s->len == len && s->head == head
+            && (len <= 8 || memcmp(s->ptr + 8, ptr + 8, (size_t)(len - 8)) == 0))
+            return 0;
         j = (j + 1) & t->mask;
     }
     t->slots[j].hash = hash;
+    t->slots[j].head = head;
     t->slots[j].ptr = ptr;
     t->slots[j].len = len;
     t->used++;
@@ -92,8 +96,23 @@ static inline uint64_t piece_hash(const unsigned char *p, Py_ssize_t n) {
     return h;
 }
 
-/* The scan: lowercased ASCII pieces are written to `lower` (same offsets as `data`),
- * pieces with a non-ASCII byte are referenced in `data` itself. */
+/* The first (up to) 8 bytes of a piece, little-endian, zero-padded. */
+static inline uint64_t piece_head(const unsigned char *p, Py_ssize_t n) {
+    uint64_t w = 0;
+    for (Py_ssize_t i = 0; i < n && i < 8; i++) w |= (uint64_t)p[i] << (8 * i);
+    return w;
+}
+
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* The scan: lowercased ASCII pieces are written to `lower` (same offsets as `data`) and
+ * hashed as they are read, eight bytes per step; pieces with a non-ASCII byte are
+ * referenced in `data` itself and hashed again from it (they are few). */
 static int scan(const unsigned char *data, Py_ssize_t n, unsigned char *lower, Table *words, Table *mixed) {
     Py_ssize_t i = 0;
     while (i < n) {
@@ -101,19 +120,35 @@ static int scan(const unsigned char *data, Py_ssize_t n, unsigned char *lower, T
         if (i >= n) break;
         Py_ssize_t start = i;
         unsigned char seen = 0;
+        uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
+        unsigned shift = 0, full = 0;
         while (i < n) {
-            unsigned char k = byte_kind[data[i]];
+            unsigned char b = data[i], k = byte_kind[b];
             if (k == 0) break;
             seen |= k;
+            b = ascii_lower[b];
+            lower[i] = b;
+            word |= (uint64_t)b << shift;
+            shift += 8;
+            if (shift == 64) {
+                if (!full) {
+                    head = word;
+                    full = 1;
+                }
+                h = (h ^ word) * 0x9fb21c651e98df25ULL;
+                h ^= h >> 29;
+                word = 0;
+                shift = 0;
+            }
             i++;
         }
         Py_ssize_t len = i - start;
         if (seen & 2) {
-            if (table_add(mixed, data + start, len, piece_hash(data + start, len)) < 0) return -1;
+            if (table_add(mixed, data + start, len, piece_hash(data + start, len), piece_head(data + start, len)) < 0)
+                return -1;
         } else {
-            unsigned char *out = lower + start;
-            for (Py_ssize_t k = 0; k < len; k++) out[k] = ascii_lower[data[start + k]];
-            if (table_add(words, out, len, piece_hash(out, len)) < 0) return -1;
+            h = mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)len);
+            if (table_add(words, lower + start, len, h, full ? head : word) < 0) return -1;
         }
     }
     return 0;
