@@ -83,17 +83,22 @@ static int table_add(Table *t, const unsigned char *ptr, Py_ssize_t len, uint64_
     return 0;
 }
 
-/* FNV-1a, 64-bit, then a final mix so the low bits (the table index) use every byte. */
+/* The final mix of a piece's hash, so the low bits (the table index) depend on every byte. */
+static inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* FNV-1a, 64-bit, mixed: the hash of a piece with a non-ASCII byte (they are few). */
 static inline uint64_t piece_hash(const unsigned char *p, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         h ^= p[i];
         h *= 1099511628211ULL;
     }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
+    return mix64(h);
 }
 
 /* The first (up to) 8 bytes of a piece, little-endian, zero-padded. */
@@ -103,12 +108,6 @@ static inline uint64_t piece_head(const unsigned char *p, Py_ssize_t n) {
     return w;
 }
 
-static inline uint64_t mix64(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
 
 /* The scan: lowercased ASCII pieces are written to `lower` (same offsets as `data`) and
  * hashed as they are read, eight bytes per step; pieces with a non-ASCII byte are
