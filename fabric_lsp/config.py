@@ -17,8 +17,9 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
+from fabric_lsp.engine.memory.store import index_dir_refusal
 from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS
 
 if TYPE_CHECKING:
@@ -55,7 +56,12 @@ COMPACTION_DEFAULTS: dict[str, Any] = {
     "commitQuietMs": 2000,
 }
 
-TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "codeLens")
+TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "codeLens", "team")
+# Settings that name a directory: taken from user-level layers only, never from a project file.
+PATH_KEYS = ("agentDir", "sessionDir", "indexDir")
+# Settings that say where derived records go and which ones leave the machine (docs/team.md):
+# user-level layers only, never a project file, as PATH_KEYS.
+USER_ONLY_KEYS = ("team",)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class ServerConfig:
     sources: tuple[str, ...] = ()  # files that contributed, in layering order
     workspace_root: Path | None = None
     code_lens: bool = True  # `codeLens`: file-history lenses on source files
+    team: Any = None  # `team`: {url, member, projects, autoPush} (engine/team/settings.py), user-level only
 
     def compaction_settings(self) -> "CompactionSettings":
         """The settings layers' part of the compaction options (see
@@ -248,6 +255,35 @@ def default_agent_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(os.path.expanduser("~")) / ".pi" / "agent"
 
 
+def _is_within(inner: Path, outer: Path) -> bool:
+    a, b = os.path.realpath(inner), os.path.realpath(outer)
+    return a == b or a.startswith(b.rstrip(os.sep) + os.sep)
+
+
+def _without_path_keys(name: str, layer: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """A project file's layer less the settings that name a directory (where our derived
+    state lives and which sessions are read are the user's choice, not a repository's)."""
+    out = {k: v for k, v in layer.items() if k not in PATH_KEYS}
+    dropped = [k for k in PATH_KEYS if k in layer and k != "agentDir"]  # agentDir: warned about already
+    memory = layer.get("memory")
+    if isinstance(memory, dict) and "indexDir" in memory:
+        out["memory"] = {k: v for k, v in cast("dict[str, Any]", memory).items() if k != "indexDir"}
+        dropped.append("memory.indexDir")
+    for key in dropped:
+        warnings.append(
+            f"{name}: `{key}` names a directory and is read only from user-level settings "
+            "(<agentDir>/fabric.json, the editor's user settings); ignored"
+        )
+    for key in USER_ONLY_KEYS:
+        if key in out:
+            del out[key]
+            warnings.append(
+                f"{name}: `{key}` (the team database and what is pushed to it) is read only from user-level "
+                "settings (<agentDir>/fabric.json, the editor's user settings); ignored"
+            )
+    return out
+
+
 def _layer(name: str, value: Any, warnings: list[str]) -> dict[str, Any]:
     if value is None:
         return {}
@@ -286,21 +322,36 @@ def load_config(
                 warnings.append(f"{name}: trusted {err}; using {trusted}")
 
     file_layers: list[tuple[str, dict[str, Any]]] = []
+    # An agent dir inside an untrusted workspace holds the project's files, not the user's:
+    # its fabric.json and settings.json count as project files (read only when trusted).
+    agent_in_project = workspace_root is not None and _is_within(agent_dir, workspace_root)
     global_file = agent_dir / "fabric.json"
-    if (g := read_json_object(global_file, warnings)) is not None:
+    if agent_in_project and not trusted:
+        if global_file.exists() or (agent_dir / "settings.json").exists():
+            warnings.append(
+                f"agentDir {agent_dir} is inside the untrusted workspace {workspace_root}: its fabric.json and "
+                "settings.json are project files and are not read until the workspace is trusted"
+            )
+    elif (g := read_json_object(global_file, warnings)) is not None:
         file_layers.append((str(global_file), g))
     project_pi_dir = workspace_root / ".pi" if workspace_root is not None else None
+    project_layers: set[str] = set()
     if project_pi_dir is not None and trusted:
         project_file = project_pi_dir / "fabric.json"
         if (p := read_json_object(project_file, warnings)) is not None:
             file_layers.append((str(project_file), p))
-    for name, layer in file_layers:
+            project_layers.add(str(project_file))
+    if agent_in_project and trusted and file_layers and file_layers[0][0] == str(global_file):
+        project_layers.add(str(global_file))
+    for i, (name, layer) in enumerate(file_layers):
         sources.append(name)
         for key in ("agentDir", "trusted"):
             if key in layer:
                 warnings.append(
                     f"{name}: `{key}` cannot be set in fabric.json (it decides which files are read); ignored"
                 )
+        if name in project_layers:
+            file_layers[i] = (name, _without_path_keys(name, layer, warnings))
 
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
@@ -323,7 +374,7 @@ def load_config(
 
     # Pi's settings.json: global, then the project's when trusted (Pi's deep merge).
     pi_settings: dict[str, Any] = {}
-    pi_files = [agent_dir / "settings.json"]
+    pi_files = [] if agent_in_project and not trusted else [agent_dir / "settings.json"]
     if project_pi_dir is not None and trusted:
         pi_files.append(project_pi_dir / "settings.json")
     for path in pi_files:
@@ -348,6 +399,16 @@ def load_config(
     index_dir = index_default
     if "indexDir" in merged:
         index_dir = pick(merged["indexDir"], _path, index_default, f"{origin['indexDir']}: indexDir")
+    # Our derived state only in a directory of our own (engine/owned_dir.py): a refused one
+    # is never touched, and the index falls back to the default (or to memory only).
+    refused = index_dir_refusal(str(index_dir), agent_dir=str(agent_dir), session_dir=str(session_dir))
+    if refused is not None and index_dir != index_default:
+        index_dir = index_default
+        refused = f"{refused}; using {index_default}"
+        if (again := index_dir_refusal(str(index_default), agent_dir=str(agent_dir), session_dir=str(session_dir))):
+            refused = f"{refused}, which is refused too ({again}): the index is kept in memory only"
+    if refused is not None:
+        warnings.append(f"{origin['indexDir']}: {refused}" if "indexDir" in origin else refused)
 
     def section(key: str, defaults: dict[str, Any], rules: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
         out = dict(defaults)
@@ -369,6 +430,9 @@ def load_config(
     if "codeLens" in merged:
         code_lens = pick(merged["codeLens"], _bool, True, f"{origin['codeLens']}: codeLens")
     compaction = section("compaction", COMPACTION_DEFAULTS, COMPACTION_RULES)
+    team = None
+    if "team" in merged:
+        team = pick(merged["team"], _team, None, f"{origin['team']}:")
 
     pi_compaction = pi_settings.get("compaction")
     keep_recent, reserve = PI_KEEP_RECENT_TOKENS, PI_RESERVE_TOKENS
@@ -393,7 +457,18 @@ def load_config(
         sources=tuple(sources),
         workspace_root=workspace_root,
         code_lens=code_lens,
+        team=team,
     )
+
+
+def _team(v: Any) -> Any:
+    from fabric_lsp.engine.team.settings import TeamSettings, TeamSettingsError
+
+    try:
+        TeamSettings.from_settings(v)
+    except TeamSettingsError as err:
+        raise ValueError(str(err)) from None
+    return v
 
 
 def _jsonable(v: Any) -> Any:

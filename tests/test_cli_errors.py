@@ -65,7 +65,8 @@ def test_a_file_that_is_no_pi_session_is_an_error(not_pi):
     out = run("recall", "x", "--scope", f"session:{not_pi}", "--agent-dir", EXAMPLES)
     assert out.returncode == 2 and "not a Pi session file" in out.stderr, out.stderr
     out = run("preview", not_pi, "--agent-dir", EXAMPLES)
-    assert out.returncode == 1 and not out.stdout and not_pi in out.stderr and "not a Pi session" in out.stderr
+    # exit 2 (docs/cli.md: a file that is not a Pi session is invalid input), refused before it is read
+    assert out.returncode == 2 and not out.stdout and not_pi in out.stderr and "not a Pi session" in out.stderr
 
 
 def test_an_empty_answer_says_what_it_searched_and_what_would_search_more(tmp_path):

@@ -86,6 +86,9 @@ def _fence(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+
+
 def _code(value: Any) -> str:
     s = str(value).replace("\n", " ")
     longest = max((len(m) for m in _BACKTICKS.findall(s)), default=0)
@@ -138,7 +141,8 @@ def render_entry(
     role = msg.get("role")
     title = f"**Pi session entry** {_code(kind)}"
     if role:
-        title += f" · {role}"
+        # the file's text: a plain word as it is, anything else as code (never Markdown of ours)
+        title += f" · {role}" if isinstance(role, str) and _PLAIN_WORD.fullmatch(role) else f" · {_code(role)}"
     rows = [title]
     entry_id = raw.get("id")
     if isinstance(entry_id, str):

@@ -1,8 +1,8 @@
 """Directories that hold our private state (intent files, the memory index, leases).
 
 Invariant: every directory we create on the way is 0700 (`mkdir -p` would create the
-missing ancestors, such as `<agentDir>/fabric-lsp/`, with 0777 & ~umask, usually 0755),
-and the directory itself is 0700 even when it already existed with wider permissions.
+missing ancestors, such as `<agentDir>/fabric-lsp/`, with 0777 & ~umask, usually 0755);
+a directory that already existed is never chmodded (it is not ours to change).
 """
 
 from __future__ import annotations
@@ -10,29 +10,17 @@ from __future__ import annotations
 import contextlib
 import os
 
+from .owned_dir import make_dirs
+
 
 def make_private_dir(path: str | os.PathLike[str]) -> None:
-    """Create `path` and any missing ancestor with mode 0700; chmod `path` to 0700.
-    Raises OSError when `path` cannot be created (an existing ancestor keeps its mode)."""
+    """Create `path` and any missing ancestor with mode 0700 (owned_dir.make_dirs). An
+    existing directory keeps its mode: we never chmod a directory we did not create.
+    Raises OSError when `path` cannot be created or is not a directory."""
     path = os.path.abspath(os.fspath(path))
-    missing: list[str] = []
-    cur = path
-    while not os.path.isdir(cur):
-        missing.append(cur)
-        parent = os.path.dirname(cur)
-        if parent == cur:
-            break
-        cur = parent
-    for p in reversed(missing):
-        try:
-            os.mkdir(p, 0o700)
-        except FileExistsError:
-            if not os.path.isdir(p):
-                raise
-        with contextlib.suppress(OSError):
-            os.chmod(p, 0o700)  # mkdir's mode is masked by the umask
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
+    make_dirs(path)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(path)
 
 
 def write_private_file(path: str | os.PathLike[str], data: bytes, *, durable: bool = False) -> None:

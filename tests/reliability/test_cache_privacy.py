@@ -100,8 +100,9 @@ def run_server(tmp_path: Path, settings: dict, *, umask: int = 0o022, precreate:
     return index
 
 
-def assert_private(index: Path) -> int:
-    assert stat.S_IMODE(os.stat(index).st_mode) == 0o700
+def assert_private(index: Path, dir_mode: int = 0o700) -> int:
+    # a directory we create is 0700; one the user made keeps its mode (never chmodded)
+    assert stat.S_IMODE(os.stat(index).st_mode) == dir_mode
     records = [p for p in index.rglob("*") if p.is_file()]
     for p in records:
         assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, p
@@ -115,7 +116,7 @@ def assert_private(index: Path) -> int:
 def test_secrets_never_reach_the_cache_when_not_indexed(tmp_path, umask, precreate):
     index = run_server(tmp_path, {"memory": {"indexThinking": False, "indexToolOutput": False, "hotSessions": 1}},
                        umask=umask, precreate=precreate)
-    n = assert_private(index)
+    n = assert_private(index, 0o755 if precreate else 0o700)
     kinds = {p.name.endswith(".digest.json") for p in index.glob("*.json")}
     assert n >= 7 and kinds == {True, False}, "both hot shards and cold digests were written"
     blob = disk_bytes(index)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from reliability_kit import REPO, ORBIT, RawServer, long_run, server_command, server_env
 
+from fabric_lsp.engine.owned_dir import MARKER
+
 KILL_POINT_SERVER = Path(__file__).with_name("kill_point_server.py")
 
 CACHE_KILLS = int(os.environ.get("FABRIC_CACHE_KILLS", "200" if long_run() else "8"))
@@ -49,6 +51,8 @@ def check_cache_records(index: Path) -> tuple[int, int]:
     for p in index.iterdir():
         if p.name.startswith(".tmp-"):
             temps += 1
+            continue
+        if p.name == MARKER:  # the ownership marker (engine/owned_dir.py), not a record
             continue
         data = p.read_bytes()
         rec = json.loads(data)

@@ -97,8 +97,11 @@ def test_trusted_project_config_applies(tmp_path):
     clean = observe(tmp_path / "clean", agent, tmp_path / "no-project", None)
     seen = observe(tmp_path, agent, project, {"trusted": True})
     assert seen["cfg"]["trusted"] is True
-    assert seen["planted"] == 1
-    assert seen["stolen_index"]
+    assert seen["planted"] == 1  # Pi's own project settings.json names the sessions dir (Pi reads it)
+    # even trusted, a project fabric.json cannot choose where our derived state lives
+    assert not seen["stolen_index"] and seen["default_index"]
+    assert any("`indexDir` names a directory and is read only from user-level settings" in w
+               for w in seen["cfg"]["warnings"]), seen["cfg"]["warnings"]
     assert seen["cfg"]["keepRecentTokens"] == 1
     assert seen["preview"] != clean["preview"]
     # even trusted, a project file cannot move the agent dir

@@ -199,8 +199,8 @@ def resolve_target(eng: MemoryCore, target: str, refs: list[Ref]) -> Ref:
         path = resolve_session(target, eng.session_dir)
     except AmbiguousSession as err:
         raise Unresolved(err.code, str(err), sorted(err.candidates, key=utf16_key)) from None
-    except SessionNotFound:
-        raise Unresolved("session_not_found", f"Session not found: {target}") from None
+    except SessionNotFound as err:
+        raise Unresolved("session_not_found", str(err)) from None
     known = next((r for r in refs if r.file == path), None)
     return known if known is not None else ref_of(eng, path)
 

@@ -39,7 +39,7 @@ from .store import StoredVocabulary, vocabulary_key
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 
-SNAPSHOT_NAME = "cold-terms.snapshot"  # not *.json: the cache cleanup inspects records only
+SNAPSHOT_NAME = store.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
 _SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
 _KEY_BYTES = store.VOCABULARY_KEY_BYTES
 

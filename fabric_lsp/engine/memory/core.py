@@ -31,7 +31,12 @@ class MemoryCore:
         self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
         self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
         chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
-        self.index_dir = os.path.abspath(os.path.expanduser(chosen))
+        # The index dir as configured; `index_dir` is where the disk cache lives once it is
+        # claimed (index.cleanup_once: ours, marked), None while it is refused (then
+        # `index_dir_error` says why and the index lives in memory only).
+        self.index_dir_configured = os.path.abspath(os.path.expanduser(chosen))
+        self.index_dir: Optional[str] = self.index_dir_configured
+        self.index_dir_error: Optional[str] = None
         self._lock = threading.RLock()
         # Cold vocabularies live in one interned term table with an inverted term -> sessions
         # map (cold_index.py); the state map hands every cold state's vocabulary to it.

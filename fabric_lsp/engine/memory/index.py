@@ -11,11 +11,13 @@ work left, cold builds are left to it (`indexing_in_progress`).
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
+from fabric_lsp.engine.owned_dir import DirRefused
 
 from . import file_history, hot_cache, store
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
@@ -34,6 +36,8 @@ from .tokenize import sort_lexical
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject
+
+log = logging.getLogger(__name__)
 
 # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -64,6 +68,15 @@ def cleanup_once(eng: MemoryCore) -> bool:
     term table's snapshot restored (cold_index.py) before any digest is loaded."""
     complete = eng.cleanup_complete
     if complete is None:
+        try:
+            eng.index_dir = store.claim_index_dir(
+                eng.index_dir_configured, agent_dir=eng.agent_dir, session_dir=eng.session_dir
+            )
+            eng.index_dir_error = None
+        except DirRefused as err:
+            if eng.index_dir_error != str(err):
+                log.warning("memory index: %s; the index is kept in memory only", err)
+            eng.index_dir, eng.index_dir_error = None, str(err)
         complete = eng.cleanup_complete = store.cleanup(
             eng.index_dir, eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
         )

@@ -14,12 +14,11 @@ from bisect import bisect_right
 import os
 import re
 import stat as _stat
-import tempfile
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Union, cast
 
 import msgspec
 
-from ..private_dir import make_private_dir
+from ..owned_dir import DirRefused, OwnedDir, check_not_reserved, claim, refusal
 from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 
 CACHE_VERSION: int = 5  # int, not Literal[5]: a decoded version is compared with it (and checked not to be a bool)
 # Bumped when our own encoding (not the V5 contents) changes.
-ENGINE_FORMAT = f"fabric-lsp-memory/2;unicode:{UNICODE_VERSION}"
+ENGINE_FORMAT = f"fabric-lsp-memory/3;unicode:{UNICODE_VERSION}"  # 3: lines over the line limit are read (cut)
 
 # shard and digest (V5), the file-operations table of file_history.py and a shard's
 # persisted BM25 index (hot_cache.py)
@@ -546,129 +545,112 @@ def decode_record(data: bytes) -> Optional[JsonObject]:
 
 
 # ---- files ----------------------------------------------------------------------------
+# Every write, read and removal in the index dir goes through engine/owned_dir.py: only in a
+# directory that carries our marker, only on the names below, never through a symlink.
+
+SNAPSHOT_FILE = "cold-terms.snapshot"  # the cold term table's snapshot (cold_index.SNAPSHOT_NAME)
+_RECORD_NAME = re.compile(r"[0-9a-f]{16}-[a-zA-Z0-9._-]*\.json")
 
 
-def ensure_dir(index_dir: str) -> bool:
+def is_record_name(name: str) -> bool:
+    """A name this module writes into the index dir: a record (`cache_name`) or the term
+    table's snapshot. Nothing else there is ever read, rewritten or removed."""
+    return name == SNAPSHOT_FILE or _RECORD_NAME.fullmatch(name) is not None
+
+
+def owned(index_dir: Optional[str]) -> OwnedDir:
+    """The index dir's file operations; with None (no usable index dir) every one of them
+    is refused."""
+    return OwnedDir(index_dir if index_dir is not None else "", is_record_name)
+
+
+def claim_index_dir(index_dir: str, *, agent_dir: str, session_dir: str, setting: str = "indexDir") -> str:
+    """Check and claim the index dir (owned_dir.claim): refused (DirRefused, naming the
+    setting, the path and what to do) when it is the agent dir, the sessions dir, $HOME,
+    the root, an ancestor of the agent or sessions dir, inside the sessions dir, or an
+    existing directory with files we did not write. A missing one is created 0700."""
+    real = check_reserved_index_dir(index_dir, agent_dir=agent_dir, session_dir=session_dir, setting=setting)
+    return claim(real, setting=setting, is_ours=is_record_name)
+
+
+def index_dir_refusal(index_dir: str, *, agent_dir: str, session_dir: str, setting: str = "indexDir") -> Optional[str]:
+    """Why `claim_index_dir` would refuse `index_dir`, read-only (nothing is created), or None."""
     try:
-        make_private_dir(index_dir)  # missing ancestors (<agentDir>/fabric-lsp/) 0700 too
-        return True
-    except OSError:
-        return False
+        real = check_reserved_index_dir(index_dir, agent_dir=agent_dir, session_dir=session_dir, setting=setting)
+    except DirRefused as err:
+        return str(err)
+    return refusal(real, setting=setting, is_ours=is_record_name)
 
 
-def write_atomic(index_dir: str, name: str, data: Union[bytes, Iterable[Any]]) -> bool:
+def check_reserved_index_dir(index_dir: str, *, agent_dir: str, session_dir: str, setting: str = "indexDir") -> str:
+    """The path-only part of `claim_index_dir` (touches nothing): its real path, or DirRefused."""
+    return check_not_reserved(
+        index_dir,
+        setting=setting,
+        reserved=(("the Pi agent dir", agent_dir), ("the Pi sessions dir", session_dir)),
+        no_ancestor_of=(("the Pi agent dir", agent_dir), ("the Pi sessions dir", session_dir)),
+        not_inside=(("the Pi sessions dir", session_dir),),
+    )
+
+
+def write_atomic(index_dir: Optional[str], name: str, data: Union[bytes, Iterable[Any]]) -> bool:
     """Temp file + rename in `index_dir`, mode 0600. `data` is the bytes or an iterable
-    of byte pieces (written as they come). Failures are ignored (False)."""
-    if not ensure_dir(index_dir):
-        return False
-    fd = -1
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=index_dir)
-        os.fchmod(fd, 0o600)
-        for piece in ((data,) if isinstance(data, (bytes, bytearray, memoryview)) else data):
-            view = memoryview(piece)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, os.path.join(index_dir, name))
-        tmp = None
-        return True
-    except OSError:
-        return False
-    finally:
-        if fd >= 0:
-            os.close(fd)
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    of byte pieces (written as they come). Failures, and a directory we do not own, are
+    ignored (False)."""
+    return owned(index_dir).write(name, data)
 
 
-def remove(index_dir: str, name: str) -> None:
-    try:
-        os.unlink(os.path.join(index_dir, name))
-    except OSError:
-        pass
+def remove(index_dir: Optional[str], name: str) -> None:
+    owned(index_dir).remove(name)
 
 
-def read_cache_file(index_dir: str, name: str, max_bytes: int) -> Optional[bytes]:
-    path = os.path.join(index_dir, name)
-    try:
-        st = os.lstat(path)
-        if not _stat.S_ISREG(st.st_mode):
-            remove(index_dir, name)
-            return None
-        if st.st_size > max_bytes:
-            return None
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
+def read_cache_file(index_dir: Optional[str], name: str, max_bytes: int) -> Optional[bytes]:
+    return owned(index_dir).read(name, max_bytes)
 
 
-def cleanup(index_dir: str, max_files: int, max_bytes: int) -> bool:
+def cleanup(index_dir: Optional[str], max_files: int, max_bytes: int) -> bool:
     """Remove unusable records; True when the whole directory was inspected.
 
-    Removed: non-files, unparseable files, other versions, records with no source path,
-    records filed under a name other than their (source, branches, kind) name, records
-    whose source is gone, and leftover temp files. Bounded by `max_files` inspected
-    files and `max_bytes` read bytes (`cache_cleanup_budget` when either is reached)."""
-    try:
-        names = os.listdir(index_dir)
-    except FileNotFoundError:
+    Only names this module writes are looked at (`is_record_name`, temp files), only in a
+    directory we own, only regular files, never through a symlink; anything else there is
+    left alone. Removed: leftover temp files, unparseable records, other versions, records
+    with no source path, records filed under a name other than their (source, branches,
+    kind) name, and records whose source is gone. Bounded by `max_files` inspected files
+    and `max_bytes` read bytes (`cache_cleanup_budget` when either is reached)."""
+    folder = owned(index_dir)
+    listing = folder.listing()
+    if listing is None:  # none, missing or refused: nothing of ours to inspect
         return True
-    except OSError:
-        return False
     inspected = 0
     read_bytes = 0
-    for name in names:
-        path = os.path.join(index_dir, name)
-        if name.startswith(".tmp-") and name.endswith(".part"):
-            remove(index_dir, name)
+    for name, st in listing:
+        if folder.is_temp(name):
+            folder.remove(name)
             continue
-        if not name.endswith(".json"):
-            continue
+        if not name.endswith(".json") or not _stat.S_ISREG(st.st_mode):
+            continue  # the snapshot is checked by its reader; a non-file is not ours to touch
         inspected += 1
         if inspected > max_files:
             return False
-        try:
-            st = os.lstat(path)
-        except OSError:
-            remove(index_dir, name)
-            continue
-        if not _stat.S_ISREG(st.st_mode):
-            try:
-                if _stat.S_ISDIR(st.st_mode):
-                    import shutil
-
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
-            except OSError:
-                pass
-            continue
         if read_bytes + st.st_size > max_bytes:
             return False
         read_bytes += st.st_size
+        data = folder.read(name, max_bytes)
+        if data is None:
+            continue
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
             head = _head_decoder.decode(data)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            remove(index_dir, name)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            folder.remove(name)
             continue
         if head.cacheVersion != CACHE_VERSION or isinstance(head.cacheVersion, bool) or head.kind not in RECORD_KINDS:
-            remove(index_dir, name)
+            folder.remove(name)
             continue
         source = head.file if head.kind == "digest" else head.sessionFile
         branches = head.branches if head.branches in ("active", "all") else None
         if not isinstance(source, str) or branches is None or cache_name(source, branches, head.kind) != name:
-            remove(index_dir, name)
+            folder.remove(name)
             continue
         if not os.path.isfile(source) or not sealed(data):
-            remove(index_dir, name)
+            folder.remove(name)
     return True

@@ -32,6 +32,18 @@ class SessionNotFound(LookupError):
         self.ref = ref
 
 
+class NotASession(SessionNotFound):
+    """A path outside the sessions dir that does not start with a Pi session header."""
+
+    def __init__(self, ref: str, path: str, session_dir: str) -> None:
+        super().__init__(ref)
+        self.args = (
+            f"Session not found: {path} is not a Pi session file: it is outside the Pi sessions dir "
+            f"({session_dir}) and does not start with a Pi session header (a first line with "
+            "\"type\":\"session\"); name a Pi session file",
+        )
+
+
 class AmbiguousSession(LookupError):
     code = "ambiguous_session"
 
@@ -148,10 +160,19 @@ def _as_path(ref: str) -> Optional[str]:
     return None
 
 
+def _inside(path: str, folder: str) -> bool:
+    """`path` really lies below `folder` (links resolved: a link in the sessions dir to a
+    file elsewhere is elsewhere)."""
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return real.startswith(base.rstrip(os.sep) + os.sep)
+
+
 def resolve_session(ref: str, session_dir: str) -> str:
     """Resolve a session id, absolute path or ``file://`` URI to an existing file.
 
-    A path (or URI) must name an existing file. An id matches header ids first, then
+    A path (or URI) must name an existing file; one that is not really inside
+    `session_dir` (a link there counts where it points) must start with a Pi session
+    header, else `NotASession` (a `SessionNotFound`). An id matches header ids first, then
     file stems (and the ``<timestamp>_<id>`` file-name suffix), then, for a reference of
     at least `MIN_SESSION_PREFIX` characters, id prefixes; more than one match raises
     `AmbiguousSession` with the candidate files, none raises `SessionNotFound`. An exact
@@ -164,6 +185,8 @@ def resolve_session(ref: str, session_dir: str) -> str:
     if as_path is not None or os.path.isabs(target) or target.endswith(".jsonl"):
         p = os.path.abspath(expand_path(as_path if as_path is not None else target))
         if os.path.isfile(p):
+            if not _inside(p, session_dir) and read_header(p) is None:
+                raise NotASession(ref, p, session_dir)
             return p
         raise SessionNotFound(ref)
     files = list_session_files(session_dir)

@@ -88,7 +88,7 @@ def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp
             tool_result("t1", "a1", "c1", "read", "export const x = 1", 3)]
     file = str(write_session(agent, CWD, "fo.jsonl", rows, 1_700_000_000))
     index_dir = tmp_path / "index"
-    index_dir.mkdir()
+    store.claim_index_dir(str(index_dir), agent_dir=str(agent), session_dir=str(agent / "sessions"))
     replies: list[tuple[str, object]] = []
     task = (file, "active", "cold", MemoryConfig(), "ref", CWD, str(index_dir))
     assert build_pool.run_batch([(file, task)], 1, lambda key, reply: replies.append(reply), lambda: None) == []

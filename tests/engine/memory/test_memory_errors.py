@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fabric_lsp.engine.owned_dir import MARKER
 from memory_kit import DEMO_MTIME, demo_rows, engine, header, user, write_session
 
 CWD = "/home/user/demo"
@@ -151,7 +152,7 @@ def test_source_unavailable_coverage_and_cleanup(demo):
     eng2 = engine(agent, hot_sessions=0)
     out = eng2.recall({"query": "auth", "scope": "project"}, cwd=CWD)
     assert out["text"] == 'No matches for "auth".' or out["items"] == []
-    assert list(index.iterdir()) == []
+    assert [p.name for p in index.iterdir()] == [MARKER]  # only the ownership marker is left
     assert eng2.recall({"scope": scope}, cwd=CWD)["coverage"]["error"]["code"] == "session_not_found"
 
 
