@@ -5,7 +5,9 @@ anything was cut (max_sync_source_bytes, max_entry_chars, oversize lines).
 
 CI: a 40 MB session and an 8 MB line. FABRIC_LONG=1: a 1 GB session and a 200 MB line,
 generated into /tmp (or $FABRIC_HUGE_DIR) and removed afterwards; figures from the same
-scenario are printed by bench/reliability/huge_input.py.
+scenario are printed by bench/reliability/huge_input.py. A line over the 64 MiB line
+limit is read up to a cut and named `max_line_bytes`; its CI test (a 70 MiB and a 60 MiB
+line through the server) is tests/e2e/test_lsp_oversize_lines.py.
 """
 
 from __future__ import annotations
@@ -89,11 +91,18 @@ def _check(out: dict, big_cut: bool, line_oversize: bool = False) -> None:
         assert out["recall_global"]["authoritative"] is False
     line_cov = out["recall_line"]["coverage"]
     assert "max_entry_chars" in line_cov["reasons"]  # the huge entry was cut for the index, and it says so
-    expanded = out["expand_line"]["expanded"][0]["text"]
-    assert expanded.endswith("BUILDLOGEND")  # expansion gives the whole entry back
+    (expanded,) = out["expand_line"]["expanded"]
+    assert expanded["entryId"] == "10000003"
     assert out["preview_line"]["outcome"] in ("compacted", "skipped", "cancelled")
-    if line_oversize:  # beyond the reader's 64 MiB line limit: the preview says it skipped it
+    if line_oversize:
+        # beyond the 64 MiB line limit: recall and expand read the entry up to a cut that
+        # says so, coverage names it, and the preview says it skipped the line
+        assert "max_line_bytes" in line_cov["reasons"] and out["recall_line"]["authoritative"] is False
+        assert expanded["text"].endswith("the rest is in the file]") and "BUILDLOGEND" not in expanded["text"]
         assert any("oversize" in w for w in out["preview_line"].get("warnings", [])), out["preview_line"]
+    else:
+        assert "max_line_bytes" not in line_cov["reasons"]
+        assert expanded["text"].endswith("BUILDLOGEND")  # expansion gives the whole entry back
     assert out["preview_big"]["outcome"] == "compacted"
     assert out["alive"]
 

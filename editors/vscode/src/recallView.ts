@@ -36,6 +36,7 @@ export function coverageNote(result: RecallResult): string {
   if (c.complete) return '';
   const reasons: Record<string, string> = {
     max_entry_chars: 'long entries are indexed only up to memory.maxEntryChars',
+    max_line_bytes: 'an entry on a session line over 64 MiB is read only up to a cut',
     stale: 'some sessions changed since they were indexed',
     cold: 'older sessions are searched by digest (pointers)',
   };

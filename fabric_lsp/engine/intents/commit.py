@@ -40,7 +40,7 @@ from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
 from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.jsstr import is_json_object
-from fabric_lsp.engine.session import EntryRecord, SessionTree, js_stringify, parse_session_bytes
+from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, EntryRecord, SessionTree, js_stringify, parse_session_bytes
 
 log = logging.getLogger(__name__)
 
@@ -354,6 +354,14 @@ def attempt_commit(
     log_ = parse_session_bytes(data, session_path)
     if not log_.is_session:
         return Failed("Session file is not a valid pi session")
+    if log_.stats.oversize:
+        # Such a line is never parsed here: its entry (maybe the leaf) is unknown, so the
+        # compaction's parent and cut could be wrong. Pi itself can still compact it.
+        return Failed(
+            f"the session has {log_.stats.oversize} line(s) over the {DEFAULT_MAX_LINE_BYTES // (1 << 20)} MiB "
+            "line limit, which fabric-lsp does not parse: it cannot know the branch it would append to. "
+            "Compact it in Pi (/compact)"
+        )
     verdict = finished_turn(log_, quiet_interval_s)
     if not verdict.finished:
         return Deferred(verdict.why, until_change=True)

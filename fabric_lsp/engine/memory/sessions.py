@@ -37,6 +37,7 @@ from .source import (
     StatKey,
     decode_json_line,
     lineage_fingerprint,
+    oversize_reasons,
     read_source,
     scan_source,
     stat_key,
@@ -633,7 +634,8 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
     """Derive coverage, counts and the cache record from the accumulated pieces."""
     norm = state.normalizer
     assert norm is not None
-    reasons = norm.coverage_reasons(state.lineage.reasons)
+    # (a line over the line limit is cut: `max_line_bytes`, kept in the coverage record)
+    reasons = norm.coverage_reasons([*state.lineage.reasons, *oversize_reasons(state.scan)])
     if state.tier == "hot":
         entries = state.entries if state.entries is not None else HotRecords()
         if state.hot_index is not None:
@@ -751,7 +753,7 @@ def shard_pieces(state: SessionState) -> Iterable[Any]:
     return store.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
 
 
-def write_records(index_dir: str, state: SessionState) -> None:
+def write_records(index_dir: Optional[str], state: SessionState) -> None:
     """Bring the disk cache in line with `state`: its record (shard or digest) and its
     file-operations table written, or both removed when it has none; the record of the
     other tier removed. A state whose records were written where it was built

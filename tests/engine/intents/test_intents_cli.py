@@ -63,3 +63,24 @@ def test_bad_input_is_a_clear_error(tmp_path):
     # the protocol's message, as the server's -32602 says it
     assert "invalid arguments: fabric/compact/request: field `preserve`" in out.stderr
     assert "length <= 16" in out.stderr
+
+
+def test_a_line_over_the_line_limit_is_never_committed_past(tmp_path):
+    """The commit path does not parse a line over 64 MiB, so it cannot know whether that
+    entry is the leaf: it refuses (and says why) instead of appending under a wrong parent."""
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "02-print-continue-errors-retries-truncation.jsonl", path)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    leaf = rows[-1]["id"]
+    big = {"type": "message", "id": "b16b16b1", "parentId": leaf, "timestamp": rows[-1]["timestamp"],
+           "message": {"role": "user", "content": "x" * (65 << 20), "timestamp": 1}}
+    with path.open("a") as fh:
+        fh.write(json.dumps(big) + "\n")
+    age(path)
+    before = path.read_bytes()
+    out = run(tmp_path, "compact", str(path), "--wait", "--quiet-interval", "0.1", "--keep-recent", "100",
+              "--context-window", "0", "--json")
+    assert out.returncode != 0
+    assert path.read_bytes() == before
+    record = json.loads(out.stdout)["record"] if out.stdout.strip() else {}
+    assert "over the 64 MiB line limit" in (out.stderr + json.dumps(record)), out.stderr + out.stdout
