@@ -93,7 +93,7 @@ def test_pi_install_from_a_clean_venv_names_that_interpreter(installed: Path, tm
     assert (target / "extensions" / "fabric.ts").read_bytes() == (ROOT / "editors" / "pi" / "extensions" / "fabric.ts").read_bytes()
     assert json.loads((target / "package.json").read_text())["pi"] == {"extensions": ["./extensions/fabric.ts"]}
     command = json.loads((target / "fabric-lsp.json").read_text())["command"]
-    assert command[0] == str(installed / "python") and command[1:] == ["-m", "fabric_lsp"]
+    assert command[0] == str(installed / "python") and command[1:] == ["-I", "-m", "fabric_lsp"]
 
 
 @pytest.fixture(scope="module")

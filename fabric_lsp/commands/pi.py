@@ -117,14 +117,30 @@ def _lease_json(lease: Any) -> dict[str, Any]:
     return msgspec.to_builtins(lease)
 
 
+def _holder_pid(payload: dict[str, Any]) -> int:
+    """`pid`: the running Pi process that holds the session (the extension sends Pi's
+    process.pid). pid 1, a pid that is not running and another user's process are
+    refused: their lease could only be stale (engine/session/lease.py)."""
+    from fabric_lsp.engine.session.lease import LeaseError, holder_identity
+
+    pid = _int(payload, "pid", required=True)
+    assert pid is not None
+    try:
+        holder_identity(pid)
+    except LeaseError as err:
+        raise BridgeInputError(str(err)) from None
+    return pid
+
+
 def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
     from fabric_lsp.engine.session.lease import LeaseBook
 
     cfg = cfg or _config(payload)
     path = _session(payload)
+    pid = _holder_pid(payload)
     lease = LeaseBook(cfg.agent_dir).hold(
         path,
-        pid=_int(payload, "pid", required=True) or 0,
+        pid=pid,
         pi_version=_str(payload, "piVersion"),
         session_id=_str(payload, "sessionId"),
         leaf_id=_str(payload, "leafId"),
@@ -146,7 +162,7 @@ def act_claim(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> di
     from fabric_lsp.engine.intents.bridge import claim_intent
 
     cfg = cfg or _config(payload)
-    claim = claim_intent(_store(cfg), _session(payload), pid=_int(payload, "pid", required=True) or 0)
+    claim = claim_intent(_store(cfg), _session(payload), pid=_holder_pid(payload))
     return {"claim": claim}
 
 
@@ -325,12 +341,41 @@ def extension_source() -> Path:
     raise FileNotFoundError("the Pi extension files are not installed with this fabric-lsp")
 
 
+def extension_command() -> list[str]:
+    """The command the installed extension runs: this interpreter by its absolute path, in
+    isolated mode. `-I` keeps the current directory (the project Pi runs in) and the
+    script's directory off `sys.path` and ignores PYTHON* variables and the user's site
+    directory, so no file of the project can be imported in place of fabric_lsp or of a
+    module it uses; a venv's own site-packages stay (sys.prefix is the venv).
+
+    The path is made absolute but symlinks are kept: a venv's `bin/python` is usually a
+    symlink to the base interpreter, and resolving it would leave the venv."""
+    exe = sys.executable
+    if not exe:
+        raise RuntimeError("this Python does not know its own interpreter path (sys.executable is empty): "
+                           "run `fabric-lsp pi install` with the python that has fabric-lsp installed")
+    return [os.path.abspath(exe), "-I", "-m", "fabric_lsp"]
+
+
+def _our_install(target: Path) -> bool:
+    """Whether `target` is a directory (not a symlink) holding the package we install."""
+    if target.is_symlink() or not target.is_dir():
+        return False
+    try:
+        return json.loads((target / "package.json").read_text(encoding="utf-8")).get("name") == "fabric-lsp-pi"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def install(agent_dir: Path, command: list[str]) -> Path:
     """Copy the extension into `<agentDir>/extensions/fabric-lsp/` with a config naming
     the exact command that runs this fabric-lsp."""
     source = extension_source()
     target = agent_dir / "extensions" / "fabric-lsp"
-    if target.exists():
+    if target.is_symlink() or target.exists():
+        if not _our_install(target):
+            raise RuntimeError(f"{target} exists and is not an earlier `fabric-lsp pi install` "
+                               "(no package.json named fabric-lsp-pi): move it away, then run this again")
         shutil.rmtree(target)
     target.mkdir(parents=True)
     shutil.copy2(source / "package.json", target / "package.json")
@@ -351,12 +396,13 @@ def _run_pi(args: argparse.Namespace) -> int:
 
         agent_dir = Path(os.path.abspath(os.path.expanduser(args.agent_dir))) if args.agent_dir else default_agent_dir()
         try:
-            target = install(agent_dir, [sys.executable, "-m", "fabric_lsp"])
-        except OSError as err:
+            command = extension_command()
+            target = install(agent_dir, command)
+        except (OSError, RuntimeError) as err:
             print(f"fabric-lsp pi install: {err}", file=sys.stderr)
             return 1
         print(f"installed the Pi extension in {target}\n"
-              f"it runs: {sys.executable} -m fabric_lsp pi …\n"
+              f"it runs: {' '.join(command)} pi …\n"
               "Pi loads it at its next start (or /reload).")
         return 0
     try:

@@ -7,6 +7,12 @@
 // $FABRIC_LSP_COMMAND (a command line), else ../fabric-lsp.json beside this file (written by
 // `fabric-lsp pi install`), else `fabric-lsp` on PATH. See docs/pi.md.
 //
+// Nothing of the project Pi runs in is executed, whatever its trust: the program is an
+// absolute path (a bare name is looked up in PATH's absolute directories only; a relative
+// path is refused), a Python interpreter running `-m` gets `-I` (isolated: the current
+// directory is not on sys.path), and every child runs in this extension's own directory,
+// never in the project.
+//
 // Rules kept here: a handler never throws (a throwing session_before_compact makes Pi fall
 // back to an LLM summary, so failures answer {cancel: true}); stdout is collected as bytes
 // and decoded once (multi-byte characters split across chunks stay whole); the
@@ -15,8 +21,9 @@
 
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { accessSync, constants as fsConstants, existsSync, mkdtempSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, delimiter, dirname, isAbsolute, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const PI_VCC_SENTINEL = "__pi_vcc__";
@@ -51,19 +58,95 @@ export function splitCommandLine(line: string): string[] {
   return words;
 }
 
-function extensionDir(): string {
+/** The directory of this file; undefined when the loader does not tell (never the cwd). */
+function extensionDir(): string | undefined {
   try {
     return dirname(fileURLToPath(import.meta.url));
   } catch {
-    return typeof __dirname === "string" ? __dirname : process.cwd();
+    return typeof __dirname === "string" ? __dirname : undefined;
   }
 }
 
-/** The command that runs fabric-lsp, and where it came from. */
+let ownDir: string | undefined;
+
+/** The working directory of every child: this extension's own directory (or, when the
+ * loader hides it, a private temporary directory made once, mode 0700): never the
+ * project Pi runs in. */
+export function spawnDir(): string {
+  if (ownDir) return ownDir;
+  const dir = extensionDir();
+  try {
+    if (dir && isAbsolute(dir) && statSync(dir).isDirectory()) return (ownDir = dir);
+  } catch {
+    // fall through to a directory of our own
+  }
+  ownDir = mkdtempSync(join(tmpdir(), "fabric-lsp-pi-"));
+  return ownDir;
+}
+
+const PYTHON_NAME = /^(python|pypy)[0-9.]*w?(\.exe)?$/i;
+
+/** `<python> [options] -m <module> …` without `-I` gets `-I` right after the interpreter,
+ * so the current directory never comes first on sys.path (fabric-lsp.json files written by
+ * older `fabric-lsp pi install` lack it; so does a hand-written FABRIC_LSP_COMMAND). Any
+ * other command (a script, `-c`, a console script) is returned unchanged. */
+export function isolatePython(argv: string[]): string[] {
+  if (argv.length < 3 || !PYTHON_NAME.test(basename(argv[0]))) return argv;
+  for (let i = 1; i < argv.length; i++) {
+    const word = argv[i];
+    if (word === "-m") return [argv[0], "-I", ...argv.slice(1)];
+    if (!/^-[A-Za-z]+$/.test(word)) return argv; // a script, or an option we do not know
+    if (word.slice(1).includes("I")) return argv; // isolated already
+    if (word.slice(1).includes("c")) return argv; // -c code: no module to isolate
+    if (word === "-X" || word === "-W") i++; // an option whose value is the next word
+  }
+  return argv;
+}
+
+/** The absolute path of the program `word` names. An absolute path stays as it is; a bare
+ * name is looked up in PATH's absolute directories only (an empty or relative entry would
+ * mean the directory Pi runs in); a relative path is refused. Throws with what to do. */
+export function resolveProgram(word: string, from: string, pathEnv: string = process.env.PATH ?? ""): string {
+  if (!word) throw new Error(`${from}: the command is empty`);
+  if (isAbsolute(word)) return word;
+  if (word.includes("/") || (process.platform === "win32" && word.includes("\\"))) {
+    throw new Error(
+      `${from}: "${word}" is a relative path; name the program by an absolute path ` +
+        "(a relative one would be looked up in the project Pi runs in)",
+    );
+  }
+  const exts = process.platform === "win32" ? ["", ...(process.env.PATHEXT ?? ".EXE;.CMD;.BAT").split(";")] : [""];
+  for (const dir of pathEnv.split(delimiter)) {
+    if (!dir || !isAbsolute(dir)) continue;
+    for (const ext of exts) {
+      const candidate = join(dir, word + ext);
+      try {
+        if (!statSync(candidate).isFile()) continue;
+        accessSync(candidate, fsConstants.X_OK);
+        return candidate;
+      } catch {
+        // not there, or not executable: the next directory
+      }
+    }
+  }
+  throw new Error(
+    `${from}: "${word}" is not in any absolute PATH directory; run \`fabric-lsp pi install\` ` +
+      "or set FABRIC_LSP_COMMAND to an absolute command (e.g. /opt/venv/bin/python -I -m fabric_lsp)",
+  );
+}
+
+/** The argv that runs fabric-lsp: an absolute program, Python isolated (see above). */
+export function resolveCommand(argv: string[], from: string): string[] {
+  if (!argv.length) throw new Error(`${from}: the command is empty`);
+  return isolatePython([resolveProgram(argv[0], from), ...argv.slice(1)]);
+}
+
+/** The command that runs fabric-lsp as configured (not yet resolved), and where it came from. */
 export function fabricCommand(): { argv: string[]; from: string } {
   const env = process.env.FABRIC_LSP_COMMAND;
   if (env && env.trim()) return { argv: splitCommandLine(env.trim()), from: "FABRIC_LSP_COMMAND" };
-  for (const candidate of [join(extensionDir(), "..", "fabric-lsp.json"), join(extensionDir(), "fabric-lsp.json")]) {
+  const here = extensionDir();
+  for (const candidate of here ? [join(here, "..", "fabric-lsp.json"), join(here, "fabric-lsp.json")] : []) {
     try {
       if (!existsSync(candidate)) continue;
       const cfg = JSON.parse(readFileSync(candidate, "utf8"));
@@ -79,13 +162,24 @@ export function fabricCommand(): { argv: string[]; from: string } {
 
 /** Run `fabric-lsp pi <action>` with `payload` on stdin; the parsed stdout object. */
 export function runFabric(action: string, payload: Json, signal?: AbortSignal): Promise<Json> {
-  const { argv, from } = fabricCommand();
+  const configured = fabricCommand();
+  const from = configured.from;
   return new Promise((resolve, reject) => {
+    let argv: string[];
+    let cwd: string;
+    try {
+      argv = resolveCommand(configured.argv, from);
+      cwd = spawnDir();
+    } catch (err) {
+      reject(new Error(`cannot start fabric-lsp: ${(err as Error).message}`));
+      return;
+    }
     let child;
     try {
       child = spawn(argv[0], [...argv.slice(1), "pi", action], {
         stdio: ["pipe", "pipe", "pipe"],
         env: process.env,
+        cwd, // never the project: nothing there is found as a module or a program
         shell: false,
       });
     } catch (err) {

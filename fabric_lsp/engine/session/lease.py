@@ -3,8 +3,14 @@
 Our Pi extension (editors/pi) holds the session it has open from `session_start` to
 `session_shutdown`, through `fabric-lsp pi hold/release`. A lease is one small JSON file
 per (session, Pi process) in `<agentDir>/fabric-lsp/leases/` (0700 dir, 0600 files,
-atomic replace), keyed by the session's realpath. It names the process by pid and
-start time, so a lease whose process is gone (or whose pid was reused) is ignored.
+atomic replace), keyed by the session's realpath.
+
+A lease names its process by pid, user and start time. It counts (blocks our own
+commits, and its `leafId` is taken as the live branch) only while that pid is a running
+process of this user that started at the recorded time (Linux: boot id + field 22 of
+/proc/<pid>/stat; elsewhere: `ps -o lstart=`). Any other lease is stale and ignored: a
+killed Pi's, a reused pid's, pid 1's, another user's, a forged one. `hold` refuses a pid
+that could only give such a lease (LeaseError).
 
 Invariant: while `LeaseBook.live(path)` is not None, nothing in fabric-lsp appends to
 that file; the live Pi commits instead. Readers use `live_leaf` as the active branch.
@@ -15,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -23,14 +31,21 @@ import msgspec
 
 from fabric_lsp.engine.private_dir import make_private_dir, write_private_file
 
-LEASE_VERSION = 1
+LEASE_VERSION = 2
+
+
+class LeaseError(ValueError):
+    """A pid that cannot hold a lease (pid 1, a process that is not running, another
+    user's process). The message says which and what a lease must name."""
 
 
 class Lease(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     version: int = LEASE_VERSION
     session: str  # realpath of the session file
     pid: int
-    start_time: Optional[int] = None  # the process start time (Linux clock ticks since boot)
+    uid: Optional[int] = None  # the process's user (effective uid) when the lease was taken
+    process_start: Optional[str] = None  # process_identity(pid).start: who the pid was
+    start_time: Optional[int] = None  # Linux: the start time in clock ticks since boot
     pi_version: Optional[str] = None
     session_id: Optional[str] = None
     leaf_id: Optional[str] = None
@@ -42,37 +57,200 @@ _decoder = msgspec.json.Decoder(Lease)
 _encoder = msgspec.json.Encoder()
 
 
-def process_start_time(pid: int) -> Optional[int]:
-    """The start time of process `pid` (field 22 of /proc/<pid>/stat), None when unknown."""
+# -- processes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """What this platform tells about a running process."""
+
+    pid: int
+    uid: Optional[int]  # effective uid; None when the platform does not say
+    ruid: Optional[int]  # real uid (Linux); None when unknown
+    start: Optional[str]  # an opaque token equal only for the same process; None: unknown
+    start_time: Optional[int] = None  # Linux: clock ticks since boot (field 22)
+
+
+_PROC = Path("/proc")
+
+
+def _boot_id() -> Optional[str]:
     try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
+        return (_PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip() or None
     except OSError:
         return None
-    # the command name (field 2) is in parentheses and may hold spaces or ')'
-    rest = raw[raw.rfind(b")") + 2 :].split()
+
+
+def _boot_ms() -> Optional[int]:
+    """When this Linux system booted (ms epoch), from `btime` in /proc/stat."""
     try:
-        return int(rest[19])  # field 22 overall = index 19 after pid and comm
+        for line in (_PROC / "stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) * 1000
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _proc_available() -> bool:
+    return (_PROC / "self" / "stat").is_file()
+
+
+def _stat_fields(raw: bytes) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after pid and comm (field 3 is index 0). The
+    command name (field 2) is in parentheses and may hold spaces or ')'."""
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def _parse_stat(raw: bytes) -> Optional[int]:
+    try:
+        return int(_stat_fields(raw)[19])  # field 22 overall
     except (IndexError, ValueError):
         return None
 
 
-def process_alive(pid: int, start_time: Optional[int]) -> bool:
-    """Whether the process a lease names still runs (and is the same process)."""
-    if pid <= 0:
-        return False
+def _identity_from_proc(pid: int) -> Optional[ProcessIdentity]:
+    """Linux: None when /proc/<pid> is gone (or hidden from us, as another user's is
+    under hidepid)."""
+    try:
+        stat = (_PROC / str(pid) / "stat").read_bytes()
+        status = (_PROC / str(pid) / "status").read_text(errors="replace")
+    except OSError:
+        return None
+    if _stat_fields(stat)[:1] in ([b"Z"], [b"X"]):
+        return None  # exited, not yet reaped: no longer the process that held anything
+    ticks = _parse_stat(stat)
+    ruid = euid = None
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            with contextlib.suppress(IndexError, ValueError):
+                ruid, euid = int(fields[1]), int(fields[2])
+            break
+    boot = _boot_id()
+    start = f"linux:{boot or '?'}:{ticks}" if ticks is not None else None
+    return ProcessIdentity(pid=pid, uid=euid, ruid=ruid, start=start, start_time=ticks)
+
+
+def _identity_from_ps(pid: int) -> Optional[ProcessIdentity]:
+    """Other platforms: `ps -o uid=,lstart= -p PID` (POSIX ps on macOS and the BSDs),
+    its start time printed in UTC and the C locale so the token does not change with the
+    reader's time zone. None when ps says there is no such process; raises OSError when
+    ps itself is missing."""
+    env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC0")
+    out = subprocess.run(["ps", "-o", "uid=,lstart=", "-p", str(pid)], capture_output=True, text=True,
+                         env=env, timeout=10)
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not lines:
+        return None
+    fields = lines[0].split(None, 1)
+    try:
+        uid = int(fields[0])
+    except (IndexError, ValueError):
+        return None
+    lstart = " ".join(fields[1].split()) if len(fields) > 1 else ""
+    return ProcessIdentity(pid=pid, uid=uid, ruid=None, start=f"ps:{lstart}" if lstart else None)
+
+
+def _identity_from_kill(pid: int) -> Optional[ProcessIdentity]:
+    """The last resort: liveness only. A signal may be sent to a process whose real or
+    saved uid is ours (unless we are root), so a non-root sender learns "same user"."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return None
     except PermissionError:
-        pass  # exists, owned by someone else
+        return ProcessIdentity(pid=pid, uid=-1, ruid=None, start=None)  # someone else's
     except OSError:
+        return None
+    mine = os.geteuid() if os.geteuid() != 0 else None
+    return ProcessIdentity(pid=pid, uid=mine, ruid=None, start=None)
+
+
+def process_identity(pid: int) -> Optional[ProcessIdentity]:
+    """Who process `pid` is right now (user, start token), or None when it is not running."""
+    if pid <= 0:
+        return None
+    if _proc_available():
+        return _identity_from_proc(pid)
+    try:
+        return _identity_from_ps(pid)
+    except (OSError, subprocess.SubprocessError):
+        return _identity_from_kill(pid)
+
+
+def _same_user(ident: ProcessIdentity) -> bool:
+    if ident.uid is None:
+        return True  # a platform that cannot tell (the liveness check as root)
+    if not hasattr(os, "geteuid"):
+        return True
+    return ident.uid == os.geteuid() and ident.ruid in (None, os.getuid())
+
+
+def process_start_time(pid: int) -> Optional[int]:
+    """The start time of process `pid` (field 22 of /proc/<pid>/stat), None when unknown."""
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    return _parse_stat(raw)
+
+
+def process_alive(pid: int, start_time: Optional[int]) -> bool:
+    """Whether process `pid` runs, is this user's and not pid 1, and (when `start_time`
+    is given and the platform tells it) started at `start_time` (the pid not reused)."""
+    if pid <= 1:
         return False
-    if start_time is not None:
-        now = process_start_time(pid)
-        if now is not None and now != start_time:
-            return False  # the pid was reused
+    ident = process_identity(pid)
+    if ident is None or not _same_user(ident):
+        return False
+    if start_time is not None and ident.start_time is not None and ident.start_time != start_time:
+        return False  # the pid was reused
     return True
+
+
+def holder_identity(pid: int) -> ProcessIdentity:
+    """The identity of the process that asks to hold a session; LeaseError when `pid`
+    cannot hold one."""
+    what = "a lease names the running Pi process that holds the session (Pi's process.pid)"
+    if pid <= 0:
+        raise LeaseError(f"`pid` must be a positive process id: {what}; got {pid}")
+    if pid == 1:
+        raise LeaseError(f"`pid` 1 is the system's init process, not a Pi process: {what}")
+    ident = process_identity(pid)
+    if ident is None:
+        raise LeaseError(f"no process with pid {pid} is running: {what}")
+    if not _same_user(ident):
+        owner = "another user" if ident.uid in (None, -1) else f"another user (uid {ident.uid})"
+        raise LeaseError(f"process {pid} belongs to {owner}: {what}, run by this user (uid {os.geteuid()})")
+    return ident
+
+
+def lease_problem(lease: Lease) -> Optional[str]:
+    """Why `lease` is stale, or None when it names its live process."""
+    if lease.pid <= 1:
+        return f"pid {lease.pid} cannot hold a lease"
+    ident = process_identity(lease.pid)
+    if ident is None:
+        return f"process {lease.pid} is not running"
+    if not _same_user(ident):
+        return f"process {lease.pid} belongs to another user"
+    if lease.uid is not None and ident.uid is not None and lease.uid != ident.uid:
+        return f"process {lease.pid} runs as uid {ident.uid}, the lease says {lease.uid}"
+    if lease.process_start is not None:
+        if lease.process_start != ident.start:
+            return f"process {lease.pid} is not the one that took the lease (its start time differs)"
+        return None
+    if ident.start is None:
+        return None  # this platform tells liveness and user only
+    # a lease written before version 2 (no processStart): on Linux its start time still
+    # identifies the process, when it was refreshed during this boot
+    if lease.start_time is None or lease.start_time != ident.start_time:
+        return f"process {lease.pid} is not the one that took the lease (no matching start time)"
+    boot = _boot_ms()
+    if boot is None or lease.updated_at < boot:
+        return "the lease is older than this boot"
+    return None
 
 
 def session_key(session_path: str) -> str:
@@ -89,7 +267,6 @@ class LeaseBook:
     def __init__(self, agent_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(agent_dir) / "fabric-lsp" / "leases"
 
-
     def _path(self, session_path: str, pid: int) -> Path:
         return self.dir / f"{session_key(session_path)}.{pid}.json"
 
@@ -102,18 +279,21 @@ class LeaseBook:
         session_id: Optional[str] = None,
         leaf_id: Optional[str] = None,
     ) -> Lease:
-        """Take or refresh process `pid`'s lease on `session_path` (keeps `since`)."""
+        """Take or refresh process `pid`'s lease on `session_path` (keeps `since`).
+        Raises LeaseError when `pid` is not a running process of this user (or is 1)."""
+        ident = holder_identity(pid)
         real = os.path.realpath(session_path)
         path = self._path(real, pid)
-        start = process_start_time(pid)
         since = now_ms()
         old = self._load(path)
-        if old is not None and old.pid == pid and old.start_time == start:
+        if old is not None and old.pid == pid and old.process_start == ident.start:
             since = old.since
         lease = Lease(
             session=real,
             pid=pid,
-            start_time=start,
+            uid=ident.uid,
+            process_start=ident.start,
+            start_time=ident.start_time,
             pi_version=pi_version,
             session_id=session_id,
             leaf_id=leaf_id,
@@ -131,9 +311,16 @@ class LeaseBook:
         except FileNotFoundError:
             return False
 
+    def _valid(self, name: str, lease: Lease) -> bool:
+        """The lease matches its file name (session key and pid) and names its live process."""
+        key, _, rest = name.partition(".")
+        if rest != f"{lease.pid}.json" or key != session_key(lease.session):
+            return False
+        return lease_problem(lease) is None
+
     def live(self, session_path: str) -> Optional[Lease]:
         """The freshest lease on `session_path` whose process still runs, else None.
-        Leases of dead processes are removed on the way (best effort)."""
+        Stale leases are removed on the way (best effort)."""
         key = session_key(session_path)
         best: Optional[Lease] = None
         try:
@@ -145,7 +332,7 @@ class LeaseBook:
             lease = self._load(path)
             if lease is None:
                 continue
-            if not process_alive(lease.pid, lease.start_time):
+            if not self._valid(name, lease):
                 with contextlib.suppress(OSError):
                     path.unlink()
                 continue
@@ -168,7 +355,7 @@ class LeaseBook:
             if not name.endswith(".json") or name.startswith("."):
                 continue
             lease = self._load(self.dir / name)
-            if lease is not None and process_alive(lease.pid, lease.start_time):
+            if lease is not None and self._valid(name, lease):
                 out.append(lease)
         out.sort(key=lambda lease: (lease.session, lease.pid))
         return out
