@@ -10,7 +10,9 @@ local lsp = require('fabric.lsp')
 
 ---@type vim.lsp.Config
 return {
-  cmd = opts.cmd,
+  -- The program as an absolute path, run in a directory of ours, never the project.
+  cmd = lsp.resolve_cmd(opts.cmd),
+  cmd_cwd = lsp.server_cwd(),
   -- With file-history lenses on, any filetype may attach (lsp.attachable decides: session
   -- JSONL, fabric://, and source files of projects with Pi sessions).
   filetypes = (not opts.code_lens) and opts.filetypes or nil,

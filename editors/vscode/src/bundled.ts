@@ -2,11 +2,15 @@
 // by scripts/bundle-server.mjs), installed on first use into a virtual environment in the
 // extension's global storage with a Python >= 3.11. Dependencies come from the package
 // index when it answers, else from the bundled wheelhouse (built for one platform).
+// Every process runs in the extension's own directory (spawnDir.ts), and every
+// interpreter run as `python -m …` / `-c …` gets `-I` (isolated: no current directory
+// or script directory on sys.path, no PYTHON* variables, no user site-packages).
 import { execFile } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { expandHome, programKind, spawnDir } from './spawnDir';
 
 export const MIN_PYTHON: [number, number] = [3, 11];
 const WIN = process.platform === 'win32';
@@ -54,7 +58,14 @@ interface Run { code: number | null; stdout: string; stderr: string; error?: Err
 
 function run(command: string, args: string[], timeoutMs: number, env?: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(command, args, { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, env: env ?? process.env, windowsHide: true },
+    let cwd: string;
+    try {
+      cwd = spawnDir();
+    } catch (err) {
+      resolve({ code: null, stdout: '', stderr: '', error: err instanceof Error ? err : new Error(String(err)) });
+      return;
+    }
+    execFile(command, args, { cwd, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024, env: env ?? process.env, windowsHide: true },
       (error, stdout, stderr) => {
         const code = error ? (typeof (error as any).code === 'number' ? (error as any).code : null) : 0;
         resolve({ code, stdout: String(stdout), stderr: String(stderr), error: error ?? undefined });
@@ -66,7 +77,7 @@ const PROBE = 'import sys; print(sys.executable); print("%d.%d.%d" % sys.version
 
 /** Ask an interpreter what it is; undefined when it does not run. */
 export async function probePython(command: string, source: string): Promise<PythonInfo | undefined> {
-  const res = await run(command, ['-c', PROBE], 15_000);
+  const res = await run(command, ['-I', '-c', PROBE], 15_000);
   if (res.code !== 0) return undefined;
   const [executable, version] = res.stdout.trim().split(/\r?\n/);
   if (!executable || !/^\d+\.\d+\.\d+$/.test(version ?? '')) return undefined;
@@ -78,11 +89,14 @@ export function isSupported(version: string): boolean {
   return major > MIN_PYTHON[0] || (major === MIN_PYTHON[0] && minor >= MIN_PYTHON[1]);
 }
 
-/** An executable of this name on PATH, else undefined (what spawn would find). */
+/**
+ * An executable of this name on PATH, else undefined, always an absolute path: relative
+ * PATH entries (`.`, `node_modules/.bin`) are skipped, they would name the project's files.
+ */
 export function onPath(name: string): string | undefined {
   const exts = WIN ? (process.env.PATHEXT ?? '.EXE;.CMD;.BAT').split(';') : [''];
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
+    if (!dir || !path.isAbsolute(dir)) continue;
     for (const ext of exts) {
       const candidate = path.join(dir, name + ext);
       try {
@@ -121,11 +135,26 @@ export interface PythonSearch {
 }
 
 /**
- * A Python >= 3.11: `fabric.server.python`, else the Python extension's selected
- * interpreter, else the first good one on PATH. A configured interpreter that is not
- * usable is reported, not silently replaced.
+ * `fabric.server.python` as a program to run: absolute (`~` expanded) or a name found on
+ * PATH; undefined with the reason when it is neither (a relative path is refused).
  */
-export async function findPython(resource: vscode.Uri | undefined, configured: string | undefined): Promise<PythonSearch> {
+export function configuredPython(configured: string): { command?: string; problem?: string } {
+  const kind = programKind(configured);
+  if (kind === 'relative') {
+    return { problem: `${configured} (setting fabric.server.python): a relative path; give an absolute path (or ~/…) or a name on PATH` };
+  }
+  if (kind === 'absolute') return { command: path.resolve(expandHome(configured)) };
+  const found = onPath(configured);
+  return found ? { command: found } : { problem: `${configured} (setting fabric.server.python): not found on PATH` };
+}
+
+/**
+ * A Python >= 3.11: `fabric.server.python`, else the Python extension's selected
+ * interpreter (only in a trusted workspace: there the workspace may choose it), else the
+ * first good one on PATH. A configured interpreter that is not usable is reported, not
+ * silently replaced.
+ */
+export async function findPython(resource: vscode.Uri | undefined, configured: string | undefined, trusted: boolean): Promise<PythonSearch> {
   const tried: string[] = [];
   const consider = async (command: string, source: string): Promise<PythonInfo | undefined> => {
     const info = await probePython(command, source);
@@ -134,9 +163,11 @@ export async function findPython(resource: vscode.Uri | undefined, configured: s
     return info;
   };
   if (configured) {
-    return { found: await consider(configured, 'setting fabric.server.python'), tried };
+    const { command, problem } = configuredPython(configured);
+    if (!command) return { tried: [problem!] };
+    return { found: await consider(command, 'setting fabric.server.python'), tried };
   }
-  const selected = await pythonExtensionInterpreter(resource);
+  const selected = trusted ? await pythonExtensionInterpreter(resource) : undefined;
   if (selected) {
     const info = await consider(selected, 'Python extension');
     if (info) return { found: info, tried };
@@ -156,8 +187,8 @@ export async function findPython(resource: vscode.Uri | undefined, configured: s
   return { tried };
 }
 
-/** Other Pythons for the picker: PATH names plus the Python extension's choice. */
-export async function listPythons(resource: vscode.Uri | undefined): Promise<PythonInfo[]> {
+/** Other Pythons for the picker: PATH names plus the Python extension's choice (trusted workspace only). */
+export async function listPythons(resource: vscode.Uri | undefined, trusted: boolean): Promise<PythonInfo[]> {
   const out: PythonInfo[] = [];
   const seen = new Set<string>();
   const add = async (command: string | undefined, source: string) => {
@@ -167,7 +198,7 @@ export async function listPythons(resource: vscode.Uri | undefined): Promise<Pyt
     seen.add(info.executable);
     out.push(info);
   };
-  await add(await pythonExtensionInterpreter(resource), 'Python extension');
+  if (trusted) await add(await pythonExtensionInterpreter(resource), 'Python extension');
   for (const name of PATH_NAMES) await add(onPath(name), 'PATH');
   return out;
 }
@@ -256,13 +287,13 @@ export class Installer {
     const venv = path.join(target, 'venv');
     const venvPython = venvExe(venv, 'python');
     progress?.(`creating a virtual environment with Python ${python.version}`);
-    let pip = [venvPython, '-m', 'pip'];
-    let made = await step('venv', python.command, ['-m', 'venv', venv], 180_000);
+    let pip = [venvPython, '-I', '-m', 'pip'];
+    let made = await step('venv', python.command, ['-I', '-m', 'venv', venv], 180_000);
     if (made.code !== 0 && this.bundle.pip) {
       // No ensurepip (Debian without python3-venv): a venv without pip, run pip from its wheel.
       fs.rmSync(venv, { recursive: true, force: true });
-      made = await step('venv --without-pip', python.command, ['-m', 'venv', '--without-pip', venv], 60_000);
-      pip = [venvPython, path.join(this.bundle.dir, 'wheelhouse', this.bundle.pip, 'pip')];
+      made = await step('venv --without-pip', python.command, ['-I', '-m', 'venv', '--without-pip', venv], 60_000);
+      pip = [venvPython, '-I', path.join(this.bundle.dir, 'wheelhouse', this.bundle.pip, 'pip')];
     }
     if (made.code !== 0) throw new Error(`could not create a virtual environment with ${python.executable} (see ${logFile})`);
     const wheel = path.join(this.bundle.dir, this.bundle.wheel);

@@ -5,7 +5,7 @@ import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
 import { fence } from './render';
 import { VirtualDocuments } from './documents';
-import { VIRTUAL_SCHEME, commandResults, currentPiDirs, documentSelector } from './server';
+import { VIRTUAL_SCHEME, commandResults, currentPiDirs, documentSelector, restrictedSettingIds } from './server';
 import { piDirExists } from './agentDir';
 import { Bridge } from './bridge';
 import { selectServer } from './selectServer';
@@ -45,7 +45,9 @@ async function reloadConfiguration(f: Fabric): Promise<void> {
   try {
     const effective = await f.request<Record<string, unknown>>('workspace/executeCommand', { command: 'fabric.reload', arguments: [] });
     const text = ['# Fabric: effective server configuration', '',
-      `Workspace trusted: ${vscode.workspace.isTrusted}`, '', fence(JSON.stringify(effective, null, 2), 'json'), ''].join('\n');
+      `Workspace trusted: ${vscode.workspace.isTrusted}`, '',
+      ...(vscode.workspace.isTrusted ? [] : [`Restricted Mode: only your user settings count for ${restrictedSettingIds().join(', ')}.`, '']),
+      fence(JSON.stringify(effective, null, 2), 'json'), ''].join('\n');
     await f.docs.show('Fabric Configuration', 'configuration', text);
   } catch (err) {
     void vscode.window.showErrorMessage(`Fabric: reload failed: ${errorMessage(err)}`);

@@ -4,8 +4,10 @@ import * as vscode from 'vscode';
 import { LanguageClient, ResponseError, State, WorkDoneProgress } from 'vscode-languageclient/node';
 import type { WorkDoneProgressBegin, WorkDoneProgressReport, WorkDoneProgressEnd } from 'vscode-languageclient/node';
 import {
-  NoServer, createClient, notifyConfigurationChanged, resolveServerCommand, serverSettingKeys,
+  NoServer, createClient, notifyConfigurationChanged, resolveServerCommand, serverFingerprint, serverSettingKeys,
+  setRestrictedSettings,
 } from './server';
+import { setSpawnDir } from './spawnDir';
 import { VirtualDocuments } from './documents';
 import { Installer, readBundle } from './bundled';
 
@@ -22,6 +24,9 @@ export class Fabric implements vscode.Disposable {
   readonly installer: Installer | undefined;
   private readonly clientListeners: vscode.Disposable[] = [];
   private readonly startListeners: ((client: LanguageClient) => void)[] = [];
+  /** serverFingerprint() and workspace trust at the running server's start. */
+  private fingerprint: string | undefined;
+  private startedTrusted = false;
 
   constructor(
     readonly context: vscode.ExtensionContext,
@@ -29,6 +34,9 @@ export class Fabric implements vscode.Disposable {
     readonly docs: VirtualDocuments,
   ) {
     this.keys = serverSettingKeys(context.extension.packageJSON);
+    setRestrictedSettings(context.extension.packageJSON);
+    // Every process we start runs here, never in the project (spawnDir.ts).
+    setSpawnDir(context.globalStorageUri.fsPath);
     this.status = vscode.window.createStatusBarItem('fabric.server', vscode.StatusBarAlignment.Left, 10);
     this.status.name = 'Fabric server';
     this.status.command = 'fabricLsp.showLog';
@@ -36,19 +44,50 @@ export class Fabric implements vscode.Disposable {
     this.installer = bundle ? new Installer(bundle, context.globalStorageUri.fsPath, output) : undefined;
     context.subscriptions.push(
       vscode.workspace.onDidChangeConfiguration((e) => {
-        if (e.affectsConfiguration('fabric.server')) {
-          if (this.selecting) return; // Select Server… restarts by itself
-          void vscode.window.showInformationMessage(
-            'Fabric: the server command or environment changed.', 'Restart Server',
-          ).then((choice) => { if (choice) void this.restart(); });
-        } else if (e.affectsConfiguration('fabric') && this.client) {
-          void notifyConfigurationChanged(this.client, this.keys);
-        }
+        if (!e.affectsConfiguration('fabric')) return;
+        // A restart reads the settings anew; anything that lands meanwhile is looked at after it.
+        if (this.restarting) { this.recheck = true; return; }
+        this.configurationChanged(e.affectsConfiguration('fabric.server'));
       }),
       vscode.workspace.onDidGrantWorkspaceTrust(() => {
-        if (this.client) void notifyConfigurationChanged(this.client, this.keys);
+        if (this.restarting) { this.recheck = true; return; }
+        if (!this.client) return;
+        // The workspace's own server command, environment or Pi dirs apply now: a new
+        // server (which gets every setting at start); else the settings, with trusted: true.
+        if (serverFingerprint() !== this.fingerprint) this.restartForTrust();
+        else void notifyConfigurationChanged(this.client, this.keys);
       }),
     );
+  }
+
+  private configurationChanged(serverChanged: boolean): void {
+    // VS Code reloads the workspace's settings when trust is granted, and may tell the
+    // extension host before or after onDidGrantWorkspaceTrust: either path restarts.
+    if (this.trustGrantedSinceStart() && serverFingerprint() !== this.fingerprint) {
+      this.restartForTrust();
+      return;
+    }
+    if (serverChanged) {
+      if (this.selecting) return; // Select Server… restarts by itself
+      // A value that does not apply (a workspace value in Restricted Mode) changes nothing.
+      if (this.client && serverFingerprint() === this.fingerprint) return;
+      void vscode.window.showInformationMessage(
+        'Fabric: the server command or environment changed.', 'Restart Server',
+      ).then((choice) => { if (choice) void this.restart(); });
+    } else if (this.client) {
+      void notifyConfigurationChanged(this.client, this.keys);
+    }
+  }
+
+  /** The running server was started in Restricted Mode and the workspace is trusted now. */
+  private trustGrantedSinceStart(): boolean {
+    return this.client !== undefined && !this.startedTrusted && vscode.workspace.isTrusted;
+  }
+
+  private restartForTrust(): void {
+    this.output.info('workspace trusted: its own server settings apply now; restarting the server');
+    this.startedTrusted = true; // one restart, whichever event comes first
+    void this.restart();
   }
 
   /** Called with every client that finished starting (also after a restart). */
@@ -78,6 +117,8 @@ export class Fabric implements vscode.Disposable {
     this.setStatus('$(loading~spin) Fabric: starting', 'Starting fabric-lsp');
     this.status.show();
     let cmd;
+    this.fingerprint = serverFingerprint();
+    this.startedTrusted = vscode.workspace.isTrusted;
     try {
       cmd = await resolveServerCommand({ installer: this.installer, log: this.output });
     } catch (err) {
@@ -138,9 +179,23 @@ export class Fabric implements vscode.Disposable {
   /** Set while Select Server… writes settings (it restarts by itself). */
   selecting = false;
 
+  /** Set while restart() runs; `recheck` when settings or trust changed meanwhile. */
+  private restarting = false;
+  private recheck = false;
+
   async restart(): Promise<void> {
-    await this.stopClient();
-    await this.start();
+    if (this.restarting) return;
+    this.restarting = true;
+    try {
+      await this.stopClient();
+      await this.start();
+    } finally {
+      this.restarting = false;
+    }
+    if (this.recheck) {
+      this.recheck = false;
+      if (this.client) this.configurationChanged(serverFingerprint() !== this.fingerprint);
+    }
   }
 
   /** Stop the running server, if any (restart, reinstall). */

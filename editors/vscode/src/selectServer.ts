@@ -3,6 +3,7 @@
 import * as vscode from 'vscode';
 import type { Fabric } from './fabric';
 import { MIN_PYTHON, isSupported, listPythons, probePython } from './bundled';
+import { fabricSetting } from './server';
 
 type Choice = vscode.QuickPickItem & { run: () => Promise<boolean> };
 
@@ -11,7 +12,8 @@ async function setServer(command: string[] | undefined, python: string | null | 
   await cfg.update('server.command', command, vscode.ConfigurationTarget.Global);
   if (python !== undefined) await cfg.update('server.python', python, vscode.ConfigurationTarget.Global);
   const inspect = cfg.inspect<string[]>('server.command');
-  if ((inspect?.workspaceValue?.length ?? 0) > 0 || (inspect?.workspaceFolderValue?.length ?? 0) > 0) {
+  // In Restricted Mode the workspace's value is ignored anyway (trust.ts).
+  if (vscode.workspace.isTrusted && ((inspect?.workspaceValue?.length ?? 0) > 0 || (inspect?.workspaceFolderValue?.length ?? 0) > 0)) {
     void vscode.window.showWarningMessage('Fabric: this workspace sets fabric.server.command, which wins over the user setting.');
   }
 }
@@ -23,13 +25,13 @@ async function browse(title: string): Promise<string | undefined> {
 
 export async function selectServer(fabric: Fabric): Promise<void> {
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
-  const cfg = vscode.workspace.getConfiguration('fabric', folder);
-  const command = (cfg.get<string[]>('server.command') ?? []).filter(Boolean);
-  const python = cfg.get<string | null>('server.python') || undefined;
+  const configured = fabricSetting<string[]>('server.command', folder);
+  const command = (Array.isArray(configured) ? configured : []).filter(Boolean);
+  const python = fabricSetting<string | null>('server.python', folder) || undefined;
   const bundled = fabric.installer;
   const items: Choice[] = [];
   const pickPython = async (): Promise<boolean> => {
-    const found = (await listPythons(folder)).filter((p) => isSupported(p.version));
+    const found = (await listPythons(folder, vscode.workspace.isTrusted)).filter((p) => isSupported(p.version));
     const rows: (vscode.QuickPickItem & { path?: string })[] = found.map((p) => ({
       label: `Python ${p.version}`, description: p.executable, detail: p.source, path: p.executable,
     }));

@@ -7,8 +7,51 @@ import {
 } from 'vscode-languageclient/node';
 import { PiDirs, piDirs, sessionPatterns } from './agentDir';
 import { Installer, MIN_PYTHON, findPython, onPath, pythonExtensionInterpreter } from './bundled';
+import { expandHome, programKind, spawnDir } from './spawnDir';
+import { Inspect, pickServerSettings, restrictedSettings, settingValue } from './trust';
 
 export const VIRTUAL_SCHEME = 'fabric';
+
+/**
+ * Settings an untrusted workspace may not choose: the manifest's restrictedConfigurations
+ * (ids without `fabric.`), set at activation from this extension's own package.json.
+ */
+let restricted: ReadonlySet<string> = new Set();
+
+export function setRestrictedSettings(packageJSON: any): ReadonlySet<string> {
+  restricted = restrictedSettings(packageJSON);
+  return restricted;
+}
+
+function inspector(scope?: vscode.Uri): Inspect {
+  const cfg = vscode.workspace.getConfiguration('fabric', scope);
+  return (key) => cfg.inspect(key);
+}
+
+/**
+ * One `fabric.*` setting as this extension uses it: the most specific value set, except
+ * that in an untrusted workspace a restricted setting has only the user's value; else
+ * the default.
+ */
+export function fabricSetting<T>(key: string, scope?: vscode.Uri): T | undefined {
+  const i = vscode.workspace.getConfiguration('fabric', scope).inspect<T>(key);
+  return settingValue(i, vscode.workspace.isTrusted, restricted.has(key)) ?? i?.defaultValue;
+}
+
+/** The settings whose workspace values are not used while the workspace is untrusted (`fabric.…` ids). */
+export function restrictedSettingIds(): string[] {
+  return [...restricted].sort().map((key) => `fabric.${key}`);
+}
+
+/**
+ * What decides the server process and which session files the client syncs: its command,
+ * interpreter, environment and Pi's directories as they apply now.
+ */
+export function serverFingerprint(): string {
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
+  return JSON.stringify(['server.command', 'server.python', 'server.env', 'agentDir', 'sessionDir']
+    .map((key) => fabricSetting(key, folder) ?? null));
+}
 
 /** Results of server commands the extension shows (the client registers `fabric.*` itself). */
 export const commandResults: { fileHistory?: (result: any) => Promise<void> } = {};
@@ -37,12 +80,20 @@ function fabricNextTo(interpreter: string | undefined): string | undefined {
   return fs.existsSync(candidate) ? candidate : undefined;
 }
 
-/** The interpreter of the Python environment selected in the Python extension, or python.defaultInterpreterPath. */
+/**
+ * The interpreter of the Python environment selected in the Python extension, or
+ * python.defaultInterpreterPath. In an untrusted workspace only the user's own
+ * python.defaultInterpreterPath counts (the workspace could name its own interpreter).
+ */
 async function selectedPython(resource: vscode.Uri | undefined): Promise<string | undefined> {
-  const fromExtension = await pythonExtensionInterpreter(resource);
+  const trusted = vscode.workspace.isTrusted;
+  const fromExtension = trusted ? await pythonExtensionInterpreter(resource) : undefined;
   if (fromExtension) return fromExtension;
-  const configured = vscode.workspace.getConfiguration('python', resource).get<string>('defaultInterpreterPath');
-  return configured && configured !== 'python' ? configured : undefined;
+  const i = vscode.workspace.getConfiguration('python', resource).inspect<string>('defaultInterpreterPath');
+  const configured = settingValue(i, trusted, true);
+  if (!configured || configured === 'python') return undefined;
+  const expanded = expandHome(configured);
+  return path.isAbsolute(expanded) ? expanded : undefined;
 }
 
 /** No server can be started; `message` says why in one sentence, `tried` lists the candidates. */
@@ -74,15 +125,18 @@ export interface ResolveOptions {
  */
 export async function resolveServerCommand(opts: ResolveOptions): Promise<ServerCommand> {
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
-  const cfg = vscode.workspace.getConfiguration('fabric', folder);
-  const configured = cfg.get<string[]>('server.command') ?? [];
-  const parts = configured.filter((p) => typeof p === 'string' && p.length > 0);
+  const configured = fabricSetting<string[]>('server.command', folder) ?? [];
+  const parts = Array.isArray(configured) ? configured.filter((p) => typeof p === 'string' && p.length > 0) : [];
   if (parts.length > 0) {
     // Checked here so that a wrong path gives one message (ours), not the client's as well.
-    const asPath = parts[0].includes('/') || parts[0].includes('\\');
-    const resolved = asPath ? path.resolve(folder?.fsPath ?? process.cwd(), parts[0]) : undefined;
-    const program = resolved ? (fs.existsSync(resolved) ? resolved : undefined) : onPath(parts[0]);
-    if (!program) throw new NoServer(`Fabric: fabric.server.command names "${parts[0]}", which does not exist${parts[0].includes('/') ? '' : ' on PATH'}.`, 'not-found');
+    // Absolute (or ~/…), or a name on PATH: never relative to the project.
+    const kind = programKind(parts[0]);
+    if (kind === 'relative') {
+      throw new NoServer(`Fabric: fabric.server.command names "${parts[0]}", a relative path: give the absolute path of fabric-lsp (or ~/…), or a name on PATH.`, 'not-found');
+    }
+    const absolute = kind === 'absolute' ? path.resolve(expandHome(parts[0])) : undefined;
+    const program = absolute ? (fs.existsSync(absolute) ? absolute : undefined) : onPath(parts[0]);
+    if (!program) throw new NoServer(`Fabric: fabric.server.command names "${parts[0]}", which does not exist${absolute ? '' : ' on PATH'}.`, 'not-found');
     return { command: program, args: parts.slice(1), source: 'setting fabric.server.command' };
   }
   const installer = opts.installer;
@@ -91,8 +145,8 @@ export async function resolveServerCommand(opts: ResolveOptions): Promise<Server
     if (own) return own;
     throw new NoServer('fabric-lsp was not found (this build carries no server, and none is next to the selected Python or on PATH)', 'not-found');
   }
-  const pythonSetting = cfg.get<string | null>('server.python') || undefined;
-  const search = await findPython(folder, pythonSetting);
+  const pythonSetting = fabricSetting<string | null>('server.python', folder) || undefined;
+  const search = await findPython(folder, pythonSetting, vscode.workspace.isTrusted);
   for (const t of search.tried) opts.log.info(`python: ${t}`);
   if (!search.found) {
     const own = installedFabricLsp(await selectedPython(folder));
@@ -100,8 +154,10 @@ export async function resolveServerCommand(opts: ResolveOptions): Promise<Server
       opts.log.warn(`no Python >= ${MIN_PYTHON.join('.')} for the bundled server; using the fabric-lsp found at ${own.command}`);
       return own;
     }
+    const first = search.tried[0] ?? '';
     const why = pythonSetting
-      ? `fabric.server.python (${pythonSetting}) ${/: Python /.test(search.tried[0] ?? '') ? `is ${search.tried[0].split(': ').pop()}` : 'does not run'}`
+      ? (/: Python /.test(first) ? `fabric.server.python (${pythonSetting}) is ${first.split(': ').pop()}`
+        : /relative path|not found on PATH/.test(first) ? first : `fabric.server.python (${pythonSetting}) does not run`)
       : `no Python ${MIN_PYTHON.join('.')} or newer was found (Python extension, PATH)`;
     throw new NoServer(`Fabric needs Python ${MIN_PYTHON.join('.')}+ to run its bundled server: ${why}.`, 'no-python', search.tried);
   }
@@ -141,47 +197,44 @@ export function serverSettingKeys(packageJSON: any): string[] {
 }
 
 /**
- * The `fabric` configuration section as the server should see it: only values the user
- * actually set (so <agentDir>/fabric.json and .pi/fabric.json still apply underneath),
- * plus `trusted` from workspace trust.
+ * The `fabric` configuration section as the server should see it (trust.ts
+ * pickServerSettings): values the user set; in an untrusted workspace no workspace value
+ * of a restricted setting (agentDir, sessionDir, indexDir, …); `trusted` from VS Code.
  */
 export function serverSettings(keys: string[], scope?: vscode.Uri): Record<string, unknown> {
-  const cfg = vscode.workspace.getConfiguration('fabric', scope);
-  const out: Record<string, unknown> = {};
-  for (const key of keys) {
-    const i = cfg.inspect(key);
-    const value = i?.workspaceFolderValue ?? i?.workspaceValue ?? i?.globalValue;
-    if (value === undefined || value === null) continue;
-    const path = key.split('.');
-    let node = out;
-    for (const part of path.slice(0, -1)) {
-      if (typeof node[part] !== 'object' || node[part] === null) node[part] = {};
-      node = node[part] as Record<string, unknown>;
-    }
-    node[path[path.length - 1]] = value;
-  }
-  out.trusted = vscode.workspace.isTrusted;
-  return out;
+  return pickServerSettings(keys, inspector(scope), vscode.workspace.isTrusted, restricted);
 }
 
 /** Push the server-side settings (the server may also pull them on this notification). */
 export async function notifyConfigurationChanged(client: LanguageClient, keys: string[]): Promise<void> {
   if (!client.isRunning()) return;
   const folder = vscode.workspace.workspaceFolders?.[0];
-  await client.sendNotification('workspace/didChangeConfiguration', {
-    settings: { fabric: serverSettings(keys, folder?.uri) },
-  });
+  try {
+    await client.sendNotification('workspace/didChangeConfiguration', {
+      settings: { fabric: serverSettings(keys, folder?.uri) },
+    });
+  } catch (err) {
+    // A server being stopped meanwhile (a restart) needs no settings: its successor reads them.
+    if (client.isRunning()) throw err;
+  }
+}
+
+/** fabric.server.env as it applies (string values only). */
+function serverEnv(folder: vscode.Uri | undefined): Record<string, string> {
+  const value = fabricSetting<Record<string, unknown>>('server.env', folder) ?? {};
+  const out: Record<string, string> = {};
+  if (typeof value !== 'object' || value === null) return out;
+  for (const [k, v] of Object.entries(value)) if (typeof v === 'string') out[k] = v;
+  return out;
 }
 
 /** Pi's agent and session dirs as the server will resolve them (settings, fabric.server.env, env). */
 export function currentPiDirs(): PiDirs {
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
-  const cfg = vscode.workspace.getConfiguration('fabric', folder);
-  const extraEnv = cfg.get<Record<string, string>>('server.env') ?? {};
   return piDirs({
-    agentDirSetting: cfg.get<string | null>('agentDir'),
-    sessionDirSetting: cfg.get<string | null>('sessionDir'),
-    env: { ...process.env, ...extraEnv },
+    agentDirSetting: fabricSetting<string | null>('agentDir', folder),
+    sessionDirSetting: fabricSetting<string | null>('sessionDir', folder),
+    env: { ...process.env, ...serverEnv(folder) },
   });
 }
 
@@ -202,14 +255,17 @@ export function createClient(
   keys: string[],
   output: vscode.LogOutputChannel,
 ): LanguageClient {
-  const extraEnv = vscode.workspace.getConfiguration('fabric').get<Record<string, string>>('server.env') ?? {};
   const folder = vscode.workspace.workspaceFolders?.[0];
+  const extraEnv = serverEnv(folder?.uri);
   const selector = documentSelector(currentPiDirs());
   output.info(`syncing ${selector.map((s) => s.pattern ?? `${s.scheme}:`).join(', ')}`);
+  const cwd = spawnDir();
+  output.info(`server working directory: ${cwd}`);
   const serverOptions: ServerOptions = {
     command: cmd.command,
     args: cmd.args,
-    options: { env: { ...process.env, ...extraEnv }, cwd: folder?.uri.fsPath },
+    // Never the project: the server must not pick up anything from the current directory.
+    options: { env: { ...process.env, ...extraEnv }, cwd },
   };
   const clientOptions: LanguageClientOptions = {
     documentSelector: selector,

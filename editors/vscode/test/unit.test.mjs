@@ -14,6 +14,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { piDirExists, piDirs, sessionPatterns } from '../src/agentDir.ts';
+import { pickServerSettings, restrictedSettings, settingValue } from '../src/trust.ts';
+import { expandHome, programKind, setSpawnDir, spawnDir } from '../src/spawnDir.ts';
 
 /** Deterministic pseudo-random strings over an alphabet rich in backticks and newlines. */
 function* strings(count, seed = 7) {
@@ -314,6 +316,98 @@ describe('Pi dirs: where the server starts and what the client syncs', () => {
       assert.equal(piDirExists(piDirs({ agentDirSetting: path.join(root, 'none'), env: {}, home })), false);
       fs.mkdirSync(path.join(root, 'agent'));
       assert.equal(piDirExists(piDirs({ agentDirSetting: path.join(root, 'agent'), env: {}, home })), true);
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('workspace trust: what an untrusted workspace may not choose', () => {
+  const manifest = JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  const restricted = restrictedSettings(manifest);
+  const props = manifest.contributes.configuration.properties;
+
+  test('every setting that names a directory, a command, an interpreter or an environment is restricted', () => {
+    // Found from the manifest itself, so a new such setting cannot be forgotten.
+    const describes = (spec) => `${spec.description ?? ''} ${spec.markdownDescription ?? ''}`;
+    const pathLike = Object.entries(props)
+      .filter(([id, spec]) => /Dir$/.test(id) || id.startsWith('fabric.server.')
+        || /\b(directory|interpreter|executable|environment variables)\b/i.test(describes(spec)))
+      .map(([id]) => id.slice('fabric.'.length))
+      .sort();
+    assert.deepEqual(pathLike, ['agentDir', 'indexDir', 'server.command', 'server.env', 'server.python', 'sessionDir']);
+    assert.deepEqual([...restricted].sort(), pathLike);
+    // Each is a contributed setting (a typo in restrictedConfigurations would protect nothing).
+    for (const key of restricted) assert.ok(props[`fabric.${key}`], `fabric.${key} is contributed`);
+    assert.match(manifest.capabilities.untrustedWorkspaces.description, /fabric\.indexDir/);
+  });
+
+  const layers = {
+    indexDir: { globalValue: undefined, workspaceFolderValue: '~' },
+    agentDir: { globalValue: '/home/u/.pi/agent', workspaceValue: '/repo/evil-agent' },
+    sessionDir: { workspaceValue: '/repo/sessions' },
+    'memory.maxSessions': { globalValue: 100, workspaceValue: 7 },
+    'compaction.engine': { workspaceFolderValue: 'pi' },
+    codeLens: { defaultValue: true },
+  };
+  const inspect = (key) => layers[key];
+  const keys = Object.keys(layers);
+
+  test('untrusted: no workspace or folder value of a restricted setting reaches the server', () => {
+    const out = pickServerSettings(keys, inspect, false, restricted);
+    assert.deepEqual(out, {
+      agentDir: '/home/u/.pi/agent', // the user's own value
+      memory: { maxSessions: 7 }, // not restricted: the workspace may tune it
+      compaction: { engine: 'pi' },
+      trusted: false,
+    });
+    assert.equal(JSON.stringify(out).includes('/repo'), false);
+    assert.equal('indexDir' in out, false);
+  });
+
+  test('trusted: the most specific value of every setting is sent', () => {
+    assert.deepEqual(pickServerSettings(keys, inspect, true, restricted), {
+      indexDir: '~', agentDir: '/repo/evil-agent', sessionDir: '/repo/sessions',
+      memory: { maxSessions: 7 }, compaction: { engine: 'pi' }, trusted: true,
+    });
+  });
+
+  test('settingValue per layer', () => {
+    const i = { defaultValue: [], globalValue: ['/u/fabric-lsp'], workspaceValue: ['./evil'], workspaceFolderValue: ['./evil2'] };
+    assert.deepEqual(settingValue(i, false, true), ['/u/fabric-lsp']);
+    assert.deepEqual(settingValue(i, true, true), ['./evil2']);
+    assert.deepEqual(settingValue(i, false, false), ['./evil2']);
+    assert.equal(settingValue({ workspaceValue: 'x' }, false, true), undefined);
+    assert.equal(settingValue(undefined, true, true), undefined);
+  });
+
+  test('restrictedSettings of a manifest without the capability is empty', () => {
+    assert.equal(restrictedSettings({}).size, 0);
+  });
+});
+
+describe('spawned programs: never relative to the project', () => {
+  test('programKind', () => {
+    assert.equal(programKind('/usr/bin/fabric-lsp'), 'absolute');
+    assert.equal(programKind('~/venv/bin/fabric-lsp'), 'absolute');
+    assert.equal(programKind('fabric-lsp'), 'name');
+    assert.equal(programKind('python3.12'), 'name');
+    assert.equal(programKind('./fabric-lsp'), 'relative');
+    assert.equal(programKind('.venv/bin/python'), 'relative');
+    assert.equal(programKind('..\\x.exe'), 'relative');
+    assert.equal(expandHome('~/a', '/h'), '/h/a');
+    assert.equal(expandHome('~', '/h'), '/h');
+    assert.equal(expandHome('a~', '/h'), 'a~');
+  });
+  test('spawnDir is created owner-only and refuses to be used unset', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-spawn-'));
+    try {
+      setSpawnDir(path.join(root, 'storage', 'deeper'));
+      const dir = spawnDir();
+      assert.equal(dir, path.join(root, 'storage', 'deeper'));
+      assert.equal(fs.statSync(dir).mode & 0o777, 0o700);
+      setSpawnDir(undefined);
+      assert.throws(() => spawnDir(), /no working directory/);
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }

@@ -5,7 +5,9 @@ local M = {}
 
 ---@class fabric.Options
 M.defaults = {
-  -- The language server command. `fabric-lsp` (no arguments) is the stdio server.
+  -- The language server command. `fabric-lsp` (no arguments) is the stdio server. Its program
+  -- is an absolute path (or ~/…) or a name looked up on the absolute entries of $PATH, never
+  -- a relative path; it runs in stdpath('cache')/fabric-lsp, never in the project.
   cmd = { 'fabric-lsp' },
   -- Filetypes whose buffers may start the server. Of those, the client attaches only to Pi
   -- session JSONL buffers (first line a session header) and Fabric scratch buffers
@@ -69,6 +71,15 @@ local function is_int(v, lo, hi)
   return type(v) == 'number' and v == math.floor(v) and v >= lo and (hi == nil or v <= hi)
 end
 
+---A program the plugin may run: an absolute path, `~` or `~/…`, or a bare name (looked up on
+---$PATH). A relative path (`./fabric-lsp`, `.venv/bin/python`) would name a project's file.
+local function is_program(p)
+  return type(p) == 'string'
+    and p ~= ''
+    and (p:sub(1, 1) == '/' or p == '~' or p:sub(1, 2) == '~/' or not p:find('/', 1, true))
+end
+M.is_program = is_program
+
 local function is_list_of_strings(v, nonempty)
   if type(v) ~= 'table' or not vim.islist(v) or (nonempty and #v == 0) then
     return false
@@ -101,9 +112,13 @@ local picker_ok, picker_expect = one_of('auto', 'select', 'float', 'snacks', 'te
 M.rules = {
   cmd = {
     function(v)
-      return (type(v) == 'string' and v ~= '') or is_list_of_strings(v, true)
+      if type(v) == 'string' then
+        return is_program(v)
+      end
+      return is_list_of_strings(v, true) and is_program(v[1])
     end,
-    'a command: a string or a non-empty list of strings',
+    'a command: a string or a non-empty list of strings whose program is an absolute path (or ~/…) '
+      .. 'or a name on $PATH, never a relative path',
   },
   filetypes = { is_list_of_strings, 'a list of filetype names' },
   root_markers = { is_list_of_strings, 'a list of file names' },

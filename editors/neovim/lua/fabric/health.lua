@@ -55,7 +55,8 @@ local function check_server(cmd)
   end
   argv[#argv + 1] = '--version'
   local ok, res = pcall(function()
-    return vim.system(argv, { text = true }):wait(15000)
+    -- Where the server itself runs (never the project: see lsp.server_cwd).
+    return vim.system(argv, { text = true, cwd = require('fabric.lsp').server_cwd() }):wait(15000)
   end)
   if not ok then
     vim.health.error(('could not run %s: %s'):format(table.concat(argv, ' '), tostring(res)))

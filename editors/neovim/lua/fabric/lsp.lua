@@ -85,6 +85,48 @@ function M.root_dir(bufnr, on_dir)
   on_dir(root or vim.fn.getcwd())
 end
 
+---The server's working directory: stdpath('cache')/fabric-lsp (created, owner-only). Never
+---the project: `python -m fabric_lsp` puts its working directory first on sys.path, and a
+---relative $PATH entry resolves against it, so a repository could otherwise run its code.
+---@return string
+function M.server_cwd()
+  local dir = vim.fs.joinpath(vim.fn.stdpath('cache'), 'fabric-lsp')
+  if vim.fn.isdirectory(dir) == 0 then
+    vim.fn.mkdir(dir, 'p', tonumber('700', 8))
+  end
+  return dir
+end
+
+---The server command with an absolute program: `~` expanded, a bare name looked up on the
+---absolute entries of $PATH (a relative entry such as `.` would name the project's files).
+---A name that is not found is left as it is (starting it then fails with that name).
+---@param cmd string[]|function
+---@return string[]|function
+function M.resolve_cmd(cmd)
+  if type(cmd) ~= 'table' or type(cmd[1]) ~= 'string' then
+    return cmd
+  end
+  local out = vim.deepcopy(cmd)
+  local exe = cmd[1]
+  if exe == '~' or exe:sub(1, 2) == '~/' then
+    out[1] = vim.fs.normalize(exe)
+    return out
+  end
+  if exe:find('/', 1, true) then
+    return out
+  end
+  for dir in vim.gsplit(vim.env.PATH or '', ':', { plain = true }) do
+    if dir:sub(1, 1) == '/' then
+      local candidate = vim.fs.joinpath(dir, exe)
+      if vim.fn.isdirectory(candidate) == 0 and vim.fn.executable(candidate) == 1 then
+        out[1] = candidate
+        return out
+      end
+    end
+  end
+  return out
+end
+
 ---Reuse any running fabric client: the server is editor-wide, not per project.
 ---@param client vim.lsp.Client
 ---@param cfg vim.lsp.ClientConfig

@@ -205,7 +205,10 @@ try {
   page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
   page.on('pageerror', (err) => consoleErrors.push(String(err)));
 
-  const workspace = tmp.agentDir;
+  // Untrusted: a folder of its own (the server refuses to read an agent dir that lies inside
+  // an untrusted workspace, and says so in its warnings).
+  const workspace = opts.untrusted ? path.join(tmp.root, 'project') : tmp.agentDir;
+  fs.mkdirSync(workspace, { recursive: true });
   const file02 = tmp.files['02'];
   const id02 = header(file02).id;
 

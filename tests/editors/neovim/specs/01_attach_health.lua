@@ -6,7 +6,8 @@ H.check('plugin/fabric.lua loaded from the runtimepath, :Fabric defined, fabric 
   H.eq(true, vim.g.loaded_fabric, 'g:loaded_fabric')
   H.eq(2, vim.fn.exists(':Fabric'), 'exists(:Fabric)')
   H.eq(true, vim.lsp.is_enabled('fabric'), 'vim.lsp.is_enabled')
-  H.eq({ 'fabric-lsp' }, vim.lsp.config.fabric.cmd, 'default cmd')
+  -- The program by absolute path (lsp.resolve_cmd), found on $PATH.
+  H.eq({ vim.fn.exepath('fabric-lsp') }, vim.lsp.config.fabric.cmd, 'default cmd')
 end)
 
 local session = H.session_file('01-')
