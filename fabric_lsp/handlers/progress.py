@@ -187,6 +187,12 @@ class BackgroundProgress:
             if self.current is not None:
                 self.current._on_event(event)
             return
+        if event.get("phase") == "idle":  # nothing left to index: partial answers may be refreshed
+            self.server.protocol.notify(protocol.ACTIVITY, {
+                "type": "metrics", "request": self.METHOD, "complete": True,
+                "indexedSessions": int(event.get("indexed") or 0), "eligibleSessions": int(event.get("total") or 0),
+            })
+            return
         if event.get("phase") == "begin":
             if self.current is not None:  # never two open passes
                 asyncio.ensure_future(self.current.end("done"))

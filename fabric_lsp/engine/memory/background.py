@@ -21,7 +21,8 @@ Invariants:
   vocabulary interned into the engine's term table) as each one arrives.
 * Every pass that has work emits one `{"type": "indexing", "phase": "begin"}` and exactly
   one matching `"end"` (also when stopped or failing), with progress events
-  "Indexing N/M sessions" in between.
+  "Indexing N/M sessions" in between. When a pass finds nothing left to index (the index
+  is complete), `{"type": "indexing", "phase": "idle"}` follows, once per such pass.
 """
 
 from __future__ import annotations
@@ -155,6 +156,9 @@ class BackgroundIndexer:
             with self._cond:
                 self.pending = False
                 self._cond.notify_all()
+            if summary is not None:  # everything is indexed now: answers given meanwhile may be refreshed
+                self._emit(self.sink, {"type": "indexing", "phase": "idle", "total": summary["total"],
+                                       "indexed": summary["indexed"]})
             if not self._persist_when_idle():
                 continue  # new work came first
             self._kick.wait()
@@ -246,23 +250,45 @@ class BackgroundIndexer:
         cfg = eng.config
         branches = self.branches
 
+        claimed: set[tuple[str, str]] = set()  # this pass's entries in eng.indexer_building
+
+        def claim(key: tuple[str, str]) -> None:
+            """Under the engine lock: the session is this pass's to build (a call that
+            needs it waits for it: index._take_from_indexer)."""
+            eng.indexer_building.add(key)
+            claimed.add(key)
+
+        def release(key: tuple[str, str]) -> None:
+            """Under the engine lock: the session was adopted or given up."""
+            eng.indexer_building.discard(key)
+            claimed.discard(key)
+            eng.building_done.notify_all()
+
         def adopt(ref: Any, tier: str, result: Any) -> None:
+            key = (ref.file, branches)
             if isinstance(result, SourceMissing) or not isinstance(result, SessionState):
+                with eng._lock:
+                    release(key)
                 summary["unavailable"] += 1
                 self._progress(sink, summary)
                 return
             with eng._lock:
-                if stat_key(ref.file) != ref.key:
-                    summary["changed"] += 1  # the next pass builds the new contents
-                    return
-                current = eng._states.get((ref.file, branches))
-                if not (current is not None and current.tier == tier and current.key == ref.key):
-                    eng._adopt(result)
+                try:
+                    if stat_key(ref.file) != ref.key:
+                        summary["changed"] += 1  # the next pass builds the new contents
+                        return
+                    current = eng._states.get(key)
+                    if not (current is not None and current.tier == tier and current.key == ref.key):
+                        eng._adopt(result)
+                finally:
+                    release(key)
             summary["indexed"] += 1
             summary["built"] += 1
             self._progress(sink, summary)
 
         def build_here(ref: Any, tier: str) -> None:
+            with eng._lock:
+                claim((ref.file, branches))
             live = eng._want_leaf(ref.file, branches)
             try:
                 if tier == "hot" or live is not None:  # a held session: on its live leaf
@@ -298,13 +324,33 @@ class BackgroundIndexer:
 
         def building(ref: Any, tier: str) -> bool:
             """Whether a call is building this session or has adopted it since this pass
-            looked (read without the lock: a stale answer costs a wait or a build)."""
+            looked; else the session is claimed for this pass (under the lock, so a call
+            either finds it claimed and waits for it, or has claimed it first)."""
             key = (ref.file, branches)
-            if key in eng.building:
-                return True
-            current = eng._states.get(key)
-            return current is not None and current.tier == tier and current.key == ref.key
+            with eng._lock:
+                if key in eng.building:
+                    return True
+                current = eng._states.get(key)
+                if current is not None and current.tier == tier and current.key == ref.key:
+                    return True
+                claim(key)
+                return False
 
+        try:
+            self._build_all(free, local, building, settle, build_here, adopt, cancel)
+        finally:
+            with eng._lock:
+                for key in list(claimed):  # stopped or failed: nothing is in flight any more
+                    release(key)
+        if summary["built"]:
+            gc.collect(0)
+            gc.freeze()  # the new long-lived index leaves the collector's generations
+
+    def _build_all(self, free: list[tuple[Any, str]], local: list[tuple[Any, str]], building: Any, settle: Any,
+                   build_here: Any, adopt: Any, cancel: CancelToken | None) -> None:
+        eng = self.engine
+        cfg = eng.config
+        branches = self.branches
         with cyclic_gc_paused():
             if self.workers > 1 and len(free) >= 2:
                 from .build_pool import build_split
@@ -329,9 +375,6 @@ class BackgroundIndexer:
                         settle(ref, tier)
                     else:
                         build_here(ref, tier)
-        if summary["built"]:
-            gc.collect(0)
-            gc.freeze()  # the new long-lived index leaves the collector's generations
 
     # -- events -------------------------------------------------------------------------
 

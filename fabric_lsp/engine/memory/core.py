@@ -49,6 +49,10 @@ class MemoryCore:
         # background indexer leaves them to it and takes them from the call's result, never
         # building a session twice at once; `building_done` is notified when a call's set ends.
         self.building: set[tuple[str, str]] = set()
+        # (file, branches) of the sessions the background indexer has in flight (handed to
+        # a builder, not yet adopted): a call waits for those instead of building them too.
+        self.indexer_building: set[tuple[str, str]] = set()
+        # notified when a call's set ends and when the indexer adopts (or gives up) a session
         self.building_done = threading.Condition(self._lock)
         self._hydrated: LRUCache[tuple[str, str], SessionState] = LRUCache(maxsize=8)
         self._headers: dict[str, HeaderEntry] = {}

@@ -321,17 +321,20 @@ def _load_index_unpaused(
     if not cleanup_complete:
         reasons.add("cache_cleanup_budget")
     # The per-call budgets bound the synchronous work of this call: sessions built from
-    # source. A session whose derived state is already fresh (in memory, extended in
+    # source, as the reference builds them, so within the budgets the first answer is
+    # complete. A session whose derived state is already fresh (in memory, extended in
     # place after an append, or read from the disk cache) costs no budget, so repeated
-    # calls, a restarted server and the CLI reach every session the index holds. While
-    # a background indexer has work left, cold builds are left to it (reason
-    # `indexing_in_progress`) and only hot sessions are built here.
-    deferring = eng.background_pending() and not hydrate
+    # calls, a restarted server and the CLI reach every session the index holds. A
+    # session the background indexer is building counts as this call's work and is
+    # waited for, never built twice; what is beyond the budgets is left to the indexer
+    # (reason `indexing_in_progress` beside the budget's own reason).
+    background = eng.background_pending() and not hydrate
     processed = 0
     processed_bytes = 0
     accepted: list[tuple[Ref, str]] = []
     resolved: dict[str, Any] = {}
     todo: list[tuple[Ref, str]] = []
+    waiting: list[tuple[Ref, str]] = []  # in flight in the background indexer
     fresh_bytes = 0  # source bytes whose derived state was loaded or built in this call
     for ref in refs:
         if ref.key is None:
@@ -351,19 +354,23 @@ def _load_index_unpaused(
             accepted.append((ref, tier))
             resolved[ref.file] = state
             continue
-        if deferring and tier == "cold":
-            reasons.add("indexing_in_progress")
-            continue
         if processed >= eng.config.max_sync_sessions:
             reasons.add("max_sync_sessions")
+            if background:
+                reasons.add("indexing_in_progress")
             continue
         if processed_bytes + ref.key.size > eng.config.max_sync_source_bytes:
             reasons.add("max_sync_source_bytes")
+            if background:
+                reasons.add("indexing_in_progress")
             continue
         processed += 1
         processed_bytes += ref.key.size
         accepted.append((ref, tier))
-        todo.append((ref, tier))
+        if (ref.file, branches) in eng.indexer_building:
+            waiting.append((ref, tier))
+        else:
+            todo.append((ref, tier))
     if todo:
         done_count = [0]
         total = len(todo)
@@ -389,6 +396,8 @@ def _load_index_unpaused(
             with eng.lock:
                 eng.building.difference_update(keys)
                 eng.building_done.notify_all()
+    if waiting:
+        fresh_bytes += _take_from_indexer(eng, waiting, branches, resolved, cancel, activity)
     if fresh_bytes >= eng.parallel_min_bytes:
         # Move the new long-lived index out of the collector's generations, so later
         # full collections do not walk it during warm queries.
@@ -427,6 +436,42 @@ def _load_index_unpaused(
         "reasons": sort_lexical(reasons),
     }
     return states, tiers, coverage
+
+
+def _take_from_indexer(
+    eng: MemoryCore,
+    waiting: list[tuple[Ref, str]],
+    branches: str,
+    resolved: dict[str, Any],
+    cancel: Optional[CancelToken],
+    activity: Optional[ActivitySink],
+) -> int:
+    """The sessions the background indexer had in flight when this call looked: waited for
+    (the engine lock is released meanwhile) and taken from its result; one it gave up or
+    built for other contents is built here. Returns the source bytes made fresh."""
+    report(activity, f"Indexing: waiting for {len(waiting)} session(s) the indexer is building", None)
+    fresh = 0
+    for ref, tier in waiting:
+        key = (ref.file, branches)
+        while key in eng.indexer_building:
+            check(cancel)
+            eng.building_done.wait(0.25)  # (bounded: a cancel is seen meanwhile)
+        try:
+            state, _ = cached(eng, ref, branches, tier)
+        except SourceMissing as missing:
+            resolved[ref.file] = missing
+            continue
+        if state is None:
+            built = build_many(eng, [(ref, tier)], branches, cancel, lambda: None)
+            result = built.get(ref.file)
+            if isinstance(result, SessionState):
+                adopt(eng, result)
+            resolved[ref.file] = result
+        else:
+            resolved[ref.file] = state
+        if ref.key is not None:
+            fresh += ref.key.size
+    return fresh
 
 
 def indexed_states(
