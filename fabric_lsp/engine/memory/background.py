@@ -337,7 +337,8 @@ class BackgroundIndexer:
                 return False
 
         try:
-            self._build_all(free, local, building, settle, build_here, adopt, cancel)
+            self._build_all(free, local, building=building, settle=settle, build_here=build_here, adopt=adopt,
+                            cancel=cancel)
         finally:
             with eng._lock:
                 for key in list(claimed):  # stopped or failed: nothing is in flight any more
@@ -346,7 +347,7 @@ class BackgroundIndexer:
             gc.collect(0)
             gc.freeze()  # the new long-lived index leaves the collector's generations
 
-    def _build_all(self, free: list[tuple[Any, str]], local: list[tuple[Any, str]], building: Any, settle: Any,
+    def _build_all(self, free: list[tuple[Any, str]], local: list[tuple[Any, str]], *, building: Any, settle: Any,
                    build_here: Any, adopt: Any, cancel: CancelToken | None) -> None:
         eng = self.engine
         cfg = eng.config

@@ -397,7 +397,7 @@ def _load_index_unpaused(
                 eng.building.difference_update(keys)
                 eng.building_done.notify_all()
     if waiting:
-        fresh_bytes += _take_from_indexer(eng, waiting, branches, resolved, cancel, activity)
+        fresh_bytes += _take_from_indexer(eng, waiting, branches, resolved, cancel=cancel, activity=activity)
     if fresh_bytes >= eng.parallel_min_bytes:
         # Move the new long-lived index out of the collector's generations, so later
         # full collections do not walk it during warm queries.
@@ -443,6 +443,7 @@ def _take_from_indexer(
     waiting: list[tuple[Ref, str]],
     branches: str,
     resolved: dict[str, Any],
+    *,
     cancel: Optional[CancelToken],
     activity: Optional[ActivitySink],
 ) -> int:
