@@ -54,6 +54,7 @@ COMPACTION_DEFAULTS: dict[str, Any] = {
     "tokenThresholds": {},
     "contextWindow": 200000,
     "commitQuietMs": 2000,
+    "piRules": "auto",
 }
 
 TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "codeLens", "team")
@@ -209,6 +210,7 @@ COMPACTION_RULES: dict[str, Callable[[Any], Any]] = {
     "tokenThresholds": _model_map(1000, 100_000_000, integer=True),
     "contextWindow": _int(0),
     "commitQuietMs": _int(0, 600000),
+    "piRules": _choice("auto", "0.80", "1.x"),
 }
 
 
@@ -308,11 +310,13 @@ def load_config(
 
     # agentDir and trusted decide which files are read, so files cannot set them.
     agent_dir = default_agent_dir(env)
+    agent_redirected = False  # set by a client's layer (not $PI_CODING_AGENT_DIR, not the default)
     trusted = False
     for name, layer in (("initializationOptions", init_layer), ("workspace configuration", client_layer)):
         if "agentDir" in layer:
             try:
                 agent_dir = _path(layer["agentDir"])
+                agent_redirected = True
             except ValueError as err:
                 warnings.append(f"{name}: agentDir {err}; using {agent_dir}")
         if "trusted" in layer:
@@ -322,9 +326,15 @@ def load_config(
                 warnings.append(f"{name}: trusted {err}; using {trusted}")
 
     file_layers: list[tuple[str, dict[str, Any]]] = []
-    # An agent dir inside an untrusted workspace holds the project's files, not the user's:
-    # its fabric.json and settings.json count as project files (read only when trusted).
-    agent_in_project = workspace_root is not None and _is_within(agent_dir, workspace_root)
+    # An agent dir a client redirected into an untrusted workspace holds the project's files,
+    # not the user's: its fabric.json and settings.json count as project files (read only
+    # when trusted). A workspace that holds the home directory (a CLI run in ~ or /) does
+    # not make the user's own ~/.pi/agent a project's.
+    home = Path(os.path.expanduser("~"))
+    agent_in_project = (
+        agent_redirected and workspace_root is not None and _is_within(agent_dir, workspace_root)
+        and not _is_within(home, workspace_root)
+    )
     global_file = agent_dir / "fabric.json"
     if agent_in_project and not trusted:
         if global_file.exists() or (agent_dir / "settings.json").exists():

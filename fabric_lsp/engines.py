@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fabric_lsp.engine.compaction.options import CompactionOptions, CompactionOverrides
     from fabric_lsp.engine.intents.service import IntentsService
     from fabric_lsp.engine.memory.api import MemoryEngine
+    from fabric_lsp.engine.team.api import TeamEngine
 
 # The compaction and memory engines are imported on first use, not at import time: the
 # editor pays the server's start-up on every launch (tests/e2e/test_lsp_lifecycle.py).
@@ -83,6 +84,7 @@ class Engines:
         self._lock = threading.RLock()
         self._memory: Optional["MemoryEngine"] = None
         self._intents: Optional["IntentsService"] = None
+        self._team: Optional["TeamEngine"] = None
         self._index_sink: Optional[Callable[[dict[str, Any]], None]] = None
         self._index_enabled = False
         # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
@@ -110,6 +112,22 @@ class Engines:
                 # held sessions follow the live Pi's leaf (docs/pi.md, "Live lineage")
                 self._memory.live_leaves = self.leases().live_leaves
             return self._memory
+
+    def team(self) -> "TeamEngine":
+        """The team database's engine (docs/team.md), from the user-level `team` settings."""
+        from fabric_lsp.engine.memory.api import MemoryConfig
+        from fabric_lsp.engine.team.api import TeamEngine
+        from fabric_lsp.engine.team.settings import TeamSettings, TeamSettingsError
+
+        with self._lock:
+            if self._team is None:
+                cfg = self.config
+                try:
+                    settings = TeamSettings.from_settings(cfg.team)
+                except TeamSettingsError:  # warned about at load: as if not set
+                    settings = TeamSettings()
+                self._team = TeamEngine(settings, MemoryConfig.from_settings(dict(cfg.memory)), self.memory)
+            return self._team
 
     def memory_if_started(self) -> Optional["MemoryEngine"]:
         with self._lock:
@@ -253,6 +271,8 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> protocol.RecallResult:
+        if p.scope == "team" or p.scope.startswith("team:"):
+            return protocol.to_result(protocol.RECALL, self.team().recall(protocol.params_to_dict(p)))
         result = self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.RECALL, result)
 
@@ -263,6 +283,8 @@ class Engines:
         cancel: Optional[CancelToken] = None,
         activity: Optional[ActivitySink] = None,
     ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
+        if p.member is not None:  # a team item (docs/team.md)
+            return protocol.to_result(protocol.EXPAND, self.team().expand(protocol.params_to_dict(p)))
         result = self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.EXPAND, result)
 
@@ -328,9 +350,10 @@ class Engines:
         """Forget engines built from an older configuration; they are closed through
         `submit` (closing may join threads), or here when `wait` or there is no submit."""
         with self._lock:
-            old: list[Any] = [e for e in (self._memory, self._intents) if e is not None]
+            old: list[Any] = [e for e in (self._memory, self._intents, self._team) if e is not None]
             self._memory = None
             self._intents = None
+            self._team = None
         for engine in old:
             if wait or self._submit is None:
                 _close(engine)

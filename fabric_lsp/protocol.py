@@ -64,8 +64,9 @@ Branches = Literal["active", "all"]
 Tier = Literal["hot", "cold"]
 ListScope = Literal["session", "project", "global"]
 # "session" | "project" | "global" | "session:<id-or-path>"; the id-or-path may hold any
-# character (a newline too), exactly as `fabric/expand`'s `session` may
-RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|session:[\s\S]+)$")]
+# character (a newline too), exactly as `fabric/expand`'s `session` may; "team" |
+# "team:<member>" search the team database (docs/team.md)
+RecallScope = Annotated[str, Meta(pattern=r"^(session|project|global|team|session:[\s\S]+|team:[^\r\n]+)$")]
 
 _PARAMS = dict(forbid_unknown_fields=True, rename="camel", kw_only=True, omit_defaults=True)
 # Results are strict too: a key the Struct does not declare is a contract error, so the
@@ -125,6 +126,8 @@ EXPAND_SELECTORS = ("indices", "entryIds", "operationAddresses", "entryRange")
 
 class ExpandParams(Struct, **_PARAMS):
     session: NonEmptyStr
+    # a team item's member: expand from the team database (docs/team.md)
+    member: NonEmptyStr | None = None
     branches: Branches | None = None
     expected_source_hash: str | None = None
     expected_lineage_fingerprint: str | None = None
@@ -275,6 +278,16 @@ class ExactMatch(Struct, **_RESULT):
     operation_address: str | None
 
 
+class ContextEditMark(Struct, **_RESULT):
+    """Pi 1.x hides (`hidden`: the latest edit's replacement is null) or replaces
+    (`replaced`: new content) this entry — or, for a Fabric operation or branch fact, its
+    carrier entry — in the model context with the `context_edit` entry `editId`; the
+    entry shown is still the one written (docs/session-model.md)."""
+
+    edit_id: str
+    state: Literal["hidden", "replaced"]
+
+
 class SegmentEntry(Struct, **_RESULT):
     index: int
     entry_id: str | None
@@ -288,6 +301,7 @@ class SegmentEntry(Struct, **_RESULT):
     text: str
     matched: bool
     line: int
+    context_edit: ContextEditMark | None = None
 
 
 class Segment(Struct, **_RESULT):
@@ -302,6 +316,9 @@ class Segment(Struct, **_RESULT):
     matched_count: int
     exact_matches: list[ExactMatch]
     entries: list[SegmentEntry]
+    # team recall (docs/team.md): who pushed the session, from which machine
+    member: str | None = None
+    machine: str | None = None
 
 
 class Pointer(Struct, **_RESULT):
@@ -365,6 +382,7 @@ class ExpandedEntry(Struct, rename="camel", kw_only=True, omit_defaults=True, fo
     carrier_entry_id: str | None = None
     carrier_parent_id: str | None = None
     carrier_from_id: str | None = None
+    context_edit: ContextEditMark | None = None
 
 
 class ExpandResult(Struct, **_RESULT):
@@ -375,6 +393,10 @@ class ExpandResult(Struct, **_RESULT):
     branches: Branches
     lineage_fingerprint: str
     expanded: list[ExpandedEntry]
+    # a team expand (docs/team.md): the stored records, and where the full source is
+    member: str | None = None
+    machine: str | None = None
+    note: str | None = None
 
 
 ExpandErrorCode = Literal[
@@ -448,6 +470,8 @@ class CompactionPreviewResult(Struct, **_RESULT):
     tokens_before: int | None  # null when the usage is not a finite number (JSON.stringify(Infinity))
     # what the session held that the engine skipped (malformed lines, a parent cycle, ...)
     warnings: list[str] | None = None
+    # "1.x" when Pi 1.x's rules applied (docs/session-model.md); absent for Pi 0.80.6's
+    pi_rules: Literal["1.x"] | None = None
     reason: str | None = None
     # on "cancelled": the engine's or decoder's code and message (beside `reason`)
     error: CoverageError | None = None

@@ -131,8 +131,11 @@ def render_entry(
     session_id: str | None,
     line: int,
     session_file: str | None = None,
+    context_edit: dict[str, Any] | None = None,
 ) -> str:
-    """Markdown preview: kind/role, time, tool, reference, operation addresses, excerpt."""
+    """Markdown preview: kind/role, time, tool, reference, operation addresses, excerpt.
+    `context_edit` (`{"editId", "state"}`, session/projection.py `context_edit_marks`):
+    Pi 1.x hides or replaces this entry in the model context."""
     if raw.get("type") == "session":
         return render_header(raw, line=line)
     kind = raw.get("type", "?")
@@ -166,6 +169,12 @@ def render_entry(
     addresses = operation_addresses(raw)
     if addresses:
         rows.append("- operation addresses: " + ", ".join(_code(a) for a in addresses))
+    if kind == "context_edit" and "replacement" in raw and (raw["replacement"] is None or isinstance(raw["replacement"], dict)):
+        what = "hides" if raw["replacement"] is None else "replaces the content of"
+        rows.append(f"- context edit: {what} {_code(raw.get('targetId'))} in the model context (Pi 1.x)")
+    if context_edit is not None:
+        state = "hidden from" if context_edit.get("state") == "hidden" else "replaced in"
+        rows.append(f"- context: **{state} the model context** by context edit {_code(context_edit.get('editId'))} (Pi 1.x); shown as written")
     where = f"line {line + 1}"
     if session_file:
         where += f" of {_code(session_file)}"

@@ -23,6 +23,7 @@ from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, r
 from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
 from fabric_lsp.engines import DomainError
 from fabric_lsp.engine.entry_preview import entry_text, render_entry
+from fabric_lsp.engine.session.projection import EDIT_NEEDLE, context_edit_marks, file_context_edit_marks
 from fabric_lsp.handlers.progress import run_request
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 
 _logs: cachetools.LRUCache[tuple[Any, ...], Any] = cachetools.LRUCache(maxsize=8)
 _logs_lock = threading.Lock()
+
+# a buffer without this text holds no Pi 1.x context edit (session/projection.py)
+_EDIT_NEEDLE_TEXT = EDIT_NEEDLE.decode()
 
 
 def _session_header(first_line: str) -> dict[str, Any] | None:
@@ -158,7 +162,9 @@ async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | 
             except DomainError as err:
                 return f"**{ref.text}**: {err.message}"
             sid = (log.header or {}).get("id", ref.session_id)
-            return render_entry(rec.raw, session_id=sid, line=rec.line, session_file=str(path))
+            marks = file_context_edit_marks(str(path), branches="all") or {}
+            return render_entry(rec.raw, session_id=sid, line=rec.line, session_file=str(path),
+                                context_edit=marks.get(rec.id) if isinstance(rec.id, str) else None)
 
         text = await run_request(ls, HOVER, None, work, title="Fabric: entry preview", long=False, params=params)
         return _markdown(text, ls)
@@ -176,7 +182,12 @@ async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | 
             return f"**Malformed line {line_no + 1}**: not valid JSON, so Pi skips it."
         if not isinstance(raw, dict):
             return f"**Line {line_no + 1}** is not a JSON object, so Pi skips it."
-        return render_entry(raw, session_id=header["id"], line=line_no, session_file=path)
+        eid = raw.get("id")
+        mark = None
+        if isinstance(eid, str) and any(_EDIT_NEEDLE_TEXT in text for text in lines):
+            # the buffer as the client has it (Pi 1.x context edits: session/projection.py)
+            mark = context_edit_marks("".join(lines).encode("utf-8", "surrogatepass"), branches="all").get(eid)
+        return render_entry(raw, session_id=header["id"], line=line_no, session_file=path, context_edit=mark)
 
     text = await run_request(ls, HOVER, None, render, title="Fabric: entry preview", long=False, params=params)
     return _markdown(text, ls) if text is not None else None

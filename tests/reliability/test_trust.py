@@ -106,3 +106,28 @@ def test_trusted_project_config_applies(tmp_path):
     assert seen["preview"] != clean["preview"]
     # even trusted, a project file cannot move the agent dir
     assert seen["cfg"]["agentDir"] == str(agent)
+
+
+def test_an_agent_dir_redirected_into_an_untrusted_workspace_is_not_global(tmp_path, monkeypatch):
+    """A client that sends an agentDir inside the untrusted workspace (a repository's
+    settings) does not make the repository's fabric.json the global layer; the user's own
+    agent dir under $HOME stays global when the workspace is $HOME or / (a CLI run there)."""
+    from fabric_lsp.config import load_config
+
+    home = tmp_path / "home"
+    agent = home / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    (agent / "fabric.json").write_text(json.dumps({"memory": {"hotSessions": 7}}))
+    repo = tmp_path / "repo"
+    (repo / "agent").mkdir(parents=True)
+    (repo / "agent" / "fabric.json").write_text(json.dumps({"memory": {"hotSessions": 3}}))
+    monkeypatch.setenv("HOME", str(home))
+    env = {"PI_CODING_AGENT_DIR": str(agent), "HOME": str(home)}
+    for root in (home, Path("/"), tmp_path / "elsewhere"):
+        cfg = load_config(workspace_root=root, env=env)
+        assert cfg.memory["hotSessions"] == 7 and str(agent / "fabric.json") in cfg.sources, root
+    cfg = load_config(workspace_root=repo, init_options={"agentDir": str(repo / "agent")}, env=env)
+    assert cfg.memory["hotSessions"] == 50 and cfg.sources == ()
+    assert any("inside the untrusted workspace" in w for w in cfg.warnings)
+    trusted = load_config(workspace_root=repo, init_options={"agentDir": str(repo / "agent"), "trusted": True}, env=env)
+    assert trusted.memory["hotSessions"] == 3

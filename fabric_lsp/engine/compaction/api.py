@@ -21,7 +21,8 @@ from .scan import SourceChanged, scan_session_bytes, scan_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
-from .pigate import model_key as branch_model_key, pi_tokens_before, prepare_compaction
+from .pigate import model_key as branch_model_key
+from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from .qa import generate_probes, qa_report
 
 if TYPE_CHECKING:
@@ -201,8 +202,11 @@ def compaction_run(
     `model_key` is the live model's `provider/id` (default: the branch's last model);
     `pi_vcc_overriding` is the event marker of an earlier pi-vcc handler.
     `settings` may carry Fabric's compaction config (`engine`, `targetContextRatio`,
-    `thresholds`, `tokenThresholds`, optionally nested under `compaction`) and Pi's
-    `reserveTokens` / `keepRecentTokens` / `contextWindow`; explicit arguments win.
+    `thresholds`, `tokenThresholds`, `piRules`, optionally nested under `compaction`) and
+    Pi's `reserveTokens` / `keepRecentTokens` / `contextWindow`; explicit arguments win.
+    `piRules` ("auto", default, | "0.80" | "1.x") picks Pi's rules: by default Pi 1.x's
+    when the session holds an entry only Pi 1.x writes (session/projection.py), and the
+    result then says `piRules: "1.x"`.
     """
     if reason not in ("manual", "threshold", "overflow"):
         raise PreviewError("invalid_params", f"reason must be manual, threshold or overflow, not {reason!r}")
@@ -268,14 +272,24 @@ def _compaction_run(
     if target_context_ratio is not None:
         config["targetContextRatio"] = target_context_ratio
 
-    tb = tokens_before if tokens_before is not None else pi_tokens_before(branch)
+    try:
+        rules = resolve_rules(_setting(settings, "piRules"), bool(getattr(branch, "pi1x", False)))
+    except ValueError as err:
+        raise PreviewError("invalid_params", str(err)) from None
+    if rules == RULES_1X:
+        result["piRules"] = rules
+        from . import pi1x as gate_rules
+    else:
+        from . import pigate as gate_rules  # (Pi 0.80.6: unchanged)
+
+    tb = tokens_before if tokens_before is not None else gate_rules.pi_tokens_before(branch)
     if isinstance(tb, float) and tb.is_integer():
         tb = int(tb)
     # A non-finite count (a usage of `1e400`) is what JSON.stringify writes for it: null.
     result["tokensBefore"] = tb if not isinstance(tb, float) or math.isfinite(tb) else None
     check(cancel)
 
-    gate = prepare_compaction(branch, pi_settings["keepRecentTokens"])
+    gate = gate_rules.prepare_compaction(branch, pi_settings["keepRecentTokens"])
     if not gate["ok"]:
         result["reason"] = f"Pi would keep everything: {gate['reason']}"
         return result, None
@@ -292,6 +306,7 @@ def _compaction_run(
         pi_settings=pi_settings,
         config=config,
         check=(lambda: check(cancel)) if cancel is not None else None,
+        rules=rules,
     )
     check(cancel)
     if hook["result"] == "passthrough":

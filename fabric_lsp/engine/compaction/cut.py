@@ -47,14 +47,16 @@ class Projection:
 
 
 class LiveItem:
-    __slots__ = ("branch_index", "id", "turn_boundary", "cut_point", "tokens")
+    __slots__ = ("branch_index", "id", "turn_boundary", "cut_point", "tokens", "user")
 
-    def __init__(self, branch_index: int, eid: Any, turn_boundary: bool, cut_point: bool, tokens: int) -> None:
+    def __init__(self, branch_index: int, eid: Any, turn_boundary: bool, cut_point: bool, tokens: int, *,
+                 user: bool = False) -> None:
         self.branch_index = branch_index
         self.id = eid
         self.turn_boundary = turn_boundary
         self.cut_point = cut_point
         self.tokens = tokens
+        self.user = user  # a user message (what the overflow rule keeps verbatim)
 
 
 def last_compaction_index(branch: Any) -> int:
@@ -92,7 +94,7 @@ def live_items(branch: Any, start: int, proj: Optional["Projection"] = None) -> 
         t, role, skip = kinds[i]
         if t is COMPACTION or skip or role is NOMSG:
             continue
-        items.append(LiveItem(i, ident(i), role in TURN_BOUNDARY_ROLES, role != "toolResult", tokens[i]))
+        items.append(LiveItem(i, ident(i), role in TURN_BOUNDARY_ROLES, role != "toolResult", tokens[i], user=role == "user"))
     return items
 
 
@@ -185,8 +187,15 @@ def _js_ceil(x: float) -> float:
     return math.ceil(x) if math.isfinite(x) else x
 
 
-def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?}`."""
+def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None, *, keep_question: bool = False,
+                question_in_kept_range: bool = False) -> dict[str, Any]:
+    """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?,
+    questionKept?}`.
+
+    `keep_question` (overflow recovery: Pi retries the request right after): the kept
+    range always holds the latest user message verbatim (`keep_latest_question`).
+    `question_in_kept_range`: that message may lie in the previous compaction's kept
+    range (Pi 1.x, where an older compaction there adds nothing to the context)."""
     f = facts(branch)
     lc = f.last_compaction()
     start = live_start(f, lc)
@@ -195,12 +204,62 @@ def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None) -> d
     if not live:
         return {"ok": False, "reason": "empty"}
     spans = Spans(f)
+    res: Optional[dict[str, Any]] = None
     if budget_input is not None:
         b = budget_input["budget"]
         window = b.get("contextWindow")
         if isinstance(window, (int, float)) and math.isfinite(window) and window > 0:
-            return _continuity_cut(f, live, spans, lc, tokens_before=budget_input["tokensBefore"], b=b, proj=proj)
-    return _legacy_cut(live, spans, lc)
+            res = _continuity_cut(f, live, spans, lc, tokens_before=budget_input["tokensBefore"], b=b, proj=proj)
+    if res is None:
+        res = _legacy_cut(live, spans, lc)
+    if keep_question:
+        res = keep_latest_question(res, live, spans, lc, in_kept_range=question_in_kept_range)
+    return res
+
+
+def keep_latest_question(res: dict[str, Any], live: list[LiveItem], spans: Spans, lc: int, *,
+                         in_kept_range: bool = False) -> dict[str, Any]:
+    """Move the cut back so the kept range starts at or before the latest user message
+    of the live window (and no call/result pair is split): on overflow recovery the
+    retried request must hold the user's question verbatim, never only inside the
+    summary. Unchanged when the cut already keeps it, when there is no such message,
+    when nothing of the live window lies before it (keeping it would summarize nothing,
+    so only a cut inside its turn can shrink the context: the one case the question is
+    summarized), or when no safe boundary at or before it exists (after the previous
+    compaction unless `in_kept_range`)."""
+    q = -1
+    for i in range(len(live) - 1, -1, -1):
+        if live[i].user:
+            q = i
+            break
+    if q < 0:
+        return res
+    first_kept = res["firstKeptEntryId"]
+    if first_kept:
+        for i, it in enumerate(live):
+            if it.id == first_kept:
+                if i <= q:
+                    return res  # the question is kept already
+                break
+    c = q
+    while not spans.safe(live[c].branch_index):
+        e = spans.min_first_crossing(live[c].branch_index)
+        j = -1
+        for k in range(c - 1, -1, -1):
+            if live[k].branch_index <= e and live[k].turn_boundary:  # type: ignore[operator]
+                j = k
+                break
+        if j < 0:
+            return res
+        c = j
+    if c == 0 or (not in_kept_range and live[c].branch_index <= lc):
+        return res  # (c == 0: nothing before the question to summarize: no recovery by keeping it)
+    retained = sum(it.tokens for it in live[c:])
+    out = dict(res, firstKeptEntryId=live[c].id, summarized=live[:c], retainedRawTokens=retained, questionKept=True)
+    b = res.get("budget")
+    if b is not None:
+        b["retainedRawTokens"] = retained
+    return out
 
 
 def _continuity_cut(

@@ -21,7 +21,8 @@ from array import array
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from fabric_lsp.engine.session.context import entry_to_message
-from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, calculate_context_tokens
+from fabric_lsp.engine.session.projection import edit_action, is_pi1x_marker
+from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, calculate_context_tokens, js_truthy, system_chars
 
 from .details import is_fabric_v1, is_fabric_v2
 from .estimate import estimate_tokens
@@ -47,13 +48,19 @@ def _nomsg_repr(self: object) -> str:
 NOMSG = type("NoMessage", (), {"__repr__": _nomsg_repr, "__slots__": ()})()
 _ROLES: dict[Any, Any] = {
     r: r
-    for r in ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary")
+    for r in ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary",
+              "system")
 }
 
 # entry types whose content becomes normalized events (normalize skips every other type)
 EVENT_TYPES = frozenset((MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY))
 
 _kind_cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def make_kind(ttype: str, role: Any, live_skip: bool) -> tuple[Any, ...]:
+    """The (shared) kind tuple (type, role, live_skip)."""
+    return _kind(ttype, role, live_skip)
 
 
 def _kind(ttype: str, role: Any, live_skip: bool) -> tuple[Any, ...]:
@@ -103,6 +110,34 @@ _OTHER_FACTS = ((OTHER, NOMSG, False), 0, None, None, None, None)
 _MODEL_CHANGE_FACTS = ((MODEL_CHANGE, NOMSG, False), 0, None, None, None, None)
 _NO_MESSAGE_FACTS = ((MESSAGE, NOMSG, False), 0, None, None, None, None)
 _MESSAGE_KINDS = {r: (MESSAGE, r, False) for r in _ROLES}
+SYSTEM_KIND = _MESSAGE_KINDS["system"]  # a persisted Pi 1.x system message
+CONTEXT_EDIT = "context_edit"
+EDIT_HIDE, EDIT_REPLACE, EDIT_INVALID = "hide", "replace", "invalid"
+
+
+def pi1x_facts(entry: dict[str, Any], kind: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What the Pi 1.x rules read of an entry beyond `facts_of`, and whether only Pi 1.x
+    writes such an entry (`projection.is_pi1x_marker`): (marker, system tokens or None,
+    edit or None, checkpoint). `system tokens` is Pi 1.x's estimate of a system message
+    (0.80.6 counts it 0: `kind` keeps that); `edit` = (targetId, EDIT_HIDE | EDIT_REPLACE
+    | EDIT_INVALID) of a `context_edit`; `checkpoint` a compaction's `systemMessage`."""
+    if kind is SYSTEM_KIND:
+        m: Any = entry.get("message")
+        return True, -(-system_chars(m) // 4), None, False
+    t = kind[0]
+    if t is COMPACTION:
+        if not js_truthy(entry.get("systemMessage")):
+            return False, None, None, False
+        return is_pi1x_marker(entry), None, None, True
+    if t is OTHER:
+        et = entry.get("type")
+        if et == CONTEXT_EDIT:
+            action = edit_action(entry)
+            edit = (entry.get("targetId"), action if action is not None else EDIT_INVALID)
+            return is_pi1x_marker(entry), None, edit, False
+        if et == "usage":
+            return is_pi1x_marker(entry), None, None, False
+    return False, None, None, False
 
 
 def message_facts(entry: dict[str, Any], defer: bool) -> tuple[Any, ...]:
@@ -202,7 +237,8 @@ class Facts:
     `kinds[i]` and `tokens[i]` are dense; `usage`, `spans` and `compactions` map the
     positions that have one. Subclasses give the ids and the entries themselves."""
 
-    __slots__ = ("kinds", "tokens", "usage", "spans", "compactions", "deferred", "readied")
+    __slots__ = ("kinds", "tokens", "usage", "spans", "compactions", "deferred", "readied", "systems", "edits",
+                 "checkpoints", "pi1x")
 
     def __init__(self) -> None:
         self.kinds: list[tuple[Any, ...]] = []
@@ -212,6 +248,13 @@ class Facts:
         self.compactions: dict[int, tuple[Any, ...]] = {}
         self.deferred: dict[int, tuple[Any, ...]] = {}
         self.readied = False
+        # Pi 1.x (`pi1x_facts`): system messages' 1.x estimates, context edits, compactions
+        # with a checkpoint, and whether any entry read (the whole file, when scanned) is
+        # one only Pi 1.x writes
+        self.systems: dict[int, int] = {}
+        self.edits: dict[int, tuple[Any, str]] = {}
+        self.checkpoints: dict[int, bool] = {}
+        self.pi1x = False
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -229,6 +272,21 @@ class Facts:
             self.spans[i] = spans
         if comp is not None:
             self.compactions[i] = comp
+        self.add_pi1x(i, entry, kind)
+
+    def add_pi1x(self, i: int, entry: dict[str, Any], kind: tuple[Any, ...]) -> None:
+        """Record `pi1x_facts` of the entry at position i."""
+        if kind is not SYSTEM_KIND and kind[0] is not OTHER and kind[0] is not COMPACTION:
+            return
+        marker, sys_tokens, edit, checkpoint = pi1x_facts(entry, kind)
+        if marker:
+            self.pi1x = True
+        if sys_tokens is not None:
+            self.systems[i] = sys_tokens
+        if edit is not None:
+            self.edits[i] = edit
+        if checkpoint:
+            self.checkpoints[i] = True
 
     # -- entries and ids (subclasses)
     def id(self, i: int) -> Any:

@@ -10,6 +10,7 @@ from .bounds import clip_utf8
 from .cut import compute_cut
 from .details import build_details
 from .facts import facts
+from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from .instructions import PI_VCC_SENTINEL, decode_instructions
 from ..jsstr import utf16_len
 from .normalize import normalize
@@ -85,15 +86,28 @@ def compile_fabric_summary(
     budget: Optional[dict[str, Any]] = None,
     *,
     check: Optional[Callable[[], None]] = None,
+    keep_question: bool = False,
+    rules: Optional[str] = None,
 ) -> dict[str, Any]:
     """`{cancel, reason, instructionError?}` or
-    `{summary, firstKeptEntryId, details, events, cut}` (digest §6 internals)."""
+    `{summary, firstKeptEntryId, details, events, cut}` (digest §6 internals).
+
+    `rules`: "0.80" or "1.x" (default: by the branch's content, `projection.session_rules`);
+    under "1.x" the engine reads the branch as Pi 1.x projects it (`pi1x.FabricView`).
+    `keep_question`: overflow recovery keeps the latest user message verbatim
+    (`cut.keep_latest_question`)."""
     decoded = decode_instructions(custom_instructions)
     if not decoded["ok"]:
         err = decoded["error"]
         return _cancel(f"fabric: {err['code']}: {err['message']}", err)
     f = facts(branch)
-    cut = compute_cut(f, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None)
+    pi1x = resolve_rules(rules, f.pi1x) == RULES_1X
+    if pi1x:
+        from .pi1x import FabricView
+
+        f = FabricView(f)
+    cut = compute_cut(f, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None,
+                      keep_question=keep_question, question_in_kept_range=pi1x)
     if check is not None:
         check()
     if not cut["ok"]:
@@ -139,7 +153,8 @@ def compile_fabric_summary(
     if b is not None:
         projected = math.ceil(b["fixedOverheadTokens"] + (cut["retainedRawTokens"] + math.ceil(utf16_len(summary) / 4)) * b["tokenScale"])
         b["projectedTokensAfter"] = projected
-        if projected > b["targetContextTokens"]:
+        # (a kept question is kept whatever the budget says: without it the retry is pointless)
+        if projected > b["targetContextTokens"] and not cut.get("questionKept"):
             return _cancel("fabric: no deterministic summary fits the continuity context target")
     summarized = cut["summarized"]
     v1 = v2 = 0
@@ -187,8 +202,10 @@ def compaction_hook(
     config: Optional[dict[str, Any]] = None,
     pi_vcc_overriding: bool = False,
     check: Optional[Callable[[], None]] = None,
+    rules: Optional[str] = None,
 ) -> dict[str, Any]:
-    """The pure `session_before_compact` handler.
+    """The pure `session_before_compact` handler. `rules`: "0.80" | "1.x" | None (by
+    content); on overflow the latest user message stays in the kept range.
 
     Returns `{"result": "passthrough"}`, `{"result": "cancel", "reason", "notification"?}`
     or `{"result": "compaction", "compaction": {...}, "compile": ...}`.
@@ -224,7 +241,8 @@ def compaction_hook(
         # A session whose usage holds `1e400` (JSON.parse: Infinity). JavaScript would carry
         # Infinity through the budget arithmetic; we refuse rather than compute with it.
         return {"result": "cancel", "reason": "fabric: the session's token count is not a finite number"}
-    res = compile_fabric_summary(branch, tokens_before, custom_instructions, budget, check=check)
+    res = compile_fabric_summary(branch, tokens_before, custom_instructions, budget, check=check,
+                                 keep_question=reason == "overflow", rules=rules)
     if res.get("cancel"):
         err = res.get("instructionError")
         if err is not None:

@@ -26,7 +26,7 @@ from .hook import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
 DEFAULT_CONTEXT_WINDOW = 200000
 
 # the Fabric keys of the `compaction` settings the engine reads (digest §8)
-FABRIC_SETTING_KEYS = ("engine", "targetContextRatio", "thresholds", "tokenThresholds")
+FABRIC_SETTING_KEYS = ("engine", "targetContextRatio", "thresholds", "tokenThresholds", "piRules")
 
 
 @dataclass(frozen=True)

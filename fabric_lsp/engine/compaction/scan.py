@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
-from .facts import EVENT_TYPES, Facts, message_facts, facts_of
+from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, message_facts, facts_of
 from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_node, stream_hashed, stub_output
 from .normalize import Normalizer, number_events
 
@@ -347,8 +347,11 @@ class ScanFacts(Facts):
         # the sparse maps (keyed in node order): a node's position is its run's first
         # position plus its offset in the run
         firsts = list(accumulate([0] + [b - a for a, b in runs]))
-        pairs = ((self.usage, out.usage), (self.spans, out.spans), (self.compactions, out.compactions),
-                 (self.deferred, out.deferred))
+        pairs: list[tuple[dict[int, Any], dict[int, Any]]] = [
+            (self.usage, out.usage), (self.spans, out.spans), (self.compactions, out.compactions),
+            (self.deferred, out.deferred), (self.systems, out.systems), (self.edits, out.edits),
+            (self.checkpoints, out.checkpoints)]
+        out.pi1x = self.pi1x  # (a marker anywhere in the file)
         for src, dst in pairs:
             if not src:
                 continue
@@ -404,6 +407,7 @@ class Scanned:
         calls = spec.calls
         starts_append = spec.starts.append
         thinking = spec.thinking
+        add_pi1x = nodes.add_pi1x
         first = True
         prev: Any = None
 
@@ -441,6 +445,8 @@ class Scanned:
                 comps[i] = comp
             if deferred is not None:
                 deferred_d[i] = deferred
+            if kind is SYSTEM_KIND or kind[0] is OTHER or kind[0] is COMPACTION:
+                add_pi1x(i, value, kind)  # Pi 1.x markers, system estimates, context edits
             # speculative normalization (`_Speculative`; other entry types have no events)
             starts_append(len(events))
             if kind[0] in EVENT_TYPES:

@@ -106,7 +106,20 @@ def expand(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
                 return expand_error("ambiguous_address", f'{kind_name} address "{value}" resolves to {count} records.')
     selected = state.selected
     base["expanded"] = [_expanded_item(e) for e in selected]
+    _mark_context_edits(eng, base["expanded"], ref.file, source_hash=state.source_hash, leaf=state.lineage.leaf_id,
+                        branches=branches)
     return base
+
+
+def _mark_context_edits(eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: Optional[str],
+                        branches: str) -> None:
+    """`contextEdit` on the items Pi 1.x hides or replaces (session/projection.py)."""
+    from ..session.projection import file_context_edit_marks, mark_records
+
+    if items:
+        if leaf is None:  # (all branches: the active branch still decides for its own entries)
+            leaf = want_leaf(eng, file, "active")
+        mark_records(items, file_context_edit_marks(file, source_hash=source_hash, leaf_id=leaf, branches=branches))
 
 
 class ExpandConfig:

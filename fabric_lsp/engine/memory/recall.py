@@ -10,7 +10,7 @@ engine lock, on snapshots of the hot views.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 
@@ -124,11 +124,34 @@ def recall(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
                 digests.append(st.digest_view())
         check(cancel)
         if plan["kind"] != "regex":
-            return run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity)
+            return _mark_context_edits(eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states)
         # A regex may run up to its timeout in the worker: do that without the engine
         # lock, on snapshots, so other memory requests are not held up meanwhile.
         views = [snapshot_view(v) for v in views]
-    return run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity)
+    return _mark_context_edits(eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states)
+
+
+def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) -> JsonObject:
+    """`contextEdit` on the segment entries Pi 1.x hides or replaces (session/projection.py):
+    read from each shown session's file, when it still has the bytes the index read."""
+    from ..session.projection import file_context_edit_marks, mark_records
+    from .catalog import want_leaf
+
+    leaves = {st.file: st.lineage.leaf_id for st in states}
+    marks: dict[tuple[Any, ...], Any] = {}
+    for item in result.get("items") or ():
+        seg = item.get("segment") if item.get("kind") == "segment" else None
+        if seg is None:
+            continue
+        file, branches = seg["sessionFile"], seg["branches"]
+        key = (file, seg["sourceHash"], branches)
+        if key not in marks:
+            leaf = leaves.get(file)
+            if leaf is None:
+                leaf = want_leaf(eng, file, "active")
+            marks[key] = file_context_edit_marks(file, source_hash=seg["sourceHash"], leaf_id=leaf, branches=branches)
+        mark_records(seg["entries"], marks[key])
+    return result
 
 
 def run_search(

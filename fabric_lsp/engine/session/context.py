@@ -1,10 +1,12 @@
 """Pi's context view: what Pi sends to the model for a branch (spec pi-host §6).
 
 Given the active path root→leaf as raw entry dicts, `build_context_messages` returns the
-AgentMessages Pi's buildSessionContext would produce: the latest compaction as a
+AgentMessages Pi 0.80.6's buildSessionContext would produce: the latest compaction as a
 `compactionSummary`, the kept entries from `firstKeptEntryId` (none when that id is not
 found before the compaction, which covers both retain-none conventions "" and the
-compaction's own id), then every entry after it.
+compaction's own id), then every entry after it. Pi 1.x builds a different view (context
+edits applied, system messages kept, older compactions silent): `projection.py`;
+`context_messages(path, rules)` picks one of the two.
 """
 
 from __future__ import annotations
@@ -88,8 +90,22 @@ def build_context_messages(path: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def context_tokens(path: list[dict[str, Any]]) -> Any:
-    """`tokensBefore` as Pi computes it: estimateContextTokens over the context view."""
+def context_tokens(path: list[dict[str, Any]], rules: str = "0.80") -> Any:
+    """`tokensBefore` as Pi computes it: 0.80.6's estimateContextTokens over the context
+    view, or (rules "1.x") Pi 1.x's estimateProjectedContextTokens."""
+    if rules == "1.x":
+        from .projection import estimate_projected_context_tokens
+
+        return estimate_projected_context_tokens(path)
     from .tokens import estimate_context_tokens
 
     return estimate_context_tokens(build_context_messages(path))
+
+
+def context_messages(path: list[dict[str, Any]], rules: str = "0.80") -> list[dict[str, Any]]:
+    """What Pi sends to the model for this branch under `rules` ("0.80" or "1.x")."""
+    if rules == "1.x":
+        from .projection import projected_messages
+
+        return projected_messages(path)
+    return build_context_messages(path)

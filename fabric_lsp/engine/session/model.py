@@ -1,4 +1,5 @@
-"""Typed views of Pi session entries (format v3, Pi 0.80–1.x).
+"""Typed views of Pi session entries (format v3, Pi 0.80–1.x; the header does not tell
+the versions apart — `projection.session_rules` does, by content).
 
 The engines read the raw dicts (JavaScript semantics matter there); these Structs are
 the typed, documented view for code that wants one. Decoding is lenient: an entry whose
@@ -73,6 +74,10 @@ class AssistantMessage(msgspec.Struct, tag_field="role", tag="assistant", kw_onl
     stopReason: Optional[str] = None
     errorMessage: Optional[str] = None
     timestamp: Optional[float] = None
+    # Pi 1.x
+    thinkingLevel: Optional[str] = None
+    durationMs: Optional[float] = None
+    rawStopReason: Optional[str] = None
 
 
 class ToolResultMessage(msgspec.Struct, tag_field="role", tag="toolResult", kw_only=True):
@@ -82,6 +87,10 @@ class ToolResultMessage(msgspec.Struct, tag_field="role", tag="toolResult", kw_o
     details: Any = None
     isError: Any = False  # only `=== true` counts; kept as written
     timestamp: Optional[float] = None
+    # Pi 1.x: time taken, nested model usage (not context accounting), calls made from a script
+    durationMs: Optional[float] = None
+    usage: Any = None
+    nestedCalls: Any = None
 
 
 class BashExecutionMessage(msgspec.Struct, tag_field="role", tag="bashExecution", kw_only=True):
@@ -103,7 +112,20 @@ class CustomRoleMessage(msgspec.Struct, tag_field="role", tag="custom", kw_only=
     timestamp: Optional[float] = None
 
 
-Message = Union[UserMessage, AssistantMessage, ToolResultMessage, BashExecutionMessage, CustomRoleMessage]
+class SystemMessage(msgspec.Struct, tag_field="role", tag="system", kw_only=True):
+    """Pi 1.x persists the prompt and tool state as `system` messages: the first holds
+    every section and tool, later ones patch `sections` by name (null removes one) and
+    carry `toolsAdded` / `toolsRemoved` deltas. Never summarized; Pi 1.x counts them in
+    its token estimates and replays them into one (`projection.current_system_message`)."""
+
+    content: Any = ""
+    sections: Optional[dict[str, Optional[str]]] = None
+    toolsAdded: Optional[list[Any]] = None
+    toolsRemoved: Optional[list[Any]] = None
+    timestamp: Optional[float] = None
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage, BashExecutionMessage, CustomRoleMessage, SystemMessage]
 
 # ---- entries (tagged by type) --------------------------------------------------------
 
@@ -127,15 +149,24 @@ class MessageEntry(_Entry, tag_field="type", tag="message"):
 
 
 class CompactionEntry(_Entry, tag_field="type", tag="compaction"):
+    """`firstKeptEntryId`: the first kept entry; "" (Fabric) or the compaction's own id
+    (Pi 1.x retain-none) keep nothing; Pi 0.80.6 stores a null it was given verbatim.
+    Pi 1.x adds `systemMessage` (the prompt and tool state at the boundary, replayed
+    before the summary) and `usage` (the summarizer's)."""
+
     summary: str = ""
-    firstKeptEntryId: str = ""
+    firstKeptEntryId: Optional[str] = ""
     tokensBefore: float = 0
     details: Any = None
     usage: Any = None
     fromHook: Optional[bool] = None
+    systemMessage: Optional[SystemMessage] = None
 
 
 class BranchSummaryEntry(_Entry, tag_field="type", tag="branch_summary"):
+    """`fromId`: Pi 0.80.6 writes the navigation target (= `parentId`, "root" at the
+    root); Pi >= 0.84.3 the abandoned leaf (`projection.branch_summary_origin` tells)."""
+
     fromId: Optional[str] = None
     summary: str = ""
     details: Any = None
@@ -174,19 +205,24 @@ class SessionInfoEntry(_Entry, tag_field="type", tag="session_info"):
 
 
 class ContextEditEntry(_Entry, tag_field="type", tag="context_edit"):
-    """Newer Pi (1.x): parsed and kept; plays no part in compaction."""
+    """Pi 1.x: hides (`replacement` null) or replaces the `content` of an earlier entry
+    of the branch in the model context; the latest edit of a target on the active branch
+    wins, and the target entry itself stays as written. Pi writes one by itself for every
+    failed attempt it retries (auto-retry, overflow recovery)."""
 
     targetId: Optional[str] = None
     replacement: Any = None
 
 
 class UsageEntry(_Entry, tag_field="type", tag="usage"):
-    """Newer Pi (1.x) usage record."""
+    """Pi 1.x usage record (e.g. `kind: "cache_warm"`): not in the model context; counts
+    in session cost totals."""
 
     kind: Optional[str] = None
     provider: Optional[str] = None
     model: Optional[str] = None
     usage: Any = None
+    note: Optional[str] = None
 
 
 class OpaqueEntry(msgspec.Struct, kw_only=True):

@@ -19,11 +19,14 @@ __all__ = [
     "assistant_chars",
     "calculate_context_tokens",
     "estimate_context_tokens",
+    "estimate_context_tokens_1x",
     "estimate_tokens",
+    "estimate_tokens_1x",
     "js_number",
     "js_stringify",
     "last_usage_index",
     "message_chars",
+    "system_chars",
     "utf16_len",
 ]
 
@@ -105,9 +108,46 @@ def arguments_chars(arguments: Iterable[Any]) -> int:
 
 
 def estimate_tokens(message: dict[str, Any]) -> int:
-    """Pi's `estimateTokens`: ceil(chars / 4) with UTF-16 counting."""
+    """Pi 0.80.6's `estimateTokens`: ceil(chars / 4) with UTF-16 counting (a `system`
+    message counts 0, as 0.80.6 has no such role)."""
     chars = message_chars(message)
     return -(-chars // 4)
+
+
+def js_truthy(v: Any) -> bool:
+    """JavaScript truthiness of a decoded JSON value ([] and {} are truthy)."""
+    if v is None or v is False:
+        return False
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v == v and v != 0  # NaN and 0 are falsy
+    if isinstance(v, str):
+        return v != ""
+    return True
+
+
+def system_chars(message: dict[str, Any]) -> int:
+    """The characters Pi 1.x's `estimateTokens` counts for a `system` message: its
+    content (text parts, 4800 per image), every truthy string section, and
+    `JSON.stringify(toolsAdded).length` when `toolsAdded` is truthy (`toolsRemoved` is
+    not counted)."""
+    chars = _content_chars(message.get("content"))
+    sections: JsonValue = message.get("sections")
+    if isinstance(sections, dict):
+        for value in sections.values():
+            if isinstance(value, str):
+                chars += utf16_len(value)
+    tools: JsonValue = message.get("toolsAdded")
+    if js_truthy(tools):
+        chars += utf16_len(js_stringify(tools))
+    return chars
+
+
+def estimate_tokens_1x(message: dict[str, Any]) -> int:
+    """Pi 1.x's `estimateTokens`: as 0.80.6's, and a `system` message counts
+    (`system_chars`)."""
+    if message.get("role") == "system":
+        return -(-system_chars(message) // 4)
+    return estimate_tokens(message)
 
 
 def _num(v: Any) -> float:
@@ -141,14 +181,21 @@ def last_usage_index(messages: list[dict[str, Any]]) -> Optional[int]:
     return None
 
 
-def estimate_context_tokens(messages: Iterable[dict[str, Any]]) -> int:
+def estimate_context_tokens(messages: Iterable[dict[str, Any]], estimate: Any = None) -> int:
     """Pi's `estimateContextTokens`: the last valid assistant usage plus the estimates of
-    the messages after it, else the sum of all estimates."""
+    the messages after it, else the sum of all estimates (`estimate`: the per-message
+    estimate, default Pi 0.80.6's)."""
+    est = estimate_tokens if estimate is None else estimate
     msgs = list(messages)
     idx = last_usage_index(msgs)
     if idx is None:
-        return sum(estimate_tokens(m) for m in msgs)
+        return sum(est(m) for m in msgs)
     base = calculate_context_tokens(msgs[idx]["usage"])
-    tail = sum(estimate_tokens(m) for m in msgs[idx + 1 :])
+    tail = sum(est(m) for m in msgs[idx + 1 :])
     total = base + tail
     return int(total) if float(total).is_integer() else total  # type: ignore[return-value]
+
+
+def estimate_context_tokens_1x(messages: Iterable[dict[str, Any]]) -> int:
+    """Pi 1.x's `estimateContextTokens` (system messages counted)."""
+    return estimate_context_tokens(messages, estimate_tokens_1x)

@@ -1,0 +1,147 @@
+"""`TeamEngine`: the team calls the server and the CLI make (recall, expand, status,
+push), over one lazily opened connection; an unreachable database is an answer that
+says so (coverage error `team_unavailable`), never a crash, and local recall is untouched."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+from fabric_lsp.engine.memory.catalog import Ref
+from fabric_lsp.engine.memory.config import MemoryConfig
+from fabric_lsp.engine.memory.core import MemoryCore
+
+from .db import TeamUnavailable, connect
+from .push import BRANCHES, Progress, PushReport, policy_of, push, stat_text
+from .query import team_expand, team_recall, team_scope, team_status
+from .schema import SCHEMA
+from .settings import TeamSettings, TeamSettingsError, machine_name
+
+
+def _error_result(params: dict[str, Any], code: str, message: str) -> dict[str, Any]:
+    page = params.get("page")
+    size = params.get("pageSize")
+    return {
+        "scope": params.get("scope") or "team",
+        "branches": params.get("branches") or "active",
+        "query": params.get("query"),
+        "queryMode": params.get("queryMode") or "literal",
+        "page": page if isinstance(page, int) and not isinstance(page, bool) and page >= 1 else 1,
+        "pageSize": size if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= 100 else 25,
+        "totalItems": 0,
+        "totalMatches": 0,
+        "hasNext": False,
+        "authoritative": False,
+        "coverage": {
+            "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
+            "incompleteSessions": 0, "reasons": [code], "error": {"code": code, "message": message},
+        },
+        "items": [],
+        "text": message,
+    }
+
+
+class TeamEngine:
+    def __init__(self, settings: TeamSettings, memory: MemoryConfig, local: Optional[Callable[[], MemoryCore]] = None) -> None:
+        self.settings = settings
+        self.memory_config = memory
+        self._local = local  # the local memory engine (listing own sessions for staleness)
+        self._conn: Any = None
+        self._lock = threading.RLock()
+
+    # -- connection ----------------------------------------------------------------------
+
+    def connection(self) -> Any:
+        with self._lock:
+            conn = self._conn
+            if conn is not None and not conn.closed and not conn.broken:
+                return conn
+            self._conn = connect(self.settings.require_url())
+            return self._conn
+
+    def _run(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn(connection)`, reconnecting once when the connection broke since last use."""
+        import psycopg
+
+        with self._lock:
+            for attempt in (0, 1):
+                conn = self.connection()
+                try:
+                    return fn(conn)
+                except psycopg.OperationalError as err:
+                    self.close()
+                    if attempt == 1:
+                        raise TeamUnavailable(
+                            "team_unavailable",
+                            f"the team database connection failed: {str(err).strip().splitlines()[0] if str(err).strip() else err}; "
+                            "local recall keeps working",
+                        ) from None
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def recall(self, params: dict[str, Any]) -> dict[str, Any]:
+        member = team_scope(params.get("scope"))  # ValueError for "team:" (invalid params)
+        try:
+            def run(conn: Any) -> dict[str, Any]:
+                stale = self._local_stale(conn) if member in ("", self.settings.member) else 0
+                return team_recall(conn, params, local_stale=stale)
+
+            return self._run(run)
+        except TeamSettingsError as err:
+            return _error_result(params, "team_not_configured", str(err))
+        except TeamUnavailable as err:
+            return _error_result(params, err.code, err.message)
+
+    def expand(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._run(lambda conn: team_expand(conn, params))
+        except TeamSettingsError as err:
+            return {"error": {"code": "source_unavailable", "message": str(err)}}
+        except TeamUnavailable as err:
+            return {"error": {"code": "source_unavailable", "message": err.message}}
+
+    def status(self, member: Optional[str] = None) -> list[dict[str, Any]]:
+        return self._run(lambda conn: team_status(conn, member))
+
+    def push(self, core: MemoryCore, *, scope: str = "global", cwd: Optional[str] = None, dry_run: bool = False,
+             progress: Optional[Progress] = None) -> PushReport:
+        return self._run(lambda conn: push(conn, self.settings, self.memory_config, core, scope=scope, cwd=cwd,
+                                           dry_run=dry_run, progress=progress))
+
+    def _local_stale(self, conn: Any) -> int:
+        """This member's opted-in local sessions whose pushed copy is out of date (not
+        pushed, changed since, or deleted locally but still pushed)."""
+        if self._local is None:
+            return 0
+        core = self._local()
+        from fabric_lsp.engine.memory.catalog import all_refs
+
+        with core.lock:
+            refs: list[Ref] = all_refs(core)
+        rows = conn.execute(
+            f"SELECT session_file, stat_key, policy FROM {SCHEMA}.sessions "
+            "WHERE member = %s AND machine = %s AND branches = %s",
+            (self.settings.member, machine_name(), BRANCHES),
+        ).fetchall()
+        pushed = {r[0]: (r[1], r[2]) for r in rows}
+        policy = policy_of(self.memory_config)
+        stale = 0
+        local_files: set[str] = set()
+        for ref in refs:
+            if not self.settings.opted_in(ref.cwd):
+                continue
+            local_files.add(ref.file)
+            if pushed.get(ref.file) != (stat_text(ref), policy):
+                stale += 1
+        stale += sum(1 for f in pushed if f not in local_files)
+        return stale

@@ -1,0 +1,409 @@
+"""`fabric-lsp team push`: send the derived records of opted-in sessions, incrementally.
+
+What leaves the machine is exactly what the local hot index holds for a session
+(`sessions.build_state`, tier hot, branch mode `active`): the normalized records under the
+same privacy policy (`memory.indexToolOutput`, `memory.indexThinking`,
+`memory.maxEntryChars`), their term counts and lengths (`search.HotIndex`), the segment
+starts, the typed file operations, and the session's identity (id, cwd, source hash,
+lineage fingerprint, stat key). Never a raw JSONL line.
+
+Per session (one transaction each):
+* not opted in (`team.projects`), or gone from disk, but pushed before: its rows are deleted;
+* unchanged stat key and policy: nothing is read or sent;
+* the pushed records are a prefix of the current ones (checked by a chained SHA-256 over
+  the encoded records): only the new records, their postings and new segment starts go;
+* anything else: the session's rows are replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
+
+import msgspec
+
+from fabric_lsp.engine.memory import file_history, store
+from fabric_lsp.engine.memory.catalog import Ref, all_refs, project_refs
+from fabric_lsp.engine.memory.config import MemoryConfig
+from fabric_lsp.engine.memory.core import MemoryCore
+from fabric_lsp.engine.memory.records import HotRecords
+from fabric_lsp.engine.memory.search import HotIndex, postings_of
+from fabric_lsp.engine.memory.sessions import SessionState, SourceMissing, build_state
+
+from .schema import SCHEMA
+from .settings import TeamSettings, machine_name
+
+BRANCHES = "active"  # the branch mode pushed (docs/team.md: `branches: "all"` is not pushed)
+_encode = msgspec.json.Encoder().encode
+
+Progress = Callable[[int, int, str], None]
+
+
+class PushError(Exception):
+    pass
+
+
+def session_key(member: str, machine: str, session_file: str, branches: str) -> uuid.UUID:
+    """The distribution key of a pushed session (stable across pushes)."""
+    digest = hashlib.sha256("\0".join((member, machine, session_file, branches)).encode("utf-8", "surrogatepass"))
+    return uuid.UUID(bytes=digest.digest()[:16])
+
+
+def policy_of(cfg: MemoryConfig) -> str:
+    """What the pushed records depend on besides the source: a change re-pushes all."""
+    return (
+        f"team/1;{store.ENGINE_FORMAT};branches:{BRANCHES};entry:{cfg.max_entry_chars};"
+        f"thinking:{'true' if cfg.index_thinking else 'false'};"
+        f"tool-output:{'true' if cfg.index_tool_output else 'false'}"
+    )
+
+
+def stat_text(ref: Ref) -> str:
+    key = ref.key
+    return "" if key is None else ",".join(str(v) for v in key.as_list())
+
+
+def file_key(path: str) -> bytes:
+    """The UTF-16 sort key the local ranking uses for paths (memcmp order = JS `<`)."""
+    return path.encode("utf-16-be", "surrogatepass")
+
+
+# ---- records -------------------------------------------------------------------------------
+
+
+def encode_record(rec: dict[str, Any], session_file: str, record_sid: str) -> bytes:
+    """A record as stored: without its session file and id when they are the session's
+    (rebuilt by `decode_record`), else whole, wrapped in a one-element list."""
+    keys = iter(rec)
+    if next(keys, None) == "sessionFile" and next(keys, None) == "sessionId" \
+            and rec["sessionFile"] == session_file and rec["sessionId"] == record_sid:
+        rest = dict(rec)
+        del rest["sessionFile"], rest["sessionId"]
+        return _encode(rest)
+    return _encode([rec])
+
+
+def decode_record(data: str | bytes, session_file: str, record_sid: str) -> dict[str, Any]:
+    value = msgspec.json.decode(data)
+    if isinstance(value, list):
+        return value[0]  # type: ignore[no-any-return]
+    out: dict[str, Any] = {"sessionFile": session_file, "sessionId": record_sid}
+    out.update(value)
+    return out
+
+
+@dataclass
+class Built:
+    """A session built for pushing: its state and the encoded records."""
+
+    state: SessionState
+    encoded: list[bytes]
+    records_hash: str
+    prefix_hash: Optional[str]  # the chained hash of the first `prefix_n` records
+    record_sid: str
+
+
+def build(ref: Ref, cfg: MemoryConfig, prefix_n: Optional[int]) -> Built:
+    state = build_state(ref.file, BRANCHES, "hot", cfg, ref_id=ref.id, ref_cwd=ref.cwd, encode=False)
+    entries = state.entries if state.entries is not None else HotRecords()
+    record_sid = entries[0]["sessionId"] if len(entries) and isinstance(entries[0].get("sessionId"), str) else ""
+    h = hashlib.sha256()
+    prefix: Optional[str] = None
+    encoded: list[bytes] = []
+    for i, rec in enumerate(entries):
+        if i == prefix_n:
+            prefix = h.hexdigest()
+        data = encode_record(rec, state.file, record_sid)
+        encoded.append(data)
+        h.update(data)
+        h.update(b"\n")
+    if prefix_n is not None and prefix_n == len(encoded):
+        prefix = h.hexdigest()
+    return Built(state, encoded, h.hexdigest(), prefix, record_sid)
+
+
+# ---- the plan ------------------------------------------------------------------------------
+
+
+@dataclass
+class Remote:
+    skey: uuid.UUID
+    session_file: str
+    session_id: str
+    cwd: str
+    stat_key: str
+    policy: str
+    entry_count: int
+    seg_count: int
+    records_hash: str
+    gen: int
+
+
+@dataclass
+class Step:
+    action: str  # "new" | "replace" | "append" | "unchanged" | "delete" | "skip"
+    session_file: str
+    session_id: str
+    cwd: str
+    reason: str = ""
+    entries_sent: int = 0
+    postings_sent: int = 0
+
+
+@dataclass
+class PushReport:
+    member: str
+    machine: str
+    dry_run: bool
+    steps: list[Step] = field(default_factory=list[Step])
+    pending: int = 0
+    pending_reasons: list[str] = field(default_factory=list[str])
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.steps:
+            out[s.action] = out.get(s.action, 0) + 1
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "member": self.member, "machine": self.machine, "dryRun": self.dry_run,
+            "counts": self.counts(), "pendingSessions": self.pending, "pendingReasons": self.pending_reasons,
+            "sessions": [
+                {"action": s.action, "sessionFile": s.session_file, "sessionId": s.session_id, "cwd": s.cwd,
+                 **({"reason": s.reason} if s.reason else {}),
+                 "entriesSent": s.entries_sent, "postingsSent": s.postings_sent}
+                for s in self.steps
+            ],
+        }
+
+
+def _remote_sessions(conn: Any, member: str, machine: str) -> dict[str, Remote]:
+    rows = conn.execute(
+        f"SELECT skey, session_file, session_id, cwd, stat_key, policy, entry_count, seg_count, records_hash, gen "
+        f"FROM {SCHEMA}.sessions WHERE member = %s AND machine = %s AND branches = %s",
+        (member, machine, BRANCHES),
+    ).fetchall()
+    return {r[1]: Remote(*r) for r in rows}
+
+
+def claim_member(conn: Any, member: str) -> None:
+    """Claim `member` for this database role (first push), or check it is ours."""
+    with conn.transaction():
+        conn.execute(f"INSERT INTO {SCHEMA}.members (member) VALUES (%s) ON CONFLICT (member) DO NOTHING", (member,))
+        row = conn.execute(
+            f"SELECT owner, current_user FROM {SCHEMA}.members WHERE member = %s", (member,)
+        ).fetchone()
+    if row is None or row[0] != row[1]:
+        owner = row[0] if row is not None else "?"
+        raise PushError(
+            f'team.member "{member}" belongs to the database role "{owner}", not to "{row[1] if row else "?"}"; '
+            "set team.member to your own name (each member pushes with its own role)"
+        )
+
+
+def _in_project(path: str, folder: str) -> bool:
+    return os.path.dirname(path) == folder
+
+
+def push(
+    conn: Any, settings: TeamSettings, cfg: MemoryConfig, core: MemoryCore, *, scope: str = "global",
+    cwd: Optional[str] = None, dry_run: bool = False, progress: Optional[Progress] = None,
+) -> PushReport:
+    """Push (or with `dry_run`, only list) the opted-in sessions of `scope` ("global":
+    every session of the agent dir; "project": those of `cwd`)."""
+    member, machine = settings.member, machine_name()
+    report = PushReport(member, machine, dry_run)
+    if scope == "project":
+        if not cwd:
+            raise PushError("--scope project needs a working directory (--cwd)")
+        refs = project_refs(core, cwd)
+        from fabric_lsp.engine.session.discovery import encode_cwd
+
+        folder = os.path.join(core.session_dir, encode_cwd(cwd))
+    elif scope == "global":
+        refs = all_refs(core)
+        folder = None
+    else:
+        raise PushError(f'--scope: unknown scope "{scope}"; expected project or global')
+    if not dry_run:
+        claim_member(conn, member)
+    remote = _remote_sessions(conn, member, machine)
+    policy = policy_of(cfg)
+    seen: set[str] = set()
+    pending_reasons: set[str] = set()
+    total = len(refs)
+    for n, ref in enumerate(refs):
+        if progress is not None:
+            progress(n, total, ref.file)
+        seen.add(ref.file)
+        old = remote.get(ref.file)
+        if not settings.opted_in(ref.cwd):
+            if old is not None:
+                report.steps.append(Step("delete", ref.file, old.session_id, old.cwd, "not opted in"))
+                if not dry_run:
+                    delete_session(conn, old.skey)
+            continue
+        if old is not None and old.stat_key == stat_text(ref) and old.policy == policy:
+            report.steps.append(Step("unchanged", ref.file, old.session_id, old.cwd))
+            continue
+        prefix_n = old.entry_count if old is not None and old.policy == policy else None
+        try:
+            built = build(ref, cfg, prefix_n)
+        except SourceMissing as missing:
+            report.pending += 1
+            pending_reasons.add(missing.reason)
+            report.steps.append(Step("skip", ref.file, ref.id, ref.cwd, missing.reason))
+            continue
+        state = built.state
+        if old is None:
+            action, start, gen = "new", 0, 0
+        elif prefix_n is not None and built.prefix_hash == old.records_hash and len(built.encoded) >= old.entry_count:
+            action, start, gen = "append", old.entry_count, old.gen + 1
+        else:
+            action, start, gen = "replace", 0, 0
+        step = Step(action, ref.file, state.session_id, state.cwd)
+        if not dry_run:
+            skey = session_key(member, machine, ref.file, BRANCHES)
+            step.entries_sent, step.postings_sent = write_session(
+                conn, skey, built, ref, member=member, machine=machine, policy=policy, start=start, gen=gen,
+                full=action != "append",
+            )
+        else:
+            step.entries_sent = len(built.encoded) - start
+        report.steps.append(step)
+    for path, old in remote.items():
+        if path in seen or (folder is not None and not _in_project(path, folder)):
+            continue
+        report.steps.append(Step("delete", path, old.session_id, old.cwd, "deleted"))
+        if not dry_run:
+            delete_session(conn, old.skey)
+    if progress is not None:
+        progress(total, total, "")
+    report.pending_reasons = sorted(pending_reasons)
+    if not dry_run:
+        with conn.transaction():
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.pushes (member, machine, pushed_at, pending_sessions, pending_reasons) "
+                "VALUES (%s, %s, now(), %s, %s) ON CONFLICT (member, machine) DO UPDATE SET "
+                "pushed_at = excluded.pushed_at, pending_sessions = excluded.pending_sessions, "
+                "pending_reasons = excluded.pending_reasons",
+                (member, machine, report.pending, report.pending_reasons),
+            )
+    return report
+
+
+def delete_session(conn: Any, skey: uuid.UUID) -> None:
+    with conn.transaction():
+        for table in ("postings", "entries", "segments", "file_ops", "sessions"):
+            conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE skey = %s", (skey,))
+
+
+def _postings_rows(index: HotIndex, start: int) -> Iterator[tuple[str, list[int], list[int], list[int], list[int]]]:
+    """(term, positions, term frequencies, entry lengths, segment numbers) of the entries
+    at or after `start`, from the engine's own inverted index."""
+    dl = index.doc_len
+    seg_of = index.seg_of
+    for term, plist in index.postings.items():
+        pos: list[int] = []
+        tf: list[int] = []
+        for p in postings_of(plist):
+            i = p >> 32
+            if i >= start:
+                pos.append(i)
+                tf.append(p & 0xFFFFFFFF)
+        if pos:
+            yield term, pos, tf, [dl[i] for i in pos], [seg_of[i] for i in pos]
+
+
+_STAGED = (
+    ("entries", "skey, pos, dl, rec"),
+    ("segments", "skey, seg, start_pos, start_index"),
+    ("postings", "skey, term, gen, pos, tf, dl, seg"),
+)
+
+
+def _staging(conn: Any) -> None:
+    for table, _cols in _STAGED:
+        conn.execute(
+            f"CREATE TEMP TABLE IF NOT EXISTS push_{table} (LIKE {SCHEMA}.{table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+        )
+
+
+def _int_array(values: list[int]) -> str:
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _json_text(value: Any) -> Optional[str]:
+    return None if value is None else _encode(value).decode("utf-8")
+
+
+def write_session(
+    conn: Any, skey: uuid.UUID, built: Built, ref: Ref, *, member: str, machine: str, policy: str,
+    start: int, gen: int, full: bool,
+) -> tuple[int, int]:
+    """Write one session's rows in one transaction; (entries sent, posting rows sent)."""
+    state = built.state
+    index = state.hot_index
+    entries = state.entries
+    assert index is not None and entries is not None
+    n = len(built.encoded)
+    seg_starts = index.seg_starts
+    first_new_seg = 0
+    if not full:
+        first_new_seg = next((si for si, s in enumerate(seg_starts) if s >= start), len(seg_starts))
+    postings_sent = 0
+    with conn.transaction():
+        if full:
+            for table in ("postings", "entries", "segments", "file_ops"):
+                conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE skey = %s", (skey,))
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.sessions (skey, member, machine, session_file, file_key, branches, session_id, "
+            "record_session_id, cwd, source_hash, lineage_fingerprint, leaf_id, mtime, size, stat_key, policy, "
+            "entry_count, total_len, seg_count, records_hash, complete, reasons, first_ts, last_ts, gen, pushed_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, now()) ON CONFLICT (skey) DO UPDATE SET session_id = excluded.session_id, "
+            "record_session_id = excluded.record_session_id, cwd = excluded.cwd, source_hash = excluded.source_hash, "
+            "lineage_fingerprint = excluded.lineage_fingerprint, leaf_id = excluded.leaf_id, mtime = excluded.mtime, "
+            "size = excluded.size, stat_key = excluded.stat_key, policy = excluded.policy, "
+            "entry_count = excluded.entry_count, total_len = excluded.total_len, seg_count = excluded.seg_count, "
+            "records_hash = excluded.records_hash, complete = excluded.complete, reasons = excluded.reasons, "
+            "first_ts = excluded.first_ts, last_ts = excluded.last_ts, gen = excluded.gen, pushed_at = now()",
+            (
+                skey, member, machine, ref.file, file_key(ref.file), BRANCHES, state.session_id, built.record_sid,
+                state.cwd, state.source_hash, state.lineage.fingerprint, state.lineage.leaf_id, state.mtime,
+                state.size, ",".join(str(v) for v in state.key.as_list()), policy, n, index.total_len,
+                len(seg_starts), built.records_hash, bool(state.coverage["complete"]), list(state.coverage["reasons"]),
+                _json_text(state.first_ts), _json_text(state.last_ts), gen,
+            ),
+        )
+        # COPY cannot write a table under row-level security: rows are copied into
+        # session-private staging tables and moved with one INSERT each (checked by RLS).
+        _staging(conn)
+        cur = conn.cursor()
+        with cur.copy("COPY pg_temp.push_entries (skey, pos, dl, rec) FROM STDIN") as copy:
+            dl = index.doc_len
+            for pos in range(start, n):
+                copy.write_row((skey, pos, dl[pos], built.encoded[pos].decode("utf-8")))
+        with cur.copy("COPY pg_temp.push_segments (skey, seg, start_pos, start_index) FROM STDIN") as copy:
+            for si in range(first_new_seg, len(seg_starts)):
+                s = seg_starts[si]
+                copy.write_row((skey, si, s, entries.index_at(s)))
+        with cur.copy("COPY pg_temp.push_postings (skey, term, gen, pos, tf, dl, seg) FROM STDIN") as copy:
+            for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
+                # int arrays as their text literal (the driver's list dumper is much slower)
+                copy.write_row((skey, term, gen, _int_array(pos_l), _int_array(tf_l), _int_array(dl_l),
+                                _int_array(seg_l)))
+                postings_sent += 1
+        for table, cols in _STAGED:
+            conn.execute(f"INSERT INTO {SCHEMA}.{table} ({cols}) SELECT {cols} FROM pg_temp.push_{table}")
+        if state.file_ops is not None:
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.file_ops (skey, data) VALUES (%s, %s) "
+                "ON CONFLICT (skey) DO UPDATE SET data = excluded.data",
+                (skey, file_history.encode_record(state)),
+            )
+    return n - start, postings_sent
