@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
-from fabric_lsp.engine.memory.store import index_dir_refusal
+from fabric_lsp.engine.index_dir import index_dir_refusal
 from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS
 
 if TYPE_CHECKING:
