@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, U
 
 import msgspec
 
-from ..index_dir import (  # noqa: F401  (the index dir's rules, re-exported for the cache's users)
-    SNAPSHOT_FILE,
-    check_reserved_index_dir,
-    claim_index_dir,
-    index_dir_refusal,
-    is_record_name,
-    owned,
-)
+from ..index_dir import SNAPSHOT_FILE as SNAPSHOT_FILE  # the index dir's rules, for the cache's users
+from ..index_dir import check_reserved_index_dir as check_reserved_index_dir
+from ..index_dir import claim_index_dir as claim_index_dir
+from ..index_dir import index_dir_refusal as index_dir_refusal
+from ..index_dir import is_record_name as is_record_name
+from ..index_dir import owned
 from .tokenize import UNICODE_VERSION, sort_lexical, utf16_key
 
 if TYPE_CHECKING:
