@@ -25,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import msgspec
 
@@ -72,6 +72,7 @@ class ProcessIdentity:
 
 
 _PROC = Path("/proc")
+_WINDOWS = os.name == "nt"  # where os.kill(pid, 0) would terminate the process
 
 
 def _boot_id() -> Optional[str]:
@@ -152,9 +153,36 @@ def _identity_from_ps(pid: int) -> Optional[ProcessIdentity]:
     return ProcessIdentity(pid=pid, uid=uid, ruid=None, start=f"ps:{lstart}" if lstart else None)
 
 
+def _identity_from_windows(pid: int) -> Optional[ProcessIdentity]:
+    """Windows: liveness and creation time through the process API (never `os.kill`, which
+    on Windows terminates the process). The user is not checked (uid None)."""
+    import ctypes
+    from ctypes import wintypes
+
+    win_dll: Any = getattr(ctypes, "WinDLL")  # (Windows only)
+    kernel32: Any = win_dll("kernel32", use_last_error=True)
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return None
+    try:
+        code = wintypes.DWORD()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value != 259:  # STILL_ACTIVE
+            return None
+        times = [wintypes.FILETIME() for _ in range(4)]
+        start = None
+        if kernel32.GetProcessTimes(handle, *(ctypes.byref(t) for t in times)):
+            start = f"win:{(times[0].dwHighDateTime << 32) | times[0].dwLowDateTime}"
+        return ProcessIdentity(pid=pid, uid=None, ruid=None, start=start)
+    finally:
+        kernel32.CloseHandle(handle)
+
+
 def _identity_from_kill(pid: int) -> Optional[ProcessIdentity]:
-    """The last resort: liveness only. A signal may be sent to a process whose real or
-    saved uid is ours (unless we are root), so a non-root sender learns "same user"."""
+    """The last resort on POSIX: liveness only. A signal may be sent to a process whose
+    real or saved uid is ours (unless we are root), so a non-root sender learns "same
+    user". Never on Windows, where os.kill terminates the process."""
+    if _WINDOWS:
+        return None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -171,6 +199,11 @@ def process_identity(pid: int) -> Optional[ProcessIdentity]:
     """Who process `pid` is right now (user, start token), or None when it is not running."""
     if pid <= 0:
         return None
+    if _WINDOWS:
+        try:
+            return _identity_from_windows(pid)
+        except (OSError, AttributeError):
+            return None
     if _proc_available():
         return _identity_from_proc(pid)
     try:

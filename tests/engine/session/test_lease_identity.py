@@ -205,3 +205,19 @@ def test_ps_gives_the_same_answer_for_the_portable_path(sleeper, other_users_pro
     other = _identity_from_ps(other_users_process)
     assert other is not None and other.uid != os.geteuid()
     assert _identity_from_ps(dead_pid()) is None
+
+
+def test_windows_never_signals_a_process(monkeypatch):
+    """On Windows os.kill(pid, 0) terminates the process: the identity check must never
+    call it there (it asks the process API instead; where that is missing: unknown)."""
+    import os
+
+    from fabric_lsp.engine.session import lease
+
+    def no_kill(*_args):
+        raise AssertionError("os.kill called on Windows")
+
+    monkeypatch.setattr(os, "kill", no_kill)
+    monkeypatch.setattr(lease, "_WINDOWS", True)
+    assert lease.process_identity(os.getpid()) is None  # (no kernel32 here: unknown, never killed)
+    assert lease._identity_from_kill(os.getpid()) is None
