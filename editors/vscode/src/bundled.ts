@@ -1,7 +1,10 @@
-// The server the extension carries: server/<fabric_lsp wheel> + server/wheelhouse/ (built
-// by scripts/bundle-server.mjs), installed on first use into a virtual environment in the
-// extension's global storage with a Python >= 3.11. Dependencies come from the package
-// index when it answers, else from the bundled wheelhouse (built for one platform).
+// The server the extension carries: server/<universal fabric_lsp wheel> + server/wheelhouse/
+// (built by scripts/bundle-server.mjs), installed on first use into a virtual environment in
+// the extension's global storage. server/manifest.json lists the (target, Python) pairs the
+// wheelhouse resolves offline (Linux glibc/musl, macOS and Windows on x64 and arm64, Python
+// 3.11-3.14): the interpreter is chosen from those, and such a pair installs offline from
+// the wheelhouse; any other Python >= 3.11 installs from the package index. A new server
+// version (or wheel) installs into a new directory; the old ones are removed.
 // Every process runs in the extension's own directory (spawnDir.ts), and every
 // interpreter run as `python -m …` / `-c …` gets `-I` (isolated: no current directory
 // or script directory on sys.path, no PYTHON* variables, no user site-packages).
@@ -20,8 +23,10 @@ export interface Bundle {
   wheel: string;
   sha256: string;
   version: string;
-  platform: string;
+  /** Every Python (major.minor) some target resolves offline, newest last. */
   pythons: string[];
+  /** Target (VS Code's platform names: linux-x64, alpine-arm64, darwin-arm64, win32-x64, …) → its Pythons. */
+  targets: Record<string, string[]>;
   pip: string | null;
 }
 
@@ -32,6 +37,8 @@ export interface PythonInfo {
   executable: string;
   version: string;
   source: string;
+  /** The interpreter's platform in the manifest's terms (linux-x64, darwin-arm64, …), if known. */
+  target?: string;
 }
 
 export interface Installed {
@@ -43,15 +50,61 @@ export interface Installed {
   sha256: string;
 }
 
+/** The bundle read at activation (readBundle): its manifest decides which Pythons are looked for. */
+let bundle: Bundle | undefined;
+
 export function readBundle(extensionPath: string): Bundle | undefined {
   const dir = path.join(extensionPath, 'server');
   try {
     const m = JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8'));
-    if (!fs.existsSync(path.join(dir, m.wheel))) return undefined;
-    return { dir, wheel: m.wheel, sha256: m.sha256, version: m.version, platform: m.platform, pythons: m.pythons ?? [], pip: m.pip ?? null };
+    if (typeof m.wheel !== 'string' || !fs.existsSync(path.join(dir, m.wheel))) return undefined;
+    const targets: Record<string, string[]> = {};
+    for (const [target, value] of Object.entries((m.targets ?? {}) as Record<string, any>)) {
+      const pythons = Array.isArray(value?.pythons) ? value.pythons.filter((v: unknown) => typeof v === 'string') : [];
+      if (pythons.length > 0) targets[target] = pythons;
+    }
+    const pythons = (Array.isArray(m.pythons) ? m.pythons as unknown[] : []).filter((v): v is string => typeof v === 'string');
+    bundle = { dir, wheel: m.wheel, sha256: m.sha256, version: m.version, pythons, targets, pip: m.pip ?? null };
+    return bundle;
   } catch {
     return undefined;
   }
+}
+
+/** `3.12.4` → `3.12`. */
+export function minorOf(version: string): string {
+  return version.split('.').slice(0, 2).join('.');
+}
+
+/**
+ * An interpreter's platform in VS Code's target names, from Python's own `sys.platform`,
+ * `platform.machine()` and `platform.libc_ver()` (so an x86_64 Python under Rosetta is
+ * darwin-x64): linux-x64/-arm64 (glibc), alpine-x64/-arm64 (musl), darwin-x64/-arm64,
+ * win32-x64/-arm64; otherwise `<sys.platform>-<machine>`, which no manifest lists.
+ */
+export function targetOf(sysPlatform: string, machine: string, libc: string): string {
+  const m = machine.toLowerCase();
+  const arch = m === 'x86_64' || m === 'amd64' ? 'x64' : m === 'aarch64' || m === 'arm64' ? 'arm64' : m;
+  if (sysPlatform.startsWith('linux')) return `${libc === 'glibc' ? 'linux' : 'alpine'}-${arch}`;
+  if (sysPlatform === 'darwin') return `darwin-${arch}`;
+  if (sysPlatform === 'win32') return `win32-${arch}`;
+  return `${sysPlatform}-${arch}`;
+}
+
+/** Whether the bundled wheelhouse installs the server offline for this interpreter. */
+export function coveredOffline(b: Bundle | undefined, info: PythonInfo): boolean {
+  return !!b && !!info.target && (b.targets[info.target] ?? []).includes(minorOf(info.version));
+}
+
+/** "3.11, 3.12, 3.13 or 3.14". */
+function orList(items: string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} or ${items[items.length - 1]}`;
+}
+
+/** The Pythons the bundle runs on, for messages: "Python 3.11, 3.12, 3.13 or 3.14". */
+export function supportedText(b: Bundle | undefined): string {
+  if (!b || b.pythons.length === 0) return `Python ${MIN_PYTHON.join('.')} or newer`;
+  return `Python ${orList(b.pythons)}`;
 }
 
 interface Run { code: number | null; stdout: string; stderr: string; error?: Error }
@@ -73,15 +126,26 @@ function run(command: string, args: string[], timeoutMs: number, env?: NodeJS.Pr
   });
 }
 
-const PROBE = 'import sys; print(sys.executable); print("%d.%d.%d" % sys.version_info[:3])';
+const PROBE = [
+  'import sys, platform',
+  'print(sys.executable)',
+  'print("%d.%d.%d" % sys.version_info[:3])',
+  'print(sys.platform)',
+  'print(platform.machine())',
+  'print(platform.libc_ver()[0] if sys.platform.startswith("linux") else "")',
+].join('; ');
 
-/** Ask an interpreter what it is; undefined when it does not run. */
-export async function probePython(command: string, source: string): Promise<PythonInfo | undefined> {
-  const res = await run(command, ['-I', '-c', PROBE], 15_000);
+/**
+ * Ask an interpreter what it is; undefined when it does not run. `args` go before `-I`
+ * (the Windows launcher's `-3.13`); a launcher is then replaced by the executable it ran.
+ */
+export async function probePython(command: string, source: string, args: string[] = []): Promise<PythonInfo | undefined> {
+  const res = await run(command, [...args, '-I', '-c', PROBE], 15_000);
   if (res.code !== 0) return undefined;
-  const [executable, version] = res.stdout.trim().split(/\r?\n/);
+  const [executable, version, sysPlatform, machine, libc] = res.stdout.trim().split(/\r?\n/);
   if (!executable || !/^\d+\.\d+\.\d+$/.test(version ?? '')) return undefined;
-  return { command, executable, version, source };
+  const target = sysPlatform && machine !== undefined ? targetOf(sysPlatform, machine, libc ?? '') : undefined;
+  return { command: args.length > 0 ? executable : command, executable, version, source, target };
 }
 
 export function isSupported(version: string): boolean {
@@ -126,12 +190,50 @@ export async function pythonExtensionInterpreter(resource: vscode.Uri | undefine
   }
 }
 
-const PATH_NAMES = WIN ? ['python3', 'python', 'py'] : ['python3.14', 'python3.13', 'python3.12', 'python3.11', 'python3', 'python'];
+/** Pythons looked for, newest first: the manifest's, else 3.11-3.14. */
+function wantedMinors(b: Bundle | undefined): string[] {
+  const listed = b && b.pythons.length > 0 ? b.pythons : ['3.11', '3.12', '3.13', '3.14'];
+  return [...listed].sort((x, y) => Number(y.split('.')[1]) - Number(x.split('.')[1]));
+}
+
+interface Candidate { command: string; args: string[]; label: string }
+
+/**
+ * Where to look on PATH, in order: `python3.X` for each Python of the manifest (newest
+ * first), then `python3` and `python`; on Windows the `py` launcher with `-3.X` for each,
+ * then `python3` and `python`.
+ */
+function pathCandidates(b: Bundle | undefined): Candidate[] {
+  const out: Candidate[] = [];
+  const minors = wantedMinors(b);
+  if (WIN) {
+    const py = onPath('py');
+    if (py) for (const v of minors) out.push({ command: py, args: [`-${v}`], label: `py -${v}` });
+  } else {
+    for (const v of minors) {
+      const found = onPath(`python${v}`);
+      if (found) out.push({ command: found, args: [], label: found });
+    }
+  }
+  for (const name of ['python3', 'python']) {
+    const found = onPath(name);
+    if (found) out.push({ command: found, args: [], label: found });
+  }
+  return out;
+}
 
 export interface PythonSearch {
   found?: PythonInfo;
   /** Every candidate looked at, with why it was not taken (for the log and the message). */
   tried: string[];
+  /**
+   * When none was found: one sentence for the user saying which Pythons the bundled server
+   * runs on and which were found, e.g. "the bundled server runs on Python 3.11, 3.12, 3.13 or
+   * 3.14; found only Python 3.10.12 (/usr/bin/python3)".
+   */
+  summary?: string;
+  /** The found interpreter installs offline from the bundled wheelhouse (else from the package index). */
+  offline?: boolean;
 }
 
 /**
@@ -149,58 +251,82 @@ export function configuredPython(configured: string): { command?: string; proble
 }
 
 /**
- * A Python >= 3.11: `fabric.server.python`, else the Python extension's selected
- * interpreter (only in a trusted workspace: there the workspace may choose it), else the
- * first good one on PATH. A configured interpreter that is not usable is reported, not
- * silently replaced.
+ * The interpreter for the bundled server: `fabric.server.python` (taken as it is, if it runs
+ * and is >= 3.11: the user's choice wins), else the Python extension's selected interpreter
+ * (only in a trusted workspace: there the workspace may choose it), else the Pythons of the
+ * manifest on PATH (python3.14 … python3.11, python3, python). Of those, the first that the
+ * bundled wheelhouse installs offline is taken; else the first >= 3.11 (its dependencies then
+ * come from the package index). A configured interpreter that is not usable is reported,
+ * not silently replaced.
  */
-export async function findPython(resource: vscode.Uri | undefined, configured: string | undefined, trusted: boolean): Promise<PythonSearch> {
+export async function findPython(resource: vscode.Uri | undefined, configured: string | undefined, trusted: boolean,
+  b: Bundle | undefined = bundle): Promise<PythonSearch> {
   const tried: string[] = [];
-  const consider = async (command: string, source: string): Promise<PythonInfo | undefined> => {
-    const info = await probePython(command, source);
-    if (!info) { tried.push(`${command} (${source}): does not run`); return undefined; }
-    if (!isSupported(info.version)) { tried.push(`${command} (${source}): Python ${info.version} < ${MIN_PYTHON.join('.')}`); return undefined; }
+  const seen: PythonInfo[] = [];
+  const consider = async (command: string, source: string, args: string[] = [], label = command): Promise<PythonInfo | undefined> => {
+    const info = await probePython(command, source, args);
+    if (!info) { tried.push(`${label} (${source}): does not run`); return undefined; }
+    seen.push(info);
+    if (!isSupported(info.version)) { tried.push(`${label} (${source}): Python ${info.version} < ${MIN_PYTHON.join('.')}`); return undefined; }
     return info;
   };
+  const runsOn = `the bundled server runs on ${supportedText(b)}`;
   if (configured) {
     const { command, problem } = configuredPython(configured);
-    if (!command) return { tried: [problem!] };
-    return { found: await consider(command, 'setting fabric.server.python'), tried };
+    if (!command) return { tried: [problem!], summary: `${problem}; ${runsOn}` };
+    const info = await consider(command, 'setting fabric.server.python');
+    if (!info) return { tried, summary: `fabric.server.python (${configured}) ${seen.length > 0 ? `is Python ${seen[0].version}` : 'does not run'}; ${runsOn}` };
+    return { found: info, tried, offline: coveredOffline(b, info) };
   }
+  const summary = () => {
+    const found = seen.map((i) => `Python ${i.version} (${i.executable})`);
+    return `${runsOn}; ${found.length > 0 ? `found only ${found.join(', ')}` : 'none was found (Python extension, PATH)'}`;
+  };
+  let fallback: PythonInfo | undefined;
+  const take = (info: PythonInfo | undefined): PythonSearch | undefined => {
+    if (!info) return undefined;
+    if (coveredOffline(b, info)) return { found: info, tried, offline: true };
+    tried.push(`${info.executable} (${info.source}): Python ${info.version} on ${info.target ?? 'an unknown platform'} is not in the bundled wheelhouse (would install from the package index)`);
+    fallback ??= info;
+    return undefined;
+  };
   const selected = trusted ? await pythonExtensionInterpreter(resource) : undefined;
   if (selected) {
-    const info = await consider(selected, 'Python extension');
-    if (info) return { found: info, tried };
+    const hit = take(await consider(selected, 'Python extension'));
+    if (hit) return hit;
   }
-  const seen = new Set<string>();
-  for (const name of PATH_NAMES) {
-    const found = onPath(name);
-    if (!found) continue;
-    let real = found;
-    try { real = fs.realpathSync(found); } catch { /* keep */ }
-    if (seen.has(real)) continue;
-    seen.add(real);
-    const info = await consider(found, 'PATH');
-    if (info) return { found: info, tried };
+  const real = new Set<string>();
+  const candidates = pathCandidates(b);
+  for (const c of candidates) {
+    let key = `${c.command} ${c.args.join(' ')}`;
+    try { key = `${fs.realpathSync(c.command)} ${c.args.join(' ')}`; } catch { /* keep */ }
+    if (real.has(key)) continue;
+    real.add(key);
+    const hit = take(await consider(c.command, 'PATH', c.args, c.label));
+    if (hit) return hit;
   }
-  if (seen.size === 0) tried.push(`no ${PATH_NAMES.join(', ')} on PATH`);
-  return { tried };
+  if (candidates.length === 0) tried.push(`no ${WIN ? 'py, python3, python' : `${wantedMinors(b).map((v) => `python${v}`).join(', ')}, python3, python`} on PATH`);
+  if (fallback) return { found: fallback, tried, offline: false };
+  return { tried, summary: summary() };
 }
 
-/** Other Pythons for the picker: PATH names plus the Python extension's choice (trusted workspace only). */
-export async function listPythons(resource: vscode.Uri | undefined, trusted: boolean): Promise<PythonInfo[]> {
+/**
+ * Pythons for the picker: the Python extension's choice (trusted workspace only) and the
+ * manifest's names on PATH; those the wheelhouse installs offline first.
+ */
+export async function listPythons(resource: vscode.Uri | undefined, trusted: boolean, b: Bundle | undefined = bundle): Promise<PythonInfo[]> {
   const out: PythonInfo[] = [];
   const seen = new Set<string>();
-  const add = async (command: string | undefined, source: string) => {
+  const add = async (command: string | undefined, source: string, args: string[] = []) => {
     if (!command) return;
-    const info = await probePython(command, source);
+    const info = await probePython(command, source, args);
     if (!info || seen.has(info.executable)) return;
     seen.add(info.executable);
     out.push(info);
   };
   if (trusted) await add(await pythonExtensionInterpreter(resource), 'Python extension');
-  for (const name of PATH_NAMES) await add(onPath(name), 'PATH');
-  return out;
+  for (const c of pathCandidates(b)) await add(c.command, 'PATH', c.args);
+  return [...out.filter((i) => coveredOffline(b, i)), ...out.filter((i) => !coveredOffline(b, i))];
 }
 
 function venvExe(venv: string, name: string): string {
@@ -299,16 +425,22 @@ export class Installer {
     const wheel = path.join(this.bundle.dir, this.bundle.wheel);
     const house = path.join(this.bundle.dir, 'wheelhouse');
     const common = ['install', '--no-input', '--prefer-binary', '--find-links', house];
-    progress?.('installing fabric-lsp (package index, else the bundled wheels)');
-    let from: Installed['from'] = 'index';
-    let res = await step('pip install (index)', pip[0], [...pip.slice(1), ...common, '--retries', '1', '--timeout', '15', wheel], 600_000);
+    const offline = coveredOffline(this.bundle, python);
+    const where = `${python.target ?? 'this platform'}, Python ${minorOf(python.version)}`;
+    note(offline ? `the bundled wheelhouse covers ${where}: installing offline`
+      : `the bundled wheelhouse does not cover ${where} (it covers ${Object.entries(this.bundle.targets).map(([t, v]) => `${t} ${v.join('/')}`).join(', ')}): installing from the package index`);
+    const fromWheelhouse = () => step('pip install (wheelhouse)', pip[0], [...pip.slice(1), ...common, '--no-index', wheel], 600_000);
+    const fromIndex = () => step('pip install (index)', pip[0], [...pip.slice(1), ...common, '--retries', '1', '--timeout', '15', wheel], 600_000);
+    let from: Installed['from'] = offline ? 'wheelhouse' : 'index';
+    progress?.(offline ? 'installing fabric-lsp from the bundled wheels (offline)' : 'installing fabric-lsp (package index)');
+    let res = await (offline ? fromWheelhouse() : fromIndex());
     if (res.code !== 0) {
-      from = 'wheelhouse';
-      progress?.('installing fabric-lsp from the bundled wheels (offline)');
-      res = await step('pip install (wheelhouse)', pip[0], [...pip.slice(1), ...common, '--no-index', wheel], 600_000);
+      from = offline ? 'index' : 'wheelhouse';
+      progress?.(offline ? 'installing fabric-lsp (package index)' : 'installing fabric-lsp from the bundled wheels (offline)');
+      res = await (offline ? fromIndex() : fromWheelhouse());
     }
     if (res.code !== 0) {
-      throw new Error(`pip could not install fabric-lsp into ${venv}: neither the package index nor the bundled wheelhouse (built for ${this.bundle.platform}, Python ${this.bundle.pythons.join('/')}) had every dependency (see ${logFile})`);
+      throw new Error(`pip could not install fabric-lsp into ${venv} for ${where}: neither the bundled wheelhouse nor the package index had every dependency (see ${logFile})`);
     }
     // Where msgspec came from, for the log: pip says "Processing <wheelhouse>/msgspec-…" for a bundled wheel.
     if (from === 'index' && new RegExp(`Processing .*wheelhouse.*msgspec-`).test(res.stdout)) from = 'wheelhouse';

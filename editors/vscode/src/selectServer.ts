@@ -2,7 +2,7 @@
 // user installed, or a fresh install of the bundled one. Writes user settings and restarts.
 import * as vscode from 'vscode';
 import type { Fabric } from './fabric';
-import { MIN_PYTHON, isSupported, listPythons, probePython } from './bundled';
+import { MIN_PYTHON, coveredOffline, isSupported, listPythons, minorOf, probePython, supportedText } from './bundled';
 import { fabricSetting } from './server';
 
 type Choice = vscode.QuickPickItem & { run: () => Promise<boolean> };
@@ -31,19 +31,26 @@ export async function selectServer(fabric: Fabric): Promise<void> {
   const bundled = fabric.installer;
   const items: Choice[] = [];
   const pickPython = async (): Promise<boolean> => {
+    const b = bundled?.bundle;
     const found = (await listPythons(folder, vscode.workspace.isTrusted)).filter((p) => isSupported(p.version));
     const rows: (vscode.QuickPickItem & { path?: string })[] = found.map((p) => ({
-      label: `Python ${p.version}`, description: p.executable, detail: p.source, path: p.executable,
+      label: `Python ${p.version}`,
+      description: p.executable,
+      detail: `${p.source} · ${coveredOffline(b, p) ? 'installs offline from the bundled wheels' : `not in the bundled wheels (${p.target ?? 'unknown platform'}): installs from the package index`}`,
+      path: p.executable,
     }));
     rows.push({ label: '$(folder-opened) Browse…', description: 'an interpreter anywhere' });
-    const row = await vscode.window.showQuickPick(rows, { title: `Fabric: Python ${MIN_PYTHON.join('.')}+ for the bundled server` });
+    const row = await vscode.window.showQuickPick(rows, { title: `Fabric: the bundled server runs on ${supportedText(b)}` });
     if (!row) return false;
     const chosen = row.path ?? await browse('Python interpreter');
     if (!chosen) return false;
     const info = await probePython(chosen, 'chosen');
     if (!info || !isSupported(info.version)) {
-      void vscode.window.showErrorMessage(`Fabric: ${chosen} is ${info ? `Python ${info.version}` : 'not a Python that runs'}; the server needs ${MIN_PYTHON.join('.')} or newer.`);
+      void vscode.window.showErrorMessage(`Fabric: ${chosen} is ${info ? `Python ${info.version}` : 'not a Python that runs'}; the bundled server runs on ${supportedText(b)} (at least ${MIN_PYTHON.join('.')}).`);
       return false;
+    }
+    if (b && !coveredOffline(b, info)) {
+      void vscode.window.showWarningMessage(`Fabric: the bundled wheels do not cover Python ${minorOf(info.version)} on ${info.target ?? 'this platform'}; the server's dependencies will come from the package index.`);
     }
     await setServer(undefined, chosen);
     return true;
@@ -52,7 +59,7 @@ export async function selectServer(fabric: Fabric): Promise<void> {
     items.push({
       label: '$(package) Bundled server',
       description: `fabric-lsp ${bundled.bundle.version}${command.length === 0 && !python ? ' (current)' : ''}`,
-      detail: 'Installed into the extension\'s storage with the first Python 3.11+ found (Python extension, PATH)',
+      detail: `Installed into the extension's storage with the first ${supportedText(bundled.bundle)} found (Python extension, PATH)`,
       run: async () => { await setServer(undefined, null); return true; },
     });
     items.push({

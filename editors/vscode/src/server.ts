@@ -158,7 +158,7 @@ export async function resolveServerCommand(opts: ResolveOptions): Promise<Server
     const why = pythonSetting
       ? (/: Python /.test(first) ? `fabric.server.python (${pythonSetting}) is ${first.split(': ').pop()}`
         : /relative path|not found on PATH/.test(first) ? first : `fabric.server.python (${pythonSetting}) does not run`)
-      : `no Python ${MIN_PYTHON.join('.')} or newer was found (Python extension, PATH)`;
+      : search.summary ?? `no Python ${MIN_PYTHON.join('.')} or newer was found (Python extension, PATH)`;
     throw new NoServer(`Fabric needs Python ${MIN_PYTHON.join('.')}+ to run its bundled server: ${why}.`, 'no-python', search.tried);
   }
   const python = search.found;
