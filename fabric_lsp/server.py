@@ -428,8 +428,8 @@ PREVIEW_TASKS = "fabric_lsp.engine.compaction.tasks:run_task"
 
 
 def preview_pool_from_env() -> Any:
-    """The previews' worker-process pool (min(2, CPUs) children, started on the first
-    preview), or None with `FABRIC_LSP_PREVIEW_POOL=0`: previews then run in this
+    """The previews' worker-process pool (min(2, CPUs) children; one started right after
+    `initialized`, the second when two previews run at once), or None with `FABRIC_LSP_PREVIEW_POOL=0`: previews then run in this
     process' heavy threads."""
     if os.environ.get("FABRIC_LSP_PREVIEW_POOL", "1").strip() == "0":
         return None

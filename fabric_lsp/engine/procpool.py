@@ -167,6 +167,7 @@ class ProcessPool:
         self._all: set[_Worker] = set()
         self._starting = 0
         self._started_any = False
+        self._warming = False  # warm() is starting the first child
         self._closed = False
         self._ids = itertools.count(1)
 
@@ -195,6 +196,24 @@ class ProcessPool:
                             name, worker.pid, died)
         raise AssertionError("unreachable")
 
+    def warm(self) -> None:
+        """Start one child now (the server calls this right after `initialized`), so the
+        first task does not wait for an interpreter to start and import the engine. A no-op
+        when a child exists or is starting, or the pool is closed or unavailable."""
+        with self._cond:
+            if self._closed or self.unavailable is not None or self._all or self._starting:
+                return
+            self._warming = True
+        try:
+            worker = self._checkout(None, warming=True)
+        except (PoolUnavailable, Cancelled):
+            return
+        finally:
+            with self._cond:
+                self._warming = False
+                self._cond.notify_all()
+        self._release(worker)
+
     def pids(self) -> list[int]:
         with self._cond:
             return sorted(w.pid for w in self._all)
@@ -215,7 +234,7 @@ class ProcessPool:
             self._local = _load(self.dispatch)
         return self._local(name, kwargs, cancel, activity)
 
-    def _checkout(self, cancel: Optional[CancelToken]) -> _Worker:
+    def _checkout(self, cancel: Optional[CancelToken], *, warming: bool = False) -> _Worker:
         with self._cond:
             while True:
                 if self._closed:  # the server is exiting: never fall back to computing here
@@ -232,7 +251,8 @@ class ProcessPool:
                     self.restarts += 1
                     log.warning("a worker process (pid %d) died while idle (%s): starting a new one",
                                 w.pid, w.how_it_ended())
-                if len(self._all) + self._starting < self.size:
+                # (while the warm-up child starts, a task waits for it rather than starting another)
+                if len(self._all) + self._starting < self.size and (warming or not self._warming):
                     self._starting += 1
                     break
                 self._cond.wait(POLL_S)

@@ -69,6 +69,8 @@ async def initialized(ls: "FabricServer", params: types.InitializedParams) -> No
     ls.initialized_done = True
     if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
         ls.engine_executor.submit(ls.engines.start_background)
+    if ls.preview_pool is not None:  # the first preview must not wait for a worker to start
+        ls.engine_executor.submit(ls.preview_pool.warm)
     if os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0":
         from fabric_lsp.handlers.progress import BackgroundProgress
 

@@ -128,3 +128,15 @@ def test_a_closed_pool_cancels_instead_of_computing_here(pool):
     assert not t.is_alive() and len(out) == 1 and isinstance(out[0], Cancelled), out
     with pytest.raises(Cancelled):
         pool.run("echo", {}, None, None)
+
+
+def test_warm_starts_one_child_that_the_first_task_uses(pool):
+    """The server warms the pool at `initialized`: the first task runs in that child, and a
+    task arriving while it starts waits for it instead of starting a second one."""
+    started = threading.Thread(target=pool.warm)
+    started.start()
+    got = pool.run("echo", {}, None, None)  # (may arrive while the warm-up child starts)
+    started.join(60)
+    assert pool.pids() == [got["pid"]]
+    pool.warm()  # a child exists: nothing more is started
+    assert pool.pids() == [got["pid"]]
