@@ -5,13 +5,18 @@ JSON.stringify's format; lone surrogates from a session are escaped, never lost)
 pygls import, and nothing here appends to a session: the live Pi commits its own
 compactions, with the summary computed here.
 
-  hold / release   the live lease (engine/session/lease.py)
-  settled          at agent_settled: refresh the lease's leaf, claim a pending intent,
+  hold / release   the live lease (engine/session/lease.py); `hold` also names the other
+                   live Pis holding the same session (two Pis fork one file)
+  settled          at a settled boundary: refresh the lease's leaf, claim a pending intent,
                    say whether a configured threshold below Pi's asks for a compaction
   claim / finish   take a pending intent; record its outcome (engine/intents/bridge.py)
-  compute          the Fabric answer to Pi's session_before_compact
+  unclaim          give a claim back (Pi backed off: a prompt came in); the intent stays
+                   pending
+  compute          the Fabric answer to Pi's session_before_compact, or the compaction
+                   draft the extension hands Pi at a boundary (Pi 1.x)
   tree             the Fabric answer to Pi's session_before_tree
   install          copy the extension into <agentDir>/extensions/fabric-lsp/
+  uninstall        remove that copy, its config, and every pending intent
 """
 
 from __future__ import annotations
@@ -132,13 +137,30 @@ def _holder_pid(payload: dict[str, Any]) -> int:
     return pid
 
 
+def _other_holders(book: Any, path: str, pid: int) -> list[dict[str, Any]]:
+    """The other live Pis holding `path`: `{pid, since, piVersion?, leafId?}`, oldest first."""
+    others = [lease for lease in book.all_live() if lease.session == path and lease.pid != pid]
+    others.sort(key=lambda lease: (lease.since, lease.pid))
+    out: list[dict[str, Any]] = []
+    for lease in others:
+        item: dict[str, Any] = {"pid": lease.pid, "since": lease.since}
+        if lease.pi_version:
+            item["piVersion"] = lease.pi_version
+        if lease.leaf_id:
+            item["leafId"] = lease.leaf_id
+        out.append(item)
+    return out
+
+
 def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
+    from fabric_lsp import __version__
     from fabric_lsp.engine.session.lease import LeaseBook
 
     cfg = cfg or _config(payload)
     path = _session(payload)
     pid = _holder_pid(payload)
-    lease = LeaseBook(cfg.agent_dir).hold(
+    book = LeaseBook(cfg.agent_dir)
+    lease = book.hold(
         path,
         pid=pid,
         pi_version=_str(payload, "piVersion"),
@@ -147,7 +169,9 @@ def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dic
     )
     store = _store(cfg)
     store.ensure_dir()  # the extension watches this directory for intents
-    return {"lease": _lease_json(lease), "stateFile": str(store.state_path(path))}
+    return {"lease": _lease_json(lease), "stateFile": str(store.state_path(path)),
+            "leaseDir": str(book.dir), "holders": _other_holders(book, path, pid), "version": __version__,
+            **_thresholds(cfg, payload)}
 
 
 def act_release(payload: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +188,17 @@ def act_claim(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> di
     cfg = cfg or _config(payload)
     claim = claim_intent(_store(cfg), _session(payload), pid=_holder_pid(payload))
     return {"claim": claim}
+
+
+def act_unclaim(payload: dict[str, Any]) -> dict[str, Any]:
+    """Give back this Pi's claim on `intentId`: the intent stays pending (Pi backed off
+    because a prompt came in; it tries again at the next settled boundary)."""
+    from fabric_lsp.engine.intents.bridge import release_claim
+
+    cfg = _config(payload)
+    released = release_claim(_store(cfg), _session(payload), intent_id=_str(payload, "intentId", required=True) or "",
+                             pid=_int(payload, "pid", required=True) or 0)
+    return {"released": released}
 
 
 def _threshold_tokens(cfg: ServerConfig, model_key: Optional[str], window: Optional[float]) -> Optional[float]:
@@ -191,27 +226,36 @@ def _model(payload: dict[str, Any]) -> tuple[Optional[str], Optional[float]]:
     return key, (window if window is not None and window > 0 else None)
 
 
+def _thresholds(cfg: ServerConfig, payload: dict[str, Any]) -> dict[str, Any]:
+    """Seed 002's configured threshold for the live model (`payload.model`), in tokens, and
+    whether it defers Pi's own threshold (at or above `contextWindow - reserveTokens`)."""
+    key, window = _model(payload)
+    threshold = _threshold_tokens(cfg, key, window)
+    if threshold is None:
+        return {}
+    pi_threshold = (window - cfg.reserve_tokens) if window is not None else None
+    # seed 002: a configured threshold at or above Pi's own defers Pi's automatic threshold
+    # compaction until it is reached (the extension shows it in its status line); one below
+    # makes the extension compact at the next settled boundary
+    return {"thresholdTokens": threshold, "defersPiThreshold": pi_threshold is not None and threshold >= pi_threshold}
+
+
 def act_settled(payload: dict[str, Any]) -> dict[str, Any]:
-    """agent_settled: refresh the lease (the live leaf), claim a pending intent, and say
+    """A settled boundary: refresh the lease (the live leaf), claim a pending intent, and say
     whether seed 002's configured threshold (when below Pi's own) asks for a compaction."""
     cfg = _config(payload)  # once: hold, claim and the threshold read the same settings
     out = act_hold(payload, cfg)
     out.update(act_claim(payload, cfg))
-    key, window = _model(payload)
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
     tokens = _number(usage.get("tokens")) if usage else None
-    threshold = _threshold_tokens(cfg, key, window)
-    pi_threshold = (window - cfg.reserve_tokens) if window is not None else None
     compact = (
         out["claim"] is None
-        and threshold is not None
+        and "thresholdTokens" in out
+        and not out["defersPiThreshold"]
         and tokens is not None
-        and (pi_threshold is None or threshold < pi_threshold)
-        and tokens >= threshold
+        and tokens >= out["thresholdTokens"]
     )
     out["thresholdCompact"] = bool(compact)
-    if threshold is not None:
-        out["thresholdTokens"] = threshold
     return out
 
 
@@ -272,18 +316,37 @@ def act_compute(payload: dict[str, Any]) -> dict[str, Any]:
             **options.kwargs(),
         )
     except PreviewError as err:
-        return {"action": "cancel", "reason": f"{err.code}: {err.message}",
+        return {"action": "cancel", "kind": "error", "reason": f"{err.code}: {err.message}",
                 "notification": f"Fabric compaction failed: {err.code}: {err.message}"[:512]}
     if hook is None:
-        return {"action": "cancel", "reason": str(result.get("reason") or "not compactable")}
+        reason = str(result.get("reason") or "not compactable")
+        return {"action": "cancel", "kind": _cancel_kind(reason), "reason": reason}
     if hook["result"] == "passthrough":
         return {"action": "passthrough", "reason": hook.get("reason", "")}
     if hook["result"] == "cancel":
-        out: dict[str, Any] = {"action": "cancel", "reason": hook.get("reason", "")}
+        reason = str(hook.get("reason", ""))
+        out: dict[str, Any] = {"action": "cancel",
+                               "kind": "rejected" if "instructionError" in hook else _cancel_kind(reason),
+                               "reason": reason}
         if "notification" in hook:
             out["notification"] = hook["notification"]
         return out
     return {"action": "compaction", "compaction": hook["compaction"], "leafId": result.get("leafId")}
+
+
+def _cancel_kind(reason: str) -> str:
+    """What a Fabric cancel means to the extension: `deferred` (seed 002's threshold),
+    `nothing` (nothing to compact: Pi's gate or the engine's), `compacted` (the branch
+    ends with a compaction), or `error` (the engine could not produce the compaction:
+    for an automatic compaction the extension lets Pi's own compactor run)."""
+    low = reason.lower()
+    if "threshold deferred" in low:
+        return "deferred"
+    if "nothing to compact" in low:
+        return "nothing"
+    if "already compacted" in low:
+        return "compacted"
+    return "error"
 
 
 def act_tree(payload: dict[str, Any]) -> dict[str, Any]:
@@ -323,6 +386,7 @@ ACTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "release": act_release,
     "settled": act_settled,
     "claim": act_claim,
+    "unclaim": act_unclaim,
     "finish": act_finish,
     "compute": act_compute,
     "tree": act_tree,
@@ -379,22 +443,117 @@ def install(agent_dir: Path, command: list[str]) -> Path:
         shutil.rmtree(target)
     target.mkdir(parents=True)
     shutil.copy2(source / "package.json", target / "package.json")
+    if (source / "README.md").is_file():  # package.json lists it
+        shutil.copy2(source / "README.md", target / "README.md")
     (target / "extensions").mkdir()
     shutil.copy2(source / "extensions" / "fabric.ts", target / "extensions" / "fabric.ts")
     (target / EXTENSION_CONFIG).write_text(json.dumps({"command": command}, indent=2) + "\n", encoding="utf-8")
     return target
 
 
+UNINSTALLED_BY = "cleared by `fabric-lsp pi uninstall`"
+
+
+def clear_pending_intents(agent_dir: Path) -> list[str]:
+    """Clear every pending intent (and claim) under `<agentDir>/fabric-lsp/intents`: without
+    the extension nothing holds a live Pi's session, and a server would append such an
+    intent into the file of a Pi that has it open (an orphan). The sessions it cleared."""
+    from fabric_lsp.engine.intents.controller import now_ms
+    from fabric_lsp.engine.intents.service import default_state_dir
+    from fabric_lsp.engine.intents.store import IntentStore
+
+    store = IntentStore(default_state_dir(str(agent_dir)))
+    if not store.state_dir.is_dir():
+        return []
+    cleared: list[str] = []
+    for session, _mtime in store.sessions():
+        with store.locked(session):
+            state = store.load(session)
+            if state.pending is None and state.claim is None:
+                continue
+            if state.pending is not None and state.pending_id is not None:
+                state.last_cleared = {"intentId": state.pending_id, "reason": UNINSTALLED_BY, "at": now_ms()}
+                cleared.append(session)
+            state.pending = state.pending_id = None
+            state.claim = None
+            store.save(state)
+    return cleared
+
+
+def _loaded_elsewhere(agent_dir: Path) -> list[str]:
+    """Entries of Pi's `<agentDir>/settings.json` (`extensions`, `packages`) that still load
+    a fabric-lsp Pi package (a directory whose package.json is named fabric-lsp-pi)."""
+    try:
+        settings = json.loads((agent_dir / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found: list[str] = []
+    for key in ("extensions", "packages"):
+        entries = settings.get(key) if isinstance(settings, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            source = entry.get("source") if isinstance(entry, dict) else entry
+            if not isinstance(source, str):
+                continue
+            folder = Path(os.path.expanduser(source))
+            if not folder.is_absolute():
+                folder = agent_dir / folder
+            if folder.is_file():
+                folder = folder.parent.parent if folder.parent.name == "extensions" else folder.parent
+            try:
+                name = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("name")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if name == "fabric-lsp-pi":
+                found.append(f'{source} ("{key}" in {agent_dir / "settings.json"})')
+    return found
+
+
+def uninstall(agent_dir: Path) -> tuple[Optional[Path], list[str], list[str]]:
+    """Remove `<agentDir>/extensions/fabric-lsp` (only an earlier `fabric-lsp pi install`,
+    with its fabric-lsp.json) and clear every pending intent. Returns (the directory
+    removed or None when there was none, the sessions whose intent was cleared, settings
+    entries that still load the package). RuntimeError when the directory is not ours
+    (nothing is changed then)."""
+    target = agent_dir / "extensions" / "fabric-lsp"
+    removed: Optional[Path] = None
+    if target.is_symlink() or target.exists():
+        if not _our_install(target):
+            raise RuntimeError(f"{target} is not an earlier `fabric-lsp pi install` (no package.json named "
+                               "fabric-lsp-pi, or a symlink): left as it is, nothing was changed")
+        shutil.rmtree(target)
+        removed = target
+    return removed, clear_pending_intents(agent_dir), _loaded_elsewhere(agent_dir)
+
+
 def _pi_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=sorted([*ACTIONS, "install"]), help="what the Pi extension asks")
-    p.add_argument("--agent-dir", metavar="DIR", help="with install: Pi's agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    p.add_argument("action", choices=sorted([*ACTIONS, "install", "uninstall"]), help="what the Pi extension asks")
+    p.add_argument("--agent-dir", metavar="DIR",
+                   help="with install/uninstall: Pi's agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+
+
+def _run_uninstall(agent_dir: Path) -> int:
+    try:
+        removed, cleared, elsewhere = uninstall(agent_dir)
+    except (OSError, RuntimeError) as err:
+        print(f"fabric-lsp pi uninstall: {err}", file=sys.stderr)
+        return 1
+    lines = [f"removed the Pi extension and its fabric-lsp.json from {removed}" if removed is not None
+             else f"no `fabric-lsp pi install` in {agent_dir / 'extensions' / 'fabric-lsp'}"]
+    lines.append(f"cleared {len(cleared)} pending compaction request(s)" + (": " + ", ".join(cleared) if cleared else ""))
+    for entry in elsewhere:
+        lines.append(f"Pi still loads the extension from {entry}: remove it with `pi remove` or edit that file")
+    lines.append("a Pi running now keeps the extension until it restarts (or /reload)")
+    print("\n".join(lines))
+    return 0
 
 
 def _run_pi(args: argparse.Namespace) -> int:
-    if args.action == "install":
+    if args.action in ("install", "uninstall"):
         from fabric_lsp.config import default_agent_dir
 
         agent_dir = Path(os.path.abspath(os.path.expanduser(args.agent_dir))) if args.agent_dir else default_agent_dir()
+        if args.action == "uninstall":
+            return _run_uninstall(agent_dir)
         try:
             command = extension_command()
             target = install(agent_dir, command)
@@ -416,6 +575,7 @@ def _run_pi(args: argparse.Namespace) -> int:
 
 
 SUBCOMMANDS = {
-    "pi": ("what the Pi extension (editors/pi) asks: hold, settled, claim, finish, compute, tree, install",
+    "pi": ("what the Pi extension (editors/pi) asks: hold, settled, claim, unclaim, finish, compute, tree; "
+           "install, uninstall",
            _pi_arguments, _run_pi),
 }

@@ -13,8 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-# A responder maps a request body to a reply: {"text": str} or
-# {"tool_call": {"id": str, "name": str, "arguments": dict}}.
+# A responder maps a request body to a reply: {"text": str},
+# {"tool_call": {"id": str, "name": str, "arguments": dict}}, or
+# {"http_error": {"status": int, "message": str}} (an HTTP error reply: Pi records an
+# assistant message with stopReason "error"; 5xx are retried when Pi's retry is on).
 Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -52,13 +54,25 @@ class FakeOpenAI:
                 except ValueError:
                     body = {"unparsed": raw.decode("utf-8", "replace")}
                 owner._record(self.path, body)
+                reply = owner.responder(body) if owner.responder is not None else {"text": owner.answer}
+                if "http_error" in reply:
+                    err = reply["http_error"]
+                    data = json.dumps({"error": {"message": err.get("message", "error"), "type": "fake_error",
+                                                 "code": err.get("status", 500)}}).encode()
+                    self.send_response(int(err.get("status", 500)))
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.close_connection = True
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
                 model = body.get("model", "fake") if isinstance(body, dict) else "fake"
-                reply = owner.responder(body) if owner.responder is not None else {"text": owner.answer}
                 prompt_tokens = owner._prompt_tokens(body)
                 for frame in owner._frames(model, reply, prompt_tokens):
                     self.wfile.write(b"data: " + frame + b"\n\n")

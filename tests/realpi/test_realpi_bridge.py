@@ -1,4 +1,4 @@
-"""The Pi bridge with real Pi 0.80.6 in RPC mode (editors/pi loaded with -e, the agent
+"""The Pi bridge with real Pi (every version in FABRIC_PI_VERSIONS) in RPC mode (editors/pi loaded with -e, the agent
 dir, or a settings entry) and a scripted model on 127.0.0.1.
 
 Every check reads the session file, Pi's live entries and what the model was sent.
@@ -6,6 +6,7 @@ Every check reads the session file, Pi's live entries and what the model was sen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,13 +15,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from fake_openai import FakeOpenAI
 from pi_rpc import PiRpc
-from realpi_kit import NODE, PI_CLI, ROOT, SUMMARY_PREFIX, SUMMARY_SUFFIX, text_of
+from realpi_kit import NODE, ROOT, SUMMARY_PREFIX, SUMMARY_SUFFIX, RealPi, real_pi_of, spread, text_of
 from realpi_kit import real_pi  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.realpi
@@ -48,9 +49,10 @@ def write_agent(agent: Path, base_url: str, *, compaction: dict[str, Any] | None
 
 
 class World:
-    def __init__(self, tmp: Path, fake: FakeOpenAI) -> None:
+    def __init__(self, tmp: Path, fake: FakeOpenAI, real: RealPi) -> None:
         self.tmp = tmp
         self.fake = fake
+        self.real = real
         self.agent = tmp / "agent"
         self.home = tmp / "home"
         self.proj = tmp / "proj"
@@ -59,14 +61,13 @@ class World:
         self.pis: list[PiRpc] = []
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ, HOME=str(self.home), PI_CODING_AGENT_DIR=str(self.agent), PI_OFFLINE="1",
-                   PATH=f"{NODE.parent}:{os.environ.get('PATH', '')}", FABRIC_LSP_COMMAND=FABRIC_CMD)
+        env = dict(self.real.env(self.agent, self.home), FABRIC_LSP_COMMAND=FABRIC_CMD)
         env.update(extra)
         return env
 
     def pi(self, *args: str, env: dict[str, str] | None = None, extension: bool = True) -> PiRpc:
         argv = (["-e", str(EXTENSION)] if extension else []) + list(args)
-        pi = PiRpc(NODE, PI_CLI, argv, cwd=self.proj, env=env or self.env())
+        pi = PiRpc(self.real.node, self.real.cli, argv, cwd=self.proj, env=env or self.env())
         self.pis.append(pi)
         return pi
 
@@ -87,15 +88,28 @@ class World:
             pi.close()
 
 
-@pytest.fixture
-def world(tmp_path, real_pi):  # noqa: F811
+@contextlib.contextmanager
+def make_world(tmp_path: Path, real: RealPi) -> Iterator[World]:
     with FakeOpenAI(answer="Sure: " + "detail " * 300, realistic_usage=True, log_dir=tmp_path / "requests") as fake:
-        w = World(tmp_path, fake)
+        w = World(tmp_path, fake, real)
         write_agent(w.agent, fake.base_url)
         try:
             yield w
         finally:
             w.close()
+
+
+@pytest.fixture
+def world(tmp_path, real_pi):  # noqa: F811
+    with make_world(tmp_path, real_pi) as w:
+        yield w
+
+
+@pytest.fixture
+def version_world(tmp_path, version):
+    """A world on the Pi version a `spread` parameter names."""
+    with make_world(tmp_path, real_pi_of(version)) as w:
+        yield w
 
 
 def turn(pi: PiRpc, text: str, timeout: float = 90.0) -> None:
@@ -152,7 +166,7 @@ def test_idle_intent_is_committed_by_pi_on_its_live_branch(world):
     lease_dir = world.agent / "fabric-lsp" / "leases"
     lease = json.loads(next(lease_dir.glob("*.json")).read_text())
     assert lease["pid"] == pi.proc.pid and lease["leafId"] == leaf_before
-    assert lease["piVersion"] == "0.80.6" and lease["session"] == os.path.realpath(session)
+    assert lease["piVersion"] == world.real.version and lease["session"] == os.path.realpath(session)
 
     world.fabric("compact", str(session), "--instructions", "keep the parser plan")
     requested = time.monotonic()  # the intent is in the state file once the CLI returns
@@ -343,8 +357,10 @@ def logging_wrapper(tmp: Path) -> tuple[str, Path]:
     return str(script), log
 
 
-@pytest.mark.parametrize("how", ["agent-dir", "settings", "pi-install"])
-def test_extension_loads_from_the_agent_dir_settings_and_pi_install(world, tmp_path, how):
+# each way of loading runs once, on one of the Pi versions in turn
+@pytest.mark.parametrize(("version", "how"), spread(["agent-dir", "settings", "pi-install"]))
+def test_extension_loads_from_the_agent_dir_settings_and_pi_install(version_world, tmp_path, how):
+    world = version_world
     command, log = logging_wrapper(tmp_path)
     if how == "agent-dir":
         out = subprocess.run([*FABRIC, "pi", "install", "--agent-dir", str(world.agent)], capture_output=True,
@@ -356,13 +372,17 @@ def test_extension_loads_from_the_agent_dir_settings_and_pi_install(world, tmp_p
     elif how == "settings":
         write_agent(world.agent, world.fake.base_url, extra_settings={"extensions": [str(EXTENSION)]})
     else:  # Pi's own package manager, from the checkout's path
-        out = subprocess.run([str(NODE), str(PI_CLI), "install", str(EXTENSION)], cwd=world.proj, env=world.env(),
+        out = subprocess.run([str(NODE), str(world.real.cli), "install", str(EXTENSION)], cwd=world.proj, env=world.env(),
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0 and "Installed" in out.stdout, (out.stdout, out.stderr)
     pi = world.pi(env=world.env(FABRIC_LSP_COMMAND=command), extension=False)
     turn(pi, "hello " + LONG)
     calls = log.read_text().split()
-    assert calls[0] == "hold" and "settled" in calls
+    assert calls[0] == "hold", calls
+    # loaded and live: the lease names Pi's leaf after the turn
+    leaf = lines(world.session())[-1]["id"]
+    wait_for(lambda: any(json.loads(p.read_text()).get("leafId") == leaf
+                         for p in (world.agent / "fabric-lsp" / "leases").glob("*.json")), 10, "the lease's leaf")
 
 
 def test_a_stale_lease_of_a_killed_pi_no_longer_blocks_our_commit(world):
@@ -410,6 +430,9 @@ def test_a_configured_threshold_above_pis_defers_pis_threshold_compaction(world)
             break
     assert deferred is not None, "Pi never reached its own threshold"
     assert not deferred.get("result"), deferred  # Fabric deferred it: no compaction
+    shown = [e.get("statusText") for e in pi.events if e.get("type") == "extension_ui_request"
+             and e.get("method") == "setStatus" and e.get("statusKey") == "fabric-lsp"]
+    assert shown and shown[-1] == "fabric-lsp: bridge active, deferring Pi's threshold compaction to 50000 tokens", shown
     assert not compactions(world.session()), "Pi's threshold compaction was not deferred"
     # a manual compaction is never deferred
     r = pi.call({"type": "compact"}, 60)

@@ -1,4 +1,4 @@
-"""Real Pi 0.80.6 started in a hostile project runs none of the project's code.
+"""Real Pi (each version in FABRIC_PI_VERSIONS) started in a hostile project runs none of the project's code.
 
 The project ships `fabric_lsp/` (a package shadowing ours), `json.py` and `msgspec.py`
 (a stdlib module and a dependency fabric-lsp imports) and an executable `fabric-lsp`,
@@ -23,8 +23,7 @@ import pytest
 
 from fake_openai import FakeOpenAI
 from pi_rpc import PiRpc
-from realpi_kit import NODE, PI_CLI, ROOT
-from realpi_kit import real_pi  # noqa: F401 (fixture)
+from realpi_kit import ROOT, real_pi_of, spread
 from test_realpi_bridge import LONG, compactions, summarizer_requests, turn, write_agent
 
 pytestmark = pytest.mark.realpi
@@ -54,7 +53,8 @@ def ran(markers: Path) -> list[str]:
 
 
 @pytest.fixture
-def hostile(tmp_path, real_pi):  # noqa: F811
+def hostile(tmp_path, version):
+    real_pi = real_pi_of(version)
     proj, markers, home, agent = tmp_path / "proj", tmp_path / "markers", tmp_path / "home", tmp_path / "agent"
     for d in (proj, markers, home):
         d.mkdir()
@@ -67,7 +67,7 @@ def hostile(tmp_path, real_pi):  # noqa: F811
         p.unlink()
     with FakeOpenAI(answer="Sure: " + "detail " * 300, realistic_usage=True) as fake:
         write_agent(agent, fake.base_url)
-        yield tmp_path, proj, markers, home, agent, fake
+        yield tmp_path, proj, markers, home, agent, fake, real_pi
 
 
 def wrapper(tmp: Path) -> tuple[str, Path]:
@@ -79,12 +79,12 @@ def wrapper(tmp: Path) -> tuple[str, Path]:
     return str(script), log
 
 
-@pytest.mark.parametrize("how", ["pi-install", "legacy-install", "env-command", "path-lookup", "cwd"])
+# the extension's own rules, the same on every Pi version: each way runs once, on one of them
+@pytest.mark.parametrize(("version", "how"), spread(["pi-install", "legacy-install", "env-command", "path-lookup", "cwd"]))
 def test_pi_in_a_hostile_project_runs_none_of_its_code(hostile, how):
-    tmp, proj, markers, home, agent, fake = hostile
+    tmp, proj, markers, home, agent, fake, real = hostile
     env = {k: v for k, v in os.environ.items() if k != "FABRIC_LSP_COMMAND"}
-    env.update(HOME=str(home), PI_CODING_AGENT_DIR=str(agent), PI_OFFLINE="1",
-               PATH=f"{NODE.parent}:{os.environ.get('PATH', '')}")
+    env.update({k: v for k, v in real.env(agent, home).items() if k != "FABRIC_LSP_COMMAND"})
     args: list[str] = ["-e", str(EXTENSION)]
     log = None
     if how in ("pi-install", "legacy-install"):
@@ -103,7 +103,7 @@ def test_pi_in_a_hostile_project_runs_none_of_its_code(hostile, how):
         env["PATH"] = f".::{VENV_BIN}:{env['PATH']}"
     else:
         env["FABRIC_LSP_COMMAND"], log = wrapper(tmp)
-    pi = PiRpc(NODE, PI_CLI, args, cwd=proj, env=env)
+    pi = PiRpc(real.node, real.cli, args, cwd=proj, env=env)
     try:
         for i in range(3):
             turn(pi, f"step {i}: review the parser {i}. {LONG}")

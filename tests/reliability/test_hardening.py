@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_kit import RawServer, example_agent, server_env, session_files
+from reliability_kit import RawServer, RpcError, example_agent, server_env, session_files
 
 from fabric_lsp.engine.session import SessionTree, read_session
 
@@ -253,7 +254,8 @@ def test_state_dirs_are_private_all_the_way(agent, tmp_path):
             srv.initialize()
             srv.call("fabric/sessions", {"scope": "global"}, timeout=120)
             srv.call("fabric/compact/status", {"session": files[0]})
-            srv.call("fabric/compact/request", {"session": files[0]})
+            with contextlib.suppress(RpcError):  # (refused when there is nothing to compact: still writes state dirs)
+                srv.call("fabric/compact/request", {"session": files[0]})
     finally:
         os.umask(old)
     base = agent / "fabric-lsp"

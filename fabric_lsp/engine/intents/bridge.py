@@ -8,7 +8,8 @@ Pi's `session_before_compact`), and records the outcome here, exactly as seed 00
 Invariants: a claim is taken under the state lock, so exactly one process commits an
 intent; a claim whose process is gone is void (the intent is pending again); finishing
 clears only the claimed intent (by identity), so a newer request waits for the next
-boundary.
+boundary; a claim given back (`release_claim`: Pi backed off because a prompt came in)
+leaves the intent pending for the next boundary.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def finish_claim(
             return None
         base = intent if intent is not None else {}
         record: Optional[dict[str, Any]]
+        cleared: Optional[str] = None
         if committed is not None:
             record = committed_record(
                 base,
@@ -120,6 +122,7 @@ def finish_claim(
             message = (error or "Compaction error").strip() or "Compaction error"
             if message in QUIET_PI_ERRORS or message.startswith("Nothing to compact"):
                 record = None
+                cleared = message
             else:
                 record = {
                     "at": now_ms(),
@@ -128,7 +131,20 @@ def finish_claim(
                     "error": message,
                     "committedBy": "pi",
                 }
-        finish_state(state, intent_id, record)
+        finish_state(state, intent_id, record, cleared=cleared)
         state.claim = None
         store.save(state)
         return record
+
+
+def release_claim(store: IntentStore, session_path: str, *, intent_id: str, pid: int) -> bool:
+    """Give back process `pid`'s claim on `intent_id` without an outcome: the intent stays
+    pending for the next boundary. True when that claim was there."""
+    with store.locked(session_path):
+        state = store.load(session_path)
+        claim = state.claim
+        if claim is None or claim.get("intentId") != intent_id or claim.get("pid") != pid:
+            return False
+        state.claim = None
+        store.save(state)
+        return True

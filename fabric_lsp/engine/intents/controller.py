@@ -32,6 +32,7 @@ QUIET_MESSAGES = frozenset(
     {"Compaction cancelled", "Already compacted", "Nothing to compact", "Nothing to compact (session too small)"}
 )
 ABORTED_BEFORE_START = "Compaction aborted before it started"
+CANCELLED = "cancelled (fabric/compact/cancel or fabric-lsp compact-cancel)"
 FAILED_TO_START = "Compaction failed to start"
 
 
@@ -186,6 +187,8 @@ class CompactController:
         with self.store.locked(self.session_path):
             state = self.store.load(self.session_path)
             had = state.pending is not None
+            if had and state.pending_id is not None:
+                state.last_cleared = {"intentId": state.pending_id, "reason": CANCELLED, "at": now_ms()}
             state.pending = state.pending_id = None
             self.store.save(state)
         return had
@@ -267,16 +270,18 @@ class CompactController:
             return self._finish(intent_id, outcome.record(requested_by))
         message = outcome.message or "Compaction error"
         if message in QUIET_MESSAGES:
-            self._finish(intent_id, None)
+            self._finish(intent_id, None, cleared=message)
             return None
         return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
                                         "error": message})
 
-    def _finish(self, intent_id: str, record: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-        """Clear the captured intent (by identity) and record `record` (None = quietly)."""
+    def _finish(self, intent_id: str, record: Optional[dict[str, Any]],
+                cleared: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """Clear the captured intent (by identity) and record `record` (None = quietly,
+        `cleared` saying why)."""
         with self.store.locked(self.session_path):
             state = self.store.load(self.session_path)
-            finish_state(state, intent_id, record)
+            finish_state(state, intent_id, record, cleared=cleared)
             self.store.save(state)
         if record is not None and self.on_commit is not None:
             try:
@@ -286,13 +291,17 @@ class CompactController:
         return record
 
 
-def finish_state(state: IntentState, intent_id: str, record: Optional[dict[str, Any]]) -> None:
-    """Apply a finished commit to `state` (idempotent, so crash recovery may repeat it)."""
+def finish_state(state: IntentState, intent_id: str, record: Optional[dict[str, Any]],
+                 cleared: Optional[str] = None) -> None:
+    """Apply a finished commit to `state` (idempotent, so crash recovery may repeat it).
+    A quiet end (`record` None) remembers `cleared`, the reason, for a waiting requester."""
     if state.pending_id == intent_id:
         state.pending = state.pending_id = None
     if record is not None:
         state.last = record
         state.last_record_intent_id = intent_id
+    elif cleared is not None:
+        state.last_cleared = {"intentId": intent_id, "reason": cleared, "at": now_ms()}
     state.last_intent_id = intent_id
     if state.committing is not None and state.committing.get("intentId") == intent_id:
         state.committing = None

@@ -10,6 +10,10 @@ with `os.stat` only, and attempts a commit when a file has been quiet for the in
 and has changed since the last attempt found it unsettled. `on_committed(session_path,
 record)` is called for every recorded outcome (committed or failed), whichever path
 (thread or `maybe_commit`) produced it.
+
+A request the preview already knows cannot be honoured (Pi's gate or the engine says
+there is nothing to compact on the branch that would be compacted: the live Pi's leaf,
+else the file's) is refused with the reason (`RequestRefused`) and nothing is recorded.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ _RESCAN_S = 0.5
 
 OnCommitted = Callable[[str, dict[str, Any]], None]
 OptionsProvider = Callable[[str], Optional[dict[str, Any]]]
+
+
+class RequestRefused(ValueError):
+    """A compaction request that cannot be honoured at all right now (nothing to compact):
+    refused at request time with the reason, never recorded."""
 
 
 def default_state_dir(agent_dir: str) -> str:
@@ -74,6 +83,7 @@ class IntentsService:
         self._controllers: dict[str, CompactController] = {}
         self._verdicts: dict[str, tuple[tuple[int, int, int], TurnVerdict]] = {}
         self._unsettled_sig: dict[str, tuple[int, int, int]] = {}
+        self._deferred_why: dict[str, str] = {}
         self._watch: set[str] = set()
         self._state_mtimes: dict[str, int] = {}
         # session -> the intent whose record we last saw: a record written by another
@@ -91,6 +101,10 @@ class IntentsService:
         """Record (replace) the pending intent. Raises ValueError with the seed's message."""
         path = normalize_session_path(session_path)
         args = validate_request_arguments(params)
+        self.store.ensure_dir()  # the state directory exists once anyone asked (0700)
+        refusal = self.refusal(path, args)
+        if refusal is not None:
+            raise RequestRefused(refusal)
         intent = self._controller(path).request(
             default_requested_by=DEFAULT_REQUESTED_BY,
             reason=args.get("reason"),
@@ -114,6 +128,58 @@ class IntentsService:
             out["heldBy"] = {"pid": holder.pid, "since": holder.since, "leafId": holder.leaf_id}
         return out
 
+    def refusal(self, session_path: str | os.PathLike[str], args: Optional[dict[str, Any]] = None) -> Optional[str]:
+        """Why a compaction request on this session cannot be honoured now, or None.
+
+        The preview of the branch a commit would compact (the live Pi's leaf when one
+        holds the session, else the file's leaf), with the effective options and the
+        request's instructions: "Nothing to compact" from Pi's gate or from the engine is
+        known before any commit, so the request is refused instead of queued (it would
+        only be cleared later, and the requester would never hear why). Anything else —
+        a file that cannot be read, a branch that ends with a compaction (the intent then
+        waits for the next turn), a summary that does not fit — is left to the commit."""
+        path = normalize_session_path(session_path)
+        args = args or {}
+        holder = self.holder(path)
+        leaf = holder.leaf_id if holder is not None else None
+        try:
+            with open(path, "rb") as fp:
+                data = fp.read()
+        except OSError:
+            return None
+        compute = self._compute_for(path, leaf_id=leaf)
+        try:
+            result = compute(data, path, {k: args[k] for k in ("instructions", "preserve") if k in args})
+        except Exception as err:  # a preview error is the commit's to report, with its context
+            log.debug("request pre-check of %s failed: %s", path, err)
+            return None
+        outcome = result.get("outcome")
+        reason = str(result.get("reason") or "")
+        if outcome in ("skipped", "cancelled") and "nothing to compact" in reason.lower():
+            where = f"the live Pi's branch (leaf {leaf})" if leaf else "the session's branch"
+            return (f"Nothing to compact (session too small): Pi would keep all of {where}; "
+                    f"ask again after more turns ({reason})")
+        return None
+
+    def holders(self, session_path: str | os.PathLike[str]) -> list[Lease]:
+        """Every live Pi that holds the session, oldest hold first (two Pis on one file
+        fork it: each appends under its own in-memory leaf)."""
+        if self.leases is None:
+            return []
+        path = normalize_session_path(session_path)
+        return sorted((lease for lease in self.leases.all_live() if lease.session == path),
+                      key=lambda lease: (lease.since, lease.pid))
+
+    def why_waiting(self, session_path: str | os.PathLike[str]) -> Optional[str]:
+        """Why the last commit attempt on this session was deferred (None: none was)."""
+        with self._lock:
+            return self._deferred_why.get(normalize_session_path(session_path))
+
+    def cleared(self, session_path: str | os.PathLike[str]) -> Optional[dict[str, Any]]:
+        """The last intent cleared without a record: `{intentId, reason, at}` (a quiet
+        outcome such as "Nothing to compact", or a cancel)."""
+        return self.store.load(normalize_session_path(session_path)).last_cleared
+
     def holder(self, session_path: str | os.PathLike[str]) -> Optional[Lease]:
         """The live Pi that holds the session, if any: it commits, we do not."""
         if self.leases is None:
@@ -133,8 +199,13 @@ class IntentsService:
         recovered = self._recover(path)
         if recovered is not None:
             return recovered
-        if self.holder(path) is not None or claim_is_live(self.store.load(path).claim):
-            return None  # the live Pi holding the file commits at its next settled boundary
+        holder = self.holder(path)
+        if holder is not None or claim_is_live(self.store.load(path).claim):
+            with self._lock:  # the live Pi holding the file commits at its next settled boundary
+                self._deferred_why[path] = (
+                    f"a live Pi (pid {holder.pid}) holds the session: it commits at its next settled boundary"
+                    if holder is not None else "a live Pi took the intent and is compacting it")
+            return None
         controller = self._controller(path)
         compute = self._compute_for(path)
 
@@ -149,9 +220,13 @@ class IntentsService:
                 quiet_interval_s=self.quiet_interval_s,
                 held=(lambda: self.holder(path) is not None) if self.leases is not None else None,
             )
-            if isinstance(outcome, Deferred) and outcome.until_change and sig is not None:
-                with self._lock:
-                    self._unsettled_sig[path] = sig
+            with self._lock:
+                if isinstance(outcome, Deferred):
+                    self._deferred_why[path] = outcome.why
+                    if outcome.until_change and sig is not None:
+                        self._unsettled_sig[path] = sig
+                else:
+                    self._deferred_why.pop(path, None)
             return outcome
 
         return controller.maybe_commit(commit_fn)
@@ -303,13 +378,15 @@ class IntentsService:
                 self._controllers[path] = controller
             return controller
 
-    def _compute_for(self, path: str) -> ComputeFn:
+    def _compute_for(self, path: str, leaf_id: Optional[str] = None) -> ComputeFn:
         options: Optional[dict[str, Any]] = None
         if self._options_provider is not None:
             try:
                 options = self._options_provider(path)
             except Exception:  # settings trouble must not wedge the committer
                 log.exception("compaction options provider failed; using the engine defaults")
+        if leaf_id is not None:
+            options = {**(options or {}), "leaf_id": leaf_id}
         return default_compute(options or None, self._closing)
 
     def _notify(self, path: str, record: dict[str, Any]) -> None:

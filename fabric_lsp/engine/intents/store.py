@@ -57,6 +57,9 @@ class IntentState:
     # `{intentId, pid, startTime, at}`: a live Pi (editors/pi) took the pending intent
     # and is compacting it; nobody else commits it while that process runs.
     claim: Optional[dict[str, Any]] = None
+    # `{intentId, reason, at}`: the last intent that ended without a record (a quiet
+    # outcome such as "Nothing to compact", or a cancel), so a waiting requester can say why.
+    last_cleared: Optional[dict[str, Any]] = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": STATE_VERSION, "session": self.session}
@@ -73,6 +76,8 @@ class IntentState:
             out["committing"] = self.committing
         if self.claim is not None:
             out["claim"] = self.claim
+        if self.last_cleared is not None:
+            out["lastCleared"] = self.last_cleared
         return out
 
     @classmethod
@@ -97,6 +102,9 @@ class IntentState:
         claim = obj.get("claim")
         if is_json_object(claim) and isinstance(claim.get("intentId"), str) and isinstance(claim.get("pid"), int):
             state.claim = claim
+        cleared = obj.get("lastCleared")
+        if is_json_object(cleared) and isinstance(cleared.get("intentId"), str):
+            state.last_cleared = cleared
         return state
 
 
@@ -145,7 +153,8 @@ class IntentStore:
         """Atomically replace the state file (0600); an empty state removes it."""
         self.ensure_dir()
         path = self.state_path(state.session)
-        if state.pending is None and state.last is None and state.committing is None and state.claim is None:
+        if (state.pending is None and state.last is None and state.committing is None and state.claim is None
+                and state.last_cleared is None):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return

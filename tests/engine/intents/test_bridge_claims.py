@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from fabric_lsp.engine.intents.bridge import claim_intent, finish_claim
+from fabric_lsp.engine.intents.controller import CompactController
 from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session.lease import LeaseBook
@@ -25,6 +26,12 @@ def session(tmp: Path) -> str:
     return str(path)
 
 
+def ask(store: IntentStore, path: str, **fields) -> dict:
+    """Record an intent as the service does, without its request-time check (this header-only
+    session has nothing to compact: the service would refuse the request)."""
+    return CompactController(store, path).request(default_requested_by="user", **fields)
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -34,8 +41,7 @@ def dead_pid() -> int:
 def test_one_claim_at_a_time_and_a_dead_claimant_frees_the_intent(tmp_path):
     store = IntentStore(tmp_path / "state")
     path = session(tmp_path)
-    svc = IntentsService(state_dir=tmp_path / "state")
-    svc.request(path, {"instructions": "keep the plan", "preserve": ["a fact"]})
+    ask(store, path, instructions="keep the plan", preserve=["a fact"])
     me = os.getpid()
     first = claim_intent(store, path, pid=me)
     assert first is not None and first["customInstructions"].startswith("__pi_fabric_compact_request_v1__:")
@@ -55,19 +61,21 @@ def test_finish_records_committed_failed_and_quiet_outcomes(tmp_path):
     svc = IntentsService(state_dir=tmp_path / "state")
     for error, expected in (("Nothing to compact (session too small)", None), ("Already compacted", None),
                             ("Compaction cancelled", None), ("Fabric compaction failed: boom", "failed")):
-        svc.request(path, {})
+        ask(store, path)
         claim = claim_intent(store, path, pid=os.getpid())
         record = finish_claim(store, path, intent_id=claim["intentId"], error=error)
         assert (record or {}).get("status") == expected, error
         assert "pending" not in svc.status(path)
-    svc.request(path, {"requestedBy": "editor"})
+        if expected is None:  # a quiet clear says why, for a requester that waits
+            assert svc.cleared(path) == {"intentId": claim["intentId"], "reason": error, "at": svc.cleared(path)["at"]}
+    ask(store, path, requested_by="editor")
     claim = claim_intent(store, path, pid=os.getpid())
     record = finish_claim(store, path, intent_id=claim["intentId"],
                           committed={"entryId": "abcd1234", "summary": "S", "tokensBefore": 900})
     assert record == {**record, "status": "committed", "entryId": "abcd1234", "requestedBy": "editor", "tokensBefore": 900}
     assert svc.status(path)["last"] == record
     # a stale finish (another intent is pending now) changes nothing
-    svc.request(path, {})
+    ask(store, path)
     assert finish_claim(store, path, intent_id=claim["intentId"], error="late") is None
     assert "pending" in svc.status(path)
 

@@ -41,7 +41,8 @@ def test_compact_wait_commits_and_status_reports_it(tmp_path):
 def test_compact_without_wait_records_and_cancel_clears(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
-    out = run(tmp_path, "compact", str(path), "--reason", "done with the task", "--json")
+    out = run(tmp_path, "compact", str(path), "--reason", "done with the task", "--keep-recent", "100",
+              "--context-window", "0", "--json")
     assert out.returncode == 0, out.stderr
     pending = json.loads(out.stdout)["pending"]
     assert pending["reason"] == "done with the task" and pending["requestedBy"] == "user"
@@ -51,6 +52,20 @@ def test_compact_without_wait_records_and_cancel_clears(tmp_path):
     assert json.loads(run(tmp_path, "compact-cancel", str(path), "--json").stdout) == {"cancelled": True}
     assert "pending: none" in run(tmp_path, "compact-status", str(path)).stdout
     assert path.read_bytes() == (REAL_SESSIONS / "01-print-default-tools.jsonl").read_bytes()
+    # without a live Pi the CLI says who would commit it, as it is
+    text = run(tmp_path, "compact", str(path), "--keep-recent", "100", "--context-window", "0")
+    assert "no live Pi holds this session" in text.stdout and "--wait" in text.stdout, text.stdout
+    assert "a running fabric-lsp server commits it" not in text.stdout
+
+
+def test_a_request_with_nothing_to_compact_is_refused_with_the_reason(tmp_path):
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)  # tiny: Pi's defaults keep all of it
+    for wait in ([], ["--wait", "--timeout", "5"]):
+        out = run(tmp_path, "compact", str(path), *wait)
+        assert out.returncode == 1, (out.stdout, out.stderr)
+        assert "refused, nothing was recorded: Nothing to compact (session too small)" in out.stderr
+    assert "pending: none" in run(tmp_path, "compact-status", str(path)).stdout
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

@@ -74,12 +74,22 @@ def test_commit_appends_one_pi_compaction_and_keeps_every_byte(tmp_path, name):
     assert svc.status(path) == {"last": record, "settled": False}  # just written: not quiet
 
 
-def test_nothing_to_compact_clears_quietly(tmp_path):
+def test_nothing_to_compact_is_refused_at_request_time_and_clears_quietly_at_commit(tmp_path):
+    from fabric_lsp.engine.intents.controller import CompactController
+    from fabric_lsp.engine.intents.service import RequestRefused
+
     path = copy_fixture(tmp_path, "01")
     svc, got = service(tmp_path, options=None)  # Pi defaults: the session is too small
-    svc.request(path, {"instructions": "x"})
+    with pytest.raises(RequestRefused, match=r"^Nothing to compact \(session too small\): Pi would keep all"):
+        svc.request(path, {"instructions": "x"})
+    assert svc.status(path) == {"settled": True} and svc.cleared(path) is None  # nothing was recorded
+    # an intent recorded anyway (by an older fabric-lsp) is cleared quietly at the commit, with the reason
+    CompactController(svc.store, str(path)).request(instructions="x")
+    intent_id = svc.store.load(str(path)).pending_id
     assert svc.maybe_commit(path) is None
     assert svc.status(path) == {"settled": True} and got == []
+    assert svc.cleared(path)["intentId"] == intent_id
+    assert svc.cleared(path)["reason"] == "Nothing to compact (session too small)"
     assert not compactions(path) or path.read_bytes() == (REAL_SESSIONS / path.name).read_bytes()
 
 
@@ -367,7 +377,8 @@ def test_running_service_commits_an_intent_recorded_by_another_process(tmp_path)
     with svc:
         env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path / "home"))
         out = subprocess.run([sys.executable, "-m", "fabric_lsp", "compact", str(path), "--state-dir",
-                              str(tmp_path / "state"), "--reason", "from the shell"],
+                              str(tmp_path / "state"), "--reason", "from the shell", "--keep-recent", "100",
+                              "--context-window", "0"],
                              capture_output=True, text=True, env=env, timeout=120)
         assert out.returncode == 0, out.stderr
         assert done.wait(20)
