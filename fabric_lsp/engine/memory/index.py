@@ -240,8 +240,11 @@ def build_many(
     branches: str,
     cancel: Optional[CancelToken],
     progress: Callable[[], None],
+    *,
+    on_state: Callable[[SessionState], None] = lambda _state: None,
 ) -> dict[str, Any]:
-    """Build states from source: {file: SessionState | SourceMissing}.
+    """Build states from source: {file: SessionState | SourceMissing}; `on_state` gets
+    each state as it is built (in this thread).
 
     Large work goes to a small process pool (hot states come back without their append
     bookkeeping, which the first append restores: `sessions.try_append`); sessions a live
@@ -256,6 +259,8 @@ def build_many(
             )
         except SourceMissing as missing:
             out[ref.file] = missing
+        else:
+            on_state(out[ref.file])
         progress()
 
     # sessions held by a live Pi are built here, on their live leaf; the rest may go to the pool
@@ -272,6 +277,8 @@ def build_many(
 
     def built(ref: Ref, tier: str, value: Any) -> None:
         out[ref.file] = value
+        if isinstance(value, SessionState):
+            on_state(value)
         progress()
 
     build_split(
@@ -384,14 +391,12 @@ def _load_index_unpaused(
         with eng.lock:
             eng.building.update(keys)  # (a background indexer leaves these to this call)
         try:
-            built = build_many(eng, todo, branches, cancel, progress)
+            # each state is adopted as it arrives, so its interning overlaps the builders' work
+            built = build_many(eng, todo, branches, cancel, progress, on_state=lambda state: adopt(eng, state))
             fresh_bytes += sum(r.key.size for r, _ in todo if r.key)
             check(cancel)
             for ref, _tier in todo:
-                result = built.get(ref.file)
-                if isinstance(result, SessionState):
-                    adopt(eng, result)
-                resolved[ref.file] = result
+                resolved[ref.file] = built.get(ref.file)
         finally:
             with eng.lock:
                 eng.building.difference_update(keys)
@@ -463,11 +468,8 @@ def _take_from_indexer(
             resolved[ref.file] = missing
             continue
         if state is None:
-            built = build_many(eng, [(ref, tier)], branches, cancel, lambda: None)
-            result = built.get(ref.file)
-            if isinstance(result, SessionState):
-                adopt(eng, result)
-            resolved[ref.file] = result
+            built = build_many(eng, [(ref, tier)], branches, cancel, lambda: None, on_state=lambda st: adopt(eng, st))
+            resolved[ref.file] = built.get(ref.file)
         else:
             resolved[ref.file] = state
         if ref.key is not None:

@@ -316,9 +316,9 @@ def test_a_call_names_the_sessions_it_builds_while_it_builds_them(tmp_path: Path
     during: list[set] = []
     real = index_mod.build_many
 
-    def build_many(eng_, todo, branches, cancel, progress):
+    def build_many(eng_, todo, branches, cancel, progress, **kw):
         during.append(set(eng_.building))
-        return real(eng_, todo, branches, cancel, progress)
+        return real(eng_, todo, branches, cancel, progress, **kw)
 
     index_mod.build_many = build_many
     try:
@@ -345,9 +345,9 @@ def test_a_call_waits_for_a_session_the_indexer_is_building_instead_of_building_
     built_by_call: list[str] = []
     real = index_mod.build_many
 
-    def build_many(eng_, todo, branches, cancel, progress):
+    def build_many(eng_, todo, branches, cancel, progress, **kw):
         built_by_call.extend(r.file for r, _ in todo)
-        return real(eng_, todo, branches, cancel, progress)
+        return real(eng_, todo, branches, cancel, progress, **kw)
 
     seen = _WaitSeen(eng.building_done)
     eng.building_done = seen  # type: ignore[assignment]
