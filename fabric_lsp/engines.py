@@ -111,7 +111,15 @@ class Engines:
                 )
                 # held sessions follow the live Pi's leaf (docs/pi.md, "Live lineage")
                 self._memory.live_leaves = self.leases().live_leaves
+                if self._index_enabled:  # (the indexer before any request: answers say it is pending)
+                    self._start_indexer(self._memory)
             return self._memory
+
+    def _start_indexer(self, engine: "MemoryEngine") -> None:
+        from fabric_lsp.engine.memory.background import BackgroundIndexer
+
+        if engine.config.enabled and engine.background is None:
+            BackgroundIndexer(engine, self._index_sink).start()
 
     def team(self) -> "TeamEngine":
         """The team database's engine (docs/team.md), from the user-level `team` settings."""
@@ -165,23 +173,24 @@ class Engines:
     def start_background_index(self, sink: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
         """Index every session in the background (engine/memory/background.py), now and for
         every memory engine built after a settings change; `sink` gets its events."""
+        self.enable_background_index(sink)
+        self.resume_background_index()
+
+    def enable_background_index(self, sink: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
+        """Cheap (no engine is built): from now on every memory engine gets its background
+        indexer when it is made, so a request that comes first already sees it pending."""
         with self._lock:
             self._index_enabled = True
             self._index_sink = sink
-        self.resume_background_index()
 
     def resume_background_index(self) -> None:
         if not self._index_enabled:
             return
         try:
-            from fabric_lsp.engine.memory.background import BackgroundIndexer
-
             engine = self.memory()
-            if not engine.config.enabled:
-                return
             with self._lock:
-                if engine.background is None and engine is self._memory:
-                    BackgroundIndexer(engine, self._index_sink).start()
+                if engine is self._memory:
+                    self._start_indexer(engine)
         except Exception:
             log.exception("starting the background indexer failed")
 

@@ -74,8 +74,10 @@ async def initialized(ls: "FabricServer", params: types.InitializedParams) -> No
     if os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0":
         from fabric_lsp.handlers.progress import BackgroundProgress
 
-        # every session, newest first, at the lowest priority; `$/progress` per pass
-        ls.engine_executor.submit(ls.engines.start_background_index, BackgroundProgress(ls).sink)
+        # every session, newest first, at the lowest priority; `$/progress` per pass. Enabled
+        # here (cheap), so a request that runs before the executor starts it still has it.
+        ls.engines.enable_background_index(BackgroundProgress(ls).sink)
+        ls.engine_executor.submit(ls.engines.resume_background_index)
     ls.log_message(
         f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
         f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"

@@ -213,7 +213,9 @@ describe('fabric-lsp over stdio', { timeout: 120_000 }, () => {
   });
 
   test('compaction intents: request, status, cancel', async () => {
-    const file = tmp.files['01'];
+    // 02 has something to compact at 4000 kept tokens (a request Pi could not honour,
+    // "Nothing to compact", is refused when it is made)
+    const file = tmp.files['02'];
     const before = fs.readFileSync(file);
     const req = await request('fabric/compact/request', { session: file, instructions: 'Keep the calc API', requestedBy: 'wire-test' });
     assert.equal(req.pending?.requestedBy, 'wire-test');

@@ -4,6 +4,9 @@
 local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
 
 vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } } }
+-- Pi's own settings keep little, so these sessions have something to compact (a request
+-- Pi could not honour, "Nothing to compact", is refused when it is made).
+vim.fn.writefile({ '{"compaction": {"keepRecentTokens": 100}}' }, os.getenv('FABRIC_TEST_AGENT') .. '/settings.json')
 
 local s03 = H.session_file('03-')
 local before = table.concat(vim.fn.readfile(s03, 'b'), '\n')
