@@ -12,12 +12,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from fabric_lsp import protocol
-from fabric_lsp.config import ServerConfig, load_config
-from fabric_lsp.engines import Engines
+from fabric_lsp.quick_cli import agent_dir_of, answered_note, has_surrogates, settings_report
+from fabric_lsp.quick_cli import init_options as _init_options
+from fabric_lsp.quick_cli import session_ref as session_ref
+
+if TYPE_CHECKING:
+    from fabric_lsp.config import ServerConfig
+    from fabric_lsp.engines import Engines
+    from fabric_lsp.local_socket import Client
+
+# The protocol, the settings loader and the engines are imported on first use: a memory
+# read answered by a running server (the local socket, below) needs none of them, and
+# its latency is mostly this process' start (docs/cli.md, "A running server answers").
 
 # Exit codes shared by every subcommand (docs/cli.md).
 EXIT_OK = 0
@@ -49,34 +57,65 @@ def project_dir(args: argparse.Namespace) -> str:
     return os.path.abspath(getattr(args, "cwd", None) or os.getcwd())
 
 
-def cli_config(args: argparse.Namespace, command: str, *, quiet: bool = False) -> ServerConfig:
+def cli_init_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`--agent-dir`, `--trusted` and `--index-dir` as the editor's initializationOptions."""
+    return _init_options(vars(args))
+
+
+def cli_config(args: argparse.Namespace, command: str, *, quiet: bool = False) -> "ServerConfig":
     """The server's configuration layers for this invocation; warnings go to stderr,
     and with `-v` the files that were read."""
-    init: dict[str, Any] = {}
-    if getattr(args, "agent_dir", None):
-        init["agentDir"] = os.path.abspath(os.path.expanduser(args.agent_dir))
-    if getattr(args, "trusted", False):
-        init["trusted"] = True
-    if getattr(args, "index_dir", None):
-        init["indexDir"] = os.path.abspath(os.path.expanduser(args.index_dir))
+    from pathlib import Path
+
+    from fabric_lsp.config import load_config
+
+    init = cli_init_options(args)
     cfg = load_config(workspace_root=Path(project_dir(args)), init_options=init or None)
-    if quiet:  # a second look at the same settings: already reported
-        return cfg
-    for warning in cfg.warnings:
-        print(f"fabric-lsp {command}: warning: {warning}", file=sys.stderr)
-    if getattr(args, "verbose", 0):
-        read = ", ".join(cfg.sources) if cfg.sources else "no settings files (defaults)"
-        print(f"fabric-lsp {command}: settings read from {read}; agent dir {cfg.agent_dir}", file=sys.stderr)
+    if not quiet:  # a second look at the same settings: already reported
+        report_settings(args, command, warnings=cfg.warnings, sources=cfg.sources, agent_dir=str(cfg.agent_dir))
     return cfg
 
 
-def cli_engines(args: argparse.Namespace, command: str, *, quiet: bool = False) -> Engines:
+def report_settings(args: argparse.Namespace, command: str, *, warnings: Any, sources: Any, agent_dir: str) -> None:
+    """What a command says about its settings on stderr: each warning, and with `-v` the
+    files that were read."""
+    text = settings_report(command, getattr(args, "verbose", 0), warnings=warnings, sources=sources,
+                           agent_dir=agent_dir)
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def cli_engines(args: argparse.Namespace, command: str, *, quiet: bool = False) -> "Engines":
+    if command == "history":  # a running server answers first (the local socket; memory.py asks it itself)
+        client = server_client(args, command)
+        if client is not None:
+            if not quiet:
+                report_served_settings(args, command, client)
+            return _ServerFirstEngines(args, command, client)  # type: ignore[return-value]
+    return _local_engines(args, command, quiet=quiet)
+
+
+# Set-up deferred by cli.main for the memory reads (logging), run before this process
+# computes an answer itself.
+BEFORE_COMPUTE: list[Any] = []
+
+
+def _local_engines(args: argparse.Namespace, command: str, *, quiet: bool) -> "Engines":
+    from fabric_lsp.engine import alloc
+    from fabric_lsp.engines import Engines
+
+    while BEFORE_COMPUTE:
+        BEFORE_COMPUTE.pop(0)()
+    alloc.tune()  # large buffers in their own mappings (engine/alloc.py); cli.main skips it for memory reads
     cfg = cli_config(args, command, quiet=quiet)
     return Engines(lambda: cfg)
 
 
 def decode(command: str, method: str, params: dict[str, Any]) -> Any:
     """The protocol's strict decoder; its message names the field and the rule."""
+    from fabric_lsp import protocol
+
     try:
         return protocol.decode_params(method, params)
     except protocol.InvalidParams as err:
@@ -93,8 +132,178 @@ def fail(err: CliError) -> int:
     return err.code
 
 
-def session_ref(value: Optional[str]) -> Optional[str]:
-    """A relative path that exists is made absolute, as a user typing it means."""
-    if value and not value.startswith("file://") and not os.path.isabs(value) and os.path.isfile(value):
-        return os.path.abspath(value)
-    return value
+# -- a running server answers first (fabric_lsp/local_socket.py) -----------------------------
+
+# the memory reads a server answers over the local socket, by command
+SERVED_COMMANDS = {"recall": "fabric/recall", "sessions": "fabric/sessions", "expand": "fabric/expand",
+                   "history": "fabric/fileHistory"}
+
+_clients: dict[tuple[str, str, str], Optional["Client"]] = {}  # one connection per process and settings
+_noted: set[str] = set()
+
+
+def new_invocation() -> None:
+    """Forget the connections, notes and deferred set-up of an earlier `main()` in this
+    process."""
+    for client in set(c for c in _clients.values() if c is not None):
+        client.close()
+    _clients.clear()
+    _noted.clear()
+    BEFORE_COMPUTE.clear()
+
+
+def cli_agent_dir(args: argparse.Namespace) -> Optional[str]:
+    """The agent dir these arguments name, absolute (as config.load_config resolves it),
+    or None when it depends on the working directory (a relative $PI_CODING_AGENT_DIR)."""
+    return agent_dir_of(vars(args))
+
+
+def _note(args: argparse.Namespace, command: str, message: str, *, level: int = 1) -> None:
+    if getattr(args, "verbose", 0) >= level and message not in _noted:
+        _noted.add(message)
+        print(f"fabric-lsp {command}: {message}", file=sys.stderr)
+
+
+def server_client(args: argparse.Namespace, command: str) -> Optional["Client"]:
+    """A running server of these settings (hello matched), or None: then this process
+    computes its answers itself. Off with FABRIC_LSP_SOCKET=0."""
+    from fabric_lsp import local_socket
+
+    agent = cli_agent_dir(args)
+    if agent is None or not local_socket.available():
+        return None
+    cwd = project_dir(args)
+    init = cli_init_options(args)
+    key = (agent, cwd, repr(sorted(init.items())))
+    if key not in _clients:
+        try:
+            _clients[key] = local_socket.connect(
+                agent, local_socket.settings_inputs(cwd=cwd, init=init),
+                note=lambda m: _note(args, command, f"local socket: {m}", level=2))
+        except (OSError, UnicodeError):
+            _clients[key] = None
+    return _clients[key]
+
+
+def _forget(client: "Client") -> None:
+    for key, known in list(_clients.items()):
+        if known is client:
+            _clients[key] = None
+    client.close()
+
+
+def report_served_settings(args: argparse.Namespace, command: str, client: "Client") -> None:
+    """The settings report of `cli_config`, from the server's resolution of our inputs
+    (the same load_config, the same files)."""
+    s = client.settings
+    report_settings(args, command, warnings=s.get("warnings") or (), sources=s.get("sources") or (),
+                    agent_dir=str(s.get("agentDir")))
+
+
+class ServedAnswer:
+    """A server's answer to one memory read: `raw` is its result's JSON bytes (exactly
+    what `--json` prints), `value_error` the engine's ValueError message instead,
+    `settings` the settings the server resolved for us."""
+
+    def __init__(self, client: "Client", raw: bytes, value: Any, value_error: Optional[str]) -> None:
+        self.client = client
+        self.raw = raw
+        self.value = value
+        self.value_error = value_error
+        self.settings = client.settings
+
+    def result(self) -> "WireResult":
+        out = WireResult(self.value)
+        out.raw = self.raw
+        return out
+
+
+class WireResult(dict):  # type: ignore[type-arg]
+    """A result object with the exact bytes it was read from (`raw`)."""
+
+    raw: bytes = b""
+
+
+def ask_server(args: argparse.Namespace, command: str, params: dict[str, Any], *, method: Optional[str] = None,
+               quiet: bool = False) -> Optional[ServedAnswer]:
+    """`params` (wire-shaped, not yet decoded) answered by a running server, or None
+    (no server, other settings, a lost connection, a server-side failure): then compute
+    it here. Invalid params raise CliError with the decoder's message, as `decode` does;
+    unless `quiet`, the settings are reported on stderr as `cli_config` reports them."""
+    method = method or SERVED_COMMANDS[command]
+    if has_surrogates(params):  # JSON cannot carry a lone surrogate: computed here
+        return None
+    client = server_client(args, command)
+    if client is None:
+        return None
+    answer = client.request(method, params, cwd=project_dir(args))
+    if answer is None or (answer.raw is None and answer.error is None):
+        _note(args, command, f"the server (pid {client.pid}) did not answer; computing it here")
+        _forget(client)
+        return None
+    value_error = None
+    error = answer.error
+    if error is not None:
+        raw_data = error.get("data")
+        data: dict[str, Any] = raw_data if isinstance(raw_data, dict) else {}
+        stage = data.get("stage")
+        if stage == "params":
+            _note(args, command, answered_note(client))
+            raise CliError(f"fabric-lsp {command}: invalid arguments: {data.get('detail')}")
+        if stage != "engine":
+            _note(args, command, f"the server (pid {client.pid}) answered {error.get('code')}: "
+                                 f"{error.get('message')}; computing it here")
+            return None
+        value_error = str(data.get("detail"))
+    raw, value = answer.raw or b"null", None
+    if value_error is None:
+        from fabric_lsp.local_socket import wire_decode
+
+        try:
+            value = wire_decode(raw)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            _note(args, command, f"the server (pid {client.pid}) answered no result object; computing it here")
+            _forget(client)
+            return None
+    if not quiet:
+        report_served_settings(args, command, client)
+    _note(args, command, answered_note(client))
+    return ServedAnswer(client, raw, value, value_error)
+
+
+class _ServerFirstEngines:
+    """What `cli_engines` gives a served command (`history`): its engine call asks the
+    running server first, anything else (and a failed ask) runs in this process."""
+
+    def __init__(self, args: argparse.Namespace, command: str, client: "Client") -> None:
+        self._args = args
+        self._command = command
+        self._client = client
+        self._engines: Optional["Engines"] = None
+
+    def _local(self) -> "Engines":
+        if self._engines is None:
+            self._engines = _local_engines(self._args, self._command, quiet=True)
+        return self._engines
+
+    def file_history(self, p: Any, cwd: Optional[str], cancel: Any = None, activity: Any = None) -> Any:
+        from fabric_lsp import protocol
+
+        answer = ask_server(self._args, self._command, protocol.params_to_dict(p), method=protocol.FILE_HISTORY,
+                            quiet=True)
+        if answer is None:
+            return self._local().file_history(p, cwd, cancel, activity)
+        if answer.value_error is not None:
+            raise ValueError(answer.value_error)
+        import msgspec
+
+        return msgspec.json.decode(answer.raw)  # history prints msgspec's encoding of it: the same bytes
+
+    def close(self) -> None:
+        if self._engines is not None:
+            self._engines.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._local(), name)

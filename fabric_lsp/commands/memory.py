@@ -13,12 +13,25 @@ import os
 import sys
 from typing import Any, Optional
 
-import msgspec
+from fabric_lsp.commands.face import (
+    SERVED_COMMANDS,
+    CliError,
+    WireResult,
+    add_settings_arguments,
+    ask_server,
+    cli_engines,
+    decode,
+    project_dir,
+    session_ref,
+)
+from fabric_lsp.quick_cli import agent_dir_error, index_hint
 
-from fabric_lsp import protocol
-from fabric_lsp.commands.face import CliError, add_settings_arguments, cli_engines, decode, project_dir, session_ref
+__all__ = ["SUBCOMMANDS", "index_hint"]
 
-_METHODS = {"recall": protocol.RECALL, "expand": protocol.EXPAND, "sessions": protocol.SESSIONS}
+# A running server (fabric-lsp in an editor, or `fabric-lsp serve --daemon`) answers first,
+# over the local socket (fabric_lsp/local_socket.py); msgspec, the protocol and the engines
+# are imported only when this process computes the answer itself.
+_METHODS = {name: SERVED_COMMANDS[name] for name in ("recall", "expand", "sessions")}
 
 
 def _out(data: bytes) -> None:
@@ -36,6 +49,11 @@ def _write(text: str) -> None:
 
 
 def _emit_json(obj: Any) -> None:
+    if isinstance(obj, WireResult):  # a server's answer: its bytes, as it encoded them
+        _out(obj.raw + b"\n")
+        return
+    import msgspec
+
     _out(msgspec.json.encode(obj) + b"\n")
 
 
@@ -77,6 +95,9 @@ def _sessions_phrase(n: int) -> str:
 def _max_entry_chars(args: argparse.Namespace) -> int:
     from fabric_lsp.commands.face import cli_config
 
+    served = getattr(args, "_served_settings", None)  # the settings a server resolved for us
+    if served is not None and isinstance(served.get("maxEntryChars"), int):
+        return int(served["maxEntryChars"])
     return int(cli_config(args, "recall", quiet=True).memory["maxEntryChars"])
 
 
@@ -138,20 +159,6 @@ def _run_recall(args: argparse.Namespace) -> int:
     return 1 if "error" in result["coverage"] else 0
 
 
-_BUDGET_REASONS = ("max_sync_sessions", "max_sync_source_bytes", "indexing_in_progress")
-
-
-def index_hint(coverage: dict[str, Any]) -> Optional[str]:
-    """How to complete an answer the per-call budget cut short (the CLI has no background
-    indexer: `fabric-lsp index` builds the rest once, later calls read it from disk)."""
-    stale = int(coverage.get("staleSessions") or 0)
-    if stale <= 0 or not any(r in coverage.get("reasons", ()) for r in _BUDGET_REASONS):
-        return None
-    noun = "session" if stale == 1 else "sessions"
-    return (f"{coverage.get('indexedSessions', 0)} of {coverage.get('eligibleSessions', 0)} sessions are indexed; "
-            f"run `fabric-lsp index` to index the remaining {stale} {noun}")
-
-
 def _with_expected(params: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """Add the integrity expectations (a pointer's hash and lineage) the user gave."""
     if args.expected_source_hash:
@@ -166,22 +173,45 @@ def _call(args: argparse.Namespace, command: str, params: dict[str, Any], *, qui
     this command only. Invalid arguments raise ValueError with the protocol's message;
     a missing agent dir or a scope naming a file that is no Pi session, too."""
     try:
+        served = ask_server(args, command, params, quiet=quiet)
+    except CliError as err:  # the server's strict decoder said so: the same message as here
+        raise ValueError(err.message.split(": ", 1)[1]) from None
+    if served is not None:  # the same checks, in the same order, as below
+        args._served_settings = served.settings
+        _check_agent_dir(str(served.settings.get("agentDir")))
+        _check_scope(params.get("scope"))
+        if served.value_error is not None:
+            raise ValueError(served.value_error)
+        return served.result()
+    from fabric_lsp import protocol
+
+    try:
         p = decode(command, _METHODS[command], params)
     except CliError as err:
         raise ValueError(err.message.split(": ", 1)[1]) from None
     engines = cli_engines(args, command, quiet=quiet)
     cfg = engines.config
-    if not cfg.agent_dir.is_dir():
+    try:
+        _check_agent_dir(str(cfg.agent_dir))
+    except ValueError:
         engines.close()
-        raise ValueError(f"the Pi agent dir {cfg.agent_dir} does not exist "
-                         "(set --agent-dir or PI_CODING_AGENT_DIR; `fabric-lsp examples DIR` writes example sessions)")
-    scope = getattr(p, "scope", "")
-    if isinstance(scope, str) and scope.startswith("session:"):
-        _check_session_file(scope[len("session:"):])
+        raise
+    _check_scope(getattr(p, "scope", ""))
     try:
         return protocol.to_wire(getattr(engines, command)(p, project_dir(args)))
     finally:
         engines.close()
+
+
+def _check_agent_dir(agent_dir: str) -> None:
+    problem = agent_dir_error(agent_dir)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def _check_scope(scope: Any) -> None:
+    if isinstance(scope, str) and scope.startswith("session:"):
+        _check_session_file(scope[len("session:"):])
 
 
 def _check_session_file(ref: str) -> None:
