@@ -80,6 +80,8 @@ class ServerConfig:
     workspace_root: Path | None = None
     code_lens: bool = True  # `codeLens`: file-history lenses on source files
     team: Any = None  # `team`: {url, member, projects, autoPush} (engine/team/settings.py), user-level only
+    # Pi 1.x `compaction.modelOverrides`: (("provider/modelId", (("keepRecentTokens", n), ...)), ...)
+    model_overrides: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
     def compaction_settings(self) -> "CompactionSettings":
         """The settings layers' part of the compaction options (see
@@ -90,6 +92,7 @@ class ServerConfig:
             compaction=dict(self.compaction),
             keep_recent_tokens=self.keep_recent_tokens,
             reserve_tokens=self.reserve_tokens,
+            model_overrides={key: dict(fields) for key, fields in self.model_overrides},
         )
 
     def describe(self) -> dict[str, Any]:
@@ -104,6 +107,7 @@ class ServerConfig:
             "codeLens": self.code_lens,
             "keepRecentTokens": self.keep_recent_tokens,
             "reserveTokens": self.reserve_tokens,
+            **({"modelOverrides": {k: dict(f) for k, f in self.model_overrides}} if self.model_overrides else {}),
             "sources": list(self.sources),
             "warnings": list(self.warnings),
         }
@@ -453,6 +457,7 @@ def load_config(
             reserve = pick(pi_compaction["reserveTokens"], _int(0), reserve, "settings.json: compaction.reserveTokens")
     elif pi_compaction is not None:
         warnings.append("settings.json: `compaction` must be an object; using Pi's defaults")
+    model_overrides = _model_overrides(pi_compaction, warnings)
 
     return ServerConfig(
         agent_dir=agent_dir,
@@ -463,12 +468,50 @@ def load_config(
         compaction=compaction,
         keep_recent_tokens=keep_recent,
         reserve_tokens=reserve,
+        model_overrides=model_overrides,
         warnings=tuple(warnings),
         sources=tuple(sources),
         workspace_root=workspace_root,
         code_lens=code_lens,
         team=team,
     )
+
+
+def _model_overrides(pi_compaction: Any, warnings: list[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """Pi 1.x's `compaction.modelOverrides` (0.86+): `{"provider/modelId": {reserveTokens?,
+    keepRecentTokens?}}`, each field falling back on its own to the ordinary setting. Pi
+    throws when it reads an invalid entry; we warn, name it, and leave it out (Pi 1.x would
+    refuse to compact with that model until it is fixed). Sorted by key: deterministic."""
+    if not isinstance(pi_compaction, dict) or "modelOverrides" not in pi_compaction:
+        return ()
+    raw = pi_compaction["modelOverrides"]
+    label = "settings.json: compaction.modelOverrides"
+    if not isinstance(raw, dict):
+        warnings.append(f"{label} must be an object keyed by \"provider/modelId\"; ignored")
+        return ()
+    out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+    for key in sorted(raw):
+        entry = raw[key]
+        if not isinstance(entry, dict):
+            warnings.append(f'{label}["{key}"] must be an object (Pi 1.x refuses to compact with it); ignored')
+            continue
+        fields: list[tuple[str, int]] = []
+        for name in ("keepRecentTokens", "reserveTokens"):
+            if name not in entry or entry[name] is None:
+                continue
+            v = entry[name]
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)  # JSON's 4096.0 is JavaScript's 4096
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > 2**53 - 1:
+                warnings.append(
+                    f'{label}["{key}"].{name} must be a non-negative integer, not {json.dumps(_jsonable(v))} '
+                    "(Pi 1.x refuses to compact with it); ignored"
+                )
+                continue
+            fields.append((name, v))
+        if fields:
+            out.append((key, tuple(fields)))
+    return tuple(out)
 
 
 def _team(v: Any) -> Any:

@@ -21,6 +21,7 @@ from .scan import SourceChanged, scan_session_bytes, scan_session_file
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
+from .options import MODEL_OVERRIDES
 from .pigate import model_key as branch_model_key
 from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from .qa import generate_probes, qa_report
@@ -147,6 +148,20 @@ def _warnings(log: Any, error: Optional[str]) -> list[str]:
     if error:
         out.append(f"{error}: the parent walk met a cycle and stopped before repeating")
     return out
+
+
+def _model_override(settings: dict[str, Any], key: Optional[str]) -> dict[str, Any]:
+    """Pi 1.x's `compaction.modelOverrides[provider/modelId]` for the session's model (the
+    live model when the bridge names it): each of `keepRecentTokens` / `reserveTokens` it
+    sets replaces the ordinary value (options.py already left out fields a request gave)."""
+    table = _setting(settings, MODEL_OVERRIDES)
+    if key is None or not isinstance(table, dict):
+        return {}
+    entry = table.get(key)
+    if not isinstance(entry, dict):
+        return {}
+    return {k: v for k, v in entry.items() if k in ("keepRecentTokens", "reserveTokens")
+            and isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
 def _custom_instructions(instructions: Optional[str], preserve: Optional[list[Any]]) -> Optional[str]:
@@ -279,6 +294,9 @@ def _compaction_run(
     if rules == RULES_1X:
         result["piRules"] = rules
         from . import pi1x as gate_rules
+
+        per_model = _model_override(settings, model_key if model_key is not None else branch_model_key(branch))
+        pi_settings.update(per_model)
     else:
         from . import pigate as gate_rules  # (Pi 0.80.6: unchanged)
 

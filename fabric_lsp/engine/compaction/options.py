@@ -27,6 +27,8 @@ DEFAULT_CONTEXT_WINDOW = 200000
 
 # the Fabric keys of the `compaction` settings the engine reads (digest §8)
 FABRIC_SETTING_KEYS = ("engine", "targetContextRatio", "thresholds", "tokenThresholds", "piRules")
+# Pi 1.x's per-model budgets, carried to the engine in the same settings object
+MODEL_OVERRIDES = "modelOverrides"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class CompactionSettings:
     compaction: Mapping[str, Any] = field(default_factory=dict[str, Any])
     keep_recent_tokens: int = DEFAULT_PI_SETTINGS["keepRecentTokens"]
     reserve_tokens: int = DEFAULT_PI_SETTINGS["reserveTokens"]
+    # Pi 1.x `compaction.modelOverrides`: {"provider/modelId": {"keepRecentTokens"?: n, "reserveTokens"?: n}}
+    model_overrides: Mapping[str, Mapping[str, int]] = field(default_factory=dict[str, Mapping[str, int]])
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ class CompactionOptions:
             "reserveTokens": self.reserve_tokens,
             "keepRecentTokens": self.keep_recent_tokens,
             "targetContextRatio": self.target_context_ratio,
-            **{k: self.fabric[k] for k in FABRIC_SETTING_KEYS if k in self.fabric and k != "targetContextRatio"},
+            **{k: self.fabric[k] for k in (*FABRIC_SETTING_KEYS, MODEL_OVERRIDES)
+               if k in self.fabric and k != "targetContextRatio"},
         }
 
 
@@ -114,6 +119,16 @@ def resolve_compaction_options(
     keep = o.keep_recent_tokens if _given(o.keep_recent_tokens) else settings.keep_recent_tokens
     fabric = {k: comp[k] for k in FABRIC_SETTING_KEYS if k in comp}
     fabric["targetContextRatio"] = ratio
+    # Pi 1.x's per-model budgets apply where the request gave none (the engine picks the
+    # session's model, and only under Pi 1.x's rules: 0.80.6 has no such setting).
+    given = {"keepRecentTokens": _given(o.keep_recent_tokens), "reserveTokens": _given(o.reserve_tokens)}
+    per_model = {
+        key: {name: value for name, value in sorted(fields.items()) if not given.get(name, True)}
+        for key, fields in sorted(settings.model_overrides.items())
+    }
+    per_model = {key: fields for key, fields in per_model.items() if fields}
+    if per_model:
+        fabric[MODEL_OVERRIDES] = per_model
     return CompactionOptions(
         context_window=window,
         reserve_tokens=reserve,

@@ -12,6 +12,7 @@ import { createInterface } from "node:readline";
 const pkgDir = resolve(process.argv[2]);
 const sm_mod = await import(pathToFileURL(join(pkgDir, "dist/core/session-manager.js")).href);
 const comp = await import(pathToFileURL(join(pkgDir, "dist/core/compaction/compaction.js")).href);
+const settingsMod = await import(pathToFileURL(join(pkgDir, "dist/core/settings-manager.js")).href);
 const version = JSON.parse((await import("node:fs")).readFileSync(join(pkgDir, "package.json"), "utf8")).version;
 
 const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
@@ -23,12 +24,21 @@ for await (const line of rl) {
     const sm = sm_mod.SessionManager.open(resolve(req.file), dirname(resolve(req.file)));
     if (req.leafId) sm.branch(req.leafId);
     const path = sm.getBranch();
-    const settings = { enabled: true, reserveTokens: 16384, keepRecentTokens: req.keepRecentTokens };
+    // With `agentDir`: Pi's own settings resolution (global settings.json + the project's
+    // .pi/settings.json under `cwd`) for the session's model, as Pi does before it compacts.
+    let settings = { enabled: true, reserveTokens: 16384, keepRecentTokens: req.keepRecentTokens };
+    let model = null;
+    if (req.agentDir) {
+      const ctx = sm.buildSessionContext();
+      model = ctx.model ? { provider: ctx.model.provider, id: ctx.model.modelId } : null;
+      settings = settingsMod.SettingsManager.create(resolve(req.cwd || req.agentDir), resolve(req.agentDir)).getCompactionSettings(model || undefined);
+    }
     const prep = comp.prepareCompaction(path, settings);
     const projection = sm.buildSessionProjection();
     out = {
       piVersion: version,
       leaf: sm.getLeafId(),
+      ...(req.agentDir ? { settings, model: model ? `${model.provider}/${model.id}` : null } : {}),
       pathIds: path.map((e) => e.id),
       tokensBefore: comp.estimateProjectedContextTokens(projection, path).tokens,
       contextRoles: projection.messages.map((m) => m.role),
