@@ -505,7 +505,8 @@ class CommitRecord(Struct, **_RESULT):
     status: Literal["committed", "failed"]
     summary: str | None = None
     tokens_before: int | None = None
-    estimated_tokens_after: int | None = None
+    estimated_tokens_after: int | None = None  # Pi's chars/4 estimate of the context after the append
+    projected_tokens_after: int | None = None  # the preview's figure (details.budget.projectedTokensAfter)
     error: str | None = None
     entry_id: str | None = None
     committed_by: Literal["pi", "fabric-lsp"] | None = None  # "pi": the live Pi committed it (editors/pi)
@@ -521,6 +522,7 @@ class LeaseHolder(Struct, **_RESULT):
     pid: int
     since: int  # ms epoch when its hold began
     leaf_id: str | None = None  # Pi's live leaf (the active branch every answer uses)
+    pi_version: str | None = None  # in `holders` only: the holding Pi's version, when it said
 
 
 class CompactStatusResult(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
@@ -528,6 +530,7 @@ class CompactStatusResult(Struct, rename="camel", kw_only=True, omit_defaults=Tr
     last: CommitRecord | None = None
     settled: bool
     held_by: LeaseHolder | None = None
+    holders: list[LeaseHolder] | None = None  # every live Pi that holds the session, oldest hold first
 
 
 class CompactCancelResult(Struct, **_RESULT):

@@ -109,9 +109,12 @@ def _describe_intent(intent: dict[str, Any]) -> str:
 
 def _describe_record(record: dict[str, Any]) -> str:
     if record["status"] == "committed":
-        after = record.get("estimatedTokensAfter")
-        return (f"committed compaction {record.get('entryId')} ({record.get('tokensBefore')} tokens before"
-                + (f", ~{after} after" if after is not None else "") + ")")
+        projected, after = record.get("projectedTokensAfter"), record.get("estimatedTokensAfter")
+        if projected is not None:  # the number the preview showed for this summary and cut
+            tail = f", {projected} projected after"
+        else:
+            tail = f", ~{after} after (Pi's estimate)" if after is not None else ""
+        return f"committed compaction {record.get('entryId')} ({record.get('tokensBefore')} tokens before{tail})"
     return f"failed: {record.get('error')}"
 
 

@@ -186,6 +186,8 @@ def test_idle_intent_is_committed_by_pi_on_its_live_branch(world):
     assert preview["outcome"] == "compacted"
     assert comp["summary"] == preview["summary"] and comp["firstKeptEntryId"] == preview["firstKeptEntryId"]
     assert comp["details"] == preview["details"]
+    # the record's "after" is the figure the preview shows (one meaning per number)
+    assert status["last"]["projectedTokensAfter"] == preview["details"]["budget"]["projectedTokensAfter"]
     assert not summarizer_requests(world.fake)
     # the next request starts with Pi's wrapper around exactly our summary; the entry hangs off it
     n = len(world.fake.requests)

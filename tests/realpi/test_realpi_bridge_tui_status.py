@@ -52,6 +52,9 @@ def test_status_line_and_a_second_pi_warned_in_both_tuis(tmp_path, real_pi):  # 
             assert "held by 2 live Pis" in out.stdout and f"pid {pid_a}" in out.stdout and f"pid {pid_b}" in out.stdout
             status = json.loads(w.fabric("compact-status", str(session), "--json").stdout)
             assert status["heldBy"]["pid"] in (pid_a, pid_b)
+            # --json names every holder too (oldest hold first), with its Pi version
+            assert [h["pid"] for h in status["holders"]] == [pid_a, pid_b], status
+            assert {h.get("piVersion") for h in status["holders"]} == {real_pi.version}, status
             # B leaves: A's warning goes away, its status line stays
             tmux.run("kill-session", "-t", "b")
             a.wait_screen(lambda s: "WARNING" not in s and "fabric-lsp: bridge active" in s, 20, "A's warning cleared")

@@ -149,7 +149,10 @@ def test_pi_written_session_then_commit_then_resume(tmp_path, real_pi):  # noqa:
         sessions = sorted((agent / "sessions").glob("*/*.jsonl"))
         assert len(sessions) == 1
         path = sessions[0]
+        before = tmp_path / "before.jsonl"
+        shutil.copyfile(path, before)
         record = commit(tmp_path, path)
+        ours = json.loads(path.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1])
         n_before = len(server.requests)
         out = real_pi.run(["-p", "-c", "Continue"], cwd=proj, agent_dir=agent, home=home)
         assert out.returncode == 0, out.stderr
@@ -159,3 +162,39 @@ def test_pi_written_session_then_commit_then_resume(tmp_path, real_pi):  # noqa:
     last = [json.loads(x) for x in path.read_bytes().split(b"\n") if x]
     ids = [o.get("id") for o in last]
     assert last[ids.index(record["entryId"]) + 1]["parentId"] == record["entryId"]
+    assert ours["id"] == record["entryId"]
+    if real_pi.facts.system_messages:
+        # Pi 1.x checkpoints the system state in a compaction: ours holds the one Pi's own
+        # appendCompaction writes for the same branch (the timestamp is the entry's own)...
+        pis = pi_append_compaction(real_pi, before)
+        assert set(pis) - set(ours) == set(), (sorted(pis), sorted(ours))
+        assert list(ours)[-1] == "systemMessage"
+        assert {**ours["systemMessage"], "timestamp": 0} == {**pis["systemMessage"], "timestamp": 0}
+        assert ours["systemMessage"]["timestamp"] == record["at"]
+        # ...so the resumed Pi does not append its system message again after ours.
+        after = last[ids.index(record["entryId"]) + 1:]
+        assert not [e for e in after if e.get("type") == "message" and e["message"].get("role") == "system"], after
+    else:
+        assert "systemMessage" not in ours
+
+
+def pi_append_compaction(real_pi, session: Path) -> dict:
+    """The compaction entry Pi's own SessionManager.appendCompaction writes on a copy."""
+    copy = session.with_name("pi-append-" + session.name)
+    shutil.copyfile(session, copy)
+    script = (
+        "import { pathToFileURL } from 'node:url'; import { join, dirname } from 'node:path';"
+        "import { readFileSync } from 'node:fs';"
+        "const [pkg, file] = process.argv.slice(1);"
+        "const m = await import(pathToFileURL(join(pkg, 'dist/core/session-manager.js')).href);"
+        "const sm = m.SessionManager.open(file, dirname(file));"
+        "sm.appendCompaction('S', sm.getLeafId(), 1, undefined, true);"
+        "const lines = readFileSync(file, 'utf8').trim().split('\\n');"
+        "process.stdout.write(lines[lines.length - 1]);"
+    )
+    import subprocess
+
+    out = subprocess.run([str(real_pi.node), "--input-type=module", "-e", script, str(real_pi.pkg), str(copy)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)

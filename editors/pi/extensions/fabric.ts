@@ -729,6 +729,8 @@ export default function fabric(pi: ExtensionAPI): void {
         summary: r.summary,
         tokensBefore: r.tokensBefore,
         estimatedTokensAfter: typeof r.estimatedTokensAfter === "number" ? r.estimatedTokensAfter : undefined,
+        projectedTokensAfter: typeof r.details?.budget?.projectedTokensAfter === "number"
+          ? r.details.budget.projectedTokensAfter : undefined,
       };
     } else {
       const message = (outcome.error as Error)?.message ?? String(outcome.error);
@@ -750,7 +752,11 @@ export default function fabric(pi: ExtensionAPI): void {
     }
     await finish(ctx, {
       intentId: d.intentId,
-      committed: { entryId: entry.id, summary: entry.summary, tokensBefore: entry.tokensBefore },
+      committed: {
+        entryId: entry.id, summary: entry.summary, tokensBefore: entry.tokensBefore,
+        projectedTokensAfter: typeof entry.details?.budget?.projectedTokensAfter === "number"
+          ? entry.details.budget.projectedTokensAfter : undefined,
+      },
     });
   };
 

@@ -65,6 +65,10 @@ def claim_intent(store: IntentStore, session_path: str, *, pid: int) -> Optional
         }
 
 
+def _int_or_none(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def committed_record(
     intent: dict[str, Any],
     *,
@@ -72,6 +76,7 @@ def committed_record(
     summary: str,
     tokens_before: int,
     estimated_tokens_after: Optional[int] = None,
+    projected_tokens_after: Optional[int] = None,
     at: Optional[int] = None,
 ) -> dict[str, Any]:
     """The CommitRecord of a compaction Pi committed (protocol key order)."""
@@ -84,6 +89,8 @@ def committed_record(
     }
     if estimated_tokens_after is not None:
         record["estimatedTokensAfter"] = estimated_tokens_after
+    if projected_tokens_after is not None:
+        record["projectedTokensAfter"] = projected_tokens_after
     record["entryId"] = entry_id
     record["committedBy"] = "pi"
     return record
@@ -116,7 +123,8 @@ def finish_claim(
                 entry_id=str(committed["entryId"]),
                 summary=str(committed["summary"]),
                 tokens_before=int(committed["tokensBefore"]),
-                estimated_tokens_after=committed.get("estimatedTokensAfter"),
+                estimated_tokens_after=_int_or_none(committed.get("estimatedTokensAfter")),
+                projected_tokens_after=_int_or_none(committed.get("projectedTokensAfter")),
             )
         else:
             message = (error or "Compaction error").strip() or "Compaction error"

@@ -98,8 +98,11 @@ def compaction_entry(
     first_kept_entry_id: str,
     tokens_before: int,
     details: Any,
+    system_message: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
-    """Pi's compaction entry, keys in Pi's order; `details` is dropped when None."""
+    """Pi's compaction entry, keys in Pi's order; `details` is dropped when None.
+    `system_message` is Pi 1.x's checkpoint of the system state (projection.py
+    `compaction_checkpoint`), last as Pi 1.6.0 writes it; None on 0.80.6 sessions."""
     entry: dict[str, Any] = {
         "type": "compaction",
         "id": entry_id,
@@ -112,7 +115,18 @@ def compaction_entry(
     if details is not None:
         entry["details"] = details
     entry["fromHook"] = True
+    if system_message is not None:
+        entry["systemMessage"] = system_message
     return entry
+
+
+def projected_after(result: dict[str, Any]) -> Optional[int]:
+    """The preview's own "after" figure (`details.budget.projectedTokensAfter`): the commit
+    reports the number the preview showed for the same summary and cut."""
+    details = result.get("details")
+    budget = details.get("budget") if isinstance(details, dict) else None
+    value = budget.get("projectedTokensAfter") if isinstance(budget, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def entry_line(entry: dict[str, Any]) -> bytes:
@@ -387,6 +401,8 @@ def attempt_commit(
 
     at_ms = int(clock() * 1000)
     entry_id = new_entry_id({r.id for r in log_.records if r.id is not None})
+    path = [_raw(r) for r in tree.branch().entries]
+    pi1x = result.get("piRules") == _session.RULES_1X
     entry = compaction_entry(
         entry_id=entry_id,
         parent_id=tree.leaf_id,
@@ -395,16 +411,22 @@ def attempt_commit(
         first_kept_entry_id=first_kept,
         tokens_before=tokens_before,
         details=result.get("details"),
+        # Pi 1.x checkpoints the system state in every compaction it appends; without it
+        # Pi 1.x would re-append its system message after this one.
+        system_message=_session.compaction_checkpoint(path, at_ms) if pi1x else None,
     )
     line = entry_line(entry)
-    branch = tree.branch()
-    after = _session.build_context_messages([_raw(r) for r in branch.entries] + [entry])
-    estimated_after = sum(_session.estimate_tokens(m) for m in after)
+    if pi1x:
+        estimated_after = sum(_session.estimate_tokens_1x(m) for m in _session.projected_messages(path + [entry]))
+    else:
+        after = _session.build_context_messages(path + [entry])
+        estimated_after = sum(_session.estimate_tokens(m) for m in after)
     committed = Committed(
         summary=summary,
         tokens_before=tokens_before,
         entry_id=entry_id,
         estimated_tokens_after=estimated_after,
+        projected_tokens_after=projected_after(result),
         at=at_ms,
     )
     requested_by = intent.get("requestedBy", "model")

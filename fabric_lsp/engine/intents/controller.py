@@ -44,6 +44,7 @@ class Committed:
     tokens_before: int
     entry_id: str
     estimated_tokens_after: Optional[int] = None
+    projected_tokens_after: Optional[int] = None  # the preview's figure for this summary and cut
     at: Optional[int] = None  # ms epoch of the append (the entry's timestamp)
 
     def record(self, requested_by: str) -> dict[str, Any]:
@@ -57,6 +58,8 @@ class Committed:
         }
         if self.estimated_tokens_after is not None:
             record["estimatedTokensAfter"] = self.estimated_tokens_after
+        if self.projected_tokens_after is not None:
+            record["projectedTokensAfter"] = self.projected_tokens_after
         record["entryId"] = self.entry_id
         return record
 

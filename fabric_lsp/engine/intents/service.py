@@ -126,6 +126,13 @@ class IntentsService:
         holder = self.holder(path)
         if holder is not None:
             out["heldBy"] = {"pid": holder.pid, "since": holder.since, "leafId": holder.leaf_id}
+        holders = self.holders(path)
+        if holders:  # every live Pi on the file (two fork it: docs/pi.md), oldest hold first
+            out["holders"] = [
+                {"pid": h.pid, "since": h.since, "leafId": h.leaf_id,
+                 **({"piVersion": h.pi_version} if h.pi_version else {})}
+                for h in holders
+            ]
         return out
 
     def refusal(self, session_path: str | os.PathLike[str], args: Optional[dict[str, Any]] = None) -> Optional[str]:

@@ -99,3 +99,20 @@ def test_a_line_over_the_line_limit_is_never_committed_past(tmp_path):
     assert path.read_bytes() == before
     record = json.loads(out.stdout)["record"] if out.stdout.strip() else {}
     assert "over the 64 MiB line limit" in (out.stderr + json.dumps(record)), out.stderr + out.stdout
+
+
+def test_the_commit_reports_the_after_figure_the_preview_showed(tmp_path):
+    """One meaning per number: the preview's projected "after" is the commit's (issue 34 #14)."""
+    path = tmp_path / "s.jsonl"
+    shutil.copy(REAL_SESSIONS / "02-print-continue-errors-retries-truncation.jsonl", path)
+    age(path)
+    opts = ("--keep-recent", "100", "--context-window", "128000")
+    preview = json.loads(run(tmp_path, "preview", str(path), "--json", *opts).stdout)
+    projected = preview["details"]["budget"]["projectedTokensAfter"]
+    out = run(tmp_path, "compact", str(path), "--wait", "--quiet-interval", "0.1", "--json", *opts)
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)["record"]
+    assert record["projectedTokensAfter"] == projected
+    assert isinstance(record["estimatedTokensAfter"], int)  # Pi's own estimate stays, labelled apart
+    text = run(tmp_path, "compact-status", str(path)).stdout
+    assert f"{projected} projected after" in text, text

@@ -186,6 +186,7 @@ def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(tmp_p
         assert "live Pi" in out.stderr, out.stderr
         status = json.loads(run(tmp_path, "compact-status", str(path), "--json").stdout)
         assert status["heldBy"]["pid"] == live_pid
+        assert [h["pid"] for h in status["holders"]] == [live_pid]
     else:
         assert out.returncode == 0, out.stderr
         record = json.loads(out.stdout)["record"]
