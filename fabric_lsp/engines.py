@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from fabric_lsp.engine.intents.service import IntentsService
     from fabric_lsp.engine.memory.api import MemoryEngine
     from fabric_lsp.engine.team.api import TeamEngine
+    from fabric_lsp.engine.team.autopush import AutoPush
 
 # The compaction and memory engines are imported on first use, not at import time: the
 # editor pays the server's start-up on every launch (tests/e2e/test_lsp_lifecycle.py).
@@ -77,14 +78,17 @@ class Engines:
         *,
         notify: Optional[Notify] = None,
         submit: Optional[Submit] = None,
+        warn: Optional[Callable[[str], None]] = None,
     ) -> None:
         self._config = config
         self._notify = notify
+        self._warn = warn  # a warning for the user (the server: window/showMessage)
         self._submit = submit
         self._lock = threading.RLock()
         self._memory: Optional["MemoryEngine"] = None
         self._intents: Optional["IntentsService"] = None
         self._team: Optional["TeamEngine"] = None
+        self._autopush: Optional["AutoPush"] = None
         self._index_sink: Optional[Callable[[dict[str, Any]], None]] = None
         self._index_enabled = False
         # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
@@ -119,7 +123,64 @@ class Engines:
         from fabric_lsp.engine.memory.background import BackgroundIndexer
 
         if engine.config.enabled and engine.background is None:
-            BackgroundIndexer(engine, self._index_sink).start()
+            BackgroundIndexer(engine, self._indexer_event).start()
+
+    def _indexer_event(self, event: dict[str, Any]) -> None:
+        """The background indexer's events (its thread): to the server's sink, and when
+        everything is indexed, a `team.autoPush` push (engine/team/autopush.py)."""
+        sink = self._index_sink
+        if sink is not None:
+            sink(event)
+        if isinstance(event, dict) and event.get("type") == "indexing" and event.get("phase") == "idle":
+            try:
+                self.request_auto_push()
+            except Exception:
+                log.exception("asking for a team autoPush failed")
+
+    def request_auto_push(self) -> bool:
+        """Push the opted-in sessions in the background when `team.autoPush` is on (and
+        `team.url` set); False when it is off."""
+        from fabric_lsp.engine.team.settings import TeamSettings, TeamSettingsError
+
+        try:
+            settings = TeamSettings.from_settings(self.config.team)
+        except TeamSettingsError:
+            return False  # warned about at load
+        if not settings.auto_push or not settings.url:
+            return False
+        with self._lock:
+            pusher = self._autopush
+            if pusher is None:
+                from fabric_lsp.engine.team.autopush import AutoPush
+
+                pusher = self._autopush = AutoPush(self._auto_push_once, on_report=self._auto_pushed,
+                                                   on_error=self._auto_push_failed)
+        pusher.request()
+        return True
+
+    def auto_pusher(self) -> Optional["AutoPush"]:
+        with self._lock:
+            return self._autopush
+
+    def _auto_push_once(self) -> Any:
+        report = self.team().push(self.memory())
+        counts = report.counts()
+        log.info("team autoPush: %s", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to push")
+        return report
+
+    def _auto_pushed(self, report: Any) -> None:
+        """A finished autoPush as a `fabric/activity` metrics event (docs/team.md)."""
+        if self._notify is not None:
+            self._notify(protocol.ACTIVITY, {
+                "type": "metrics", "request": "fabric/teamPush", "complete": True, "member": report.member,
+                "counts": report.counts(), "entriesSent": sum(s.entries_sent for s in report.steps),
+                "pendingSessions": report.pending,
+            })
+
+    def _auto_push_failed(self, message: str) -> None:
+        if self._warn is not None:
+            self._warn(f"fabric-lsp: team.autoPush could not push ({message}); local recall keeps working. "
+                       "Run `fabric-lsp team push` to see the details.")
 
     def team(self) -> "TeamEngine":
         """The team database's engine (docs/team.md), from the user-level `team` settings."""
@@ -359,7 +420,8 @@ class Engines:
         """Forget engines built from an older configuration; they are closed through
         `submit` (closing may join threads), or here when `wait` or there is no submit."""
         with self._lock:
-            old: list[Any] = [e for e in (self._memory, self._intents, self._team) if e is not None]
+            old: list[Any] = [e for e in (self._autopush, self._memory, self._intents, self._team) if e is not None]
+            self._autopush = None
             self._memory = None
             self._intents = None
             self._team = None

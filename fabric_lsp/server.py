@@ -294,7 +294,8 @@ class FabricServer(LanguageServer):
         self.initialized_done = False
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
-        self.engines = Engines(lambda: self.config, notify=self.notify, submit=self.engine_executor.submit)
+        self.engines = Engines(lambda: self.config, notify=self.notify, submit=self.engine_executor.submit,
+                               warn=lambda message: self.show_message(message, types.MessageType.Warning))
         # Previews are computed in worker processes, so they never hold this process'
         # GIL (the reader, the loop and cheap requests keep it): engine/procpool.py.
         self.preview_pool = preview_pool_from_env()

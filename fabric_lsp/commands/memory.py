@@ -79,7 +79,9 @@ def _range(value: Optional[str]) -> Optional[dict]:
 def _recall_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY", nargs="?", help="literal terms (or a regex with --mode regex); omit to browse")
     p.add_argument("--mode", choices=("literal", "regex"), default="literal", help="query mode (default literal)")
-    p.add_argument("--scope", default="session", help="session | project | global | session:<id-or-path> (default session)")
+    p.add_argument("--scope", default="session",
+                   help="session | project | global | session:<id-or-path> | team | team:<member> "
+                        "(team: the team database, docs/team.md; default session)")
     p.add_argument("--page", type=int, default=1)
     p.add_argument("--page-size", type=int, default=25)
     p.add_argument("--range", metavar="A:B", help="with session:<…>: hydrate only entries A..B")

@@ -17,6 +17,7 @@ Per session (one transaction each):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
@@ -217,18 +218,20 @@ def push(
     every session of the agent dir; "project": those of `cwd`)."""
     member, machine = settings.member, machine_name()
     report = PushReport(member, machine, dry_run)
-    if scope == "project":
-        if not cwd:
-            raise PushError("--scope project needs a working directory (--cwd)")
-        refs = project_refs(core, cwd)
-        from fabric_lsp.engine.session.discovery import encode_cwd
+    lock = getattr(core, "lock", None)
+    with lock if lock is not None else contextlib.nullcontext():  # (a server's indexer runs meanwhile)
+        if scope == "project":
+            if not cwd:
+                raise PushError("--scope project needs a working directory (--cwd)")
+            refs = project_refs(core, cwd)
+            from fabric_lsp.engine.session.discovery import encode_cwd
 
-        folder = os.path.join(core.session_dir, encode_cwd(cwd))
-    elif scope == "global":
-        refs = all_refs(core)
-        folder = None
-    else:
-        raise PushError(f'--scope: unknown scope "{scope}"; expected project or global')
+            folder = os.path.join(core.session_dir, encode_cwd(cwd))
+        elif scope == "global":
+            refs = all_refs(core)
+            folder = None
+        else:
+            raise PushError(f'--scope: unknown scope "{scope}"; expected project or global')
     if not dry_run:
         claim_member(conn, member)
     remote = _remote_sessions(conn, member, machine)
