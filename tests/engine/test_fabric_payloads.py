@@ -202,9 +202,9 @@ def _envelope(version: int = 2, **over) -> dict:
 
 
 def test_one_branch_envelope_reader_with_one_shape():
-    from fabric_lsp.engine.compaction import branch
+    from fabric_lsp.engine.compaction import normalize
 
-    assert branch.read_branch_details is read_branch_details
+    assert normalize.read_branch_details is read_branch_details  # the compaction side reads with the same one
     env = _envelope()
     assert read_branch_details(env) is env
     assert read_branch_details(_envelope(1))["version"] == 1

@@ -7,7 +7,6 @@ from typing import Any, Callable, Optional
 
 from .bounds import clip_utf8, sample_addressed, utf8_bytes
 from ..fabric_payloads import BRANCH_KIND, MAX_ENVELOPE_BYTES, MAX_FACTS
-from ..fabric_payloads import read_branch_details as read_branch_details  # the one reader, re-exported
 from ..jsstr import js_stringify
 from .projections import project_all
 from .render import render_summary, section_headers

@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, cast
 
 from .bounds import clip_utf8, utf8_bytes
-from ..fabric_payloads import MISSING, read_execution_trace
+from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import first_line, is_finite_number, js_number, js_stringify, js_trim, truncate, utf16_sort_key
 from ..session.content import content_text
 from .loader import ToolOutput
@@ -199,8 +199,6 @@ class Normalizer:
 
     def __init__(self, branch_reader: Optional[BranchReader] = None, calls: Optional[dict[str, Any]] = None) -> None:
         if branch_reader is None:
-            from .branch import read_branch_details
-
             branch_reader = read_branch_details
         self.events: list[dict[str, Any]] = []
         self.calls: dict[str, Any] = {} if calls is None else calls
