@@ -38,7 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
               "settings from the editor)", file=sys.stderr)
         return 2
     from fabric_lsp.engine import alloc
-    from fabric_lsp.server import run_server  # lazy: only `serve` needs pygls
+    from fabric_lsp.app import run_server  # lazy: only `serve` needs pygls
 
     alloc.tune()  # large buffers in their own mappings (engine/alloc.py)
     return run_server(tcp=getattr(args, "tcp", None))

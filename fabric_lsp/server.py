@@ -1,5 +1,7 @@
-"""The language server: builds the pygls LanguageServer, owns the state, registers the
-handler modules. All request logic lives in `handlers/` (thin) and `engine/` (real work).
+"""The language server object: the pygls LanguageServer subclass that owns the state
+(settings, engines, executors, the outbox) and its wire plumbing. It registers nothing:
+the composition root `fabric_lsp/app.py` builds it and hands it the features of
+`handlers/`; request logic lives in `handlers/` (thin) and `engine/` (real work).
 """
 
 from __future__ import annotations
@@ -496,45 +498,13 @@ class _DropOwnRpcErrors(logging.Filter):
         return not isinstance(exc, JsonRpcException)
 
 
-def _quiet_pygls() -> None:
+def quiet_pygls() -> None:
     # pygls logs every message at INFO ("Sending data: ...") and every registration:
     # keep it at WARNING, before the server object is built.
     logging.getLogger("pygls").setLevel(logging.WARNING)
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_DropOwnRpcErrors())
 
 
-def _configure_logging(server: FabricServer) -> None:
+def configure_logging(server: FabricServer) -> None:
     handler = _ClientLogHandler(server)
     logging.getLogger("fabric_lsp").addHandler(handler)
-
-
-def build_server() -> FabricServer:
-    _quiet_pygls()
-    server = FabricServer()
-    _configure_logging(server)
-    from fabric_lsp.handlers import register_all
-
-    register_all(server)
-    return server
-
-
-def run_server(tcp: str | None = None) -> int:
-    """Serve LSP over stdio (or TCP `host:port`, for debugging); returns the exit code."""
-    if tcp:
-        host, _, port = tcp.rpartition(":")
-        if not host or not port.isdigit():
-            log.error("--tcp expects HOST:PORT, got %r", tcp)
-            return 2
-    server = build_server()
-    if tcp:
-        server.start_tcp(host, int(port))
-    else:
-        server.start_io()
-    server.engines.close()
-    server.engine_executor.shutdown(wait=False, cancel_futures=True)
-    server.memory_executor.shutdown(wait=False, cancel_futures=True)
-    server.heavy_executor.shutdown(wait=False, cancel_futures=True)
-    if server.preview_pool is not None:
-        server.preview_pool.close()
-    # LSP: exit code 0 only when `shutdown` came before `exit` (or end of input)
-    return 0 if server.protocol._shutdown else 1

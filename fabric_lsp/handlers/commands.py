@@ -9,22 +9,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from pygls.exceptions import JsonRpcInvalidParams
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers import compaction, expand, file_history, intents, recall, sessions
+from fabric_lsp.handlers.registry import request_handler
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
-
-REQUEST_HANDLERS: dict[str, Callable[[Any, Any], Awaitable[Any]]] = {
-    protocol.SESSIONS: sessions.sessions,
-    protocol.RECALL: recall.recall,
-    protocol.EXPAND: expand.expand,
-    protocol.COMPACTION_PREVIEW: compaction.compaction_preview,
-    protocol.BRANCH_SUMMARY_PREVIEW: compaction.branch_summary_preview,
-    protocol.COMPACT_REQUEST: intents.compact_request,
-    protocol.COMPACT_STATUS: intents.compact_status,
-    protocol.COMPACT_CANCEL: intents.compact_cancel,
-    protocol.FILE_HISTORY: file_history.file_history,
-}
 
 
 def _single_argument(command: str, args: tuple[Any, ...]) -> Any:
@@ -36,7 +24,7 @@ def _single_argument(command: str, args: tuple[Any, ...]) -> Any:
 
 
 def _make_command(command: str, method: str) -> Callable[..., Awaitable[Any]]:
-    handler = REQUEST_HANDLERS[method]
+    handler = request_handler(method)
 
     async def run(ls, *args):  # noqa: ANN001 - pygls inspects this signature
         return await handler(ls, _single_argument(command, args))
@@ -58,7 +46,9 @@ async def reload(ls, *args):  # noqa: ANN001
     return config.describe()
 
 
-def register(server: "FabricServer") -> None:
+def register_commands(server: "FabricServer") -> None:
+    """The `workspace/executeCommand` mirror of every request `protocol.COMMANDS` names
+    (its registered handler, one params object as the argument) and `fabric.reload`."""
     for command, method in protocol.COMMANDS.items():
         if method is None:
             server.command(command)(reload)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
+from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.progress import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
 
 
+@feature(protocol.COMPACTION_PREVIEW)
 async def compaction_preview(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(
         ls, protocol.COMPACTION_PREVIEW, raw, ls.engines.compaction_preview, title="Fabric: compaction preview",
@@ -20,13 +22,9 @@ async def compaction_preview(ls: "FabricServer", raw: Any) -> Any:
     )
 
 
+@feature(protocol.BRANCH_SUMMARY_PREVIEW)
 async def branch_summary_preview(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(
         ls, protocol.BRANCH_SUMMARY_PREVIEW, raw, ls.engines.branch_summary_preview,
         title="Fabric: branch summary preview", heavy=True,
     )
-
-
-def register(server: "FabricServer") -> None:
-    server.feature(protocol.COMPACTION_PREVIEW)(compaction_preview)
-    server.feature(protocol.BRANCH_SUMMARY_PREVIEW)(branch_summary_preview)

@@ -18,6 +18,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
+from fabric_lsp.handlers.registry import feature
 from fabric_lsp.engine.references import EntryReference, reference_at
 from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, read_session
 from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
@@ -141,6 +142,7 @@ def _markdown(value: str, ls: "FabricServer | None" = None) -> types.Hover:
     return types.Hover(contents=types.MarkupContent(kind=kind, value=value))
 
 
+@feature(HOVER)
 async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | None:
     source = await _document(ls, HOVER, params)
     if source is None:
@@ -193,6 +195,7 @@ async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | 
     return _markdown(text, ls) if text is not None else None
 
 
+@feature(DEFINITION)
 async def definition(ls: "FabricServer", params: types.DefinitionParams) -> list[types.Location] | None:
     source = await _document(ls, DEFINITION, params)
     if source is None:
@@ -305,6 +308,7 @@ def recall_to_symbols(result: dict[str, Any]) -> list[types.SymbolInformation]:
     return out
 
 
+@feature(SYMBOL)
 async def workspace_symbol(ls: "FabricServer", params: types.WorkspaceSymbolParams) -> list[types.SymbolInformation] | None:
     query = params.query.strip()
     if not query:
@@ -320,10 +324,4 @@ async def workspace_symbol(ls: "FabricServer", params: types.WorkspaceSymbolPara
     return recall_to_symbols(result)
 
 
-def register(server: "FabricServer") -> None:
-    server.feature(HOVER)(hover)
-    server.feature(DEFINITION)(definition)
-    server.feature(SYMBOL)(workspace_symbol)
-
-
-__all__ = ["entry_text", "find_entry", "recall_to_symbols", "register"]
+__all__ = ["entry_text", "find_entry", "recall_to_symbols"]

@@ -13,6 +13,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
+from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.documents import _session_header
 from fabric_lsp.handlers.progress import run_request
 
@@ -23,6 +24,7 @@ CODE_LENS = types.TEXT_DOCUMENT_CODE_LENS
 LENS_COMMAND = "fabric.fileHistory"
 
 
+@feature(protocol.FILE_HISTORY)
 async def file_history(ls: "FabricServer", raw: Any) -> Any:
     def work(params: protocol.FileHistoryParams, cancel: Any, activity: Any) -> Any:
         return ls.engines.file_history(params, ls.default_cwd(), cancel, activity)
@@ -63,6 +65,7 @@ def unopened_session(path: str) -> bool:
     return read_header(path) is not None
 
 
+@feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))
 async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[types.CodeLens]:
     if not ls.config.code_lens:
         return []
@@ -94,8 +97,3 @@ async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[ty
             command=types.Command(title=title, command=LENS_COMMAND, arguments=[{"path": path}]),
         )
     ]
-
-
-def register(server: "FabricServer") -> None:
-    server.feature(protocol.FILE_HISTORY)(file_history)
-    server.feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))(code_lens)

@@ -13,6 +13,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import __version__
+from fabric_lsp.handlers.registry import feature
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -33,6 +34,7 @@ async def ask_client(request: Any, timeout: float = 5.0) -> Any:
     return await asyncio.wait_for(asyncio.shield(pending), timeout)
 
 
+@feature(types.INITIALIZE)
 def initialize(ls: "FabricServer", params: types.InitializeParams) -> None:
     from fabric_lsp.server import workspace_root_of
 
@@ -60,6 +62,7 @@ async def pull_client_settings(ls: "FabricServer") -> None:
         ls.client_settings = result[0]
 
 
+@feature(types.INITIALIZED)
 async def initialized(ls: "FabricServer", params: types.InitializedParams) -> None:
     await pull_client_settings(ls)
     config = ls.reload_config()
@@ -212,6 +215,7 @@ async def _poll(ls: "FabricServer", session_dir: Path) -> None:
             _changes(ls).add(changed)
 
 
+@feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 async def did_change_watched_files(ls: "FabricServer", params: types.DidChangeWatchedFilesParams) -> None:
     paths = []
     for change in params.changes:
@@ -222,6 +226,7 @@ async def did_change_watched_files(ls: "FabricServer", params: types.DidChangeWa
         _changes(ls).add(paths)
 
 
+@feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def did_change_configuration(ls: "FabricServer", params: types.DidChangeConfigurationParams) -> None:
     if ls.client_supports("workspace", "configuration"):
         await pull_client_settings(ls)
@@ -233,6 +238,7 @@ async def did_change_configuration(ls: "FabricServer", params: types.DidChangeCo
         await start_watching(ls)
 
 
+@feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 async def did_change_workspace_folders(ls: "FabricServer", params: types.DidChangeWorkspaceFoldersParams) -> None:
     """The first workspace folder is the project: its cwd scopes recall and its `.pi/`
     holds the project configuration layers."""
@@ -249,15 +255,7 @@ async def did_change_workspace_folders(ls: "FabricServer", params: types.DidChan
         await start_watching(ls)
 
 
+@feature(types.SHUTDOWN)
 def shutdown(ls: "FabricServer", *args: Any) -> None:
     stop_watching(ls)
     ls.engines.close()
-
-
-def register(server: "FabricServer") -> None:
-    server.feature(types.INITIALIZE)(initialize)
-    server.feature(types.INITIALIZED)(initialized)
-    server.feature(types.SHUTDOWN)(shutdown)
-    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(did_change_watched_files)
-    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
-    server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(did_change_workspace_folders)

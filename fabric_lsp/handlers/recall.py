@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
+from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.progress import run_request
 
 if TYPE_CHECKING:
@@ -18,9 +19,6 @@ def recall_work(ls: "FabricServer") -> Any:
     return work
 
 
+@feature(protocol.RECALL)
 async def recall(ls: "FabricServer", raw: Any) -> Any:
     return await run_request(ls, protocol.RECALL, raw, recall_work(ls), title="Fabric: recall", memory=True)
-
-
-def register(server: "FabricServer") -> None:
-    server.feature(protocol.RECALL)(recall)
