@@ -15,7 +15,6 @@ from .discovery import (
     select_by_prefix,
     session_ref,
 )
-from .model import ENTRY_TYPES, OpaqueEntry, typed_entry, typed_header
 from .projection import (
     PI_RULES,
     RULES_080,
@@ -64,8 +63,8 @@ from .tree import INVALID_PARENT_GRAPH, Branch, SessionTree
 
 # the public names of the session layer (its submodules stay reachable as attributes)
 __all__ = [
-    "AmbiguousSession", "Branch", "DEFAULT_MAX_LINE_BYTES", "ENTRY_TYPES", "EntryRecord",
-    "INVALID_PARENT_GRAPH", "MAX_JSON_DEPTH", "MIN_SESSION_PREFIX", "OpaqueEntry", "PI_RULES", "RULES_080",
+    "AmbiguousSession", "Branch", "DEFAULT_MAX_LINE_BYTES", "EntryRecord",
+    "INVALID_PARENT_GRAPH", "MAX_JSON_DEPTH", "MIN_SESSION_PREFIX", "PI_RULES", "RULES_080",
     "RULES_1X", "RULES_AUTO", "ReadStats", "SessionLog",
     "SessionNotFound", "SessionRef", "SessionTree", "branch_summary_origin", "build_context_messages",
     "build_projection", "by_recency", "bytes_hash",
@@ -76,5 +75,5 @@ __all__ = [
     "exceeds_json_depth", "file_context_edit_marks", "is_pi1x_marker", "iter_session", "js_number", "js_stringify", "latest_edits",
     "list_session_files", "mark_records", "parse_json_line", "parse_session_bytes", "projected_messages", "read_header",
     "read_session", "resolve_rules", "resolve_session",
-    "select_by_prefix", "session_ref", "session_rules", "source_hash", "typed_entry", "typed_header", "utf16_len",
+    "select_by_prefix", "session_ref", "session_rules", "source_hash", "utf16_len",
 ]

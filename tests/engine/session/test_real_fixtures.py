@@ -15,8 +15,6 @@ from fabric_lsp.engine.session import (
     context_entries,
     context_tokens,
     read_session,
-    typed_entry,
-    OpaqueEntry,
 )
 from tests.conftest import REAL_SESSIONS
 
@@ -50,13 +48,6 @@ def test_leaf_and_active_path_match_pi(name: str) -> None:
     lines = data.split(b"\n")
     for rec in log.records:
         assert data[rec.offset : rec.end] == lines[rec.line] + b"\n"
-
-
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_every_entry_has_a_typed_view(name: str) -> None:
-    log = read_session(REAL_SESSIONS / name)
-    for rec in log.records:
-        assert not isinstance(typed_entry(rec.raw), OpaqueEntry), rec.raw.get("type")
 
 
 def test_branch_with_summary_has_two_leaves() -> None:
