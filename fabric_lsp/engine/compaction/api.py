@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
@@ -229,31 +230,117 @@ def compaction_run(
     log, digest, path, big = _load(source, session_path, cancel, activity, from_bytes=scan_session_bytes,
                                     from_file=scan_session_file)
     try:
-        return _compaction_run(
-            log, digest, path, big, settings=settings, instructions=instructions, preserve=preserve, reason=reason,
+        return _compaction_run(log, digest, path, big, _RunOptions(
+            settings=settings, instructions=instructions, preserve=preserve, reason=reason,
             context_window=context_window, reserve_tokens=reserve_tokens, keep_recent_tokens=keep_recent_tokens,
             target_context_ratio=target_context_ratio, tokens_before=tokens_before, leaf_id=leaf_id,
             include_qa=include_qa, model_key=model_key, pi_vcc_overriding=pi_vcc_overriding, cancel=cancel,
             activity=activity,
-        )
+        ))
     except SourceChanged as e:
         raise PreviewError("source_changed", f"session file {path} changed while it was read: {e}") from None
     finally:
         _close(log)
 
 
+@dataclass(frozen=True)
+class _RunOptions:
+    """One compaction run's options (`compaction_run`'s keywords, minus the source)."""
+
+    settings: dict[str, Any]
+    instructions: Optional[str]
+    preserve: Optional[list[Any]]
+    reason: str
+    context_window: Optional[float]
+    reserve_tokens: Optional[float]
+    keep_recent_tokens: Optional[float]
+    target_context_ratio: Optional[float]
+    tokens_before: Optional[float]
+    leaf_id: Optional[str]
+    include_qa: bool
+    model_key: Optional[str]
+    pi_vcc_overriding: bool
+    cancel: Optional[CancelToken]
+    activity: Optional[ActivitySink]
+
+
+def _budgets(o: _RunOptions) -> tuple[Optional[float], dict[str, Any], dict[str, Any]]:
+    """(the model window for the details, Pi's two budgets, Fabric's config): explicit
+    options first, then the settings, then the defaults."""
+    settings = o.settings
+    window = o.context_window if o.context_window is not None else _setting(settings, "contextWindow")
+    if window is None:
+        window = DEFAULT_CONTEXT_WINDOW
+    window_meta = window if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else None
+    reserve = o.reserve_tokens if o.reserve_tokens is not None else _setting(settings, "reserveTokens")
+    keep = o.keep_recent_tokens if o.keep_recent_tokens is not None else _setting(settings, "keepRecentTokens")
+    pi_settings = {
+        "reserveTokens": reserve if reserve is not None else DEFAULT_PI_SETTINGS["reserveTokens"],
+        "keepRecentTokens": keep if keep is not None else DEFAULT_PI_SETTINGS["keepRecentTokens"],
+    }
+    config = {k: _setting(settings, k) for k in ("engine", "targetContextRatio", "thresholds", "tokenThresholds")}
+    config = {k: v for k, v in config.items() if v is not None}
+    if o.target_context_ratio is not None:
+        config["targetContextRatio"] = o.target_context_ratio
+    return window_meta, pi_settings, config
+
+
+def _gate_rules(o: _RunOptions, branch: Any, pi_settings: dict[str, Any], result: dict[str, Any]) -> tuple[str, Any]:
+    """Which Pi's rules apply (`piRules`, else by content) and their gate module; under
+    Pi 1.x's rules the session model's `modelOverrides` update `pi_settings`."""
+    try:
+        rules = resolve_rules(_setting(o.settings, "piRules"), bool(getattr(branch, "pi1x", False)))
+    except ValueError as err:
+        raise PreviewError("invalid_params", str(err)) from None
+    if rules != RULES_1X:
+        from . import pigate  # (Pi 0.80.6: unchanged)
+
+        return rules, pigate
+    from . import pi1x
+
+    result["piRules"] = rules
+    pi_settings.update(_model_override(o.settings, o.model_key if o.model_key is not None else branch_model_key(branch)))
+    return rules, pi1x
+
+
+def _tokens_before(o: _RunOptions, gate_rules: Any, branch: Any) -> Any:
+    tb = o.tokens_before if o.tokens_before is not None else gate_rules.pi_tokens_before(branch)
+    if isinstance(tb, float) and tb.is_integer():
+        tb = int(tb)
+    return tb
+
+
+def _with_hook(result: dict[str, Any], hook: dict[str, Any], include_qa: bool) -> dict[str, Any]:
+    """The preview result of the hook's answer (passthrough, cancel or compaction)."""
+    if hook["result"] == "passthrough":
+        result["reason"] = hook["reason"]
+        return result
+    if hook["result"] == "cancel":
+        result["outcome"] = "cancelled"
+        result["reason"] = hook["reason"]
+        if "instructionError" in hook:
+            err = hook["instructionError"]
+            result["error"] = {"code": err["code"], "message": err["message"]}
+        return result
+    comp = hook["compaction"]
+    result["outcome"] = "compacted"
+    result["summary"] = comp["summary"]
+    result["firstKeptEntryId"] = comp["firstKeptEntryId"]
+    result["details"] = comp["details"]
+    if include_qa:
+        events = hook["compile"]["events"]
+        result["qa"] = qa_report(comp["summary"], generate_probes(events, len(events)))
+    return result
+
+
 def _compaction_run(
-    log: Any, digest: str, path: Optional[str], big: bool, *, settings: dict[str, Any], instructions: Optional[str],
-    preserve: Optional[list[Any]], reason: str, context_window: Optional[float], reserve_tokens: Optional[float],
-    keep_recent_tokens: Optional[float], target_context_ratio: Optional[float], tokens_before: Optional[float],
-    leaf_id: Optional[str], include_qa: bool, model_key: Optional[str], pi_vcc_overriding: bool,
-    cancel: Optional[CancelToken], activity: Optional[ActivitySink],
+    log: Any, digest: str, path: Optional[str], big: bool, o: _RunOptions
 ) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
-    session_id = _session_id(log, path)
+    cancel, activity = o.cancel, o.activity
     if big:
         report(activity, "Building branch", 35)
     result: dict[str, Any] = {
-        "sessionId": session_id,
+        "sessionId": _session_id(log, path),
         "sessionFile": path,
         "sourceHash": digest,
         "leafId": None,
@@ -263,46 +350,18 @@ def _compaction_run(
     if not log.is_session:
         result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
         return result, None
-    if leaf_id is not None and not log.has_id(leaf_id):
-        raise PreviewError("entry_not_found", f"leafId {leaf_id!r} is not an entry of this session")
-    used_leaf, branch, error = log.branch(leaf_id)
+    if o.leaf_id is not None and not log.has_id(o.leaf_id):
+        raise PreviewError("entry_not_found", f"leafId {o.leaf_id!r} is not an entry of this session")
+    used_leaf, branch, error = log.branch(o.leaf_id)
     log.nodes = None  # only the branch is needed from here on: let the rest go
     result["leafId"] = used_leaf
     warnings = _warnings(log, error)
     if warnings:
         result["warnings"] = warnings
 
-    window = context_window if context_window is not None else _setting(settings, "contextWindow")
-    if window is None:
-        window = DEFAULT_CONTEXT_WINDOW
-    window_meta = window if isinstance(window, (int, float)) and not isinstance(window, bool) and window > 0 else None
-    reserve = reserve_tokens if reserve_tokens is not None else _setting(settings, "reserveTokens")
-    keep = keep_recent_tokens if keep_recent_tokens is not None else _setting(settings, "keepRecentTokens")
-    pi_settings = {
-        "reserveTokens": reserve if reserve is not None else DEFAULT_PI_SETTINGS["reserveTokens"],
-        "keepRecentTokens": keep if keep is not None else DEFAULT_PI_SETTINGS["keepRecentTokens"],
-    }
-    config = {k: _setting(settings, k) for k in ("engine", "targetContextRatio", "thresholds", "tokenThresholds")}
-    config = {k: v for k, v in config.items() if v is not None}
-    if target_context_ratio is not None:
-        config["targetContextRatio"] = target_context_ratio
-
-    try:
-        rules = resolve_rules(_setting(settings, "piRules"), bool(getattr(branch, "pi1x", False)))
-    except ValueError as err:
-        raise PreviewError("invalid_params", str(err)) from None
-    if rules == RULES_1X:
-        result["piRules"] = rules
-        from . import pi1x as gate_rules
-
-        per_model = _model_override(settings, model_key if model_key is not None else branch_model_key(branch))
-        pi_settings.update(per_model)
-    else:
-        from . import pigate as gate_rules  # (Pi 0.80.6: unchanged)
-
-    tb = tokens_before if tokens_before is not None else gate_rules.pi_tokens_before(branch)
-    if isinstance(tb, float) and tb.is_integer():
-        tb = int(tb)
+    window_meta, pi_settings, config = _budgets(o)
+    rules, gate_rules = _gate_rules(o, branch, pi_settings, result)
+    tb = _tokens_before(o, gate_rules, branch)
     # A non-finite count (a usage of `1e400`) is what JSON.stringify writes for it: null.
     result["tokensBefore"] = tb if not isinstance(tb, float) or math.isfinite(tb) else None
     check(cancel)
@@ -316,10 +375,10 @@ def _compaction_run(
     hook = compaction_hook(
         branch,
         tokens_before=tb,
-        reason=reason,
-        custom_instructions=_custom_instructions(instructions, preserve),
-        model_key=model_key if model_key is not None else branch_model_key(branch),
-        pi_vcc_overriding=pi_vcc_overriding,
+        reason=o.reason,
+        custom_instructions=_custom_instructions(o.instructions, o.preserve),
+        model_key=o.model_key if o.model_key is not None else branch_model_key(branch),
+        pi_vcc_overriding=o.pi_vcc_overriding,
         context_window=window_meta,
         pi_settings=pi_settings,
         config=config,
@@ -327,25 +386,8 @@ def _compaction_run(
         rules=rules,
     )
     check(cancel)
-    if hook["result"] == "passthrough":
-        result["reason"] = hook["reason"]
-        return result, hook
-    if hook["result"] == "cancel":
-        result["outcome"] = "cancelled"
-        result["reason"] = hook["reason"]
-        if "instructionError" in hook:
-            err = hook["instructionError"]
-            result["error"] = {"code": err["code"], "message": err["message"]}
-        return result, hook
-    comp = hook["compaction"]
-    result["outcome"] = "compacted"
-    result["summary"] = comp["summary"]
-    result["firstKeptEntryId"] = comp["firstKeptEntryId"]
-    result["details"] = comp["details"]
-    if include_qa:
-        events = hook["compile"]["events"]
-        result["qa"] = qa_report(comp["summary"], generate_probes(events, len(events)))
-    if big:
+    _with_hook(result, hook, o.include_qa)
+    if big and result["outcome"] == "compacted":
         report(activity, "Preview ready", 100)
     return result, hook
 
