@@ -348,6 +348,55 @@ def attempt_commit(
     before the work and again just before the append."""
     if held is not None and held():
         return Deferred("a live Pi holds the session: it commits at its next settled boundary")
+    read = _read_settled(session_path, quiet_interval_s, clock)
+    if not isinstance(read, tuple):
+        return read
+    data, age = read
+    log_ = parse_session_bytes(data, session_path)
+    refused = _refusal(log_, quiet_interval_s, age)
+    if refused is not None:
+        return refused
+    sha = hashlib.sha256(data).hexdigest()
+    tree = SessionTree.from_records(log_.records)
+    leaf = tree.by_id.get(tree.leaf_id) if tree.leaf_id else None
+
+    try:
+        result = compute(data, session_path, intent)
+    except Cancelled:
+        return Deferred("the commit was stopped (service closing)")
+    if result.get("outcome") != "compacted":
+        return _engine_failure(result, leaf.type if leaf is not None else None)
+    if result.get("leafId") not in (None, tree.leaf_id):
+        return Deferred("the engine saw another leaf")
+    prepared = _prepare(result, log_, tree, int(clock() * 1000))
+    if not isinstance(prepared, tuple):
+        return prepared
+    line, committed = prepared
+
+    if held is not None and held():  # a Pi took the session while we computed
+        return Deferred("a live Pi holds the session: it commits at its next settled boundary")
+    marker = _Marker(store, session_path, intent_id, committed.entry_id,
+                     committed.record(intent.get("requestedBy", "model")))
+    try:
+        appended = append_line(session_path, line, expected_size=len(data), expected_sha256=sha,
+                               before_write=marker.before_write, after_abort=marker.after_abort,
+                               after_write=marker.after_write)
+    except FileNotFoundError:
+        return Failed(f"Session file not found: {session_path}")
+    except OSError as err:
+        # e.g. ENOSPC: the append was undone (the file is byte-identical to before)
+        return Failed(f"Cannot append the compaction to {session_path}: {err.strerror or err}")
+    if isinstance(appended, Changed):
+        return Deferred(f"the session changed while the compaction was computed ({appended.why})")
+    if isinstance(appended, Appended):
+        return committed
+    return appended
+
+
+def _read_settled(session_path: str, quiet_interval_s: float,
+                  clock: Callable[[], float]) -> Union[tuple[bytes, float], CommitOutcome]:
+    """(the file's bytes, seconds since its last write), or why not now: written too
+    recently, mid-turn by its tail, unreadable."""
     try:
         with open(session_path, "rb") as fp:
             st = os.fstat(fp.fileno())
@@ -360,12 +409,16 @@ def attempt_commit(
                 return Deferred(early.why, until_change=True)
             if early is not None and age < early.min_quiet_s:
                 return Deferred(f"{early.why}: quiet for {age:.1f}s of {early.min_quiet_s:.0f}s")
-            data = fp.read()
+            return fp.read(), age
     except FileNotFoundError:
         return Failed(f"Session file not found: {session_path}")
     except OSError as err:
         return Failed(f"Cannot read session file {session_path}: {err.strerror or err}")
-    log_ = parse_session_bytes(data, session_path)
+
+
+def _refusal(log_: Any, quiet_interval_s: float, age: float) -> Optional[CommitOutcome]:
+    """Why the parsed session cannot be committed to now (not a session, a line we do
+    not parse, a turn not finished or not quiet long enough), else None."""
     if not log_.is_session:
         return Failed("Session file is not a valid pi session")
     if log_.stats.oversize:
@@ -381,25 +434,17 @@ def attempt_commit(
         return Deferred(verdict.why, until_change=True)
     if age < verdict.min_quiet_s:
         return Deferred(f"{verdict.why}: quiet for {age:.1f}s of {verdict.min_quiet_s:.0f}s")
-    sha = hashlib.sha256(data).hexdigest()
-    tree = SessionTree.from_records(log_.records)
-    leaf = tree.by_id.get(tree.leaf_id) if tree.leaf_id else None
+    return None
 
-    try:
-        result = compute(data, session_path, intent)
-    except Cancelled:
-        return Deferred("the commit was stopped (service closing)")
-    if result.get("outcome") != "compacted":
-        return _engine_failure(result, leaf.type if leaf is not None else None)
-    if result.get("leafId") not in (None, tree.leaf_id):
-        return Deferred("the engine saw another leaf")
+
+def _prepare(result: dict[str, Any], log_: Any, tree: SessionTree, at_ms: int) -> Union[tuple[bytes, Committed], Failed]:
+    """The line to append (Pi's compaction entry for the engine's result, on the file's
+    leaf) and the outcome it becomes once appended."""
     summary = result.get("summary")
     first_kept = result.get("firstKeptEntryId")
     tokens_before = result.get("tokensBefore")
     if not isinstance(summary, str) or not isinstance(first_kept, str) or not isinstance(tokens_before, int):
         return Failed("Compaction engine returned an incomplete result")
-
-    at_ms = int(clock() * 1000)
     entry_id = new_entry_id({r.id for r in log_.records if r.id is not None})
     path = [_raw(r) for r in tree.branch().entries]
     pi1x = result.get("piRules") == _session.RULES_1X
@@ -415,7 +460,6 @@ def attempt_commit(
         # Pi 1.x would re-append its system message after this one.
         system_message=_session.compaction_checkpoint(path, at_ms) if pi1x else None,
     )
-    line = entry_line(entry)
     if pi1x:
         estimated_after = sum(_session.estimate_tokens_1x(m) for m in _session.projected_messages(path + [entry]))
     else:
@@ -429,55 +473,50 @@ def attempt_commit(
         projected_tokens_after=projected_after(result),
         at=at_ms,
     )
-    requested_by = intent.get("requestedBy", "model")
+    return entry_line(entry), committed
 
-    def before_write(offset: int) -> Optional[CommitOutcome]:
+
+@dataclass
+class _Marker:
+    """The commit marker in the intent state, around the append (`append_line`'s hooks)."""
+
+    store: IntentStore
+    session_path: str
+    intent_id: str
+    entry_id: str
+    record: dict[str, Any]
+
+    def before_write(self, offset: int) -> Optional[CommitOutcome]:
         # Under the session flock: has another process of ours committed this intent?
-        with store.locked(session_path):
-            state = store.load(session_path)
-            if state.last_intent_id == intent_id:
+        with self.store.locked(self.session_path):
+            state = self.store.load(self.session_path)
+            if state.last_intent_id == self.intent_id:
                 # Another process finished this intent; adopt its record, if it made one.
-                return Adopted(state.last if state.last_record_intent_id == intent_id else None)
+                return Adopted(state.last if state.last_record_intent_id == self.intent_id else None)
             state.committing = {
-                "intentId": intent_id,
-                "entryId": entry_id,
+                "intentId": self.intent_id,
+                "entryId": self.entry_id,
                 "offset": offset,
-                "record": committed.record(requested_by),
+                "record": self.record,
             }
-            store.save(state)
+            self.store.save(state)
         return None
 
-    def _update_marker(change: Callable[[dict[str, Any]], Optional[dict[str, Any]]]) -> None:
-        with store.locked(session_path):
-            state = store.load(session_path)
-            if state.committing is not None and state.committing.get("intentId") == intent_id:
+    def _update(self, change: Callable[[dict[str, Any]], Optional[dict[str, Any]]]) -> None:
+        with self.store.locked(self.session_path):
+            state = self.store.load(self.session_path)
+            if state.committing is not None and state.committing.get("intentId") == self.intent_id:
                 state.committing = change(state.committing)
-                store.save(state)
+                self.store.save(state)
 
-    def after_abort() -> None:
+    def after_abort(self) -> None:
         # Nothing was appended (the file changed after our read, or the write failed
         # and was undone): the marker must not outlive the attempt.
-        _update_marker(lambda marker: None)
+        self._update(lambda marker: None)
 
-    def after_write(actual_offset: int) -> None:
+    def after_write(self, actual_offset: int) -> None:
         # The marker must name where the line really is, for recover_marker.
-        _update_marker(lambda marker: {**marker, "offset": actual_offset})
-
-    if held is not None and held():  # a Pi took the session while we computed
-        return Deferred("a live Pi holds the session: it commits at its next settled boundary")
-    try:
-        appended = append_line(session_path, line, expected_size=len(data), expected_sha256=sha,
-                               before_write=before_write, after_abort=after_abort, after_write=after_write)
-    except FileNotFoundError:
-        return Failed(f"Session file not found: {session_path}")
-    except OSError as err:
-        # e.g. ENOSPC: the append was undone (the file is byte-identical to before)
-        return Failed(f"Cannot append the compaction to {session_path}: {err.strerror or err}")
-    if isinstance(appended, Changed):
-        return Deferred(f"the session changed while the compaction was computed ({appended.why})")
-    if isinstance(appended, Appended):
-        return committed
-    return appended
+        self._update(lambda marker: {**marker, "offset": actual_offset})
 
 
 def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, Any]]:
