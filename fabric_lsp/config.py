@@ -307,157 +307,24 @@ def load_config(
     env: Mapping[str, str] | None = None,
 ) -> ServerConfig:
     """Resolve the effective settings; never raises for bad input."""
-    warnings: list[str] = []
-    sources: list[str] = []
-    init_layer = _layer("initializationOptions", init_options, warnings)
-    client_layer = _layer('workspace/configuration "fabric"', client_settings, warnings)
-
-    # agentDir and trusted decide which files are read, so files cannot set them.
-    agent_dir = default_agent_dir(env)
-    agent_redirected = False  # set by a client's layer (not $PI_CODING_AGENT_DIR, not the default)
-    trusted = False
-    for name, layer in (("initializationOptions", init_layer), ("workspace configuration", client_layer)):
-        if "agentDir" in layer:
-            try:
-                agent_dir = _path(layer["agentDir"])
-                agent_redirected = True
-            except ValueError as err:
-                warnings.append(f"{name}: agentDir {err}; using {agent_dir}")
-        if "trusted" in layer:
-            try:
-                trusted = _bool(layer["trusted"])
-            except ValueError as err:
-                warnings.append(f"{name}: trusted {err}; using {trusted}")
-
-    file_layers: list[tuple[str, dict[str, Any]]] = []
-    # An agent dir a client redirected into an untrusted workspace holds the project's files,
-    # not the user's: its fabric.json and settings.json count as project files (read only
-    # when trusted). A workspace that holds the home directory (a CLI run in ~ or /) does
-    # not make the user's own ~/.pi/agent a project's.
-    home = Path(os.path.expanduser("~"))
-    agent_in_project = (
-        agent_redirected and workspace_root is not None and _is_within(agent_dir, workspace_root)
-        and not _is_within(home, workspace_root)
-    )
-    global_file = agent_dir / "fabric.json"
-    if agent_in_project and not trusted:
-        if global_file.exists() or (agent_dir / "settings.json").exists():
-            warnings.append(
-                f"agentDir {agent_dir} is inside the untrusted workspace {workspace_root}: its fabric.json and "
-                "settings.json are project files and are not read until the workspace is trusted"
-            )
-    elif (g := read_json_object(global_file, warnings)) is not None:
-        file_layers.append((str(global_file), g))
-    project_pi_dir = workspace_root / ".pi" if workspace_root is not None else None
-    project_layers: set[str] = set()
-    if project_pi_dir is not None and trusted:
-        project_file = project_pi_dir / "fabric.json"
-        if (p := read_json_object(project_file, warnings)) is not None:
-            file_layers.append((str(project_file), p))
-            project_layers.add(str(project_file))
-    if agent_in_project and trusted and file_layers and file_layers[0][0] == str(global_file):
-        project_layers.add(str(global_file))
-    for i, (name, layer) in enumerate(file_layers):
-        sources.append(name)
-        for key in ("agentDir", "trusted"):
-            if key in layer:
-                warnings.append(
-                    f"{name}: `{key}` cannot be set in fabric.json (it decides which files are read); ignored"
-                )
-        if name in project_layers:
-            file_layers[i] = (name, _without_path_keys(name, layer, warnings))
-
-    merged: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    layers = file_layers + [("initializationOptions", init_layer), ("workspace configuration", client_layer)]
-    for name, layer in layers:
-        clean = {k: v for k, v in layer.items() if k not in ("agentDir", "trusted")}
-        for key in clean:
-            if key not in TOP_LEVEL_KEYS:
-                warnings.append(f"{name}: unknown setting `{key}`; ignored")
-        clean = {k: v for k, v in clean.items() if k in TOP_LEVEL_KEYS}
-        # seed 000 spells the cache dir memory.indexDir; accept it as an alias
-        mem = clean.get("memory")
-        if isinstance(mem, dict) and "indexDir" in mem:
-            mem = dict(mem)
-            clean["indexDir"] = mem.pop("indexDir")
-            clean["memory"] = mem
-        for key in clean:
-            origin[key] = name
-        merged = _merge(merged, clean)
-
-    # Pi's settings.json: global, then the project's when trusted (Pi's deep merge).
-    pi_settings: dict[str, Any] = {}
-    pi_files = [] if agent_in_project and not trusted else [agent_dir / "settings.json"]
-    if project_pi_dir is not None and trusted:
-        pi_files.append(project_pi_dir / "settings.json")
-    for path in pi_files:
-        if (s := read_json_object(path, warnings)) is not None:
-            sources.append(str(path))
-            pi_settings = _merge(pi_settings, s)
-
-    def pick(value: Any, rule: Callable[[Any], Any], default: Any, label: str) -> Any:
-        try:
-            return rule(value)
-        except ValueError as err:
-            warnings.append(f"{label} {err}; using the default {json.dumps(_jsonable(default))}")
-            return default
-
-    session_default = agent_dir / "sessions"
-    if "sessionDir" in pi_settings:
-        session_default = pick(pi_settings["sessionDir"], _path, session_default, "settings.json: sessionDir")
-    session_dir = session_default
-    if "sessionDir" in merged:
-        session_dir = pick(merged["sessionDir"], _path, session_default, f"{origin['sessionDir']}: sessionDir")
-    index_default = agent_dir / "fabric-lsp" / "memory-index"
-    index_dir = index_default
-    if "indexDir" in merged:
-        index_dir = pick(merged["indexDir"], _path, index_default, f"{origin['indexDir']}: indexDir")
-    # Our derived state only in a directory of our own (engine/owned_dir.py): a refused one
-    # is never touched, and the index falls back to the default (or to memory only).
-    refused = index_dir_refusal(str(index_dir), agent_dir=str(agent_dir), session_dir=str(session_dir))
-    if refused is not None and index_dir != index_default:
-        index_dir = index_default
-        refused = f"{refused}; using {index_default}"
-        if (again := index_dir_refusal(str(index_default), agent_dir=str(agent_dir), session_dir=str(session_dir))):
-            refused = f"{refused}, which is refused too ({again}): the index is kept in memory only"
-    if refused is not None:
-        warnings.append(f"{origin['indexDir']}: {refused}" if "indexDir" in origin else refused)
-
-    def section(key: str, defaults: dict[str, Any], rules: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
-        out = dict(defaults)
-        raw = merged.get(key)
-        if raw is None:
-            return out
-        if not isinstance(raw, dict):
-            warnings.append(f"{origin.get(key, 'settings')}: `{key}` must be an object; using defaults")
-            return out
-        for name in sorted(raw):
-            if name not in rules:
-                warnings.append(f"{origin.get(key, 'settings')}: unknown setting `{key}.{name}`; ignored")
-                continue
-            out[name] = pick(raw[name], rules[name], defaults[name], f"{origin.get(key, 'settings')}: {key}.{name}")
-        return out
-
-    memory = section("memory", MEMORY_DEFAULTS, MEMORY_RULES)
+    r = _Resolution(workspace_root)
+    init_layer = _layer("initializationOptions", init_options, r.warnings)
+    client_layer = _layer('workspace/configuration "fabric"', client_settings, r.warnings)
+    client_layers = [("initializationOptions", init_layer), ("workspace configuration", client_layer)]
+    r.choose_agent_dir(default_agent_dir(env), client_layers)
+    r.merge(r.file_layers() + client_layers)
+    pi_settings = r.pi_settings()
+    session_dir, index_dir = r.dirs(pi_settings)
+    memory = r.section("memory", MEMORY_DEFAULTS, MEMORY_RULES)
     code_lens = True
-    if "codeLens" in merged:
-        code_lens = pick(merged["codeLens"], _bool, True, f"{origin['codeLens']}: codeLens")
-    compaction = section("compaction", COMPACTION_DEFAULTS, COMPACTION_RULES)
+    if "codeLens" in r.merged:
+        code_lens = r.pick(r.merged["codeLens"], _bool, True, f"{r.origin['codeLens']}: codeLens")
+    compaction = r.section("compaction", COMPACTION_DEFAULTS, COMPACTION_RULES)
     team = None
-    if "team" in merged:
-        team = pick(merged["team"], _team, None, f"{origin['team']}:")
-
-    pi_compaction = pi_settings.get("compaction")
-    keep_recent, reserve = PI_KEEP_RECENT_TOKENS, PI_RESERVE_TOKENS
-    if isinstance(pi_compaction, dict):
-        if "keepRecentTokens" in pi_compaction:
-            keep_recent = pick(pi_compaction["keepRecentTokens"], _int(0), keep_recent, "settings.json: compaction.keepRecentTokens")
-        if "reserveTokens" in pi_compaction:
-            reserve = pick(pi_compaction["reserveTokens"], _int(0), reserve, "settings.json: compaction.reserveTokens")
-    elif pi_compaction is not None:
-        warnings.append("settings.json: `compaction` must be an object; using Pi's defaults")
-    model_overrides = _model_overrides(pi_compaction, warnings)
+    if "team" in r.merged:
+        team = r.pick(r.merged["team"], _team, None, f"{r.origin['team']}:")
+    keep_recent, reserve, model_overrides = r.pi_budgets(pi_settings)
+    agent_dir, trusted, warnings, sources = r.agent_dir, r.trusted, r.warnings, r.sources
 
     return ServerConfig(
         agent_dir=agent_dir,
@@ -475,6 +342,177 @@ def load_config(
         code_lens=code_lens,
         team=team,
     )
+
+
+class _Resolution:
+    """The steps of `load_config`, in order, sharing the warnings and what they found."""
+
+    def __init__(self, workspace_root: Path | None) -> None:
+        self.workspace_root = workspace_root
+        self.warnings: list[str] = []
+        self.sources: list[str] = []
+        self.agent_dir = Path()
+        self.trusted = False
+        self.agent_in_project = False
+        self.merged: dict[str, Any] = {}
+        self.origin: dict[str, str] = {}
+
+    @property
+    def project_pi_dir(self) -> Path | None:
+        return self.workspace_root / ".pi" if self.workspace_root is not None else None
+
+    def pick(self, value: Any, rule: Callable[[Any], Any], default: Any, label: str) -> Any:
+        try:
+            return rule(value)
+        except ValueError as err:
+            self.warnings.append(f"{label} {err}; using the default {json.dumps(_jsonable(default))}")
+            return default
+
+    def choose_agent_dir(self, default: Path, client_layers: list[tuple[str, dict[str, Any]]]) -> None:
+        """agentDir and trusted decide which files are read, so only clients set them."""
+        self.agent_dir = default
+        redirected = False  # set by a client's layer (not $PI_CODING_AGENT_DIR, not the default)
+        names = ("initializationOptions", "workspace configuration")
+        for name, (_, layer) in zip(names, client_layers):
+            if "agentDir" in layer:
+                try:
+                    self.agent_dir = _path(layer["agentDir"])
+                    redirected = True
+                except ValueError as err:
+                    self.warnings.append(f"{name}: agentDir {err}; using {self.agent_dir}")
+            if "trusted" in layer:
+                try:
+                    self.trusted = _bool(layer["trusted"])
+                except ValueError as err:
+                    self.warnings.append(f"{name}: trusted {err}; using {self.trusted}")
+        # An agent dir a client redirected into an untrusted workspace holds the project's
+        # files, not the user's: its fabric.json and settings.json count as project files
+        # (read only when trusted). A workspace that holds the home directory (a CLI run in
+        # ~ or /) does not make the user's own ~/.pi/agent a project's.
+        home = Path(os.path.expanduser("~"))
+        root = self.workspace_root
+        self.agent_in_project = (
+            redirected and root is not None and _is_within(self.agent_dir, root) and not _is_within(home, root)
+        )
+
+    def file_layers(self) -> list[tuple[str, dict[str, Any]]]:
+        """The fabric.json layers (global, then the trusted project's), path keys taken
+        out of project files."""
+        warnings = self.warnings
+        layers: list[tuple[str, dict[str, Any]]] = []
+        global_file = self.agent_dir / "fabric.json"
+        if self.agent_in_project and not self.trusted:
+            if global_file.exists() or (self.agent_dir / "settings.json").exists():
+                warnings.append(
+                    f"agentDir {self.agent_dir} is inside the untrusted workspace {self.workspace_root}: its "
+                    "fabric.json and settings.json are project files and are not read until the workspace is trusted"
+                )
+        elif (g := read_json_object(global_file, warnings)) is not None:
+            layers.append((str(global_file), g))
+        project_layers: set[str] = set()
+        if self.project_pi_dir is not None and self.trusted:
+            project_file = self.project_pi_dir / "fabric.json"
+            if (p := read_json_object(project_file, warnings)) is not None:
+                layers.append((str(project_file), p))
+                project_layers.add(str(project_file))
+        if self.agent_in_project and self.trusted and layers and layers[0][0] == str(global_file):
+            project_layers.add(str(global_file))
+        for i, (name, layer) in enumerate(layers):
+            self.sources.append(name)
+            for key in ("agentDir", "trusted"):
+                if key in layer:
+                    warnings.append(
+                        f"{name}: `{key}` cannot be set in fabric.json (it decides which files are read); ignored"
+                    )
+            if name in project_layers:
+                layers[i] = (name, _without_path_keys(name, layer, warnings))
+        return layers
+
+    def merge(self, layers: list[tuple[str, dict[str, Any]]]) -> None:
+        """Later layers win, key by key (`origin` says which layer set each key)."""
+        for name, layer in layers:
+            clean = {k: v for k, v in layer.items() if k not in ("agentDir", "trusted")}
+            for key in clean:
+                if key not in TOP_LEVEL_KEYS:
+                    self.warnings.append(f"{name}: unknown setting `{key}`; ignored")
+            clean = {k: v for k, v in clean.items() if k in TOP_LEVEL_KEYS}
+            # seed 000 spells the cache dir memory.indexDir; accept it as an alias
+            mem = clean.get("memory")
+            if isinstance(mem, dict) and "indexDir" in mem:
+                mem = dict(mem)
+                clean["indexDir"] = mem.pop("indexDir")
+                clean["memory"] = mem
+            for key in clean:
+                self.origin[key] = name
+            self.merged = _merge(self.merged, clean)
+
+    def pi_settings(self) -> dict[str, Any]:
+        """Pi's settings.json: global, then the project's when trusted (Pi's deep merge)."""
+        pi_settings: dict[str, Any] = {}
+        pi_files = [] if self.agent_in_project and not self.trusted else [self.agent_dir / "settings.json"]
+        if self.project_pi_dir is not None and self.trusted:
+            pi_files.append(self.project_pi_dir / "settings.json")
+        for path in pi_files:
+            if (s := read_json_object(path, self.warnings)) is not None:
+                self.sources.append(str(path))
+                pi_settings = _merge(pi_settings, s)
+        return pi_settings
+
+    def dirs(self, pi_settings: dict[str, Any]) -> tuple[Path, Path]:
+        """(sessionDir, indexDir): Pi's sessionDir is the default; an index dir that is not
+        ours to write falls back to the default, or to memory only (engine/owned_dir.py)."""
+        merged, origin, agent_dir = self.merged, self.origin, self.agent_dir
+        session_default = agent_dir / "sessions"
+        if "sessionDir" in pi_settings:
+            session_default = self.pick(pi_settings["sessionDir"], _path, session_default, "settings.json: sessionDir")
+        session_dir = session_default
+        if "sessionDir" in merged:
+            session_dir = self.pick(merged["sessionDir"], _path, session_default, f"{origin['sessionDir']}: sessionDir")
+        index_default = agent_dir / "fabric-lsp" / "memory-index"
+        index_dir = index_default
+        if "indexDir" in merged:
+            index_dir = self.pick(merged["indexDir"], _path, index_default, f"{origin['indexDir']}: indexDir")
+        # Our derived state only in a directory of our own: a refused one is never touched.
+        refused = index_dir_refusal(str(index_dir), agent_dir=str(agent_dir), session_dir=str(session_dir))
+        if refused is not None and index_dir != index_default:
+            index_dir = index_default
+            refused = f"{refused}; using {index_default}"
+            if (again := index_dir_refusal(str(index_default), agent_dir=str(agent_dir), session_dir=str(session_dir))):
+                refused = f"{refused}, which is refused too ({again}): the index is kept in memory only"
+        if refused is not None:
+            self.warnings.append(f"{origin['indexDir']}: {refused}" if "indexDir" in origin else refused)
+        return session_dir, index_dir
+
+    def section(self, key: str, defaults: dict[str, Any], rules: dict[str, Callable[[Any], Any]]) -> dict[str, Any]:
+        out = dict(defaults)
+        raw = self.merged.get(key)
+        if raw is None:
+            return out
+        where = self.origin.get(key, "settings")
+        if not isinstance(raw, dict):
+            self.warnings.append(f"{where}: `{key}` must be an object; using defaults")
+            return out
+        for name in sorted(raw):
+            if name not in rules:
+                self.warnings.append(f"{where}: unknown setting `{key}.{name}`; ignored")
+                continue
+            out[name] = self.pick(raw[name], rules[name], defaults[name], f"{where}: {key}.{name}")
+        return out
+
+    def pi_budgets(self, pi_settings: dict[str, Any]) -> tuple[int, int, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]:
+        """Pi's keepRecentTokens / reserveTokens and its 1.x per-model overrides."""
+        pi_compaction = pi_settings.get("compaction")
+        keep_recent, reserve = PI_KEEP_RECENT_TOKENS, PI_RESERVE_TOKENS
+        if isinstance(pi_compaction, dict):
+            if "keepRecentTokens" in pi_compaction:
+                keep_recent = self.pick(pi_compaction["keepRecentTokens"], _int(0), keep_recent,
+                                        "settings.json: compaction.keepRecentTokens")
+            if "reserveTokens" in pi_compaction:
+                reserve = self.pick(pi_compaction["reserveTokens"], _int(0), reserve,
+                                    "settings.json: compaction.reserveTokens")
+        elif pi_compaction is not None:
+            self.warnings.append("settings.json: `compaction` must be an object; using Pi's defaults")
+        return keep_recent, reserve, _model_overrides(pi_compaction, self.warnings)
 
 
 def _model_overrides(pi_compaction: Any, warnings: list[str]) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
