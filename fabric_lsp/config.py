@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from fabric_lsp.engine.index_dir import index_dir_refusal
-from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS
+from fabric_lsp.settings_schema import SETTINGS, Setting, section_defaults
 
 if TYPE_CHECKING:
     from fabric_lsp.engine.compaction.options import CompactionSettings
@@ -29,33 +29,9 @@ if TYPE_CHECKING:
 PI_KEEP_RECENT_TOKENS = 20000
 PI_RESERVE_TOKENS = 16384
 
-MEMORY_DEFAULTS: dict[str, Any] = {
-    "enabled": True,
-    "maxSessions": 500,
-    "maxEntryChars": 2000,
-    "indexThinking": False,
-    "indexToolOutput": True,
-    "hotSessions": 50,
-    "maxColdVocabularyBytes": 524288,
-    "maxColdCacheBytes": 1048576,
-    "maxSyncSessions": 10000,
-    "maxSyncSourceBytes": 536870912,
-    "maxCacheCleanupFiles": 100000,
-    "regexMaxPatternBytes": 1024,
-    "regexMaxHaystackTerms": 20000,
-    "regexMaxHaystackBytes": 2097152,
-    "regexTimeoutMs": 250,
-}
-
-COMPACTION_DEFAULTS: dict[str, Any] = {
-    "engine": "fabric",
-    "targetContextRatio": 0.65,
-    "thresholds": {},
-    "tokenThresholds": {},
-    "contextWindow": 200000,
-    "commitQuietMs": 2000,
-    "piRules": "auto",
-}
+# Defaults and rules come from the one settings schema (fabric_lsp/settings_schema.py).
+MEMORY_DEFAULTS: dict[str, Any] = section_defaults("memory")
+COMPACTION_DEFAULTS: dict[str, Any] = section_defaults("compaction")
 
 TOP_LEVEL_KEYS = ("agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "codeLens", "team")
 # Settings that name a directory: taken from user-level layers only, never from a project file.
@@ -188,34 +164,36 @@ def _model_map(lo: float, hi: float, *, integer: bool) -> Callable[[Any], dict[s
     return check
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.capitalize() for part in rest)
+def _rule(s: Setting) -> Callable[[Any], Any]:
+    """The validation of one schema setting (a bad value: ValueError naming the rule)."""
+    if s.kind == "bool":
+        return _bool
+    if s.kind == "int":
+        return _int(None if s.minimum is None else int(s.minimum), None if s.maximum is None else int(s.maximum))
+    if s.kind == "number":
+        assert s.minimum is not None and s.maximum is not None
+        return _ratio(s.minimum, s.maximum)
+    if s.kind == "enum":
+        return _choice(*s.choices)
+    if s.kind in ("number-map", "int-map"):
+        assert s.minimum is not None and s.maximum is not None
+        return _model_map(s.minimum, s.maximum, integer=s.kind == "int-map")
+    raise ValueError(f"{s.key}: no rule for a {s.kind} setting")
 
 
-# The integer bounds are the memory engine's own (engine/settings_bounds.py MEMORY_BOUNDS):
-# a value outside them is rejected here with a warning naming the bound, never clamped
-# silently by the engine.
+def _section_rules(section: str) -> dict[str, Callable[[Any], Any]]:
+    return {s.key.split(".", 1)[1]: _rule(s) for s in SETTINGS if s.key.startswith(section + ".")}
+
+
+# The integer bounds are the memory engine's own (engine/settings_bounds.py MEMORY_BOUNDS,
+# through the schema): a value outside them is rejected here with a warning naming the
+# bound, never clamped silently by the engine.
 MEMORY_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    _camel(name): (lo, hi) for name, (_default, lo, hi) in MEMORY_BOUNDS.items() if _camel(name) in MEMORY_DEFAULTS
+    s.key.split(".", 1)[1]: (int(s.minimum), int(s.maximum))
+    for s in SETTINGS if s.key.startswith("memory.") and s.kind == "int" and s.minimum is not None and s.maximum is not None
 }
-
-MEMORY_RULES: dict[str, Callable[[Any], Any]] = {
-    "enabled": _bool,
-    "indexThinking": _bool,
-    "indexToolOutput": _bool,
-    **{key: _int(lo, hi) for key, (lo, hi) in MEMORY_INT_BOUNDS.items()},
-}
-
-COMPACTION_RULES: dict[str, Callable[[Any], Any]] = {
-    "engine": _choice("fabric", "pi"),
-    "targetContextRatio": _ratio(0.25, 0.85),
-    "thresholds": _model_map(0.25, 0.95, integer=False),
-    "tokenThresholds": _model_map(1000, 100_000_000, integer=True),
-    "contextWindow": _int(0),
-    "commitQuietMs": _int(0, 600000),
-    "piRules": _choice("auto", "0.80", "1.x"),
-}
+MEMORY_RULES: dict[str, Callable[[Any], Any]] = _section_rules("memory")
+COMPACTION_RULES: dict[str, Callable[[Any], Any]] = _section_rules("compaction")
 
 
 # ---------------------------------------------------------------------------------------

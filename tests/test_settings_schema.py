@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fabric_lsp.config import COMPACTION_DEFAULTS, MEMORY_DEFAULTS, MEMORY_INT_BOUNDS, load_config
 from fabric_lsp.engine.memory.api import MemoryConfig
 
@@ -67,3 +69,23 @@ def test_the_wire_schema_states_the_intents_engines_limits():
     assert max_len(props["instructions"]) == limits.MAX_INSTRUCTIONS
     preserve = next(a for a in props["preserve"]["anyOf"] if a.get("type") == "array")
     assert preserve["maxItems"] == limits.MAX_PRESERVE_ITEMS and preserve["items"]["maxLength"] == limits.MAX_PRESERVE_ITEM
+
+
+def test_the_docs_settings_table_is_generated_from_the_one_schema():
+    from fabric_lsp.settings_schema import DOCS, docs_table
+
+    assert docs_table() in DOCS.read_text(encoding="utf-8"), "run: python -m fabric_lsp.settings_schema --write"
+
+
+def test_config_takes_defaults_and_rules_from_the_schema():
+    """Change a bound in the schema and the server's validation follows (no second copy)."""
+    from fabric_lsp import config
+    from fabric_lsp.settings_schema import BY_KEY
+
+    s = BY_KEY["compaction.commitQuietMs"]
+    assert config.COMPACTION_DEFAULTS["commitQuietMs"] == s.default
+    rule = config.COMPACTION_RULES["commitQuietMs"]
+    assert rule(s.maximum) == s.maximum
+    with pytest.raises(ValueError, match=f"<= {int(s.maximum)}"):
+        rule(s.maximum + 1)
+    assert list(config.MEMORY_DEFAULTS) == [k.split(".", 1)[1] for k in BY_KEY if k.startswith("memory.")]
