@@ -55,12 +55,12 @@ while True:
 
 
 class _Child:
-    def __init__(self, nice: int = 0) -> None:
+    def __init__(self, nice: int = 0, code: str = _CHILD) -> None:
         # glibc's own mmap threshold, not the server's fixed one (alloc.py): a builder frees
         # a multi-megabyte buffer per session (file, text batch, encoded record), and with a
         # fixed 256 KiB threshold each one is a fresh mapping whose pages the kernel zeroes
         # again (about 9% of a 1 GB index's wall time, mostly system time; docs/performance.md)
-        self.proc = spawn(_CHILD, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None,
+        self.proc = spawn(code, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None,
                           tuned_alloc=False)
         self.buf = bytearray()
         self.task: Optional[Any] = None
@@ -93,6 +93,35 @@ class _Child:
     def kill(self) -> None:
         stop(self.proc)
 
+# A child that runs any `module:function(*args)` task (the team push's builders): the
+# same frames and replies as _CHILD, ("ok", the function's result) or ("error", repr).
+_CALL_CHILD = r"""
+import gc, importlib, os, pickle, struct, sys
+if os.environ.get("FABRIC_LSP_BUILD_NICE"):
+    os.nice(int(os.environ["FABRIC_LSP_BUILD_NICE"]))
+gc.disable()
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+fns = {}
+while True:
+    head = inp.read(8)
+    if len(head) < 8:
+        break
+    (n,) = struct.unpack("<Q", head)
+    target, args = pickle.loads(inp.read(n))
+    try:
+        fn = fns.get(target)
+        if fn is None:
+            module, _, name = target.partition(":")
+            fn = fns[target] = getattr(importlib.import_module(module), name)
+        result = ("ok", fn(*args))
+    except Exception as exc:
+        result = ("error", repr(exc))
+    data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(struct.pack("<Q", len(data)))
+    out.write(data)
+    out.flush()
+"""
+
 
 def run_batch(
     tasks: Iterable[tuple[Any, TaskArgs]],
@@ -103,18 +132,21 @@ def run_batch(
     on_idle: Optional[Callable[[], bool]] = None,
     nice: int = 0,
     skip: Optional[Callable[[Any], bool]] = None,
+    calls: bool = False,
 ) -> list[Any]:
     """Run `(key, args)` tasks on `workers` children; `on_result(key, reply)` for each.
     `on_idle()` may do caller work between polls (returns False when it has none left).
     `skip(key)`, asked right before a task is sent, leaves it out when True (the caller
-    settles it). Returns the keys whose child died (the caller builds those itself)."""
+    settles it). With `calls`, a task is `("module:function", args)` run by a generic
+    child (else the arguments of `sessions.build_detached`). Returns the keys whose child
+    died (the caller builds those itself)."""
     queue = list(tasks)
     children: list[_Child] = []
     failed: list[Any] = []
     try:
         for _ in range(min(workers, len(queue))):
             try:
-                children.append(_Child(nice))
+                children.append(_Child(nice, _CALL_CHILD if calls else _CHILD))
             except OSError:
                 break
         if not children:

@@ -32,7 +32,7 @@ from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryCore
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
-from fabric_lsp.engine.memory.sessions import SessionState, SourceMissing, build_state
+from fabric_lsp.engine.memory.sessions import SourceMissing, build_state
 
 from .schema import SCHEMA
 from .settings import TeamSettings, machine_name
@@ -96,21 +96,30 @@ def decode_record(data: str | bytes, session_file: str, record_sid: str) -> dict
     return out
 
 
-@dataclass
-class Built:
-    """A session built for pushing: its state and the encoded records."""
-
-    state: SessionState
-    encoded: list[bytes]
-    records_hash: str
-    prefix_hash: Optional[str]  # the chained hash of the first `prefix_n` records
-    record_sid: str
+PREPARE = "fabric_lsp.engine.team.push:prepare"  # the builders' task (memory/build_pool.py)
 
 
-def build(ref: Ref, cfg: MemoryConfig, prefix_n: Optional[int]) -> Built:
-    state = build_state(ref.file, BRANCHES, "hot", cfg, ref_id=ref.id, ref_cwd=ref.cwd, encode=False)
+def _copy_text(value: str) -> str:
+    """A value in COPY's text format (backslash, tab, newline and CR escaped)."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+def prepare(file: str, cfg: MemoryConfig, ref_id: str, ref_cwd: str, skey: str, policy: str,
+            old: Optional[tuple[int, str, int, bool]], dry_run: bool) -> dict[str, Any]:
+    """One session made ready to send, in a builder process or here: built from source as
+    the local hot index builds it (`sessions.build_state`, tier hot), its action decided
+    against what is pushed (`old` = (entry count, records hash, gen, same policy), or
+    None when nothing is), and the rows to send as COPY text (none with `dry_run`).
+    `{"missing": reason}` when the source is unavailable."""
+    try:
+        state = build_state(file, BRANCHES, "hot", cfg, ref_id=ref_id, ref_cwd=ref_cwd, encode=False)
+    except SourceMissing as missing:
+        return {"missing": missing.reason}
     entries = state.entries if state.entries is not None else HotRecords()
     record_sid = entries[0]["sessionId"] if len(entries) and isinstance(entries[0].get("sessionId"), str) else ""
+    prefix_n = old[0] if old is not None and old[3] else None
     h = hashlib.sha256()
     prefix: Optional[str] = None
     encoded: list[bytes] = []
@@ -123,7 +132,44 @@ def build(ref: Ref, cfg: MemoryConfig, prefix_n: Optional[int]) -> Built:
         h.update(b"\n")
     if prefix_n is not None and prefix_n == len(encoded):
         prefix = h.hexdigest()
-    return Built(state, encoded, h.hexdigest(), prefix, record_sid)
+    n = len(encoded)
+    if old is None:
+        action, start, gen = "new", 0, 0
+    elif prefix_n is not None and prefix == old[1] and n >= old[0]:
+        action, start, gen = "append", old[0], old[2] + 1
+    else:
+        action, start, gen = "replace", 0, 0
+    out: dict[str, Any] = {"action": action, "start": start, "gen": gen, "n": n,
+                           "sessionId": state.session_id, "cwd": state.cwd}
+    if dry_run:
+        return out
+    index = state.hot_index
+    assert index is not None
+    seg_starts = index.seg_starts
+    out["row"] = (
+        state.session_id, record_sid, state.cwd, state.source_hash, state.lineage.fingerprint,
+        state.lineage.leaf_id, state.mtime, state.size, ",".join(str(v) for v in state.key.as_list()), policy, n,
+        index.total_len, len(seg_starts), h.hexdigest(), bool(state.coverage["complete"]),
+        list(state.coverage["reasons"]), _json_text(state.first_ts), _json_text(state.last_ts), gen,
+    )
+    dl = index.doc_len
+    out["entries"] = "".join(
+        f"{skey}\t{pos}\t{dl[pos]}\t{_copy_text(encoded[pos].decode('utf-8'))}\n" for pos in range(start, n)
+    ).encode("utf-8")
+    first_new_seg = 0 if action != "append" else next(
+        (si for si, st in enumerate(seg_starts) if st >= start), len(seg_starts))
+    out["segments"] = "".join(
+        f"{skey}\t{si}\t{seg_starts[si]}\t{entries.index_at(seg_starts[si])}\n"
+        for si in range(first_new_seg, len(seg_starts))
+    ).encode("utf-8")
+    rows = []
+    for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
+        rows.append(f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
+                    f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n")
+    out["postings"] = "".join(rows).encode("utf-8")
+    out["postingsCount"] = len(rows)
+    out["fileOps"] = file_history.encode_record(state) if state.file_ops is not None else None
+    return out
 
 
 # ---- the plan ------------------------------------------------------------------------------
@@ -239,45 +285,48 @@ def push(
     seen: set[str] = set()
     pending_reasons: set[str] = set()
     total = len(refs)
-    for n, ref in enumerate(refs):
-        if progress is not None:
-            progress(n, total, ref.file)
+    steps: dict[str, Step] = {}
+    todo: list[tuple[Ref, Optional[Remote]]] = []
+    for ref in refs:
         seen.add(ref.file)
         old = remote.get(ref.file)
         if not settings.opted_in(ref.cwd):
             if old is not None:
-                report.steps.append(Step("delete", ref.file, old.session_id, old.cwd, "not opted in"))
+                steps[ref.file] = Step("delete", ref.file, old.session_id, old.cwd, "not opted in")
                 if not dry_run:
                     delete_session(conn, old.skey)
             continue
         if old is not None and old.stat_key == stat_text(ref) and old.policy == policy:
-            report.steps.append(Step("unchanged", ref.file, old.session_id, old.cwd))
+            steps[ref.file] = Step("unchanged", ref.file, old.session_id, old.cwd)
             continue
-        prefix_n = old.entry_count if old is not None and old.policy == policy else None
-        try:
-            built = build(ref, cfg, prefix_n)
-        except SourceMissing as missing:
+        todo.append((ref, old))
+    done = [total - len(todo)]
+
+    def task(ref: Ref, old: Optional[Remote]) -> tuple[Any, ...]:
+        skey = session_key(member, machine, ref.file, BRANCHES)
+        known = (old.entry_count, old.records_hash, old.gen, old.policy == policy) if old is not None else None
+        return (ref.file, cfg, ref.id, ref.cwd, str(skey), policy, known, dry_run)
+
+    def settle(ref: Ref, ready: dict[str, Any]) -> None:
+        if progress is not None:
+            progress(done[0], total, ref.file)
+        done[0] += 1
+        if "missing" in ready:
             report.pending += 1
-            pending_reasons.add(missing.reason)
-            report.steps.append(Step("skip", ref.file, ref.id, ref.cwd, missing.reason))
-            continue
-        state = built.state
-        if old is None:
-            action, start, gen = "new", 0, 0
-        elif prefix_n is not None and built.prefix_hash == old.records_hash and len(built.encoded) >= old.entry_count:
-            action, start, gen = "append", old.entry_count, old.gen + 1
+            pending_reasons.add(ready["missing"])
+            steps[ref.file] = Step("skip", ref.file, ref.id, ref.cwd, ready["missing"])
+            return
+        step = Step(ready["action"], ref.file, ready["sessionId"], ready["cwd"])
+        if dry_run:
+            step.entries_sent = ready["n"] - ready["start"]
         else:
-            action, start, gen = "replace", 0, 0
-        step = Step(action, ref.file, state.session_id, state.cwd)
-        if not dry_run:
             skey = session_key(member, machine, ref.file, BRANCHES)
-            step.entries_sent, step.postings_sent = write_session(
-                conn, skey, built, ref, member=member, machine=machine, policy=policy, start=start, gen=gen,
-                full=action != "append",
-            )
-        else:
-            step.entries_sent = len(built.encoded) - start
-        report.steps.append(step)
+            step.entries_sent, step.postings_sent = write_prepared(conn, skey, ready, ref, member=member,
+                                                                   machine=machine)
+        steps[ref.file] = step
+
+    _prepare_all(todo, task, settle, workers=min(getattr(core, "parallel_workers", 1), len(todo)))
+    report.steps = [steps[ref.file] for ref in refs if ref.file in steps]
     for path, old in remote.items():
         if path in seen or (folder is not None and not _in_project(path, folder)):
             continue
@@ -344,21 +393,35 @@ def _json_text(value: Any) -> Optional[str]:
     return None if value is None else _encode(value).decode("utf-8")
 
 
-def write_session(
-    conn: Any, skey: uuid.UUID, built: Built, ref: Ref, *, member: str, machine: str, policy: str,
-    start: int, gen: int, full: bool,
-) -> tuple[int, int]:
-    """Write one session's rows in one transaction; (entries sent, posting rows sent)."""
-    state = built.state
-    index = state.hot_index
-    entries = state.entries
-    assert index is not None and entries is not None
-    n = len(built.encoded)
-    seg_starts = index.seg_starts
-    first_new_seg = 0
-    if not full:
-        first_new_seg = next((si for si, s in enumerate(seg_starts) if s >= start), len(seg_starts))
-    postings_sent = 0
+def _prepare_all(todo: list[tuple[Ref, Optional[Remote]]], task: Callable[[Ref, Optional[Remote]], tuple[Any, ...]],
+                 settle: Callable[[Ref, dict[str, Any]], None], *, workers: int) -> None:
+    """Prepare every session of `todo`, in builder processes when there are two or more
+    (the database writes of one overlap the builds of the next), else here; `settle`
+    gets each one as it is ready (a session whose builder failed is prepared here)."""
+    if workers < 2 or len(todo) < 2:
+        for ref, old in todo:
+            settle(ref, prepare(*task(ref, old)))
+        return
+    from fabric_lsp.engine.memory.build_pool import run_batch
+
+    by_file = {ref.file: (ref, old) for ref, old in todo}
+
+    def on_result(file: str, reply: tuple[str, Any]) -> None:
+        ref, old = by_file[file]
+        status, value = reply
+        settle(ref, value if status == "ok" else prepare(*task(ref, old)))
+
+    failed = run_batch(((ref.file, (PREPARE, task(ref, old))) for ref, old in todo), workers, on_result,
+                       lambda: None, calls=True)
+    for file in failed:
+        ref, old = by_file[file]
+        settle(ref, prepare(*task(ref, old)))
+
+
+def write_prepared(conn: Any, skey: uuid.UUID, ready: dict[str, Any], ref: Ref, *, member: str,
+                   machine: str) -> tuple[int, int]:
+    """Write one prepared session's rows in one transaction; (entries sent, posting rows sent)."""
+    full = ready["action"] != "append"
     with conn.transaction():
         if full:
             for table in ("postings", "entries", "segments", "file_ops"):
@@ -375,38 +438,22 @@ def write_session(
             "entry_count = excluded.entry_count, total_len = excluded.total_len, seg_count = excluded.seg_count, "
             "records_hash = excluded.records_hash, complete = excluded.complete, reasons = excluded.reasons, "
             "first_ts = excluded.first_ts, last_ts = excluded.last_ts, gen = excluded.gen, pushed_at = now()",
-            (
-                skey, member, machine, ref.file, file_key(ref.file), BRANCHES, state.session_id, built.record_sid,
-                state.cwd, state.source_hash, state.lineage.fingerprint, state.lineage.leaf_id, state.mtime,
-                state.size, ",".join(str(v) for v in state.key.as_list()), policy, n, index.total_len,
-                len(seg_starts), built.records_hash, bool(state.coverage["complete"]), list(state.coverage["reasons"]),
-                _json_text(state.first_ts), _json_text(state.last_ts), gen,
-            ),
+            (skey, member, machine, ref.file, file_key(ref.file), BRANCHES, *ready["row"]),
         )
         # COPY cannot write a table under row-level security: rows are copied into
         # session-private staging tables and moved with one INSERT each (checked by RLS).
         _staging(conn)
         cur = conn.cursor()
-        with cur.copy("COPY pg_temp.push_entries (skey, pos, dl, rec) FROM STDIN") as copy:
-            dl = index.doc_len
-            for pos in range(start, n):
-                copy.write_row((skey, pos, dl[pos], built.encoded[pos].decode("utf-8")))
-        with cur.copy("COPY pg_temp.push_segments (skey, seg, start_pos, start_index) FROM STDIN") as copy:
-            for si in range(first_new_seg, len(seg_starts)):
-                s = seg_starts[si]
-                copy.write_row((skey, si, s, entries.index_at(s)))
-        with cur.copy("COPY pg_temp.push_postings (skey, term, gen, pos, tf, dl, seg) FROM STDIN") as copy:
-            for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
-                # int arrays as their text literal (the driver's list dumper is much slower)
-                copy.write_row((skey, term, gen, _int_array(pos_l), _int_array(tf_l), _int_array(dl_l),
-                                _int_array(seg_l)))
-                postings_sent += 1
+        for (table, cols), payload in zip(_STAGED, (ready["entries"], ready["segments"], ready["postings"])):
+            if payload:
+                with cur.copy(f"COPY pg_temp.push_{table} ({cols}) FROM STDIN") as copy:
+                    copy.write(payload)
         for table, cols in _STAGED:
             conn.execute(f"INSERT INTO {SCHEMA}.{table} ({cols}) SELECT {cols} FROM pg_temp.push_{table}")
-        if state.file_ops is not None:
+        if ready["fileOps"] is not None:
             conn.execute(
                 f"INSERT INTO {SCHEMA}.file_ops (skey, data) VALUES (%s, %s) "
                 "ON CONFLICT (skey) DO UPDATE SET data = excluded.data",
-                (skey, file_history.encode_record(state)),
+                (skey, ready["fileOps"]),
             )
-    return n - start, postings_sent
+    return ready["n"] - ready["start"], ready["postingsCount"]
