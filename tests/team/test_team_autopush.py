@@ -16,9 +16,8 @@ import psycopg
 import pytest
 from lsprotocol import types
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from conftest import Cluster  # noqa: E402
 from fabric_e2e_harness import rpc, server_env, start, stop  # noqa: E402
 from team_kit import append_rows, entry_row, last_entry_id  # noqa: E402
 
@@ -44,13 +43,13 @@ async def _wait(pred, timeout: float = 120.0) -> bool:
     return True
 
 
-def _clean(db: Cluster) -> None:
+def _clean(db: Any) -> None:
     with psycopg.connect(db.url(), autocommit=True) as conn:
         conn.execute(f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
                      f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members")
 
 
-def _rows(db: Cluster, member: str) -> dict[str, int]:
+def _rows(db: Any, member: str) -> dict[str, int]:
     with psycopg.connect(db.url(), autocommit=True) as conn:
         return dict(conn.execute(f"SELECT session_file, entry_count FROM {SCHEMA}.sessions WHERE member = %s",
                                  (member,)).fetchall())
@@ -63,7 +62,7 @@ def _agent(tmp_path: Path, team: dict[str, Any]) -> Path:
     return agent
 
 
-async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Cluster, tmp_path: Path) -> None:
+async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Any, tmp_path: Path) -> None:
     _clean(team_db)
     agent = _agent(tmp_path, {"url": team_db.member_url("alice"), "member": "alice@auto",
                               "projects": ["/home/user/*"], "autoPush": True})
@@ -98,7 +97,7 @@ async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Clust
         await stop(client)
 
 
-async def test_auto_push_off_pushes_nothing_and_a_refusing_database_is_said_once(team_db: Cluster,
+async def test_auto_push_off_pushes_nothing_and_a_refusing_database_is_said_once(team_db: Any,
                                                                                  tmp_path: Path) -> None:
     _clean(team_db)
     off = _agent(tmp_path / "off", {"url": team_db.member_url("alice"), "member": "alice@off",

@@ -32,7 +32,8 @@ from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryCore
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
-from fabric_lsp.engine.memory.sessions import SourceMissing, build_state
+from fabric_lsp.engine.memory.sessions import build_state
+from fabric_lsp.engine.memory.state import SourceMissing
 
 from .schema import SCHEMA
 from .settings import TeamSettings, machine_name
@@ -106,13 +107,28 @@ def _copy_text(value: str) -> str:
     return value
 
 
-def prepare(file: str, cfg: MemoryConfig, ref_id: str, ref_cwd: str, skey: str, policy: str,
-            old: Optional[tuple[int, str, int, bool]], dry_run: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PushTask:
+    """One session to prepare (pickled to a builder)."""
+
+    file: str
+    cfg: MemoryConfig
+    ref_id: str
+    ref_cwd: str
+    skey: str
+    policy: str
+    old: Optional[tuple[int, str, int, bool]]
+    dry_run: bool
+
+
+def prepare(task: PushTask) -> dict[str, Any]:
     """One session made ready to send, in a builder process or here: built from source as
     the local hot index builds it (`sessions.build_state`, tier hot), its action decided
     against what is pushed (`old` = (entry count, records hash, gen, same policy), or
     None when nothing is), and the rows to send as COPY text (none with `dry_run`).
     `{"missing": reason}` when the source is unavailable."""
+    file, cfg, skey, policy, old, dry_run = task.file, task.cfg, task.skey, task.policy, task.old, task.dry_run
+    ref_id, ref_cwd = task.ref_id, task.ref_cwd
     try:
         state = build_state(file, BRANCHES, "hot", cfg, ref_id=ref_id, ref_cwd=ref_cwd, encode=False)
     except SourceMissing as missing:
@@ -302,10 +318,10 @@ def push(
         todo.append((ref, old))
     done = [total - len(todo)]
 
-    def task(ref: Ref, old: Optional[Remote]) -> tuple[Any, ...]:
+    def task(ref: Ref, old: Optional[Remote]) -> PushTask:
         skey = session_key(member, machine, ref.file, BRANCHES)
         known = (old.entry_count, old.records_hash, old.gen, old.policy == policy) if old is not None else None
-        return (ref.file, cfg, ref.id, ref.cwd, str(skey), policy, known, dry_run)
+        return PushTask(ref.file, cfg, ref.id, ref.cwd, str(skey), policy, known, dry_run)
 
     def settle(ref: Ref, ready: dict[str, Any]) -> None:
         if progress is not None:
@@ -393,14 +409,14 @@ def _json_text(value: Any) -> Optional[str]:
     return None if value is None else _encode(value).decode("utf-8")
 
 
-def _prepare_all(todo: list[tuple[Ref, Optional[Remote]]], task: Callable[[Ref, Optional[Remote]], tuple[Any, ...]],
+def _prepare_all(todo: list[tuple[Ref, Optional[Remote]]], task: Callable[[Ref, Optional[Remote]], PushTask],
                  settle: Callable[[Ref, dict[str, Any]], None], *, workers: int) -> None:
     """Prepare every session of `todo`, in builder processes when there are two or more
     (the database writes of one overlap the builds of the next), else here; `settle`
     gets each one as it is ready (a session whose builder failed is prepared here)."""
     if workers < 2 or len(todo) < 2:
         for ref, old in todo:
-            settle(ref, prepare(*task(ref, old)))
+            settle(ref, prepare(task(ref, old)))
         return
     from fabric_lsp.engine.memory.build_pool import run_batch
 
@@ -409,13 +425,13 @@ def _prepare_all(todo: list[tuple[Ref, Optional[Remote]]], task: Callable[[Ref, 
     def on_result(file: str, reply: tuple[str, Any]) -> None:
         ref, old = by_file[file]
         status, value = reply
-        settle(ref, value if status == "ok" else prepare(*task(ref, old)))
+        settle(ref, value if status == "ok" else prepare(task(ref, old)))
 
-    failed = run_batch(((ref.file, (PREPARE, task(ref, old))) for ref, old in todo), workers, on_result,
+    failed = run_batch(((ref.file, (PREPARE, (task(ref, old),))) for ref, old in todo), workers, on_result,
                        lambda: None, calls=True)
     for file in failed:
         ref, old = by_file[file]
-        settle(ref, prepare(*task(ref, old)))
+        settle(ref, prepare(task(ref, old)))
 
 
 def write_prepared(conn: Any, skey: uuid.UUID, ready: dict[str, Any], ref: Ref, *, member: str,
