@@ -227,7 +227,7 @@ def build_split(
     session whose child failed or died is built here. A pooled session for which
     `skip(ref, tier)` is True when its turn comes is not built: the skipped ones are
     returned."""
-    from .sessions import SourceMissing
+    from .state import SourceMissing
 
     by_file = {ref.file: (ref, tier) for ref, tier in pooled}
     skipped: list[tuple[Any, str]] = []

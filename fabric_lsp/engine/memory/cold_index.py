@@ -67,7 +67,7 @@ class _SnapshotHead(msgspec.Struct):
     postings: int  # slot numbers over all postings
 
 if TYPE_CHECKING:
-    from .sessions import SessionState
+    from .state import SessionState
 
 
 class ColdTermTable:
@@ -247,6 +247,10 @@ class ColdTermTable:
         if tid is None:
             return array("I")
         return self.postings[tid]
+
+    def terms_set(self, slot: int) -> "TermsSet":
+        """`term in ...` for one slot's vocabulary, answered from the postings."""
+        return TermsSet(self, slot)
 
     def contains(self, slot: int, term: str) -> bool:
         plist = self.sessions_with(term)

@@ -19,7 +19,7 @@ from cachetools import LRUCache
 from .cold_index import ColdTermTable, StateTable
 from .config import MemoryConfig
 from .regex_worker import RegexRunner
-from .sessions import SessionState
+from .state import SessionState
 
 # a session file's cached header: ((ino, dev, mtime_ns, size) or None, id, cwd)
 HeaderEntry = tuple[Optional[tuple[int, int, int, int]], Optional[str], Optional[str]]

@@ -15,7 +15,7 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from .catalog import Unresolved, all_refs, branches_of, resolve_target, safe_nonneg_int, want_leaf
 from .config import MemoryConfig
 from .core import MemoryCore
-from .sessions import SessionState, SourceMissing
+from .state import SessionState, SourceMissing
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue

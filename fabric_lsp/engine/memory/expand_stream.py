@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .normalize import Normalizer
-from .sessions import SourceMissing, lineage_from_lines, records_streaming, scan_streaming
+from .sessions import lineage_from_lines, records_streaming, scan_streaming
+from .state import SourceMissing
 from .source import Lineage, StatKey, stat_key
 
 BLOCK_BYTES = 8 * 1024 * 1024

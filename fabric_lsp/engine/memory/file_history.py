@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 from urllib.parse import unquote, urlparse
 
 import msgspec
@@ -39,9 +39,8 @@ from . import store
 from .tokenize import sort_lexical, utf16_key
 
 if TYPE_CHECKING:
-    from .api import MemoryEngine
     from ..json_types import JsonObject, JsonValue
-    from .sessions import SessionState
+    from .state import SessionState
 
 
 PI_FILE_TOOLS = frozenset({"read", "edit", "write"})
@@ -434,8 +433,18 @@ def _item(state: "SessionState", op: FileOp) -> dict[str, Any]:
     return item
 
 
+class IndexedSessions(Protocol):
+    """What the file-history query asks of the memory engine (api.MemoryEngine)."""
+
+    @property
+    def lock(self) -> Any: ...
+
+    def indexed_states(self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],
+                       activity: Optional[ActivitySink]) -> tuple[list["SessionState"], dict[str, Any]]: ...
+
+
 def file_history(
-    engine: "MemoryEngine",
+    engine: IndexedSessions,
     params: dict[str, Any],
     *,
     cwd: Optional[str] = None,

@@ -29,7 +29,7 @@ from . import store
 from .search import HotIndex
 
 if TYPE_CHECKING:
-    from .sessions import SessionState
+    from .state import SessionState
     from .source import StatKey
 
 RECORD_KIND = "hotIndex"

@@ -157,7 +157,7 @@ class Normalizer:
         return self._feed_general(raw, etype, message, line)
 
     def fold(self, raw: JsonValue, line: int, folder: Any) -> None:
-        """`feed` for a cold build: each record goes to `folder` (a `sessions.DigestFolder`).
+        """`feed` for a cold build: each record goes to `folder` (a `digest_fold.DigestFolder`).
         The entry of almost every line (`_plain_role`) is handed over as its fields
         (`DigestFolder.add_fields`) without a record being built; it must fold exactly as
         `feed`'s records do (tests/engine/memory/test_normalize_fast_path.py)."""

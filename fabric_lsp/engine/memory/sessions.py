@@ -15,18 +15,18 @@ from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 
 import msgspec
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import store
 from . import file_history
 from . import hot_cache
 from .cold_index import keep_on_server
+from .digest_fold import DigestFolder
 from .file_history import new_collector
 from .normalize import Normalizer
 from .records import HotRecords
-from .search import DigestView, HotIndex, HotView, postings_of
+from .state import SessionState, SourceMissing
+from .search import HotIndex, postings_of
 from .source import (
     CONTENT_TYPES,
     Lineage,
@@ -42,7 +42,7 @@ from .source import (
     scan_source,
     stat_key,
 )
-from .tokenize import sort_lexical, tokenize_lexical, unique_terms, unique_terms_utf8, utf16_key
+from .tokenize import sort_lexical, unique_terms
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     Cancel = Optional[Callable[[], None]]
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
-FILES_TOUCHED_CAP = 50
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
 # and at this size is no faster than the streaming build (measured: 1.80 vs 1.89 s CPU for
@@ -61,13 +60,6 @@ SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
 # A hot shard keeps its encoded records for appends only up to this size.
 RETAIN_ENCODED_MAX_BYTES = 8 * 1024 * 1024
-FOLD_BATCH_CHARS = 1 << 20  # texts folded per vocabulary step
-
-
-class SourceMissing(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def lineage_from_lines(
@@ -118,243 +110,6 @@ def lineage_from_lines(
     del path
     return (Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
             ordinals)
-
-
-class DigestFolder:
-    """Folds full (untruncated) records into the V5 digest fields (digest §5.2)."""
-
-    def __init__(self, max_vocab_bytes: int, batch_chars: int = FOLD_BATCH_CHARS) -> None:
-        self.max_vocab_bytes = max(2, max_vocab_bytes)
-        self.first_ts: Optional[float] = None
-        self.last_ts: Optional[float] = None
-        self.error_count = 0
-        self.tools: Counter[str] = Counter()
-        self.files: dict[str, None] = {}
-        self.vocab: set[str] = set()
-        self.seen_texts: set[bytes] = set()  # digests of long texts already folded
-        self.vocab_bytes = 2
-        self.vocab_stopped = False
-        self.addresses: list[list[Any]] = []
-        self.entry_count = 0
-        self.batch_chars = batch_chars  # 0: fold text by text (the oracle for tests)
-        self.pending: list[bytes] = []  # texts encoded (UTF-8, surrogates passed)
-        self.pending_chars = 0
-
-    def add(self, rec: JsonObject) -> None:
-        self.add_fields(rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"],
-                        ts=rec["timestamp"], is_error=rec["isError"], files=rec.get("filesTouched", ()),
-                        text=rec["text"])
-
-    def add_fields(self, index: int, entry_id: Optional[str], address: Optional[str], role: Any, tool_name: Any, *,
-                   ts: Any, is_error: Any, files: Iterable[str], text: str) -> None:
-        """`add` of a record given as its fields (`Normalizer.fold` builds no record)."""
-        self.entry_count += 1
-        if ts is not None:
-            if self.first_ts is None or ts < self.first_ts:
-                self.first_ts = ts
-            if self.last_ts is None or ts > self.last_ts:
-                self.last_ts = ts
-        if is_error:
-            self.error_count += 1
-        if tool_name:
-            self.tools[tool_name] += 1
-        for f in files:
-            if len(self.files) >= FILES_TOUCHED_CAP:
-                break
-            self.files.setdefault(f.strip(), None)
-        self.addresses.append([index, entry_id, address, role, tool_name, ts])
-        if self.vocab_stopped:
-            return
-        if not self.batch_chars:
-            if len(text) > 256:
-                seen = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
-                if seen in self.seen_texts:
-                    return
-                self.seen_texts.add(seen)
-            self._fold_text(text)
-            return
-        # (encoded once: for the digest below and for the batch's tokens)
-        data = text.encode("utf-8", "surrogatepass")
-        if len(text) > 256:
-            # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
-            # Remember a 128-bit digest, not the text: the set stays small for huge sessions.
-            # (SHA-256 cut to 128 bits: hashlib's runs on the CPU's SHA instructions where it
-            # has them, about twice BLAKE2b's speed here)
-            seen = hashlib.sha256(data).digest()[:16]
-            if seen in self.seen_texts:
-                return
-            self.seen_texts.add(seen)
-        self.pending.append(data)
-        self.pending_chars += len(text)
-        if self.pending_chars >= self.batch_chars:
-            self.flush()
-
-    def flush(self) -> None:
-        """Fold the pending texts at once. The vocabulary only depends on the order of
-        first appearance when the budget runs out: if all new terms of the batch fit,
-        every per-text step would have fitted too (costs only add up) and the result is
-        their union; otherwise the batch is replayed text by text."""
-        pending = self.pending
-        if not pending:
-            return
-        self.pending = []
-        self.pending_chars = 0
-        if self.vocab_stopped:
-            return
-        # A newline separates tokens (and NFKC pieces): the joined text's terms are the
-        # union of the texts' terms.
-        fresh = unique_terms_utf8(b"\n".join(pending))
-        vocab = self.vocab
-        fresh.difference_update(vocab)
-        if not fresh:
-            return
-        cost = len("".join(fresh).encode("utf-8", "surrogatepass")) + 3 * len(fresh)
-        if not vocab:
-            cost -= 1
-        if self.vocab_bytes + cost <= self.max_vocab_bytes:
-            self.vocab_bytes += cost
-            vocab.update(fresh)
-            return
-        for data in pending:
-            self._fold_text(data.decode("utf-8", "surrogatepass"))
-            if self.vocab_stopped:
-                return
-
-    def _fold_text(self, text: str) -> None:
-        """One text's new terms, in first-seen order once the budget runs out."""
-        vocab = self.vocab
-        fresh = unique_terms(text)
-        fresh.difference_update(vocab)
-        if not fresh:
-            return
-        # Cost of the new terms: JSON string bytes plus one comma each (tokens never need
-        # escaping). When they all fit, their order cannot matter; otherwise take the
-        # first-seen prefix exactly.
-        cost = len("".join(fresh).encode("utf-8", "surrogatepass")) + 3 * len(fresh)
-        if not vocab:
-            cost -= 1
-        if self.vocab_bytes + cost <= self.max_vocab_bytes:
-            self.vocab_bytes += cost
-            vocab.update(fresh)
-            return
-        for term in dict.fromkeys(tokenize_lexical(text)):
-            if term in vocab:
-                continue
-            cost = len(term.encode("utf-8")) + 2 + (1 if vocab else 0)
-            if self.vocab_bytes + cost > self.max_vocab_bytes:
-                self.vocab_stopped = True
-                return
-            self.vocab_bytes += cost
-            vocab.add(term)
-
-    def record(self, reasons: list[str]) -> JsonObject:
-        self.flush()
-        vocabulary = sort_lexical(self.vocab)
-        all_reasons = set(reasons)
-        if self.vocab_stopped:
-            all_reasons.add("max_cold_vocabulary_bytes")
-        hist_keys = sorted(self.tools, key=lambda k: (not (k.isdigit() and (k == "0" or k[0] != "0")), utf16_key(k)))
-        return {
-            "filesTouched": list(self.files),
-            "toolHistogram": {k: self.tools[k] for k in hist_keys},
-            "errorCount": self.error_count,
-            "vocabulary": vocabulary,
-            "addresses": self.addresses,
-            "indexCoverage": {
-                "complete": not all_reasons,
-                "vocabularyBytes": len(store.encoder.encode(vocabulary)),
-                "reasons": sort_lexical(all_reasons),
-            },
-        }
-
-
-@dataclass
-class SessionState:
-    file: str
-    branches: str
-    tier: str  # "hot" | "cold"
-    key: StatKey
-    size: int
-    mtime: float  # ms
-    source_hash: str
-    session_id: str
-    cwd: str
-    lineage: Lineage
-    coverage: JsonObject  # {complete, reasons}
-    entry_count: int
-    first_ts: Optional[float] = None
-    last_ts: Optional[float] = None
-    policy: str = ""
-    # hot
-    entries: Optional[HotRecords] = None
-    hot_index: Optional[HotIndex] = None
-    # cold
-    digest: Optional[JsonObject] = None
-    vocab_set: frozenset[str] = frozenset()
-    # kept only for in-place append
-    scan: Optional[SourceScan] = None
-    path_ordinals: Sequence[int] = field(default_factory=list[int])
-    normalizer: Optional[Normalizer] = None
-    folder: Optional[DigestFolder] = None
-    hasher: Any = None
-    persisted: bytes = b""  # encoded cache record, when it fitted
-    encode: bool = True  # False for states that are never persisted (hydration, expand)
-    live_leaf: Optional[str] = None  # built on a live Pi's leaf (never persisted, never extended)
-    entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
-    entries_encoded: int = 0  # how many entries `entries_json` holds (or `entries_bytes` counts)
-    entries_bytes: int = 0  # the encoded length of a large `entries` list written streaming
-    file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
-    # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
-    cold_slot: Optional[int] = None
-    cold_table: Any = None
-    view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
-    written: bool = False  # its disk cache records were written where it was built (a builder child)
-    vocab_key: Optional[bytes] = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
-
-    def hot_view(self, tier: Optional[str] = None) -> HotView:
-        assert self.entries is not None and self.hot_index is not None
-        return HotView(
-            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-            self.mtime, self.entries, self.hot_index, tier or "hot",
-        )
-
-    def digest_view(self) -> DigestView:
-        """The search view of this cold state; made once per digest and slot (every global
-        query asks every cold session for it)."""
-        assert self.digest is not None
-        # Everything the view holds is derived from these: the digest and lineage objects
-        # (replaced, never mutated, when the state is rebuilt or appended to), the term
-        # table slot, and the source identity (id, cwd and fingerprint come from its bytes).
-        cached = self.view_cache
-        if (cached is not None and cached[0] is self.digest and cached[1] is self.lineage
-                and cached[2] == self.cold_slot and cached[3] is self.cold_table
-                and cached[4] == self.source_hash and cached[5] == self.mtime and cached[6] == self.session_id
-                and cached[7] == self.cwd):
-            return cached[8]
-        view = self._make_digest_view()
-        self.view_cache = (self.digest, self.lineage, self.cold_slot, self.cold_table, self.source_hash, self.mtime,
-                           self.session_id, self.cwd, view)
-        return view
-
-    def _make_digest_view(self) -> DigestView:
-        assert self.digest is not None
-        if self.cold_slot is not None and self.cold_table is not None:
-            from .cold_index import TermsSet
-
-            return DigestView(
-                self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),
-                TermsSet(self.cold_table, self.cold_slot),
-            )
-        vocabulary = self.digest["vocabulary"]
-        if isinstance(vocabulary, store.StoredVocabulary):  # loaded, not held by a term table
-            vocabulary = self.digest["vocabulary"] = vocabulary.terms()
-        if not self.vocab_set and vocabulary:
-            self.vocab_set = frozenset(vocabulary)
-        return DigestView(
-            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-            self.cwd, self.digest.get("lastTs"), self.mtime, vocabulary, self.vocab_set,
-        )
 
 
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:

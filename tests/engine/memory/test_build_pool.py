@@ -16,7 +16,8 @@ from fabric_lsp.engine.memory import build_pool, store
 from fabric_lsp.engine.memory.cold_index import ColdTermTable, StateTable
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.file_history import PackedFileOps
-from fabric_lsp.engine.memory.sessions import SessionState, build_detached
+from fabric_lsp.engine.memory.sessions import build_detached
+from fabric_lsp.engine.memory.state import SessionState
 
 CWD = "/home/user/pool"
 

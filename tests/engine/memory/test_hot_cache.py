@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import hot_cache, search, sessions, store
+from fabric_lsp.engine.memory import hot_cache, search, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
@@ -44,11 +44,11 @@ def shape(index: HotIndex) -> dict[str, Any]:
     }
 
 
-def hot_state(file: Path) -> sessions.SessionState:
+def hot_state(file: Path) -> state.SessionState:
     return sessions.build_state(str(file), "active", "hot", CFG, ref_id="r", ref_cwd="/")
 
 
-def roundtrip(state: sessions.SessionState) -> HotIndex | None:
+def roundtrip(state: state.SessionState) -> HotIndex | None:
     data = hot_cache.encode_record(state)
     assert data is not None and store.sealed(data)
     shard = sessions.shard_bytes(state)

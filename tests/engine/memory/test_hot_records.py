@@ -18,7 +18,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import sessions, store
+from fabric_lsp.engine.memory import sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
@@ -112,7 +112,7 @@ def test_pi_records_are_held_without_dicts():
     assert tuple(recs[0]) == BASE_KEYS
 
 
-def _state(path: Path, tier: str = "hot") -> sessions.SessionState:
+def _state(path: Path, tier: str = "hot") -> state.SessionState:
     return sessions.build_state(str(path), "active", tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
 
 

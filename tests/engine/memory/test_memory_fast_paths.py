@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory.sessions import DigestFolder
+from fabric_lsp.engine.memory.digest_fold import DigestFolder
 
 words = st.sampled_from(
     ["auth", "Login", "bug", "fix_2", "retry", "the", "a", "zeta", "ΩMEGA", "ﬁle", "İstanbul", "ΣΑΣ", "😀x", "é", "x" * 300]

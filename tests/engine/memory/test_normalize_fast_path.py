@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.file_history import new_collector
 from fabric_lsp.engine.memory.normalize import Normalizer
-from fabric_lsp.engine.memory.sessions import DigestFolder
+from fabric_lsp.engine.memory.digest_fold import DigestFolder
 
 _SCALAR = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import sessions
+from fabric_lsp.engine.memory import sessions, state
 from fabric_lsp.engine.memory.api import MemoryConfig
-from fabric_lsp.engine.memory.sessions import SourceMissing, build_state
+from fabric_lsp.engine.memory.sessions import build_state
+from fabric_lsp.engine.memory.state import SourceMissing
 
 from memory_kit import REAL_SESSIONS
 
@@ -22,13 +23,13 @@ EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob
 REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
 
 
-def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch) -> sessions.SessionState:
+def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch) -> state.SessionState:
     monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0 if stream else 1 << 40)
     monkeypatch.setattr(sessions, "STREAM_CHUNK_BYTES", chunk)
     return build_state(str(path), branches, tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
 
 
-def _facts(state: sessions.SessionState) -> tuple:
+def _facts(state: state.SessionState) -> tuple:
     ops = state.file_ops.ops if state.file_ops is not None else None
     return (state.persisted, state.entries, state.coverage, state.entry_count, state.source_hash,
             state.lineage.fingerprint, state.lineage.ids, state.path_ordinals, state.session_id, state.cwd,

@@ -1,0 +1,118 @@
+"""The derived state of one session for one branch mode and tier (plain data: what a
+build, a cache load or an append produces, and what the indexes and queries read).
+
+A hot state holds the truncated records and their inverted index; a cold state holds the
+V5 digest (vocabulary, addresses, counts). Either carries the source identity
+(`StatKey`, size, mtime, SHA-256 `sourceHash`) and the lineage fingerprint, so the
+engine can answer integrity checks without re-reading an unchanged file. Built by
+sessions.py; imports only the layers below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import store
+from .records import HotRecords
+from .search import DigestView, HotIndex, HotView
+from .source import Lineage, SourceScan, StatKey
+
+if TYPE_CHECKING:
+    from ..json_types import JsonObject
+    from .digest_fold import DigestFolder
+    from .normalize import Normalizer
+
+
+class SourceMissing(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class SessionState:
+    file: str
+    branches: str
+    tier: str  # "hot" | "cold"
+    key: StatKey
+    size: int
+    mtime: float  # ms
+    source_hash: str
+    session_id: str
+    cwd: str
+    lineage: Lineage
+    coverage: JsonObject  # {complete, reasons}
+    entry_count: int
+    first_ts: Optional[float] = None
+    last_ts: Optional[float] = None
+    policy: str = ""
+    # hot
+    entries: Optional[HotRecords] = None
+    hot_index: Optional[HotIndex] = None
+    # cold
+    digest: Optional[JsonObject] = None
+    vocab_set: frozenset[str] = frozenset()
+    # kept only for in-place append
+    scan: Optional[SourceScan] = None
+    path_ordinals: Sequence[int] = field(default_factory=list[int])
+    normalizer: Optional[Normalizer] = None
+    folder: Optional[DigestFolder] = None
+    hasher: Any = None
+    persisted: bytes = b""  # encoded cache record, when it fitted
+    encode: bool = True  # False for states that are never persisted (hydration, expand)
+    live_leaf: Optional[str] = None  # built on a live Pi's leaf (never persisted, never extended)
+    entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
+    entries_encoded: int = 0  # how many entries `entries_json` holds (or `entries_bytes` counts)
+    entries_bytes: int = 0  # the encoded length of a large `entries` list written streaming
+    file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
+    # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
+    cold_slot: Optional[int] = None
+    cold_table: Any = None
+    view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
+    written: bool = False  # its disk cache records were written where it was built (a builder child)
+    vocab_key: Optional[bytes] = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
+
+    def hot_view(self, tier: Optional[str] = None) -> HotView:
+        assert self.entries is not None and self.hot_index is not None
+        return HotView(
+            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+            self.mtime, self.entries, self.hot_index, tier or "hot",
+        )
+
+    def digest_view(self) -> DigestView:
+        """The search view of this cold state; made once per digest and slot (every global
+        query asks every cold session for it)."""
+        assert self.digest is not None
+        # Everything the view holds is derived from these: the digest and lineage objects
+        # (replaced, never mutated, when the state is rebuilt or appended to), the term
+        # table slot, and the source identity (id, cwd and fingerprint come from its bytes).
+        cached = self.view_cache
+        if (cached is not None and cached[0] is self.digest and cached[1] is self.lineage
+                and cached[2] == self.cold_slot and cached[3] is self.cold_table
+                and cached[4] == self.source_hash and cached[5] == self.mtime and cached[6] == self.session_id
+                and cached[7] == self.cwd):
+            return cached[8]
+        view = self._make_digest_view()
+        self.view_cache = (self.digest, self.lineage, self.cold_slot, self.cold_table, self.source_hash, self.mtime,
+                           self.session_id, self.cwd, view)
+        return view
+
+    def _make_digest_view(self) -> DigestView:
+        assert self.digest is not None
+        if self.cold_slot is not None and self.cold_table is not None:
+            return DigestView(
+                self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),
+                self.cold_table.terms_set(self.cold_slot),
+            )
+        vocabulary = self.digest["vocabulary"]
+        if isinstance(vocabulary, store.StoredVocabulary):  # loaded, not held by a term table
+            vocabulary = self.digest["vocabulary"] = vocabulary.terms()
+        if not self.vocab_set and vocabulary:
+            self.vocab_set = frozenset(vocabulary)
+        return DigestView(
+            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
+            self.cwd, self.digest.get("lastTs"), self.mtime, vocabulary, self.vocab_set,
+        )
