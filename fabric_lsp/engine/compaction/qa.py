@@ -27,23 +27,37 @@ def _probe(pid: str, cls: str, question: str, answer: str) -> dict[str, Any]:
 
 
 def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[str, Any]]:
+    """The QA probes of the events before `cut_index` (digest order: goal, modified files,
+    unresolved errors, last modification, latest Fabric run, earlier turns, footer)."""
     if not isinstance(cut_index, (int, float)) or isinstance(cut_index, bool) or not math.isfinite(cut_index):
         n = 0
     else:
         n = max(0, min(len(events), math.trunc(cut_index)))
     source = events[:n]
-    probes: list[dict[str, Any]] = []
     users = [ev for ev in source if ev["type"] == "user"]
-    if users:
-        probes.append(_probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"]))))
-
     results: dict[str, bool] = {}
     for ev in source:
         if ev["type"] == "toolResult":
             results[ev["toolCallId"]] = ev["isError"]
     calls = [ev for ev in source if ev["type"] == "toolCall"]
+    probes: list[dict[str, Any]] = []
+    if users:
+        probes.append(_probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"]))))
+    probes += _modified_file_probes(calls, results)
+    probes += _unresolved_error_probes(source, calls, results)
+    probes += _last_modification_probes(calls)
+    probes += _fabric_run_probes(source)
+    probes += _earlier_turn_probes(source, users)
+    probes.append(_probe("footer-recall", "address", "How is exact history recalled?", "memory.recall"))
+    return probes
 
-    # modified files, per tool in first-seen order
+
+def _omission(key: str, question: str, s: Any) -> dict[str, Any]:
+    return _probe(f"{key}:{s.omitted_first}", "address", question, f"source entries {s.omitted_first} {ARROW} {s.omitted_last}")
+
+
+def _modified_file_probes(calls: list[dict[str, Any]], results: dict[str, bool]) -> list[dict[str, Any]]:
+    """Files a successful edit/write changed, per tool in first-seen order (sampled)."""
     per_tool: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple[str, str]] = set()
     for ev in calls:
@@ -56,6 +70,7 @@ def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[s
             continue
         seen.add((ev["name"], p))
         per_tool.setdefault(ev["name"], []).append({"entryId": ev["entryId"], "index": ev["index"], "path": p})
+    probes: list[dict[str, Any]] = []
     for tool, items in per_tool.items():
         s = sample_addressed(items, 24)
         for it in s.values:
@@ -63,16 +78,14 @@ def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[s
                 _probe(f"modified-file:{it['index']}:{it['path']}", "content", f"Which file did {tool} change?", _basename(it["path"]))
             )
         if s.omitted > 0:
-            probes.append(
-                _probe(
-                    f"modified-file-omission:{s.omitted_first}",
-                    "address",
-                    f"Where are the omitted {tool} file addresses?",
-                    f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
-                )
-            )
+            probes.append(_omission("modified-file-omission", f"Where are the omitted {tool} file addresses?", s))
+    return probes
 
-    # unresolved errors
+
+def _unresolved_error_probes(source: list[dict[str, Any]], calls: list[dict[str, Any]],
+                             results: dict[str, bool]) -> list[dict[str, Any]]:
+    """Failed tool results and bash runs not followed by a success on the same file or
+    command (sampled)."""
     call_by_id = {ev["toolCallId"]: ev for ev in calls}
     last_ok_file: dict[str, int] = {}
     for ev in calls:
@@ -100,53 +113,52 @@ def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[s
                 continue
             unresolved.append({"entryId": ev["entryId"], "index": ev["index"], "answer": f"bash: {truncate(first_line(cmd), 140)}"})
     s = sample_addressed(unresolved, 24)
-    for it in s.values:
-        probes.append(_probe(f"unresolved-error:{it['index']}", "content", "Which error is still open?", it["answer"]))
+    probes = [_probe(f"unresolved-error:{it['index']}", "content", "Which error is still open?", it["answer"])
+              for it in s.values]
     if s.omitted > 0:
-        probes.append(
-            _probe(
-                f"unresolved-error-omission:{s.omitted_first}",
-                "address",
-                "Where are the omitted open errors?",
-                f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
-            )
-        )
+        probes.append(_omission("unresolved-error-omission", "Where are the omitted open errors?", s))
+    return probes
 
+
+def _last_modification_probes(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last_mod = last_path = None
     for ev in calls:
         if ev["name"] in ("edit", "write"):
             path = path_of(ev["args"])
             if path is not None:
                 last_mod, last_path = ev, path
-    if last_mod is not None and last_path is not None:
-        probes.append(_probe(f"last-modification:{last_mod['index']}", "content", "What was modified last?", last_path))
+    if last_mod is None or last_path is None:
+        return []
+    return [_probe(f"last-modification:{last_mod['index']}", "content", "What was modified last?", last_path)]
 
+
+def _fabric_run_probes(source: list[dict[str, Any]]) -> list[dict[str, Any]]:
     runs = [ev for ev in source if ev["type"] == "fabricRun"]
-    if runs:
-        run = runs[-1]
-        pointer = run["address"] if run.get("source") == "branch" else run["entryId"]
-        name = clip_utf8(truncate(run["name"], 96), 256)
-        probes.append(_probe(f"last-fabric-run:{run['index']}", "content", "What was the latest Fabric run?", f"{name} {ARROW} {run['outcome']}"))
-        probes.append(_probe(f"last-fabric-run-address:{run['index']}", "address", "Where is the latest Fabric run?", f"[entry {pointer}]"))
+    if not runs:
+        return []
+    run = runs[-1]
+    pointer = run["address"] if run.get("source") == "branch" else run["entryId"]
+    name = clip_utf8(truncate(run["name"], 96), 256)
+    return [
+        _probe(f"last-fabric-run:{run['index']}", "content", "What was the latest Fabric run?", f"{name} {ARROW} {run['outcome']}"),
+        _probe(f"last-fabric-run-address:{run['index']}", "address", "Where is the latest Fabric run?", f"[entry {pointer}]"),
+    ]
 
+
+def _earlier_turn_probes(source: list[dict[str, Any]], users: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Earlier user turns (all but the last, sampled); those before the transcript window
+    also by address."""
     earlier = users[:-1]
     window_start = source[-40]["index"] if len(source) >= 40 else (source[0]["index"] if source else 0)
     s = sample_addressed(earlier, 32)
+    probes: list[dict[str, Any]] = []
     for ev in s.values:
         answer = f"\"{truncate(first_line(ev['text']), 80)}\""
         probes.append(_probe(f"earlier-turn-count:{ev['index']}", "content", "Which earlier turn is summarized?", answer))
         if ev["index"] < window_start:
             probes.append(_probe(f"earlier-turn-address:{ev['index']}", "address", "Which earlier turn lies before the transcript?", answer))
     if s.omitted > 0:
-        probes.append(
-            _probe(
-                f"earlier-turn-omission:{s.omitted_first}",
-                "address",
-                "Where are the omitted earlier turns?",
-                f"source entries {s.omitted_first} {ARROW} {s.omitted_last}",
-            )
-        )
-    probes.append(_probe("footer-recall", "address", "How is exact history recalled?", "memory.recall"))
+        probes.append(_omission("earlier-turn-omission", "Where are the omitted earlier turns?", s))
     return probes
 
 
