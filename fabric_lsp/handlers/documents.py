@@ -318,7 +318,8 @@ async def workspace_symbol(ls: "FabricServer", params: types.WorkspaceSymbolPara
         decoded = protocol.decode_params(protocol.RECALL, {"query": query, "scope": "project", "pageSize": 100})
         return ls.engines.recall(decoded, ls.default_cwd(), cancel, activity)
 
-    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True)
+    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True,
+                               encode=False)
     if isinstance(result, dict) and "error" in result and "items" not in result:
         return []
     return recall_to_symbols(result)

@@ -82,7 +82,7 @@ async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[ty
         return ls.engines.file_history(decoded, ls.default_cwd(), cancel, activity)
 
     result = await run_request(ls, CODE_LENS, None, work, title="Fabric: file history", long=False,
-                               params=params, memory=True)
+                               params=params, memory=True, encode=False)
     from fabric_lsp.engine.memory.file_history import lens_title
 
     if result is None:

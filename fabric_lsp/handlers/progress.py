@@ -29,6 +29,7 @@ from fabric_lsp import protocol
 from fabric_lsp.engine.activity import Cancelled, CancelToken
 from fabric_lsp.engines import DomainError
 from fabric_lsp.handlers.scheduling import run_heavy
+from fabric_lsp.server import EncodedResult
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -232,6 +233,7 @@ async def run_request(
     params: Any = None,
     memory: bool = False,
     heavy: bool = False,
+    encode: bool = True,
 ) -> Any:
     """Decode, run `work(params, cancel, activity)` in the engine executor, map errors.
 
@@ -259,8 +261,12 @@ async def run_request(
             pool = server.memory_executor if memory else server.engine_executor
             result = await loop.run_in_executor(pool, call)
         outcome = "done"
-        # a result Struct as plain JSON values (pygls would never answer a Struct)
-        return protocol.to_wire(result) if isinstance(result, msgspec.Struct) else result
+        # A result Struct goes out as its JSON (server.EncodedResult: pygls would never
+        # answer a Struct); with `encode=False` as plain JSON values, for a handler that
+        # reads the result itself.
+        if isinstance(result, msgspec.Struct):
+            return EncodedResult(result) if encode else protocol.to_wire(result)
+        return result
     except asyncio.CancelledError:
         token.cancel()
         outcome = "cancelled"
