@@ -256,7 +256,10 @@ class EncodedResult:
     __slots__ = ("json",)
 
     def __init__(self, struct: Any) -> None:
-        self.json: str = msgspec.json.encode(struct).decode("utf-8")
+        try:
+            self.json: str = msgspec.json.encode(struct).decode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (an echoed query): JSON's \uXXXX escape
+            self.json = wire_json(msgspec.to_builtins(struct))
 
 
 def message_json(data: Any, serialize: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import Cluster
+from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 from fabric_lsp.commands.examples import write_examples
 from fabric_lsp.config import load_config
 from fabric_lsp.engine.team.schema import SCHEMA

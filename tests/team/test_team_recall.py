@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Cluster
+from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 from fabric_lsp.commands.examples import write_examples
 from fabric_lsp.engine.team.api import TeamEngine
 from fabric_lsp.engine.team.push import PushError

@@ -40,7 +40,7 @@ from .config import MemoryConfig
 from .core import MemoryCore
 from .listing import SESSIONS_LIST_CAP, SESSIONS_MAX_PAGE_SIZE
 from .recall import RECALL_MAX_PAGE_SIZE
-from .sessions import SessionState
+from .state import SessionState
 
 __all__ = [
     "MemoryConfig", "MemoryEngine", "Ref", "RECALL_MAX_PAGE_SIZE", "SESSIONS_LIST_CAP", "SESSIONS_MAX_PAGE_SIZE",

@@ -38,7 +38,8 @@ from typing import Any
 from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
-from .sessions import SessionState, SourceMissing, build_detached, build_state
+from .sessions import build_detached, build_state
+from .state import SessionState, SourceMissing
 from .source import stat_key
 
 log = logging.getLogger("fabric_lsp.memory.background")

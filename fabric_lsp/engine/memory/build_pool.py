@@ -7,7 +7,7 @@ reads length-prefixed pickled tasks on stdin and answers on stdout, in order; a 
 sent its next task before the caller unpickles and adopts its answer, so it does not wait
 for the caller (on 2 cores that wait was about a tenth of a 1 GB index). The pool is used for
 one batch and then closed; a cancelled batch kills its children. A child writes the disk
-cache records of what it built (temp file + rename, `sessions.write_records`), so a killed
+cache records of what it built (temp file + rename, `persist.write_records`), so a killed
 one leaves at worst a temp file, which the next cache cleanup removes, never a torn
 record; the parent adopts the state without writing it again.
 """

@@ -23,15 +23,10 @@ from . import file_history, hot_cache, store
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
-from .sessions import (
-    SessionState,
-    SourceMissing,
-    build_state,
-    digest_from_hot,
-    state_from_record,
-    try_append,
-    write_records,
-)
+from .append import try_append
+from .persist import state_from_record, write_records
+from .sessions import build_state, digest_from_hot
+from .state import SessionState, SourceMissing
 from .tokenize import sort_lexical
 
 if TYPE_CHECKING:
@@ -247,7 +242,7 @@ def build_many(
     each state as it is built (in this thread).
 
     Large work goes to a small process pool (hot states come back without their append
-    bookkeeping, which the first append restores: `sessions.try_append`); sessions a live
+    bookkeeping, which the first append restores: `append.try_append`); sessions a live
     Pi holds and small work stay in this thread."""
     out: dict[str, Any] = {}
 

@@ -10,21 +10,18 @@ engine can answer integrity checks without re-reading an unchanged file.
 from __future__ import annotations
 
 import hashlib
-import os
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 
-import msgspec
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import store
-from . import file_history
-from . import hot_cache
 from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
 from .file_history import new_collector
 from .normalize import Normalizer
 from .records import HotRecords
+from .persist import finish_state, write_records
 from .state import SessionState, SourceMissing
 from .search import HotIndex, postings_of
 from .source import (
@@ -32,17 +29,15 @@ from .source import (
     Lineage,
     OrdinalSet,
     ScanLines,
-    ScannedLine,
     SourceScan,
     StatKey,
     decode_json_line,
     lineage_fingerprint,
-    oversize_reasons,
     read_source,
     scan_source,
     stat_key,
 )
-from .tokenize import sort_lexical, unique_terms
+from .tokenize import unique_terms
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
@@ -58,8 +53,6 @@ SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
-# A hot shard keeps its encoded records for appends only up to this size.
-RETAIN_ENCODED_MAX_BYTES = 8 * 1024 * 1024
 
 
 def lineage_from_lines(
@@ -385,234 +378,6 @@ def build_detached(
     return state
 
 
-def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
-    """Derive coverage, counts and the cache record from the accumulated pieces."""
-    norm = state.normalizer
-    assert norm is not None
-    # (a line over the line limit is cut: `max_line_bytes`, kept in the coverage record)
-    reasons = norm.coverage_reasons([*state.lineage.reasons, *oversize_reasons(state.scan)])
-    if state.tier == "hot":
-        entries = state.entries if state.entries is not None else HotRecords()
-        if state.hot_index is not None:
-            state.hot_index.compact()
-        state.entry_count = len(entries)
-        state.first_ts, state.last_ts = _ts_range(entries)
-        state.coverage = {"complete": not reasons, "reasons": sort_lexical(reasons)}
-        state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
-        if encode:
-            _encode_entries(state)
-            # A large shard is neither kept encoded nor encoded whole: `write_records` writes it
-            # streaming (`shard_pieces`); `persisted` stays empty.
-            state.persisted = store.apply_cache_metrics(shard_record(state), state.size) if state.entries_json else b""
-    else:
-        folder = state.folder
-        assert folder is not None
-        body = folder.record(reasons)
-        state.policy = store.digest_policy(cfg, state.branches, state.lineage.fingerprint)
-        record = {
-            "cacheVersion": store.CACHE_VERSION, "kind": "digest", "sessionId": state.session_id,
-            "file": state.file, "cwd": state.cwd, "firstTs": folder.first_ts, "lastTs": folder.last_ts,
-            "entryCount": folder.entry_count, **body, "mtime": state.mtime, "size": state.size,
-            "sourceHash": state.source_hash, "branches": state.branches,
-            "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
-            "cacheBytes": 0, "cacheSourceRatio": 0,
-            "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
-        }
-        data = store.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
-        state.persisted = data or b""
-        _adopt_digest(state, record)
-
-
-def _ts_range(entries: HotRecords) -> tuple[Any, Any]:
-    """(smallest, largest) record timestamp, None for none (no list of them is built)."""
-    lo = hi = None
-    for t in entries.timestamps():
-        if t is None:
-            continue
-        if lo is None or t < lo:
-            lo = t
-        if hi is None or t > hi:
-            hi = t
-    return lo, hi
-
-
-def _adopt_digest(state: SessionState, record: JsonObject) -> None:
-    state.digest = record
-    state.vocab_set = frozenset()  # built from the vocabulary on first use (`digest_view`)
-    cov = record["indexCoverage"]
-    state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
-    state.entry_count = record["entryCount"]
-    state.first_ts = record["firstTs"]
-    state.last_ts = record["lastTs"]
-
-
-def _encode_entries(state: SessionState) -> None:
-    """Keep `entries_json` equal to the encoding of `state.entries`, appending only the
-    records added since the last call (an append never rewrites earlier records); or,
-    for an encoding over RETAIN_ENCODED_MAX_BYTES, only its length (`entries_bytes`)."""
-    entries = state.entries if state.entries is not None else HotRecords()
-    done = state.entries_encoded
-    if done == len(entries) and (state.entries_json or state.entries_bytes):
-        return
-    if 0 < done < len(entries) and (state.entries_json or state.entries_bytes):
-        tail = b",".join(store.encoder.encode(e) for e in entries[done:])
-        state.entries_encoded = len(entries)
-        if state.entries_json:
-            state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
-            if len(state.entries_json) > RETAIN_ENCODED_MAX_BYTES:
-                state.entries_json, state.entries_bytes = b"", len(state.entries_json)
-        else:
-            state.entries_bytes += 1 + len(tail)
-        return
-    total = 0
-    # From a large source, count first (nothing kept while counting); keep the encoding
-    # only when it turns out small. From a small one, keep it while counting.
-    pieces: Optional[list[bytes]] = [] if state.size <= RETAIN_ENCODED_MAX_BYTES else None
-    for piece in _entries_pieces(entries):
-        total += len(piece)
-        if pieces is not None:
-            pieces.append(bytes(piece))
-            if total > RETAIN_ENCODED_MAX_BYTES:
-                pieces = None  # too large to keep: count only
-    if pieces is None and total <= RETAIN_ENCODED_MAX_BYTES:
-        pieces = [bytes(p) for p in _entries_pieces(entries)]
-    state.entries_encoded = len(entries)
-    if pieces is not None:
-        state.entries_json, state.entries_bytes = b"".join(pieces), 0
-    else:
-        state.entries_json, state.entries_bytes = b"", total
-
-
-def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
-    """The JSON encoding of `entries` (a list of record objects) in pieces, a few
-    thousand records at a time."""
-    yield b"["
-    first = True
-    for chunk in entries.chunks():
-        data = store.encoder.encode(chunk)
-        if not first:
-            yield b","
-        first = False
-        yield memoryview(data)[1:-1]
-        del data, chunk
-    yield b"]"
-
-
-def shard_pieces(state: SessionState) -> Iterable[Any]:
-    """The sealed shard record of a hot state, in pieces (what `write_records` writes)."""
-    _encode_entries(state)  # (returns at once when the encoding or its length is current)
-    if state.entries_json:
-        return (store.apply_cache_metrics(shard_record(state), state.size),)
-    entries = state.entries if state.entries is not None else HotRecords()
-    record = shard_record(state)
-    return store.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
-
-
-def write_records(index_dir: Optional[str], state: SessionState) -> None:
-    """Bring the disk cache in line with `state`: its record (shard or digest) and its
-    file-operations table written, or both removed when it has none; the record of the
-    other tier removed. A state whose records were written where it was built
-    (`written`) only clears that mark."""
-    if state.written:
-        state.written = False
-        return
-    kind = "shard" if state.tier == "hot" else "digest"
-    name = store.cache_name(state.file, state.branches, kind)
-    files_name = file_history.cache_name(state.file, state.branches)
-    data: Any = state.persisted
-    if not data and kind == "shard" and state.encode and state.entries_bytes:
-        data = shard_pieces(state)  # a large shard: written streaming, never held whole
-    terms_name = hot_cache.cache_name(state.file, state.branches)
-    if data:
-        # the file-operations table first: a record is only used with its table
-        if state.file_ops is not None:
-            store.write_atomic(index_dir, files_name, file_history.encode_record(state))
-        store.write_atomic(index_dir, name, data)
-        terms = hot_cache.encode_record(state) if kind == "shard" else None
-        if terms is not None:  # only used with exactly this shard (else rebuilt)
-            store.write_atomic(index_dir, terms_name, terms)
-        else:
-            store.remove(index_dir, terms_name)
-    else:
-        store.remove(index_dir, name)
-        store.remove(index_dir, files_name)
-        store.remove(index_dir, terms_name)
-    other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
-    store.remove(index_dir, other)
-
-
-def shard_bytes(state: SessionState) -> bytes:
-    """The whole sealed shard record of a hot state (tests; `write_records` streams it)."""
-    return b"".join(bytes(p) for p in shard_pieces(state))
-
-
-def shard_record(state: SessionState) -> JsonObject:
-    return {
-        "cacheVersion": store.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
-        "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
-        "sourceHash": state.source_hash, "branches": state.branches,
-        "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
-        "cacheBytes": 0, "cacheSourceRatio": 0,
-        "entries": msgspec.Raw(state.entries_json) if state.entries_json else None,  # None: written streaming
-        "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
-        "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
-        "cwd": state.cwd,
-    }
-
-
-def state_from_record(
-    record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any,
-    hot_index: Optional[HotIndex] = None,
-) -> Optional[SessionState]:
-    """A state from a validated cache record, when it is fresh for `key` and `cfg`. A
-    shard's `hot_index` (persisted beside it, `hot_cache.load_record`: checked to be this
-    shard's) is used as it is; without one the index is built from the records."""
-    if record.get("statKey") != key.as_list():
-        return None
-    if record.get("branches") != branches:
-        return None
-    fp: str = record["lineageFingerprint"]  # `store.load_record` checked it: a 64-char string
-    if kind == "shard":
-        if record.get("sessionFile") != file or record.get("policy") != store.shard_policy(cfg, branches, fp):
-            return None
-    else:
-        if record.get("file") != file or record.get("policy") != store.digest_policy(cfg, branches, fp):
-            return None
-    leaf = record.get("leafId")
-    lineage = Lineage(branches, leaf, [], None, fp, [])
-    state = SessionState(
-        file=file, branches=branches, tier="hot" if kind == "shard" else "cold", key=key,
-        size=key.size, mtime=key.mtime_ms, source_hash=record["sourceHash"],
-        session_id=record["sessionId"], cwd=record.get("cwd", ""), lineage=lineage, coverage={},
-        entry_count=0, policy=record["policy"],
-    )
-    if kind == "shard":
-        loaded: list[Any] = record["entries"]  # undecoded records (store.load_record)
-        entries = HotRecords()
-        build = hot_index is None  # (`hot_cache.load_record` checked it holds exactly these records)
-        index = HotIndex() if hot_index is None else hot_index
-        for i, raw in enumerate(loaded):
-            e: JsonValue = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
-            if not isinstance(e, dict) or "line" not in e or "role" not in e:
-                return None
-            entries.append(e)
-            if build:
-                index.add(e)
-            loaded[i] = None  # one record at a time: its columns hold it now
-        del loaded
-        if build:
-            index.compact()
-        state.entries = entries
-        state.hot_index = index
-        cov = record["indexCoverage"]
-        state.coverage = {"complete": cov["complete"], "reasons": list(cov["reasons"])}
-        state.entry_count = len(entries)
-        state.first_ts, state.last_ts = _ts_range(entries)
-    else:
-        _adopt_digest(state, record)
-    return state
-
-
 def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
     """The cold state of a session that is leaving the hot tier, derived from its hot state
     (built here or loaded from the disk cache) instead of a rebuild from source: equal to
@@ -702,155 +467,3 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
     return cold
 
 
-def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
-    """Extend `state` in place when the file only grew: same inode, the old bytes hash to
-    the old `sourceHash` (a rewrite anywhere, even of the same size and followed by an
-    append, is caught), and the old lineage is a prefix of the new one. Only the appended
-    lines are parsed and normalized. False means: rebuild from source."""
-    if state.scan is None and state.tier == "hot" and key.size > state.size:
-        _restore_bookkeeping(state, cfg)
-    scan = state.scan
-    if scan is None or state.normalizer is None or state.hasher is None:
-        return False
-    if not scan.ends_complete or key.ino != state.key.ino or key.dev != state.key.dev or key.size <= state.size:
-        return False
-    old_size = state.size
-    try:
-        with open(state.file, "rb") as fh:
-            data = fh.read(key.size)
-    except OSError:
-        return False
-    after = stat_key(state.file)
-    if after != key or len(data) != key.size:
-        return False
-    # Hashing the old prefix (GB/s) is what makes "only appended" a fact, not a guess.
-    prefix_hasher = hashlib.sha256(memoryview(data)[:old_size])
-    if prefix_hasher.hexdigest() != state.source_hash:
-        return False
-    new_bytes = data[old_size:]
-    part = SourceScan(next_ordinal=scan.next_ordinal, next_line=scan.next_line, end_offset=scan.end_offset)
-    scan_source(new_bytes, part, base=old_size)
-    if part.header_id is not None:
-        return False
-    all_lines = scan.lines + part.lines
-    if state.branches == "active":
-        extended = _extend_active_lineage(state, part.lines, scan.next_ordinal)
-        if extended is None:
-            return False
-        lineage, ordinals = extended
-    else:
-        lineage, ordinals = lineage_from_lines(all_lines, state.branches)
-    hasher = prefix_hasher
-    hasher.update(new_bytes)
-    new_records = list(_records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
-    # Commit (nothing below can fail part-way).
-    scan.lines = all_lines
-    scan.next_ordinal, scan.next_line, scan.end_offset = part.next_ordinal, part.next_line, part.end_offset
-    scan.ends_complete = part.ends_complete
-    state.path_ordinals = ordinals
-    state.lineage = lineage
-    state.hasher = hasher
-    state.source_hash = hasher.hexdigest()
-    state.key, state.size, state.mtime = key, key.size, key.mtime_ms
-    if state.tier == "hot":
-        assert state.entries is not None and state.hot_index is not None
-        for rec in new_records:
-            state.entries.append(rec)
-            state.hot_index.add(rec)
-    else:
-        assert state.folder is not None
-        for rec in new_records:
-            state.folder.add(rec)
-    finish_state(state, cfg, state.encode)
-    return True
-
-
-def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
-    """Give a hot state loaded from the disk cache what an in-place append needs: the
-    line scan, the hash state and the normalizer's session-wide sets, rebuilt from the
-    old bytes (verified against `sourceHash`) and the records, without re-normalizing."""
-    try:
-        with open(state.file, "rb") as fh:
-            old = fh.read(state.size)
-    except OSError:
-        return
-    if len(old) != state.size:
-        return
-    hasher = hashlib.sha256(old)
-    if hasher.hexdigest() != state.source_hash:
-        return
-    scan = scan_source(old)
-    lineage, ordinals = lineage_from_lines(scan.lines, state.branches)
-    if lineage.fingerprint != state.lineage.fingerprint:
-        return
-    if state.file_ops is None:
-        return  # an append must extend the file operations too: rebuild instead
-    entries: Sequence[JsonObject] = state.entries or []
-    header_sid = scan.header_id or ""
-    norm = Normalizer(state.file, header_sid, max_entry_chars=cfg.max_entry_chars,
-                      index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
-    norm.file_ops = state.file_ops
-    norm.next_index = len(entries)
-    norm.reasons = set(state.coverage.get("reasons", ())) - {"invalid_parent_graph"}
-    for e in entries:
-        if e.get("entryId") is not None:
-            norm.entry_ids.add(e["entryId"])
-        if e.get("operationAddress") is not None:
-            norm.op_addresses.add(e["operationAddress"])
-        if e.get("type") == "fabric_branch_fact" and e.get("factAddress") is not None:
-            norm.fact_addresses.add(e["factAddress"])
-    state.scan, state.path_ordinals, state.lineage = scan, ordinals, lineage
-    state.normalizer, state.hasher = norm, hasher
-
-
-def _extend_active_lineage(
-    state: SessionState, new_lines: ScanLines, first_new: int
-) -> Optional[tuple[Lineage, Sequence[int]]]:
-    """(lineage, path ordinals) when the new leaf's path is the old path plus new nodes
-    only; None otherwise (the caller rebuilds)."""
-    old_path = state.path_ordinals
-    old_ids = state.lineage.ids
-    if state.lineage.reasons or len(old_ids) != len(old_path):
-        return None
-    known = set(old_ids)
-    new_nodes: dict[str, ScannedLine] = {}
-    leaf: Optional[str] = None
-    for ln in new_lines:
-        if ln.is_node:
-            if ln.id in known or ln.id in new_nodes:
-                return None  # a re-used id can move an old path node: rebuild
-            new_nodes[ln.id] = ln
-            leaf = ln.id
-    if leaf is None:
-        return state.lineage, old_path
-    chain: list[ScannedLine] = []
-    cur = new_nodes.get(leaf)
-    while cur is not None:
-        chain.append(cur)
-        parent = cur.parent_id
-        if parent is None:
-            return None if old_ids else _finish_chain(chain, [], [])
-        if parent in new_nodes:
-            cur = new_nodes[parent]
-            if len(chain) > len(new_nodes):
-                return None  # a cycle among the new nodes
-            continue
-        if old_ids and parent == old_ids[-1]:
-            return _finish_chain(chain, old_ids, old_path)
-        return None
-    return None
-
-
-def _finish_chain(chain: list[ScannedLine], old_ids: list[str], old_path: Sequence[int]) -> tuple[Lineage, list[int]]:
-    chain.reverse()
-    ids = list(old_ids) + [c.id for c in chain]
-    ordinals = list(old_path) + [c.ordinal for c in chain]
-    leaf = ids[-1]
-    return Lineage("active", leaf, ids, set(ordinals), lineage_fingerprint("active", leaf, ids), []), ordinals
-
-
-def remove_file_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

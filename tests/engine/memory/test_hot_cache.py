@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import hot_cache, search, sessions, state, store
+from fabric_lsp.engine.memory import hot_cache, persist, search, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
@@ -51,7 +51,7 @@ def hot_state(file: Path) -> state.SessionState:
 def roundtrip(state: state.SessionState) -> HotIndex | None:
     data = hot_cache.encode_record(state)
     assert data is not None and store.sealed(data)
-    shard = sessions.shard_bytes(state)
+    shard = persist.shard_bytes(state)
     record = store.load_record(shard, "shard", len(shard))
     assert record is not None
     return hot_cache.load_record(data, record, state.file, state.branches, state.key)
@@ -87,7 +87,7 @@ def test_roundtrip_of_any_records(recs, repeat):
     state = hot_state(sorted(REAL_SESSIONS.glob("*.jsonl"))[0])
     state.entries, state.hot_index = entries, built
     state.entries_json, state.entries_encoded, state.entries_bytes = b"", 0, 0
-    sessions._encode_entries(state)
+    persist._encode_entries(state)
     loaded = roundtrip(state)
     assert loaded is not None and shape(loaded) == shape(built)
 

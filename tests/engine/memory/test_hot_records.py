@@ -18,7 +18,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import sessions, state, store
+from fabric_lsp.engine.memory import persist, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
@@ -97,7 +97,7 @@ def test_records_read_back_exactly(recs):
     held.append(recs[0] if recs else {"text": "x"})
     assert len(frozen) == len(recs) and list(frozen[0 : len(recs)]) == recs
     if expected is not None:
-        assert b"".join(bytes(p) for p in sessions._entries_pieces(HotRecords(recs))) == expected
+        assert b"".join(bytes(p) for p in persist._entries_pieces(HotRecords(recs))) == expected
 
 
 def test_pi_records_are_held_without_dicts():
@@ -120,14 +120,14 @@ def test_streamed_shard_is_the_whole_encoding(monkeypatch):
     for path in REAL + EXAMPLES:
         small = _state(path)
         assert small.persisted and small.entries_json  # kept encoded: small
-        monkeypatch.setattr(sessions, "RETAIN_ENCODED_MAX_BYTES", 0)
+        monkeypatch.setattr(persist, "RETAIN_ENCODED_MAX_BYTES", 0)
         big = _state(path)
         monkeypatch.undo()
         assert big.persisted == b"" and big.entries_json == b"" and big.entries_bytes > 0
-        streamed = sessions.shard_bytes(big)
+        streamed = persist.shard_bytes(big)
         assert streamed == small.persisted, path.name
         # the oracle: the plain re-encoding loop over the whole record as dicts
-        record = sessions.shard_record(big)
+        record = persist.shard_record(big)
         record["entries"] = list(big.entries or [])
         assert store.apply_cache_metrics_slow(record, big.size) == streamed
         assert store.load_record(streamed, "shard", len(streamed)) is not None
@@ -141,7 +141,7 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     lines = src.read_bytes().splitlines(keepends=True)
     session = folder / src.name
     session.write_bytes(b"".join(lines[: len(lines) // 2]))
-    monkeypatch.setattr(sessions, "RETAIN_ENCODED_MAX_BYTES", 0)  # every shard streamed
+    monkeypatch.setattr(persist, "RETAIN_ENCODED_MAX_BYTES", 0)  # every shard streamed
     index_dir = tmp_path / "index"
 
     def recall(eng: MemoryEngine) -> dict:
@@ -151,7 +151,7 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     first = recall(eng)
     name = store.cache_name(str(session), "active", "shard")
     on_disk = (index_dir / name).read_bytes()
-    assert on_disk == sessions.shard_bytes(_state(session))
+    assert on_disk == persist.shard_bytes(_state(session))
     # a restarted engine loads the streamed shard: same answer
     assert recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))) == first
     # append the rest; the warm engine extends in place, a fresh one rebuilds: same answer and cache
@@ -163,6 +163,6 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     rebuilt = recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(fresh_dir)))
     assert json.dumps(extended, sort_keys=True) == json.dumps(rebuilt, sort_keys=True)
     assert extended_disk == (fresh_dir / name).read_bytes()
-    state = sessions.state_from_record(store.load_record(extended_disk, "shard", len(extended_disk)), "shard",
+    state = persist.state_from_record(store.load_record(extended_disk, "shard", len(extended_disk)), "shard",
                                        str(session), "active", key=stat_key(str(session)), cfg=MemoryConfig())
     assert state is not None and list(state.entries or []) == list(_state(session).entries or [])

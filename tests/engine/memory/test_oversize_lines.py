@@ -21,7 +21,8 @@ from memory_kit import assistant, engine, header, tool_result, user, write_sessi
 from fabric_lsp.engine.memory import sessions, source
 from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.api import MemoryConfig
-from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines, try_append
+from fabric_lsp.engine.memory.append import try_append
+from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines
 from fabric_lsp.engine.memory.source import cut_json, cut_note, decode_json_line, scan_source, stat_key
 from fabric_lsp.engine.session.reader import MAX_JSON_DEPTH
 
