@@ -202,6 +202,20 @@ def test_stale_push_is_a_coverage_reason(db: Cluster, tmp_path: Path) -> None:
 # ---- security ---------------------------------------------------------------------------------
 
 
+def test_team_connections_never_jit_compile(db: Cluster) -> None:
+    """On a 2 GB team history PostgreSQL's JIT compiled every team query (~1.3 s of a
+    ~5 ms query): the team connection turns it off for its session."""
+    from fabric_lsp.engine.team.db import connect
+
+    conn = connect(db.member_url("alice"))
+    try:
+        assert conn.execute("SHOW jit").fetchone()[0] == "off"
+    finally:
+        conn.close()
+    with psycopg.connect(db.url(), autocommit=True) as other:  # only ours: the server default stays
+        assert other.execute("SHOW jit").fetchone()[0] == "on"
+
+
 def test_row_level_security(db: Cluster, examples: Path) -> None:
     alice, la = member_engine(db.member_url("alice"), "alice@test", [LEDGER], examples)
     alice.push(la)
