@@ -428,6 +428,7 @@ class FileOperation(Struct, rename="camel", kw_only=True, omit_defaults=True, fo
     cwd: str | None
     entry_id: str | None
     index: int
+    line: int | None = None  # the 0-based line of the operation's entry in session_file
     operation_address: str | None = None
     action: Literal["read", "edit", "write"]
     tool_name: str

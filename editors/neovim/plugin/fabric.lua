@@ -10,17 +10,54 @@ if vim.fn.has('nvim-0.11') == 0 then
   return
 end
 
+-- `:help fabric` on any install: when doc/tags is missing or older than doc/fabric.txt (a
+-- fresh lazy.nvim `dir` install, a symlinked pack dir), build it. Two stats per start;
+-- a read-only plugin dir is left alone (`:helptags` then by hand).
+do
+  local here = debug.getinfo(1, 'S').source:sub(2)
+  local doc = vim.fs.joinpath(vim.fs.dirname(vim.fs.dirname(vim.fn.fnamemodify(here, ':p'))), 'doc')
+  local txt, tags = vim.uv.fs_stat(doc .. '/fabric.txt'), vim.uv.fs_stat(doc .. '/tags')
+  if txt and (not tags or tags.mtime.sec < txt.mtime.sec) and vim.uv.fs_access(doc, 'W') then
+    pcall(vim.cmd.helptags, vim.fn.fnameescape(doc))
+  end
+end
+
 vim.api.nvim_create_user_command('Fabric', function(cmd)
   require('fabric.commands').run(cmd)
 end, {
   nargs = '*',
   bang = true,
   range = true,
-  desc = 'Fabric: recall, expand, preview, compact, status, cancel, sessions, history, log',
+  desc = 'Fabric: recall, expand, preview, compact, status, cancel, sessions, history, branchsummary, reload, log',
   complete = function(arglead, cmdline, pos)
     return require('fabric.commands').complete(arglead, cmdline, pos)
   end,
 })
+
+-- <Plug> mappings to bind your own keys to (:help fabric-mappings); the plugin maps no key
+-- of its own except the buffer-local `gd` (option keymaps).
+for lhs, rhs in pairs({
+  ['<Plug>(fabric-recall)'] = { '<Cmd>Fabric recall<CR>', 'Fabric: recall (asks for the query)' },
+  ['<Plug>(fabric-recall-word)'] = {
+    function()
+      require('fabric.commands').run({ args = 'recall ' .. vim.fn.expand('<cword>'), bang = false, range = 0 })
+    end,
+    'Fabric: recall the word under the cursor',
+  },
+  ['<Plug>(fabric-expand)'] = { '<Cmd>Fabric expand<CR>', 'Fabric: expand the entry under the cursor' },
+  ['<Plug>(fabric-preview)'] = { '<Cmd>Fabric preview<CR>', 'Fabric: compaction preview of this session' },
+  ['<Plug>(fabric-compact)'] = { '<Cmd>Fabric compact<CR>', 'Fabric: request a compaction (asks first)' },
+  ['<Plug>(fabric-history)'] = { '<Cmd>Fabric history<CR>', "Fabric: Pi's history of this file" },
+  ['<Plug>(fabric-sessions)'] = { '<Cmd>Fabric sessions<CR>', "Fabric: the project's sessions" },
+  ['<Plug>(fabric-codelens)'] = {
+    function()
+      vim.lsp.codelens.run()
+    end,
+    'Fabric: run the CodeLens of this line (file history)',
+  },
+}) do
+  vim.keymap.set('n', lhs, rhs[1], { desc = rhs[2], silent = true })
+end
 
 -- The server's file-history CodeLens (vim.lsp.codelens.run()) runs this client-side.
 vim.lsp.commands['fabric.fileHistory'] = function(command)

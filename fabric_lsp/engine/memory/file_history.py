@@ -121,6 +121,10 @@ class FileOp(msgspec.Struct, array_like=True):
     timestamp: Any
     tool_call_id: Optional[str]
     operation_ref: Optional[str]  # pi.read / pi.edit / pi.write for trace operations
+    # the 0-based line of the entry in the session file (None: not known). A row of a
+    # cache record written before this field has one element less: `load_record` rejects
+    # it, so the table is rebuilt rather than read without lines.
+    line: Optional[int] = None
 
 
 class FileOpsCollector:
@@ -180,12 +184,12 @@ class FileOpsCollector:
             return
         head = records[0]
         self.observe_entry(message, head.get("role"), head["index"], head.get("entryId"), head.get("timestamp"),
-                           children=records[1:] if len(records) > 1 else ())
+                           children=records[1:] if len(records) > 1 else (), line=head.get("line"))
 
     def observe_entry(self, message: Optional[JsonObject], role: Any, index: int, entry_id: Optional[str], ts: Any, *,
-                      children: Sequence[JsonObject] = ()) -> None:
+                      children: Sequence[JsonObject] = (), line: Optional[int] = None) -> None:
         """`observe` of an entry given as its own record's fields (role, index, entryId,
-        timestamp) and its child records (a Fabric trace's operations)."""
+        timestamp, line) and its child records (a Fabric trace's operations)."""
         args: JsonValue
         if role == "assistant" and isinstance(message, dict):
             content: JsonValue = message.get("content")
@@ -202,7 +206,7 @@ class FileOpsCollector:
                 path = self._resolve(args.get("path"))
                 if path is None:
                     continue
-                op = FileOp(path, name, name, None, index, entry_id, None, ts, call_id, None)
+                op = FileOp(path, name, name, None, index, entry_id, None, ts, call_id, None, _line(line))
                 if self._add(op):
                     self.pending[call_id] = op
         elif role == "toolResult" and isinstance(message, dict):
@@ -231,7 +235,7 @@ class FileOpsCollector:
             return
         outcome = "succeeded" if rec.get("outcome") == "succeeded" else "failed"
         self._add(FileOp(path, action, "fabric_exec", outcome, rec["index"], rec.get("parentEntryId"),
-                         rec.get("operationAddress"), rec.get("timestamp"), None, ref))
+                         rec.get("operationAddress"), rec.get("timestamp"), None, ref, _line(rec.get("line"))))
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -252,6 +256,10 @@ class FileOpsCollector:
         if self.unresolved:
             out.add("unresolved_relative_path")
         return out
+
+
+def _line(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def new_collector(cwd: Optional[str]) -> FileOpsCollector:
@@ -365,8 +373,16 @@ def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector
         return None
     if isinstance(unresolved, bool) or not isinstance(unresolved, int) or unresolved < 0:
         return None
+    rows: JsonValue = rec.get("operations")
+    width = len(FileOp.__struct_fields__)
+    if not isinstance(rows, list):
+        return None
+    row: JsonValue
+    for row in rows:
+        if not isinstance(row, list) or len(row) != width:
+            return None  # (a row of an older format: rebuilt, never read with fields missing)
     try:
-        ops = msgspec.convert(rec.get("operations"), list[FileOp], strict=True)
+        ops = msgspec.convert(rows, list[FileOp], strict=True)
     except msgspec.ValidationError:
         return None
     if len(ops) > MAX_FILE_OPERATIONS:
@@ -422,6 +438,8 @@ def _item(state: "SessionState", op: FileOp) -> dict[str, Any]:
         "entryId": op.entry_id,
         "index": op.index,
     }
+    if op.line is not None:
+        item["line"] = op.line
     if op.operation_address is not None:
         item["operationAddress"] = op.operation_address
     item.update(action=op.action, toolName=op.tool_name, outcome=op.outcome, timestamp=op.timestamp,

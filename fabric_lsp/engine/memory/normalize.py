@@ -172,7 +172,7 @@ class Normalizer:
         index = self._claim(entry_id, truncated)
         folder.add_fields(index, entry_id, None, role, tool_name, ts=ts, is_error=is_error, files=files, text=text)
         if self.file_ops is not None:
-            self.file_ops.observe_entry(message, role, index, entry_id, ts)
+            self.file_ops.observe_entry(message, role, index, entry_id, ts, line=line)
 
     def _feed_general(self, raw: JsonObject, etype: str, message: Optional[JsonObject], line: int) -> list[JsonObject]:
         """`feed` of any entry (`etype` a content type; `message` the message object of a

@@ -71,7 +71,10 @@ end
 local subcommands = {}
 
 subcommands.recall = {
-  desc = 'search past sessions: a picker (! = quickfix list)',
+  desc = 'search past sessions (scope=session|project|global|session:<id>): a picker (! = quickfix list)',
+  complete_arg = function(arglead)
+    return require('fabric.recall').complete(arglead)
+  end,
   run = function(args, cmd)
     require('fabric.recall').command(args, cmd.bang)
   end,
@@ -91,6 +94,10 @@ subcommands.expand = {
         return done(false, perr)
       end
       local session = parsed.session
+      local short = session and sessions.too_short(session)
+      if short then
+        return done(false, short)
+      end
       if not session then
         local here = refs.session_at_hand(0)
         if not here then
@@ -134,6 +141,83 @@ subcommands.expand = {
   end,
 }
 
+---Show (or, with `show` false, only refresh) the preview buffer of a compaction preview.
+---@param result table fabric/compactionPreview result
+---@param params table the request's params (kept to refresh the buffer later)
+---@param show boolean
+---@return integer? bufnr
+function M.render_preview(result, params, show)
+  local name = 'fabric://preview/' .. tostring(result.sessionId)
+  local lines = views.preview(result)
+  local buf
+  if show then
+    buf = ui.scratch(name, lines, {
+      filetype = 'markdown',
+      vars = { fabric_session = result.sessionFile or params.session, fabric_kind = 'preview' },
+    })
+    -- One fold per section (cut map, budget, summary), all open.
+    local win = vim.fn.bufwinid(buf)
+    if win ~= -1 then
+      vim.wo[win].foldmethod = 'expr'
+      vim.wo[win].foldexpr = "v:lua.require'fabric.views'.foldexpr(v:lnum)"
+      vim.wo[win].foldlevel = 99
+    end
+    M.attach_scratch(buf)
+  else
+    buf = vim.fn.bufnr('^' .. vim.fn.escape(name, '\\/.*$^~[]') .. '$')
+    if buf == -1 then
+      return nil
+    end
+    ui.replace(buf, lines)
+  end
+  vim.b[buf].fabric_preview_params = params
+  return buf
+end
+
+---The path a session string names, for comparing (an id stays as it is).
+local function same_session(a, b)
+  if type(a) ~= 'string' or type(b) ~= 'string' then
+    return false
+  end
+  local function norm(x)
+    return x:find('/', 1, true) and vim.fs.normalize(vim.fn.fnamemodify(x, ':p')) or x
+  end
+  return norm(a) == norm(b)
+end
+
+---Re-request every loaded preview buffer of `session` (a path or id; nil: every one) and
+---replace its text in place, without moving the cursor to it. Fires `User
+---FabricViewRefreshed` ({buf, kind, session}) for each. Called when a compaction of that
+---session is committed (fabric/compactionCommitted).
+---@param session string?
+function M.refresh_previews(session)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local params = vim.api.nvim_buf_is_loaded(buf) and vim.b[buf].fabric_kind == 'preview'
+      and vim.b[buf].fabric_preview_params or nil
+    if type(params) == 'table' and (session == nil or same_session(vim.b[buf].fabric_session, session)
+        or same_session(params.session, session)) then
+      lsp.request('fabric/compactionPreview', params, function(err, result)
+        if err or type(result) ~= 'table' or type(result.error) == 'table' or not vim.api.nvim_buf_is_valid(buf) then
+          if vim.api.nvim_buf_is_valid(buf) then
+            -- A view that cannot be fresh says so.
+            local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+            table.insert(lines, 1, '> **Out of date**: the session changed and the preview could not be refreshed: '
+              .. tostring(err or (type(result) == 'table' and type(result.error) == 'table' and M.domain_error(result.error)) or '?'))
+            ui.replace(buf, lines)
+          end
+        else
+          M.render_preview(result, params, false)
+        end
+        vim.api.nvim_exec_autocmds('User', {
+          pattern = 'FabricViewRefreshed',
+          modeline = false,
+          data = { buf = buf, kind = 'preview', session = vim.b[buf].fabric_session, ok = err == nil },
+        })
+      end)
+    end
+  end
+end
+
 subcommands.preview = {
   desc = 'preview the compaction summary and budget of a session',
   complete = 'session',
@@ -150,44 +234,127 @@ subcommands.preview = {
         if type(result.error) == 'table' then
           return ui.done('preview', false, M.domain_error(result.error))
         end
-        local buf = ui.scratch('fabric://preview/' .. tostring(result.sessionId), views.preview(result), {
-          filetype = 'markdown',
-          vars = { fabric_session = result.sessionFile or session, fabric_kind = 'preview' },
-        })
-        -- One fold per section (cut map, budget, summary), all open.
-        local win = vim.fn.bufwinid(buf)
-        if win ~= -1 then
-          vim.wo[win].foldmethod = 'expr'
-          vim.wo[win].foldexpr = "v:lua.require'fabric.views'.foldexpr(v:lnum)"
-          vim.wo[win].foldlevel = 99
-        end
-        M.attach_scratch(buf)
+        M.render_preview(result, params, true)
         ui.done('preview', true)
       end)
     end)
   end,
 }
 
+-- What this editor last asked of each session's compaction (`:Fabric status` shows it):
+-- session (as the command named it) -> {at, state, message?}.
+M.last_request = {}
+
+local function note_request(session, state, message)
+  M.last_request[session] = { at = os.time(), state = state, message = message }
+end
+
+---An error of lsp.request without its trailing JSON-RPC code ("… (-32602)").
+local function plain(err)
+  return (tostring(err):gsub('%s*%(%-?%d+%)$', ''))
+end
+
+local function fmt_int(n)
+  local s = tostring(math.floor((tonumber(n) or 0) + 0.5))
+  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
+end
+
+---The confirmation question for a compaction preview that compacts.
+---@param preview table fabric/compactionPreview result (outcome "compacted")
+---@param label string the session as messages name it
+---@return string
+function M.confirm_prompt(preview, label)
+  local rows = views.cut_map(preview)
+  local summarized
+  for _, r in ipairs(rows) do
+    if r.kind == 'summarized' then
+      summarized = r
+    end
+  end
+  local details = type(preview.details) == 'table' and preview.details or {}
+  local after = type(details.budget) == 'table' and tonumber(details.budget.projectedTokensAfter) or nil
+  local before = tonumber(preview.tokensBefore)
+  local what = summarized
+      and ('replaces %s entries (lines %d–%d) with a summary'):format(
+        fmt_int(summarized.count), summarized.first.line, summarized.last.line)
+    or 'replaces the older entries with a summary'
+  local saved = (before and after) and ('saves about %s tokens (%s → %s)'):format(
+    fmt_int(before - after), fmt_int(before), fmt_int(after)) or 'tokens saved unknown'
+  return ('Compact %s? It %s and %s; this cannot be undone.'):format(label, what, saved)
+end
+
+M.CONFIRM, M.CANCEL = 'Compact now', 'Cancel'
+
+---Send fabric/compact/request for `session` and report the answer once.
+local function request_compaction(session, instructions, label)
+  local params = { session = session, requestedBy = 'user' }
+  if instructions ~= '' then
+    params.instructions = instructions
+  end
+  lsp.request('fabric/compact/request', params, function(rerr, result)
+    if not rerr and type(result) == 'table' and type(result.error) == 'table' then
+      rerr = M.domain_error(result.error)
+    end
+    if rerr then
+      local msg = plain(rerr)
+      if msg:find('Nothing to compact', 1, true) then
+        -- The server's refusal: nothing was recorded, and it says why.
+        note_request(session, 'refused', msg)
+        ui.notify(('Fabric: %s was not compacted: %s'):format(label, msg), vim.log.levels.WARN)
+        return ui.done('compact', true, msg)
+      end
+      note_request(session, 'failed', msg)
+      return ui.done('compact', false, msg)
+    end
+    note_request(session, 'requested')
+    ui.notify(('Fabric: compaction requested for %s; it commits when the session is settled'):format(label))
+    ui.done('compact', true)
+  end)
+end
+
 subcommands.compact = {
-  desc = 'request a compaction, committed when the session is settled',
+  desc = 'request a compaction (asks first), committed when the session is settled',
   run = function(args)
     sessions.resolve(nil, 'Compact session:', function(err, session)
       if err or not session then
         return ui.done('compact', err == nil, err or 'dismissed')
       end
-      local params = { session = session, requestedBy = 'user' }
-      if args ~= '' then
-        params.instructions = args
+      local label = sessions.label(session)
+      if not require('fabric.config').get().confirm_compact then
+        return request_compaction(session, args, label)
       end
-      lsp.request('fabric/compact/request', params, function(rerr, result)
-        if rerr then
-          return ui.done('compact', false, rerr)
+      -- Ask first, with what the commit would do: a preview at the server's settings (the
+      -- request carries no budget) and the request's instructions.
+      local pparams = { session = session }
+      if args ~= '' then
+        pparams.instructions = args
+      end
+      lsp.request('fabric/compactionPreview', pparams, function(perr, preview)
+        if not perr and type(preview) == 'table' and type(preview.error) == 'table' then
+          perr = M.domain_error(preview.error)
         end
-        if type(result) == 'table' and type(result.error) == 'table' then
-          return ui.done('compact', false, M.domain_error(result.error))
+        if perr then
+          note_request(session, 'failed', plain(perr))
+          return ui.done('compact', false, plain(perr))
         end
-        ui.notify(('Fabric: compaction requested for %s; it commits when the session is settled'):format(session))
-        ui.done('compact', true)
+        label = sessions.label(preview.sessionFile or session, preview.sessionId)
+        if preview.outcome ~= 'compacted' then
+          local why = ui.present(preview.reason) and tostring(preview.reason) or tostring(preview.outcome)
+          note_request(session, 'not requested', why)
+          ui.notify(('Fabric: %s has nothing to compact: %s; nothing was requested'):format(label, why),
+            vim.log.levels.WARN)
+          return ui.done('compact', true, why)
+        end
+        vim.ui.select({ M.CONFIRM, M.CANCEL }, {
+          prompt = M.confirm_prompt(preview, label),
+          kind = 'fabric.confirm',
+        }, function(choice)
+          if choice ~= M.CONFIRM then
+            note_request(session, 'cancelled', 'cancelled at the confirmation')
+            return ui.done('compact', true, 'dismissed')
+          end
+          request_compaction(session, args, label)
+        end)
       end)
     end)
   end,
@@ -214,6 +381,14 @@ local function status_lines(session, result)
     end
     if ui.present(l.error) then
       line = line .. ': ' .. tostring(l.error)
+    end
+    lines[#lines + 1] = line
+  end
+  local mine = M.last_request[session]
+  if mine then
+    local line = ('  last request from this editor: %s at %s'):format(mine.state, os.date('!%Y-%m-%dT%H:%M:%SZ', mine.at))
+    if mine.message then
+      line = line .. ': ' .. ui.excerpt(mine.message, 160)
     end
     lines[#lines + 1] = line
   end
@@ -316,16 +491,21 @@ subcommands.sessions = {
         vim.cmd('botright copen')
         return ui.done('sessions', true)
       end
-      vim.ui.select(list, {
+      -- The configured picker (option `picker`), as :Fabric recall uses it.
+      require('fabric.picker').pick({
+        items = list,
         prompt = ('Fabric sessions (%s): %d'):format(scope, tonumber(result.totalItems) or #list),
-        format_item = sessions.format_item,
         kind = 'fabric.session',
-      }, function(choice)
-        if choice then
-          refs.open_jsonl(choice.sessionFile, 0)
-        end
-        ui.done('sessions', true, choice and nil or 'dismissed')
-      end)
+        display = function(info)
+          return sessions.format_item(info), {}
+        end,
+        on_choice = function(choice)
+          if choice then
+            refs.open_jsonl(choice.sessionFile, 0)
+          end
+          ui.done('sessions', true, choice and nil or 'dismissed')
+        end,
+      })
     end)
   end,
 }
@@ -360,7 +540,9 @@ function M.history(path, bang)
     if bang then
       local qf = {}
       for _, op in ipairs(items) do
-        qf[#qf + 1] = { filename = op.sessionFile, lnum = 1, col = 1, text = M.format_operation(op), user_data = op }
+        -- `line` is the 0-based line of the operation's entry in its session file.
+        local lnum = type(op.line) == 'number' and op.line + 1 or 1
+        qf[#qf + 1] = { filename = op.sessionFile, lnum = lnum, col = 1, text = M.format_operation(op), user_data = op }
       end
       vim.fn.setqflist({}, ' ', { title = title, items = qf })
       vim.cmd('botright copen')
@@ -390,6 +572,101 @@ subcommands.history = {
       return ui.done('history', false, 'no file: give a path or open a file')
     end
     M.history(vim.fs.normalize(vim.fn.fnamemodify(path, ':p')), cmd.bang)
+  end,
+}
+
+subcommands.branchsummary = {
+  desc = 'preview the branch summary Pi would write when moving to an entry (default: the entry on the cursor line)',
+  run = function(args)
+    local here = refs.session_at_hand(0)
+    local target, from = args:match('^(%S+)%s*(%S*)$')
+    if not target then
+      target = refs.session_of_buffer(0) and refs.entry_id_at(0, vim.fn.line('.')) or nil
+    end
+    if not here then
+      return ui.done('branchsummary', false, 'not a session: run it in a session JSONL buffer (or a Fabric scratch buffer of one)')
+    end
+    if not target then
+      return ui.done('branchsummary', false,
+        'no target entry: put the cursor on an entry line or give its id (:Fabric branchsummary <entry> [from-entry])')
+    end
+    local params = { session = here.path, targetId = target }
+    if from and from ~= '' then
+      params.fromId = from
+    end
+    lsp.request('fabric/branchSummaryPreview', params, function(err, result)
+      if not err and type(result) == 'table' and type(result.error) == 'table' then
+        err = M.domain_error(result.error)
+      end
+      if err then
+        return ui.done('branchsummary', false, err)
+      end
+      local lines = {
+        '# Branch summary preview: ' .. refs.format(here.id, target),
+        '',
+        '- outcome: ' .. tostring(result.outcome),
+        '- entries summarized: ' .. tostring(result.entriesSummarized),
+      }
+      if ui.present(result.commonAncestorId) then
+        lines[#lines + 1] = '- common ancestor: ' .. refs.format(here.id, result.commonAncestorId)
+      end
+      if ui.present(result.reason) then
+        lines[#lines + 1] = '- reason: ' .. tostring(result.reason)
+      end
+      vim.list_extend(lines, { '', '## Summary', '' })
+      if ui.present(result.summary) then
+        vim.list_extend(lines, ui.lines(result.summary))
+      else
+        lines[#lines + 1] = '(no summary: ' .. tostring(result.outcome) .. ')'
+      end
+      local buf = ui.scratch('fabric://branch-summary/' .. here.id .. '/' .. target, lines, {
+        filetype = 'markdown',
+        vars = { fabric_session = here.path, fabric_kind = 'branch-summary' },
+      })
+      M.attach_scratch(buf)
+      ui.done('branchsummary', true)
+    end)
+  end,
+}
+
+---`value` as indented JSON, keys sorted (for reading, not parsing back).
+---@param value any
+---@param indent? string
+---@return string
+function M.pretty_json(value, indent)
+  indent = indent or ''
+  if type(value) ~= 'table' or vim.tbl_isempty(value) then
+    return vim.json.encode(value == nil and vim.NIL or value)
+  end
+  local inner, parts = indent .. '  ', {}
+  if vim.islist(value) then
+    for _, v in ipairs(value) do
+      parts[#parts + 1] = inner .. M.pretty_json(v, inner)
+    end
+    return '[\n' .. table.concat(parts, ',\n') .. '\n' .. indent .. ']'
+  end
+  local keys = vim.tbl_keys(value)
+  table.sort(keys, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = ('%s%s: %s'):format(inner, vim.json.encode(tostring(k)), M.pretty_json(value[k], inner))
+  end
+  return '{\n' .. table.concat(parts, ',\n') .. '\n' .. indent .. '}'
+end
+
+subcommands.reload = {
+  desc = "re-read the server's configuration and drop its caches; shows the effective settings",
+  run = function()
+    lsp.request('workspace/executeCommand', { command = 'fabric.reload', arguments = { vim.empty_dict() } },
+      function(err, result)
+        if err then
+          return ui.done('reload', false, err)
+        end
+        ui.scratch('fabric://settings', ui.lines(M.pretty_json(result)), { filetype = 'json' })
+        ui.notify('Fabric: configuration re-read and caches dropped; the effective settings are in fabric://settings')
+        ui.done('reload', true)
+      end)
   end,
 }
 
@@ -449,6 +726,9 @@ function M.complete(arglead, cmdline, _)
     end, M.names())
   end
   local sub = subcommands[(words[1]:gsub('!$', ''))]
+  if sub and sub.complete_arg then
+    return sub.complete_arg(arglead, words)
+  end
   if not sub or not sub.complete or #words > 2 then
     return {}
   end

@@ -34,6 +34,9 @@ M.defaults = {
   -- 'snacks', 'telescope', 'fzf-lua': that picker; when it is not installed, a replaced
   --   vim.ui.select, else the float.
   picker = 'auto',
+  -- :Fabric compact asks first (vim.ui.select naming the session, the entries replaced and
+  -- the tokens saved, from a compaction preview); false: request without asking.
+  confirm_compact = true,
   -- Where work-done progress goes: 'echo' (echo area), 'notify', or 'none'.
   -- require('fabric').status() always returns it for a statusline.
   progress = 'echo',
@@ -126,6 +129,7 @@ M.rules = {
   settings = { function(v) return type(v) == 'table' end, 'a table of server settings (:help fabric-setup)' },
   autostart = { function(v) return type(v) == 'boolean' end, 'true or false' },
   keymaps = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  confirm_compact = { function(v) return type(v) == 'boolean' end, 'true or false' },
   picker = { picker_ok, 'one of ' .. picker_expect },
   progress = { progress_ok, 'one of ' .. progress_expect },
   recall = {

@@ -7,10 +7,12 @@ local EXPECTED_COMMANDS = {
   'fabric.recall',
   'fabric.expand',
   'fabric.compactionPreview',
+  'fabric.branchSummaryPreview',
   'fabric.compact.request',
   'fabric.compact.status',
   'fabric.compact.cancel',
   'fabric.sessions',
+  'fabric.fileHistory',
   'fabric.reload',
 }
 
@@ -131,6 +133,7 @@ local function check_client(client)
     { 'hoverProvider', 'hover' },
     { 'definitionProvider', 'definition' },
     { 'workspaceSymbolProvider', 'workspace symbols' },
+    { 'codeLensProvider', 'CodeLens (file history)' },
   }) do
     if caps[pair[1]] then
       features[#features + 1] = pair[2]
@@ -146,7 +149,9 @@ local function check_client(client)
     return not have[c]
   end, EXPECTED_COMMANDS)
   if #missing == 0 then
-    vim.health.ok('commands: ' .. table.concat(commands, ', '))
+    local sorted = vim.deepcopy(commands)
+    table.sort(sorted)
+    vim.health.ok('commands: ' .. table.concat(sorted, ', '))
   else
     vim.health.warn('commands missing from the server: ' .. table.concat(missing, ', '))
   end

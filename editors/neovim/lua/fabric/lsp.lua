@@ -186,12 +186,32 @@ M.handlers = {
     if type(params) == 'table' and type(params.session) == 'string' then
       require('fabric.statusline').cache[params.session] = nil
       pcall(require('fabric.statusline').refresh, 0)
+      -- Views of that session that the commit made stale.
+      require('fabric.commands').refresh_previews(params.session)
     end
   end,
   ['fabric/activity'] = function(_, params)
     require('fabric.progress').activity(params)
+    if type(params) == 'table' and params.complete == true and params.request == 'fabric/backgroundIndex' then
+      -- The whole history is indexed now: the file-history lenses may have more to say.
+      M.refresh_lenses()
+    end
   end,
 }
+
+---Refresh the CodeLens of every buffer the fabric client is attached to (option code_lens).
+function M.refresh_lenses()
+  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+    if client:supports_method('textDocument/codeLens') then
+      for buf in pairs(client.attached_buffers or {}) do
+        if vim.api.nvim_buf_is_loaded(buf) and M.lens_buffer(buf) then
+          pcall(vim.lsp.codelens.refresh, { bufnr = buf })
+        end
+      end
+    end
+  end
+  vim.api.nvim_exec_autocmds('User', { pattern = 'FabricViewRefreshed', modeline = false, data = { kind = 'codelens' } })
+end
 
 ---The fabric client attached to `bufnr`, else any running fabric client.
 ---@param bufnr? integer

@@ -11,7 +11,10 @@ function M.compaction_committed(params)
     return
   end
   local record = type(params.record) == 'table' and params.record or {}
-  local session = tostring(params.session)
+  -- named as the other messages name a session: its Pi name and short id (no long path)
+  local session = require('fabric.sessions').label(tostring(params.session), type(record.sessionId) == 'string'
+    and record.sessionId or require('fabric.refs').session_of_file(tostring(params.session)) and
+    require('fabric.refs').session_of_file(tostring(params.session)).id or nil)
   if record.status == 'committed' then
     local tokens = ''
     if ui.present(record.tokensBefore) then

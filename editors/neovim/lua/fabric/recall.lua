@@ -177,9 +177,21 @@ function M.open(item, done)
   )
 end
 
+---How a message names a scope.
+local function scope_words(scope, cwd)
+  if scope == 'project' then
+    return ('project (%s)'):format(vim.fn.fnamemodify(cwd or vim.fn.getcwd(), ':~'))
+  elseif scope == 'session' then
+    return 'session (the current one)'
+  elseif type(scope) == 'string' and vim.startswith(scope, 'session:') then
+    return 'session ' .. vim.fn.fnamemodify(scope:sub(#'session:' + 1), ':t')
+  end
+  return tostring(scope)
+end
+
 local function no_match_message(result)
   local query = type(result.query) == 'string' and result.query or ''
-  local msg = ('no matches for %q'):format(query)
+  local msg = ('no matches for %q in scope %s'):format(query, scope_words(result.scope))
   local cov = type(result.coverage) == 'table' and result.coverage or {}
   if type(cov.error) == 'table' then
     return ('%s: %s'):format(tostring(cov.error.code), tostring(cov.error.message))
@@ -192,6 +204,61 @@ local function no_match_message(result)
       .. ')'
   end
   return msg
+end
+
+---The picker title: the number of rows it shows (one per matched entry and per older
+---session; "next page" is not counted), and how many results (segments and pointers) the
+---page and the whole answer hold.
+---@param query string
+---@param scope string
+---@param result table fabric/recall result
+---@param items table[] M.items(result) (plus a "next" item)
+---@return string
+function M.title(query, scope, result, items)
+  local rows = 0
+  for _, item in ipairs(items) do
+    if item.kind ~= 'next' then
+      rows = rows + 1
+    end
+  end
+  local on_page = #(result.items or {})
+  local total = tonumber(result.totalItems) or on_page
+  local title = ('Fabric recall "%s": %d row%s'):format(query, rows, rows == 1 and '' or 's')
+  if result.hasNext or (tonumber(result.page) or 1) > 1 then
+    title = title .. (' from %d of %d results, page %d'):format(on_page, total, tonumber(result.page) or 1)
+  else
+    title = title .. (' from %d result%s'):format(total, total == 1 and '' or 's')
+  end
+  return title .. ' · ' .. scope_words(scope)
+end
+
+---The live source of a recall picker (fabric.picker spec.live): the query it opened with,
+---and a search that runs the same recall (scope, page size) for another query and answers
+---its picker items (none for an empty query; the first page).
+---@param query string
+---@param params table the fabric/recall params of the first answer
+---@return table
+function M.live_source(query, params)
+  return {
+    query = query,
+    search = function(text, cb)
+      if vim.trim(text) == '' then
+        return cb({})
+      end
+      local p = vim.deepcopy(params)
+      p.page, p.query, p.queryMode = 1, text, nil
+      local pattern = text:match('^/(.+)/$')
+      if pattern then
+        p.query, p.queryMode = pattern, 'regex'
+      end
+      lsp.request('fabric/recall', p, function(err, result)
+        if err or type(result) ~= 'table' then
+          return cb({})
+        end
+        cb(M.items(result, text))
+      end)
+    end,
+  }
 end
 
 ---Run a recall and show it.
@@ -215,6 +282,22 @@ function M.run(query, opts)
   lsp.request('fabric/recall', params, function(err, result)
     if err then
       return ui.done('recall', false, err)
+    end
+    local cov = type(result.coverage) == 'table' and result.coverage or {}
+    if cov.eligibleSessions == 0 and params.scope ~= 'global' and type(cov.error) ~= 'table' then
+      -- Nothing to search here: say where that was and what the global scope holds.
+      return require('fabric.sessions').list('global', function(gerr, global)
+        local n = (not gerr and type(global) == 'table') and tonumber(global.totalItems) or nil
+        local msg = ('Fabric recall: no sessions in scope %s'):format(scope_words(params.scope, params.cwd))
+        if n and n > 0 then
+          msg = msg .. ('; the global scope has %d session%s: :Fabric recall scope=global %s'):format(
+            n, n == 1 and '' or 's', query)
+        elseif n == 0 then
+          msg = msg .. '; the agent dir has no Pi sessions at all (:checkhealth fabric shows where it looks)'
+        end
+        ui.notify(msg, vim.log.levels.WARN)
+        ui.done('recall', true, 'no sessions in scope')
+      end)
     end
     local items = M.items(result, query)
     if opts.bang then
@@ -263,17 +346,14 @@ function M.run(query, opts)
     if result.hasNext then
       items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
     end
-    local total = tonumber(result.totalItems) or #items
-    local title = ('Fabric recall "%s": page %d, %d result%s in all'):format(
-      query,
-      tonumber(result.page) or params.page,
-      total,
-      total == 1 and '' or 's'
-    )
+    local title = M.title(query, params.scope, result, items)
     require('fabric.picker').pick({
       items = items,
       prompt = title,
       kind = 'fabric.recall',
+      -- snacks, telescope and fzf-lua search again as you type (the float and
+      -- vim.ui.select show this answer)
+      live = M.live_source(query, params),
       display = M.display,
       preview = M.previewer(),
       on_choice = function(choice)
@@ -294,16 +374,77 @@ function M.run(query, opts)
   end)
 end
 
----:Fabric recall [query]; asks for the query when none is given.
-function M.command(query, bang)
-  if query ~= '' then
-    return M.run(query, { bang = bang })
+M.SCOPES = { 'session', 'project', 'global' }
+
+---Whether `scope` is a recall scope the server takes.
+---@param scope string
+---@return boolean
+function M.valid_scope(scope)
+  return vim.tbl_contains(M.SCOPES, scope) or scope:match('^session:.+') ~= nil
+end
+
+---Split `scope=<scope>` (anywhere among the words) off a :Fabric recall argument.
+---@param args string
+---@return string query, string? scope, string? err
+function M.parse_args(args)
+  local scope
+  -- the first `scope=…` word, wherever it is; the rest of the query is kept as typed
+  local rest = (' ' .. args):gsub('(%s)scope=(%S*)', function(space, value)
+    if scope == nil then
+      scope = value
+      return space
+    end
+  end)
+  rest = vim.trim(rest)
+  if scope and not M.valid_scope(scope) then
+    return '', nil, ('unknown scope %q: scope=session, scope=project, scope=global or scope=session:<id-or-path>'):format(scope)
   end
-  vim.ui.input({ prompt = 'Fabric recall: ' }, function(input)
+  if scope and vim.startswith(scope, 'session:') then
+    local target = scope:sub(#'session:' + 1)
+    if target:find('/', 1, true) and not target:match('^file://') then
+      scope = 'session:' .. vim.fn.fnamemodify(vim.fn.expand(target), ':p')
+    end
+  end
+  return rest, scope, nil
+end
+
+---Completion of :Fabric recall's arguments: `scope=…`.
+---@param arglead string
+---@return string[]
+function M.complete(arglead)
+  local out = {}
+  for _, s in ipairs(M.SCOPES) do
+    local c = 'scope=' .. s
+    if vim.startswith(c, arglead) then
+      out[#out + 1] = c
+    end
+  end
+  if vim.startswith(arglead, 'scope=session:') or arglead == 'scope=session' then
+    for _, id in ipairs(vim.tbl_keys(require('fabric.sessions').known_ids)) do
+      local c = 'scope=session:' .. id
+      if vim.startswith(c, arglead) then
+        out[#out + 1] = c
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+---:Fabric recall [scope=…] [query]; asks for the query when none is given.
+function M.command(args, bang)
+  local query, scope, err = M.parse_args(args)
+  if err then
+    return ui.done('recall', false, err)
+  end
+  if query ~= '' then
+    return M.run(query, { bang = bang, scope = scope })
+  end
+  vim.ui.input({ prompt = 'Fabric recall' .. (scope and (' (' .. scope .. ')') or '') .. ': ' }, function(input)
     if input == nil then
       return ui.done('recall', true, 'dismissed')
     end
-    M.run(input, { bang = bang })
+    M.run(input, { bang = bang, scope = scope })
   end)
 end
 

@@ -8,11 +8,81 @@ local M = {}
 -- Session ids seen in the last listing, for :Fabric completion.
 M.known_ids = {}
 
+-- Session names read from the files, by path: {size, mtime, name}.
+local names = {}
+
+---The session's name (Pi's `/name`: its last `session_info` entry with a name), or nil.
+---Read from the file, remembered until its size or mtime changes.
+---@param file string?
+---@return string?
+function M.name(file)
+  if type(file) ~= 'string' or file == '' then
+    return nil
+  end
+  local st = vim.uv.fs_stat(file)
+  if not st or st.type ~= 'file' then
+    return nil
+  end
+  local mtime = ('%d.%d'):format(st.mtime.sec, st.mtime.nsec)
+  local hit = names[file]
+  if hit and hit.size == st.size and hit.mtime == mtime then
+    return hit.name or nil
+  end
+  -- The last named session_info wins. A long session is read at its end, then its start
+  -- (PART bytes each), not whole: a listing of many large sessions stays quick.
+  local function last_name(text)
+    local found
+    for line in text:gmatch('[^\n]+') do
+      if line:find('"session_info"', 1, true) then
+        local ok, obj = pcall(vim.json.decode, line)
+        if ok and type(obj) == 'table' and obj.type == 'session_info' and type(obj.name) == 'string'
+          and vim.trim(obj.name) ~= '' then
+          found = vim.trim(obj.name)
+        end
+      end
+    end
+    return found
+  end
+  local PART = 2 * 1024 * 1024
+  local name
+  local fh = io.open(file, 'rb')
+  if fh then
+    if st.size <= 2 * PART then
+      name = last_name(fh:read('*a') or '')
+    else
+      fh:seek('set', st.size - PART)
+      name = last_name(fh:read(PART) or '')
+      if not name then
+        fh:seek('set', 0)
+        name = last_name(fh:read(PART) or '')
+      end
+    end
+    fh:close()
+  end
+  names[file] = { size = st.size, mtime = mtime, name = name or false }
+  return name
+end
+
+---How messages name a session: `"<name>" (<id8>)`, or the short id, or the file name.
+---@param file string? the session file
+---@param id string? the session id
+---@return string
+function M.label(file, id)
+  local name = M.name(file)
+  local short = type(id) == 'string' and id:sub(1, 8) or nil
+  if name then
+    return short and ('"%s" (%s)'):format(name, short) or ('"%s"'):format(name)
+  end
+  return short or (file and vim.fs.basename(file)) or '?'
+end
+
 ---@param info table SessionInfo
 function M.format_item(info)
   local when = ui.time(info.lastTs)
-  return ('%s  %s  %d entries  %s'):format(
-    tostring(info.sessionId),
+  local name = M.name(info.sessionFile)
+  return ('%s%s  %s  %d entries  %s'):format(
+    name and (name .. '  ') or '',
+    tostring(info.sessionId):sub(1, name and 8 or -1),
     when,
     tonumber(info.entryCount) or 0,
     ui.present(info.cwd) and tostring(info.cwd) or ''
@@ -78,6 +148,17 @@ function M.pick(prompt, cb)
   end)
 end
 
+---The message for a session id prefix the server cannot take (fewer than 8 characters),
+---or nil: a path, a file:// URI or a long enough id.
+---@param session string
+---@return string?
+function M.too_short(session)
+  if require('fabric.references').is_path(session) or #session >= 8 then
+    return nil
+  end
+  return ('session id prefix %q is too short: give at least 8 characters of the session id, or its path'):format(session)
+end
+
 ---The session a command means: its argument, the current session JSONL buffer, the session of
 ---a Fabric scratch buffer, else one the user picks.
 ---@param arg string?
@@ -85,8 +166,19 @@ end
 ---@param cb fun(err: string?, session: string?)
 function M.resolve(arg, prompt, cb)
   if arg and arg ~= '' then
+    local short = M.too_short(arg)
+    if short then
+      return cb(short)
+    end
     if arg:find('/') and not arg:match('^file://') then
       arg = vim.fn.fnamemodify(vim.fn.expand(arg), ':p')
+    end
+    if require('fabric.references').is_path(arg) and not arg:match('^file://') then
+      local st = vim.uv.fs_stat(arg)
+      if st and st.type == 'file' and not refs.session_of_file(arg) then
+        return cb(('%s is not a Pi session: its first line is not a session header; pick one with :Fabric sessions'):format(
+          vim.fn.fnamemodify(arg, ':~:.')))
+      end
     end
     return cb(nil, arg)
   end

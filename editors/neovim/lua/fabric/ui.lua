@@ -3,10 +3,62 @@ local config = require('fabric.config')
 
 local M = {}
 
+---Whether `fn` is Neovim's own vim.notify (runtime/lua/vim/_editor.lua), which echoes: a
+---message wider than the echo area, or of several lines, then asks "Press ENTER".
+---@param fn any
+---@return boolean
+function M.is_stock_notify(fn)
+  if type(fn) ~= 'function' then
+    return false
+  end
+  local source = debug.getinfo(fn, 'S').source or ''
+  return source:match('[/\\]lua[/\\]vim[/\\]_editor%.lua$') ~= nil or source == '@vim/_editor.lua'
+end
+
+-- The float of the last long message (closed by the next one).
+M.message_win = nil
+
+---Paths under $HOME as ~/… (messages name files; the full path rarely helps).
+---@param msg string
+---@return string
+function M.shorten(msg)
+  local home = vim.uv.os_homedir()
+  if home and #home > 1 then
+    msg = msg:gsub(vim.pesc(home) .. '/', '~/')
+  end
+  return msg
+end
+
+---A message to the user. With Neovim's own vim.notify, a message that would not fit the
+---echo area (several lines, or wider than it) is shown whole in a float that closes when
+---the cursor moves, and echoed as one line that fits: no "Press ENTER". A replaced
+---vim.notify (nvim-notify, snacks, fidget, …) gets the whole message.
 ---@param msg string
 ---@param level? integer vim.log.levels.*
 function M.notify(msg, level)
-  vim.notify(msg, level or vim.log.levels.INFO, { title = 'Fabric' })
+  msg = M.shorten(msg)
+  level = level or vim.log.levels.INFO
+  local room = math.max(20, vim.v.echospace - 1)
+  if not M.is_stock_notify(vim.notify) or (not msg:find('\n', 1, true) and vim.fn.strdisplaywidth(msg) <= room) then
+    return vim.notify(msg, level, { title = 'Fabric' })
+  end
+  local lines = vim.split(msg, '\n', { plain = true })
+  if M.message_win and vim.api.nvim_win_is_valid(M.message_win) then
+    pcall(vim.api.nvim_win_close, M.message_win, true)
+  end
+  local _, win = vim.lsp.util.open_floating_preview(lines, 'text', {
+    focus = false,
+    close_events = { 'CursorMoved', 'CursorMovedI', 'InsertEnter', 'BufLeave' },
+    max_width = math.max(40, vim.o.columns - 4),
+    title = ' Fabric ',
+  })
+  M.message_win = win
+  local first = lines[1]
+  local more = #lines > 1 and ' (more in the float)' or ''
+  if vim.fn.strdisplaywidth(first .. more) > room then
+    first = vim.fn.strcharpart(first, 0, math.max(10, room - vim.fn.strdisplaywidth(more) - 1)) .. '…'
+  end
+  vim.notify(first .. more, level)
 end
 
 ---Fire `User FabricCommandDone` (data: {command, ok, message?}) when a subcommand finished.
@@ -83,6 +135,17 @@ function M.scratch(name, lines, opts)
   end
   M.show(buf)
   return buf
+end
+
+---Replace the text of the scratch buffer `buf` (read-only again after), wherever it is shown.
+---@param buf integer
+---@param lines string[]
+function M.replace(buf, lines)
+  local bo = vim.bo[buf]
+  bo.modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  bo.modifiable = false
+  bo.modified = false
 end
 
 ---Split text into buffer lines (no embedded newlines; CR dropped).

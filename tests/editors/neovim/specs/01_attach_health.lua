@@ -29,7 +29,7 @@ end)
 
 H.check(':Fabric completion lists the subcommands and scopes', function()
   H.eq(
-    { 'cancel', 'compact', 'expand', 'history', 'log', 'preview', 'recall', 'sessions', 'status' },
+    { 'branchsummary', 'cancel', 'compact', 'expand', 'history', 'log', 'preview', 'recall', 'reload', 'sessions', 'status' },
     vim.fn.getcompletion('Fabric ', 'cmdline'),
     'subcommands'
   )
@@ -81,7 +81,7 @@ H.check('an unknown subcommand fails with a message naming the subcommands', fun
   local done = H.fabric('Fabric frobnicate')
   H.eq(false, done.ok, 'ok')
   H.contains(done.message, 'unknown subcommand "frobnicate"')
-  H.truthy(H.notified('recall, sessions, status'), 'notified')
+  H.truthy(H.notified('recall, reload, sessions, status'), 'notified')
 end)
 
 H.finish()

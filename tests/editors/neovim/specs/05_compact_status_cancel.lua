@@ -3,7 +3,8 @@
 -- so the request stays pending while the spec looks at it.
 local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
 
-vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } } }
+-- No confirmation here (25_compact_confirm.lua tests it): the request goes straight out.
+vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, confirm_compact = false }
 -- Pi's own settings keep little, so these sessions have something to compact (a request
 -- Pi could not honour, "Nothing to compact", is refused when it is made).
 vim.fn.writefile({ '{"compaction": {"keepRecentTokens": 100}}' }, os.getenv('FABRIC_TEST_AGENT') .. '/settings.json')
@@ -35,7 +36,8 @@ H.check(':Fabric compact <instructions> records a pending request', function()
   H.messages = {}
   local done = H.fabric('Fabric compact keep the rounding decision')
   H.eq(true, done.ok, 'ok: ' .. tostring(done.message))
-  H.truthy(H.notified('compaction requested for ' .. s03), 'requested message: ' .. vim.inspect(H.messages))
+  local requested = H.truthy(H.notified('compaction requested for '), 'requested message: ' .. vim.inspect(H.messages))
+  H.contains(requested.msg, require('fabric.sessions').label(s03))
   H.messages = {}
   H.eq(true, H.fabric('Fabric status').ok, 'status ok')
   local m = H.truthy(H.notified('pending compaction requested by user'), 'pending: ' .. vim.inspect(H.messages))

@@ -109,7 +109,7 @@ H.check('snacks: same items, FabricMatch chunks, preview = the expanded entry, <
   H.eq(ids(float_lines), ids(texts), 'the same results as the float')
   adapter_lines = texts
   for i, r in ipairs(session.rendered) do
-    H.eq(texts[i], opts.items[i].text, 'item text (what snacks matches on)')
+    H.eq(texts[i], session.items[i].text, 'item text (what snacks matches on)')
     H.truthy(#H.occurrences({ r.text }, QUERY) > 0, 'the match is in the line: ' .. r.text)
     local want = vim.tbl_map(function(o)
       return { o[2], o[3], 'FabricMatch' }
@@ -143,14 +143,15 @@ end)
 H.check('telescope: same entries, display highlights, buffer previewer = the expanded entry, <CR> opens it', function()
   local session = open('telescope')
   H.contains(session.spec.prompt_title, 'Fabric recall "' .. QUERY .. '"', 'prompt title')
-  H.eq(true, session.spec.sorter.fake_generic_sorter, 'the generic sorter')
+  -- a live source (30_live_pickers.lua): the server's results, the sorter only highlights
+  H.eq(true, session.spec.sorter.fake_highlighter_only, 'the highlighter-only sorter')
   local texts = vim.tbl_map(function(r)
     return r.text
   end, session.rendered)
   H.eq(adapter_lines, texts, 'the same lines as snacks')
   for i, r in ipairs(session.rendered) do
     H.eq(texts[i], session.entries[i].ordinal, 'ordinal (what telescope sorts on)')
-    H.eq(session.spec.finder.results[i], session.entries[i].value, 'entry value = the recall item')
+    H.eq(session.results[i], session.entries[i].value, 'entry value = the recall item')
     local want = vim.tbl_map(function(o)
       return { { o[2], o[3] }, 'FabricMatch' }
     end, H.occurrences({ r.text }, QUERY))

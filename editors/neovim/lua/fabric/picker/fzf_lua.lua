@@ -73,7 +73,7 @@ function M.index(line)
   return tonumber(type(line) == 'string' and line:match('^%s*(%d+)\t') or nil)
 end
 
-local function previewer_class(spec, items)
+local function previewer_class(spec, current)
   local builtin = require('fzf-lua.previewer.builtin')
   local Previewer = builtin.base:extend()
 
@@ -84,7 +84,7 @@ local function previewer_class(spec, items)
   end
 
   function Previewer:populate_preview_buf(entry_str)
-    local item = items[M.index(entry_str)]
+    local item = current()[M.index(entry_str)]
     if not item then
       return
     end
@@ -111,16 +111,50 @@ local function previewer_class(spec, items)
   return Previewer
 end
 
----@param spec table fabric.picker spec
-function M.pick(spec)
-  local fzf_lua = assert(fzf(), 'fzf-lua is not installed')
+---fzf lines ("<index>\t<coloured line>") of fabric.picker items.
+local function fzf_lines(spec, list)
   local lines = {}
-  for i, item in ipairs(spec.items) do
+  for i, item in ipairs(list) do
     local line, spans = spec.display(item, require('fabric.picker').list_width())
     lines[i] = ('%d\t%s'):format(i, M.colour((tostring(line):gsub('[\t\r\n]', ' ')), spans))
   end
+  return lines
+end
+
+---@param spec table fabric.picker spec
+function M.pick(spec)
+  local fzf_lua = assert(fzf(), 'fzf-lua is not installed')
+  -- The items the lines on screen index (live: those of the latest search).
+  local items = spec.items
+  local function current()
+    return items
+  end
+  local contents, run = fzf_lines(spec, spec.items), fzf_lua.fzf_exec
+  if spec.live then
+    -- Live: fzf_live runs `contents` with the query on every change (fzf-lua passes it as
+    -- args[1]; older versions as a string); the lines come from the server's answer.
+    local cache = { [spec.live.query] = spec.items }
+    run = fzf_lua.fzf_live
+    contents = function(args)
+      local query = type(args) == 'table' and (args[1] or '') or tostring(args or '')
+      if cache[query] then
+        items = cache[query]
+        return fzf_lines(spec, items)
+      end
+      return function(cb)
+        spec.live.search(query, function(found)
+          cache[query], items = found, found
+          for _, line in ipairs(fzf_lines(spec, found)) do
+            cb(line)
+          end
+          cb(nil)
+        end)
+      end
+    end
+  end
   local chosen = false
-  fzf_lua.fzf_exec(lines, {
+  run(contents, {
+    query = spec.live and spec.live.query or nil,
     prompt = 'Fabric> ',
     winopts = {
       title = ' ' .. (spec.prompt or 'Fabric') .. ' ',
@@ -134,10 +168,10 @@ function M.pick(spec)
       end,
     },
     fzf_opts = { ['--ansi'] = true, ['--delimiter'] = '\t', ['--with-nth'] = '2..', ['--no-multi'] = true },
-    previewer = spec.preview and previewer_class(spec, spec.items) or nil,
+    previewer = spec.preview and previewer_class(spec, current) or nil,
     actions = {
       default = function(selected)
-        local item = spec.items[M.index(selected and selected[1])]
+        local item = items[M.index(selected and selected[1])]
         chosen = true
         vim.schedule(function()
           spec.on_choice(item)

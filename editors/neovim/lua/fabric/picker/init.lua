@@ -10,6 +10,10 @@
 --              text and its matches as {row, start, end} (0-based); only pickers with a
 --              preview window ask for it
 --   prompt     the title;  kind  the vim.ui.select kind
+--   live       {query, search}?  a live source: `search(text, cb)` answers the items for
+--              another search text (cb(items), maybe later); `items` are those of
+--              `query`. snacks, telescope and fzf-lua search again as you type; the float
+--              and vim.ui.select show `items`
 --   on_choice  fun(item?)  called once, with nil when the list is dismissed
 local config = require('fabric.config')
 

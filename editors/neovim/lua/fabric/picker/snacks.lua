@@ -37,19 +37,55 @@ function M.chunks(line, spans)
   return out
 end
 
----@param spec table fabric.picker spec
-function M.pick(spec)
-  local Snacks = assert(snacks(), 'snacks.picker is not installed')
+---snacks items of fabric.picker items.
+local function snacks_items(spec, list)
   local items = {}
-  for i, item in ipairs(spec.items) do
+  for i, item in ipairs(list) do
     local line, spans = spec.display(item, require('fabric.picker').list_width())
     items[i] = { idx = i, text = line, fabric = { item = item, line = line, spans = spans or {} } }
   end
+  return items
+end
+
+---A live finder (snacks `live = true`: the finder runs again with `ctx.filter.search`
+---whenever the search text changes): `spec.live.search` asks the server, the coroutine
+---waits on `ctx.async` until the answer is there. Answers are kept per search text.
+local function live_finder(spec)
+  local cache = { [spec.live.query] = spec.items }
+  return function(_, ctx)
+    local search = ctx.filter and ctx.filter.search or ''
+    return function(emit)
+      local list = cache[search]
+      if not list then
+        local done = false
+        spec.live.search(search, function(found)
+          list, done = found, true
+          cache[search] = found
+          ctx.async:resume()
+        end)
+        while not done do
+          ctx.async:suspend()
+        end
+      end
+      for _, it in ipairs(snacks_items(spec, list)) do
+        emit(it)
+      end
+    end
+  end
+end
+
+---@param spec table fabric.picker spec
+function M.pick(spec)
+  local Snacks = assert(snacks(), 'snacks.picker is not installed')
   local chosen = false
   Snacks.picker.pick({
     source = 'fabric',
     title = spec.prompt,
-    items = items,
+    -- live: the search text re-queries the server (spec.live); else the fixed list
+    items = not spec.live and snacks_items(spec, spec.items) or nil,
+    live = spec.live and true or nil,
+    search = spec.live and spec.live.query or nil,
+    finder = spec.live and live_finder(spec) or nil,
     format = function(it)
       return M.chunks(it.fabric.line, it.fabric.spans)
     end,

@@ -70,23 +70,53 @@ function M.pick(spec)
     })
     or nil
 
+  local function entry_maker(item)
+    local line, spans = spec.display(item, require('fabric.picker').list_width())
+    return {
+      value = item,
+      ordinal = line,
+      display = function()
+        return line, M.highlights(spans)
+      end,
+    }
+  end
+  local finder, sorter
+  if spec.live then
+    -- Live: the prompt re-queries the server (finders.new_dynamic calls `fn` with the
+    -- prompt on every change); the results are the server's, so the sorter only
+    -- highlights. The initial prompt is the query the recall started with.
+    local cache = { [spec.live.query] = spec.items }
+    opts.default_text = spec.live.query
+    finder = t.finders.new_dynamic({
+      fn = function(prompt)
+        prompt = prompt or ''
+        if not cache[prompt] then
+          local found
+          spec.live.search(prompt, function(list)
+            found = list
+          end)
+          vim.wait(require('fabric.config').get().timeout_ms, function()
+            return found ~= nil
+          end, 10)
+          cache[prompt] = found or {}
+        end
+        return cache[prompt]
+      end,
+      entry_maker = entry_maker,
+    })
+    local ok, sorters = pcall(require, 'telescope.sorters')
+    sorter = ok and type(sorters.highlighter_only) == 'function' and sorters.highlighter_only(opts)
+      or t.config.values.generic_sorter(opts)
+  else
+    finder = t.finders.new_table({ results = spec.items, entry_maker = entry_maker })
+    sorter = t.config.values.generic_sorter(opts)
+  end
+
   t.pickers
     .new(opts, {
       prompt_title = spec.prompt,
-      finder = t.finders.new_table({
-        results = spec.items,
-        entry_maker = function(item)
-          local line, spans = spec.display(item, require('fabric.picker').list_width())
-          return {
-            value = item,
-            ordinal = line,
-            display = function()
-              return line, M.highlights(spans)
-            end,
-          }
-        end,
-      }),
-      sorter = t.config.values.generic_sorter(opts),
+      finder = finder,
+      sorter = sorter,
       previewer = previewer,
       attach_mappings = function(prompt_bufnr)
         t.actions.select_default:replace(function()

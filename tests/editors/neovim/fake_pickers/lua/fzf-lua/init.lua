@@ -39,7 +39,7 @@ function M.fzf_exec(contents, opts)
   function session:move(i)
     self.cursor = i
     if self.previewer then
-      self.previewer:populate_preview_buf(M.strip_ansi(contents[i]))
+      self.previewer:populate_preview_buf(M.strip_ansi(self.contents[i]))
     end
   end
   function session:accept()
@@ -48,13 +48,67 @@ function M.fzf_exec(contents, opts)
     if type(action) == 'table' then
       action = action.fn or action[1]
     end
-    action({ M.strip_ansi(contents[self.cursor]) }, opts)
+    action({ M.strip_ansi(self.contents[self.cursor]) }, opts)
   end
   function session:cancel()
     close()
   end
   log.last['fzf-lua'] = session
-  session:move(1)
+  if #contents > 0 then
+    session:move(1)
+  end
+  return session
+end
+
+---fzf_live(contents, opts): `contents(args)` (args[1] = the query) runs for opts.query and
+---again for every query typed (session:type); it answers a list of lines or a
+---function(cb) that calls cb(line) per line and cb(nil) at the end, maybe later.
+---`session.loading` is false once the lines of the latest query are in.
+function M.fzf_live(contents, opts)
+  assert(type(contents) == 'function', 'fake fzf-lua: fzf_live contents must be a function here')
+  opts = opts or {}
+  local session
+  local generation = 0
+  local function run(query)
+    generation = generation + 1
+    local mine, lines = generation, {}
+    session.loading = true
+    session.queries[#session.queries + 1] = query
+    local function done()
+      if mine ~= generation or session.closed then
+        return
+      end
+      session.contents = lines
+      session.loading = false
+      if #lines > 0 then
+        session:move(1)
+      end
+    end
+    local out = contents({ query })
+    if type(out) == 'table' then
+      lines = out
+      return done()
+    end
+    out(function(line)
+      if line == nil then
+        return done()
+      end
+      lines[#lines + 1] = line
+    end)
+  end
+  -- the window, previewer and actions of fzf_exec, over the live lines
+  session = M.fzf_exec({}, vim.tbl_extend('force', opts, { __live = true }))
+  session.queries = {}
+  function session:type(query)
+    run(query)
+  end
+  local move = session.move
+  function session:move(i)
+    if self.contents[i] then
+      move(self, i)
+    end
+  end
+  run(opts.query or '')
   return session
 end
 

@@ -1,5 +1,6 @@
 -- Test double of telescope.nvim (NOT the real plugin; see fake_pickers.lua): pickers.new(opts,
--- spec):find() with spec.prompt_title / finder (finders.new_table) / sorter / previewer
+-- spec):find() with opts.default_text, spec.prompt_title / finder (finders.new_table, or
+-- finders.new_dynamic: run again by picker:type(prompt)) / sorter / previewer
 -- (previewers.new_buffer_previewer) / attach_mappings, shaped after developers.md. It makes
 -- the entries with the finder's entry_maker, resolves each display the way telescope's
 -- entry_display.resolve does (entry:display(picker) -> string, {{{start, end}, hl}, …}),
@@ -16,18 +17,42 @@ function M.new(opts, spec)
   require('telescope.actions')._clear()
   local picker = { opts = opts, spec = spec, entries = {}, rendered = {}, closed = false }
 
-  function picker:find()
-    for i, result in ipairs(spec.finder.results) do
+  ---The results for the prompt: a table finder's list, or a dynamic finder's fn(prompt).
+  local function results(prompt)
+    if spec.finder.dynamic then
+      picker.prompts[#picker.prompts + 1] = prompt
+      return spec.finder.fn(prompt)
+    end
+    return spec.finder.results
+  end
+  picker.prompts = {}
+
+  local function make(list)
+    picker.entries, picker.rendered, picker.results = {}, {}, list
+    for i, result in ipairs(list) do
       local entry = spec.finder.entry_maker(result)
       assert(entry.value ~= nil and entry.ordinal ~= nil and entry.display ~= nil,
         'fake telescope: entries need value, ordinal and display')
-      self.entries[i] = entry
+      picker.entries[i] = entry
       local text, highlights = entry.display, {}
       if type(entry.display) == 'function' then
-        text, highlights = entry:display(self)
+        text, highlights = entry:display(picker)
       end
-      self.rendered[i] = { text = text, highlights = highlights or {} }
+      picker.rendered[i] = { text = text, highlights = highlights or {} }
     end
+  end
+
+  ---Type in the prompt: a dynamic finder runs again.
+  function picker:type(prompt)
+    assert(spec.finder.dynamic, 'fake telescope: typing re-runs only a dynamic finder')
+    make(results(prompt))
+    if #self.entries > 0 then
+      self:move(1)
+    end
+  end
+
+  function picker:find()
+    make(results(opts.default_text or ''))
     self.prompt_bufnr = log.scratch()
     M.current = self
     if spec.attach_mappings then
