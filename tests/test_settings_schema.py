@@ -89,3 +89,9 @@ def test_config_takes_defaults_and_rules_from_the_schema():
     with pytest.raises(ValueError, match=f"<= {int(s.maximum)}"):
         rule(s.maximum + 1)
     assert list(config.MEMORY_DEFAULTS) == [k.split(".", 1)[1] for k in BY_KEY if k.startswith("memory.")]
+
+
+def test_the_neovim_settings_table_is_generated_from_the_one_schema():
+    from fabric_lsp.settings_schema import NEOVIM, neovim_table
+
+    assert NEOVIM.read_text(encoding="utf-8") == neovim_table(), "run: python -m fabric_lsp.settings_schema --write"

@@ -217,6 +217,72 @@ function M.validate(user)
   return walk(user, M.rules, 'vim.g.fabric'), problems
 end
 
+---Problems of the server settings (`vim.g.fabric.settings`) against the server's own
+---schema (lua/fabric/server_settings.lua, generated from fabric_lsp/settings_schema.py):
+---one message per unknown key, wrong type or value out of range. The server ignores such a
+---value with a warning of its own; :checkhealth fabric lists them before the server runs.
+---@param settings any
+---@return string[]
+function M.settings_problems(settings)
+  if settings == nil then
+    return {}
+  end
+  local schema = require('fabric.server_settings')
+  local problems = {}
+  local function check(key, v)
+    local rule = schema[key]
+    local name = 'vim.g.fabric.settings.' .. key
+    if rule == nil then
+      problems[#problems + 1] = ('%s: unknown server setting; the server ignores it'):format(name)
+      return
+    end
+    local k, ok, expect = rule.kind, true, nil
+    if k == 'bool' then
+      ok, expect = type(v) == 'boolean', 'true or false'
+    elseif k == 'int' then
+      ok = is_int(v, rule.min or -math.huge, rule.max)
+      expect = rule.max and ('an integer from %d to %d'):format(rule.min, rule.max)
+        or ('an integer >= %d'):format(rule.min or 0)
+    elseif k == 'number' then
+      ok = type(v) == 'number' and v >= rule.min and v <= rule.max
+      expect = ('a number from %s to %s'):format(rule.min, rule.max)
+    elseif k == 'enum' then
+      ok = vim.tbl_contains(rule.choices, v)
+      expect = 'one of ' .. table.concat(vim.tbl_map(function(c)
+        return ("'%s'"):format(c)
+      end, rule.choices), ', ')
+    elseif k == 'path' or k == 'string' then
+      ok, expect = type(v) == 'string' and v ~= '', 'a non-empty string'
+    elseif k == 'strings' then
+      ok, expect = is_list_of_strings(v), 'a list of strings'
+    elseif k == 'number-map' or k == 'int-map' then
+      ok = type(v) == 'table' and not vim.islist(v)
+      for _, x in pairs(ok and v or {}) do
+        ok = ok and type(x) == 'number'
+      end
+      expect = 'a table of "provider/model" = number'
+    end
+    if not ok then
+      problems[#problems + 1] = ('%s: expected %s, got %s'):format(name, expect, show(v))
+    end
+  end
+  local function walk(t, prefix)
+    for _, key in ipairs(sorted_keys(t)) do
+      local full = prefix .. tostring(key)
+      local v = t[key]
+      if type(v) == 'table' and not vim.islist(v) and schema[full] == nil then
+        walk(v, full .. '.')
+      else
+        check(full, v)
+      end
+    end
+  end
+  if type(settings) == 'table' then
+    walk(settings, '')
+  end
+  return problems
+end
+
 -- Each problem is reported once per session (get() runs on every use).
 local reported = {}
 

@@ -171,6 +171,13 @@ function M.check()
   for _, msg in ipairs(problems) do
     vim.health.warn(msg, { 'see :help fabric-options' })
   end
+  local server_problems = config.settings_problems((vim.g.fabric or {}).settings)
+  if #server_problems == 0 then
+    vim.health.ok('vim.g.fabric.settings: valid server settings')
+  end
+  for _, msg in ipairs(server_problems) do
+    vim.health.warn(msg, { 'see docs/configuration.md (the server settings)' })
+  end
   local choice = config.get().picker
   local backend = require('fabric.picker').resolve(choice)
   local what = {
