@@ -35,7 +35,7 @@ import msgspec
 from fabric_lsp.engine.activity import CancelToken, ActivitySink, check, report
 from fabric_lsp.engine.references import format_reference
 
-from . import store
+from . import seal, store
 from .tokenize import sort_lexical, utf16_key
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ def encode_record(state: "SessionState") -> bytes:
         "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
         "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
     }
-    return store.apply_cache_metrics(record, state.size)
+    return seal.apply_cache_metrics(record, state.size)
 
 
 def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector]:

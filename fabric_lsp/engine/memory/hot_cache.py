@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 import msgspec
 
-from . import store
+from . import seal, store
 from .search import HotIndex
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def encode_record(state: "SessionState") -> Optional[bytes]:
         "docLen": _b64(index.doc_len), "segOf": _b64(index.seg_of), "counts": _b64(counts),
         "postings": _b64(flat), "terms": msgspec.Raw(msgspec.json.encode(terms)),
     })
-    return store.apply_cache_metrics(record, state.size)
+    return seal.apply_cache_metrics(record, state.size)
 
 
 def _array(code: str, value: Any) -> Optional["array[int]"]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import msgspec
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import store
+from . import seal, store
 from . import file_history
 from . import hot_cache
 from .records import HotRecords
@@ -55,7 +55,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
             _encode_entries(state)
             # A large shard is neither kept encoded nor encoded whole: `write_records` writes it
             # streaming (`shard_pieces`); `persisted` stays empty.
-            state.persisted = store.apply_cache_metrics(shard_record(state), state.size) if state.entries_json else b""
+            state.persisted = seal.apply_cache_metrics(shard_record(state), state.size) if state.entries_json else b""
     else:
         folder = state.folder
         assert folder is not None
@@ -70,7 +70,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
             "cacheBytes": 0, "cacheSourceRatio": 0,
             "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
         }
-        data = store.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
+        data = seal.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
         state.persisted = data or b""
         _adopt_digest(state, record)
 
@@ -154,10 +154,10 @@ def shard_pieces(state: SessionState) -> Iterable[Any]:
     """The sealed shard record of a hot state, in pieces (what `write_records` writes)."""
     _encode_entries(state)  # (returns at once when the encoding or its length is current)
     if state.entries_json:
-        return (store.apply_cache_metrics(shard_record(state), state.size),)
+        return (seal.apply_cache_metrics(shard_record(state), state.size),)
     entries = state.entries if state.entries is not None else HotRecords()
     record = shard_record(state)
-    return store.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
+    return seal.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
 
 
 def write_records(index_dir: Optional[str], state: SessionState) -> None:

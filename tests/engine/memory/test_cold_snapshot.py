@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import engine, header, user, write_session
 
-from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory import seal, store
 from fabric_lsp.engine.memory.background import BackgroundIndexer
 from fabric_lsp.engine.memory.cold_index import SNAPSHOT_NAME, ColdTermTable
 from fabric_lsp.engine.memory.store import vocabulary_key
@@ -171,7 +171,7 @@ def test_a_sealed_record_with_a_vocabulary_out_of_order_is_still_refused(tmp_pat
     rec = store.decode_record((index_dir / name).read_bytes())
     assert rec is not None and len(rec["vocabulary"]) > 2
     rec["vocabulary"] = list(reversed(rec["vocabulary"]))
-    tampered = store.apply_cache_metrics_slow(rec, rec["size"])
+    tampered = seal.apply_cache_metrics_slow(rec, rec["size"])
     (index_dir / name).write_bytes(tampered)
     eng = engine(agent, hot_sessions=1)
     out = eng.recall({"query": "only_000", "scope": "global"})

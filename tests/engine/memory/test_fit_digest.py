@@ -1,4 +1,4 @@
-"""`store.fit_digest` cuts a digest that is over `maxColdCacheBytes` to the longest prefix
+"""`seal.fit_digest` cuts a digest that is over `maxColdCacheBytes` to the longest prefix
 of addresses (then of vocabulary) that fits — the same cut a binary search over whole
 encodings finds (the oracle below), with a handful of encodings instead of ~log2(n)."""
 
@@ -10,12 +10,12 @@ from typing import Any, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory import seal, store
 from fabric_lsp.engine.memory.tokenize import sort_lexical, utf16_key
 
 
 def oracle(record: dict[str, Any], size: int, max_bytes: int) -> Optional[bytes]:
-    data = store.apply_cache_metrics(record, size)
+    data = seal.apply_cache_metrics(record, size)
     if len(data) <= max_bytes:
         return data
     cov = record["indexCoverage"]
@@ -24,7 +24,7 @@ def oracle(record: dict[str, Any], size: int, max_bytes: int) -> Optional[bytes]
         cov["reasons"] = sorted(cov["reasons"] + ["max_cold_cache_bytes"], key=utf16_key)
 
     def fits() -> bool:
-        return len(store.apply_cache_metrics(record, size)) <= max_bytes
+        return len(seal.apply_cache_metrics(record, size)) <= max_bytes
 
     addresses = record["addresses"]
     lo, hi = 0, len(addresses)
@@ -49,7 +49,7 @@ def oracle(record: dict[str, Any], size: int, max_bytes: int) -> Optional[bytes]
                 hi = mid - 1
         record["vocabulary"] = vocab[:lo]
         cov["vocabularyBytes"] = len(store.encoder.encode(vocab[:lo]))
-    data = store.apply_cache_metrics(record, size)
+    data = seal.apply_cache_metrics(record, size)
     return data if len(data) <= max_bytes else None
 
 
@@ -76,7 +76,7 @@ def test_fit_digest_cuts_where_a_binary_search_does(vocab, addresses, size, max_
     rec = digest(vocab, addresses)
     expected_rec = copy.deepcopy(rec)
     expected = oracle(expected_rec, size, max_bytes)
-    got = store.fit_digest(rec, size, max_bytes)
+    got = seal.fit_digest(rec, size, max_bytes)
     assert (got is None) == (expected is None)
     # the same cut: the same prefixes of addresses and vocabulary, the same coverage
     for key in ("addresses", "vocabulary", "indexCoverage"):

@@ -22,7 +22,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import hot_cache, persist, search, sessions, state, store
+from fabric_lsp.engine.memory import hot_cache, persist, seal, search, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
@@ -140,7 +140,7 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     assert rec is not None
     rec["engine"] = "someone-else/1"
     del rec["recordHash"]
-    victim.write_bytes(store.apply_cache_metrics(rec, 0))
+    victim.write_bytes(seal.apply_cache_metrics(rec, 0))
     assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added and victim.read_bytes() == good
 
@@ -195,6 +195,6 @@ def test_digest_without_addresses_is_the_record_minus_them(tmp_path):
         rec = dict(full)
         rec["addresses"] = bad
         del rec["recordHash"]
-        sealed = store.apply_cache_metrics(rec, state.size)
+        sealed = seal.apply_cache_metrics(rec, state.size)
         assert store.load_record(sealed, "digest", len(sealed), addresses=False) is None
         assert store.load_record(sealed, "digest", len(sealed)) is None

@@ -18,7 +18,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import persist, sessions, state, store
+from fabric_lsp.engine.memory import persist, seal, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
@@ -129,7 +129,7 @@ def test_streamed_shard_is_the_whole_encoding(monkeypatch):
         # the oracle: the plain re-encoding loop over the whole record as dicts
         record = persist.shard_record(big)
         record["entries"] = list(big.entries or [])
-        assert store.apply_cache_metrics_slow(record, big.size) == streamed
+        assert seal.apply_cache_metrics_slow(record, big.size) == streamed
         assert store.load_record(streamed, "shard", len(streamed)) is not None
 
 

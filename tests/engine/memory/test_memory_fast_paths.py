@@ -49,7 +49,7 @@ scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**12), st.te
     st.sampled_from([(0, 0), (17, 0.5), (123456, 3.25)]),
 )
 def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, start):
-    from fabric_lsp.engine.memory import store
+    from fabric_lsp.engine.memory import seal
 
     def record():
         rec = dict(head)
@@ -58,7 +58,7 @@ def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, 
         return rec
 
     fast, slow = record(), record()
-    assert store.apply_cache_metrics(fast, size) == store.apply_cache_metrics_slow(slow, size)
+    assert seal.apply_cache_metrics(fast, size) == seal.apply_cache_metrics_slow(slow, size)
     assert fast == slow
 
 
@@ -75,17 +75,17 @@ def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, 
     spliced, hashed-in-pieces record is byte-identical to re-encoding the whole."""
     import msgspec
 
-    from fabric_lsp.engine.memory import store
+    from fabric_lsp.engine.memory import seal, store
 
     one = len(store.encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
-    encoded = store.encoder.encode(entries * (2 + store._SPLICE_MIN // one))
+    encoded = store.encoder.encode(entries * (2 + seal._SPLICE_MIN // one))
 
     def record(raw: bool):
         return {"cacheVersion": 5, "kind": "shard", "sessionFile": name, "cacheBytes": 0, "cacheSourceRatio": 0,
                 "entries": msgspec.Raw(encoded) if raw else msgspec.json.decode(encoded),
                 "totalEntryCount": 3, "indexCoverage": {"complete": True, "reasons": []}, "leafId": name}
 
-    assert len(encoded) > store._SPLICE_MIN
-    fast = store.apply_cache_metrics(record(True), size)
-    assert fast == store.apply_cache_metrics_slow(record(False), size)
+    assert len(encoded) > seal._SPLICE_MIN
+    fast = seal.apply_cache_metrics(record(True), size)
+    assert fast == seal.apply_cache_metrics_slow(record(False), size)
     assert store.sealed(fast)

@@ -1,0 +1,228 @@
+"""Sealing the disk cache's records: the one JSON encoder of the cache, the cache metrics
+spliced into an encoded record, the trailing `recordHash` (SHA-256 of the record with a
+zero hash) and its check, and fitting a cold digest under `maxColdCacheBytes`. Below
+store.py (which reads, validates and files the records)."""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_right
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+
+import msgspec
+
+from .tokenize import utf16_key
+
+
+if TYPE_CHECKING:
+    from ..json_types import JsonObject
+
+encoder = msgspec.json.Encoder()  # the one JSON encoder of the cache (sessions.py encodes records with it)
+
+
+_HASH_TAIL = len(',"recordHash":"') + 64 + len('"}')
+_ZERO_HASH = "0" * 64
+
+
+def _seal(data: bytes) -> bytes:
+    """Fill the trailing `recordHash` (SHA-256 of the record with a zero hash), so a flipped
+    byte that still parses can never pass for a valid record."""
+    digest = hashlib.sha256(data).hexdigest().encode("ascii")
+    return data[:-66] + digest + data[-2:]
+
+
+def _seal_pieces(pieces: list[Any]) -> bytes:
+    """`_seal(b"".join(pieces))` with one copy: the hash is taken over the pieces (the last
+    one ends with the zero hash and `"}`, and is small)."""
+    hasher = hashlib.sha256()
+    for piece in pieces:
+        hasher.update(piece)
+    last = bytes(pieces[-1])
+    assert len(last) >= 66
+    pieces[-1] = last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
+    return b"".join(pieces)
+
+
+def sealed(data: bytes) -> bool:
+    if len(data) < _HASH_TAIL or not data.endswith(b'"}') or data[-_HASH_TAIL:-66] != b',"recordHash":"':
+        return False
+    claimed = data[-66:-2]
+    hasher = hashlib.sha256(memoryview(data)[:-66])  # no copy of a large record
+    hasher.update(_ZERO_HASH.encode("ascii"))
+    hasher.update(data[-2:])
+    return hasher.hexdigest().encode("ascii") == claimed
+
+
+_METRICS_AT_ZERO = b'"cacheBytes":0,"cacheSourceRatio":0,'
+_ENTRIES_MARK = msgspec.Raw(b"0")  # stands in for a large encoded `entries` while the rest is encoded
+_SPLICE_MIN = 1 << 16
+
+
+def apply_cache_metrics(record: JsonObject, size: int) -> bytes:
+    """Set `cacheBytes` to the exact encoded size (iterating to a fixed point) and return
+    the sealed encoding (`recordHash` last).
+
+    The record is encoded once with both metrics at 0; the iteration then only needs the
+    lengths of the numbers, and the final bytes are that encoding with the two numbers
+    spliced in (they are adjacent top-level keys, and every key before them holds a
+    scalar, a list of scalars or counts >= 1, so the first `"cacheBytes":0,` is theirs).
+    A large `entries` value already encoded (`msgspec.Raw`, a hot shard's records) is not
+    re-encoded or copied on the way: the pieces are hashed as they are and joined once.
+    `apply_cache_metrics_slow` is the plain re-encoding loop (the oracle for tests)."""
+    raw = record.get("entries")
+    big = raw if isinstance(raw, msgspec.Raw) and len(raw) > _SPLICE_MIN else None
+    layout = _spliced_layout(record, size, None if big is None else len(big))
+    if layout is None:
+        return apply_cache_metrics_slow(record, size)
+    head, tail = layout
+    pieces = [*head, *([big] if big is not None else []), *tail]
+    return _seal_pieces(pieces)
+
+
+def sealed_stream(record: JsonObject, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+    """The bytes `apply_cache_metrics` gives for `record`, in pieces, where the record's
+    `entries` is given as the length of its encoding and a function yielding that
+    encoding in pieces (read once): a large hot shard is written without ever being held
+    whole. The last piece carries the seal."""
+    layout = _spliced_layout(record, size, entries_len)
+    assert layout is not None, "a shard record always has its metrics before its entries"
+    head, tail = layout
+    hasher = hashlib.sha256()
+    for piece in head:
+        hasher.update(piece)
+        yield piece
+    written = 0
+    for piece in entries():
+        hasher.update(piece)
+        written += len(piece)
+        yield piece
+    assert written == entries_len, "the entries changed while the shard was written"
+    last = b"".join(tail)
+    hasher.update(last)
+    yield last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
+
+
+def _spliced_layout(record: JsonObject, size: int, big_len: Optional[int]) -> Optional[tuple[list[bytes], list[bytes]]]:
+    """The pieces of the record's encoding (zero hash) before and after its `entries`
+    value when that value is left out (`big_len` is its encoded length), or the whole
+    encoding as `head` when `big_len` is None. Sets the record's metrics. None when the
+    layout is not the expected one (the caller re-encodes)."""
+    record.pop("recordHash", None)
+    record["recordHash"] = _ZERO_HASH
+    cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
+    record["cacheBytes"] = 0
+    record["cacheSourceRatio"] = 0
+    if big_len is not None:
+        saved = record["entries"]
+        record["entries"] = _ENTRIES_MARK
+        try:
+            base = encoder.encode(record)
+        finally:
+            record["entries"] = saved
+    else:
+        base = encoder.encode(record)
+    at = base.find(_METRICS_AT_ZERO)
+    cut = -1
+    if big_len is not None:
+        cut = base.find(b'"entries":' + bytes(_ENTRIES_MARK), at + len(_METRICS_AT_ZERO))
+    if at < 0 or (big_len is not None and cut < 0):
+        record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
+        return None
+    head = base[: at + len(b'"cacheBytes":')]
+    if big_len is None:
+        tails = [base[at + len(_METRICS_AT_ZERO) :]]
+    else:
+        mark_at = cut + len(b'"entries":')
+        tails = [base[at + len(_METRICS_AT_ZERO) : mark_at], base[mark_at + len(_ENTRIES_MARK) :]]
+    rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails) + (big_len or 0)
+
+    def length(cb: Any, r: Any) -> int:
+        return rest + len(encoder.encode(cb)) + len(encoder.encode(r))
+
+    last = -1
+    for _ in range(5):
+        n = length(cache_bytes, ratio)
+        cache_bytes = n
+        ratio = 0 if size == 0 else float(f"{n / size:.6f}")
+        if n == last:
+            break
+        last = n
+    cache_bytes = length(cache_bytes, ratio)
+    record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
+    first = [head, encoder.encode(cache_bytes), b',"cacheSourceRatio":', encoder.encode(ratio), b","]
+    if big_len is None:
+        return first + tails, []
+    return first + tails[:1], tails[1:]
+
+
+def apply_cache_metrics_slow(record: JsonObject, size: int) -> bytes:
+    record.pop("recordHash", None)
+    record["recordHash"] = _ZERO_HASH
+    last = -1
+    for _ in range(5):
+        data = encoder.encode(record)
+        n = len(data)
+        record["cacheBytes"] = n
+        record["cacheSourceRatio"] = 0 if size == 0 else float(f"{n / size:.6f}")
+        if n == last:
+            break
+        last = n
+    data = encoder.encode(record)
+    record["cacheBytes"] = len(data)
+    data = encoder.encode(record)
+    return _seal(data)
+
+
+def fit_digest(record: JsonObject, size: int, max_bytes: int) -> Optional[bytes]:
+    """Encode a digest within `max_bytes`, keeping exact prefixes of addresses, then of
+    vocabulary, and reporting `max_cold_cache_bytes` when anything was cut."""
+    data = apply_cache_metrics(record, size)
+    if len(data) <= max_bytes:
+        return data
+    cov = record["indexCoverage"]
+    cov["complete"] = False
+    if "max_cold_cache_bytes" not in cov["reasons"]:
+        cov["reasons"] = sorted(cov["reasons"] + ["max_cold_cache_bytes"], key=utf16_key)
+
+    def fits() -> bool:
+        return len(apply_cache_metrics(record, size)) <= max_bytes
+
+    def largest_prefix(key: str, on_cut: Callable[[list[Any]], None]) -> None:
+        """Cut record[key] to its longest prefix with which the record fits: the length
+        each prefix would give is known from the items' own encoded lengths (the record's
+        other bytes do not change, its two metrics by a few digits), so only the prefixes
+        next to that estimate are encoded (a binary search encoded the record ~log2(n)
+        times, each time whole)."""
+        items: list[Any] = record[key]
+        full = len(apply_cache_metrics(record, size))
+        ends = [0]  # ends[k]: the first k items encoded with their k-1 commas
+        total = 0
+        for i, item in enumerate(items):
+            total += len(encoder.encode(item)) + (1 if i else 0)
+            ends.append(total)
+        fixed = full - total  # everything else, the list's brackets included
+
+        def set_prefix(k: int) -> None:
+            record[key] = items[:k]
+            on_cut(items[:k])
+
+        k = max(0, bisect_right(ends, max_bytes - fixed) - 1)  # `ends` ascends
+        set_prefix(k)
+        while k > 0 and not fits():
+            k -= 1
+            set_prefix(k)
+        while k < len(items):
+            set_prefix(k + 1)
+            if not fits():
+                set_prefix(k)
+                break
+            k += 1
+
+    largest_prefix("addresses", lambda _kept: None)
+    if not fits():
+        def on_vocab(kept: list[Any]) -> None:
+            cov["vocabularyBytes"] = len(encoder.encode(kept))
+
+        largest_prefix("vocabulary", on_vocab)
+    data = apply_cache_metrics(record, size)
+    return data if len(data) <= max_bytes else None
