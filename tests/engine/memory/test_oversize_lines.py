@@ -23,7 +23,8 @@ from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.append import try_append
 from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines
-from fabric_lsp.engine.memory.source import cut_json, cut_note, decode_json_line, scan_source, stat_key
+from fabric_lsp.engine.memory.json_line import cut_json, cut_note
+from fabric_lsp.engine.memory.source import decode_json_line, scan_source, stat_key
 from fabric_lsp.engine.session.reader import MAX_JSON_DEPTH
 
 EXAMPLES = int(os.environ.get("FABRIC_FUZZ_EXAMPLES", "300"))
