@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
@@ -155,13 +155,14 @@ def _model_override(settings: dict[str, Any], key: Optional[str]) -> dict[str, A
     """Pi 1.x's `compaction.modelOverrides[provider/modelId]` for the session's model (the
     live model when the bridge names it): each of `keepRecentTokens` / `reserveTokens` it
     sets replaces the ordinary value (options.py already left out fields a request gave)."""
-    table = _setting(settings, MODEL_OVERRIDES)
+    table: Any = _setting(settings, MODEL_OVERRIDES)
     if key is None or not isinstance(table, dict):
         return {}
-    entry = table.get(key)
+    entry: Any = cast("dict[str, Any]", table).get(key)
     if not isinstance(entry, dict):
         return {}
-    return {k: v for k, v in entry.items() if k in ("keepRecentTokens", "reserveTokens")
+    fields = cast("dict[str, Any]", entry)
+    return {k: v for k, v in fields.items() if k in ("keepRecentTokens", "reserveTokens")
             and isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 

@@ -32,7 +32,7 @@ import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union, cast
 
 from fabric_lsp.engine import session as _session
 from fabric_lsp.engine.activity import CancelToken, Cancelled
@@ -123,9 +123,9 @@ def compaction_entry(
 def projected_after(result: dict[str, Any]) -> Optional[int]:
     """The preview's own "after" figure (`details.budget.projectedTokensAfter`): the commit
     reports the number the preview showed for the same summary and cut."""
-    details = result.get("details")
-    budget = details.get("budget") if isinstance(details, dict) else None
-    value = budget.get("projectedTokensAfter") if isinstance(budget, dict) else None
+    details: Any = result.get("details")
+    budget: Any = cast("dict[str, Any]", details).get("budget") if isinstance(details, dict) else None
+    value: Any = cast("dict[str, Any]", budget).get("projectedTokensAfter") if isinstance(budget, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 

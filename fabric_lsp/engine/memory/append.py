@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .normalize import Normalizer
 from .persist import finish_state
-from .sessions import _records_from, lineage_from_lines
+from .sessions import records_from, lineage_from_lines
 from .state import SessionState
 from .source import (
     Lineage,
@@ -74,7 +74,7 @@ def try_append(state: SessionState, key: StatKey, cfg: Any) -> bool:
         lineage, ordinals = lineage_from_lines(all_lines, state.branches)
     hasher = prefix_hasher
     hasher.update(new_bytes)
-    new_records = list(_records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
+    new_records = list(records_from(new_bytes, old_size, part.lines, lineage.ordinals, state.normalizer))
     # Commit (nothing below can fail part-way).
     scan.lines = all_lines
     scan.next_ordinal, scan.next_line, scan.end_offset = part.next_ordinal, part.next_line, part.end_offset

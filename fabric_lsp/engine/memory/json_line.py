@@ -55,7 +55,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _decode_whole(raw: bytes, depth_checked: bool) -> tuple[bool, Any]:
+def decode_whole(raw: bytes, depth_checked: bool) -> tuple[bool, Any]:
     try:
         value = _any_decoder.decode(raw)
     except Exception:  # DecodeError, RecursionError
@@ -143,7 +143,7 @@ _DROPPED = object()
 def _exact(raw: Any) -> Any:
     """The value of one JSON value taken from a checked line (`JSON.parse`'s, as
     `decode_json_line` gives it; None when even the fallback refuses it)."""
-    ok, value = _decode_whole(bytes(raw), True)
+    ok, value = decode_whole(bytes(raw), True)
     return value if ok else None
 
 
@@ -161,7 +161,7 @@ def _string_head(raw: Any, keep: int) -> str:
                 except Exception:
                     continue
             else:
-                ok, value = _decode_whole(piece, True)
+                ok, value = decode_whole(piece, True)
                 if not ok:
                     continue
             if isinstance(value, str):
@@ -254,7 +254,7 @@ def cut_json(
     if not depth_checked and _nests_deeper(raw, MAX_JSON_DEPTH):
         return False, None
     if len(top) <= budget:
-        return _decode_whole(line, True)
+        return decode_whole(line, True)
     note = cut_note(len(raw), limit)
     try:
         return True, _cut_value(top, _Cut(budget, note), 0)

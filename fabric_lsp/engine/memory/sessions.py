@@ -165,7 +165,7 @@ def _entries_from(
             yield raw, line_col[i]
 
 
-def _records_from(
+def records_from(
     data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
     kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
 ) -> Iterator[JsonObject]:
@@ -324,7 +324,7 @@ def _assemble(
         records = HotRecords()
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
         feed = norm.feed
-        for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of _records_from)
+        for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of records_from)
             for rec in feed(raw, line):
                 records.append(rec)
                 if index is not None:

@@ -20,7 +20,7 @@ import msgspec
 
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH
 from ..jsstr import js_string_of as js_string, js_stringify
-from .json_line import _decode_whole, cut_json
+from .json_line import decode_whole, cut_json
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -59,7 +59,7 @@ def decode_json_line(raw: bytes, *, depth_checked: bool = False) -> tuple[bool, 
     A line longer than `MAX_LINE_BYTES` gives its cut value (`cut_json`)."""
     if len(raw) > MAX_LINE_BYTES:
         return cut_json(raw, limit=MAX_LINE_BYTES, depth_checked=depth_checked)
-    return _decode_whole(raw, depth_checked)
+    return decode_whole(raw, depth_checked)
 
 
 @dataclass(slots=True)

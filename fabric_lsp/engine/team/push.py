@@ -178,7 +178,7 @@ def prepare(task: PushTask) -> dict[str, Any]:
         f"{skey}\t{si}\t{seg_starts[si]}\t{entries.index_at(seg_starts[si])}\n"
         for si in range(first_new_seg, len(seg_starts))
     ).encode("utf-8")
-    rows = []
+    rows: list[str] = []
     for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
         rows.append(f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
                     f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n")
