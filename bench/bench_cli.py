@@ -17,8 +17,13 @@ the corpus. Targets (issue 36): with a server p50 <= 50 ms per process, without 
 p50 <= 0.5 s at 200 MB. Nothing is written into the corpus: a temporary agent dir points
 `sessionDir` at its sessions, with its own index dir.
 
+With `--baseline DIR` (a directory holding another `fabric_lsp` package, e.g. an earlier
+commit's `git archive` with its compiled accelerator copied in) the no-server processes
+alternate between that code (run with PYTHONPATH=DIR) and this one in the same run, and
+their answers are checked to be byte-identical.
+
 Usage:
-  python bench/bench_cli.py [--corpus /work/corpora/c200] [--runs 30] [--lsp] [--json]
+  python bench/bench_cli.py [--corpus /work/corpora/c200] [--runs 30] [--lsp] [--baseline DIR] [--json]
 Run it with the interpreter of the install to measure: the development venv's editable
 install pays ~15 ms more per process start (its import finder) than a regular install.
 """
@@ -35,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -135,7 +140,21 @@ def wait_served(cmd: list[str], env: dict[str, str], pid: int, timeout: float = 
         time.sleep(0.2)
 
 
-def measure(corpus: Path, runs: int, lsp: bool) -> dict[str, Any]:
+def alternating(make: Any, runs: int, env: dict[str, str], baseline_env: dict[str, str]) -> tuple[
+        list[float], list[subprocess.CompletedProcess[bytes]], list[float], list[subprocess.CompletedProcess[bytes]]]:
+    """`series` of this code and of the baseline's, one process of each in turn."""
+    times, outs, base_times, base_outs = [], [], [], []
+    for i in range(runs):
+        for t, o, e in ((base_times, base_outs, baseline_env), (times, outs, env)):
+            dt, out = timed(make(i), e)
+            if out.returncode != 0:
+                raise SystemExit(f"failed ({out.returncode}): {make(i)}\n{out.stderr.decode(errors='replace')[-2000:]}")
+            t.append(dt)
+            o.append(out)
+    return times, outs, base_times, base_outs
+
+
+def measure(corpus: Path, runs: int, lsp: bool, baseline: Optional[Path] = None) -> dict[str, Any]:
     sessions = corpus / "sessions"
     files = sorted(sessions.rglob("*.jsonl"))
     size = sum(f.stat().st_size for f in files)
@@ -165,7 +184,15 @@ def measure(corpus: Path, runs: int, lsp: bool) -> dict[str, Any]:
         s0 = steal()
         floor, _ = series(lambda i: [sys.executable, "-c", "pass"], runs, env)
         floor_isolated, _ = series(lambda i: [sys.executable, "-I", "-S", "-c", "pass"], runs, env)
-        alone, alone_outs = series(recall, runs, alone_env)
+        if baseline is None:
+            alone, alone_outs = series(recall, runs, alone_env)
+        else:
+            base_env = dict(alone_env, PYTHONPATH=str(baseline))
+            alone, alone_outs, base, base_outs = alternating(recall, runs, alone_env, base_env)
+            if any(a.stdout != b.stdout for a, b in zip(alone_outs, base_outs)):
+                raise SystemExit("an answer differs from the baseline's")
+            row["baseline"] = str(baseline)
+            row["baseline_alone_p50_s"], row["baseline_alone_p95_s"] = pct(base, 0.5), pct(base, 0.95)
         row["python_p50_s"], row["python_isolated_p50_s"] = pct(floor, 0.5), pct(floor_isolated, 0.5)
         row["alone_p50_s"], row["alone_p95_s"] = pct(alone, 0.5), pct(alone, 0.95)
 
@@ -212,6 +239,9 @@ def report(row: dict[str, Any]) -> None:
     print(f"  python -c pass                  p50 {ms(row['python_p50_s'])}   (python -I -S: {ms(row['python_isolated_p50_s'])})")
     print(f"  recall, no server               p50 {ms(row['alone_p50_s'])}  p95 {ms(row['alone_p95_s'])}"
           f"   target at 200 MB p50 <= {ms(TARGETS['alone_p50_s'])}: {'met' if row['alone_p50_s'] <= TARGETS['alone_p50_s'] else 'NOT met'}")
+    if "baseline_alone_p50_s" in row:
+        print(f"  recall, no server, baseline     p50 {ms(row['baseline_alone_p50_s'])}  "
+              f"p95 {ms(row['baseline_alone_p95_s'])}   ({row['baseline']}, alternating; answers byte-identical)")
     for name in ("daemon", "lsp"):
         if f"{name}_p50_s" in row:
             label = "serve --daemon" if name == "daemon" else "language server"
@@ -226,6 +256,7 @@ def main() -> int:
     ap.add_argument("--corpus", action="append", help="an agent dir with sessions/ (default /work/corpora/c200)")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--lsp", action="store_true", help="also with a language server over stdio")
+    ap.add_argument("--baseline", metavar="DIR", help="a directory with another fabric_lsp package to run beside")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     # compiled modules, as an installed package has them (PYTHONDONTWRITEBYTECODE may be set here)
@@ -239,7 +270,12 @@ def main() -> int:
         path = Path(corpus)
         if not (path / "sessions").is_dir():
             raise SystemExit(f"{path} has no sessions/ (an agent dir, e.g. bench/corpus.py --out DIR)")
-        rows.append(measure(path, args.runs, args.lsp))
+        baseline = Path(args.baseline).resolve() if args.baseline else None
+        if baseline is not None:
+            if not (baseline / "fabric_lsp" / "__init__.py").is_file():
+                raise SystemExit(f"--baseline {baseline}: no fabric_lsp package there")
+            compileall.compile_dir(str(baseline / "fabric_lsp"), quiet=1)
+        rows.append(measure(path, args.runs, args.lsp, baseline))
         report(rows[-1])
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import sys
 
+from fabric_lsp.cli_base import FAST_COMMANDS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
     from typing import Any, Optional
-
-# The memory reads: their latency is mostly this process' start, so only their own module
-# is imported (not every subcommand's), and a running server answers them over the local
-# socket (fabric_lsp/local_socket.py). command -> module under fabric_lsp.commands
-FAST_COMMANDS = {"recall": "memory", "expand": "memory", "sessions": "memory", "history": "history"}
-
 
 def _fast_command(argv: "Sequence[str]") -> "Optional[str]":
     """The subcommand of `fabric-lsp [--log-file P] [-v…] COMMAND …` when it is one of
@@ -41,21 +37,6 @@ def _fast_command(argv: "Sequence[str]") -> "Optional[str]":
         else:
             return token if token in FAST_COMMANDS else None
     return None
-
-
-def configure_logging(log_file: str | None, verbosity: int) -> None:
-    import logging  # here: a memory read a server answers never loads it
-
-    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    handler: logging.Handler
-    if log_file:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-    else:
-        handler = logging.StreamHandler(sys.stderr)  # never stdout: it carries JSON-RPC
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
 
 
 def build_parser(*args: "Any", **kwargs: "Any") -> "argparse.ArgumentParser":

@@ -11,7 +11,7 @@ import sys
 from typing import Callable, Optional, Sequence
 
 from fabric_lsp import __version__
-from fabric_lsp.cli import FAST_COMMANDS, configure_logging
+from fabric_lsp.cli_base import FAST_COMMANDS, configure_logging
 
 # name -> (help, add_arguments, run); subcommand modules register themselves here.
 Subcommand = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
@@ -51,7 +51,7 @@ def _serve_daemon(args: argparse.Namespace) -> int:
         return 2
     from fabric_lsp.commands.face import cli_config, project_dir
     from fabric_lsp.engine import alloc
-    from fabric_lsp.local_socket import run_daemon
+    from fabric_lsp.local_socket_server import run_daemon
 
     alloc.tune()
     cfg = cli_config(args, "serve")
@@ -192,4 +192,27 @@ def main(argv: list[str], name: Optional[str]) -> int:
     run = getattr(args, "run", None)
     if run is None:  # bare `fabric-lsp` is the stdio server
         return _serve(args)
-    return int(run(args) or 0)
+    if name is None:
+        return int(run(args) or 0)
+    from fabric_lsp.commands import face
+
+    face.BEFORE_COMPUTE.append(_one_shot)  # a memory read that computes its answer here
+    try:
+        return int(run(args) or 0)
+    finally:
+        api = sys.modules.get("fabric_lsp.engine.memory.api")
+        if api is not None:
+            api.MemoryEngine.one_shot = False
+        client = sys.modules.get("fabric_lsp.local_socket")
+        if client is not None:  # a server that did not answer in time (the quick path said so already)
+            from fabric_lsp.quick_cli import say_unanswered
+
+            say_unanswered(name, client, done=True)
+
+
+def _one_shot() -> None:
+    """This process computes one answer and exits: its memory engine need not keep the
+    disk cache tidy nor decode what the answer does not read (MemoryEngine.one_shot)."""
+    from fabric_lsp.engine.memory.api import MemoryEngine
+
+    MemoryEngine.one_shot = True

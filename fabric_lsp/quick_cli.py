@@ -305,12 +305,14 @@ def run(argv: "list[str]") -> "Optional[int]":
 
     client = local_socket.connect(agent, local_socket.settings_inputs(cwd=cwd, init=init_options(a)))
     if client is None:
+        say_unanswered(command, local_socket)
         return None
     try:
         answer = client.request(METHODS[command], params, cwd=cwd)
     finally:
         client.close()
     if answer is None or (answer.raw is None and answer.error is None):
+        say_unanswered(command, local_socket)
         return None
     err = sys.stderr
     note = f"fabric-lsp {command}: {answered_note(client)}\n" if verbose else ""
@@ -363,6 +365,15 @@ def run(argv: "list[str]") -> "Optional[int]":
     if code or "error" not in result:
         return code
     return 2 if result["error"].get("code") in _NOT_FOUND else 1
+
+
+def say_unanswered(command: str, local_socket: "Any", *, done: bool = False) -> None:
+    """One line on stderr for each server that did not answer in time (it is not asked
+    again by this process, which computes the answer itself)."""
+    for message in local_socket.take_unanswered():
+        then = "the answer was computed here" if done else "computing the answer here"
+        sys.stderr.write(f"fabric-lsp {command}: {message}; {then}\n")
+        sys.stderr.flush()
 
 
 def _emit(raw: bytes, *, pipe_quietly: bool = True) -> int:

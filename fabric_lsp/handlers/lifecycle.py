@@ -81,7 +81,7 @@ async def initialized(ls: "FabricServer", params: types.InitializedParams) -> No
         # here (cheap), so a request that runs before the executor starts it still has it.
         ls.engines.enable_background_index(BackgroundProgress(ls).sink)
         ls.engine_executor.submit(ls.engines.resume_background_index)
-    from fabric_lsp.local_socket import serve_for_server
+    from fabric_lsp.local_socket_server import serve_for_server
 
     ls.engine_executor.submit(serve_for_server, ls)  # the CLI's memory reads, over this user's socket (docs/cli.md)
     ls.log_message(

@@ -377,3 +377,87 @@ def test_the_socket_follows_the_editors_settings(agent):
         assert ANSWERED.encode() not in out.stderr and b"no server" not in out.stderr
         (agent / "fabric.json").write_text(json.dumps({"memory": {"hotSessions": 2}}))
         assert f"{ANSWERED} (pid {srv.proc.pid}) over {moved}".encode() in cli(agent, *args).stderr
+
+
+@contextlib.contextmanager
+def daemon_of(agent: Path) -> Iterator[subprocess.Popen[str]]:
+    """`fabric-lsp serve --daemon` for `agent`, serving once this yields."""
+    env = server_env(agent)
+    env.pop("FABRIC_LSP_SOCKET", None)
+    daemon = subprocess.Popen([sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent),
+                               "--cwd", ORBIT], stderr=subprocess.PIPE, env=env, cwd=str(REPO), text=True)
+    try:
+        assert daemon.stderr is not None
+        line = daemon.stderr.readline()
+        assert line.startswith("fabric-lsp serve --daemon: local socket: serving "), line
+        yield daemon
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(daemon.pid, signal.SIGCONT)
+        if daemon.poll() is None:
+            daemon.kill()
+        daemon.wait()
+
+
+def test_a_server_that_stops_answering_does_not_hang_the_cli(agent):
+    """A stopped server (SIGSTOP) still accepts connections (the kernel queues them) but
+    answers nothing: the CLI waits $FABRIC_LSP_SOCKET_TIMEOUT, says so in one line,
+    computes the answer itself, and does not ask that server again in the same process."""
+    timeout = {"FABRIC_LSP_SOCKET_TIMEOUT": "1"}
+    quick = ("recall", "orbit", "--scope", "global", "--json", "--cwd", ORBIT)
+    text = ("sessions", "--scope", "global", "--cwd", ORBIT)  # the full parser's path
+    with daemon_of(agent) as daemon:
+        assert f"{ANSWERED} (pid {daemon.pid})".encode() in cli(agent, "-v", *quick).stderr
+        os.kill(daemon.pid, signal.SIGSTOP)
+        try:
+            for args, then in ((quick, "computing the answer here"), (text, "the answer was computed here")):
+                out = cli(agent, *args, env_extra=timeout)
+                alone = cli(agent, *args, socket_on=False)
+                assert out.returncode == alone.returncode == 0, out.stderr
+                assert out.stdout == alone.stdout, args
+                note = (f"fabric-lsp {args[0]}: the fabric-lsp server (pid {daemon.pid}) did not answer its hello "
+                        f"within 1 s; {then}\n").encode()
+                assert out.stderr == alone.stderr + note, out.stderr  # the one line, once
+        finally:
+            os.kill(daemon.pid, signal.SIGCONT)
+        assert f"{ANSWERED} (pid {daemon.pid})".encode() in cli(agent, "-v", *quick, env_extra=timeout).stderr
+
+
+def test_a_request_the_server_stops_answering_times_out(agent, monkeypatch):
+    """The request after a matching hello: the server stops (SIGSTOP) between the two, and
+    the client gives up after the timeout instead of waiting forever."""
+    import threading
+
+    from fabric_lsp import local_socket
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    monkeypatch.setenv("HOME", str(agent.parent))
+    monkeypatch.setenv("FABRIC_LSP_SOCKET_TIMEOUT", "1.5")
+    monkeypatch.delenv("FABRIC_LSP_SOCKET", raising=False)
+    monkeypatch.setattr(local_socket, "_unanswered", {})
+    monkeypatch.setattr(local_socket, "_untold", [])
+    inputs = local_socket.settings_inputs(cwd=ORBIT, init={})
+    with daemon_of(agent) as daemon:
+        client = local_socket.connect(str(agent), inputs)
+        assert client is not None and client.pid == daemon.pid
+        params = {"query": "orbit", "scope": "global"}
+        assert client.request("fabric/recall", params, cwd=ORBIT).raw is not None  # it answers
+        os.kill(daemon.pid, signal.SIGSTOP)
+        outcome: list[Any] = []
+        asking = threading.Thread(target=lambda: outcome.append(client.request("fabric/recall", params, cwd=ORBIT)),
+                                  daemon=True)
+        asking.start()
+        asking.join(60)
+        client.close()
+        assert not asking.is_alive(), "the request never gave up"
+        assert outcome == [None] and client.timed_out
+        assert local_socket.take_unanswered() == [
+            f"the fabric-lsp server (pid {daemon.pid}) did not answer fabric/recall within 1.5 s"]
+        notes: list[str] = []
+        assert local_socket.connect(str(agent), inputs, note=notes.append) is None  # not asked again
+        assert any("did not answer fabric/recall within 1.5 s earlier: not used" in n for n in notes), notes
+        os.kill(daemon.pid, signal.SIGCONT)
+        monkeypatch.setattr(local_socket, "_unanswered", {})
+        again = local_socket.connect(str(agent), inputs)  # it answers again once it runs
+        assert again is not None and again.request("fabric/recall", params, cwd=ORBIT).raw is not None
+        again.close()

@@ -51,6 +51,13 @@ class MemoryEngine(MemoryCore):
     """`MemoryEngine(config, agent_dir=..., session_dir=None, index_dir=None)`; the state
     it holds is `MemoryCore`'s."""
 
+    # True while this process computes one answer and exits (the CLI without a server:
+    # cli_parser.main sets it around a memory read's command, and clears it after). Such
+    # an engine skips the disk cache's cleanup when there is nothing to clean by name and
+    # leaves hot records undecoded until read (index.py `_nothing_to_clean`, pending.py
+    # `PendingRecords`); answers are the same. Servers and `fabric-lsp index` never set it.
+    one_shot = False
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def notify_changed(self, paths: Iterable[str]) -> None:

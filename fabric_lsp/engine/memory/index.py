@@ -13,17 +13,20 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import stat
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
-from fabric_lsp.engine.owned_dir import DirRefused
+from fabric_lsp.engine.owned_dir import DirRefused, OwnedDir
 
 from . import file_history, hot_cache, store
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .core import MemoryCore
 from .append import try_append
+from .pending import with_pending_records
 from .persist import state_from_record, write_records
 from .sessions import build_state, digest_from_hot
 from .state import SessionState, SourceMissing
@@ -72,15 +75,60 @@ def cleanup_once(eng: MemoryCore) -> bool:
             if eng.index_dir_error != str(err):
                 log.warning("memory index: %s; the index is kept in memory only", err)
             eng.index_dir, eng.index_dir_error = None, str(err)
-        complete = eng.cleanup_complete = store.cleanup(
-            eng.index_dir, eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
-        )
+        complete = eng.cleanup_complete = _cleanup(eng)
         if not eng.cold.slots and not eng.cold.names:
             data = store.read_cache_file(eng.index_dir, SNAPSHOT_NAME, eng.config.max_sync_source_bytes)
             if data is not None and not eng.cold.restore(data):
                 store.remove(eng.index_dir, SNAPSHOT_NAME)  # damaged or of another format
             eng.terms_persisted = eng.cold.version
     return complete
+
+
+def _cleanup(eng: MemoryCore) -> bool:
+    """The bounded cleanup (store.cleanup); a one-shot process skips it when, by name,
+    there is nothing to remove (`_nothing_to_clean`)."""
+    max_files, max_bytes = eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
+    if getattr(eng, "one_shot", False):
+        complete = _nothing_to_clean(eng, max_files, max_bytes)
+        if complete is not None:
+            return complete
+    return store.cleanup(eng.index_dir, max_files, max_bytes)
+
+
+def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> Optional[bool]:
+    """What `store.cleanup` would return, found without reading a record, when every name
+    in the index dir is a record name of a session file this engine has just listed and
+    no temporary file is left; None otherwise (then the cleanup runs).
+
+    The cleanup reads and checks every record (0.1–0.3 s at 200 MB), which a process
+    answering one query pays on every run. Beside records of such names it only removes
+    what a load removes anyway when it meets it (a record of another version, unsealed or
+    unparseable: `from_disk`), so skipping it changes no answer, and the directory stays
+    bounded: a name of a session that is gone, or a temporary file, runs the cleanup. Its
+    result depends on the listing only (the count of records and their summed size
+    against the budgets), so it is computed from the listing."""
+    listing = store.owned(eng.index_dir).listing()
+    if listing is None:
+        return True  # (store.cleanup: nothing of ours to inspect)
+    files = list(eng.refs)
+    if not files:
+        return None  # nothing listed yet: nothing to tell records of live sessions by
+    # every record name is the file's `cache_base` and a suffix of its branch mode and kind
+    base = store.cache_base(files[0])
+    suffixes = [store.cache_name(files[0], branches, kind)[len(base):]
+                for branches in ("active", "all") for kind in store.RECORD_KINDS]
+    expected = {b + suffix for b in map(store.cache_base, files) for suffix in suffixes}
+    inspected = read_bytes = 0
+    for name, st in listing:
+        if OwnedDir.is_temp(name):
+            return None
+        if not name.endswith(".json") or not stat.S_ISREG(st.st_mode):
+            continue  # (the snapshot, or not a file: the cleanup leaves these alone too)
+        if name not in expected:
+            return None
+        inspected += 1
+        read_bytes += st.st_size
+    return inspected <= max_files and read_bytes <= max_bytes
 
 
 def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
@@ -128,7 +176,12 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[S
                                       eng.config.max_sync_source_bytes)
         hot_index = hot_cache.load_record(terms, record, ref.file, branches, ref.key) if terms is not None else None
     try:
-        state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config, hot_index=hot_index)
+        state = None
+        if hot_index is not None and getattr(eng, "one_shot", False):
+            state = with_pending_records(record, ref.file, branches, key=ref.key, cfg=eng.config, hot_index=hot_index)
+        if state is None:
+            state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config,
+                                      hot_index=hot_index)
     except (KeyError, TypeError, ValueError, AttributeError):
         state = None
     if state is None:
