@@ -95,3 +95,26 @@ def test_the_neovim_settings_table_is_generated_from_the_one_schema():
     from fabric_lsp.settings_schema import NEOVIM, neovim_table
 
     assert NEOVIM.read_text(encoding="utf-8") == neovim_table(), "run: python -m fabric_lsp.settings_schema --write"
+
+
+def test_every_generated_settings_artefact_is_current():
+    """docs/configuration.md's table, the VS Code manifest's server settings and the Neovim
+    table are made from fabric_lsp/settings_schema.py (`--write`); `--check` says when not."""
+    out = subprocess.run([sys.executable, "-m", "fabric_lsp.settings_schema", "--check"], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+
+
+def test_user_level_settings_are_user_level_in_vs_code():
+    """A setting that names a directory or decides what leaves the machine is never taken
+    from a workspace: application/machine scope, and restricted in untrusted workspaces."""
+    from fabric_lsp.settings_schema import SETTINGS
+
+    manifest = json.loads((ROOT / "editors" / "vscode" / "package.json").read_text())
+    props = manifest["contributes"]["configuration"]["properties"]
+    restricted = manifest["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"]
+    for s in SETTINGS:
+        if s.user_only and s.editor:
+            key = f"fabric.{s.key}"
+            assert props[key]["scope"] in ("application", "machine-overridable"), key
+            assert key in restricted, key
