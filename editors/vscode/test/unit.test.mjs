@@ -336,7 +336,10 @@ describe('workspace trust: what an untrusted workspace may not choose', () => {
       .map(([id]) => id.slice('fabric.'.length))
       .sort();
     assert.deepEqual(pathLike, ['agentDir', 'indexDir', 'server.command', 'server.env', 'server.python', 'sessionDir']);
-    assert.deepEqual([...restricted].sort(), pathLike);
+    // the team settings decide what leaves the machine: user-level too (docs/team.md)
+    const team = Object.keys(props).filter((id) => id.startsWith('fabric.team.')).map((id) => id.slice('fabric.'.length));
+    assert.deepEqual(team.sort(), ['team.autoPush', 'team.member', 'team.projects', 'team.url']);
+    assert.deepEqual([...restricted].sort(), [...pathLike, ...team].sort());
     // Each is a contributed setting (a typo in restrictedConfigurations would protect nothing).
     for (const key of restricted) assert.ok(props[`fabric.${key}`], `fabric.${key} is contributed`);
     assert.match(manifest.capabilities.untrustedWorkspaces.description, /fabric\.indexDir/);

@@ -229,7 +229,7 @@ try {
     assert(text.includes(`"sessionDir": "${path.join(tmp.agentDir, 'sessions')}"`), `sessionDir is the default: ${text.slice(0, 1200)}`);
     assert(text.includes(`"indexDir": "${userIndex}"`), `indexDir is the default: ${text.slice(0, 1200)}`);
     // (Markdown wraps the long line: compare with whitespace collapsed.)
-    assert(text.replace(/\s+/g, ' ').includes('Restricted Mode: only your user settings count for fabric.agentDir, fabric.indexDir, fabric.server.command, fabric.server.env, fabric.server.python, fabric.sessionDir.'),
+    assert(text.replace(/\s+/g, ' ').includes('Restricted Mode: only your user settings count for fabric.agentDir, fabric.indexDir, fabric.server.command, fabric.server.env, fabric.server.python, fabric.sessionDir, fabric.team.autoPush, fabric.team.member, fabric.team.projects, fabric.team.url.'),
       `the document says which settings only the user sets: ${text.slice(0, 800)}`);
     await page.screenshot({ path: path.join(shotDir, 'vscode-trust-restricted.png') });
     // Nowhere in the server's answer (sources, warnings, dirs): neither the repository
