@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -154,7 +154,7 @@ def alternating(make: Any, runs: int, env: dict[str, str], baseline_env: dict[st
     return times, outs, base_times, base_outs
 
 
-def measure(corpus: Path, runs: int, lsp: bool, baseline: Optional[Path] = None) -> dict[str, Any]:
+def measure(corpus: Path, runs: int, lsp: bool, baseline: Path | None = None) -> dict[str, Any]:
     sessions = corpus / "sessions"
     files = sorted(sessions.rglob("*.jsonl"))
     size = sum(f.stat().st_size for f in files)

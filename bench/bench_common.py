@@ -22,7 +22,7 @@ def add_session_arguments(ap: argparse.ArgumentParser, *, rounds: int) -> None:
     ap.add_argument("--keep", help="directory to generate into and keep (reused when the file exists)")
 
 
-def session_file(args: argparse.Namespace) -> tuple[Path, "tempfile.TemporaryDirectory[str] | None"]:
+def session_file(args: argparse.Namespace) -> tuple[Path, tempfile.TemporaryDirectory[str] | None]:
     """The file to measure: --file, or a deterministic session from bench/corpus.py
     (kept in --keep and reused, else in a temporary directory the caller keeps alive)."""
     if args.file:

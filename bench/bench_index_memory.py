@@ -92,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import msgspec
-
     from corpus import encode_cwd, generate_message_session
 
     tmp = None

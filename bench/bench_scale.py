@@ -360,7 +360,7 @@ def report(rows: list[dict], big: dict | None) -> None:
     for r in rows:
         d = r["decode_s"]
         n = len(r["runs"])
-        per_run = "median of %d runs: " % n + ", ".join(f"{x['all_indexed_s'] / x['decode_s']:.2f}x" for x in r["runs"]) \
+        per_run = f"median of {n} runs: " + ", ".join(f"{x['all_indexed_s'] / x['decode_s']:.2f}x" for x in r["runs"]) \
             if n > 1 else "one run"
         print(f"\n== {r['label']}: {r['sessions']} sessions, {_mb(r['bytes'])}; baseline msgspec decode {d:.2f} s "
               f"(median round; each run is compared with the rounds beside it)")

@@ -69,6 +69,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import conftest  # tests/team/conftest.py: the private cluster
+
     from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
     from fabric_lsp.engine.team.api import TeamEngine
     from fabric_lsp.engine.team.schema import migrate

@@ -33,10 +33,11 @@ import struct
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
@@ -106,7 +107,7 @@ def encode_line(obj: dict) -> bytes:
 
 
 def iso(ms: int) -> str:
-    d = _dt.datetime.fromtimestamp(ms // 1000, _dt.timezone.utc)
+    d = _dt.datetime.fromtimestamp(ms // 1000, _dt.UTC)
     return d.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
 
 
@@ -647,7 +648,7 @@ class SessionWriter:
         elif sig == "anthropic":
             part["thinkingSignature"] = base64.b64encode(self.rng.randbytes(48)).decode()
         else:
-            part["thinkingSignature"] = ('{"type":"reasoning","id":"rs_%032x","summary":[]}' % self.rng.getrandbits(128))
+            part["thinkingSignature"] = ('{"type":"reasoning","id":"rs_' + f"{self.rng.getrandbits(128):032x}" + '","summary":[]}')
         return part
 
     def assistant(self, *, thinking: str | None = None, text: str | None = None,
@@ -1167,7 +1168,7 @@ class Tasks:
             fns = [f for fs in p.functions.values() for f in fs]
             levels = ["INFO"] * 6 + ["DEBUG"] * 3 + ["WARN", "ERROR"]
             pool = []
-            for i in range(1500):
+            for _ in range(1500):
                 lvl = r.choice(levels)
                 comp = r.choice(comps)
                 if lvl == "ERROR":

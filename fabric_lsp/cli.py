@@ -19,9 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
-    from typing import Any, Optional
+    from typing import Any
 
-def _fast_command(argv: "Sequence[str]") -> "Optional[str]":
+def _fast_command(argv: Sequence[str]) -> str | None:
     """The subcommand of `fabric-lsp [--log-file P] [-v…] COMMAND …` when it is one of
     FAST_COMMANDS, else None (then the full parser decides)."""
     skip = False
@@ -39,14 +39,14 @@ def _fast_command(argv: "Sequence[str]") -> "Optional[str]":
     return None
 
 
-def build_parser(*args: "Any", **kwargs: "Any") -> "argparse.ArgumentParser":
+def build_parser(*args: Any, **kwargs: Any) -> argparse.ArgumentParser:
     """The full parser (fabric_lsp/cli_parser.py)."""
     from fabric_lsp.cli_parser import build_parser as build
 
     return build(*args, **kwargs)
 
 
-def main(argv: "Sequence[str] | None" = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     name = _fast_command(argv)
     if name is not None:

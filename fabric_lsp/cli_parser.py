@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from fabric_lsp import __version__
 from fabric_lsp.cli_base import FAST_COMMANDS, configure_logging
@@ -37,8 +37,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"fabric-lsp serve: {', '.join(daemon_only)} only with --daemon (the language server takes its "
               "settings from the editor)", file=sys.stderr)
         return 2
-    from fabric_lsp.engine import alloc
     from fabric_lsp.app import run_server  # lazy: only `serve` needs pygls
+    from fabric_lsp.engine import alloc
 
     alloc.tune()  # large buffers in their own mappings (engine/alloc.py)
     return run_server(tcp=getattr(args, "tcp", None))
@@ -76,7 +76,7 @@ class _HelpFormatter(argparse.HelpFormatter):
     makes one per added argument; shutil costs a memory read's start a few ms)."""
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: Optional[int] = None) -> None:
+                 width: int | None = None) -> None:
         if width is None:  # shutil.get_terminal_size().columns - 2, as argparse does
             import os
 
@@ -93,7 +93,7 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
-def build_parser(subcommands: Optional[dict[str, Subcommand]] = None,
+def build_parser(subcommands: dict[str, Subcommand] | None = None,
                  parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser = parser_class(
         prog="fabric-lsp",
@@ -124,7 +124,7 @@ class _FastParser(argparse.ArgumentParser):
         raise _FastParseError(message)
 
 
-def _fast_args(name: str, argv: Sequence[str]) -> Optional[argparse.Namespace]:
+def _fast_args(name: str, argv: Sequence[str]) -> argparse.Namespace | None:
     """`argv` parsed with only `name`'s module imported, or None (a parse error: the
     full parser reports it)."""
     import importlib
@@ -166,7 +166,7 @@ def _serve_args(argv: Sequence[str]) -> argparse.Namespace | None:
     return args
 
 
-def main(argv: list[str], name: Optional[str]) -> int:
+def main(argv: list[str], name: str | None) -> int:
     """The full command line; `name` is the fast command `argv` names (cli._fast_command)."""
     fast = _serve_args(argv)
     if fast is not None:

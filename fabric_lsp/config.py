@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.index_dir import index_dir_refusal
 from fabric_lsp.settings_schema import SETTINGS, Setting, section_defaults
@@ -59,7 +60,7 @@ class ServerConfig:
     # Pi 1.x `compaction.modelOverrides`: (("provider/modelId", (("keepRecentTokens", n), ...)), ...)
     model_overrides: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
-    def compaction_settings(self) -> "CompactionSettings":
+    def compaction_settings(self) -> CompactionSettings:
         """The settings layers' part of the compaction options (see
         engine/compaction/options.py, the one resolver every face uses)."""
         from fabric_lsp.engine.compaction.options import CompactionSettings  # lazy: start-up cost

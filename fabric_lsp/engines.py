@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
 from fabric_lsp.config import ServerConfig
@@ -40,7 +41,7 @@ Submit = Callable[[Callable[[], None]], Any]
 class DomainError(Exception):
     """A domain outcome the wire reports as `{error: {code, message, candidates?}}`."""
 
-    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
+    def __init__(self, code: str, message: str, candidates: list[str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -76,24 +77,24 @@ class Engines:
         self,
         config: Callable[[], ServerConfig],
         *,
-        notify: Optional[Notify] = None,
-        submit: Optional[Submit] = None,
-        warn: Optional[Callable[[str], None]] = None,
+        notify: Notify | None = None,
+        submit: Submit | None = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config
         self._notify = notify
         self._warn = warn  # a warning for the user (the server: window/showMessage)
         self._submit = submit
         self._lock = threading.RLock()
-        self._memory: Optional["MemoryEngine"] = None
-        self._intents: Optional["IntentsService"] = None
-        self._team: Optional["TeamEngine"] = None
-        self._autopush: Optional["AutoPush"] = None
-        self._index_sink: Optional[Callable[[dict[str, Any]], None]] = None
+        self._memory: MemoryEngine | None = None
+        self._intents: IntentsService | None = None
+        self._team: TeamEngine | None = None
+        self._autopush: AutoPush | None = None
+        self._index_sink: Callable[[dict[str, Any]], None] | None = None
         self._index_enabled = False
         # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
         # The server sets its worker-process pool here (engine/procpool.py).
-        self.preview_runner: Optional[Callable[..., dict[str, Any]]] = None
+        self.preview_runner: Callable[..., dict[str, Any]] | None = None
 
     @property
     def config(self) -> ServerConfig:
@@ -101,7 +102,7 @@ class Engines:
 
     # -- engines --------------------------------------------------------------------
 
-    def memory(self) -> "MemoryEngine":
+    def memory(self) -> MemoryEngine:
         from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 
         with self._lock:
@@ -119,7 +120,7 @@ class Engines:
                     self._start_indexer(self._memory)
             return self._memory
 
-    def _start_indexer(self, engine: "MemoryEngine") -> None:
+    def _start_indexer(self, engine: MemoryEngine) -> None:
         from fabric_lsp.engine.memory.background import BackgroundIndexer
 
         if engine.config.enabled and engine.background is None:
@@ -158,7 +159,7 @@ class Engines:
         pusher.request()
         return True
 
-    def auto_pusher(self) -> Optional["AutoPush"]:
+    def auto_pusher(self) -> AutoPush | None:
         with self._lock:
             return self._autopush
 
@@ -182,7 +183,7 @@ class Engines:
             self._warn(f"fabric-lsp: team.autoPush could not push ({message}); local recall keeps working. "
                        "Run `fabric-lsp team push` to see the details.")
 
-    def team(self) -> "TeamEngine":
+    def team(self) -> TeamEngine:
         """The team database's engine (docs/team.md), from the user-level `team` settings."""
         from fabric_lsp.engine.memory.api import MemoryConfig
         from fabric_lsp.engine.team.api import TeamEngine
@@ -198,14 +199,14 @@ class Engines:
                 self._team = TeamEngine(settings, MemoryConfig.from_settings(dict(cfg.memory)), self.memory)
             return self._team
 
-    def memory_if_started(self) -> Optional["MemoryEngine"]:
+    def memory_if_started(self) -> MemoryEngine | None:
         with self._lock:
             return self._memory
 
     def leases(self) -> LeaseBook:
         return LeaseBook(self.config.agent_dir)
 
-    def intents(self) -> "IntentsService":
+    def intents(self) -> IntentsService:
         from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
 
         with self._lock:
@@ -231,13 +232,13 @@ class Engines:
             log.exception("starting the intents engine failed")
         self.resume_background_index()  # after a settings change: index with the new engine
 
-    def start_background_index(self, sink: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
+    def start_background_index(self, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Index every session in the background (engine/memory/background.py), now and for
         every memory engine built after a settings change; `sink` gets its events."""
         self.enable_background_index(sink)
         self.resume_background_index()
 
-    def enable_background_index(self, sink: Optional[Callable[[dict[str, Any]], None]] = None) -> None:
+    def enable_background_index(self, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Cheap (no engine is built): from now on every memory engine gets its background
         indexer when it is made, so a request that comes first already sees it pending."""
         with self._lock:
@@ -255,7 +256,7 @@ class Engines:
         except Exception:
             log.exception("starting the background indexer failed")
 
-    def compaction_options(self, overrides: Optional["CompactionOverrides"] = None) -> "CompactionOptions":
+    def compaction_options(self, overrides: CompactionOverrides | None = None) -> CompactionOptions:
         """The effective compaction options (engine/compaction/options.py) of the current
         settings and a request's overrides."""
         from fabric_lsp.engine.compaction.options import resolve_compaction_options
@@ -275,8 +276,8 @@ class Engines:
     def compaction_preview(
         self,
         p: protocol.CompactionPreviewParams,
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.CompactionPreviewResult:
         from fabric_lsp.engine.compaction.options import CompactionOverrides
         from fabric_lsp.engine.compaction.tasks import COMPACTION_PREVIEW
@@ -301,8 +302,8 @@ class Engines:
     def branch_summary_preview(
         self,
         p: protocol.BranchSummaryPreviewParams,
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.BranchSummaryPreviewResult:
         from fabric_lsp.engine.compaction.tasks import BRANCH_SUMMARY_PREVIEW
 
@@ -322,8 +323,8 @@ class Engines:
         ), cancel, activity)
 
     def _preview(
-        self, method: str, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
+        self, method: str, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
+        activity: ActivitySink | None,
     ) -> Any:
         """The preview task (engine/compaction/tasks.py) with its resolved arguments, in
         `preview_runner` when one is set (the server's worker processes), else here."""
@@ -337,9 +338,9 @@ class Engines:
     def recall(
         self,
         p: protocol.RecallParams,
-        cwd: Optional[str],
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cwd: str | None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.RecallResult:
         if p.scope == "team" or p.scope.startswith("team:"):
             return protocol.to_result(protocol.RECALL, self.team().recall(protocol.params_to_dict(p)))
@@ -349,9 +350,9 @@ class Engines:
     def expand(
         self,
         p: protocol.ExpandParams,
-        cwd: Optional[str],
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cwd: str | None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
         if p.member is not None:  # a team item (docs/team.md)
             return protocol.to_result(protocol.EXPAND, self.team().expand(protocol.params_to_dict(p)))
@@ -361,9 +362,9 @@ class Engines:
     def sessions(
         self,
         p: protocol.SessionsParams,
-        cwd: Optional[str],
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cwd: str | None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.SessionsResult:
         result = self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.SESSIONS, result)
@@ -371,29 +372,29 @@ class Engines:
     def file_history(
         self,
         p: protocol.FileHistoryParams,
-        cwd: Optional[str],
-        cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        cwd: str | None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.FileHistoryResult:
         result = self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel,
                                              activity=activity)
         return protocol.to_result(protocol.FILE_HISTORY, result)
 
     def compact_request(
-        self, p: protocol.CompactRequestParams, cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        self, p: protocol.CompactRequestParams, cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.CompactRequestResult:
         return intent_request(self.intents(), str(self.session_path(p.session)), p)
 
     def compact_status(
-        self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        self, p: protocol.CompactSessionParams, cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.CompactStatusResult:
         return intent_status(self.intents(), str(self.session_path(p.session)))
 
     def compact_cancel(
-        self, p: protocol.CompactSessionParams, cancel: Optional[CancelToken] = None,
-        activity: Optional[ActivitySink] = None,
+        self, p: protocol.CompactSessionParams, cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
     ) -> protocol.CompactCancelResult:
         return intent_cancel(self.intents(), str(self.session_path(p.session)))
 
@@ -439,7 +440,7 @@ class Engines:
 # state dir and quiet interval flags, no committer thread): one rule for both faces.
 
 
-def intent_request(service: "IntentsService", path: str, p: protocol.CompactRequestParams) -> protocol.CompactRequestResult:
+def intent_request(service: IntentsService, path: str, p: protocol.CompactRequestParams) -> protocol.CompactRequestResult:
     args = protocol.params_to_dict(p)
     args.pop("session", None)
     try:
@@ -449,11 +450,11 @@ def intent_request(service: "IntentsService", path: str, p: protocol.CompactRequ
     return protocol.to_result(protocol.COMPACT_REQUEST, result)
 
 
-def intent_status(service: "IntentsService", path: str) -> protocol.CompactStatusResult:
+def intent_status(service: IntentsService, path: str) -> protocol.CompactStatusResult:
     return protocol.to_result(protocol.COMPACT_STATUS, service.status(path))
 
 
-def intent_cancel(service: "IntentsService", path: str) -> protocol.CompactCancelResult:
+def intent_cancel(service: IntentsService, path: str) -> protocol.CompactCancelResult:
     return protocol.to_result(protocol.COMPACT_CANCEL, service.cancel(path))
 
 

@@ -24,7 +24,8 @@ import asyncio
 import json
 import logging
 import re
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger("fabric_lsp.framing")
 
@@ -55,11 +56,11 @@ class FrameReader:
         self._read_some = read_some
         self._buf = bytearray()
         self._eof = False
-        self._pending: Optional[asyncio.Future[bytes]] = None
+        self._pending: asyncio.Future[bytes] | None = None
         self._resync = False
         self._skipped = 0
 
-    async def _fill(self, timeout: Optional[float] = None) -> bool:
+    async def _fill(self, timeout: float | None = None) -> bool:
         """Read more input; False at end of input or when nothing came within `timeout`."""
         if self._eof:
             return False
@@ -99,7 +100,7 @@ class FrameReader:
             if not await self._fill():
                 return False
 
-    async def _line(self, start: int) -> Optional[tuple[bytes, int]]:
+    async def _line(self, start: int) -> tuple[bytes, int] | None:
         """The header line at `start` without its line end, and the offset after it;
         None at EOF. The buffer is not consumed."""
         while True:
@@ -111,7 +112,7 @@ class FrameReader:
             if not await self._fill():
                 return None
 
-    async def _header(self) -> Optional[int]:
+    async def _header(self) -> int | None:
         """The Content-Length of the next well-formed header block; None at EOF."""
         while True:
             if self._resync and not await self._find_header():
@@ -129,9 +130,9 @@ class FrameReader:
                 log.warning("LSP input ended inside a header")
             return length
 
-    async def _header_block(self) -> Optional[int]:
+    async def _header_block(self) -> int | None:
         """Parse one header block at the buffer's start; consume it only when it is good."""
-        length: Optional[int] = None
+        length: int | None = None
         lines = 0
         off = 0
         while True:
@@ -165,7 +166,7 @@ class FrameReader:
                 length = int(value)
             off = nxt
 
-    async def _body(self, length: int) -> Optional[bytes]:
+    async def _body(self, length: int) -> bytes | None:
         while len(self._buf) < length:
             arrived = len(self._buf)
             if await self._fill(BODY_STALL_S if arrived else None):
@@ -182,7 +183,7 @@ class FrameReader:
         del self._buf[:length]
         return body
 
-    async def next_body(self) -> Optional[bytes]:
+    async def next_body(self) -> bytes | None:
         """The next message body; None at end of input."""
         while True:
             length = await self._header()
@@ -267,7 +268,7 @@ def _decode(body: bytes, reader: FrameReader, protocol: Any) -> Any:
 
 
 async def serve(reader: FrameReader, protocol: Any, stop: Callable[[], bool],
-                room: Optional[Callable[[], Awaitable[None]]] = None) -> None:
+                room: Callable[[], Awaitable[None]] | None = None) -> None:
     """Hand every message body to `protocol` (pygls' `structure_message` /
     `handle_message`, plus `reject_too_deep(top_level_json)`) until end of input.
     `room()`, when given, is awaited before each message: the output's back-pressure

@@ -54,19 +54,41 @@ import os
 
 from fabric_lsp.local_socket_wire import (
     ENV_SWITCH as ENV_SWITCH,
+)
+from fabric_lsp.local_socket_wire import (
     HELLO as HELLO,
+)
+from fabric_lsp.local_socket_wire import (
     HELLO_TIMEOUT_S as HELLO_TIMEOUT_S,
+)
+from fabric_lsp.local_socket_wire import (
     METHODS as METHODS,
+)
+from fabric_lsp.local_socket_wire import (
     PROTOCOL as PROTOCOL,
+)
+from fabric_lsp.local_socket_wire import (
     available as available,
+)
+from fabric_lsp.local_socket_wire import (
+    ours_socket,
     package_dir,
+)
+from fabric_lsp.local_socket_wire import (
     peer_uid as peer_uid,
+)
+from fabric_lsp.local_socket_wire import (
     private_dir_refusal as private_dir_refusal,
+)
+from fabric_lsp.local_socket_wire import (
     socket_dir as socket_dir,
+)
+from fabric_lsp.local_socket_wire import (
     wire_decode as wire_decode,
+)
+from fabric_lsp.local_socket_wire import (
     wire_encode as wire_encode,
 )
-from fabric_lsp.local_socket_wire import ours_socket
 
 try:  # the C module: `socket` (enums, selectors) costs a CLI start ~3 ms
     import _socket
@@ -75,7 +97,8 @@ except ImportError:  # pragma: no cover - an interpreter without it
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional
+    from collections.abc import Callable
+    from typing import Any
 
 
 TIMEOUT_ENV = "FABRIC_LSP_SOCKET_TIMEOUT"
@@ -143,8 +166,8 @@ class SocketAnswer:
 
     def __init__(self, line: bytes) -> None:
         self.line = line
-        self.raw: Optional[bytes] = None
-        self.error: Optional[dict[str, Any]] = None
+        self.raw: bytes | None = None
+        self.error: dict[str, Any] | None = None
         if line.startswith(self._PREFIX) and line.endswith(b"}"):
             self.raw = line[len(self._PREFIX):-1]
             return
@@ -164,7 +187,7 @@ class SocketAnswer:
 class Client:
     """A connection to a server whose settings matched ours (`connect`)."""
 
-    def __init__(self, sock: "_socket.socket", path: str, hello: dict[str, Any]) -> None:
+    def __init__(self, sock: _socket.socket, path: str, hello: dict[str, Any]) -> None:
         self.sock = sock
         self.path = path
         self.hello = hello
@@ -173,8 +196,8 @@ class Client:
         self.timed_out = False  # the last request got no answer in time (the server is not asked again)
         self._buf = bytearray()
 
-    def request(self, method: str, params: Any, *, cwd: Optional[str] = None,
-                timeout: Optional[float] = None) -> Optional[SocketAnswer]:
+    def request(self, method: str, params: Any, *, cwd: str | None = None,
+                timeout: float | None = None) -> SocketAnswer | None:
         """Send one request and read its answer; None when the connection failed or no
         answer came within `timeout` seconds (default `request_timeout()`: then
         `timed_out` is set, and close the client: a late answer is never read)."""
@@ -195,7 +218,7 @@ class Client:
             return None
         return None if line is None else SocketAnswer(line)
 
-    def _read_line(self) -> Optional[bytes]:
+    def _read_line(self) -> bytes | None:
         while True:
             end = self._buf.find(b"\n")
             if end >= 0:
@@ -215,7 +238,7 @@ class Client:
 
 
 def connect(agent_dir: str, inputs: dict[str, Any], *,
-            note: Optional[Callable[[str], None]] = None) -> Optional[Client]:
+            note: Callable[[str], None] | None = None) -> Client | None:
     """A server of `agent_dir` (absolute) whose settings are the ones `inputs`
     (settings_inputs) resolve to, or None: then the caller computes its answer itself.
     `note` hears why a socket was not used."""
@@ -248,7 +271,7 @@ def connect(agent_dir: str, inputs: dict[str, Any], *,
     return None
 
 
-def _hello(path: str, inputs: dict[str, Any], say: Callable[[str], None]) -> Optional[Client]:
+def _hello(path: str, inputs: dict[str, Any], say: Callable[[str], None]) -> Client | None:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(HELLO_TIMEOUT_S)

@@ -28,14 +28,19 @@ from fabric_lsp.local_socket_wire import (
     PARSE_ERROR,
     PROTOCOL,
     TICK_S,
-    ours_socket,
     available,
+    error_line,
+    ours_socket,
     package_dir,
     peer_uid,
     private_dir_refusal,
+    result_line,
+    same_file,
+    send_line,
     socket_dir,
+    take_lock,
+    unlink_quietly,
 )
-from fabric_lsp.local_socket_wire import error_line, result_line, same_file, send_line, take_lock, unlink_quietly
 
 try:  # the C module: `socket` (enums, selectors) costs a CLI start ~3 ms
     import _socket
@@ -45,8 +50,9 @@ except ImportError:  # pragma: no cover - an interpreter without it
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Callable
     from concurrent.futures import Future
-    from typing import Any, Callable, Optional
+    from typing import Any
 
     from fabric_lsp.config import ServerConfig
     from fabric_lsp.engines import Engines
@@ -55,7 +61,7 @@ if TYPE_CHECKING:
 # -- the settings that change answers ------------------------------------------------------
 
 
-def config_fingerprint(cfg: "ServerConfig") -> str:
+def config_fingerprint(cfg: ServerConfig) -> str:
     """SHA-256 of what makes two configurations answer memory reads differently: the
     directories, the memory and team settings, and the code (version, install)."""
     import hashlib
@@ -93,11 +99,11 @@ class LocalSocketServer:
 
     def __init__(
         self,
-        engines: "Engines",
-        config: Callable[[], "ServerConfig"],
-        submit: Callable[[Callable[[], Any]], "Future[Any]"],
+        engines: Engines,
+        config: Callable[[], ServerConfig],
+        submit: Callable[[Callable[[], Any]], Future[Any]],
         *,
-        default_cwd: Callable[[], Optional[str]] = lambda: None,
+        default_cwd: Callable[[], str | None] = lambda: None,
         is_open: Callable[[], bool] = lambda: True,
         announce: Callable[[str], None] = lambda _m: None,
     ) -> None:
@@ -115,15 +121,15 @@ class LocalSocketServer:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._active = 0
-        self._listener: "Optional[socket.socket]" = None
-        self._lock_fd: Optional[int] = None
-        self._bound: Optional[tuple[str, str, int, int]] = None  # (socket path, lock path, dev, ino)
-        self._key: Optional[str] = None
+        self._listener: socket.socket | None = None
+        self._lock_fd: int | None = None
+        self._bound: tuple[str, str, int, int] | None = None  # (socket path, lock path, dev, ino)
+        self._key: str | None = None
         self._fingerprint = ""
         self._refused_uids: set[int] = set()
         self._said: set[str] = set()
-        self._thread: Optional[Any] = None
-        self.refusal: Optional[str] = None  # why the last attempt to serve failed, if it did
+        self._thread: Any | None = None
+        self.refusal: str | None = None  # why the last attempt to serve failed, if it did
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -141,7 +147,7 @@ class LocalSocketServer:
             self._release()
 
     @property
-    def path(self) -> Optional[str]:
+    def path(self) -> str | None:
         return self._bound[0] if self._bound else None
 
     def _say_once(self, message: str) -> None:
@@ -324,7 +330,7 @@ class LocalSocketServer:
             with self._lock:
                 self._active -= 1
 
-    def _answer(self, line: bytes, conn: socket.socket) -> Optional[bytes]:
+    def _answer(self, line: bytes, conn: socket.socket) -> bytes | None:
         import msgspec
 
         try:
@@ -366,7 +372,7 @@ class LocalSocketServer:
                 out["settings"] = settings
         return out
 
-    def _same_settings(self, params: dict[str, Any]) -> tuple[bool, Optional[str], Optional[dict[str, Any]]]:
+    def _same_settings(self, params: dict[str, Any]) -> tuple[bool, str | None, dict[str, Any] | None]:
         """Do the caller's inputs resolve to this server's settings? (load_config in this
         process with the caller's workspace, options and environment)."""
         from pathlib import Path
@@ -411,7 +417,7 @@ class LocalSocketServer:
             return False, "other settings (directories, memory or team)", settings
         return True, None, settings
 
-    def _call(self, msg_id: Any, method: str, params: Any, cwd: Optional[str], conn: socket.socket) -> bytes:
+    def _call(self, msg_id: Any, method: str, params: Any, cwd: str | None, conn: socket.socket) -> bytes:
         import msgspec
 
         from fabric_lsp import protocol
@@ -457,7 +463,7 @@ class LocalSocketServer:
         return result_line(msg_id, body)
 
 
-def _wait(future: "Future[bytes]", conn: socket.socket, token: Any) -> bytes:
+def _wait(future: Future[bytes], conn: socket.socket, token: Any) -> bytes:
     """The call's answer; a client that hangs up meanwhile cancels the call."""
     import concurrent.futures
     import select
@@ -480,7 +486,7 @@ def _wait(future: "Future[bytes]", conn: socket.socket, token: Any) -> bytes:
 # -- the faces that start it ---------------------------------------------------------------
 
 
-def serve_for_server(ls: Any) -> Optional[LocalSocketServer]:
+def serve_for_server(ls: Any) -> LocalSocketServer | None:
     """Start the socket for a language server (handlers/lifecycle.initialized): its
     engines, settings and memory pool; stops serving at `shutdown`."""
     if not available():
@@ -501,7 +507,7 @@ def serve_for_server(ls: Any) -> Optional[LocalSocketServer]:
     return server
 
 
-def run_daemon(cfg: "ServerConfig", *, cwd: str) -> int:
+def run_daemon(cfg: ServerConfig, *, cwd: str) -> int:
     """`fabric-lsp serve --daemon`: serve only the local socket, in the foreground, until
     SIGTERM or Ctrl-C; index every session in the background so answers stay warm."""
     import signal

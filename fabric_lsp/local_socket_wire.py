@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - an interpreter without it
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from typing import Any, Optional
+    from typing import Any
 
 PROTOCOL = 1
 HELLO = "hello"
@@ -55,7 +55,7 @@ def available() -> bool:
     return hasattr(_socket, "AF_UNIX") and os.name == "posix" and _peer_cred_kind() is not None
 
 
-def _peer_cred_kind() -> Optional[str]:
+def _peer_cred_kind() -> str | None:
     if sys.platform.startswith("linux") and hasattr(_socket, "SO_PEERCRED"):
         return "linux"
     if sys.platform.startswith(("darwin", "freebsd", "dragonfly")):  # LOCAL_PEERCRED, struct xucred
@@ -63,7 +63,7 @@ def _peer_cred_kind() -> Optional[str]:
     return None
 
 
-def peer_uid(sock: "socket.socket | _socket.socket") -> Optional[tuple[int, Optional[int]]]:
+def peer_uid(sock: socket.socket | _socket.socket) -> tuple[int, int | None] | None:
     """(uid, pid or None) of the process at the other end of a connected Unix socket, or
     None when the platform will not say (then nothing is trusted)."""
     kind = _peer_cred_kind()
@@ -108,7 +108,7 @@ except (ImportError, AttributeError, TypeError):  # pragma: no cover - another i
     _quote = _json_module.dumps
 
 
-def wire_decode(data: "bytes | str") -> "Any":
+def wire_decode(data: bytes | str) -> Any:
     """One JSON value (json.loads' result for valid JSON); ValueError when it is not JSON."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     if _scan is None:  # pragma: no cover
@@ -125,14 +125,14 @@ def wire_decode(data: "bytes | str") -> "Any":
     return value
 
 
-def wire_encode(value: "Any") -> bytes:
+def wire_encode(value: Any) -> bytes:
     """Compact ASCII JSON of dicts, lists, strings, ints, floats, booleans and None."""
     out: list[str] = []
     _encode(value, out)
     return "".join(out).encode("ascii")
 
 
-def _encode(value: "Any", out: list[str]) -> None:
+def _encode(value: Any, out: list[str]) -> None:
     if value is None:
         out.append("null")
     elif value is True:
@@ -200,7 +200,7 @@ def socket_dir(agent_dir: str) -> tuple[str, tuple[str, ...]]:
     return path, (base, path)
 
 
-def private_dir_refusal(path: str) -> Optional[str]:
+def private_dir_refusal(path: str) -> str | None:
     """Why `path` is not a directory only this user can enter (None when it is)."""
     try:
         st = os.lstat(path)
@@ -219,7 +219,7 @@ def private_dir_refusal(path: str) -> Optional[str]:
     return None
 
 
-def ours_socket(path: str) -> Optional[os.stat_result]:
+def ours_socket(path: str) -> os.stat_result | None:
     """lstat of `path` when it is a socket owned by this user, else None."""
     try:
         st = os.lstat(path)
@@ -236,7 +236,7 @@ def package_dir() -> str:
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def take_lock(fcntl: Any, lock_path: str) -> Optional[int]:
+def take_lock(fcntl: Any, lock_path: str) -> int | None:
     """An exclusive flock on `lock_path` (created 0600, never through a symlink), checked
     to still be the file at that path; None when another process holds it."""
     for _ in range(3):
@@ -300,7 +300,7 @@ def result_line(msg_id: Any, body: bytes) -> bytes:
     return _id_prefix(msg_id) + b'"result":' + body + b"}\n"
 
 
-def error_line(msg_id: Any, code: int, message: str, data: Optional[dict[str, Any]] = None) -> bytes:
+def error_line(msg_id: Any, code: int, message: str, data: dict[str, Any] | None = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data

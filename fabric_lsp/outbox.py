@@ -25,7 +25,7 @@ import collections
 import logging
 import os
 import threading
-from typing import BinaryIO, Optional
+from typing import BinaryIO
 
 log = logging.getLogger("fabric_lsp.outbox")
 
@@ -57,7 +57,7 @@ class Outbox:
         self._over = False  # over the bound, until below half of it
         self._room: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._closing = False
-        self._lost: Optional[str] = None
+        self._lost: str | None = None
         self._thread = threading.Thread(target=self._run, name="fabric-stdout", daemon=True)
         self._thread.start()
 
@@ -169,6 +169,6 @@ class Outbox:
             log.error("the connection to the client is lost (%s): output is dropped", self._lost)
 
 
-def _resolve(fut: "asyncio.Future[None]") -> None:
+def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -17,55 +17,143 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
+from fabric_lsp.protocol_results import (
+    ActivityEntity as ActivityEntity,
+)
+from fabric_lsp.protocol_results import (
+    ActivityMetrics as ActivityMetrics,
+)
+from fabric_lsp.protocol_results import (
+    ActivityParams as ActivityParams,
+)
+from fabric_lsp.protocol_results import (
+    ActivityProgress as ActivityProgress,
+)
+from fabric_lsp.protocol_results import (
+    BranchSummaryPreviewResult as BranchSummaryPreviewResult,
+)
+from fabric_lsp.protocol_results import (
+    CommitRecord as CommitRecord,
+)
+from fabric_lsp.protocol_results import (
+    CompactCancelResult as CompactCancelResult,
+)
+from fabric_lsp.protocol_results import (
+    CompactionCommittedParams as CompactionCommittedParams,
+)
+from fabric_lsp.protocol_results import (
+    CompactionPreviewResult as CompactionPreviewResult,
+)
+from fabric_lsp.protocol_results import (
+    CompactRequestResult as CompactRequestResult,
+)
+from fabric_lsp.protocol_results import (
+    CompactStatusResult as CompactStatusResult,
+)
+from fabric_lsp.protocol_results import (
+    ContextEditMark as ContextEditMark,
+)
+from fabric_lsp.protocol_results import (
+    Coverage as Coverage,
+)
 from fabric_lsp.protocol_results import (  # (the contract's results: protocol.RecallResult, ...)
     CoverageError as CoverageError,
-    Coverage as Coverage,
-    SessionInfo as SessionInfo,
-    SessionsResult as SessionsResult,
-    ResultEntryRange as ResultEntryRange,
+)
+from fabric_lsp.protocol_results import (
     ExactMatch as ExactMatch,
-    ContextEditMark as ContextEditMark,
-    SegmentEntry as SegmentEntry,
-    Segment as Segment,
-    Pointer as Pointer,
-    SegmentItem as SegmentItem,
-    PointerItem as PointerItem,
-    RecallResult as RecallResult,
+)
+from fabric_lsp.protocol_results import (
     ExpandedEntry as ExpandedEntry,
-    ExpandResult as ExpandResult,
+)
+from fabric_lsp.protocol_results import (
     ExpandErrorBody as ExpandErrorBody,
-    ExpandErrorResult as ExpandErrorResult,
-    FileOperation as FileOperation,
-    FileHistorySession as FileHistorySession,
-    FileHistoryResult as FileHistoryResult,
-    CompactionPreviewResult as CompactionPreviewResult,
-    BranchSummaryPreviewResult as BranchSummaryPreviewResult,
-    Intent as Intent,
-    CommitRecord as CommitRecord,
-    CompactRequestResult as CompactRequestResult,
-    LeaseHolder as LeaseHolder,
-    CompactStatusResult as CompactStatusResult,
-    CompactCancelResult as CompactCancelResult,
-    CompactionCommittedParams as CompactionCommittedParams,
-    ActivityEntity as ActivityEntity,
-    ActivityProgress as ActivityProgress,
-    ActivityMetrics as ActivityMetrics,
+)
+from fabric_lsp.protocol_results import (
     ExpandErrorCode as ExpandErrorCode,
-    ActivityParams as ActivityParams,
+)
+from fabric_lsp.protocol_results import (
+    ExpandErrorResult as ExpandErrorResult,
+)
+from fabric_lsp.protocol_results import (
+    ExpandResult as ExpandResult,
+)
+from fabric_lsp.protocol_results import (
+    FileHistoryResult as FileHistoryResult,
+)
+from fabric_lsp.protocol_results import (
+    FileHistorySession as FileHistorySession,
+)
+from fabric_lsp.protocol_results import (
+    FileOperation as FileOperation,
+)
+from fabric_lsp.protocol_results import (
+    Intent as Intent,
+)
+from fabric_lsp.protocol_results import (
+    LeaseHolder as LeaseHolder,
+)
+from fabric_lsp.protocol_results import (
+    Pointer as Pointer,
+)
+from fabric_lsp.protocol_results import (
+    PointerItem as PointerItem,
+)
+from fabric_lsp.protocol_results import (
+    RecallResult as RecallResult,
+)
+from fabric_lsp.protocol_results import (
+    ResultEntryRange as ResultEntryRange,
+)
+from fabric_lsp.protocol_results import (
+    Segment as Segment,
+)
+from fabric_lsp.protocol_results import (
+    SegmentEntry as SegmentEntry,
+)
+from fabric_lsp.protocol_results import (
+    SegmentItem as SegmentItem,
+)
+from fabric_lsp.protocol_results import (
+    SessionInfo as SessionInfo,
+)
+from fabric_lsp.protocol_results import (
+    SessionsResult as SessionsResult,
+)
+from fabric_lsp.protocol_types import (
+    _ACTIVITY as _ACTIVITY,
+)
+from fabric_lsp.protocol_types import (
+    _PARAMS as _PARAMS,
+)
+from fabric_lsp.protocol_types import (
+    _RESULT as _RESULT,
+)
+from fabric_lsp.protocol_types import (
+    Branches as Branches,
+)
+from fabric_lsp.protocol_types import (
+    ListScope as ListScope,
+)
+from fabric_lsp.protocol_types import (
+    NonEmptyStr as NonEmptyStr,
 )
 from fabric_lsp.protocol_types import (  # (re-exported: the contract's shared aliases)
     NonNegInt as NonNegInt,
-    Timestamp as Timestamp,
+)
+from fabric_lsp.protocol_types import (
     PositiveInt as PositiveInt,
-    NonEmptyStr as NonEmptyStr,
+)
+from fabric_lsp.protocol_types import (
     ProgressToken as ProgressToken,
-    Branches as Branches,
-    Tier as Tier,
-    ListScope as ListScope,
+)
+from fabric_lsp.protocol_types import (
     RecallScope as RecallScope,
-    _PARAMS as _PARAMS,
-    _RESULT as _RESULT,
-    _ACTIVITY as _ACTIVITY,
+)
+from fabric_lsp.protocol_types import (
+    Tier as Tier,
+)
+from fabric_lsp.protocol_types import (
+    Timestamp as Timestamp,
 )
 
 # ---------------------------------------------------------------------------------------

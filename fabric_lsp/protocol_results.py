@@ -3,12 +3,11 @@ what the engines return and the server sends. Imports only msgspec."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from msgspec import Struct
 
-from fabric_lsp.protocol_types import Branches, Tier, Timestamp, _ACTIVITY, _RESULT
-
+from fabric_lsp.protocol_types import _ACTIVITY, _RESULT, Branches, Tier, Timestamp
 
 # ---------------------------------------------------------------------------------------
 # Results (the engine entry points in fabric_lsp/engines.py return these)
@@ -140,7 +139,7 @@ class RecallResult(Struct, **_RESULT):
     has_next: bool
     authoritative: bool
     coverage: Coverage
-    items: list[Union[SegmentItem, PointerItem]]
+    items: list[SegmentItem | PointerItem]
     text: str
 
 
@@ -347,4 +346,4 @@ class ActivityMetrics(Struct, tag_field="type", tag="metrics", **_ACTIVITY):
     request: str | None = None
 
 
-ActivityParams = Union[ActivityEntity, ActivityProgress, ActivityMetrics]
+ActivityParams = ActivityEntity | ActivityProgress | ActivityMetrics

@@ -4,7 +4,7 @@ protocol_results.py are its parts). Imports only msgspec."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
@@ -13,10 +13,10 @@ from msgspec import Meta
 # ---------------------------------------------------------------------------------------
 
 NonNegInt = Annotated[int, Meta(ge=0)]
-Timestamp = Union[int, float, str]  # epoch milliseconds, or the session's ISO string
+Timestamp = int | float | str  # epoch milliseconds, or the session's ISO string
 PositiveInt = Annotated[int, Meta(ge=1)]
 NonEmptyStr = Annotated[str, Meta(min_length=1)]
-ProgressToken = Union[int, str]
+ProgressToken = int | str
 Branches = Literal["active", "all"]
 Tier = Literal["hot", "cold"]
 ListScope = Literal["session", "project", "global"]

@@ -26,7 +26,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any
 
     from fabric_lsp.local_socket import Client
 
@@ -75,7 +75,7 @@ METHODS = {"recall": "fabric/recall", "sessions": "fabric/sessions", "expand": "
 _SELECTORS = ("indices", "entry_ids", "operation_addresses", "range")
 
 
-def parse(argv: "list[str]") -> "Optional[tuple[str, int, dict[str, Any]]]":
+def parse(argv: list[str]) -> tuple[str, int, dict[str, Any]] | None:
     """(command, verbosity, the subcommand's arguments as argparse's Namespace holds them)
     for the plain forms argparse reads one way only, else None."""
     verbose, i = 0, 0
@@ -142,7 +142,7 @@ def parse(argv: "list[str]") -> "Optional[tuple[str, int, dict[str, Any]]]":
 # -- what both paths share ------------------------------------------------------------------
 
 
-def session_ref(value: "Optional[str]") -> "Optional[str]":
+def session_ref(value: str | None) -> str | None:
     """A relative path that exists is made absolute, as a user typing it means."""
     if value and not value.startswith("file://") and not os.path.isabs(value) and os.path.isfile(value):
         return os.path.abspath(value)
@@ -152,7 +152,7 @@ def session_ref(value: "Optional[str]") -> "Optional[str]":
 _BUDGET_REASONS = ("max_sync_sessions", "max_sync_source_bytes", "indexing_in_progress")
 
 
-def index_hint(coverage: "dict[str, Any]") -> "Optional[str]":
+def index_hint(coverage: dict[str, Any]) -> str | None:
     """How to complete an answer the per-call budget cut short (the CLI has no background
     indexer: `fabric-lsp index` builds the rest once, later calls read it from disk)."""
     stale = int(coverage.get("staleSessions") or 0)
@@ -163,7 +163,7 @@ def index_hint(coverage: "dict[str, Any]") -> "Optional[str]":
             f"run `fabric-lsp index` to index the remaining {stale} {noun}")
 
 
-def agent_dir_error(agent_dir: str) -> "Optional[str]":
+def agent_dir_error(agent_dir: str) -> str | None:
     """The memory reads' message for an agent dir that does not exist, or None."""
     if os.path.isdir(agent_dir):
         return None
@@ -171,7 +171,7 @@ def agent_dir_error(agent_dir: str) -> "Optional[str]":
             "(set --agent-dir or PI_CODING_AGENT_DIR; `fabric-lsp examples DIR` writes example sessions)")
 
 
-def settings_report(command: str, verbose: int, *, warnings: "Any", sources: "Any", agent_dir: str) -> str:
+def settings_report(command: str, verbose: int, *, warnings: Any, sources: Any, agent_dir: str) -> str:
     """What a command says about its settings on stderr (commands/face.py, cli_config)."""
     lines = [f"fabric-lsp {command}: warning: {w}\n" for w in warnings]
     if verbose:
@@ -180,11 +180,11 @@ def settings_report(command: str, verbose: int, *, warnings: "Any", sources: "An
     return "".join(lines)
 
 
-def answered_note(client: "Client") -> str:
+def answered_note(client: Client) -> str:
     return f"answered by the fabric-lsp server (pid {client.pid}) over {client.path}"
 
 
-def init_options(args: "dict[str, Any]") -> "dict[str, Any]":
+def init_options(args: dict[str, Any]) -> dict[str, Any]:
     """`--agent-dir`, `--trusted` and `--index-dir` as the editor's initializationOptions."""
     init: dict[str, Any] = {}
     if args.get("agent_dir"):
@@ -196,7 +196,7 @@ def init_options(args: "dict[str, Any]") -> "dict[str, Any]":
     return init
 
 
-def agent_dir_of(args: "dict[str, Any]") -> "Optional[str]":
+def agent_dir_of(args: dict[str, Any]) -> str | None:
     """The agent dir these arguments name, absolute (as config.load_config resolves it),
     or None when it depends on the working directory (a relative $PI_CODING_AGENT_DIR)."""
     if args.get("agent_dir"):
@@ -208,7 +208,7 @@ def agent_dir_of(args: "dict[str, Any]") -> "Optional[str]":
     return os.path.join(os.path.expanduser("~"), ".pi", "agent")
 
 
-def has_surrogates(value: "Any") -> bool:
+def has_surrogates(value: Any) -> bool:
     """A lone surrogate (from undecodable argv bytes) cannot travel as JSON text."""
     if isinstance(value, str):
         try:
@@ -226,7 +226,7 @@ def has_surrogates(value: "Any") -> bool:
 # -- the quick path -------------------------------------------------------------------------
 
 
-def _params(command: str, a: "dict[str, Any]") -> "Optional[dict[str, Any]]":
+def _params(command: str, a: dict[str, Any]) -> dict[str, Any] | None:
     """The wire params commands/memory.py and commands/history.py build, or None for a
     form they build with more than this module knows (ranges, references)."""
     if command == "recall":
@@ -273,14 +273,14 @@ def _params(command: str, a: "dict[str, Any]") -> "Optional[dict[str, Any]]":
     return p
 
 
-def _items(value: str) -> "list[str]":
+def _items(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
 _NOT_FOUND = frozenset({"session_not_found", "ambiguous_session", "address_not_found"})
 
 
-def run(argv: "list[str]") -> "Optional[int]":
+def run(argv: list[str]) -> int | None:
     """The exit status of a `--json` memory read a running server answered, or None: then
     nothing was printed and the full CLI takes over."""
     parsed = parse(argv)
@@ -367,7 +367,7 @@ def run(argv: "list[str]") -> "Optional[int]":
     return 2 if result["error"].get("code") in _NOT_FOUND else 1
 
 
-def say_unanswered(command: str, local_socket: "Any", *, done: bool = False) -> None:
+def say_unanswered(command: str, local_socket: Any, *, done: bool = False) -> None:
     """One line on stderr for each server that did not answer in time (it is not asked
     again by this process, which computes the answer itself)."""
     for message in local_socket.take_unanswered():

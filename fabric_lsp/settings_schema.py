@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.settings_bounds import MEMORY_BOUNDS
 
@@ -37,8 +37,8 @@ class Setting:
     summary: str  # one line for editors (VS Code's description)
     rule: str = ""  # the docs table's rule column; "" = made from kind and bounds
     doc_default: str = ""  # the docs table's default column; "" = the default as JSON
-    minimum: Optional[float] = None
-    maximum: Optional[float] = None
+    minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] = ()
     user_only: bool = False  # never from a project layer (config.py PATH_KEYS / USER_ONLY_KEYS)
     editor: bool = True  # an editor setting too (VS Code `fabric.<key>`)

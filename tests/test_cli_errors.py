@@ -3,18 +3,17 @@ the documented code (docs/cli.md); nothing is presented as "no matches"."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from fabric_lsp.examples import copy_example_agent_dir
-
-import atexit
-import shutil
-import tempfile
 
 # a copy: the CLI writes its index under the agent dir, never into the package
 _TMP = Path(tempfile.mkdtemp(prefix="fabric-cli-errors-"))

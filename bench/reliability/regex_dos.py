@@ -62,7 +62,7 @@ def main() -> int:
     over: list[float] = []
     after_kill: list[float] = []
     warm: list[float] = []
-    for r in range(args.rounds):
+    for _ in range(args.rounds):
         for m, p in PROBES.items():  # idle baseline, interleaved
             idle[m].append(rtt(srv, m, p(session)))
         # an ordinary regex right after a timeout: pays the worker's restart

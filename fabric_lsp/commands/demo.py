@@ -22,8 +22,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import fabric_lsp
 
@@ -47,15 +48,15 @@ class StdioLspClient:
     editor gives to server requests (progress tokens, configuration, registrations)."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str], stderr: Any = subprocess.DEVNULL,
-                 settings: Optional[dict[str, Any]] = None) -> None:
+                 settings: dict[str, Any] | None = None) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
         self._next_id = 0
-        self._pending: dict[int, "queue.Queue[dict[str, Any]]"] = {}
+        self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self.settings = settings or {}
         self.notifications: list[dict[str, Any]] = []
-        self.on_notification: Optional[Callable[[dict[str, Any]], None]] = None
+        self.on_notification: Callable[[dict[str, Any]], None] | None = None
         self._reader = threading.Thread(target=self._read_loop, name="demo-lsp-reader", daemon=True)
         self._reader.start()
 
@@ -69,7 +70,7 @@ class StdioLspClient:
             self.proc.stdin.write(frame)
             self.proc.stdin.flush()
 
-    def _read_message(self) -> Optional[dict[str, Any]]:
+    def _read_message(self) -> dict[str, Any] | None:
         stream = self.proc.stdout
         assert stream is not None
         length = None
@@ -128,7 +129,7 @@ class StdioLspClient:
         with self._lock:
             self._next_id += 1
             msg_id = self._next_id
-            q: "queue.Queue[dict[str, Any]]" = queue.Queue()
+            q: queue.Queue[dict[str, Any]] = queue.Queue()
             self._pending[msg_id] = q
         self._send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         try:
@@ -162,12 +163,12 @@ class StdioLspClient:
 # -- the demo --------------------------------------------------------------------------------
 
 
-def bundled_agent_dir() -> Optional[Path]:
+def bundled_agent_dir() -> Path | None:
     path = Path(fabric_lsp.__file__).resolve().parent / "examples" / "agent"
     return path if (path / "sessions").is_dir() else None
 
 
-def fixture_sessions() -> Optional[Path]:
+def fixture_sessions() -> Path | None:
     path = Path(fabric_lsp.__file__).resolve().parents[1] / "tests" / "fixtures" / "real-sessions"
     return path if path.is_dir() else None
 
@@ -192,7 +193,7 @@ def prepare_agent_dir(workdir: Path) -> tuple[Path, str]:
     return agent, origin
 
 
-def largest_session(agent: Path) -> tuple[Optional[Path], Optional[str]]:
+def largest_session(agent: Path) -> tuple[Path | None, str | None]:
     """The largest session file (the most to compact; ties by path) and its cwd."""
     files = sorted(agent.glob("sessions/*/*.jsonl"), key=lambda p: (-p.stat().st_size, str(p)))
     if not files:
@@ -402,7 +403,7 @@ def _symbols(client: StdioLspClient, say: Callable[[str], None], query: str) -> 
     return {"symbols": len(symbols)}
 
 
-def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: Optional[Path]) -> Any:
+def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: Path | None) -> Any:
     _section(say, f"fabric/compactionPreview (largest session, Pi's defaults, contextWindow {DEMO_CONTEXT_WINDOW})")
     if session_file is None:
         say("  no session to preview")
@@ -418,7 +419,7 @@ def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: O
     return {"outcome": result.get("outcome"), "summaryChars": len(result.get("summary") or "")}
 
 
-def _intents(client: StdioLspClient, say: Callable[[str], None], session_file: Optional[Path]) -> Any:
+def _intents(client: StdioLspClient, say: Callable[[str], None], session_file: Path | None) -> Any:
     _section(say, "fabric/compact/request → status → cancel (largest session)")
     if session_file is None:
         say("  no session")

@@ -29,9 +29,10 @@ import re
 import shlex
 import stat
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fabric_lsp import __version__
 from fabric_lsp.engine.session import encode_cwd
@@ -89,7 +90,7 @@ def _rewrite_session(data: bytes, moves: dict[str, str], sessions_dir: Path, fol
     for old, new in moves.items():
         pattern = re.compile(re.escape(_json_inner(old)) + rb"(?![A-Za-z0-9_.\-])")
         replacement = _json_inner(new)
-        rest = pattern.sub(lambda _m: replacement, rest)
+        rest = pattern.sub(lambda _m, r=replacement: r, rest)
     return head + sep + rest
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.quick_cli import agent_dir_of, answered_note, has_surrogates, settings_report
 from fabric_lsp.quick_cli import init_options as _init_options
@@ -62,7 +62,7 @@ def cli_init_options(args: argparse.Namespace) -> dict[str, Any]:
     return _init_options(vars(args))
 
 
-def cli_config(args: argparse.Namespace, command: str, *, quiet: bool = False) -> "ServerConfig":
+def cli_config(args: argparse.Namespace, command: str, *, quiet: bool = False) -> ServerConfig:
     """The server's configuration layers for this invocation; warnings go to stderr,
     and with `-v` the files that were read."""
     from pathlib import Path
@@ -86,7 +86,7 @@ def report_settings(args: argparse.Namespace, command: str, *, warnings: Any, so
         sys.stderr.flush()
 
 
-def cli_engines(args: argparse.Namespace, command: str, *, quiet: bool = False) -> "Engines":
+def cli_engines(args: argparse.Namespace, command: str, *, quiet: bool = False) -> Engines:
     if command == "history":  # a running server answers first (the local socket; memory.py asks it itself)
         client = server_client(args, command)
         if client is not None:
@@ -101,7 +101,7 @@ def cli_engines(args: argparse.Namespace, command: str, *, quiet: bool = False) 
 BEFORE_COMPUTE: list[Any] = []
 
 
-def _local_engines(args: argparse.Namespace, command: str, *, quiet: bool) -> "Engines":
+def _local_engines(args: argparse.Namespace, command: str, *, quiet: bool) -> Engines:
     from fabric_lsp.engine import alloc
     from fabric_lsp.engines import Engines
 
@@ -138,7 +138,7 @@ def fail(err: CliError) -> int:
 SERVED_COMMANDS = {"recall": "fabric/recall", "sessions": "fabric/sessions", "expand": "fabric/expand",
                    "history": "fabric/fileHistory"}
 
-_clients: dict[tuple[str, str, str], Optional["Client"]] = {}  # one connection per process and settings
+_clients: dict[tuple[str, str, str], Client | None] = {}  # one connection per process and settings
 _noted: set[str] = set()
 
 
@@ -152,7 +152,7 @@ def new_invocation() -> None:
     BEFORE_COMPUTE.clear()
 
 
-def cli_agent_dir(args: argparse.Namespace) -> Optional[str]:
+def cli_agent_dir(args: argparse.Namespace) -> str | None:
     """The agent dir these arguments name, absolute (as config.load_config resolves it),
     or None when it depends on the working directory (a relative $PI_CODING_AGENT_DIR)."""
     return agent_dir_of(vars(args))
@@ -164,7 +164,7 @@ def _note(args: argparse.Namespace, command: str, message: str, *, level: int = 
         print(f"fabric-lsp {command}: {message}", file=sys.stderr)
 
 
-def server_client(args: argparse.Namespace, command: str) -> Optional["Client"]:
+def server_client(args: argparse.Namespace, command: str) -> Client | None:
     """A running server of these settings (hello matched), or None: then this process
     computes its answers itself. Off with FABRIC_LSP_SOCKET=0."""
     from fabric_lsp import local_socket
@@ -185,14 +185,14 @@ def server_client(args: argparse.Namespace, command: str) -> Optional["Client"]:
     return _clients[key]
 
 
-def _forget(client: "Client") -> None:
+def _forget(client: Client) -> None:
     for key, known in list(_clients.items()):
         if known is client:
             _clients[key] = None
     client.close()
 
 
-def report_served_settings(args: argparse.Namespace, command: str, client: "Client") -> None:
+def report_served_settings(args: argparse.Namespace, command: str, client: Client) -> None:
     """The settings report of `cli_config`, from the server's resolution of our inputs
     (the same load_config, the same files)."""
     s = client.settings
@@ -205,14 +205,14 @@ class ServedAnswer:
     what `--json` prints), `value_error` the engine's ValueError message instead,
     `settings` the settings the server resolved for us."""
 
-    def __init__(self, client: "Client", raw: bytes, value: Any, value_error: Optional[str]) -> None:
+    def __init__(self, client: Client, raw: bytes, value: Any, value_error: str | None) -> None:
         self.client = client
         self.raw = raw
         self.value = value
         self.value_error = value_error
         self.settings = client.settings
 
-    def result(self) -> "WireResult":
+    def result(self) -> WireResult:
         out = WireResult(self.value)
         out.raw = self.raw
         return out
@@ -224,8 +224,8 @@ class WireResult(dict):  # type: ignore[type-arg]
     raw: bytes = b""
 
 
-def ask_server(args: argparse.Namespace, command: str, params: dict[str, Any], *, method: Optional[str] = None,
-               quiet: bool = False) -> Optional[ServedAnswer]:
+def ask_server(args: argparse.Namespace, command: str, params: dict[str, Any], *, method: str | None = None,
+               quiet: bool = False) -> ServedAnswer | None:
     """`params` (wire-shaped, not yet decoded) answered by a running server, or None
     (no server, other settings, a lost connection, a server-side failure): then compute
     it here. Invalid params raise CliError with the decoder's message, as `decode` does;
@@ -277,18 +277,18 @@ class _ServerFirstEngines:
     """What `cli_engines` gives a served command (`history`): its engine call asks the
     running server first, anything else (and a failed ask) runs in this process."""
 
-    def __init__(self, args: argparse.Namespace, command: str, client: "Client") -> None:
+    def __init__(self, args: argparse.Namespace, command: str, client: Client) -> None:
         self._args = args
         self._command = command
         self._client = client
-        self._engines: Optional["Engines"] = None
+        self._engines: Engines | None = None
 
-    def _local(self) -> "Engines":
+    def _local(self) -> Engines:
         if self._engines is None:
             self._engines = _local_engines(self._args, self._command, quiet=True)
         return self._engines
 
-    def file_history(self, p: Any, cwd: Optional[str], cancel: Any = None, activity: Any = None) -> Any:
+    def file_history(self, p: Any, cwd: str | None, cancel: Any = None, activity: Any = None) -> Any:
         from fabric_lsp import protocol
 
         answer = ask_server(self._args, self._command, protocol.params_to_dict(p), method=protocol.FILE_HISTORY,

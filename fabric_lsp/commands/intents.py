@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -118,12 +118,12 @@ def _describe_record(record: dict[str, Any]) -> str:
     return f"failed: {record.get('error')}"
 
 
-def _refused(err: BaseException) -> Optional[str]:
+def _refused(err: BaseException) -> str | None:
     """The reason when `err` is (or wraps) the service's refusal of a request that cannot
     be honoured (nothing to compact), else None."""
     from fabric_lsp.engine.intents.service import RequestRefused
 
-    seen: Optional[BaseException] = err
+    seen: BaseException | None = err
     for _ in range(4):
         if seen is None:
             return None
@@ -213,14 +213,14 @@ def _shape(text: str) -> str:
 
 
 def _wait_for_commit(service: Any, path: str, intent: dict[str, Any], timeout: float,
-                     said: Optional[str] = None,
-                     held_by: Optional[set[int]] = None) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+                     said: str | None = None,
+                     held_by: set[int] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(the record, None) once committed or failed; (None, why it was still waiting) when
     cleared or timed out. Each new reason for waiting is said on stderr once (`said`: the
     one already said; `held_by`: the live Pis already named)."""
     deadline = time.monotonic() + max(0.0, timeout)
     poll = max(0.02, min(0.5, service.quiet_interval_s / 4))
-    why: Optional[str] = None
+    why: str | None = None
     gone: list[int] = []
     seen: set[int] = set(held_by or ()) | {h.pid for h in service.holders(path)}
     first = True
@@ -247,7 +247,7 @@ def _wait_for_commit(service: Any, path: str, intent: dict[str, Any], timeout: f
         time.sleep(poll)
 
 
-def _branch_facts(path: str, leaf: Optional[str]) -> tuple[Optional[dict[str, Any]], set[str], set[str]]:
+def _branch_facts(path: str, leaf: str | None) -> tuple[dict[str, Any] | None, set[str], set[str]]:
     """(the latest compaction on the active branch ending at `leaf` or the file's leaf,
     the ids on that branch, every id in the file); empty when the file cannot be read."""
     from fabric_lsp.engine.session import SessionTree, read_session

@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.commands.face import (
     SERVED_COMMANDS,
@@ -41,7 +41,7 @@ def _out(data: bytes) -> None:
     except BrokenPipeError:  # e.g. `| head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(0)
+        raise SystemExit(0) from None
 
 
 def _write(text: str) -> None:
@@ -64,7 +64,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--branches", choices=("active", "all"), default=None, help="branch mode (default active)")
 
 
-def _range(value: Optional[str]) -> Optional[dict]:
+def _range(value: str | None) -> dict | None:
     if value is None:
         return None
     first, sep, last = value.partition(":")
@@ -103,7 +103,7 @@ def _max_entry_chars(args: argparse.Namespace) -> int:
     return int(cli_config(args, "recall", quiet=True).memory["maxEntryChars"])
 
 
-def _wider_scope_hint(args: argparse.Namespace) -> Optional[str]:
+def _wider_scope_hint(args: argparse.Namespace) -> str | None:
     """Which scope would search more, and how many sessions it holds."""
     wider = ["project", "global"] if args.scope.startswith("session") else ["global"] if args.scope == "project" else []
     for scope in wider:
@@ -225,7 +225,7 @@ def _check_session_file(ref: str) -> None:
         raise ValueError(f"{path} is not a Pi session file (its first line is not a session header)")
 
 
-def _list(value: Optional[str], kind: type) -> Optional[list]:
+def _list(value: str | None, kind: type) -> list | None:
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
@@ -237,7 +237,7 @@ def _list(value: Optional[str], kind: type) -> Optional[list]:
     return items
 
 
-def _reference_params(target: str, in_session: Optional[str]) -> dict[str, Any]:
+def _reference_params(target: str, in_session: str | None) -> dict[str, Any]:
     """`fabric-lsp expand REF`: the one reference grammar (engine/references.py)."""
     from fabric_lsp.engine.references import FORMS, ReferenceSyntaxError, parse_reference
 

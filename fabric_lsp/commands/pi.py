@@ -27,8 +27,9 @@ import math
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from fabric_lsp.config import ServerConfig, load_config
 
@@ -62,7 +63,7 @@ def _write(obj: Any) -> None:
     sys.stdout.buffer.flush()
 
 
-def _str(payload: dict[str, Any], key: str, *, required: bool = False) -> Optional[str]:
+def _str(payload: dict[str, Any], key: str, *, required: bool = False) -> str | None:
     value = payload.get(key)
     if value is None:
         if required:
@@ -73,7 +74,7 @@ def _str(payload: dict[str, Any], key: str, *, required: bool = False) -> Option
     return value
 
 
-def _int(payload: dict[str, Any], key: str, *, required: bool = False) -> Optional[int]:
+def _int(payload: dict[str, Any], key: str, *, required: bool = False) -> int | None:
     value = payload.get(key)
     if value is None:
         if required:
@@ -84,7 +85,7 @@ def _int(payload: dict[str, Any], key: str, *, required: bool = False) -> Option
     return int(value)
 
 
-def _number(value: Any) -> Optional[float]:
+def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return int(value) if float(value).is_integer() else float(value)
@@ -152,7 +153,7 @@ def _other_holders(book: Any, path: str, pid: int) -> list[dict[str, Any]]:
     return out
 
 
-def act_hold(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
+def act_hold(payload: dict[str, Any], cfg: ServerConfig | None = None) -> dict[str, Any]:
     from fabric_lsp import __version__
     from fabric_lsp.engine.session.lease import LeaseBook
 
@@ -182,7 +183,7 @@ def act_release(payload: dict[str, Any]) -> dict[str, Any]:
     return {"released": released}
 
 
-def act_claim(payload: dict[str, Any], cfg: Optional[ServerConfig] = None) -> dict[str, Any]:
+def act_claim(payload: dict[str, Any], cfg: ServerConfig | None = None) -> dict[str, Any]:
     from fabric_lsp.engine.intents.bridge import claim_intent
 
     cfg = cfg or _config(payload)
@@ -201,7 +202,7 @@ def act_unclaim(payload: dict[str, Any]) -> dict[str, Any]:
     return {"released": released}
 
 
-def _threshold_tokens(cfg: ServerConfig, model_key: Optional[str], window: Optional[float]) -> Optional[float]:
+def _threshold_tokens(cfg: ServerConfig, model_key: str | None, window: float | None) -> float | None:
     """Seed 002's configured threshold for the live model, in tokens; None when none is
     configured (the rule itself: compaction/hook.py `model_threshold`)."""
     from fabric_lsp.engine.compaction.hook import model_threshold, normalize_config
@@ -216,7 +217,7 @@ def _threshold_tokens(cfg: ServerConfig, model_key: Optional[str], window: Optio
     return None
 
 
-def _model(payload: dict[str, Any]) -> tuple[Optional[str], Optional[float]]:
+def _model(payload: dict[str, Any]) -> tuple[str | None, float | None]:
     model = payload.get("model")
     if not isinstance(model, dict):
         return None, None
@@ -508,14 +509,14 @@ def _loaded_elsewhere(agent_dir: Path) -> list[str]:
     return found
 
 
-def uninstall(agent_dir: Path) -> tuple[Optional[Path], list[str], list[str]]:
+def uninstall(agent_dir: Path) -> tuple[Path | None, list[str], list[str]]:
     """Remove `<agentDir>/extensions/fabric-lsp` (only an earlier `fabric-lsp pi install`,
     with its fabric-lsp.json) and clear every pending intent. Returns (the directory
     removed or None when there was none, the sessions whose intent was cleared, settings
     entries that still load the package). RuntimeError when the directory is not ours
     (nothing is changed then)."""
     target = agent_dir / "extensions" / "fabric-lsp"
-    removed: Optional[Path] = None
+    removed: Path | None = None
     if target.is_symlink() or target.exists():
         if not _our_install(target):
             raise RuntimeError(f"{target} is not an earlier `fabric-lsp pi install` (no package.json named "

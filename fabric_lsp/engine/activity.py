@@ -10,7 +10,8 @@ before it writes anything durable (no partial cache records).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 # An activity event is a plain dict shaped as the `fabric/activity` notification params:
 #   {"type": "progress", "message": str, "percentage"?: int}
@@ -43,13 +44,13 @@ class CancelToken:
             raise Cancelled()
 
 
-def check(token: Optional[CancelToken]) -> None:
+def check(token: CancelToken | None) -> None:
     """Raise `Cancelled` when `token` is set; a missing token never cancels."""
     if token is not None and token.cancelled:
         raise Cancelled()
 
 
-def report(sink: Optional[ActivitySink], message: str, percentage: int | None = None, *,
+def report(sink: ActivitySink | None, message: str, percentage: int | None = None, *,
            milestone: bool = False) -> None:
     """Send one progress event to `sink` (no-op without a sink). A `milestone` marks the
     start of a phase a client may wait for (the regex handed to its worker): the server

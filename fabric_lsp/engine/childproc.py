@@ -14,7 +14,7 @@ import pickle
 import struct
 import subprocess
 import sys
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO
 
 from . import alloc
 
@@ -27,7 +27,7 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(here))
 
 
-def child_env(extra: Optional[dict[str, str]] = None, *, tuned_alloc: bool = True) -> dict[str, str]:
+def child_env(extra: dict[str, str] | None = None, *, tuned_alloc: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     if tuned_alloc:
         env.update(alloc.child_environment())  # the allocator setting of this process (alloc.py)
@@ -38,8 +38,8 @@ def child_env(extra: Optional[dict[str, str]] = None, *, tuned_alloc: bool = Tru
 
 
 def spawn(
-    code: str, *, env_extra: Optional[dict[str, str]] = None, stderr: Any = subprocess.DEVNULL, tuned_alloc: bool = True
-) -> "subprocess.Popen[bytes]":
+    code: str, *, env_extra: dict[str, str] | None = None, stderr: Any = subprocess.DEVNULL, tuned_alloc: bool = True
+) -> subprocess.Popen[bytes]:
     """Start `python -c code` with pipes on stdin and stdout (raises OSError). `tuned_alloc`:
     the child gets this process's allocator setting (alloc.py); False leaves it glibc's."""
     return subprocess.Popen(
@@ -52,7 +52,7 @@ def spawn(
     )
 
 
-def stop(proc: "subprocess.Popen[bytes]") -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """Kill a child started by `spawn`, reap it (2 s at most) and close its pipes."""
     try:
         proc.kill()

@@ -13,7 +13,7 @@ really differ is a parameter: memory ignores the legacy audits
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .jsstr import is_blank, is_finite_number, is_safe_int, js_stringify_utf8_len
 
@@ -71,7 +71,7 @@ def is_json_value(value: object, max_depth: int, depth: int = 0) -> bool:
 # ----------------------------------------------------------------- operation identity
 
 
-def operation_identity(ref: str, provider: Any, action: Any) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def operation_identity(ref: str, provider: Any, action: Any) -> tuple[str | None, str | None, str | None]:
     """(provider, action, tool) of an operation. provider/action are the explicit string
     fields, else a lexical split of `ref` at its FIRST dot when the dot is neither first
     nor last (`mcp.github.search` -> `mcp`, `github.search`). `tool` is `action` when the
@@ -172,7 +172,7 @@ def _operation(
     }
 
 
-def read_execution_trace(details: JsonValue, *, legacy_audits: bool) -> Optional[dict[str, Any]]:
+def read_execution_trace(details: JsonValue, *, legacy_audits: bool) -> dict[str, Any] | None:
     """The projection trace of a `fabric_exec` result's `details`:
     `{source: "trace"|"legacy", outcome (None for legacy), phases, operations}`, else None.
 
@@ -328,7 +328,7 @@ def valid_fact(f: JsonValue, version: int) -> bool:
     return f.get("outcome") in OUTCOMES
 
 
-def _read_envelope(details: JsonValue, version: int) -> Optional[dict[str, Any]]:
+def _read_envelope(details: JsonValue, version: int) -> dict[str, Any] | None:
     d = details
     src: JsonValue
     facts: JsonValue
@@ -371,7 +371,7 @@ def _read_envelope(details: JsonValue, version: int) -> Optional[dict[str, Any]]
     return d
 
 
-def read_branch_details(details: JsonValue) -> Optional[dict[str, Any]]:
+def read_branch_details(details: JsonValue) -> dict[str, Any] | None:
     """The envelope itself when `details` is a valid v2 envelope, else a valid strict v1
     envelope, else None (a v1 envelope is never read as v2; its facts are `["facts"]`)."""
     try:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Generator
 from contextlib import contextmanager
-from typing import Generator
 
 _lock = threading.Lock()
 _active = 0

@@ -8,7 +8,6 @@ writes exactly the names `is_record_name` accepts (`store.cache_name`, the snaps
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from .owned_dir import DirRefused, OwnedDir, check_not_reserved, claim, refusal
 
@@ -22,7 +21,7 @@ def is_record_name(name: str) -> bool:
     return name == SNAPSHOT_FILE or _RECORD_NAME.fullmatch(name) is not None
 
 
-def owned(index_dir: Optional[str]) -> OwnedDir:
+def owned(index_dir: str | None) -> OwnedDir:
     """The index dir's file operations; with None (no usable index dir) every one of them
     is refused."""
     return OwnedDir(index_dir if index_dir is not None else "", is_record_name)
@@ -37,7 +36,7 @@ def claim_index_dir(index_dir: str, *, agent_dir: str, session_dir: str, setting
     return claim(real, setting=setting, is_ours=is_record_name)
 
 
-def index_dir_refusal(index_dir: str, *, agent_dir: str, session_dir: str, setting: str = "indexDir") -> Optional[str]:
+def index_dir_refusal(index_dir: str, *, agent_dir: str, session_dir: str, setting: str = "indexDir") -> str | None:
     """Why `claim_index_dir` would refuse `index_dir`, read-only (nothing is created), or None."""
     try:
         real = check_reserved_index_dir(index_dir, agent_dir=agent_dir, session_dir=session_dir, setting=setting)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import re
 import sys
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Mapping, Optional, TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
 import msgspec
 
@@ -288,7 +289,7 @@ def _esc_char(m: re.Match[str]) -> str:
     e = _ESC.get(c)
     if e is not None:
         return e
-    return "\\u%04x" % ord(c)
+    return f"\\u{ord(c):04x}"
 
 
 def _quote_nonascii(s: str) -> str:
@@ -326,7 +327,7 @@ _DIGIT_STARTS = frozenset("0123456789")
 _BIG_INT = 10**15  # 16 digits and more: the output pattern's large integers
 
 
-def _structure_risk(value: Any) -> Optional[bool]:
+def _structure_risk(value: Any) -> bool | None:
     """Whether `value` holds anything msgspec may write differently from JSON.stringify
     (a float, an integer of 16 digits or more, an object key starting with a digit), read
     from the value itself: what `_FAST_RISK` finds in the output, without the false alarms
@@ -361,7 +362,7 @@ def _structure_risk(value: Any) -> Optional[bool]:
     return False
 
 
-def _fast_stringify(value: Any) -> Optional[bytes]:
+def _fast_stringify(value: Any) -> bytes | None:
     if value.__class__ is float:
         return None
     try:
@@ -481,7 +482,7 @@ def js_truthy(value: Any) -> bool:
 
 # ------------------------------------------------------------------------------ dates
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_date_ms(value: Any) -> int | None:
@@ -499,7 +500,7 @@ def parse_date_ms(value: Any) -> int | None:
         except ValueError:
             return None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     try:
         delta = dt - _EPOCH
     except (OverflowError, ValueError):
@@ -509,5 +510,5 @@ def parse_date_ms(value: Any) -> int | None:
 
 def iso_ms(ms: float | int) -> str:
     """`new Date(ms).toISOString()`: always millisecond precision, UTC."""
-    dt = datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ms / 1000.0, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

@@ -22,7 +22,6 @@ import os
 import secrets
 import stat as _stat
 from collections.abc import Callable, Generator, Iterable
-from typing import Optional, Union
 
 MARKER = "fabric-lsp-index"
 MARKER_BODY = b"fabric-lsp derived state; safe to delete with this directory\nformat 1\n"
@@ -125,7 +124,7 @@ def claim(path: str, *, setting: str, is_ours: Callable[[str], bool]) -> str:
     return path
 
 
-def refusal(path: str, *, setting: str, is_ours: Callable[[str], bool]) -> Optional[str]:
+def refusal(path: str, *, setting: str, is_ours: Callable[[str], bool]) -> str | None:
     """Why `claim` would refuse `path` (read-only: nothing is created or written), or None."""
     if not os.path.lexists(path):
         return None
@@ -151,7 +150,7 @@ def _refusal(path: str, setting: str, err: OSError) -> DirRefused:
     return DirRefused(f"{setting} {path} cannot be used ({err.strerror}); name a writable directory")
 
 
-def _inspect(fd: Optional[int], path: str, *, setting: str, is_ours: Callable[[str], bool]) -> bool:
+def _inspect(fd: int | None, path: str, *, setting: str, is_ours: Callable[[str], bool]) -> bool:
     """Raise DirRefused when the open directory holds anything we did not write and no
     marker; True when it needs the marker added, False when it has it."""
     if _is_regular(fd, path, MARKER):
@@ -177,7 +176,7 @@ def owns(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def _dir(path: str) -> Generator[Optional[int], None, None]:
+def _dir(path: str) -> Generator[int | None, None, None]:
     """A descriptor of the directory `path` itself (never through a final symlink), or
     None where the platform has no dir_fd calls (then `path` is checked with lstat)."""
     if not _AT:
@@ -193,27 +192,27 @@ def _dir(path: str) -> Generator[Optional[int], None, None]:
         os.close(fd)
 
 
-def _lstat(fd: Optional[int], folder: str, name: str) -> os.stat_result:
+def _lstat(fd: int | None, folder: str, name: str) -> os.stat_result:
     if fd is not None:
         return os.stat(name, dir_fd=fd, follow_symlinks=False)
     return os.lstat(os.path.join(folder, name))
 
 
-def _is_regular(fd: Optional[int], folder: str, name: str) -> bool:
+def _is_regular(fd: int | None, folder: str, name: str) -> bool:
     try:
         return _stat.S_ISREG(_lstat(fd, folder, name).st_mode)
     except OSError:
         return False
 
 
-def _open(fd: Optional[int], folder: str, name: str, flags: int, mode: int = 0o600) -> int:
+def _open(fd: int | None, folder: str, name: str, flags: int, mode: int = 0o600) -> int:
     flags |= _NOFOLLOW | _CLOEXEC | _BINARY
     if fd is not None:
         return os.open(name, flags, mode, dir_fd=fd)
     return os.open(os.path.join(folder, name), flags, mode)
 
 
-def _create_file(fd: Optional[int], folder: str, name: str, data: bytes) -> None:
+def _create_file(fd: int | None, folder: str, name: str, data: bytes) -> None:
     out = _open(fd, folder, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         _write_all(out, data)
@@ -221,7 +220,7 @@ def _create_file(fd: Optional[int], folder: str, name: str, data: bytes) -> None
         os.close(out)
 
 
-def _write_all(out: int, data: Union[bytes, bytearray, memoryview]) -> None:
+def _write_all(out: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(out, view):]
@@ -246,13 +245,13 @@ class OwnedDir:
         return name.startswith(cls.TEMP_PREFIX) and name.endswith(cls.TEMP_SUFFIX) and "/" not in name
 
     @contextlib.contextmanager
-    def _owned(self) -> Generator[Optional[int], None, None]:
+    def _owned(self) -> Generator[int | None, None, None]:
         with _dir(self.path) as fd:
             if not _is_regular(fd, self.path, MARKER):
                 raise PermissionError(f"{self.path} carries no {MARKER} marker")
             yield fd
 
-    def write(self, name: str, data: Union[bytes, bytearray, memoryview, Iterable[object]]) -> bool:
+    def write(self, name: str, data: bytes | bytearray | memoryview | Iterable[object]) -> bool:
         """Replace `name` atomically (temp file + rename, mode 0600); False on any failure
         (the directory not ours included). `data`: bytes, or an iterable of byte pieces."""
         if not self.is_ours(name):
@@ -285,7 +284,7 @@ class OwnedDir:
         except (OSError, TypeError):
             return False
 
-    def read(self, name: str, max_bytes: int) -> Optional[bytes]:
+    def read(self, name: str, max_bytes: int) -> bytes | None:
         """The bytes of the regular file `name` (never through a symlink), or None when it is
         missing, not a regular file, larger than `max_bytes`, or the directory is not ours."""
         if not self.is_ours(name):
@@ -313,7 +312,7 @@ class OwnedDir:
         except OSError:
             return False
 
-    def _unlink(self, fd: Optional[int], name: str) -> bool:
+    def _unlink(self, fd: int | None, name: str) -> bool:
         try:
             if fd is not None:
                 os.unlink(name, dir_fd=fd)
@@ -323,7 +322,7 @@ class OwnedDir:
         except OSError:
             return False
 
-    def listing(self) -> Optional[list[tuple[str, os.stat_result]]]:
+    def listing(self) -> list[tuple[str, os.stat_result]] | None:
         """(name, lstat) of every entry whose name is ours, sorted by name; None when the
         directory is missing or not ours. Other entries are not looked at."""
         try:

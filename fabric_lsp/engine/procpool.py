@@ -43,7 +43,8 @@ import select
 import threading
 import time
 import traceback
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .activity import ActivitySink, Cancelled, CancelToken
 from .childproc import FrameBuffer, pack, read_frame, spawn, stop
@@ -56,7 +57,7 @@ POLL_S = 0.05
 
 _CHILD = "from fabric_lsp.engine.procpool import child_main; child_main({dispatch!r})"
 
-Dispatch = Callable[[str, dict[str, Any], Optional[CancelToken], Optional[ActivitySink]], Any]
+Dispatch = Callable[[str, dict[str, Any], CancelToken | None, ActivitySink | None], Any]
 
 
 class WorkerDied(RuntimeError):
@@ -77,8 +78,8 @@ def _load(ref: str) -> Dispatch:
     return getattr(importlib.import_module(module), name)
 
 
-def _rebuild(data: Optional[bytes], type_name: str, text: str, remote_tb: str, is_value_error: bool) -> BaseException:
-    exc: Optional[BaseException] = None
+def _rebuild(data: bytes | None, type_name: str, text: str, remote_tb: str, is_value_error: bool) -> BaseException:
+    exc: BaseException | None = None
     if data is not None:
         try:
             exc = pickle.loads(data)
@@ -159,9 +160,9 @@ class ProcessPool:
         self.dispatch = dispatch
         self.size = max(1, size)
         self.start_timeout = start_timeout
-        self.unavailable: Optional[str] = None  # why no child can be started
+        self.unavailable: str | None = None  # why no child can be started
         self.restarts = 0  # children replaced after dying
-        self._local: Optional[Dispatch] = None
+        self._local: Dispatch | None = None
         self._cond = threading.Condition()
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
@@ -173,8 +174,8 @@ class ProcessPool:
 
     # -- public ---------------------------------------------------------------------
 
-    def run(self, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken] = None,
-            activity: Optional[ActivitySink] = None) -> Any:
+    def run(self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None,
+            activity: ActivitySink | None = None) -> Any:
         for attempt in (1, 2):
             try:
                 worker = self._checkout(cancel)
@@ -228,13 +229,13 @@ class ProcessPool:
 
     # -- internals ------------------------------------------------------------------
 
-    def _run_here(self, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken],
-                  activity: Optional[ActivitySink]) -> Any:
+    def _run_here(self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
+                  activity: ActivitySink | None) -> Any:
         if self._local is None:
             self._local = _load(self.dispatch)
         return self._local(name, kwargs, cancel, activity)
 
-    def _checkout(self, cancel: Optional[CancelToken], *, warming: bool = False) -> _Worker:
+    def _checkout(self, cancel: CancelToken | None, *, warming: bool = False) -> _Worker:
         with self._cond:
             while True:
                 if self._closed:  # the server is exiting: never fall back to computing here
@@ -302,14 +303,14 @@ class ProcessPool:
             self._all.discard(worker)
             self._cond.notify_all()
 
-    def _run_on(self, worker: _Worker, name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken],
-                activity: Optional[ActivitySink]) -> Any:
+    def _run_on(self, worker: _Worker, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
+                activity: ActivitySink | None) -> Any:
         task_id = next(self._ids)
         try:
             worker.send(("run", task_id, name, kwargs))
         except OSError:
             raise _Died(worker.how_it_ended()) from None
-        cancel_sent: Optional[float] = None
+        cancel_sent: float | None = None
         while True:
             if cancel is not None and cancel.cancelled:
                 if cancel_sent is None:
@@ -342,8 +343,8 @@ class ProcessPool:
 # -- the child's side -------------------------------------------------------------------
 
 
-def _describe(exc: BaseException) -> tuple[Optional[bytes], str, str, str, bool]:
-    data: Optional[bytes]
+def _describe(exc: BaseException) -> tuple[bytes | None, str, str, str, bool]:
+    data: bytes | None
     try:
         data = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
         back = pickle.loads(data)
@@ -369,7 +370,7 @@ def child_main(dispatch_ref: str) -> None:
     state = threading.Lock()
     current: dict[str, Any] = {"id": None, "token": None}
     early_cancels: set[int] = set()
-    tasks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+    tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     def send(msg: Any) -> None:
         frame = pack(msg)

@@ -30,7 +30,8 @@ implemented in editors/vscode/src/references.ts and editors/neovim/lua/fabric/re
 from __future__ import annotations
 
 import re
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 SCHEME = "pi-entry"
 _SESSION_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]*"

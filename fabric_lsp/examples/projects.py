@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["RECORDED_ROOT", "example_projects", "project_files"]
 

@@ -4,7 +4,8 @@ argument) plus `fabric.reload` (re-read configuration, drop caches)."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcInvalidParams
 
@@ -46,7 +47,7 @@ async def reload(ls, *args):  # noqa: ANN001
     return config.describe()
 
 
-def register_commands(server: "FabricServer") -> None:
+def register_commands(server: FabricServer) -> None:
     """The `workspace/executeCommand` mirror of every request `protocol.COMMANDS` names
     (its registered handler, one params object as the argument) and `fabric.reload`."""
     for command, method in protocol.COMMANDS.items():

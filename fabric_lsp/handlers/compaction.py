@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.progress import run_request
+from fabric_lsp.handlers.registry import feature
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
 
 
 @feature(protocol.COMPACTION_PREVIEW)
-async def compaction_preview(ls: "FabricServer", raw: Any) -> Any:
+async def compaction_preview(ls: FabricServer, raw: Any) -> Any:
     return await run_request(
         ls, protocol.COMPACTION_PREVIEW, raw, ls.engines.compaction_preview, title="Fabric: compaction preview",
         heavy=True,
@@ -23,7 +23,7 @@ async def compaction_preview(ls: "FabricServer", raw: Any) -> Any:
 
 
 @feature(protocol.BRANCH_SUMMARY_PREVIEW)
-async def branch_summary_preview(ls: "FabricServer", raw: Any) -> Any:
+async def branch_summary_preview(ls: FabricServer, raw: Any) -> Any:
     return await run_request(
         ls, protocol.BRANCH_SUMMARY_PREVIEW, raw, ls.engines.branch_summary_preview,
         title="Fabric: branch summary preview", heavy=True,

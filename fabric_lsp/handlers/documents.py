@@ -18,14 +18,14 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.registry import feature
+from fabric_lsp.engine.entry_preview import entry_text, render_entry
 from fabric_lsp.engine.references import EntryReference, reference_at
 from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, read_session
+from fabric_lsp.engine.session.projection import EDIT_NEEDLE, context_edit_marks, file_context_edit_marks
 from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
 from fabric_lsp.engines import DomainError
-from fabric_lsp.engine.entry_preview import entry_text, render_entry
-from fabric_lsp.engine.session.projection import EDIT_NEEDLE, context_edit_marks, file_context_edit_marks
 from fabric_lsp.handlers.progress import run_request
+from fabric_lsp.handlers.registry import feature
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -53,7 +53,7 @@ def _session_header(first_line: str) -> dict[str, Any] | None:
     return None
 
 
-def _read_log(ls: "FabricServer", method: str, path: Path) -> Any:
+def _read_log(ls: FabricServer, method: str, path: Path) -> Any:
     st = os.stat(path)
     key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
     with _logs_lock:
@@ -66,7 +66,7 @@ def _read_log(ls: "FabricServer", method: str, path: Path) -> Any:
     return log
 
 
-def find_entry(ls: "FabricServer", method: str, ref: EntryReference) -> tuple[Path, Any, Any]:
+def find_entry(ls: FabricServer, method: str, ref: EntryReference) -> tuple[Path, Any, Any]:
     """(session file, SessionLog, EntryRecord) of a reference; DomainError when absent."""
     path = ls.engines.session_path(ref.session_id)
     log = _read_log(ls, method, path)
@@ -104,7 +104,7 @@ def _server_position(doc: Any, lines: list[str], position: types.Position) -> tu
 UNOPENED_MAX_BYTES = DEFAULT_MAX_LINE_BYTES
 
 
-async def _document(ls: "FabricServer", method: str, params: Any) -> tuple[Any, list[str]] | None:
+async def _document(ls: FabricServer, method: str, params: Any) -> tuple[Any, list[str]] | None:
     """(document, lines) of a hover/definition target: the client's open document, else a
     regular file on disk (bounded, read in the engine executor); None when neither."""
     uri = params.text_document.uri
@@ -128,7 +128,7 @@ async def _document(ls: "FabricServer", method: str, params: Any) -> tuple[Any, 
     return (doc, lines) if lines is not None else None
 
 
-def _hover_kind(ls: "FabricServer") -> types.MarkupKind:
+def _hover_kind(ls: FabricServer) -> types.MarkupKind:
     """Markdown unless the client declared hover formats without it."""
     hover = getattr(getattr(ls.client_capabilities, "text_document", None), "hover", None)
     formats = getattr(hover, "content_format", None)
@@ -137,13 +137,13 @@ def _hover_kind(ls: "FabricServer") -> types.MarkupKind:
     return types.MarkupKind.Markdown
 
 
-def _markdown(value: str, ls: "FabricServer | None" = None) -> types.Hover:
+def _markdown(value: str, ls: FabricServer | None = None) -> types.Hover:
     kind = _hover_kind(ls) if ls is not None else types.MarkupKind.Markdown
     return types.Hover(contents=types.MarkupContent(kind=kind, value=value))
 
 
 @feature(HOVER)
-async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | None:
+async def hover(ls: FabricServer, params: types.HoverParams) -> types.Hover | None:
     source = await _document(ls, HOVER, params)
     if source is None:
         return None
@@ -196,7 +196,7 @@ async def hover(ls: "FabricServer", params: types.HoverParams) -> types.Hover | 
 
 
 @feature(DEFINITION)
-async def definition(ls: "FabricServer", params: types.DefinitionParams) -> list[types.Location] | None:
+async def definition(ls: FabricServer, params: types.DefinitionParams) -> list[types.Location] | None:
     source = await _document(ls, DEFINITION, params)
     if source is None:
         return None
@@ -247,7 +247,7 @@ def entry_line_in(lines: list[str], entry_id: str, cancel: Any = None) -> int | 
     return found
 
 
-async def _definition_in_session(ls: "FabricServer", params: Any, doc: Any, lines: list[str], line_no: int, char: int) -> Any:
+async def _definition_in_session(ls: FabricServer, params: Any, doc: Any, lines: list[str], line_no: int, char: int) -> Any:
     """In a session file, a JSON string that is another entry's id (a `parentId`,
     `firstKeptEntryId`, `fromId`…) goes to that entry's line."""
     if not lines:
@@ -309,7 +309,7 @@ def recall_to_symbols(result: dict[str, Any]) -> list[types.SymbolInformation]:
 
 
 @feature(SYMBOL)
-async def workspace_symbol(ls: "FabricServer", params: types.WorkspaceSymbolParams) -> list[types.SymbolInformation] | None:
+async def workspace_symbol(ls: FabricServer, params: types.WorkspaceSymbolParams) -> list[types.SymbolInformation] | None:
     query = params.query.strip()
     if not query:
         return []

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.progress import run_request
+from fabric_lsp.handlers.registry import feature
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
 
 
 @feature(protocol.EXPAND)
-async def expand(ls: "FabricServer", raw: Any) -> Any:
+async def expand(ls: FabricServer, raw: Any) -> Any:
     def work(params: protocol.ExpandParams, cancel: Any, activity: Any) -> Any:
         return ls.engines.expand(params, ls.default_cwd(), cancel, activity)
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import os
 import stat
-from urllib.parse import unquote
-
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.registry import feature
 from fabric_lsp.handlers.documents import _session_header
 from fabric_lsp.handlers.progress import run_request
+from fabric_lsp.handlers.registry import feature
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -25,14 +24,14 @@ LENS_COMMAND = "fabric.fileHistory"
 
 
 @feature(protocol.FILE_HISTORY)
-async def file_history(ls: "FabricServer", raw: Any) -> Any:
+async def file_history(ls: FabricServer, raw: Any) -> Any:
     def work(params: protocol.FileHistoryParams, cancel: Any, activity: Any) -> Any:
         return ls.engines.file_history(params, ls.default_cwd(), cancel, activity)
 
     return await run_request(ls, protocol.FILE_HISTORY, raw, work, title="Fabric: file history", memory=True)
 
 
-def lens_path(ls: "FabricServer", uri: str) -> str | None:
+def lens_path(ls: FabricServer, uri: str) -> str | None:
     """The path a lens would describe: a `file:` document that is not a Pi session log
     (not under the session dir, and not starting with a session header)."""
     from fabric_lsp.engine.memory.file_history import is_under, normalize_path  # lazy: start-up time
@@ -66,7 +65,7 @@ def unopened_session(path: str) -> bool:
 
 
 @feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))
-async def code_lens(ls: "FabricServer", params: types.CodeLensParams) -> list[types.CodeLens]:
+async def code_lens(ls: FabricServer, params: types.CodeLensParams) -> list[types.CodeLens]:
     if not ls.config.code_lens:
         return []
     path = lens_path(ls, params.text_document.uri)

@@ -14,7 +14,8 @@ import functools
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from lsprotocol import types
@@ -49,7 +50,7 @@ class RequestProgress:
     loop; events before `begin` is sent are buffered, events after `end` are dropped.
     """
 
-    def __init__(self, server: "FabricServer", method: str, title: str, token: Any, *, create: bool) -> None:
+    def __init__(self, server: FabricServer, method: str, title: str, token: Any, *, create: bool) -> None:
         self.server = server
         self.method = method
         self.title = title
@@ -95,7 +96,7 @@ class RequestProgress:
             self._report(event, force=True)
         self._buffer.clear()
 
-    def _created(self, done: "asyncio.Future[Any]", token: str) -> None:
+    def _created(self, done: asyncio.Future[Any], token: str) -> None:
         if not done.cancelled():
             done.exception()  # retrieved: a refusal is already logged by _begin
         if not self._begun:
@@ -175,7 +176,7 @@ class BackgroundProgress:
     METHOD = "fabric/backgroundIndex"
     TITLE = "Indexing sessions"
 
-    def __init__(self, server: "FabricServer") -> None:
+    def __init__(self, server: FabricServer) -> None:
         self.server = server
         self.current: RequestProgress | None = None
 
@@ -223,7 +224,7 @@ def decode(method: str, raw: Any) -> Any:
 
 
 async def run_request(
-    server: "FabricServer",
+    server: FabricServer,
     method: str,
     raw_params: Any,
     work: Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any],

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from pygls.exceptions import JsonRpcException
@@ -40,11 +41,11 @@ class ServerBusy(JsonRpcException):
 
 @dataclass
 class _Shared:
-    future: "asyncio.Future[Any]"
+    future: asyncio.Future[Any]
     token: CancelToken
     waiters: int = 0
     sinks: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
-    job: "asyncio.Future[Any] | None" = None
+    job: asyncio.Future[Any] | None = None
 
     def sink(self, event: dict[str, Any]) -> None:
         for s in list(self.sinks):
@@ -61,7 +62,7 @@ def request_key(method: str, params: Any) -> bytes:
 
 
 async def run_heavy(
-    server: "FabricServer",
+    server: FabricServer,
     method: str,
     params: Any,
     work: Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any],
@@ -84,7 +85,7 @@ async def run_heavy(
         job = loop.run_in_executor(server.heavy_executor, call)
         inflight[key] = shared
 
-        def done(f: "asyncio.Future[Any]", s: _Shared = shared) -> None:
+        def done(f: asyncio.Future[Any], s: _Shared = shared) -> None:
             if inflight.get(key) is s:
                 del inflight[key]
             if s.future.done():

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from fabric_e2e_harness import PROJECT_CWD, PROJECT_FOLDER, SPEC_WARNINGS_AS_ERRORS, make_agent_dir, rpc, server_env, start, stop
+from fabric_e2e_harness import (
+    PROJECT_CWD,
+    PROJECT_FOLDER,
+    SPEC_WARNINGS_AS_ERRORS,
+    make_agent_dir,
+    rpc,
+    server_env,
+    start,
+    stop,
+)
 
 from fabric_lsp import protocol
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 
 from fabric_lsp.config import load_config
+from tests.support.examples import profile_examples
 
 pytestmark = [SPEC_WARNINGS_AS_ERRORS]
 
@@ -161,7 +162,7 @@ json_value = st.recursive(json_leaf, lambda i: st.lists(i, max_size=3) | st.dict
 setting_keys = st.sampled_from(["agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "x"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(
     init=st.one_of(json_value, st.dictionaries(setting_keys, json_value, max_size=4)),
     client=st.one_of(json_value, st.dictionaries(setting_keys, json_value, max_size=4)),

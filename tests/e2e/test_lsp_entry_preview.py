@@ -7,9 +7,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.references import PATTERN, find_references, format_reference, reference_at
 from fabric_lsp.engine.entry_preview import operation_addresses, render_entry
+from fabric_lsp.engine.references import PATTERN, find_references, format_reference, reference_at
 from fabric_lsp.protocol import ENTRY_REFERENCE_PATTERN
+from tests.support.examples import profile_examples
 
 TRACE = {
     "kind": "pi-fabric.execution",
@@ -47,7 +48,7 @@ def test_no_operation_addresses_for_other_entries():
     assert operation_addresses(plain) == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=profile_examples(100), deadline=None)
 @given(st.text(max_size=300))
 def test_entry_text_cannot_escape_its_fence(text):
     entry = {"type": "message", "id": "e1", "parentId": None, "message": {"role": "user", "content": text}}
@@ -61,7 +62,7 @@ def test_entry_text_cannot_escape_its_fence(text):
 ids = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,20}", fullmatch=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(sid=ids, eid=ids, before=st.text(max_size=20), after=st.sampled_from(["", " ", ".", ", ", ")", "\n"]))
 def test_every_formatted_reference_is_found_again(sid, eid, before, after):
     ref = format_reference(sid, eid)

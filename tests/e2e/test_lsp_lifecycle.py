@@ -36,7 +36,7 @@ async def test_initialize_capabilities_and_watching(agent_dir, editor):
 
 
 async def test_initialize_result(agent_dir, editor):
-    from fabric_e2e_harness import ClientServerConfig, SERVER_CMD, make_client, server_env
+    from fabric_e2e_harness import SERVER_CMD, ClientServerConfig, make_client, server_env
     from pytest_lsp import client_capabilities
 
     client = await ClientServerConfig(

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp import protocol
+from tests.support.examples import profile_examples
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "protocol.schema.json"
 
@@ -67,7 +68,7 @@ keys = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(method=st.sampled_from(sorted(protocol.PARAMS_TYPES)), params=st.dictionaries(keys, json_values, max_size=4))
 def test_decoder_either_accepts_or_names_the_problem(method, params):
     """Any JSON object either decodes, or fails with InvalidParams naming the method."""

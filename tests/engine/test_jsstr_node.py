@@ -16,16 +16,17 @@ from hypothesis import strategies as st
 
 from fabric_lsp.engine.jsstr import (
     has_unpaired_surrogate,
+    join_surrogate_pairs,
     js_keys,
     js_number,
+    js_string_of,
     js_stringify,
     js_stringify_exact,
     js_stringify_utf8_len,
-    js_string_of,
-    join_surrogate_pairs,
     parse_date_ms,
     utf16_len,
 )
+from tests.support.examples import profile_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 _BUNDLED = ROOT / ".tools" / "node22" / "node_modules" / ".bin" / "node"
@@ -104,7 +105,7 @@ _VALUE = st.recursive(
     max_leaves=25,
 )
 
-_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=profile_examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS

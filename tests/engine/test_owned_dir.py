@@ -17,6 +17,7 @@ from fabric_lsp.engine import owned_dir
 from fabric_lsp.engine.memory import store
 from fabric_lsp.engine.owned_dir import MARKER, DirRefused
 from fabric_lsp.engine.private_dir import make_private_dir
+from tests.support.examples import profile_examples
 
 OURS = ["0123456789abcdef-s.jsonl.json", "fedcba9876543210-s.jsonl.digest.json",
         "0000000000000000-x.all.files.json", "1111111111111111-y.terms.json", store.SNAPSHOT_FILE,
@@ -56,7 +57,7 @@ def populate(folder: Path, outside: Path, entries: dict[str, str]) -> None:
             p.symlink_to(outside / "dir", target_is_directory=True)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=profile_examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(entries=ENTRIES, marked=st.booleans())
 def test_cleanup_and_writes_never_touch_what_is_not_ours(tmp_path_factory, entries, marked):
     base = tmp_path_factory.mktemp("owned")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 # A responder maps a request body to a reply: {"text": str},
 # {"tool_call": {"id": str, "name": str, "arguments": dict}}, or
@@ -21,8 +22,8 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class FakeOpenAI:
-    def __init__(self, answer: str = "Done.", log_dir: Optional[Path] = None,
-                 responder: Optional[Responder] = None, realistic_usage: bool = False) -> None:
+    def __init__(self, answer: str = "Done.", log_dir: Path | None = None,
+                 responder: Responder | None = None, realistic_usage: bool = False) -> None:
         self.answer = answer
         self.realistic_usage = realistic_usage
         self.responder = responder
@@ -128,7 +129,7 @@ class FakeOpenAI:
                                        "prompt_tokens_details": {"cached_tokens": 0}}))
         return frames
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         self._thread.start()
         return self
 

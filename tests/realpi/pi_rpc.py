@@ -1,11 +1,14 @@
 """Drive real Pi in RPC mode: JSON lines in, events out (split on \\n only)."""
 from __future__ import annotations
+
 import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
 
 class PiRpc:
     def __init__(self, node: Path, cli: Path, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from realpi_kit import NODE, ROOT
 
 pytestmark = pytest.mark.realpi

@@ -15,10 +15,12 @@ import threading
 import time
 
 import pytest
-
 from fake_openai import FakeOpenAI
-from realpi_kit import real_pi  # noqa: F401 (fixture)
-from realpi_kit import write_agent_dir
+from realpi_kit import (
+    real_pi,  # noqa: F401 (fixture)
+    write_agent_dir,
+)
+
 from fabric_lsp.engine.intents.boundary import finished_turn
 from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import read_session
@@ -37,7 +39,7 @@ def test_boundary_matches_pi_agent_settled(tmp_path, real_pi):  # noqa: F811
     agent, home, proj = tmp_path / "agent", tmp_path / "home", tmp_path / "proj"
     home.mkdir()
     proj.mkdir()
-    events: "queue.Queue[dict]" = queue.Queue()
+    events: queue.Queue[dict] = queue.Queue()
     with FakeOpenAI(responder=responder) as server:
         write_agent_dir(agent, server.base_url)
         proc = subprocess.Popen([str(real_pi.node), str(real_pi.cli), "--mode", "rpc"], cwd=proj,

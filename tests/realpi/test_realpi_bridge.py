@@ -14,15 +14,24 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from fake_openai import FakeOpenAI
 from pi_rpc import PiRpc
-from realpi_kit import NODE, ROOT, SUMMARY_PREFIX, SUMMARY_SUFFIX, RealPi, real_pi_of, spread, text_of
-from realpi_kit import real_pi  # noqa: F401 (fixture)
+from realpi_kit import (
+    NODE,
+    ROOT,
+    SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    RealPi,
+    real_pi,  # noqa: F401 (fixture)
+    real_pi_of,
+    spread,
+    text_of,
+)
 
 pytestmark = pytest.mark.realpi
 

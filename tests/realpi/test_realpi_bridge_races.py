@@ -18,10 +18,11 @@ import time
 from typing import Any
 
 import pytest
-
 from fake_openai import FakeOpenAI
-from realpi_kit import real_pi  # noqa: F401 (fixture)
-from realpi_kit import text_of
+from realpi_kit import (
+    real_pi,  # noqa: F401 (fixture)
+    text_of,
+)
 from test_realpi_bridge import EXTENSION, World, write_agent
 from tui_kit import Tmux, pi_command, session_files, wait_for
 

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 import pytest
-
 from pi_rpc import PiRpc
 from realpi_kit import real_pi  # noqa: F401 (fixture)
 from test_realpi_bridge import (

@@ -9,10 +9,13 @@ import shutil
 import subprocess
 
 import pytest
-
 from fake_openai import FakeOpenAI
-from realpi_kit import SUMMARY_PREFIX, SUMMARY_SUFFIX, text_of
-from realpi_kit import real_pi  # noqa: F401 (fixture)
+from realpi_kit import (
+    SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    real_pi,  # noqa: F401 (fixture)
+    text_of,
+)
 from test_realpi_bridge import EXTENSION, FABRIC, World, compactions, lines, wait_for, write_agent
 from tui_kit import Tmux, pi_command
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fake_openai import FakeOpenAI
 from realpi_kit import real_pi  # noqa: F401 (fixture)
 from test_realpi_bridge import EXTENSION, LONG, World, lines, write_agent

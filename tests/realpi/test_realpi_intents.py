@@ -16,10 +16,16 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_openai import FakeOpenAI
-from realpi_kit import REAL_SESSIONS, SUMMARY_PREFIX, SUMMARY_SUFFIX, text_of, write_agent_dir
-from realpi_kit import real_pi  # noqa: F401 (fixture)
+from realpi_kit import (
+    REAL_SESSIONS,
+    SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    real_pi,  # noqa: F401 (fixture)
+    text_of,
+    write_agent_dir,
+)
+
 from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import (
     SessionTree,

@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_openai import FakeOpenAI
 from pi_rpc import PiRpc
 from realpi_kit import ROOT, real_pi_of, spread

@@ -10,9 +10,12 @@ import json
 from typing import Any
 
 import pytest
-
-from realpi_kit import real_pi  # noqa: F401 (fixture)
-from realpi_kit import SUMMARY_PREFIX, SUMMARY_SUFFIX, text_of
+from realpi_kit import (
+    SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    real_pi,  # noqa: F401 (fixture)
+    text_of,
+)
 from test_realpi_bridge import compactions, lines, summarizer_requests, turn, world, write_agent  # noqa: F401
 
 pytestmark = pytest.mark.realpi

@@ -8,8 +8,9 @@ import shlex
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 ENV_KEYS = ("HOME", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "PATH", "FABRIC_LSP_COMMAND", "PI_SKIP_VERSION_CHECK",
             "PI_TELEMETRY")
@@ -39,7 +40,7 @@ class Tmux:
             assert out.returncode == 0, (args, out.stderr)
         return out.stdout
 
-    def start(self, name: str, command: str, width: int = 200, height: int = 50) -> "Pane":
+    def start(self, name: str, command: str, width: int = 200, height: int = 50) -> Pane:
         self.run("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command)
         return Pane(self, name)
 
@@ -72,7 +73,7 @@ class Pane:
     def wait_screen(self, pred: Callable[[str], bool], timeout: float, what: str) -> str:
         last = [""]
 
-        def look() -> Optional[str]:
+        def look() -> str | None:
             last[0] = self.screen()
             return last[0] if pred(last[0]) else None
 
@@ -94,6 +95,6 @@ def session_files(agent: Path) -> list[Path]:
     return sorted((agent / "sessions").glob("*/*.jsonl"))
 
 
-def newest_session(agent: Path) -> Optional[Path]:
+def newest_session(agent: Path) -> Path | None:
     files = session_files(agent)
     return files[-1] if files else None

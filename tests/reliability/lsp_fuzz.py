@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from reliability_kit import frame
 
@@ -76,7 +77,7 @@ def mutate(rng: random.Random, params: dict, files: list[str]) -> Any:
     return p
 
 
-def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, bytes, Optional[str]]:
+def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, bytes, str | None]:
     """(category, framed bytes, id we expect an answer for, or None)."""
     r = rng.random()
     if r < 0.55:  # our methods, valid or mutated params
@@ -125,7 +126,7 @@ def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, byt
     return "bad_envelope", frame(body), msg_id
 
 
-def traffic(seed: int, n: int, files: list[str]) -> Iterator[tuple[int, str, bytes, Optional[str]]]:
+def traffic(seed: int, n: int, files: list[str]) -> Iterator[tuple[int, str, bytes, str | None]]:
     rng = random.Random(seed)
     for i in range(n):
         cat, data, msg_id = message(rng, files, f"fz-{seed}-{i}")

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -78,9 +79,9 @@ def frame(obj: Any) -> bytes:
 class RawServer:
     """One `fabric-lsp` process over stdio."""
 
-    def __init__(self, agent: Path, *, env: Optional[dict[str, str]] = None, cwd: Optional[Path] = None,
-                 stderr_path: Optional[Path] = None, settings: Optional[dict] = None,
-                 command: Optional[list[str]] = None) -> None:
+    def __init__(self, agent: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 stderr_path: Path | None = None, settings: dict | None = None,
+                 command: list[str] | None = None) -> None:
         self.agent = agent
         self.settings = settings  # answer to workspace/configuration "fabric"
         if stderr_path is not None:
@@ -294,7 +295,7 @@ class RawServer:
             raise RpcError(resp["error"])
         return resp.get("result")
 
-    def initialize(self, root: Optional[str] = ORBIT, init_options: Any = None, *, progress: bool = True) -> dict:
+    def initialize(self, root: str | None = ORBIT, init_options: Any = None, *, progress: bool = True) -> dict:
         caps: dict[str, Any] = {
             "workspace": {"configuration": True, "workspaceFolders": True},
             "window": {"workDoneProgress": progress},
@@ -310,7 +311,7 @@ class RawServer:
         self.notify("initialized", {})
         return result
 
-    def stop(self, timeout: float = 10.0) -> Optional[int]:
+    def stop(self, timeout: float = 10.0) -> int | None:
         self.resume_reading()
         try:
             if self.proc.poll() is None:
@@ -359,7 +360,7 @@ class RawServer:
         out["ChildrenVmHWM"] = sum(_vm(pid).get("VmHWM", 0) for pid in self.children())
         return out
 
-    def __enter__(self) -> "RawServer":
+    def __enter__(self) -> RawServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from reliability_kit import REPO, ORBIT, RawServer, long_run, server_command, server_env
+from reliability_kit import ORBIT, REPO, RawServer, long_run, server_command, server_env
 
 from fabric_lsp.engine.owned_dir import MARKER
 
@@ -185,7 +185,7 @@ def test_kill_9_during_commits(tmp_path):
     full = time.monotonic() - t0
     assert done.returncode == 0, err
     assert check_session(session, v0) is not None
-    for i in range(COMMIT_KILLS):
+    for _ in range(COMMIT_KILLS):
         reset()
         proc = cli(["compact", str(session), "--wait", "--json", *args], env)
         time.sleep(rng.uniform(0.0, full * 1.1))
@@ -270,7 +270,7 @@ def test_kill_9_server_during_commits(tmp_path):
     full = time.monotonic() - t0
     srv.stop()
     assert check_session(session, v0) is not None
-    for i in range(SERVER_COMMIT_KILLS):
+    for _ in range(SERVER_COMMIT_KILLS):
         reset()
         srv = start()
         srv.request("fabric/compact/request", {"session": str(session)})

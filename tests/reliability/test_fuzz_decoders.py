@@ -43,6 +43,7 @@ from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.normalize import Normalizer
 from fabric_lsp.engine.memory.sessions import build_state
 from fabric_lsp.engine.session import iter_session, parse_session_bytes
+from tests.support.examples import profile_examples
 
 # Totals over every example run in this process (printed by bench/reliability/fuzz_long.py).
 COUNTS: Counter[str] = Counter()
@@ -54,7 +55,7 @@ def _settings(default: int, heavy: bool = False) -> settings:
     """CI: `default` examples. Long runs: FABRIC_FUZZ_EXAMPLES (a quarter for heavy properties
     that build whole indexes or previews per example)."""
     return settings(
-        max_examples=(max(1, _N // 4) if heavy else _N) if _N else default,
+        max_examples=(max(1, _N // 4) if heavy else _N) if _N else profile_examples(default),
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
@@ -141,7 +142,7 @@ def test_session_reader_accounts_for_every_line(data: bytes, chunk: int) -> None
     assert len(log.records) == len(entries)
     ordinal = 0
     parsed_ordinals = {}
-    for k, o, n, v in lines:
+    for k, o, _n, _v in lines:
         if k in ("entry", "non_object"):
             parsed_ordinals[o] = ordinal
             ordinal += 1
@@ -330,7 +331,8 @@ _ENGINE: dict[str, Any] = {}
 
 def _memory_engine() -> tuple[MemoryEngine, list[str]]:
     if not _ENGINE:
-        from reliability_kit import example_agent, session_files as files
+        from reliability_kit import example_agent
+        from reliability_kit import session_files as files
 
         agent = example_agent(_TMP / "agent")
         _ENGINE["engine"] = MemoryEngine(MemoryConfig(regex_timeout_ms=200), agent_dir=str(agent))

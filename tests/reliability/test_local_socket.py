@@ -19,8 +19,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import pytest
 from reliability_kit import ORBIT, REPO, RawServer, example_agent, server_env, session_files
@@ -54,7 +55,7 @@ def index_complete(srv: RawServer) -> None:
                           and m["params"].get("complete") is True, timeout=120)
 
 
-def cli(agent: Path, *args: str, socket_on: bool = True, env_extra: Optional[dict[str, str]] = None,
+def cli(agent: Path, *args: str, socket_on: bool = True, env_extra: dict[str, str] | None = None,
         python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
     env = server_env(agent, **(env_extra or {}))
     env.pop("FABRIC_LSP_SOCKET", None)

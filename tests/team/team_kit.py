@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.team.api import TeamEngine
@@ -18,7 +18,7 @@ def memory_config(**kw: Any) -> MemoryConfig:
 
 
 def member_engine(url: str, member: str, projects: list[str], agent_dir: Path,
-                  cfg: Optional[MemoryConfig] = None) -> tuple[TeamEngine, MemoryEngine]:
+                  cfg: MemoryConfig | None = None) -> tuple[TeamEngine, MemoryEngine]:
     cfg = cfg or memory_config()
     local = MemoryEngine(cfg, agent_dir=str(agent_dir), index_dir=str(agent_dir.parent / f"index-{member}"))
     settings = TeamSettings(url=url, member=member, projects=tuple(projects))
@@ -64,7 +64,7 @@ def ts(second: int) -> str:
 def session_rows(sid: str, cwd: str, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """A linear Pi session: `turns` of (role, text), role user | assistant | bash."""
     rows: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": sid, "timestamp": ts(0), "cwd": cwd}]
-    parent: Optional[str] = None
+    parent: str | None = None
     for i, (role, text) in enumerate(turns):
         eid = f"{abs(hash((sid, i))) % (1 << 32):08x}"
         rows.append(entry_row(eid, parent, role, text, i + 1))
@@ -72,7 +72,7 @@ def session_rows(sid: str, cwd: str, turns: list[tuple[str, str]]) -> list[dict[
     return rows
 
 
-def entry_row(eid: str, parent: Optional[str], role: str, text: str, second: int) -> dict[str, Any]:
+def entry_row(eid: str, parent: str | None, role: str, text: str, second: int) -> dict[str, Any]:
     if role == "bash":
         msg: dict[str, Any] = {"role": "bashExecution", "command": text, "output": text[::-1], "cancelled": False,
                                "truncated": False, "exitCode": 0, "timestamp": 1_700_000_000_000}
@@ -83,7 +83,7 @@ def entry_row(eid: str, parent: Optional[str], role: str, text: str, second: int
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
 
 
-def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict[str, Any]], mtime_s: Optional[float] = None) -> Path:
+def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict[str, Any]], mtime_s: float | None = None) -> Path:
     folder = agent_dir / "sessions" / encode_cwd(cwd)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 
 import psycopg
 import pytest
 
-from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 from fabric_lsp.commands.examples import write_examples
 from fabric_lsp.config import load_config
 from fabric_lsp.engine.team.schema import SCHEMA
@@ -75,8 +75,8 @@ def test_cli_push_status_and_team_recall(team_db: Cluster, agent: Path) -> None:
         assert t == loc
     # expand a team item: the stored records, and where the source is
     seg = json.loads(_cli("recall", "test", "--scope", "team", "--json", agent=agent).stdout)["items"][0]["segment"]
-    from fabric_lsp.engines import Engines
     from fabric_lsp import protocol
+    from fabric_lsp.engines import Engines
 
     cfg = load_config(workspace_root=agent.parent / "work", init_options={"agentDir": str(agent)})
     engines = Engines(lambda: cfg)

@@ -6,24 +6,34 @@ each member to its own rows; an unreachable database is a clear answer."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from team_kit import (
+    append_rows,
+    entry_row,
+    last_entry_id,
+    local_global,
+    member_engine,
+    memory_config,
+    session_rows,
+    strip_local,
+    strip_team,
+    write_session,
+)
 
-from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
 from fabric_lsp.commands.examples import write_examples
 from fabric_lsp.engine.team.api import TeamEngine
 from fabric_lsp.engine.team.push import PushError
 from fabric_lsp.engine.team.schema import SCHEMA
 from fabric_lsp.engine.team.settings import TeamSettings
-from team_kit import (
-    append_rows, entry_row, last_entry_id, local_global, member_engine, memory_config, session_rows, strip_local,
-    strip_team, write_session,
-)
+from tests.support.examples import profile_examples
 
 LEDGER = "/home/user/projects/ledger"
 ORBIT = "/home/user/projects/orbit"
@@ -283,7 +293,7 @@ session_st = st.tuples(st.sampled_from(["/p/one", "/p/two", "/p/three"]), st.int
 query_st = st.lists(st.sampled_from(WORDS + ["absent"]), min_size=0, max_size=3).map(" ".join)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=profile_examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sessions=st.lists(session_st, min_size=1, max_size=5), queries=st.lists(query_st, min_size=1, max_size=4),
        page_size=st.integers(1, 6), page=st.integers(1, 4))
 def test_property_team_equals_local(team_db: Cluster, tmp_path_factory: pytest.TempPathFactory,

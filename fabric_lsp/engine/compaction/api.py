@@ -11,21 +11,22 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
-from .loader import Loaded, load_session_bytes, load_session_file
-from .scan import SourceChanged, scan_session_bytes, scan_session_file
+from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 
 from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
+from .loader import Loaded, load_session_bytes, load_session_file
 from .options import MODEL_OVERRIDES
 from .pigate import model_key as branch_model_key
-from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from .qa import generate_probes, qa_report
+from .scan import SourceChanged, scan_session_bytes, scan_session_file
 
 if TYPE_CHECKING:
     from typing import ParamSpec, TypeVar
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXT_WINDOW = 200000
 PROGRESS_MIN_BYTES = 1 << 20
 
-Source = Union[str, os.PathLike[str], bytes, bytearray, memoryview]
+Source = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 
 def result_json(result: Any) -> bytes:
@@ -83,15 +84,15 @@ def _setting(settings: dict[str, Any], key: str) -> Any:
     return None
 
 
-def _load(source: Source, session_path: Optional[Union[str, os.PathLike[str]]], cancel: Optional[CancelToken], sink: Optional[ActivitySink], *,
+def _load(source: Source, session_path: str | os.PathLike[str] | None, cancel: CancelToken | None, sink: ActivitySink | None, *,
           from_bytes: Any = load_session_bytes, from_file: Any = load_session_file,
-          ) -> tuple[Any, str, Optional[str], bool]:
+          ) -> tuple[Any, str, str | None, bool]:
     """Read `source` with `from_bytes` / `from_file` (the lean loader, or pass 1 of the
     preview scanner): (what they return, the sha256 of the bytes read, the path, whether
     it is big enough for progress reports). A scanned file stays open in `log.fp` until
     the caller closes it (`_close`)."""
     chk = (lambda: check(cancel)) if cancel is not None else None
-    path: Optional[str]
+    path: str | None
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         path = os.fspath(session_path) if session_path is not None else None
@@ -125,7 +126,7 @@ def _close(log: Any) -> None:
         fp.close()
 
 
-def _session_id(log: Any, path: Optional[str]) -> Optional[str]:
+def _session_id(log: Any, path: str | None) -> str | None:
     if log.header is not None:
         return str(log.header.get("id"))
     if path:
@@ -133,7 +134,7 @@ def _session_id(log: Any, path: Optional[str]) -> Optional[str]:
     return None
 
 
-def _warnings(log: Any, error: Optional[str]) -> list[str]:
+def _warnings(log: Any, error: str | None) -> list[str]:
     out: list[str] = []
     st = log
     if st.malformed:
@@ -151,7 +152,7 @@ def _warnings(log: Any, error: Optional[str]) -> list[str]:
     return out
 
 
-def _model_override(settings: dict[str, Any], key: Optional[str]) -> dict[str, Any]:
+def _model_override(settings: dict[str, Any], key: str | None) -> dict[str, Any]:
     """Pi 1.x's `compaction.modelOverrides[provider/modelId]` for the session's model (the
     live model when the bridge names it): each of `keepRecentTokens` / `reserveTokens` it
     sets replaces the ordinary value (options.py already left out fields a request gave)."""
@@ -166,7 +167,7 @@ def _model_override(settings: dict[str, Any], key: Optional[str]) -> dict[str, A
             and isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
-def _custom_instructions(instructions: Optional[str], preserve: Optional[list[Any]]) -> Optional[str]:
+def _custom_instructions(instructions: str | None, preserve: list[Any] | None) -> str | None:
     if preserve is not None:
         return encode_request_unchecked(instructions if instructions else None, list(preserve))
     return instructions if instructions else None
@@ -196,22 +197,22 @@ def compaction_run(
     source: Source,
     *,
     session_path: Any = None,
-    instructions: Optional[str] = None,
-    preserve: Optional[list[Any]] = None,
+    instructions: str | None = None,
+    preserve: list[Any] | None = None,
     reason: str = "manual",
-    context_window: Optional[float] = None,
-    reserve_tokens: Optional[float] = None,
-    keep_recent_tokens: Optional[float] = None,
-    target_context_ratio: Optional[float] = None,
-    tokens_before: Optional[float] = None,
-    leaf_id: Optional[str] = None,
+    context_window: float | None = None,
+    reserve_tokens: float | None = None,
+    keep_recent_tokens: float | None = None,
+    target_context_ratio: float | None = None,
+    tokens_before: float | None = None,
+    leaf_id: str | None = None,
     include_qa: bool = False,
-    settings: Optional[dict[str, Any]] = None,
-    model_key: Optional[str] = None,
+    settings: dict[str, Any] | None = None,
+    model_key: str | None = None,
     pi_vcc_overriding: bool = False,
-    cancel: Optional[CancelToken] = None,
-    activity: Optional[ActivitySink] = None,
-) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the `fabric/compactionPreview` result, the hook's answer or None when Pi's own
     gate stopped first) for one session branch. The Pi bridge returns the hook's answer
     to Pi; every face shows the result: the same computation, the same bytes.
@@ -249,23 +250,23 @@ class _RunOptions:
     """One compaction run's options (`compaction_run`'s keywords, minus the source)."""
 
     settings: dict[str, Any]
-    instructions: Optional[str]
-    preserve: Optional[list[Any]]
+    instructions: str | None
+    preserve: list[Any] | None
     reason: str
-    context_window: Optional[float]
-    reserve_tokens: Optional[float]
-    keep_recent_tokens: Optional[float]
-    target_context_ratio: Optional[float]
-    tokens_before: Optional[float]
-    leaf_id: Optional[str]
+    context_window: float | None
+    reserve_tokens: float | None
+    keep_recent_tokens: float | None
+    target_context_ratio: float | None
+    tokens_before: float | None
+    leaf_id: str | None
     include_qa: bool
-    model_key: Optional[str]
+    model_key: str | None
     pi_vcc_overriding: bool
-    cancel: Optional[CancelToken]
-    activity: Optional[ActivitySink]
+    cancel: CancelToken | None
+    activity: ActivitySink | None
 
 
-def _budgets(o: _RunOptions) -> tuple[Optional[float], dict[str, Any], dict[str, Any]]:
+def _budgets(o: _RunOptions) -> tuple[float | None, dict[str, Any], dict[str, Any]]:
     """(the model window for the details, Pi's two budgets, Fabric's config): explicit
     options first, then the settings, then the defaults."""
     settings = o.settings
@@ -335,8 +336,8 @@ def _with_hook(result: dict[str, Any], hook: dict[str, Any], include_qa: bool) -
 
 
 def _compaction_run(
-    log: Any, digest: str, path: Optional[str], big: bool, o: _RunOptions
-) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    log: Any, digest: str, path: str | None, big: bool, o: _RunOptions
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
     cancel, activity = o.cancel, o.activity
     if big:
         report(activity, "Building branch", 35)
@@ -393,7 +394,7 @@ def _compaction_run(
     return result, hook
 
 
-def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict[str, Any]], Optional[str]]:
+def _tree_entries(log: Loaded, old_leaf: str, target: str) -> tuple[list[dict[str, Any]], str | None]:
     """Pi's collectEntriesForBranchSummary: the abandoned path from the old leaf up to
     (not including) the common ancestor with the target, root→leaf."""
     old_path = log.branch(old_leaf)[1]
@@ -419,13 +420,13 @@ def preview_branch_summary(
     *,
     session_path: Any = None,
     target_id: str,
-    from_id: Optional[str] = None,
-    instructions: Optional[str] = None,
-    preserve: Optional[list[Any]] = None,
+    from_id: str | None = None,
+    instructions: str | None = None,
+    preserve: list[Any] | None = None,
     replace_instructions: bool = False,
-    settings: Optional[dict[str, Any]] = None,
-    cancel: Optional[CancelToken] = None,
-    activity: Optional[ActivitySink] = None,
+    settings: dict[str, Any] | None = None,
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
 ) -> dict[str, Any]:
     """The `fabric/branchSummaryPreview` result: the summary Fabric's tree hook would
     attach when navigating from `from_id` (default: the leaf) to `target_id`."""

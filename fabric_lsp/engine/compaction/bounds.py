@@ -3,7 +3,8 @@ earliest+latest sampling and omission lines."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Iterable, Optional, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from ..jsstr import is_json_object, split_ws_words
 
@@ -21,7 +22,7 @@ def clip_utf8(text: str, max_bytes: int, suffix: str = "\u2026") -> str:
     """Whole code points while they fit in `max_bytes - len(suffix)`, then the suffix."""
     if max_bytes <= 0:
         return ""
-    data: Optional[bytes] = None  # the UTF-8 of non-ASCII text
+    data: bytes | None = None  # the UTF-8 of non-ASCII text
     if text.isascii():
         if len(text) <= max_bytes:
             return text
@@ -59,7 +60,7 @@ T = TypeVar("T")
 class Sample(Generic[T]):
     __slots__ = ("values", "omitted", "omitted_first", "omitted_last", "split_index")
 
-    def __init__(self, values: list[T], omitted: int, first: Optional[str], last: Optional[str], split: int):
+    def __init__(self, values: list[T], omitted: int, first: str | None, last: str | None, split: int):
         self.values = values
         self.omitted = omitted
         self.omitted_first = first
@@ -67,14 +68,14 @@ class Sample(Generic[T]):
         self.split_index = split
 
 
-def _entry_id(item: Any) -> Optional[str]:
+def _entry_id(item: Any) -> str | None:
     if is_json_object(item):
         return item.get("entryId")
     return getattr(item, "entryId", None)
 
 
 def sample_addressed(
-    items: Iterable[T], max_items: int, entry_id: Callable[[T], Optional[str]] = _entry_id
+    items: Iterable[T], max_items: int, entry_id: Callable[[T], str | None] = _entry_id
 ) -> Sample[T]:
     """Earliest `ceil(max/2)` + sliding latest `floor(max/2)`; displaced items are
     counted with the entry ids of the first and last displaced item."""
@@ -98,11 +99,11 @@ def sample_addressed(
     return Sample(values, omitted, first, last, earliest_limit)
 
 
-def range_text(first: Optional[str], last: Optional[str]) -> str:
+def range_text(first: str | None, last: str | None) -> str:
     if first or last:
         return f"{first or '(start)'} {ARROW} {last or '(end)'}"
     return "(unknown range)"
 
 
-def omission_line(count: int, first: Optional[str], last: Optional[str], noun: str) -> str:
+def omission_line(count: int, first: str | None, last: str | None, noun: str) -> str:
     return f"\u2026 omitted {count} {noun}; source entries {range_text(first, last)}"

@@ -3,11 +3,12 @@ The strict v2/v1 reader is `fabric_payloads.read_branch_details`, shared with me
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from .bounds import clip_utf8, sample_addressed, utf8_bytes
 from ..fabric_payloads import BRANCH_KIND, MAX_ENVELOPE_BYTES, MAX_FACTS
 from ..jsstr import js_stringify
+from .bounds import clip_utf8, sample_addressed, utf8_bytes
 from .projections import project_all
 from .render import render_summary, section_headers
 
@@ -122,7 +123,7 @@ def _envelope_size(env: dict[str, Any], fact_sizes: list[int]) -> int:
     return base + sum(fact_sizes) + max(0, n - 1)
 
 
-def build_envelope(entries: list[dict[str, Any]], facts: list[dict[str, Any]], sections: list[str], request: dict[str, Any], old_leaf_id: Optional[str]) -> dict[str, Any]:
+def build_envelope(entries: list[dict[str, Any]], facts: list[dict[str, Any]], sections: list[str], request: dict[str, Any], old_leaf_id: str | None) -> dict[str, Any]:
     s = sample_addressed(facts, MAX_FACTS)
     kept = [dict(f) for f in s.values]
     env: dict[str, Any] = {
@@ -163,10 +164,10 @@ def build_envelope(entries: list[dict[str, Any]], facts: list[dict[str, Any]], s
 def compile_branch_summary(
     entries: list[dict[str, Any]],
     decoded: dict[str, Any],
-    old_leaf_id: Optional[str],
+    old_leaf_id: str | None,
     *,
     normalize_fn: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-) -> Optional[dict[str, Any]]:
+) -> dict[str, Any] | None:
     """`{summary, details}` or None (nothing to summarize). `decoded` must be ok."""
     events = normalize_fn(entries)
     if not events:

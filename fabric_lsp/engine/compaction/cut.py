@@ -4,9 +4,10 @@ continuity cut and the legacy latest-turn cut."""
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.session.context import build_context_messages
+
 from .estimate import estimate_tokens
 from .facts import COMPACTION, NOMSG, facts
 
@@ -26,7 +27,7 @@ class Projection:
 
     __slots__ = ("facts", "tokens", "start")
 
-    def __init__(self, branch: Any, start: int = 0, ids: Optional[list[Any]] = None) -> None:
+    def __init__(self, branch: Any, start: int = 0, ids: list[Any] | None = None) -> None:
         """`branch` is a list of entry dicts or their `Facts`; `start` and `ids` are
         accepted for compatibility (entries before `start` are never summed)."""
         self.facts = facts(branch)
@@ -63,7 +64,7 @@ def last_compaction_index(branch: Any) -> int:
     return facts(branch).last_compaction()
 
 
-def live_start(branch: Any, lc: int, ids: Optional[list[Any]] = None) -> int:
+def live_start(branch: Any, lc: int, ids: list[Any] | None = None) -> int:
     if lc < 0:
         return 0
     f = facts(branch)
@@ -79,12 +80,12 @@ def entry_ids(branch: list[dict[str, Any]]) -> list[Any]:
     return [e.get("id") for e in branch]
 
 
-def first_index(branch: Any, entry_id: Any, stop: Optional[int] = None, ids: Optional[list[Any]] = None) -> int:
+def first_index(branch: Any, entry_id: Any, stop: int | None = None, ids: list[Any] | None = None) -> int:
     """JS `findIndex(e => e.id === entry_id)` over `branch[:stop]` (-1 when absent)."""
     return facts(branch).index(entry_id, stop)
 
 
-def live_items(branch: Any, start: int, proj: Optional["Projection"] = None) -> list[LiveItem]:
+def live_items(branch: Any, start: int, proj: Projection | None = None) -> list[LiveItem]:
     f = proj.facts if proj is not None else facts(branch)
     items: list[LiveItem] = []
     kinds = f.kinds
@@ -135,13 +136,13 @@ class Spans:
     def safe(self, b: int) -> bool:
         return self.crossing[b] == 0
 
-    def min_first_crossing(self, b: int) -> Optional[int]:
+    def min_first_crossing(self, b: int) -> int | None:
         if self.crossing[b] == 0:
             return None
         return min(f for f, l in self.closed if f < b <= l)
 
 
-def calibrate(branch: Any, tokens_before: float, raw_before: int, proj: Optional[Projection] = None) -> tuple[float, float]:
+def calibrate(branch: Any, tokens_before: float, raw_before: int, proj: Projection | None = None) -> tuple[float, float]:
     if proj is None:
         proj = Projection(branch)
     f = proj.facts
@@ -187,7 +188,7 @@ def _js_ceil(x: float) -> float:
     return math.ceil(x) if math.isfinite(x) else x
 
 
-def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None, *, keep_question: bool = False,
+def compute_cut(branch: Any, budget_input: dict[str, Any] | None = None, *, keep_question: bool = False,
                 question_in_kept_range: bool = False) -> dict[str, Any]:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?,
     questionKept?}`.
@@ -204,7 +205,7 @@ def compute_cut(branch: Any, budget_input: Optional[dict[str, Any]] = None, *, k
     if not live:
         return {"ok": False, "reason": "empty"}
     spans = Spans(f)
-    res: Optional[dict[str, Any]] = None
+    res: dict[str, Any] | None = None
     if budget_input is not None:
         b = budget_input["budget"]
         window = b.get("contextWindow")

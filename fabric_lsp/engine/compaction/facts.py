@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.session.context import entry_to_message
 from fabric_lsp.engine.session.projection import edit_action, is_pi1x_marker
-from fabric_lsp.engine.session.tokens import arguments_chars, assistant_chars, calculate_context_tokens, js_truthy, system_chars
+from fabric_lsp.engine.session.tokens import (
+    arguments_chars,
+    assistant_chars,
+    calculate_context_tokens,
+    js_truthy,
+    system_chars,
+)
 
 from .details import is_fabric_v1, is_fabric_v2
 from .estimate import estimate_tokens
@@ -88,7 +95,7 @@ def calculate_context_tokens_js(usage: JsonValue) -> float:
     return s
 
 
-def _num(v: Any) -> Optional[float]:
+def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return v
@@ -292,11 +299,11 @@ class Facts:
     def id(self, i: int) -> Any:
         raise NotImplementedError
 
-    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def index(self, entry_id: Any, stop: int | None = None) -> int:
         """JS `findIndex(e => e.id === entry_id)` over positions [0, stop) (-1 when absent)."""
         raise NotImplementedError
 
-    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def rindex(self, entry_id: Any, stop: int | None = None) -> int:
         """The last position in [0, stop) whose id equals `entry_id` (-1 when absent)."""
         raise NotImplementedError
 
@@ -309,7 +316,7 @@ class Facts:
         (others may be left out: normalization skips them)."""
         raise NotImplementedError
 
-    def events(self, stop: int, check: Optional[Callable[[], object]] = None, stats: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """`normalize` of the entries at positions [0, stop)."""
         from .normalize import normalize
 
@@ -336,7 +343,7 @@ class Facts:
             tokens[i] = -(-(chars + arguments_chars(args)) // 4)
 
     # -- derived
-    def last_compaction(self, end: Optional[int] = None) -> int:
+    def last_compaction(self, end: int | None = None) -> int:
         """Position of the last compaction before `end` (default: the branch end), or -1."""
         comps = self.compactions
         if not comps:
@@ -358,14 +365,14 @@ class DictFacts(Facts):
     def __init__(self, branch: list[dict[str, Any]]) -> None:
         super().__init__()
         self.branch = branch
-        self._ids: Optional[list[Any]] = None
+        self._ids: list[Any] | None = None
         for e in branch:
             self.add(e)
 
     def id(self, i: int) -> Any:
         return self.branch[i].get("id")
 
-    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def index(self, entry_id: Any, stop: int | None = None) -> int:
         ids = self._ids
         if ids is None:
             ids = self._ids = [e.get("id") for e in self.branch]
@@ -374,7 +381,7 @@ class DictFacts(Facts):
         except ValueError:
             return -1
 
-    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def rindex(self, entry_id: Any, stop: int | None = None) -> int:
         branch = self.branch
         for i in range((len(branch) if stop is None else stop) - 1, -1, -1):
             if branch[i].get("id") == entry_id:

@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeGuard, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
+
+from ..jsstr import utf16_len
 from .bounds import clip_utf8
 from .cut import compute_cut
 from .details import build_details
 from .facts import facts
-from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from .instructions import PI_VCC_SENTINEL, decode_instructions
-from ..jsstr import utf16_len
 from .normalize import normalize
 from .projections import project_all
 from .render import render_summary, section_headers
@@ -59,7 +61,7 @@ def normalize_config(raw: JsonValue) -> dict[str, Any]:
     return out
 
 
-def model_threshold(cfg: dict[str, Any], model_key: str) -> tuple[Optional[int], Optional[float]]:
+def model_threshold(cfg: dict[str, Any], model_key: str) -> tuple[int | None, float | None]:
     """Seed 002's configured threshold of one `provider/model` in a normalized config:
     `(tokens, None)` when a token threshold is set (it wins over a ratio), `(None, ratio)`
     when only a ratio is, `(None, None)` otherwise."""
@@ -72,7 +74,7 @@ def model_threshold(cfg: dict[str, Any], model_key: str) -> tuple[Optional[int],
 # ---------------------------------------------------------------------- compile
 
 
-def _cancel(reason: str, instruction_error: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def _cancel(reason: str, instruction_error: dict[str, Any] | None = None) -> dict[str, Any]:
     r: dict[str, Any] = {"cancel": True, "reason": reason}
     if instruction_error is not None:
         r["instructionError"] = instruction_error
@@ -82,12 +84,12 @@ def _cancel(reason: str, instruction_error: Optional[dict[str, Any]] = None) -> 
 def compile_fabric_summary(
     branch: list[dict[str, Any]],
     tokens_before: float,
-    custom_instructions: Optional[str] = None,
-    budget: Optional[dict[str, Any]] = None,
+    custom_instructions: str | None = None,
+    budget: dict[str, Any] | None = None,
     *,
-    check: Optional[Callable[[], None]] = None,
+    check: Callable[[], None] | None = None,
     keep_question: bool = False,
-    rules: Optional[str] = None,
+    rules: str | None = None,
 ) -> dict[str, Any]:
     """`{cancel, reason, instructionError?}` or
     `{summary, firstKeptEntryId, details, events, cut}` (digest §6 internals).
@@ -195,14 +197,14 @@ def compaction_hook(
     *,
     tokens_before: float,
     reason: str = "manual",
-    custom_instructions: Optional[str] = None,
-    model_key: Optional[str] = None,
-    context_window: Optional[float] = None,
-    pi_settings: Optional[dict[str, Any]] = None,
-    config: Optional[dict[str, Any]] = None,
+    custom_instructions: str | None = None,
+    model_key: str | None = None,
+    context_window: float | None = None,
+    pi_settings: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
     pi_vcc_overriding: bool = False,
-    check: Optional[Callable[[], None]] = None,
-    rules: Optional[str] = None,
+    check: Callable[[], None] | None = None,
+    rules: str | None = None,
 ) -> dict[str, Any]:
     """The pure `session_before_compact` handler. `rules`: "0.80" | "1.x" | None (by
     content); on overflow the latest user message stays in the kept range.
@@ -229,7 +231,7 @@ def compaction_hook(
         windows.append(max(1, math.floor(tokens_before * 0.9)))
     if _finite(context_window) and context_window > 0:
         windows.append(context_window)
-    budget: Optional[dict[str, Any]] = None
+    budget: dict[str, Any] | None = None
     if windows:
         budget = {
             "contextWindow": min(windows),
@@ -267,10 +269,10 @@ def tree_hook(
     entries_to_summarize: list[dict[str, Any]],
     *,
     user_wants_summary: bool = True,
-    custom_instructions: Optional[str] = None,
+    custom_instructions: str | None = None,
     replace_instructions: bool = False,
-    old_leaf_id: Optional[str] = None,
-    config: Optional[dict[str, Any]] = None,
+    old_leaf_id: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The pure `session_before_tree` handler:
     `{"result": "passthrough"|"cancel"|"summary", ...}`."""

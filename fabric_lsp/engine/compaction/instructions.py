@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional, Sequence, TypeAlias, Union
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
-from .bounds import canonicalize_text, utf8_bytes
 from ..jsstr import has_unpaired_surrogate, is_str_list, js_keys, js_quote, js_stringify, utf16_len
+from .bounds import canonicalize_text, utf8_bytes
 
 PI_VCC_SENTINEL = "__pi_vcc__"
 TYPED_PREFIX = "__pi_fabric_compact_request_v1__:"
@@ -38,7 +39,7 @@ MSG_ITEM_LARGE = "typed compaction preserve item exceeds 2048 characters or 2048
 ALLOWED_FIELDS = ("version", "instructions", "preserve")
 
 # What the strict parser returns: a JSON value (numbers are int or float).
-Json: TypeAlias = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
+Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
 
 class DecodeError(Exception):
@@ -125,7 +126,7 @@ class _Parser:
             return val
         raise self.fail()
 
-    def number(self) -> Union[int, float]:
+    def number(self) -> int | float:
         m = _NUMBER.match(self.s, self.i)
         if m is None or not m.group(0).isascii():
             raise self.fail()
@@ -242,7 +243,7 @@ class _Parser:
 # ------------------------------------------------------------------ bounds check
 
 
-def bounds_error(instructions: Optional[str], preserve: Optional[Sequence[str]]) -> Optional[tuple[str, str]]:
+def bounds_error(instructions: str | None, preserve: Sequence[str] | None) -> tuple[str, str] | None:
     if instructions is not None:
         if has_unpaired_surrogate(instructions):
             return ("invalid-unicode", MSG_INSTR_UNPAIRED)
@@ -259,7 +260,7 @@ def bounds_error(instructions: Optional[str], preserve: Optional[Sequence[str]])
     return None
 
 
-def encode_request_unchecked(instructions: Optional[str], preserve: Optional[Sequence[str]]) -> str:
+def encode_request_unchecked(instructions: str | None, preserve: Sequence[str] | None) -> str:
     payload: dict[str, Any] = {"version": 1}
     if instructions is not None:
         payload["instructions"] = instructions
@@ -268,7 +269,7 @@ def encode_request_unchecked(instructions: Optional[str], preserve: Optional[Seq
     return TYPED_PREFIX + js_stringify(payload)
 
 
-def encode_compaction_request(instructions: Optional[str] = None, preserve: Optional[Sequence[str]] = None) -> str:
+def encode_compaction_request(instructions: str | None = None, preserve: Sequence[str] | None = None) -> str:
     """The controller's encoder: bounds check (raises ValueError), then prefix + JSON."""
     err = bounds_error(instructions, preserve)
     if err is not None:
@@ -282,7 +283,7 @@ def encode_compaction_request(instructions: Optional[str] = None, preserve: Opti
 # --------------------------------------------------------------------- decoding
 
 
-def decode_instructions(source: Optional[str]) -> dict[str, Any]:
+def decode_instructions(source: str | None) -> dict[str, Any]:
     """`{ok: True, policy, requestLines}` or `{ok: False, error: {code, message, sourceBytes}}`."""
     if source is None or source == "":
         return {"ok": True, "policy": none_policy(), "requestLines": []}
@@ -323,13 +324,13 @@ def _decode_typed(source: str) -> dict[str, Any]:
     version = value.get("version")
     if isinstance(version, bool) or not isinstance(version, (int, float)) or version != 1:
         raise DecodeError("unsupported-version", MSG_VERSION)
-    instructions: Optional[str] = None
+    instructions: str | None = None
     if "instructions" in value:
         raw_instructions = value["instructions"]
         if not isinstance(raw_instructions, str):
             raise DecodeError("invalid-type", MSG_INSTR_TYPE)
         instructions = raw_instructions
-    preserve: Optional[list[str]] = None
+    preserve: list[str] | None = None
     if "preserve" in value:
         raw_preserve = value["preserve"]
         if not isinstance(raw_preserve, list):

@@ -14,7 +14,8 @@ it against the session package.
 from __future__ import annotations
 
 import sys
-from typing import IO, TYPE_CHECKING, Any, Callable, Optional, Protocol, cast
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
@@ -61,7 +62,7 @@ decode_json = msgspec.json.Decoder().decode
 class LineCounts(Protocol):
     """What the loaders count while reading lines (`Loaded`, `scan.ScanFacts`'s reader)."""
 
-    header: Optional[dict[str, Any]]
+    header: dict[str, Any] | None
     is_session: bool
     malformed: int
     oversize: int
@@ -83,18 +84,18 @@ class Loaded:
     )
 
     def __init__(self) -> None:
-        self.header: Optional[dict[str, Any]] = None
+        self.header: dict[str, Any] | None = None
         self.is_session = False
         self.nodes: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
-        self.leaf_id: Optional[str] = None
+        self.leaf_id: str | None = None
         self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
         self.partial_tail_bytes = 0
         self.size = 0
         # every node's parent is the node before it (the usual unbranched session)
         self.linear = True
 
-    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], list[dict[str, Any]], Optional[str]]:
+    def branch(self, leaf_id: str | None = None) -> tuple[str | None, list[dict[str, Any]], str | None]:
         """(leaf used, entries root→leaf, error) — unknown leaf falls back to the persisted leaf."""
         start = leaf_id if leaf_id is not None and leaf_id in self.by_id else self.leaf_id
         if start is None:
@@ -225,7 +226,7 @@ def stub_output(msg: dict[str, Any]) -> None:
 
 def read_node(
     out: LineCounts, first: bool, data: memoryview | bytes, pos: int, end: int, *, max_line_bytes: int
-) -> tuple[Optional[dict[str, Any]], Optional[str], Optional[str], bool]:
+) -> tuple[dict[str, Any] | None, str | None, str | None, bool]:
     """The line rules of every loader here, for the line `data[pos:end]`:
     `(value, eid, pid)` for a tree node (a dict with a string id and a null-or-string
     parentId), else `(None, None, None)` with the line counted in `out` (oversize, blank,
@@ -296,7 +297,7 @@ class _Sink:
 
 def each_line(
     data: bytes, line: LineFn, *, max_line_bytes: int,
-    check: Optional[Callable[[], object]] = None,
+    check: Callable[[], object] | None = None,
 ) -> tuple[int, int]:
     """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
     pos)`, checking `check` every 4096 lines; returns (bytes consumed, bytes of a trailing
@@ -319,7 +320,7 @@ def each_line(
 
 
 def load_session_bytes(
-    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Optional[Callable[[], object]] = None,
+    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Callable[[], object] | None = None,
     slim: bool = True,
 ) -> Loaded:
     out = Loaded()
@@ -328,7 +329,7 @@ def load_session_bytes(
 
 
 def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      check: Optional[Callable[[], object]] = None, slim: bool = True,
+                      check: Callable[[], object] | None = None, slim: bool = True,
                       chunk_size: int = 512 << 10) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
@@ -341,7 +342,7 @@ def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
 def stream_hashed(
     fp: IO[bytes], line: LineFn, out: LineCounts, *, max_line_bytes: int,
-    check: Optional[Callable[[], object]], chunk_size: int,
+    check: Callable[[], object] | None, chunk_size: int,
 ) -> str:
     """Feed every complete line of the open file `fp` to `line(data, pos, end,
     max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
@@ -354,7 +355,7 @@ def stream_hashed(
     # hashing runs on a second thread (hashlib releases the GIL on large buffers), so the
     # digest of exactly the bytes read costs no wall time next to decoding
     # bounded, so the reader never runs far ahead of the hasher with chunks in memory
-    chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=2)
+    chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=2)
 
     def hasher() -> None:
         while True:
@@ -374,8 +375,8 @@ def stream_hashed(
 
 
 def _stream_fp(
-    fp: IO[bytes], line: LineFn, out: LineCounts, chunks: queue.Queue[Optional[bytes]], *, max_line_bytes: int,
-    check: Optional[Callable[[], object]], chunk_size: int,
+    fp: IO[bytes], line: LineFn, out: LineCounts, chunks: queue.Queue[bytes | None], *, max_line_bytes: int,
+    check: Callable[[], object] | None, chunk_size: int,
 ) -> None:
     buf = b""
     consumed = 0  # file offset of data[pos]

@@ -7,25 +7,26 @@ Events are plain dicts with `type`, `index` (1-based), `entryId` (fact address) 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
-from .bounds import clip_utf8, utf8_bytes
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import first_line, is_finite_number, js_number, js_stringify, js_trim, truncate, utf16_sort_key
 from ..session.content import content_text
+from .bounds import clip_utf8, utf8_bytes
 from .loader import ToolOutput
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
 
     Emit = Callable[[dict[str, Any]], None]
-    BranchReader = Callable[[JsonValue], Optional[dict[str, Any]]]
+    BranchReader = Callable[[JsonValue], dict[str, Any] | None]
 
 class _Reject(Exception):
     pass
 
 
-def read_fabric_trace(details: JsonValue) -> Optional[dict[str, Any]]:
+def read_fabric_trace(details: JsonValue) -> dict[str, Any] | None:
     """The projection trace of a fabric_exec result: the one Fabric trace reader, with the
     legacy `audits` adapter that the compactor (unlike memory) reads."""
     return read_execution_trace(details, legacy_audits=True)
@@ -37,7 +38,7 @@ _MISSING = MISSING  # absent `result` / rejected custom details
 # ----------------------------------------------------------------- run display
 
 
-def _display_from_object(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _display_from_object(obj: dict[str, Any]) -> dict[str, Any] | None:
     name = obj.get("name")
     desc = obj.get("description")
     out: dict[str, Any] = {}
@@ -48,7 +49,7 @@ def _display_from_object(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     return out or None
 
 
-def repair_display(display: JsonValue) -> Optional[dict[str, Any]]:
+def repair_display(display: JsonValue) -> dict[str, Any] | None:
     """Lenient `fabric_exec` display repair (session-format §7.1)."""
     if isinstance(display, str):
         t = js_trim(display)
@@ -72,7 +73,7 @@ def repair_display(display: JsonValue) -> Optional[dict[str, Any]]:
     return None
 
 
-def run_intent(args: JsonValue) -> Optional[dict[str, Any]]:
+def run_intent(args: JsonValue) -> dict[str, Any] | None:
     if not isinstance(args, dict):
         return None
     d = repair_display(args.get("display"))
@@ -197,7 +198,7 @@ class Normalizer:
 
     __slots__ = ("events", "calls", "thinking", "branch_reader")
 
-    def __init__(self, branch_reader: Optional[BranchReader] = None, calls: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, branch_reader: BranchReader | None = None, calls: dict[str, Any] | None = None) -> None:
         if branch_reader is None:
             branch_reader = read_branch_details
         self.events: list[dict[str, Any]] = []
@@ -307,9 +308,9 @@ def number_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def normalize(
     entries: Iterable[JsonValue],
-    check: Optional[Callable[[], object]] = None,
-    branch_reader: Optional[BranchReader] = None,
-    stats: Optional[dict[str, Any]] = None,
+    check: Callable[[], object] | None = None,
+    branch_reader: BranchReader | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Typed events for `entries` (any iterable of entry dicts) in order (digest §2).
     When `stats` is given, its "thinking" key receives

@@ -18,8 +18,9 @@ Pure: no file access, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, TypeGuard
+from typing import Any, TypeGuard
 
 from .hook import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
 
@@ -46,13 +47,13 @@ class CompactionSettings:
 class CompactionOverrides:
     """What one request says; None = not given (the settings decide)."""
 
-    context_window: Optional[float] = None
-    reserve_tokens: Optional[float] = None
-    keep_recent_tokens: Optional[float] = None
-    target_context_ratio: Optional[float] = None
+    context_window: float | None = None
+    reserve_tokens: float | None = None
+    keep_recent_tokens: float | None = None
+    target_context_ratio: float | None = None
 
     @classmethod
-    def of(cls, params: Any) -> "CompactionOverrides":
+    def of(cls, params: Any) -> CompactionOverrides:
         """From any object with these attribute names (a protocol params Struct, an
         argparse namespace); missing attributes are not given."""
         return cls(
@@ -94,12 +95,12 @@ class CompactionOptions:
         }
 
 
-def _given(value: Optional[float]) -> TypeGuard[float]:
+def _given(value: float | None) -> TypeGuard[float]:
     return value is not None
 
 
 def resolve_compaction_options(
-    settings: CompactionSettings, overrides: Optional[CompactionOverrides] = None
+    settings: CompactionSettings, overrides: CompactionOverrides | None = None
 ) -> CompactionOptions:
     """Settings, then the request: the options every face passes to the engine.
 

@@ -22,7 +22,8 @@ content, an older compaction inside the kept range nothing.
 from __future__ import annotations
 
 from array import array
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.session.projection import current_system_message, entry_messages_1x, project_messages
 from fabric_lsp.engine.session.tokens import estimate_tokens_1x
@@ -41,7 +42,7 @@ _TURN_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary", "co
 # ------------------------------------------------------------------------ edits
 
 
-def resolve_edits(f: Facts, among: Optional[set[int]] = None) -> dict[int, tuple[int, str]]:
+def resolve_edits(f: Facts, among: set[int] | None = None) -> dict[int, tuple[int, str]]:
     """target position → (position of its latest applicable edit, EDIT_HIDE |
     EDIT_REPLACE), over the edits at the positions `among` (default: the whole branch),
     in branch order: Pi's latest-wins `Map` of context edits. An edit whose target is no
@@ -269,7 +270,7 @@ def pi_tokens_before(branch: Any) -> Any:
             return int(total) if float(total).is_integer() else total
     systems: list[dict[str, Any]] = []
     tokens = 0
-    for k, p in enumerate(P):
+    for p in P:
         if "system" in p.roles:
             if p.pos in f.compactions:
                 checkpoint: JsonValue = f.entry(p.pos).get("systemMessage")
@@ -345,10 +346,10 @@ class FabricView(Facts):
     def id(self, i: int) -> Any:
         return self.base.id(i)
 
-    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def index(self, entry_id: Any, stop: int | None = None) -> int:
         return self.base.index(entry_id, stop)
 
-    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def rindex(self, entry_id: Any, stop: int | None = None) -> int:
         return self.base.rindex(entry_id, stop)
 
     def entry(self, i: int) -> dict[str, Any]:
@@ -366,7 +367,7 @@ class FabricView(Facts):
                 pass
             yield e
 
-    def events(self, stop: int, check: Optional[Callable[[], object]] = None, stats: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         if not self.hidden_ids and not self.replaced_entries:
             return self.base.events(stop, check, stats)  # (normalization skips system messages)
         from .normalize import normalize

@@ -10,7 +10,8 @@ it holds no message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .facts import COMPACTION, MESSAGE, MODEL_CHANGE, NOMSG, facts
 
@@ -23,7 +24,7 @@ _CUT_ROLES = frozenset(("user", "assistant", "bashExecution", "custom", "branchS
 _TURN_ROLES = frozenset(("user", "bashExecution", "custom", "branchSummary"))
 
 
-def _message(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
+def _message(entry: dict[str, Any]) -> dict[str, Any] | None:
     m: JsonValue = entry.get("message") if entry.get("type") == "message" else None
     return m if isinstance(m, dict) else None
 
@@ -131,7 +132,7 @@ def prepare_compaction(branch: Any, keep_recent_tokens: float = 20000) -> dict[s
     }
 
 
-def pi_tokens_before(branch: Any, ids: Optional[list[Any]] = None) -> Any:
+def pi_tokens_before(branch: Any, ids: list[Any] | None = None) -> Any:
     """Pi's `tokensBefore`: estimateContextTokens over buildSessionContext(path) — the
     last valid assistant usage plus the estimates of the context messages after it
     (else the sum of all estimates), computed backwards without building the context."""
@@ -160,7 +161,7 @@ def pi_tokens_before(branch: Any, ids: Optional[list[Any]] = None) -> Any:
     return tail
 
 
-def model_key(branch: Any) -> Optional[str]:
+def model_key(branch: Any) -> str | None:
     """`provider/modelId` of the active model: the last model_change on the path, or the
     provider/model of the last assistant message (whichever comes last)."""
     f = facts(branch)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
-from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
-from .normalize import transcript_text
 from ..jsstr import (
     first_line,
     is_blank,
@@ -16,6 +14,8 @@ from ..jsstr import (
     js_stringify,
     truncate,
 )
+from .bounds import ARROW, clip_utf8, omission_line, sample_addressed
+from .normalize import transcript_text
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -48,7 +48,7 @@ def nullish_get(obj: JsonValue, *keys: str) -> Any:
     return None
 
 
-def path_of(args: JsonValue) -> Optional[str]:
+def path_of(args: JsonValue) -> str | None:
     v = nullish_get(args, "path", "file", "dir")
     if isinstance(v, str) and not is_blank(v):
         return v
@@ -70,8 +70,8 @@ class Op:
     __slots__ = ("index", "entryId", "address", "tool", "ref", "args", "outcome", "error", "result", "nested", "has_result", "is_file", "is_bash", "path")
 
     def __init__(
-        self, index: int, entry_id: Any, address: Any, tool: Optional[str], ref: str, *, args: JsonValue, outcome: str,
-        error: Optional[str] = None, result: JsonValue = None, nested: bool = False, has_result: bool = False,
+        self, index: int, entry_id: Any, address: Any, tool: str | None, ref: str, *, args: JsonValue, outcome: str,
+        error: str | None = None, result: JsonValue = None, nested: bool = False, has_result: bool = False,
     ) -> None:
         self.index = index
         self.entryId = entry_id
@@ -291,7 +291,7 @@ def project_activity(events: list[dict[str, Any]]) -> tuple[list[str], int]:
 # --------------------------------------------------------------------- outstanding
 
 
-def _cheap_key(op: Op) -> tuple[str, Optional[str]]:
+def _cheap_key(op: Op) -> tuple[str, str | None]:
     """(key, None) for file/bash identities, or (generic prefix, "") when the generic key
     still needs `JSON.stringify(args)`."""
     if is_file_op(op):
@@ -376,7 +376,7 @@ def _context_line(ev: dict[str, Any], max_units: int) -> str:
 
 def project_earlier_turns(events: list[dict[str, Any]]) -> tuple[list[str], int]:
     turns: list[dict[str, Any]] = []
-    cur: Optional[dict[str, Any]] = None
+    cur: dict[str, Any] | None = None
     for ev in events:
         t = ev["type"]
         if t == "user" or t == "customMessage":
@@ -496,7 +496,7 @@ def transcript_line(ev: dict[str, Any]) -> str:
     return r
 
 
-def project_transcript(events: list[dict[str, Any]], runs: Optional[list[dict[str, Any]]] = None) -> tuple[list[str], int]:
+def project_transcript(events: list[dict[str, Any]], runs: list[dict[str, Any]] | None = None) -> tuple[list[str], int]:
     """`runs`, when given, are the fabricRun events of `events`."""
     completed = {ev["toolCallId"] for ev in (events if runs is None else runs) if ev["type"] == "fabricRun"}
     remaining = events if not completed else [

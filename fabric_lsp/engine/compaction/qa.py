@@ -7,8 +7,8 @@ import math
 import re
 from typing import Any
 
-from .bounds import ARROW, clip_utf8, sample_addressed
 from ..jsstr import first_line, is_blank, js_stringify, truncate
+from .bounds import ARROW, clip_utf8, sample_addressed
 from .projections import FILE_TOOLS, goal_lines_of, path_of
 
 _TRAILING_SEP = re.compile(r"[/\\]+$")

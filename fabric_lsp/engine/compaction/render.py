@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from .bounds import MAX_SUMMARY_BYTES, clip_utf8, range_text, utf8_bytes
 
@@ -64,10 +64,10 @@ def section_headers(sections: dict[str, Any], has_request: bool) -> list[str]:
 def render_summary(
     sections: dict[str, Any],
     *,
-    first_entry_id: Optional[str],
-    last_entry_id: Optional[str],
-    last_timestamp: Optional[str],
-    request_lines: Optional[list[str]] = None,
+    first_entry_id: str | None,
+    last_entry_id: str | None,
+    last_timestamp: str | None,
+    request_lines: list[str] | None = None,
     summary_kind: str = "compaction",
 ) -> str:
     blocks: list[str] = []

@@ -27,12 +27,13 @@ import os
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from itertools import accumulate, islice, repeat
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
-from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, message_facts, facts_of
+from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, facts_of, message_facts
 from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_node, stream_hashed, stub_output
 from .normalize import Normalizer, number_events
 
@@ -63,7 +64,7 @@ class IdTable:
     def __len__(self) -> int:
         return len(self.blob) >> 3
 
-    def cell(self, s: str, add: bool = False) -> Optional[bytes]:
+    def cell(self, s: str, add: bool = False) -> bytes | None:
         if len(s) == _CELL and s.isascii():
             return s.encode("ascii")
         k = self.odd_index.get(s)
@@ -86,7 +87,7 @@ class IdTable:
             return self.odd[int.from_bytes(c[1:], "little")]
         return c.decode("ascii")
 
-    def find(self, s: Any, stop: Optional[int] = None, start: int = 0) -> int:
+    def find(self, s: Any, stop: int | None = None, start: int = 0) -> int:
         """First position of id `s` in [start, stop), or -1."""
         if type(s) is not str:
             return -1
@@ -100,7 +101,7 @@ class IdTable:
             pos = blob.find(c, pos + 1, end)
         return pos >> 3 if pos >= 0 else -1
 
-    def rfind(self, s: Any, stop: Optional[int] = None) -> int:
+    def rfind(self, s: Any, stop: int | None = None) -> int:
         """Last position of id `s` in [0, stop), or -1."""
         if type(s) is not str:
             return -1
@@ -126,7 +127,7 @@ class IdTable:
         """Every cell as a native 64-bit number (`cell_number` of an id)."""
         return array("Q", bytes(self.blob))
 
-    def cell_number(self, s: Any) -> Optional[int]:
+    def cell_number(self, s: Any) -> int | None:
         c = self.cell(s) if type(s) is str else None
         return int.from_bytes(c, sys.byteorder) if c is not None else None
 
@@ -143,7 +144,7 @@ class IdTable:
         del cells
         return any(map(operator.eq, s, islice(s, 1, None)))  # sorted: a duplicate is a neighbour
 
-    def gather(self, runs: Runs) -> "IdTable":
+    def gather(self, runs: Runs) -> IdTable:
         out = IdTable()
         blob = self.blob
         out.blob = bytearray(b"".join([blob[a << 3 : b << 3] for a, b in runs]))
@@ -251,7 +252,7 @@ class _Speculative:
         self.starts = array("i")  # node -> index of its first event
         self.thinking: dict[int, int] = {}  # node -> erased thinking blocks
 
-    def events(self, runs: Optional[Runs], stop: int, stats: Optional[dict[str, Any]]) -> Optional[list[dict[str, Any]]]:
+    def events(self, runs: Runs | None, stop: int, stats: dict[str, Any] | None) -> list[dict[str, Any]] | None:
         """The normalized events of branch positions [0, stop) (`runs` = their nodes as
         ranges, None when the branch is every node), or None when pass 1's normalization
         is not the branch's."""
@@ -297,16 +298,16 @@ class ScanFacts(Facts):
         self.offsets: Any = array("q")
         self.lengths: Any = array("i")
         self.lines: Any = None  # a _FileLines or _BytesLines once the scan set it
-        self.spec: Optional[_Speculative] = None
-        self.runs: Optional[Runs] = None  # the positions' nodes as ranges (None: position = node)
+        self.spec: _Speculative | None = None
+        self.runs: Runs | None = None  # the positions' nodes as ranges (None: position = node)
 
     def id(self, i: int) -> str:
         return self.ids.get(i)
 
-    def index(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def index(self, entry_id: Any, stop: int | None = None) -> int:
         return self.ids.find(entry_id, stop)
 
-    def rindex(self, entry_id: Any, stop: Optional[int] = None) -> int:
+    def rindex(self, entry_id: Any, stop: int | None = None) -> int:
         return self.ids.rfind(entry_id, stop)
 
     def entry(self, i: int, stub: bool = False) -> dict[str, Any]:
@@ -323,7 +324,7 @@ class ScanFacts(Facts):
             if kinds[i][0] in EVENT_TYPES:
                 yield self.entry(i, stub=True)
 
-    def events(self, stop: int, check: Optional[Callable[[], object]] = None, stats: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
+    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         spec = self.spec
         if spec is not None:
             out = spec.events(self.runs, stop, stats)
@@ -331,7 +332,7 @@ class ScanFacts(Facts):
                 return out
         return super().events(stop, check, stats)
 
-    def gather(self, runs: Runs) -> "ScanFacts":
+    def gather(self, runs: Runs) -> ScanFacts:
         """The facts of the nodes in `runs` (disjoint node ranges (a, b), root→leaf), as
         positions 0..len-1."""
         out = ScanFacts()
@@ -373,16 +374,16 @@ class Scanned:
     )
 
     def __init__(self) -> None:
-        self.header: Optional[dict[str, Any]] = None
+        self.header: dict[str, Any] | None = None
         self.is_session = False
         self.nodes = ScanFacts()
         self.nodes.spec = _Speculative()
         # parentId of every node whose parent is not the node before it in file order
-        self.parents: dict[int, Optional[str]] = {}
+        self.parents: dict[int, str | None] = {}
         self.malformed = self.oversize = self.non_object = self.no_id = self.blank = 0
         self.partial_tail_bytes = 0
         self.size = 0
-        self.fp: Optional[IO[bytes]] = None
+        self.fp: IO[bytes] | None = None
         self.line = self._sink()
 
     def _sink(self) -> LineFn:
@@ -460,14 +461,14 @@ class Scanned:
 
     # -- the branch
     @property
-    def leaf_id(self) -> Optional[str]:
+    def leaf_id(self) -> str | None:
         n = len(self.nodes)
         return self.nodes.ids.get(n - 1) if n else None
 
     def has_id(self, entry_id: Any) -> bool:
         return self.nodes.ids.find(entry_id) >= 0
 
-    def branch(self, leaf_id: Optional[str] = None) -> tuple[Optional[str], ScanFacts, Optional[str]]:
+    def branch(self, leaf_id: str | None = None) -> tuple[str | None, ScanFacts, str | None]:
         """(leaf used, the branch's facts root→leaf, error), as `Loaded.branch`."""
         nodes = self.nodes
         ids = nodes.ids
@@ -502,7 +503,7 @@ class Scanned:
         seen = bytearray(len(nodes))
         runs: Runs = []
         scanned = 0  # cells the parent searches passed over
-        by_cell: Optional[dict[Optional[int], int]] = None
+        by_cell: dict[int | None, int] | None = None
         n = len(nodes)
         cur = start
         cycle = False
@@ -567,7 +568,7 @@ class Scanned:
 
 
 def scan_session_bytes(
-    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Optional[Callable[[], object]] = None
+    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Callable[[], object] | None = None
 ) -> Scanned:
     out = Scanned()
     out.nodes.lines = _BytesLines(data)
@@ -576,7 +577,7 @@ def scan_session_bytes(
 
 
 def scan_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      check: Optional[Callable[[], object]] = None,
+                      check: Callable[[], object] | None = None,
                       chunk_size: int = 512 << 10) -> tuple[Scanned, str]:
     """Pass 1 over a file, hashing exactly the bytes read. The file stays open for pass 2
     (`Scanned.fp`); the caller closes it."""

@@ -7,7 +7,7 @@ caller (engines.py). Stateless: the result depends on the bytes read and the arg
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
@@ -19,8 +19,8 @@ BRANCH_SUMMARY_PREVIEW = "branchSummaryPreview"
 _TASKS = {COMPACTION_PREVIEW: preview_compaction, BRANCH_SUMMARY_PREVIEW: preview_branch_summary}
 
 
-def run_task(name: str, kwargs: dict[str, Any], cancel: Optional[CancelToken] = None,
-             activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+def run_task(name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None,
+             activity: ActivitySink | None = None) -> dict[str, Any]:
     options = dict(kwargs)
     source = options.pop("source")
     return _TASKS[name](source, cancel=cancel, activity=activity, **options)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 from fabric_lsp.engine.jsstr import is_json_array, is_json_object
 from fabric_lsp.engine.session import SessionLog, SessionTree, parse_session_bytes
@@ -39,7 +39,7 @@ class TurnVerdict:
 
     finished: bool
     why: str
-    leaf_id: Optional[str] = None
+    leaf_id: str | None = None
     min_quiet_s: float = 0.0
 
 
@@ -50,7 +50,7 @@ class _Entry(Protocol):
     def raw(self) -> dict[str, Any]: ...
 
 
-def _message(rec: _Entry) -> Optional[dict[str, Any]]:
+def _message(rec: _Entry) -> dict[str, Any] | None:
     msg = rec.raw.get("message")
     return msg if is_json_object(msg) else None
 
@@ -73,7 +73,7 @@ def finished_turn(log: SessionLog, quiet_interval_s: float = 0.0) -> TurnVerdict
     return verdict
 
 
-def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Optional[TurnVerdict]:
+def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> TurnVerdict | None:
     """The verdict, or None when `partial` (only the file's tail was parsed) and the
     answer depends on entries before the tail."""
     if not log.is_session:
@@ -134,7 +134,7 @@ def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Opti
 TAIL_WINDOW = 1 << 20
 
 
-def tail_verdict(fd: int, size: int, quiet_interval_s: float = 0.0, window: int = TAIL_WINDOW) -> Optional[TurnVerdict]:
+def tail_verdict(fd: int, size: int, quiet_interval_s: float = 0.0, window: int = TAIL_WINDOW) -> TurnVerdict | None:
     """The verdict from the header line plus the last `window` bytes of a file, without
     reading the rest; None when the file is small (parse it whole) or when the answer
     depends on entries before the tail. Reads with pread on `fd` (no seek)."""

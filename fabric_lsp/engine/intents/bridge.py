@@ -14,7 +14,7 @@ leaves the intent pending for the next boundary.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.intents.controller import QUIET_MESSAGES, custom_instructions, finish_state, now_ms
 from fabric_lsp.engine.intents.store import IntentStore
@@ -25,14 +25,14 @@ from fabric_lsp.engine.session.lease import process_alive, process_start_time
 QUIET_PI_ERRORS = QUIET_MESSAGES | {"Compaction aborted", "Request was aborted", "This operation was aborted"}
 
 
-def claim_is_live(claim: Optional[dict[str, Any]]) -> bool:
+def claim_is_live(claim: dict[str, Any] | None) -> bool:
     if not isinstance(claim, dict) or not isinstance(claim.get("pid"), int):
         return False
     start = claim.get("startTime")
     return process_alive(claim["pid"], start if isinstance(start, int) else None)
 
 
-def claim_intent(store: IntentStore, session_path: str, *, pid: int) -> Optional[dict[str, Any]]:
+def claim_intent(store: IntentStore, session_path: str, *, pid: int) -> dict[str, Any] | None:
     """Take the pending intent for process `pid`.
 
     Returns `{intentId, intent, customInstructions}` (the instructions Pi's compact()
@@ -65,7 +65,7 @@ def claim_intent(store: IntentStore, session_path: str, *, pid: int) -> Optional
         }
 
 
-def _int_or_none(value: Any) -> Optional[int]:
+def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -75,9 +75,9 @@ def committed_record(
     entry_id: str,
     summary: str,
     tokens_before: int,
-    estimated_tokens_after: Optional[int] = None,
-    projected_tokens_after: Optional[int] = None,
-    at: Optional[int] = None,
+    estimated_tokens_after: int | None = None,
+    projected_tokens_after: int | None = None,
+    at: int | None = None,
 ) -> dict[str, Any]:
     """The CommitRecord of a compaction Pi committed (protocol key order)."""
     record: dict[str, Any] = {
@@ -101,9 +101,9 @@ def finish_claim(
     session_path: str,
     *,
     intent_id: str,
-    committed: Optional[dict[str, Any]] = None,
-    error: Optional[str] = None,
-) -> Optional[dict[str, Any]]:
+    committed: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> dict[str, Any] | None:
     """Record the end of a claimed intent: `committed` (the CommitRecord fields
     entryId/summary/tokensBefore/estimatedTokensAfter) or `error` (Pi's message).
     Quiet messages clear the intent without a record. Returns the record written, or
@@ -115,8 +115,8 @@ def finish_claim(
         if intent is None and not claimed:
             return None
         base = intent if intent is not None else {}
-        record: Optional[dict[str, Any]]
-        cleared: Optional[str] = None
+        record: dict[str, Any] | None
+        cleared: str | None = None
         if committed is not None:
             record = committed_record(
                 base,

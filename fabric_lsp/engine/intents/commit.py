@@ -30,17 +30,24 @@ import os
 import secrets
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Optional, Protocol, Union, cast
+from datetime import UTC, datetime
+from typing import Any, Protocol, cast
 
 from fabric_lsp.engine import session as _session
-from fabric_lsp.engine.activity import CancelToken, Cancelled
+from fabric_lsp.engine.activity import Cancelled, CancelToken
 from fabric_lsp.engine.intents.boundary import finished_turn, tail_verdict
-from fabric_lsp.engine.intents.controller import Adopted, Committed, CommitOutcome, Deferred, Failed, finish_state
+from fabric_lsp.engine.intents.controller import Adopted, CommitOutcome, Committed, Deferred, Failed, finish_state
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.jsstr import is_json_object
-from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, EntryRecord, SessionTree, js_stringify, parse_session_bytes
+from fabric_lsp.engine.session import (
+    DEFAULT_MAX_LINE_BYTES,
+    EntryRecord,
+    SessionTree,
+    js_stringify,
+    parse_session_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +84,7 @@ ComputeFn = Callable[[bytes, str, dict[str, Any]], dict[str, Any]]
 
 def iso_timestamp(at_ms: int) -> str:
     """ISO-8601 UTC with milliseconds and `Z`, as JavaScript's toISOString writes it."""
-    dt = datetime.fromtimestamp(at_ms / 1000.0, tz=timezone.utc)
+    dt = datetime.fromtimestamp(at_ms / 1000.0, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at_ms % 1000:03d}Z"
 
 
@@ -92,13 +99,13 @@ def new_entry_id(taken: set[str]) -> str:
 def compaction_entry(
     *,
     entry_id: str,
-    parent_id: Optional[str],
+    parent_id: str | None,
     timestamp: str,
     summary: str,
     first_kept_entry_id: str,
     tokens_before: int,
     details: Any,
-    system_message: Optional[dict[str, Any]] = None,
+    system_message: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pi's compaction entry, keys in Pi's order; `details` is dropped when None.
     `system_message` is Pi 1.x's checkpoint of the system state (projection.py
@@ -120,7 +127,7 @@ def compaction_entry(
     return entry
 
 
-def projected_after(result: dict[str, Any]) -> Optional[int]:
+def projected_after(result: dict[str, Any]) -> int | None:
     """The preview's own "after" figure (`details.budget.projectedTokensAfter`): the commit
     reports the number the preview showed for the same summary and cut."""
     details: Any = result.get("details")
@@ -145,7 +152,7 @@ class Changed:
     why: str
 
 
-AppendResult = Union[Appended, Changed, CommitOutcome]
+AppendResult = Appended | Changed | CommitOutcome
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -170,9 +177,9 @@ def append_line(
     *,
     expected_size: int,
     expected_sha256: str,
-    before_write: Optional[Callable[[int], Optional[CommitOutcome]]] = None,
-    after_abort: Optional[Callable[[], None]] = None,
-    after_write: Optional[Callable[[int], None]] = None,
+    before_write: Callable[[int], CommitOutcome | None] | None = None,
+    after_abort: Callable[[], None] | None = None,
+    after_write: Callable[[int], None] | None = None,
 ) -> AppendResult:
     """Append `line` (one complete JSONL line) if the file is byte-for-byte what we read.
 
@@ -286,7 +293,7 @@ def _undo_append(fd: int, session_path: str, checked_size: int, payload_len: int
         log.error("%s: could not undo a failed append: %s", session_path, err)
 
 
-def default_compute(options: Optional[dict[str, Any]] = None, cancel: Optional[CancelToken] = None) -> ComputeFn:
+def default_compute(options: dict[str, Any] | None = None, cancel: CancelToken | None = None) -> ComputeFn:
     """The Fabric compaction engine (fabric_lsp.engine.compaction.api.preview_compaction).
 
     `cancel` stops a long computation (the service is closing); the commit is then
@@ -306,7 +313,7 @@ def default_compute(options: Optional[dict[str, Any]] = None, cancel: Optional[C
     return compute
 
 
-def _engine_failure(result: dict[str, Any], leaf_type: Optional[str]) -> Failed:
+def _engine_failure(result: dict[str, Any], leaf_type: str | None) -> Failed:
     """Map a preview that did not compact to the controller's outcome.
 
     Pi's gate ("Already compacted", "Nothing to compact") and the engine's own
@@ -339,7 +346,7 @@ def attempt_commit(
     compute: ComputeFn,
     quiet_interval_s: float,
     clock: Callable[[], float] = time.time,
-    held: Optional[Callable[[], bool]] = None,
+    held: Callable[[], bool] | None = None,
 ) -> CommitOutcome:
     """One commit attempt of `intent` at the current state of `session_path`.
 
@@ -394,7 +401,7 @@ def attempt_commit(
 
 
 def _read_settled(session_path: str, quiet_interval_s: float,
-                  clock: Callable[[], float]) -> Union[tuple[bytes, float], CommitOutcome]:
+                  clock: Callable[[], float]) -> tuple[bytes, float] | CommitOutcome:
     """(the file's bytes, seconds since its last write), or why not now: written too
     recently, mid-turn by its tail, unreadable."""
     try:
@@ -416,7 +423,7 @@ def _read_settled(session_path: str, quiet_interval_s: float,
         return Failed(f"Cannot read session file {session_path}: {err.strerror or err}")
 
 
-def _refusal(log_: Any, quiet_interval_s: float, age: float) -> Optional[CommitOutcome]:
+def _refusal(log_: Any, quiet_interval_s: float, age: float) -> CommitOutcome | None:
     """Why the parsed session cannot be committed to now (not a session, a line we do
     not parse, a turn not finished or not quiet long enough), else None."""
     if not log_.is_session:
@@ -437,7 +444,7 @@ def _refusal(log_: Any, quiet_interval_s: float, age: float) -> Optional[CommitO
     return None
 
 
-def _prepare(result: dict[str, Any], log_: Any, tree: SessionTree, at_ms: int) -> Union[tuple[bytes, Committed], Failed]:
+def _prepare(result: dict[str, Any], log_: Any, tree: SessionTree, at_ms: int) -> tuple[bytes, Committed] | Failed:
     """The line to append (Pi's compaction entry for the engine's result, on the file's
     leaf) and the outcome it becomes once appended."""
     summary = result.get("summary")
@@ -486,7 +493,7 @@ class _Marker:
     entry_id: str
     record: dict[str, Any]
 
-    def before_write(self, offset: int) -> Optional[CommitOutcome]:
+    def before_write(self, offset: int) -> CommitOutcome | None:
         # Under the session flock: has another process of ours committed this intent?
         with self.store.locked(self.session_path):
             state = self.store.load(self.session_path)
@@ -502,7 +509,7 @@ class _Marker:
             self.store.save(state)
         return None
 
-    def _update(self, change: Callable[[dict[str, Any]], Optional[dict[str, Any]]]) -> None:
+    def _update(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
         with self.store.locked(self.session_path):
             state = self.store.load(self.session_path)
             if state.committing is not None and state.committing.get("intentId") == self.intent_id:
@@ -519,7 +526,7 @@ class _Marker:
         self._update(lambda marker: {**marker, "offset": actual_offset})
 
 
-def recover_marker(store: IntentStore, session_path: str) -> Optional[dict[str, Any]]:
+def recover_marker(store: IntentStore, session_path: str) -> dict[str, Any] | None:
     """Finish a commit whose process died between its append and its final state write.
 
     Under the session flock (so no live append of ours is half-way): when the marked

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TypeGuard, Union, cast
+from typing import Any, TypeGuard, cast
 
 from fabric_lsp.engine.activity import CancelToken
 from fabric_lsp.engine.intents.limits import MSG_PRESERVE_NOT_ARRAY, check_bounds, encode_typed_request
@@ -43,9 +44,9 @@ class Committed:
     summary: str
     tokens_before: int
     entry_id: str
-    estimated_tokens_after: Optional[int] = None
-    projected_tokens_after: Optional[int] = None  # the preview's figure for this summary and cut
-    at: Optional[int] = None  # ms epoch of the append (the entry's timestamp)
+    estimated_tokens_after: int | None = None
+    projected_tokens_after: int | None = None  # the preview's figure for this summary and cut
+    at: int | None = None  # ms epoch of the append (the entry's timestamp)
 
     def record(self, requested_by: str) -> dict[str, Any]:
         """The CommitRecord (protocol key order)."""
@@ -87,10 +88,10 @@ class Deferred:
 class Adopted:
     """Another process already committed this very intent; its record is `record`."""
 
-    record: Optional[dict[str, Any]]
+    record: dict[str, Any] | None
 
 
-CommitOutcome = Union[Committed, Failed, Deferred, Adopted]
+CommitOutcome = Committed | Failed | Deferred | Adopted
 CommitFn = Callable[[dict[str, Any], str], CommitOutcome]
 
 
@@ -98,7 +99,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _is_str_sequence(v: object) -> TypeGuard[Union[list[str], tuple[str, ...]]]:
+def _is_str_sequence(v: object) -> TypeGuard[list[str] | tuple[str, ...]]:
     """`v` is a list or tuple of strings only."""
     return isinstance(v, (list, tuple)) and all(isinstance(p, str) for p in cast("Sequence[object]", v))
 
@@ -110,10 +111,10 @@ def build_intent(
     preserve: Any = None,
     requested_by: Any = None,
     default_requested_by: str = "model",
-    requested_at: Optional[int] = None,
+    requested_at: int | None = None,
 ) -> dict[str, Any]:
     """Seed §2: validate and build a PendingIntent (JS key order). Raises ValueError."""
-    preserve_list: Optional[list[str]] = None
+    preserve_list: list[str] | None = None
     if preserve is not None:
         if not _is_str_sequence(preserve):
             raise ValueError(MSG_PRESERVE_NOT_ARRAY)
@@ -135,7 +136,7 @@ def build_intent(
     return intent
 
 
-def custom_instructions(intent: dict[str, Any]) -> Optional[str]:
+def custom_instructions(intent: dict[str, Any]) -> str | None:
     """What the host forwards to the engine: the typed payload with preserve, else the text."""
     if "preserve" in intent:
         return encode_typed_request(intent.get("instructions"), intent["preserve"])
@@ -147,7 +148,7 @@ class _Flight:
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.result: Optional[dict[str, Any]] = None
+        self.result: dict[str, Any] | None = None
 
 
 class CompactController:
@@ -162,15 +163,15 @@ class CompactController:
         store: IntentStore,
         session_path: str,
         *,
-        on_commit: Optional[Callable[[dict[str, Any]], None]] = None,
-        on_request: Optional[Callable[[dict[str, Any]], None]] = None,
+        on_commit: Callable[[dict[str, Any]], None] | None = None,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.store = store
         self.session_path = session_path
         self.on_commit = on_commit
         self.on_request = on_request
         self._lock = threading.Lock()
-        self._flight: Optional[_Flight] = None
+        self._flight: _Flight | None = None
 
     # -- the open paths -------------------------------------------------------------
 
@@ -214,14 +215,14 @@ class CompactController:
 
     # -- the committed path ---------------------------------------------------------
 
-    def maybe_commit(self, commit_fn: CommitFn, *, abort: Optional[CancelToken] = None) -> Optional[dict[str, Any]]:
+    def maybe_commit(self, commit_fn: CommitFn, *, abort: CancelToken | None = None) -> dict[str, Any] | None:
         """Commit the pending intent with `commit_fn(intent, intent_id)`.
 
         Returns the CommitRecord it recorded, or None (nothing pending, quiet clear,
         deferred). A call while a commit is in flight waits for that commit and returns
         its result; it never starts a second one.
         """
-        claimed: Optional[tuple[dict[str, Any], str]] = None  # (intent, id) when this call commits
+        claimed: tuple[dict[str, Any], str] | None = None  # (intent, id) when this call commits
         with self._lock:
             flight = self._flight
             if flight is None:
@@ -244,8 +245,8 @@ class CompactController:
         return flight.result
 
     def _run(
-        self, commit_fn: CommitFn, intent: dict[str, Any], intent_id: str, abort: Optional[CancelToken]
-    ) -> Optional[dict[str, Any]]:
+        self, commit_fn: CommitFn, intent: dict[str, Any], intent_id: str, abort: CancelToken | None
+    ) -> dict[str, Any] | None:
         requested_by = intent.get("requestedBy", "model")
         if abort is not None and abort.cancelled:
             return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
@@ -278,8 +279,8 @@ class CompactController:
         return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
                                         "error": message})
 
-    def _finish(self, intent_id: str, record: Optional[dict[str, Any]],
-                cleared: Optional[str] = None) -> Optional[dict[str, Any]]:
+    def _finish(self, intent_id: str, record: dict[str, Any] | None,
+                cleared: str | None = None) -> dict[str, Any] | None:
         """Clear the captured intent (by identity) and record `record` (None = quietly,
         `cleared` saying why)."""
         with self.store.locked(self.session_path):
@@ -294,8 +295,8 @@ class CompactController:
         return record
 
 
-def finish_state(state: IntentState, intent_id: str, record: Optional[dict[str, Any]],
-                 cleared: Optional[str] = None) -> None:
+def finish_state(state: IntentState, intent_id: str, record: dict[str, Any] | None,
+                 cleared: str | None = None) -> None:
     """Apply a finished commit to `state` (idempotent, so crash recovery may repeat it).
     A quiet end (`record` None) remembers `cleared`, the reason, for a waiting requester."""
     if state.pending_id == intent_id:

@@ -16,7 +16,8 @@ Every failure raises `ValueError` carrying the exact message.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Sequence, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 # the one JS-semantics module: UTF-16 pairing and length rules shared with both engines
 from ..jsstr import has_unpaired_surrogate as has_unpaired_surrogate
@@ -57,7 +58,7 @@ def _too_large(text: str, limit: int) -> bool:
     return utf16_units(text) > limit or utf8_bytes(text) > limit
 
 
-def check_bounds(instructions: Optional[str], preserve: Optional[Sequence[str]]) -> None:
+def check_bounds(instructions: str | None, preserve: Sequence[str] | None) -> None:
     """The seed's bounds check, in its order; raises ValueError with the exact message."""
     if instructions is not None:
         if has_unpaired_surrogate(instructions):
@@ -74,7 +75,7 @@ def check_bounds(instructions: Optional[str], preserve: Optional[Sequence[str]])
                 raise ValueError(MSG_ITEM_TOO_LARGE)
 
 
-def encode_typed_request(instructions: Optional[str], preserve: Sequence[str]) -> str:
+def encode_typed_request(instructions: str | None, preserve: Sequence[str]) -> str:
     """`prefix + JSON.stringify({version: 1, instructions?, preserve})`.
 
     Compact JSON with raw non-ASCII, as JavaScript writes it (the text is surrogate-free

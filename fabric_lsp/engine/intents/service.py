@@ -22,11 +22,12 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from fabric_lsp.engine.activity import CancelToken
-from fabric_lsp.engine.intents.bridge import claim_is_live
 from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn, tail_verdict
+from fabric_lsp.engine.intents.bridge import claim_is_live
 from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
 from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
 from fabric_lsp.engine.intents.limits import validate_request_arguments
@@ -40,7 +41,7 @@ DEFAULT_REQUESTED_BY = "user"  # protocol.md: `requestedBy?: string = "user"`
 _RESCAN_S = 0.5
 
 OnCommitted = Callable[[str, dict[str, Any]], None]
-OptionsProvider = Callable[[str], Optional[dict[str, Any]]]
+OptionsProvider = Callable[[str], dict[str, Any] | None]
 
 
 class RequestRefused(ValueError):
@@ -63,10 +64,10 @@ class IntentsService:
         *,
         state_dir: str | os.PathLike[str],
         quiet_interval_s: float = 2.0,
-        compaction_options_provider: Optional[OptionsProvider] = None,
-        on_committed: Optional[OnCommitted] = None,
-        poll_interval_s: Optional[float] = None,
-        leases: Optional[LeaseBook] = None,
+        compaction_options_provider: OptionsProvider | None = None,
+        on_committed: OnCommitted | None = None,
+        poll_interval_s: float | None = None,
+        leases: LeaseBook | None = None,
     ) -> None:
         if quiet_interval_s < 0:
             raise ValueError("quiet_interval_s must be >= 0")
@@ -88,12 +89,12 @@ class IntentsService:
         self._state_mtimes: dict[str, int] = {}
         # session -> the intent whose record we last saw: a record written by another
         # process (a live Pi, the CLI) is announced through on_committed once.
-        self._seen_records: dict[str, Optional[str]] = {}
+        self._seen_records: dict[str, str | None] = {}
         self._scanned_once = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._closing = CancelToken()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     # -- the wire API ---------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class IntentsService:
             ]
         return out
 
-    def refusal(self, session_path: str | os.PathLike[str], args: Optional[dict[str, Any]] = None) -> Optional[str]:
+    def refusal(self, session_path: str | os.PathLike[str], args: dict[str, Any] | None = None) -> str | None:
         """Why a compaction request on this session cannot be honoured now, or None.
 
         The preview of the branch a commit would compact (the live Pi's leaf when one
@@ -177,17 +178,17 @@ class IntentsService:
         return sorted((lease for lease in self.leases.all_live() if lease.session == path),
                       key=lambda lease: (lease.since, lease.pid))
 
-    def why_waiting(self, session_path: str | os.PathLike[str]) -> Optional[str]:
+    def why_waiting(self, session_path: str | os.PathLike[str]) -> str | None:
         """Why the last commit attempt on this session was deferred (None: none was)."""
         with self._lock:
             return self._deferred_why.get(normalize_session_path(session_path))
 
-    def cleared(self, session_path: str | os.PathLike[str]) -> Optional[dict[str, Any]]:
+    def cleared(self, session_path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """The last intent cleared without a record: `{intentId, reason, at}` (a quiet
         outcome such as "Nothing to compact", or a cancel)."""
         return self.store.load(normalize_session_path(session_path)).last_cleared
 
-    def holder(self, session_path: str | os.PathLike[str]) -> Optional[Lease]:
+    def holder(self, session_path: str | os.PathLike[str]) -> Lease | None:
         """The live Pi that holds the session, if any: it commits, we do not."""
         if self.leases is None:
             return None
@@ -198,7 +199,7 @@ class IntentsService:
         path = normalize_session_path(session_path)
         return {"cancelled": self._controller(path).cancel()}
 
-    def maybe_commit(self, session_path: str | os.PathLike[str]) -> Optional[dict[str, Any]]:
+    def maybe_commit(self, session_path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """Attempt a commit now, at the current state of the file (the boundary and quiet
         rules apply). Returns the CommitRecord recorded, or None (nothing pending, quiet
         clear, or not at a safe boundary yet: the intent then stays pending)."""
@@ -297,7 +298,7 @@ class IntentsService:
         if thread is not None:
             thread.join(timeout)
 
-    def __enter__(self) -> "IntentsService":
+    def __enter__(self) -> IntentsService:
         self.start()
         return self
 
@@ -385,8 +386,8 @@ class IntentsService:
                 self._controllers[path] = controller
             return controller
 
-    def _compute_for(self, path: str, leaf_id: Optional[str] = None) -> ComputeFn:
-        options: Optional[dict[str, Any]] = None
+    def _compute_for(self, path: str, leaf_id: str | None = None) -> ComputeFn:
+        options: dict[str, Any] | None = None
         if self._options_provider is not None:
             try:
                 options = self._options_provider(path)
@@ -402,7 +403,7 @@ class IntentsService:
         if self._on_committed is not None:
             self._on_committed(path, record)
 
-    def _recover(self, path: str) -> Optional[dict[str, Any]]:
+    def _recover(self, path: str) -> dict[str, Any] | None:
         if self.store.load(path).committing is None or self._controller(path).in_flight:
             return None
         record = recover_marker(self.store, path)
@@ -411,7 +412,7 @@ class IntentsService:
         return record
 
 
-def _file_sig(path: str) -> Optional[tuple[int, int, int]]:
+def _file_sig(path: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
     except OSError:

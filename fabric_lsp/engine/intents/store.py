@@ -19,9 +19,10 @@ import json
 import logging
 import os
 import secrets
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generator, Optional
+from typing import Any
 
 from fabric_lsp.engine.jsstr import is_json_object
 from fabric_lsp.engine.private_dir import make_private_dir, write_private_file
@@ -48,18 +49,18 @@ class IntentState:
     """
 
     session: str
-    pending: Optional[dict[str, Any]] = None
-    pending_id: Optional[str] = None
-    last: Optional[dict[str, Any]] = None
-    last_intent_id: Optional[str] = None  # the last intent whose commit finished (any outcome)
-    last_record_intent_id: Optional[str] = None  # the intent `last` records
-    committing: Optional[dict[str, Any]] = None
+    pending: dict[str, Any] | None = None
+    pending_id: str | None = None
+    last: dict[str, Any] | None = None
+    last_intent_id: str | None = None  # the last intent whose commit finished (any outcome)
+    last_record_intent_id: str | None = None  # the intent `last` records
+    committing: dict[str, Any] | None = None
     # `{intentId, pid, startTime, at}`: a live Pi (editors/pi) took the pending intent
     # and is compacting it; nobody else commits it while that process runs.
-    claim: Optional[dict[str, Any]] = None
+    claim: dict[str, Any] | None = None
     # `{intentId, reason, at}`: the last intent that ended without a record (a quiet
     # outcome such as "Nothing to compact", or a cancel), so a waiting requester can say why.
-    last_cleared: Optional[dict[str, Any]] = None
+    last_cleared: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": STATE_VERSION, "session": self.session}
@@ -81,7 +82,7 @@ class IntentState:
         return out
 
     @classmethod
-    def from_json(cls, session: str, obj: Any) -> "IntentState":
+    def from_json(cls, session: str, obj: Any) -> IntentState:
         state = cls(session=session)
         if not is_json_object(obj) or obj.get("version") != STATE_VERSION:
             return state
@@ -180,7 +181,7 @@ class IntentStore:
                     continue
         return out
 
-    def session_of(self, name: str) -> Optional[str]:
+    def session_of(self, name: str) -> str | None:
         """The session path a state file belongs to (None when unreadable or misnamed)."""
         try:
             obj = json.loads((self.state_dir / name).read_bytes())

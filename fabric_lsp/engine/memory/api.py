@@ -27,7 +27,8 @@ This module is the façade; the work is done by functions over the engine's stat
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
@@ -79,26 +80,26 @@ class MemoryEngine(MemoryCore):
 
     # -- the calls ------------------------------------------------------------------------------
 
-    def recall(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+    def recall(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
         with self.call():
             return _recall.recall(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
-    def expand(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+    def expand(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
         with self.call():
             return _expand.expand(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
-    def sessions(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+    def sessions(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
         with self.call():
             return _listing.sessions(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
-    def file_history(self, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+    def file_history(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
         """The `fabric/fileHistory` result (see file_history.py)."""
         with self.call():
             return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
 
     def indexed_states(
-        self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],
-        activity: Optional[ActivitySink],
+        self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None,
+        activity: ActivitySink | None,
     ) -> tuple[list[SessionState], dict[str, Any]]:
         """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
         scope order, and the index coverage. The caller holds the engine lock."""
@@ -112,13 +113,13 @@ class MemoryEngine(MemoryCore):
     def _forget_vanished(self, all_refs: list[Ref]) -> None:
         catalog.forget_vanished(self, all_refs)
 
-    def _scope_refs(self, kind: str, target: Optional[str], cwd: Optional[str], all_refs: list[Ref]) -> list[Ref]:
+    def _scope_refs(self, kind: str, target: str | None, cwd: str | None, all_refs: list[Ref]) -> list[Ref]:
         return catalog.scope_refs(self, kind, target, cwd, all_refs)
 
     def _hot_files(self, all_refs: list[Ref], scoped: list[Ref]) -> set[str]:
         return catalog.hot_files(self, all_refs, scoped)
 
-    def _want_leaf(self, file: str, branches: str) -> Optional[str]:
+    def _want_leaf(self, file: str, branches: str) -> str | None:
         return catalog.want_leaf(self, file, branches)
 
     def _cleanup_once(self) -> bool:
@@ -127,7 +128,7 @@ class MemoryEngine(MemoryCore):
     def _persist_terms(self, *, whole_pass: bool) -> bool:
         return index.persist_terms(self, whole_pass=whole_pass)
 
-    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
+    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[SessionState | None, bool]:
         return index.cached(self, ref, branches, tier)
 
     def _adopt(self, state: SessionState) -> None:

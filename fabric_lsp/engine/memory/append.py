@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .normalize import Normalizer
 from .persist import finish_state
-from .sessions import records_from, lineage_from_lines
-from .state import SessionState
+from .sessions import lineage_from_lines, records_from
 from .source import (
     Lineage,
     ScanLines,
@@ -23,11 +21,12 @@ from .source import (
     scan_source,
     stat_key,
 )
+from .state import SessionState
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
-    Cancel = Optional[Callable[[], None]]
+    Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
@@ -137,7 +136,7 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
 
 def _extend_active_lineage(
     state: SessionState, new_lines: ScanLines, first_new: int
-) -> Optional[tuple[Lineage, Sequence[int]]]:
+) -> tuple[Lineage, Sequence[int]] | None:
     """(lineage, path ordinals) when the new leaf's path is the old path plus new nodes
     only; None otherwise (the caller rebuilds)."""
     old_path = state.path_ordinals
@@ -146,7 +145,7 @@ def _extend_active_lineage(
         return None
     known = set(old_ids)
     new_nodes: dict[str, ScannedLine] = {}
-    leaf: Optional[str] = None
+    leaf: str | None = None
     for ln in new_lines:
         if ln.is_node:
             if ln.id in known or ln.id in new_nodes:

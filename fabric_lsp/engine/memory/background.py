@@ -39,8 +39,8 @@ from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
 from .sessions import build_detached, build_state
-from .state import SessionState, SourceMissing
 from .source import stat_key
+from .state import SessionState, SourceMissing
 
 log = logging.getLogger("fabric_lsp.memory.background")
 

@@ -18,7 +18,8 @@ import os
 import pickle
 import select
 import struct
-from typing import Any, Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..childproc import pack, spawn, stop
 
@@ -63,7 +64,7 @@ class _Child:
         self.proc = spawn(code, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None,
                           tuned_alloc=False)
         self.buf = bytearray()
-        self.task: Optional[Any] = None
+        self.task: Any | None = None
 
     def send(self, key: Any, task: TaskArgs) -> None:
         assert self.proc.stdin is not None
@@ -75,7 +76,7 @@ class _Child:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
 
-    def pump(self) -> Optional[bytes]:
+    def pump(self) -> bytes | None:
         """Read what is available; the pickled reply once complete (not decoded: the
         caller sends the next task first). Raises EOFError."""
         chunk = os.read(self.fileno(), 1 << 20)
@@ -129,9 +130,9 @@ def run_batch(
     on_result: Callable[[Any, Reply], None],
     check_cancel: Callable[[], None],
     *,
-    on_idle: Optional[Callable[[], bool]] = None,
+    on_idle: Callable[[], bool] | None = None,
     nice: int = 0,
-    skip: Optional[Callable[[Any], bool]] = None,
+    skip: Callable[[Any], bool] | None = None,
     calls: bool = False,
 ) -> list[Any]:
     """Run `(key, args)` tasks on `workers` children; `on_result(key, reply)` for each.
@@ -217,7 +218,7 @@ def build_split(
     on_built: Callable[[Any, str, Any], None],
     check_cancel: Callable[[], None],
     nice: int = 0,
-    skip: Optional[Callable[[Any, str], bool]] = None,
+    skip: Callable[[Any, str], bool] | None = None,
 ) -> list[tuple[Any, str]]:
     """The one way a set of sessions is built in parallel: the `pooled` refs (`(ref, tier)`,
     `ref.file` their key; cold digests and hot shards alike) go to `workers` children,

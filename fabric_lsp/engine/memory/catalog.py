@@ -11,14 +11,21 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from fabric_lsp.engine.jsstr import js_string_of
-from fabric_lsp.engine.session.discovery import AmbiguousSession, SessionNotFound, encode_cwd, jsonl_stats, resolve_session
+from fabric_lsp.engine.session.discovery import (
+    AmbiguousSession,
+    SessionNotFound,
+    encode_cwd,
+    jsonl_stats,
+    resolve_session,
+)
 from fabric_lsp.engine.session.reader import read_header
 
 from . import store
@@ -38,7 +45,7 @@ class Ref:
     file: str
     cwd: str
     mtime: float
-    key: Optional[StatKey]
+    key: StatKey | None
     order: tuple[float, bytes] = (0.0, b"")  # the recency sort key (set by ref_of)
 
     def __post_init__(self) -> None:
@@ -46,7 +53,7 @@ class Ref:
 
 
 class Unresolved(Exception):
-    def __init__(self, code: str, message: str, candidates: Optional[list[str]] = None) -> None:
+    def __init__(self, code: str, message: str, candidates: list[str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -56,7 +63,7 @@ class Unresolved(Exception):
 # ---- request fields -------------------------------------------------------------------------
 
 
-def scope_kind(scope: Any) -> tuple[str, Optional[str]]:
+def scope_kind(scope: Any) -> tuple[str, str | None]:
     if scope is None:
         return "session", None
     if not isinstance(scope, str):
@@ -90,7 +97,7 @@ def safe_nonneg_int(v: Any) -> bool:
     return False
 
 
-def path_of(target: str) -> Optional[str]:
+def path_of(target: str) -> str | None:
     if target.startswith("file://"):
         return unquote(urlparse(target).path)
     return None
@@ -107,7 +114,7 @@ def recency(refs: Iterable[Ref]) -> list[Ref]:
 _ORDER = attrgetter("order")
 
 
-def ref_of(eng: MemoryCore, path: str, key: Optional[StatKey] = None) -> Ref:
+def ref_of(eng: MemoryCore, path: str, key: StatKey | None = None) -> Ref:
     key = key or stat_key(path)
     hid, hcwd = header(eng, path, key)
     return Ref(
@@ -119,7 +126,7 @@ def ref_of(eng: MemoryCore, path: str, key: Optional[StatKey] = None) -> Ref:
     )
 
 
-def header(eng: MemoryCore, path: str, key: Optional[StatKey]) -> tuple[Optional[str], Optional[str]]:
+def header(eng: MemoryCore, path: str, key: StatKey | None) -> tuple[str | None, str | None]:
     ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
     cached = eng.headers.get(path)
     if cached is not None and cached[0] == ident:
@@ -185,7 +192,7 @@ def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
                 del cache[path]
 
 
-def project_refs(eng: MemoryCore, cwd: Optional[str]) -> list[Ref]:
+def project_refs(eng: MemoryCore, cwd: str | None) -> list[Ref]:
     if not cwd:
         return []
     return recency(folder_refs(eng, os.path.join(eng.session_dir, encode_cwd(cwd))))
@@ -205,7 +212,7 @@ def resolve_target(eng: MemoryCore, target: str, refs: list[Ref]) -> Ref:
     return known if known is not None else ref_of(eng, path)
 
 
-def scope_refs(eng: MemoryCore, kind: str, target: Optional[str], cwd: Optional[str], refs: list[Ref]) -> list[Ref]:
+def scope_refs(eng: MemoryCore, kind: str, target: str | None, cwd: str | None, refs: list[Ref]) -> list[Ref]:
     if kind == "global":
         return list(refs)
     if kind == "project":
@@ -228,7 +235,7 @@ def hot_files(eng: MemoryCore, refs: list[Ref], scoped: list[Ref]) -> set[str]:
 # ---- live leaves ----------------------------------------------------------------------------
 
 
-def want_leaf(eng: MemoryCore, file: str, branches: str) -> Optional[str]:
+def want_leaf(eng: MemoryCore, file: str, branches: str) -> str | None:
     """The live leaf the active branch of `file` follows, when a live Pi holds it."""
     if branches != "active" or not eng.live_snapshot:
         return None

@@ -30,28 +30,28 @@ from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from operator import methodcaller
-from typing import TYPE_CHECKING, Any, Optional, cast, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import msgspec
 
 from . import store
-from .store import StoredVocabulary, vocabulary_key
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
+from .store import StoredVocabulary, vocabulary_key
 
 SNAPSHOT_NAME = store.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
 _SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
 _KEY_BYTES = store.VOCABULARY_KEY_BYTES
 
 
-def _le(values: "array[int]") -> bytes:
+def _le(values: array[int]) -> bytes:
     if sys.byteorder != "little":
         values = array("I", values)
         values.byteswap()
     return values.tobytes()
 
 
-def _from_le(data: bytes) -> "array[int]":
+def _from_le(data: bytes) -> array[int]:
     out = array("I")
     out.frombytes(data)
     if sys.byteorder != "little":
@@ -87,7 +87,7 @@ class ColdTermTable:
     def __len__(self) -> int:
         return len(self.slots)
 
-    def add(self, vocabulary: Iterable[str], key: Optional[bytes] = None) -> int:
+    def add(self, vocabulary: Iterable[str], key: bytes | None = None) -> int:
         """A new slot holding `vocabulary` (its order is kept); `key`: its vocabulary key
         when the caller knows it (else it is computed when a snapshot is written)."""
         slot = self._next_slot
@@ -99,7 +99,7 @@ class ColdTermTable:
         terms = vocabulary if isinstance(vocabulary, list) else list(vocabulary)
         # The known terms' ids and their postings' appends run as C loops (map); only
         # the terms new to the table take a Python step (a new id, in vocabulary order).
-        found: list[Optional[int]] = list(map(ids.get, terms))
+        found: list[int | None] = list(map(ids.get, terms))
         known: list[int] = [t for t in found if t is not None] if None in found else cast("list[int]", found)
         if len(known) < len(found):
             for i, tid in enumerate(found):
@@ -135,7 +135,7 @@ class ColdTermTable:
 
     # -- the snapshot -----------------------------------------------------------------------
 
-    def claim(self, key: bytes) -> Optional[int]:
+    def claim(self, key: bytes) -> int | None:
         """A restored slot whose vocabulary has `key`, now held by the caller (None: none
         is left)."""
         free = self.claimable.get(key)
@@ -160,7 +160,7 @@ class ColdTermTable:
         out), with terms and slots numbered afresh from 0: `encode_snapshot(self.capture())`."""
         return encode_snapshot(self.capture())
 
-    def capture(self) -> "SnapshotCapture":
+    def capture(self) -> SnapshotCapture:
         """What a snapshot of the held slots is made of, taken in time proportional to the
         number of slots (under the engine lock): their numbers, term-id arrays (never
         changed once made) and known keys, and the term names (only ever appended to).
@@ -170,7 +170,7 @@ class ColdTermTable:
         keys = self.keys
         return SnapshotCapture(live, [self.slots[slot] for slot in live], [keys.get(slot) for slot in live], self.names)
 
-    def remember_keys(self, capture: "SnapshotCapture") -> None:
+    def remember_keys(self, capture: SnapshotCapture) -> None:
         """Keep the keys `encode_snapshot` computed for `capture`'s slots (each only while
         the slot still holds the very array it was computed from), so the next snapshot
         does not compute them again."""
@@ -248,7 +248,7 @@ class ColdTermTable:
             return array("I")
         return self.postings[tid]
 
-    def terms_set(self, slot: int) -> "TermsSet":
+    def terms_set(self, slot: int) -> TermsSet:
         """`term in ...` for one slot's vocabulary, answered from the postings."""
         return TermsSet(self, slot)
 
@@ -275,7 +275,7 @@ class SnapshotCapture:
 
     __slots__ = ("slots", "arrays", "keys", "names")
 
-    def __init__(self, slots: list[int], arrays: list[array[int]], keys: list[Optional[bytes]], names: list[str]) -> None:
+    def __init__(self, slots: list[int], arrays: list[array[int]], keys: list[bytes | None], names: list[str]) -> None:
         self.slots, self.arrays, self.keys, self.names = slots, arrays, keys, names
 
 

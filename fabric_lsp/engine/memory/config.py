@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -14,7 +14,7 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
     are clamped, as the reference's config normalization does."""
 
     enabled: bool = True
-    index_dir: Optional[str] = None
+    index_dir: str | None = None
     max_sessions: int = 500
     max_entry_chars: int = 2000
     index_thinking: bool = False
@@ -38,7 +38,7 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
             self.index_dir = None
 
     @classmethod
-    def from_settings(cls, settings: Optional[dict[str, Any]]) -> "MemoryConfig":
+    def from_settings(cls, settings: dict[str, Any] | None) -> MemoryConfig:
         """Lenient: a value of the wrong type gives the default (digest §11)."""
         values: dict[str, Any] = {}
         camel = {f: msgspec.structs.fields(cls)[i].encode_name for i, f in enumerate(cls.__struct_fields__)}

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
-from typing import Any, Callable, Optional
+from typing import Any
 
 from cachetools import LRUCache
 
@@ -22,11 +22,11 @@ from .regex_worker import RegexRunner
 from .state import SessionState
 
 # a session file's cached header: ((ino, dev, mtime_ns, size) or None, id, cwd)
-HeaderEntry = tuple[Optional[tuple[int, int, int, int]], Optional[str], Optional[str]]
+HeaderEntry = tuple[tuple[int, int, int, int] | None, str | None, str | None]
 
 
 class MemoryCore:
-    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: Optional[str] = None, index_dir: Optional[str] = None) -> None:
+    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: str | None = None, index_dir: str | None = None) -> None:
         self.config = config
         self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
         self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
@@ -35,8 +35,8 @@ class MemoryCore:
         # claimed (index.cleanup_once: ours, marked), None while it is refused (then
         # `index_dir_error` says why and the index lives in memory only).
         self.index_dir_configured = os.path.abspath(os.path.expanduser(chosen))
-        self.index_dir: Optional[str] = self.index_dir_configured
-        self.index_dir_error: Optional[str] = None
+        self.index_dir: str | None = self.index_dir_configured
+        self.index_dir_error: str | None = None
         self._lock = threading.RLock()
         # Cold vocabularies live in one interned term table with an inverted term -> sessions
         # map (cold_index.py); the state map hands every cold state's vocabulary to it.
@@ -58,7 +58,7 @@ class MemoryCore:
         self._headers: dict[str, HeaderEntry] = {}
         # the Ref of each listed session file, by path, with the stat identity it was made for
         self._refs: dict[str, tuple[tuple[int, int, int, int, int], Any]] = {}
-        self._cleanup_complete: Optional[bool] = None
+        self._cleanup_complete: bool | None = None
         # the term table's version last restored from or written to its snapshot
         self.terms_persisted = -1
         # when a call last began or ended, or the engine was made (time.monotonic): see idle_seconds
@@ -69,7 +69,7 @@ class MemoryCore:
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
         # live session follows the live leaf), refreshed at every call (`live_snapshot`).
-        self.live_leaves: Optional[Callable[[], dict[str, str]]] = None
+        self.live_leaves: Callable[[], dict[str, str]] | None = None
         self.live_snapshot: dict[str, str] = {}
         # First builds of large cold sets use a small process pool (0/1 = never).
         self.parallel_workers = min(2, os.cpu_count() or 1)
@@ -105,12 +105,12 @@ class MemoryCore:
         return self._hydrated
 
     @property
-    def cleanup_complete(self) -> Optional[bool]:
+    def cleanup_complete(self) -> bool | None:
         """Whether the disk cache cleanup inspected everything (None: not run yet)."""
         return self._cleanup_complete
 
     @cleanup_complete.setter
-    def cleanup_complete(self, value: Optional[bool]) -> None:
+    def cleanup_complete(self, value: bool | None) -> None:
         self._cleanup_complete = value
 
     @property

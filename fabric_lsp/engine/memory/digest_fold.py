@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import store
 from .tokenize import sort_lexical, tokenize_lexical, unique_terms, unique_terms_utf8, utf16_key
@@ -24,8 +24,8 @@ class DigestFolder:
 
     def __init__(self, max_vocab_bytes: int, batch_chars: int = FOLD_BATCH_CHARS) -> None:
         self.max_vocab_bytes = max(2, max_vocab_bytes)
-        self.first_ts: Optional[float] = None
-        self.last_ts: Optional[float] = None
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
         self.error_count = 0
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
@@ -44,7 +44,7 @@ class DigestFolder:
                         ts=rec["timestamp"], is_error=rec["isError"], files=rec.get("filesTouched", ()),
                         text=rec["text"])
 
-    def add_fields(self, index: int, entry_id: Optional[str], address: Optional[str], role: Any, tool_name: Any, *,
+    def add_fields(self, index: int, entry_id: str | None, address: str | None, role: Any, tool_name: Any, *,
                    ts: Any, is_error: Any, files: Iterable[str], text: str) -> None:
         """`add` of a record given as its fields (`Normalizer.fold` builds no record)."""
         self.entry_count += 1

@@ -8,7 +8,7 @@ the index, so it never waits for the engine lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .expand_stream import Expansion
 
 
-def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -> Optional[JsonObject]:
+def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -> JsonObject | None:
     hash_bad = exp_hash is not None and exp_hash != state.source_hash
     fp_bad = exp_fp is not None and exp_fp != state.lineage.fingerprint
     if not (hash_bad or fp_bad):
@@ -35,7 +35,7 @@ def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -
     return {"code": "stale_pointer", "message": msg}
 
 
-def expand(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> JsonObject:
+def expand(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
     params = params or {}
     branches = branches_of(params.get("branches"))
     indices: JsonValue = params.get("indices")
@@ -50,7 +50,7 @@ def expand(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
     entry_ids = [x for x in params.get("entryIds") or () if isinstance(x, str) and x]
     op_addrs = [x for x in params.get("operationAddresses") or () if isinstance(x, str) and x]
     entry_range: JsonValue = params.get("entryRange")
-    rng: Optional[tuple[int, int]] = None
+    rng: tuple[int, int] | None = None
     if entry_range is not None:
         if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
             raise ValueError("entryRange: requires both first and last")
@@ -111,7 +111,7 @@ def expand(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
     return base
 
 
-def _mark_context_edits(eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: Optional[str],
+def _mark_context_edits(eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: str | None,
                         branches: str) -> None:
     """`contextEdit` on the items Pi 1.x hides or replaces (session/projection.py)."""
     from ..session.projection import file_context_edit_marks, mark_records
@@ -133,7 +133,7 @@ class ExpandConfig:
         self.max_cold_cache_bytes = cfg.max_cold_cache_bytes
 
 
-def expand_error(code: str, message: str, candidates: Optional[list[str]] = None) -> JsonObject:
+def expand_error(code: str, message: str, candidates: list[str] | None = None) -> JsonObject:
     err: dict[str, Any] = {"code": code, "message": message}
     if candidates is not None:
         err["candidates"] = candidates

@@ -22,8 +22,8 @@ from typing import Any
 
 from .normalize import Normalizer
 from .sessions import lineage_from_lines, records_streaming, scan_streaming
-from .state import SourceMissing
 from .source import Lineage, StatKey, stat_key
+from .state import SourceMissing
 
 BLOCK_BYTES = 8 * 1024 * 1024
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlparse
 
 import msgspec
 
-from fabric_lsp.engine.activity import CancelToken, ActivitySink, check, report
+from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.references import format_reference
 
 from . import seal, store
@@ -55,7 +56,7 @@ RECORD_KIND = "fileOperations"
 # ---- paths ------------------------------------------------------------------------------
 
 
-def normalize_path(path: object, cwd: Optional[str] = None) -> Optional[str]:
+def normalize_path(path: object, cwd: str | None = None) -> str | None:
     """The absolute, normalized form of `path` (relative paths are joined to `cwd`), or
     None when it cannot be made absolute (relative with no absolute `cwd`, or blank).
 
@@ -114,24 +115,24 @@ class FileOp(msgspec.Struct, array_like=True):
     path: str  # normalized, absolute
     action: str  # read | edit | write
     tool_name: str  # the Pi tool that carried it: read/edit/write or fabric_exec
-    outcome: Optional[str]  # succeeded | failed; None while the result is missing
+    outcome: str | None  # succeeded | failed; None while the result is missing
     index: int  # the memory record's index (fabric/expand `indices`)
-    entry_id: Optional[str]  # the call's entry (a trace operation: its carrier)
-    operation_address: Optional[str]
+    entry_id: str | None  # the call's entry (a trace operation: its carrier)
+    operation_address: str | None
     timestamp: Any
-    tool_call_id: Optional[str]
-    operation_ref: Optional[str]  # pi.read / pi.edit / pi.write for trace operations
+    tool_call_id: str | None
+    operation_ref: str | None  # pi.read / pi.edit / pi.write for trace operations
     # the 0-based line of the entry in the session file (None: not known). A row of a
     # cache record written before this field has one element less: `load_record` rejects
     # it, so the table is rebuilt rather than read without lines.
-    line: Optional[int] = None
+    line: int | None = None
 
 
 class FileOpsCollector:
     """The file operations of one session and branch mode, in record order. Fed by the
     `Normalizer` (see the module doc); extended in place on appends."""
 
-    def __init__(self, cwd: Optional[str], ops: Optional[list[FileOp]] = None, *, capped: bool = False,
+    def __init__(self, cwd: str | None, ops: list[FileOp] | None = None, *, capped: bool = False,
                  unresolved: int = 0) -> None:
         self.cwd = cwd
         self.ops: list[FileOp] = ops or []
@@ -142,11 +143,11 @@ class FileOpsCollector:
             op.tool_call_id: op for op in self.ops if op.outcome is None and op.tool_call_id is not None
         }
         self._version = 0
-        self._by_path: Optional[dict[str, list[FileOp]]] = None
+        self._by_path: dict[str, list[FileOp]] | None = None
         self._by_path_version = -1
         # path value -> its normalized form (a session names the same few files again and
         # again); not part of the state: never pickled
-        self._resolved: dict[str, Optional[str]] = {}
+        self._resolved: dict[str, str | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -163,7 +164,7 @@ class FileOpsCollector:
         self._version += 1
         return True
 
-    def _resolve(self, value: Any) -> Optional[str]:
+    def _resolve(self, value: Any) -> str | None:
         if not isinstance(value, str) or not value.strip():
             return None
         resolved = self._resolved
@@ -177,7 +178,7 @@ class FileOpsCollector:
             self.unresolved += 1
         return out
 
-    def observe(self, raw: JsonObject, message: Optional[JsonObject], records: list[JsonObject]) -> None:
+    def observe(self, raw: JsonObject, message: JsonObject | None, records: list[JsonObject]) -> None:
         """Take what `raw` (one lineage-selected entry) says about files; `records` are the
         memory records the normalizer emitted for it (the entry's own first)."""
         if not records:
@@ -186,8 +187,8 @@ class FileOpsCollector:
         self.observe_entry(message, head.get("role"), head["index"], head.get("entryId"), head.get("timestamp"),
                            children=records[1:] if len(records) > 1 else (), line=head.get("line"))
 
-    def observe_entry(self, message: Optional[JsonObject], role: Any, index: int, entry_id: Optional[str], ts: Any, *,
-                      children: Sequence[JsonObject] = (), line: Optional[int] = None) -> None:
+    def observe_entry(self, message: JsonObject | None, role: Any, index: int, entry_id: str | None, ts: Any, *,
+                      children: Sequence[JsonObject] = (), line: int | None = None) -> None:
         """`observe` of an entry given as its own record's fields (role, index, entryId,
         timestamp, line) and its child records (a Fabric trace's operations)."""
         args: JsonValue
@@ -258,11 +259,11 @@ class FileOpsCollector:
         return out
 
 
-def _line(value: Any) -> Optional[int]:
+def _line(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def new_collector(cwd: Optional[str]) -> FileOpsCollector:
+def new_collector(cwd: str | None) -> FileOpsCollector:
     return FileOpsCollector(cwd)
 
 
@@ -333,7 +334,7 @@ def cache_name(session_file: str, branches: str) -> str:
     return store.cache_name(session_file, branches, RECORD_KIND)
 
 
-def encode_record(state: "SessionState") -> bytes:
+def encode_record(state: SessionState) -> bytes:
     """The sealed cache record of `state.file_ops`, bound to the state's source identity."""
     ops = state.file_ops
     assert ops is not None
@@ -350,7 +351,7 @@ def encode_record(state: "SessionState") -> bytes:
     return seal.apply_cache_metrics(record, state.size)
 
 
-def load_record(data: bytes, state: "SessionState") -> Optional[FileOpsCollector]:
+def load_record(data: bytes, state: SessionState) -> FileOpsCollector | None:
     """The table in `data` when it is a sealed record of ours for exactly `state`'s source
     (path, branch mode, stat key, source hash, lineage); None otherwise."""
     if not store.sealed(data):
@@ -421,7 +422,7 @@ def _timestamp_key(ts: Any) -> tuple[int, float]:
     return 1, 0.0
 
 
-def _ref(session_id: str, entry_id: Optional[str]) -> Optional[str]:
+def _ref(session_id: str, entry_id: str | None) -> str | None:
     if entry_id is None:
         return None
     try:
@@ -430,7 +431,7 @@ def _ref(session_id: str, entry_id: Optional[str]) -> Optional[str]:
         return None
 
 
-def _item(state: "SessionState", op: FileOp) -> dict[str, Any]:
+def _item(state: SessionState, op: FileOp) -> dict[str, Any]:
     item: dict[str, Any] = {
         "sessionId": state.session_id,
         "sessionFile": state.file,
@@ -457,17 +458,17 @@ class IndexedSessions(Protocol):
     @property
     def lock(self) -> Any: ...
 
-    def indexed_states(self, scope: str, cwd: Optional[str], branches: str, cancel: Optional[CancelToken],
-                       activity: Optional[ActivitySink]) -> tuple[list["SessionState"], dict[str, Any]]: ...
+    def indexed_states(self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None,
+                       activity: ActivitySink | None) -> tuple[list[SessionState], dict[str, Any]]: ...
 
 
 def file_history(
     engine: IndexedSessions,
     params: dict[str, Any],
     *,
-    cwd: Optional[str] = None,
-    cancel: Optional[CancelToken] = None,
-    activity: Optional[ActivitySink] = None,
+    cwd: str | None = None,
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
 ) -> dict[str, Any]:
     """The `fabric/fileHistory` result: every completed read/edit/write of one path in the
     scoped sessions, newest first (timestamp, then session file, then record index),
@@ -485,7 +486,7 @@ def file_history(
                                   FILE_HISTORY_DEFAULT_PAGE_SIZE)
     check(cancel)
     report(activity, "Reading file history")
-    found: list[tuple["SessionState", FileOp, int]] = []
+    found: list[tuple[SessionState, FileOp, int]] = []
     with engine.lock:
         states, coverage = engine.indexed_states(scope, cwd, branches, cancel, activity)
         reasons, incomplete = _session_reasons(coverage)
@@ -532,7 +533,7 @@ def file_history(
     }
 
 
-def lens_title(result: dict[str, Any]) -> Optional[str]:
+def lens_title(result: dict[str, Any]) -> str | None:
     """The CodeLens title for a `fabric/fileHistory` result, e.g.
     "Pi: 3 sessions · edited in 01a182b4"; None when no session touched the file."""
     sessions: list[dict[str, Any]] = result.get("sessions") or []
@@ -544,7 +545,7 @@ def lens_title(result: dict[str, Any]) -> Optional[str]:
     return f"Pi: {n} session{'s' if n != 1 else ''} · {verb} in {newest['sessionId'][:8]}"
 
 
-def is_under(path: str, folder: Optional[str]) -> bool:
+def is_under(path: str, folder: str | None) -> bool:
     """Whether normalized `path` lies inside `folder` (whole path components)."""
     if not folder:
         return False

@@ -21,7 +21,7 @@ from __future__ import annotations
 import binascii
 import sys
 from array import array
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -29,8 +29,8 @@ from . import seal, store
 from .search import HotIndex
 
 if TYPE_CHECKING:
-    from .state import SessionState
     from .source import StatKey
+    from .state import SessionState
 
 RECORD_KIND = "hotIndex"
 FORMAT = 1
@@ -41,7 +41,7 @@ def cache_name(session_file: str, branches: str) -> str:
 
 
 def _identity(
-    file: str, branches: str, *, source_hash: Any, fingerprint: Any, policy: Any, key: "StatKey", entry_count: int
+    file: str, branches: str, *, source_hash: Any, fingerprint: Any, policy: Any, key: StatKey, entry_count: int
 ) -> dict[str, Any]:
     return {
         "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "format": FORMAT, "sessionFile": file,
@@ -51,11 +51,11 @@ def _identity(
     }
 
 
-def _b64(a: "array[int]") -> str:
+def _b64(a: array[int]) -> str:
     return binascii.b2a_base64(a.tobytes(), newline=False).decode("ascii")
 
 
-def encode_record(state: "SessionState") -> Optional[bytes]:
+def encode_record(state: SessionState) -> bytes | None:
     """The sealed record of `state.hot_index` (None for a state without one)."""
     index = state.hot_index
     if index is None or state.entries is None:
@@ -84,7 +84,7 @@ def encode_record(state: "SessionState") -> Optional[bytes]:
     return seal.apply_cache_metrics(record, state.size)
 
 
-def _array(code: str, value: Any) -> Optional["array[int]"]:
+def _array(code: str, value: Any) -> array[int] | None:
     if not isinstance(value, str):
         return None
     try:
@@ -98,7 +98,7 @@ def _array(code: str, value: Any) -> Optional["array[int]"]:
     return out
 
 
-def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, key: "StatKey") -> Optional[HotIndex]:
+def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, key: StatKey) -> HotIndex | None:
     """The index in `data` when it is a sealed record of ours for exactly the `shard`
     record (as `store.load_record` gives it) of `file` at `key`; None otherwise."""
     entries: Any = shard.get("entries")

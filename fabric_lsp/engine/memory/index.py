@@ -14,18 +14,18 @@ import gc
 import logging
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
-
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from fabric_lsp.engine.owned_dir import DirRefused, OwnedDir
 
 from . import file_history, hot_cache, store
-from .cold_index import SNAPSHOT_NAME, encode_snapshot
-from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
-from .core import MemoryCore
 from .append import try_append
+from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
+from .cold_index import SNAPSHOT_NAME, encode_snapshot
+from .core import MemoryCore
 from .pending import with_pending_records
 from .persist import state_from_record, write_records
 from .sessions import build_state, digest_from_hot
@@ -95,7 +95,7 @@ def _cleanup(eng: MemoryCore) -> bool:
     return store.cleanup(eng.index_dir, max_files, max_bytes)
 
 
-def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> Optional[bool]:
+def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool | None:
     """What `store.cleanup` would return, found without reading a record, when every name
     in the index dir is a record name of a session file this engine has just listed and
     no temporary file is left; None otherwise (then the cleanup runs).
@@ -156,7 +156,7 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
 # ---- the disk cache -------------------------------------------------------------------------
 
 
-def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[SessionState]:
+def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionState | None:
     kind = "shard" if tier == "hot" else "digest"
     name = store.cache_name(ref.file, branches, kind)
     limit = eng.config.max_sync_source_bytes if kind == "shard" else eng.config.max_cold_cache_bytes
@@ -202,7 +202,7 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> Optional[S
 # ---- fresh states ---------------------------------------------------------------------------
 
 
-def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optional[SessionState], bool]:
+def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[SessionState | None, bool]:
     """A fresh state without a full build (memory, in-place append, or disk), or None.
     Raises SourceMissing. A session a live Pi holds is only ever built on its live leaf
     (in memory; the disk cache keeps the file's own leaf)."""
@@ -255,7 +255,7 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Optiona
     return None, False
 
 
-def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: Optional[CancelToken]) -> SessionState:
+def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: CancelToken | None) -> SessionState:
     """A cold session's records for explicit hydration: built like a hot shard but
     never persisted and never promoted (kept in a small in-memory LRU)."""
     slot = (ref.file, branches)
@@ -286,7 +286,7 @@ def build_many(
     eng: MemoryCore,
     todo: list[tuple[Ref, str]],
     branches: str,
-    cancel: Optional[CancelToken],
+    cancel: CancelToken | None,
     progress: Callable[[], None],
     *,
     on_state: Callable[[SessionState], None] = lambda _state: None,
@@ -351,8 +351,8 @@ def load_index(
     branches: str,
     *,
     hydrate: bool,
-    cancel: Optional[CancelToken],
-    activity: Optional[ActivitySink],
+    cancel: CancelToken | None,
+    activity: ActivitySink | None,
 ) -> tuple[list[SessionState], list[str], JsonObject]:
     """States of the scoped sessions in scope order, their tiers, and index coverage."""
     # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
@@ -368,8 +368,8 @@ def _load_index_unpaused(
     branches: str,
     *,
     hydrate: bool,
-    cancel: Optional[CancelToken],
-    activity: Optional[ActivitySink],
+    cancel: CancelToken | None,
+    activity: ActivitySink | None,
 ) -> tuple[list[SessionState], list[str], JsonObject]:
     cleanup_complete = cleanup_once(eng)
     reasons: set[str] = set()
@@ -497,8 +497,8 @@ def _take_from_indexer(
     branches: str,
     resolved: dict[str, Any],
     *,
-    cancel: Optional[CancelToken],
-    activity: Optional[ActivitySink],
+    cancel: CancelToken | None,
+    activity: ActivitySink | None,
 ) -> int:
     """The sessions the background indexer had in flight when this call looked: waited for
     (the engine lock is released meanwhile) and taken from its result; one it gave up or
@@ -526,8 +526,8 @@ def _take_from_indexer(
 
 
 def indexed_states(
-    eng: MemoryCore, scope: str, cwd: Optional[str], branches: str, *, cancel: Optional[CancelToken],
-    activity: Optional[ActivitySink],
+    eng: MemoryCore, scope: str, cwd: str | None, branches: str, *, cancel: CancelToken | None,
+    activity: ActivitySink | None,
 ) -> tuple[list[SessionState], JsonObject]:
     """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
     scope order, and the index coverage. The caller holds the engine lock."""

@@ -10,7 +10,7 @@ import json
 import re
 from array import array
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -203,7 +203,7 @@ def _cut_value(raw: Any, cut: _Cut, depth: int) -> Any:
     return _exact(raw)  # a number of more digits than the budget (JSON.parse reads it)
 
 
-def _cut_members(raws: list[Any], cut: _Cut, depth: int, keys: Optional[list[str]]) -> list[Any]:
+def _cut_members(raws: list[Any], cut: _Cut, depth: int, keys: list[str] | None) -> list[Any]:
     out: list[Any] = [_DROPPED] * len(raws)
     if keys is not None:
         # an entry's envelope first: its lineage must not depend on what else fits (a
@@ -223,7 +223,7 @@ def _cut_members(raws: list[Any], cut: _Cut, depth: int, keys: Optional[list[str
 
 
 def cut_json(
-    raw: bytes, *, budget: Optional[int] = None, depth_checked: bool = False, limit: Optional[int] = None
+    raw: bytes, *, budget: int | None = None, depth_checked: bool = False, limit: int | None = None
 ) -> tuple[bool, Any]:
     """(parsed, value) of a line too long to decode whole (`decode_json_line`'s contract).
 

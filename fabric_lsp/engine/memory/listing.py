@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
@@ -21,7 +21,7 @@ SESSIONS_MAX_PAGE_SIZE = 200
 
 
 
-def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> dict[str, Any]:
+def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
     params = params or {}
     kind, target = scope_kind(params.get("scope") or "project")
     branches = branches_of(params.get("branches"))

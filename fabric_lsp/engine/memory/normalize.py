@@ -12,7 +12,8 @@ adds the coverage reason `max_entry_chars`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Optional, cast
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
@@ -29,7 +30,7 @@ _PLAIN_ROLES = frozenset({"user", "assistant", "toolResult"})  # Normalizer._fee
 _ARGS_SUMMARY_SCALARS = 400
 
 
-def truncate_scalars(text: str, limit: Optional[int]) -> tuple[str, bool]:
+def truncate_scalars(text: str, limit: int | None) -> tuple[str, bool]:
     """Cut `text` to `limit` Unicode scalars (Python str = scalars; no pair can split)."""
     if limit is None or len(text) <= limit:
         return text, False
@@ -48,7 +49,7 @@ def _args_summary(arguments: Any, present: bool) -> str:
     return text
 
 
-def collect_paths(value: JsonValue, key: Optional[str], out: dict[str, None]) -> None:
+def collect_paths(value: JsonValue, key: str | None, out: dict[str, None]) -> None:
     """String values under keys ending file/files/path/paths (array items inherit the key)."""
     if isinstance(value, str):
         if key is not None and _PATH_KEY.search(key):
@@ -63,7 +64,7 @@ def collect_paths(value: JsonValue, key: Optional[str], out: dict[str, None]) ->
             collect_paths(v, key, out)
 
 
-def entry_timestamp(raw: JsonObject, message: Optional[JsonObject]) -> Optional[int | float]:
+def entry_timestamp(raw: JsonObject, message: JsonObject | None) -> int | float | None:
     ts = parse_date_ms(raw.get("timestamp"))
     if ts is not None:
         return ts
@@ -76,7 +77,7 @@ def entry_timestamp(raw: JsonObject, message: Optional[JsonObject]) -> Optional[
     return None
 
 
-def _role_of(raw: JsonObject, message: Optional[JsonObject]) -> Optional[str]:
+def _role_of(raw: JsonObject, message: JsonObject | None) -> str | None:
     etype = raw.get("type")
     if etype == "message" and message is not None:  # `feed` gives a message entry a dict
         role = js_string(message.get("role")) if "role" in message else "undefined"
@@ -90,7 +91,7 @@ def _role_of(raw: JsonObject, message: Optional[JsonObject]) -> Optional[str]:
     return None
 
 
-def _plain_role(raw: JsonValue) -> Optional[str]:
+def _plain_role(raw: JsonValue) -> str | None:
     """The role of a message entry `Normalizer._plain_fields` reads (user, assistant, or a
     toolResult other than fabric_exec's, which has trace children); None for any other
     entry."""
@@ -119,7 +120,7 @@ class Normalizer:
         session_file: str,
         session_id: str,
         *,
-        max_entry_chars: Optional[int],
+        max_entry_chars: int | None,
         index_thinking: bool,
         index_tool_output: bool,
     ) -> None:
@@ -150,7 +151,7 @@ class Normalizer:
         etype = raw.get("type")
         if etype not in ("message", "compaction", "branch_summary", "custom_message"):
             return []
-        message: Optional[JsonObject] = None
+        message: JsonObject | None = None
         if etype == "message":
             value: JsonValue = raw.get("message")
             message = value if isinstance(value, dict) else {}
@@ -174,7 +175,7 @@ class Normalizer:
         if self.file_ops is not None:
             self.file_ops.observe_entry(message, role, index, entry_id, ts, line=line)
 
-    def _feed_general(self, raw: JsonObject, etype: str, message: Optional[JsonObject], line: int) -> list[JsonObject]:
+    def _feed_general(self, raw: JsonObject, etype: str, message: JsonObject | None, line: int) -> list[JsonObject]:
         """`feed` of any entry (`etype` a content type; `message` the message object of a
         message entry), step by step."""
         role = _role_of(raw, message)
@@ -182,8 +183,8 @@ class Normalizer:
         text, truncated = truncate_scalars(text, self.max_entry_chars)
         if role is None and not js_trim(text):  # (trimming copies: only when it matters)
             return []
-        entry_id: Optional[str] = raw.get("id") if isinstance(raw.get("id"), str) else None
-        parent_id: Optional[str] = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
+        entry_id: str | None = raw.get("id") if isinstance(raw.get("id"), str) else None
+        parent_id: str | None = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
         ts = entry_timestamp(raw, message)
         record = self._record(
             entry_id, parent_id, etype, role, tool_name, text=text, ts=ts, is_error=is_error, truncated=truncated,
@@ -202,13 +203,13 @@ class Normalizer:
 
     def _plain_fields(
         self, raw: JsonObject, message: JsonObject, role: str
-    ) -> tuple[Optional[str], Optional[str], Optional[str], str, Optional[int | float], bool, bool, list[str]]:
+    ) -> tuple[str | None, str | None, str | None, str, int | float | None, bool, bool, list[str]]:
         """The record fields of a message entry whose role is user, assistant or a
         toolResult other than fabric_exec's (`_plain_role`: almost every entry), read in
         one pass over the content instead of through the general steps (`_fields`,
         `_message_text`), which they must equal (tests/engine/memory/test_normalize_fast_path.py):
         (entryId, parentId, toolName, text, timestamp, isError, truncated, filesTouched)."""
-        tool_name: Optional[str] = None
+        tool_name: str | None = None
         files: list[str] = []
         flag = message.get("isError")
         is_error = False if flag is None or flag is False else (True if flag is True else js_truthy(flag))
@@ -225,7 +226,7 @@ class Normalizer:
             text = f"{prefix}: {body}" if self.index_tool_output and body else prefix
         else:  # assistant: text and thinking parts, tool calls (first name, summaries, paths)
             pieces: list[str] = []
-            found: Optional[dict[str, None]] = None
+            found: dict[str, None] | None = None
             if isinstance(content, list):
                 for part in content:
                     if not isinstance(part, dict):
@@ -285,7 +286,7 @@ class Normalizer:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _claim(self, entry_id: Optional[str], truncated: bool) -> int:
+    def _claim(self, entry_id: str | None, truncated: bool) -> int:
         """The next record's index, noting its id (duplicates) and a truncated text."""
         if truncated:
             self.reasons.add("max_entry_chars")
@@ -298,8 +299,8 @@ class Normalizer:
         return index
 
     def _record(
-        self, entry_id: Optional[str], parent_id: Optional[str], etype: str, role: Optional[str],
-        tool_name: Optional[str], *, text: str, ts: Optional[int | float], is_error: bool, truncated: bool, line: int,
+        self, entry_id: str | None, parent_id: str | None, etype: str, role: str | None,
+        tool_name: str | None, *, text: str, ts: int | float | None, is_error: bool, truncated: bool, line: int,
     ) -> JsonObject:
         index = self._claim(entry_id, truncated)
         return {
@@ -324,9 +325,9 @@ class Normalizer:
         self.op_addresses.add(address)
 
     def _fields(
-        self, raw: JsonObject, etype: str, message: Optional[JsonObject], role: Optional[str]
-    ) -> tuple[Optional[str], bool, str, list[str]]:
-        tool_name: Optional[str] = None
+        self, raw: JsonObject, etype: str, message: JsonObject | None, role: str | None
+    ) -> tuple[str | None, bool, str, list[str]]:
+        tool_name: str | None = None
         is_error = False
         files: list[str] = []
         text = ""
@@ -367,7 +368,7 @@ class Normalizer:
         ctype = js_string(ctype) if ctype is not None else ""
         return f"[{ctype}] {body}" if ctype else body
 
-    def _message_text(self, message: JsonObject, role: Optional[str], tool_name: Optional[str]) -> str:
+    def _message_text(self, message: JsonObject, role: str | None, tool_name: str | None) -> str:
         if role == "user":
             return content_text(message.get("content"))
         if role == "assistant":
@@ -424,7 +425,7 @@ class Normalizer:
         return op
 
     def _trace_children(
-        self, message: JsonObject, entry_id: str, parent_id: Optional[str], ts: Optional[int | float], line: int
+        self, message: JsonObject, entry_id: str, parent_id: str | None, ts: int | float | None, line: int
     ) -> list[JsonObject]:
         nested = read_execution_trace(message.get("details"), legacy_audits=False)
         if nested is None:
@@ -470,8 +471,8 @@ class Normalizer:
         return out
 
     def _fact_children(
-        self, raw: JsonObject, message: Optional[JsonObject], entry_id: str, parent_id: Optional[str], *,
-        ts: Optional[int | float], line: int,
+        self, raw: JsonObject, message: JsonObject | None, entry_id: str, parent_id: str | None, *,
+        ts: int | float | None, line: int,
     ) -> list[JsonObject]:
         envelope = read_branch_details(raw.get("details")) if "details" in raw else None
         if envelope is None and message is not None:

@@ -4,7 +4,7 @@ records undecoded until something reads them (`PendingRecords`). Used by index.p
 
 from __future__ import annotations
 
-from typing import Any, Optional, cast, overload
+from typing import Any, cast, overload
 
 import msgspec
 
@@ -44,7 +44,7 @@ class PendingRecords(HotRecords):
     __slots__ = ("_pending", "_file")
 
     def __init__(self, raw: list[Any], file: str) -> None:  # (the columns stay unset: see above)
-        self._pending: Optional[list[Any]] = raw
+        self._pending: list[Any] | None = raw
         self._file = file
 
     def __len__(self) -> int:
@@ -85,7 +85,7 @@ class PendingRecords(HotRecords):
 
 def with_pending_records(
     record: dict[str, Any], file: str, branches: str, *, key: Any, cfg: Any, hot_index: Any,
-) -> Optional[SessionState]:
+) -> SessionState | None:
     """`state_from_record` of a shard with a persisted index, its records left undecoded
     (`PendingRecords`); None when a record fails the eager load's checks (then the
     eager load decides) or the state would not be fresh."""

@@ -6,27 +6,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from typing import TYPE_CHECKING, Any, Optional
 
-from . import seal, store
-from . import file_history
-from . import hot_cache
+from . import file_history, hot_cache, seal, store
 from .records import HotRecords
-from .state import SessionState
 from .search import HotIndex
 from .source import (
     Lineage,
     StatKey,
     oversize_reasons,
 )
+from .state import SessionState
 from .tokenize import sort_lexical
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
-    Cancel = Optional[Callable[[], None]]
+    Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
@@ -119,7 +117,7 @@ def _encode_entries(state: SessionState) -> None:
     total = 0
     # From a large source, count first (nothing kept while counting); keep the encoding
     # only when it turns out small. From a small one, keep it while counting.
-    pieces: Optional[list[bytes]] = [] if state.size <= RETAIN_ENCODED_MAX_BYTES else None
+    pieces: list[bytes] | None = [] if state.size <= RETAIN_ENCODED_MAX_BYTES else None
     for piece in _entries_pieces(entries):
         total += len(piece)
         if pieces is not None:
@@ -160,7 +158,7 @@ def shard_pieces(state: SessionState) -> Iterable[Any]:
     return seal.sealed_stream(record, state.size, state.entries_bytes, lambda: _entries_pieces(entries))
 
 
-def write_records(index_dir: Optional[str], state: SessionState) -> None:
+def write_records(index_dir: str | None, state: SessionState) -> None:
     """Bring the disk cache in line with `state`: its record (shard or digest) and its
     file-operations table written, or both removed when it has none; the record of the
     other tier removed. A state whose records were written where it was built
@@ -214,8 +212,8 @@ def shard_record(state: SessionState) -> JsonObject:
 
 def state_from_record(
     record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any,
-    hot_index: Optional[HotIndex] = None,
-) -> Optional[SessionState]:
+    hot_index: HotIndex | None = None,
+) -> SessionState | None:
     """A state from a validated cache record, when it is fresh for `key` and `cfg`. A
     shard's `hot_index` (persisted beside it, `hot_cache.load_record`: checked to be this
     shard's) is used as it is; without one the index is built from the records."""

@@ -10,11 +10,20 @@ engine lock, on snapshots of the hot views.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 
-from .catalog import Unresolved, all_refs, branches_of, forget_vanished, hot_files, safe_nonneg_int, scope_kind, scope_refs
+from .catalog import (
+    Unresolved,
+    all_refs,
+    branches_of,
+    forget_vanished,
+    hot_files,
+    safe_nonneg_int,
+    scope_kind,
+    scope_refs,
+)
 from .cold_index import TermsSet, score_digests_inverted
 from .core import MemoryCore
 from .expand import stale_pointer
@@ -50,13 +59,13 @@ class RecallEcho:
 
     scope: str
     branches: str
-    query: Optional[str]
+    query: str | None
     mode: str
     page: int
     page_size: int
 
 
-def recall(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, cancel: Optional[CancelToken] = None, activity: Optional[ActivitySink] = None) -> JsonObject:
+def recall(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
     params = params or {}
     query = params.get("query")
     if query is not None and not isinstance(query, str):
@@ -76,7 +85,7 @@ def recall(eng: MemoryCore, params: JsonObject, *, cwd: Optional[str] = None, ca
     if (exp_hash is not None or exp_fp is not None) and not hydrate:
         raise ValueError("expectedSourceHash/expectedLineageFingerprint: integrity expectations require scope session:<id-or-path>")
     entry_range: JsonValue = params.get("entryRange")
-    rng: Optional[tuple[int, int]] = None
+    rng: tuple[int, int] | None = None
     if entry_range is not None:
         if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
             raise ValueError("entryRange: requires both first and last")
@@ -156,12 +165,12 @@ def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) 
 
 def run_search(
     eng: MemoryCore, plan: JsonObject, echo: RecallEcho, views: list[HotView], digests: list[DigestView], *,
-    index_cov: JsonObject, activity: Optional[ActivitySink] = None,
+    index_cov: JsonObject, activity: ActivitySink | None = None,
 ) -> JsonObject:
     scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
     page, page_size = echo.page, echo.page_size
     q_reasons: set[str] = set()
-    q_error: Optional[JsonObject] = None
+    q_error: JsonObject | None = None
     q_complete = True
     browse = plan["kind"] == "browse"
     located: dict[int, dict[int, float]] = {}
@@ -235,8 +244,8 @@ def run_search(
 
 def regex_search(
     eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView],
-    activity: Optional[ActivitySink] = None,
-) -> tuple[dict[int, dict[int, float]], list[DigestHit], set[str], Optional[JsonObject]]:
+    activity: ActivitySink | None = None,
+) -> tuple[dict[int, dict[int, float]], list[DigestHit], set[str], JsonObject | None]:
     cfg = eng.config
     reasons: set[str] = set()
     haystacks: list[str] = []

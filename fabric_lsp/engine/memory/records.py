@@ -18,7 +18,8 @@ from, key order included, and encodes to the same bytes.
 from __future__ import annotations
 
 from array import array
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union, overload
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
 
 BASE_KEYS = (
     "sessionFile", "sessionId", "index", "entryId", "parentId", "type", "role", "toolName", "text",
@@ -34,7 +35,7 @@ Record = dict[str, Any]
 Kind = tuple[Any, Any, Any, Any, Any, Any, Any]  # sessionFile, sessionId, type, role, toolName, isError, truncated
 
 
-def _select(pos: Union[int, slice], n: int) -> Union[int, range]:
+def _select(pos: int | slice, n: int) -> int | range:
     """The position, or the range of positions, that `pos` selects among `n` records
     (a negative position counts from the end, as for a list)."""
     if isinstance(pos, slice):
@@ -73,7 +74,7 @@ class HotRecords(Sequence[Record]):
 
     # ---- building ---------------------------------------------------------------------
 
-    def _id_code(self, value: Any) -> Optional[int]:
+    def _id_code(self, value: Any) -> int | None:
         if value is None:
             return _NONE_ID
         if type(value) is not str:
@@ -141,7 +142,7 @@ class HotRecords(Sequence[Record]):
 
     # ---- reading ----------------------------------------------------------------------
 
-    def _id(self, code: int) -> Optional[str]:
+    def _id(self, code: int) -> str | None:
         if code == _NONE_ID:
             return None
         if code >= 0:
@@ -174,7 +175,7 @@ class HotRecords(Sequence[Record]):
     def __getitem__(self, pos: int) -> Record: ...
     @overload
     def __getitem__(self, pos: slice) -> list[Record]: ...
-    def __getitem__(self, pos: Union[int, slice]) -> Union[Record, list[Record]]:
+    def __getitem__(self, pos: int | slice) -> Record | list[Record]:
         at = _select(pos, len(self._tend))
         return [self._record(p) for p in at] if isinstance(at, range) else self._record(at)
 
@@ -194,7 +195,7 @@ class HotRecords(Sequence[Record]):
 
     # ---- columns (no dicts built) -------------------------------------------------------
 
-    def iter_texts(self, n: Optional[int] = None) -> Iterator[str]:
+    def iter_texts(self, n: int | None = None) -> Iterator[str]:
         """The texts of the first `n` records (default: all), in order."""
         buf, ends = self._tbuf, self._tend
         start = 0
@@ -248,7 +249,7 @@ class RecordsPrefix(Sequence[Record]):
     def __getitem__(self, pos: int) -> Record: ...
     @overload
     def __getitem__(self, pos: slice) -> list[Record]: ...
-    def __getitem__(self, pos: Union[int, slice]) -> Union[Record, list[Record]]:
+    def __getitem__(self, pos: int | slice) -> Record | list[Record]:
         at = _select(pos, self._n)
         return [self._base[p] for p in at] if isinstance(at, range) else self._base[at]
 

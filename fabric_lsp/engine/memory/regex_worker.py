@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 from ..childproc import stop
 
@@ -124,12 +124,12 @@ while True:
 class RegexOutcome:
     __slots__ = ("hits", "error")
 
-    def __init__(self, hits: Optional[list[int]] = None, error: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, hits: list[int] | None = None, error: dict[str, Any] | None = None) -> None:
         self.hits = hits
         self.error = error
 
 
-def find_node(env: Optional[dict[str, str]] = None) -> Optional[str]:
+def find_node(env: dict[str, str] | None = None) -> str | None:
     """The node binary that runs user regexes: `$FABRIC_LSP_NODE` (a path, or a name
     looked up on PATH), else `node` on PATH; None when there is none."""
     env = dict(os.environ) if env is None else env
@@ -146,13 +146,13 @@ class RegexRunner:
     """Thread-safe; one request at a time per runner. `node`: the node binary (default
     `find_node()`); without one the Python `re` fallback runs, with a logged warning."""
 
-    def __init__(self, node: Optional[str] = None) -> None:
+    def __init__(self, node: str | None = None) -> None:
         self._lock = threading.Lock()
-        self._proc: Optional[subprocess.Popen[bytes]] = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._unconfirmed = False  # spawned, its ready line not read yet
         self._node = node
-        self._argv: Optional[list[str]] = None
-        self.dialect: Optional[str] = None  # "javascript" | "python", known at the first spawn
+        self._argv: list[str] | None = None
+        self.dialect: str | None = None  # "javascript" | "python", known at the first spawn
 
     def _command(self) -> list[str]:
         if self._argv is None:
@@ -263,7 +263,7 @@ class RegexRunner:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         buf = bytearray()
-        need: Optional[int] = None
+        need: int | None = None
         while True:
             if need is not None and len(buf) >= need:
                 try:

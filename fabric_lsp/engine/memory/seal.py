@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .tokenize import utf16_key
-
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject
@@ -102,7 +102,7 @@ def sealed_stream(record: JsonObject, size: int, entries_len: int, entries: Call
     yield last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
 
 
-def _spliced_layout(record: JsonObject, size: int, big_len: Optional[int]) -> Optional[tuple[list[bytes], list[bytes]]]:
+def _spliced_layout(record: JsonObject, size: int, big_len: int | None) -> tuple[list[bytes], list[bytes]] | None:
     """The pieces of the record's encoding (zero hash) before and after its `entries`
     value when that value is left out (`big_len` is its encoded length), or the whole
     encoding as `head` when `big_len` is None. Sets the record's metrics. None when the
@@ -173,7 +173,7 @@ def apply_cache_metrics_slow(record: JsonObject, size: int) -> bytes:
     return _seal(data)
 
 
-def fit_digest(record: JsonObject, size: int, max_bytes: int) -> Optional[bytes]:
+def fit_digest(record: JsonObject, size: int, max_bytes: int) -> bytes | None:
     """Encode a digest within `max_bytes`, keeping exact prefixes of addresses, then of
     vocabulary, and reporting `max_cold_cache_bytes` when anything was cut."""
     data = apply_cache_metrics(record, size)

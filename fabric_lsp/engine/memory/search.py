@@ -16,8 +16,9 @@ import math
 import re
 from array import array
 from collections import Counter
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Container, Iterable, Optional, Sequence, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..jsstr import iso_ms, js_stringify
 from .tokenize import count_terms, tokenize_lexical, utf16_key
@@ -84,7 +85,7 @@ class HotIndex:
                 postings[term] = array("Q", plist)
 
     @classmethod
-    def build(cls, records: Iterable[JsonObject]) -> "HotIndex":
+    def build(cls, records: Iterable[JsonObject]) -> HotIndex:
         index = cls()
         for rec in records:
             index.add(rec)
@@ -126,7 +127,7 @@ class DigestView:
     branches: str
     lineage_fingerprint: str
     cwd: str
-    last_ts: Optional[float]
+    last_ts: float | None
     mtime: float
     vocabulary: list[str]
     vocab_set: Container[str]  # a frozenset, or a cold_index.TermsSet
@@ -148,7 +149,7 @@ class SegmentItem:
     start: int  # position in view.entries
     end: int  # exclusive
     score: float
-    matched: Optional[Any]  # container of matched positions (set or located map); None = all
+    matched: Any | None  # container of matched positions (set or located map); None = all
     matched_count: int
 
 
@@ -158,7 +159,7 @@ class SearchResult:
     total_matches: int
     segment_count: int
     reasons: list[str]
-    error: Optional[JsonObject] = None
+    error: JsonObject | None = None
     complete: bool = True
 
 
@@ -255,7 +256,7 @@ def rank_digest_hits(hits: list[tuple[DigestView, list[str]]]) -> list[DigestHit
 # ---- grouping, ranking, pagination ------------------------------------------------------
 
 
-def _segments_for(view: HotView, matched: Optional[dict[int, float]], browse: bool) -> list[SegmentItem]:
+def _segments_for(view: HotView, matched: dict[int, float] | None, browse: bool) -> list[SegmentItem]:
     starts = view.index.seg_starts  # the index is always built over exactly view.entries
     n = len(view.entries)
     out: list[SegmentItem] = []
@@ -311,7 +312,7 @@ def group_and_rank(
     browse: bool,
     *,
     max_items: int = CANDIDATE_ITEMS,
-    needed: Optional[int] = None,
+    needed: int | None = None,
 ) -> tuple[list[Any], int, int, int, bool]:
     """(ranked items, totalItems, totalMatches, segmentCount, item cap reached).
 
@@ -404,7 +405,7 @@ def pointer_object(hit: DigestHit) -> JsonObject:
     }
 
 
-def entry_reference(session_id: str, rec: JsonObject) -> Optional[str]:
+def entry_reference(session_id: str, rec: JsonObject) -> str | None:
     """`pi-entry:<sessionId>/<entryId>`; child records point at their carrier entry."""
     entry_id = rec.get("entryId")
     if rec.get("type") in ("fabric_operation", "fabric_branch_fact"):
@@ -460,11 +461,11 @@ def _render_digest(hit: DigestHit, browse: bool) -> str:
 def render_text(
     page_items: list[Any],
     *,
-    query: Optional[str],
+    query: str | None,
     total_items: int,
     total_matches: int,
     segment_count: int,
-    index_coverage: Optional[JsonObject],
+    index_coverage: JsonObject | None,
     query_reasons: list[str],
     query_complete: bool,
     entry_refs: bool = True,

@@ -14,13 +14,14 @@ import stat as _stat
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..jsstr import js_string_of as js_string
+from ..jsstr import js_stringify
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH
-from ..jsstr import js_string_of as js_string, js_stringify
-from .json_line import decode_whole, cut_json
+from .json_line import cut_json, decode_whole
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -125,7 +126,7 @@ class ScanLines:
         for i in range(len(self.ordinal)):
             yield self.at(i)
 
-    def __add__(self, other: "ScanLines") -> "ScanLines":
+    def __add__(self, other: ScanLines) -> ScanLines:
         out = ScanLines()
         for name in ScanLines.__slots__:
             setattr(out, name, getattr(self, name) + getattr(other, name))
@@ -137,10 +138,10 @@ class SourceScan:
     """Everything the line scan learned; extendable with `scan_more`."""
 
     lines: ScanLines = field(default_factory=ScanLines)
-    header_id: Optional[str] = None  # last `type:"session"` line (normalize's header)
-    header_cwd: Optional[str] = None
-    first_header_id: Optional[str] = None  # header on line 0 (the session ref's id)
-    first_header_cwd: Optional[str] = None
+    header_id: str | None = None  # last `type:"session"` line (normalize's header)
+    header_cwd: str | None = None
+    first_header_id: str | None = None  # header on line 0 (the session ref's id)
+    first_header_cwd: str | None = None
     next_ordinal: int = 0
     next_line: int = 0
     end_offset: int = 0  # byte offset just after the last newline consumed
@@ -178,8 +179,8 @@ def _pieces(data: bytes, n: int) -> Iterator[tuple[bytes, bool]]:
 
 
 def scan_source(
-    data: bytes, scan: Optional[SourceScan] = None, base: int = 0, keep: Optional[dict[int, Any]] = None, *,
-    stop: Optional[int] = None,
+    data: bytes, scan: SourceScan | None = None, base: int = 0, keep: dict[int, Any] | None = None, *,
+    stop: int | None = None,
 ) -> SourceScan:
     """Scan `data` (the file bytes from offset `base`; only `data[:stop]` when given) into
     `scan` (or a new one).
@@ -293,7 +294,7 @@ def scan_source(
     return scan
 
 
-def oversize_reasons(scan: Optional[SourceScan]) -> list[str]:
+def oversize_reasons(scan: SourceScan | None) -> list[str]:
     """The coverage reasons of the scanned lines themselves: `max_line_bytes` when a line
     is longer than `MAX_LINE_BYTES` (its entry is cut: recall and expand see only its
     first part), so no answer about such a session is authoritative."""
@@ -348,14 +349,14 @@ class OrdinalSet:
 @dataclass(slots=True)
 class Lineage:
     branches: str
-    leaf_id: Optional[str]
+    leaf_id: str | None
     ids: list[str]
-    ordinals: Optional["set[int] | OrdinalSet"]  # None in all mode
+    ordinals: set[int] | OrdinalSet | None  # None in all mode
     fingerprint: str
     reasons: list[str]
 
 
-def lineage_fingerprint(branches: str, leaf_id: Optional[str], ids: list[str]) -> str:
+def lineage_fingerprint(branches: str, leaf_id: str | None, ids: list[str]) -> str:
     text = js_stringify({"branches": branches, "leafId": leaf_id, "ids": ids})
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -377,7 +378,7 @@ class StatKey:
         return [self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev]
 
 
-def stat_key(path: str) -> Optional[StatKey]:
+def stat_key(path: str) -> StatKey | None:
     """Stat of a regular file, or None (missing, not a file, unreadable)."""
     try:
         st = os.stat(path)
@@ -386,14 +387,14 @@ def stat_key(path: str) -> Optional[StatKey]:
     return stat_key_of(st)
 
 
-def stat_key_of(st: os.stat_result) -> Optional[StatKey]:
+def stat_key_of(st: os.stat_result) -> StatKey | None:
     """The StatKey of a stat result (None: not a regular file)."""
     if not _stat.S_ISREG(st.st_mode):
         return None
     return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def read_source(path: str) -> Optional[bytes]:
+def read_source(path: str) -> bytes | None:
     try:
         with open(path, "rb") as fh:
             return fh.read()

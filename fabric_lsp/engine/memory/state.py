@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import store
 from .records import HotRecords
@@ -45,36 +45,36 @@ class SessionState:
     lineage: Lineage
     coverage: JsonObject  # {complete, reasons}
     entry_count: int
-    first_ts: Optional[float] = None
-    last_ts: Optional[float] = None
+    first_ts: float | None = None
+    last_ts: float | None = None
     policy: str = ""
     # hot
-    entries: Optional[HotRecords] = None
-    hot_index: Optional[HotIndex] = None
+    entries: HotRecords | None = None
+    hot_index: HotIndex | None = None
     # cold
-    digest: Optional[JsonObject] = None
+    digest: JsonObject | None = None
     vocab_set: frozenset[str] = frozenset()
     # kept only for in-place append
-    scan: Optional[SourceScan] = None
+    scan: SourceScan | None = None
     path_ordinals: Sequence[int] = field(default_factory=list[int])
-    normalizer: Optional[Normalizer] = None
-    folder: Optional[DigestFolder] = None
+    normalizer: Normalizer | None = None
+    folder: DigestFolder | None = None
     hasher: Any = None
     persisted: bytes = b""  # encoded cache record, when it fitted
     encode: bool = True  # False for states that are never persisted (hydration, expand)
-    live_leaf: Optional[str] = None  # built on a live Pi's leaf (never persisted, never extended)
+    live_leaf: str | None = None  # built on a live Pi's leaf (never persisted, never extended)
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
     entries_encoded: int = 0  # how many entries `entries_json` holds (or `entries_bytes` counts)
     entries_bytes: int = 0  # the encoded length of a large `entries` list written streaming
     file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
     # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
-    cold_slot: Optional[int] = None
+    cold_slot: int | None = None
     cold_table: Any = None
     view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
     written: bool = False  # its disk cache records were written where it was built (a builder child)
-    vocab_key: Optional[bytes] = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
+    vocab_key: bytes | None = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
 
-    def hot_view(self, tier: Optional[str] = None) -> HotView:
+    def hot_view(self, tier: str | None = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
         return HotView(
             self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,

@@ -13,7 +13,8 @@ import hashlib
 import os
 import re
 import stat as _stat
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -75,7 +76,7 @@ def digest_policy(cfg: Any, branches: str, fingerprint: str) -> str:
 
 
 class _EntryCheck(msgspec.Struct):
-    index: Union[int, float]
+    index: int | float
     sessionFile: str
     text: str
 
@@ -87,7 +88,7 @@ class _Coverage(msgspec.Struct):
 
 class _DigestCoverage(msgspec.Struct):
     complete: bool
-    vocabularyBytes: Union[int, float]
+    vocabularyBytes: int | float
     reasons: list[str]
 
 
@@ -100,9 +101,9 @@ class _ShardCheck(msgspec.Struct):
     lineageFingerprint: str
     branches: str
     policy: str
-    cacheBytes: Union[int, float]
-    cacheSourceRatio: Union[int, float]
-    totalEntryCount: Union[int, float]
+    cacheBytes: int | float
+    cacheSourceRatio: int | float
+    totalEntryCount: int | float
     indexCoverage: _Coverage
     entries: list[_EntryCheck]
     engine: str
@@ -116,14 +117,14 @@ class _DigestCheck(msgspec.Struct):
     lineageFingerprint: str
     branches: str
     policy: str
-    cacheBytes: Union[int, float]
-    cacheSourceRatio: Union[int, float]
+    cacheBytes: int | float
+    cacheSourceRatio: int | float
     filesTouched: list[Any]
     vocabulary: list[str]
     addresses: list[list[Any]]
     indexCoverage: _DigestCoverage
-    mtime: Union[int, float]
-    size: Union[int, float]
+    mtime: int | float
+    size: int | float
     engine: str
 
 
@@ -177,8 +178,8 @@ _SIX = frozenset((6,))
 
 def load_record(
     data: bytes, kind: str, file_size: int, *, addresses: bool = True,
-    vocabulary_known: Optional[Callable[[bytes], bool]] = None,
-) -> Optional[JsonObject]:
+    vocabulary_known: Callable[[bytes], bool] | None = None,
+) -> JsonObject | None:
     """Decode a record for use, or None when it is not a valid V5 record of ours.
 
     One parse: the seal proves the bytes are exactly what this engine wrote, so the
@@ -193,7 +194,7 @@ def load_record(
     else decoded and checked as usual."""
     if not sealed(data):
         return None
-    stored: Optional[StoredVocabulary] = None
+    stored: StoredVocabulary | None = None
     if kind == "shard":
         rec = _decode_shard(data)
     elif vocabulary_known is not None:
@@ -275,10 +276,10 @@ class StoredVocabulary:
 
     __slots__ = ("key", "raw", "values")
 
-    def __init__(self, key: bytes, raw: Any, values: Optional[list[str]]) -> None:
+    def __init__(self, key: bytes, raw: Any, values: list[str] | None) -> None:
         self.key: bytes = key
         self.raw: Any = raw
-        self.values: Optional[list[str]] = values
+        self.values: list[str] | None = values
 
     def terms(self) -> list[str]:
         """The terms (decoded now if they were not: only when the restored slot was
@@ -296,7 +297,7 @@ _top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def _decode_without(data: bytes, left_out: Optional[str], keep_raw: Optional[str] = None) -> Optional[JsonObject]:
+def _decode_without(data: bytes, left_out: str | None, keep_raw: str | None = None) -> JsonObject | None:
     """A record's top-level values decoded, but for `left_out` (None: none), which must be
     a list, and `keep_raw`, which is left undecoded (a `msgspec.Raw`)."""
     try:
@@ -309,7 +310,7 @@ def _decode_without(data: bytes, left_out: Optional[str], keep_raw: Optional[str
         return None
 
 
-def _decode_shard(data: bytes) -> Optional[JsonObject]:
+def _decode_shard(data: bytes) -> JsonObject | None:
     """A shard record with `entries` left as a list of undecoded records (`msgspec.Raw`
     views of `data`): the caller decodes them one at a time (`shard_entry`), so a large
     shard's records are never all held as dicts at once."""
@@ -321,7 +322,7 @@ def _decode_shard(data: bytes) -> Optional[JsonObject]:
     return rec
 
 
-def shard_entry(raw: Any) -> Optional[JsonObject]:
+def shard_entry(raw: Any) -> JsonObject | None:
     """One record of a shard loaded by `load_record` (a `msgspec.Raw`), decoded and
     checked, or None when it is not a record."""
     try:
@@ -333,7 +334,7 @@ def shard_entry(raw: Any) -> Optional[JsonObject]:
     return e
 
 
-def decode_record(data: bytes) -> Optional[JsonObject]:
+def decode_record(data: bytes) -> JsonObject | None:
     try:
         value: JsonValue = _any.decode(data)
     except (msgspec.DecodeError, RecursionError):
@@ -345,22 +346,22 @@ def decode_record(data: bytes) -> Optional[JsonObject]:
 # Every write, read and removal in the index dir goes through engine/owned_dir.py: only in a
 # directory that carries our marker, only on the names below, never through a symlink.
 
-def write_atomic(index_dir: Optional[str], name: str, data: Union[bytes, Iterable[Any]]) -> bool:
+def write_atomic(index_dir: str | None, name: str, data: bytes | Iterable[Any]) -> bool:
     """Temp file + rename in `index_dir`, mode 0600. `data` is the bytes or an iterable
     of byte pieces (written as they come). Failures, and a directory we do not own, are
     ignored (False)."""
     return owned(index_dir).write(name, data)
 
 
-def remove(index_dir: Optional[str], name: str) -> None:
+def remove(index_dir: str | None, name: str) -> None:
     owned(index_dir).remove(name)
 
 
-def read_cache_file(index_dir: Optional[str], name: str, max_bytes: int) -> Optional[bytes]:
+def read_cache_file(index_dir: str | None, name: str, max_bytes: int) -> bytes | None:
     return owned(index_dir).read(name, max_bytes)
 
 
-def cleanup(index_dir: Optional[str], max_files: int, max_bytes: int) -> bool:
+def cleanup(index_dir: str | None, max_files: int, max_bytes: int) -> bool:
     """Remove unusable records; True when the whole directory was inspected.
 
     Only names this module writes are looked at (`is_record_name`, temp files), only in a

@@ -16,7 +16,8 @@ import os
 import re
 import unicodedata
 from collections import Counter
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
 

@@ -11,13 +11,13 @@ edits applied, system messages kept, older compactions silent): `projection.py`;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
 
 
-def entry_to_message(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
+def entry_to_message(entry: dict[str, Any]) -> dict[str, Any] | None:
     """Pi's sessionEntryToContextMessages for one entry (None when it adds nothing)."""
     etype = entry.get("type")
     if etype == "message":

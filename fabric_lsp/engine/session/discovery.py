@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
 from urllib.parse import unquote, urlparse
 
 import msgspec
 
 from .reader import read_header
-
 
 # A session id prefix shorter than this never resolves. The first 8 hex digits of a Pi
 # (UUIDv7) id change every ~65 s, so 8 characters usually pick one session; when they do
@@ -47,7 +46,7 @@ class NotASession(SessionNotFound):
 class AmbiguousSession(LookupError):
     code = "ambiguous_session"
 
-    def __init__(self, ref: str, candidates: list[str], *, prefix_of: Optional[list[str]] = None) -> None:
+    def __init__(self, ref: str, candidates: list[str], *, prefix_of: list[str] | None = None) -> None:
         if prefix_of:
             shown = ", ".join(prefix_of[:10]) + (f", … ({len(prefix_of) - 10} more)" if len(prefix_of) > 10 else "")
             message = f'Session id prefix "{ref}" matches {len(prefix_of)} sessions: {shown}; use more characters.'
@@ -71,7 +70,7 @@ def expand_path(p: str) -> str:
     return os.path.expanduser(p)
 
 
-def default_agent_dir(env: Optional[Mapping[str, str]] = None) -> str:
+def default_agent_dir(env: Mapping[str, str] | None = None) -> str:
     """``$PI_CODING_AGENT_DIR`` (``~`` expanded), else ``~/.pi/agent``."""
     e = os.environ if env is None else env
     configured = e.get("PI_CODING_AGENT_DIR")
@@ -121,7 +120,7 @@ def jsonl_files(folder: str) -> list[str]:
     return [path for path, _ in jsonl_stats(folder)]
 
 
-def list_session_files(session_dir: str, cwd: Optional[str] = None) -> list[str]:
+def list_session_files(session_dir: str, cwd: str | None = None) -> list[str]:
     """Session files of one project (`cwd`) or of all projects (one folder level deep,
     as Pi's listAll), sorted by path."""
     if cwd is not None:
@@ -154,7 +153,7 @@ def by_recency(refs: list[SessionRef]) -> list[SessionRef]:
     return sorted(refs, key=lambda r: (-r.mtime, r.file))
 
 
-def _as_path(ref: str) -> Optional[str]:
+def _as_path(ref: str) -> str | None:
     if ref.startswith("file://"):
         return unquote(urlparse(ref).path)
     return None
@@ -207,7 +206,7 @@ def resolve_session(ref: str, session_dir: str) -> str:
     raise SessionNotFound(ref)
 
 
-def select_by_prefix(prefix: str, sessions: Iterable[tuple[str, str]]) -> Optional[str]:
+def select_by_prefix(prefix: str, sessions: Iterable[tuple[str, str]]) -> str | None:
     """The one file of `sessions` (``(file, session id)`` pairs) whose id starts with
     `prefix`, None when none does or `prefix` is shorter than `MIN_SESSION_PREFIX`.
     Several matches raise `AmbiguousSession` listing the files (sorted) and naming the ids.

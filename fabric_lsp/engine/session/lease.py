@@ -25,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -43,12 +43,12 @@ class Lease(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     version: int = LEASE_VERSION
     session: str  # realpath of the session file
     pid: int
-    uid: Optional[int] = None  # the process's user (effective uid) when the lease was taken
-    process_start: Optional[str] = None  # process_identity(pid).start: who the pid was
-    start_time: Optional[int] = None  # Linux: the start time in clock ticks since boot
-    pi_version: Optional[str] = None
-    session_id: Optional[str] = None
-    leaf_id: Optional[str] = None
+    uid: int | None = None  # the process's user (effective uid) when the lease was taken
+    process_start: str | None = None  # process_identity(pid).start: who the pid was
+    start_time: int | None = None  # Linux: the start time in clock ticks since boot
+    pi_version: str | None = None
+    session_id: str | None = None
+    leaf_id: str | None = None
     since: int = 0  # ms epoch when the hold began
     updated_at: int = 0  # ms epoch of the last refresh
 
@@ -65,24 +65,24 @@ class ProcessIdentity:
     """What this platform tells about a running process."""
 
     pid: int
-    uid: Optional[int]  # effective uid; None when the platform does not say
-    ruid: Optional[int]  # real uid (Linux); None when unknown
-    start: Optional[str]  # an opaque token equal only for the same process; None: unknown
-    start_time: Optional[int] = None  # Linux: clock ticks since boot (field 22)
+    uid: int | None  # effective uid; None when the platform does not say
+    ruid: int | None  # real uid (Linux); None when unknown
+    start: str | None  # an opaque token equal only for the same process; None: unknown
+    start_time: int | None = None  # Linux: clock ticks since boot (field 22)
 
 
 _PROC = Path("/proc")
 _WINDOWS = os.name == "nt"  # where os.kill(pid, 0) would terminate the process
 
 
-def _boot_id() -> Optional[str]:
+def _boot_id() -> str | None:
     try:
         return (_PROC / "sys" / "kernel" / "random" / "boot_id").read_text().strip() or None
     except OSError:
         return None
 
 
-def _boot_ms() -> Optional[int]:
+def _boot_ms() -> int | None:
     """When this Linux system booted (ms epoch), from `btime` in /proc/stat."""
     try:
         for line in (_PROC / "stat").read_text().splitlines():
@@ -103,14 +103,14 @@ def _stat_fields(raw: bytes) -> list[bytes]:
     return raw[raw.rfind(b")") + 2 :].split()
 
 
-def _parse_stat(raw: bytes) -> Optional[int]:
+def _parse_stat(raw: bytes) -> int | None:
     try:
         return int(_stat_fields(raw)[19])  # field 22 overall
     except (IndexError, ValueError):
         return None
 
 
-def _identity_from_proc(pid: int) -> Optional[ProcessIdentity]:
+def _identity_from_proc(pid: int) -> ProcessIdentity | None:
     """Linux: None when /proc/<pid> is gone (or hidden from us, as another user's is
     under hidepid)."""
     try:
@@ -133,7 +133,7 @@ def _identity_from_proc(pid: int) -> Optional[ProcessIdentity]:
     return ProcessIdentity(pid=pid, uid=euid, ruid=ruid, start=start, start_time=ticks)
 
 
-def _identity_from_ps(pid: int) -> Optional[ProcessIdentity]:
+def _identity_from_ps(pid: int) -> ProcessIdentity | None:
     """Other platforms: `ps -o uid=,lstart= -p PID` (POSIX ps on macOS and the BSDs),
     its start time printed in UTC and the C locale so the token does not change with the
     reader's time zone. None when ps says there is no such process; raises OSError when
@@ -153,13 +153,13 @@ def _identity_from_ps(pid: int) -> Optional[ProcessIdentity]:
     return ProcessIdentity(pid=pid, uid=uid, ruid=None, start=f"ps:{lstart}" if lstart else None)
 
 
-def _identity_from_windows(pid: int) -> Optional[ProcessIdentity]:
+def _identity_from_windows(pid: int) -> ProcessIdentity | None:
     """Windows: liveness and creation time through the process API (never `os.kill`, which
     on Windows terminates the process). The user is not checked (uid None)."""
     import ctypes
     from ctypes import wintypes
 
-    win_dll: Any = getattr(ctypes, "WinDLL")  # (Windows only)
+    win_dll: Any = getattr(ctypes, "WinDLL")  # noqa: B009 (Windows only: unknown to type checkers elsewhere)
     kernel32: Any = win_dll("kernel32", use_last_error=True)
     handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
     if not handle:
@@ -177,7 +177,7 @@ def _identity_from_windows(pid: int) -> Optional[ProcessIdentity]:
         kernel32.CloseHandle(handle)
 
 
-def _identity_from_kill(pid: int) -> Optional[ProcessIdentity]:
+def _identity_from_kill(pid: int) -> ProcessIdentity | None:
     """The last resort on POSIX: liveness only. A signal may be sent to a process whose
     real or saved uid is ours (unless we are root), so a non-root sender learns "same
     user". Never on Windows, where os.kill terminates the process."""
@@ -195,7 +195,7 @@ def _identity_from_kill(pid: int) -> Optional[ProcessIdentity]:
     return ProcessIdentity(pid=pid, uid=mine, ruid=None, start=None)
 
 
-def process_identity(pid: int) -> Optional[ProcessIdentity]:
+def process_identity(pid: int) -> ProcessIdentity | None:
     """Who process `pid` is right now (user, start token), or None when it is not running."""
     if pid <= 0:
         return None
@@ -220,7 +220,7 @@ def _same_user(ident: ProcessIdentity) -> bool:
     return ident.uid == os.geteuid() and ident.ruid in (None, os.getuid())
 
 
-def process_start_time(pid: int) -> Optional[int]:
+def process_start_time(pid: int) -> int | None:
     """The start time of process `pid` (field 22 of /proc/<pid>/stat), None when unknown."""
     try:
         raw = (_PROC / str(pid) / "stat").read_bytes()
@@ -229,7 +229,7 @@ def process_start_time(pid: int) -> Optional[int]:
     return _parse_stat(raw)
 
 
-def process_alive(pid: int, start_time: Optional[int]) -> bool:
+def process_alive(pid: int, start_time: int | None) -> bool:
     """Whether process `pid` runs, is this user's and not pid 1, and (when `start_time`
     is given and the platform tells it) started at `start_time` (the pid not reused)."""
     if pid <= 1:
@@ -259,7 +259,7 @@ def holder_identity(pid: int) -> ProcessIdentity:
     return ident
 
 
-def lease_problem(lease: Lease) -> Optional[str]:
+def lease_problem(lease: Lease) -> str | None:
     """Why `lease` is stale, or None when it names its live process."""
     if lease.pid <= 1:
         return f"pid {lease.pid} cannot hold a lease"
@@ -308,9 +308,9 @@ class LeaseBook:
         session_path: str,
         *,
         pid: int,
-        pi_version: Optional[str] = None,
-        session_id: Optional[str] = None,
-        leaf_id: Optional[str] = None,
+        pi_version: str | None = None,
+        session_id: str | None = None,
+        leaf_id: str | None = None,
     ) -> Lease:
         """Take or refresh process `pid`'s lease on `session_path` (keeps `since`).
         Raises LeaseError when `pid` is not a running process of this user (or is 1)."""
@@ -351,11 +351,11 @@ class LeaseBook:
             return False
         return lease_problem(lease) is None
 
-    def live(self, session_path: str) -> Optional[Lease]:
+    def live(self, session_path: str) -> Lease | None:
         """The freshest lease on `session_path` whose process still runs, else None.
         Stale leases are removed on the way (best effort)."""
         key = session_key(session_path)
-        best: Optional[Lease] = None
+        best: Lease | None = None
         try:
             names = [n for n in os.listdir(self.dir) if n.startswith(key + ".") and n.endswith(".json")]
         except OSError:
@@ -373,7 +373,7 @@ class LeaseBook:
                 best = lease
         return best
 
-    def live_leaf(self, session_path: str) -> Optional[str]:
+    def live_leaf(self, session_path: str) -> str | None:
         lease = self.live(session_path)
         return lease.leaf_id if lease is not None else None
 
@@ -407,7 +407,7 @@ class LeaseBook:
     # -- files ----------------------------------------------------------------------
 
     @staticmethod
-    def _load(path: Path) -> Optional[Lease]:
+    def _load(path: Path) -> Lease | None:
         try:
             return _decoder.decode(path.read_bytes())
         except (OSError, msgspec.DecodeError, RecursionError):

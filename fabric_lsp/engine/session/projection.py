@@ -19,7 +19,8 @@ other reader (commit, memory marks) uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -89,7 +90,7 @@ def session_rules(entries: Iterable[Any], override: Any = None) -> str:
 # ---------------------------------------------------------------------- context edits
 
 
-def edit_action(entry: dict[str, Any]) -> Optional[str]:
+def edit_action(entry: dict[str, Any]) -> str | None:
     """"hide" for a `context_edit` whose replacement is null, "replace" for one whose
     replacement is an object, None otherwise (not an edit, or a replacement Pi could not
     apply: a missing one makes Pi throw, so it is ignored here)."""
@@ -118,7 +119,7 @@ def latest_edits(entries: Iterable[dict[str, Any]]) -> dict[Any, dict[str, Any]]
     return out
 
 
-def project_messages(messages: list[dict[str, Any]], edit: Optional[dict[str, Any]]) -> list[dict[str, Any]]:
+def project_messages(messages: list[dict[str, Any]], edit: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Pi 1.x's `projectContextEntry`: no edit → the messages; a null replacement → none;
     otherwise each user/assistant/toolResult/custom message with its `content` replaced
     (a string becomes one text part for assistant and tool results)."""
@@ -261,7 +262,7 @@ def _content_text(content: JsonValue) -> str:
     return ""
 
 
-def current_system_message(messages: Iterable[Any]) -> Optional[dict[str, Any]]:
+def current_system_message(messages: Iterable[Any]) -> dict[str, Any] | None:
     """pi-ai's `getCurrentSystemMessage`: every system message replayed into one —
     non-empty contents joined with a blank line, sections patched by name (null
     removes), tools resolved by name (removals, then additions, per message); the first
@@ -315,7 +316,7 @@ def current_system_message(messages: Iterable[Any]) -> Optional[dict[str, Any]]:
     return out
 
 
-def compaction_checkpoint(path: list[dict[str, Any]], timestamp_ms: int) -> Optional[dict[str, Any]]:
+def compaction_checkpoint(path: list[dict[str, Any]], timestamp_ms: int) -> dict[str, Any] | None:
     """The `systemMessage` Pi 1.x stores in a compaction appended at the end of `path`
     (the replayed system state before the append, stamped with the compaction's time);
     None when the branch has no system state (then Pi stores none either)."""
@@ -386,7 +387,7 @@ def estimate_projected_context_tokens(path: list[dict[str, Any]]) -> Any:
 # ----------------------------------------------------------------- branch summaries
 
 
-def branch_summary_origin(entry: dict[str, Any], known_ids: Any) -> dict[str, Optional[str]]:
+def branch_summary_origin(entry: dict[str, Any], known_ids: Any) -> dict[str, str | None]:
     """What a `branch_summary`'s `fromId` says, under both meanings Pi gave it.
 
     Pi 0.80.6 writes the navigation target (= the entry's `parentId`, `"root"` when that
@@ -398,7 +399,7 @@ def branch_summary_origin(entry: dict[str, Any], known_ids: Any) -> dict[str, Op
     parent = entry.get("parentId")
     from_id = entry.get("fromId")
     target = parent if isinstance(parent, str) else None
-    abandoned: Optional[str] = None
+    abandoned: str | None = None
     if isinstance(from_id, str) and from_id != (parent if parent is not None else "root"):
         try:
             if from_id in known_ids:
@@ -425,7 +426,7 @@ _edit_envelope = msgspec.json.Decoder(_EditEnvelope)
 EDIT_NEEDLE = b'"context_edit"'
 
 
-def context_edit_marks(data: bytes, *, leaf_id: Optional[str] = None, branches: str = "active") -> dict[str, dict[str, str]]:
+def context_edit_marks(data: bytes, *, leaf_id: str | None = None, branches: str = "active") -> dict[str, dict[str, str]]:
     """entry id → `{"editId", "state": "hidden" | "replaced"}` for every entry of the
     session in `data` that Pi 1.x hides (latest edit's replacement null) or whose content
     it replaces: what recall, expand and hovers show beside the entry, which they keep
@@ -440,7 +441,7 @@ def context_edit_marks(data: bytes, *, leaf_id: Optional[str] = None, branches: 
         return {}
     by_id: dict[str, tuple[Any, int]] = {}  # id -> (parentId, node number)
     edits: list[tuple[int, str, Any, str]] = []  # (node, edit id, target, state)
-    last: Optional[str] = None
+    last: str | None = None
     node = 0
     lines = data.split(b"\n")
     lines.pop()  # (the piece after the last newline is not an entry yet)
@@ -485,8 +486,8 @@ _marks_cache: dict[tuple[Any, ...], dict[str, dict[str, str]]] = {}
 _MARKS_CACHE_SIZE = 64
 
 
-def file_context_edit_marks(path: str, *, source_hash: Optional[str] = None, leaf_id: Optional[str] = None,
-                            branches: str = "active") -> Optional[dict[str, dict[str, str]]]:
+def file_context_edit_marks(path: str, *, source_hash: str | None = None, leaf_id: str | None = None,
+                            branches: str = "active") -> dict[str, dict[str, str]] | None:
     """`context_edit_marks` of a session file, remembered per (file identity, leaf,
     branches). None when the file cannot be read or no longer hashes to `source_hash`
     (the reader's view is older than the file: no marks rather than wrong ones)."""
@@ -518,7 +519,7 @@ def file_context_edit_marks(path: str, *, source_hash: Optional[str] = None, lea
 _CHILD_TYPES = ("fabric_operation", "fabric_branch_fact")
 
 
-def mark_records(records: Iterable[dict[str, Any]], marks: Optional[dict[str, dict[str, str]]]) -> None:
+def mark_records(records: Iterable[dict[str, Any]], marks: dict[str, dict[str, str]] | None) -> None:
     """Add `contextEdit` to each memory record dict (recall segment entry, expand item)
     whose entry — for a Fabric operation or branch fact, its carrier entry — Pi 1.x
     hides or replaces (`context_edit_marks`). The record is otherwise unchanged."""

@@ -16,8 +16,9 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import msgspec
 
@@ -58,9 +59,9 @@ class EntryRecord(msgspec.Struct, kw_only=True):
     offset: int  # byte offset of the line's first byte
     length: int  # bytes of the line including its newline
     ordinal: int  # 0-based over non-header lines that parse as JSON (memory's raw ordinal)
-    id: Optional[str]
-    parent_id: Optional[str]
-    type: Optional[str]
+    id: str | None
+    parent_id: str | None
+    type: str | None
     valid: bool  # string id and parentId null-or-string: a tree node
     raw: dict[str, Any]
 
@@ -72,8 +73,8 @@ class EntryRecord(msgspec.Struct, kw_only=True):
 class SessionLog(msgspec.Struct, kw_only=True):
     """What a session file holds, as Pi would read it."""
 
-    path: Optional[str]
-    header: Optional[dict[str, Any]]  # the raw header object, when the first parsed line is one
+    path: str | None
+    header: dict[str, Any] | None  # the raw header object, when the first parsed line is one
     records: list[EntryRecord]
     stats: ReadStats
     size: int  # bytes up to the end of the last complete line (start_offset included)
@@ -85,7 +86,7 @@ class SessionLog(msgspec.Struct, kw_only=True):
         return self.first_parsed_is_header
 
     @property
-    def session_id(self) -> Optional[str]:
+    def session_id(self) -> str | None:
         if self.header is not None:
             return str(self.header.get("id"))
         if self.path:
@@ -104,7 +105,7 @@ _WALK_FIRST_CHARS = 4096
 _WALK_BUDGET = 256  # containers
 
 
-def _depth_walk(value: JsonValue, limit: int, budget: Optional[int]) -> Optional[bool]:
+def _depth_walk(value: JsonValue, limit: int, budget: int | None) -> bool | None:
     """Whether `value` nests arrays/objects deeper than `limit`, by an iterative walk over
     its containers (no recursion on hostile input); None when it holds more than `budget`
     of them (undecided)."""
@@ -131,7 +132,7 @@ def _depth_walk(value: JsonValue, limit: int, budget: Optional[int]) -> Optional
 
 
 def exceeds_json_depth(
-    line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: Optional[int] = None
+    line: Any, value: JsonValue, limit: int = MAX_JSON_DEPTH, start: int = 0, end: int | None = None
 ) -> bool:
     """True when `value` (decoded from `line[start:end]`, bytes or str) nests
     arrays/objects deeper than `limit`.
@@ -187,7 +188,7 @@ def _is_header(value: JsonValue) -> bool:
     return isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str)
 
 
-def _iter_lines(fp: BinaryIO, max_line_bytes: int, chunk_size: int = _CHUNK) -> Iterator[tuple[int, int, Optional[bytes]]]:
+def _iter_lines(fp: BinaryIO, max_line_bytes: int, chunk_size: int = _CHUNK) -> Iterator[tuple[int, int, bytes | None]]:
     """Yield (offset, length, content-or-None-when-oversize) per complete line, then
     (offset, -partial_len, b"") once for a trailing partial line if any."""
     offset = 0
@@ -234,8 +235,8 @@ def iter_session(
     start_offset: int = 0,
     start_line: int = 0,
     start_ordinal: int = 0,
-    header_seen: Optional[bool] = None,
-    stats: Optional[ReadStats] = None,
+    header_seen: bool | None = None,
+    stats: ReadStats | None = None,
     chunk_size: int = _CHUNK,
 ) -> Iterator[EntryRecord | dict[str, Any]]:
     """Stream a session from `fp` (positioned at `start_offset`).
@@ -311,16 +312,16 @@ _MISSING = object()
 
 def _collect(
     fp: BinaryIO,
-    path: Optional[str],
+    path: str | None,
     *,
     max_line_bytes: int,
     start_offset: int,
     start_line: int,
     start_ordinal: int,
-    header_seen: Optional[bool],
+    header_seen: bool | None,
 ) -> SessionLog:
     stats = ReadStats()
-    header: Optional[dict[str, Any]] = None
+    header: dict[str, Any] | None = None
     records: list[EntryRecord] = []
     with cyclic_gc_paused():  # the records form no reference cycles
         for item in iter_session(
@@ -353,7 +354,7 @@ def read_session(
     start_offset: int = 0,
     start_line: int = 0,
     start_ordinal: int = 0,
-    header_seen: Optional[bool] = None,
+    header_seen: bool | None = None,
 ) -> SessionLog:
     """Read a session file line by line (bounded memory per line).
 
@@ -411,7 +412,7 @@ def bytes_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_header(path: str | os.PathLike[str], limit: int = 8192) -> Optional[dict[str, Any]]:
+def read_header(path: str | os.PathLike[str], limit: int = 8192) -> dict[str, Any] | None:
     """Memory's header rule: the first line within `limit` bytes, trimmed, parsed; a
     ``type:"session"`` object or None."""
     try:

@@ -6,7 +6,8 @@ both are reproduced here because the compaction cut and `tokensBefore` depend on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..jsstr import js_number, js_stringify, utf16_len
 
@@ -71,7 +72,7 @@ def message_chars(message: dict[str, Any]) -> int:
     return 0
 
 
-def assistant_chars(message: dict[str, Any], arguments: Optional[list[Any]] = None) -> int:
+def assistant_chars(message: dict[str, Any], arguments: list[Any] | None = None) -> int:
     """The estimate characters of an assistant message. With `arguments`, the tool calls'
     `JSON.stringify(arguments)` lengths are left out and their values appended to it
     instead (`arguments_chars` of them completes the count)."""
@@ -164,7 +165,7 @@ def calculate_context_tokens(usage: JsonValue) -> float:
     return _num(usage.get("input")) + _num(usage.get("output")) + _num(usage.get("cacheRead")) + _num(usage.get("cacheWrite"))
 
 
-def last_usage_index(messages: list[dict[str, Any]]) -> Optional[int]:
+def last_usage_index(messages: list[dict[str, Any]]) -> int | None:
     """Index of the last assistant message whose usage anchors the estimate, if any.
 
     An assistant without `usage` counts as no checkpoint (a documented deviation from the

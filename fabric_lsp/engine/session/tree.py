@@ -9,7 +9,7 @@ reported as ``invalid_parent_graph`` instead, and the walk stops before repeatin
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 import msgspec
 
@@ -21,9 +21,9 @@ INVALID_PARENT_GRAPH = "invalid_parent_graph"
 class Branch(msgspec.Struct, kw_only=True):
     """A root→leaf path of records."""
 
-    leaf_id: Optional[str]
+    leaf_id: str | None
     entries: list[EntryRecord]
-    error: Optional[str] = None  # INVALID_PARENT_GRAPH when the walk met a cycle
+    error: str | None = None  # INVALID_PARENT_GRAPH when the walk met a cycle
 
     @property
     def ids(self) -> list[str]:
@@ -40,15 +40,15 @@ class SessionTree:
         self.by_id: dict[str, EntryRecord] = {}
         for rec in nodes:
             self.by_id[rec.id] = rec  # type: ignore[index]  # last duplicate wins
-        self.leaf_id: Optional[str] = nodes[-1].id if nodes else None
-        self._children: Optional[dict[Optional[str], list[str]]] = None
-        self._cycle_ids: Optional[frozenset[str]] = None
+        self.leaf_id: str | None = nodes[-1].id if nodes else None
+        self._children: dict[str | None, list[str]] | None = None
+        self._cycle_ids: frozenset[str] | None = None
 
     @classmethod
-    def from_records(cls, records: Iterable[EntryRecord]) -> "SessionTree":
+    def from_records(cls, records: Iterable[EntryRecord]) -> SessionTree:
         return cls([r for r in records if r.valid])
 
-    def branch(self, leaf_id: Optional[str] = None) -> Branch:
+    def branch(self, leaf_id: str | None = None) -> Branch:
         """The active path ending at `leaf_id` (default: the persisted leaf).
 
         An unknown `leaf_id` falls back to the persisted leaf, as Pi's
@@ -59,8 +59,8 @@ class SessionTree:
             return Branch(leaf_id=None, entries=[])
         path: list[EntryRecord] = []
         seen: set[str] = set()
-        error: Optional[str] = None
-        cur: Optional[str] = start
+        error: str | None = None
+        cur: str | None = start
         while cur is not None:
             rec = self.by_id.get(cur)
             if rec is None:
@@ -75,10 +75,10 @@ class SessionTree:
         return Branch(leaf_id=start, entries=path, error=error)
 
     @property
-    def children(self) -> dict[Optional[str], list[str]]:
+    def children(self) -> dict[str | None, list[str]]:
         """parentId → child ids in file order (by resolved record, duplicates once)."""
         if self._children is None:
-            kids: dict[Optional[str], list[str]] = {}
+            kids: dict[str | None, list[str]] = {}
             for eid, rec in self.by_id.items():
                 parent = rec.parent_id if rec.parent_id in self.by_id else None
                 kids.setdefault(parent, []).append(eid)
@@ -109,7 +109,7 @@ class SessionTree:
                 if start in state:
                     continue
                 walk: list[str] = []
-                cur: Optional[str] = start
+                cur: str | None = start
                 while cur is not None and cur in self.by_id and cur not in state:
                     state[cur] = 1
                     walk.append(cur)
@@ -123,6 +123,6 @@ class SessionTree:
         return self._cycle_ids
 
     @property
-    def error(self) -> Optional[str]:
+    def error(self) -> str | None:
         """``invalid_parent_graph`` when any parent cycle exists, else None."""
         return INVALID_PARENT_GRAPH if self.cycle_ids() else None

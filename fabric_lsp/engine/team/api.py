@@ -5,7 +5,8 @@ says so (coverage error `team_unavailable`), never a crash, and local recall is 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from fabric_lsp.engine.memory.catalog import Ref
 from fabric_lsp.engine.memory.config import MemoryConfig
@@ -42,7 +43,7 @@ def _error_result(params: dict[str, Any], code: str, message: str) -> dict[str, 
 
 
 class TeamEngine:
-    def __init__(self, settings: TeamSettings, memory: MemoryConfig, local: Optional[Callable[[], MemoryCore]] = None) -> None:
+    def __init__(self, settings: TeamSettings, memory: MemoryConfig, local: Callable[[], MemoryCore] | None = None) -> None:
         self.settings = settings
         self.memory_config = memory
         self._local = local  # the local memory engine (listing own sessions for staleness)
@@ -110,11 +111,11 @@ class TeamEngine:
         except TeamUnavailable as err:
             return {"error": {"code": "source_unavailable", "message": err.message}}
 
-    def status(self, member: Optional[str] = None) -> list[dict[str, Any]]:
+    def status(self, member: str | None = None) -> list[dict[str, Any]]:
         return self._run(lambda conn: team_status(conn, member))
 
-    def push(self, core: MemoryCore, *, scope: str = "global", cwd: Optional[str] = None, dry_run: bool = False,
-             progress: Optional[Progress] = None) -> PushReport:
+    def push(self, core: MemoryCore, *, scope: str = "global", cwd: str | None = None, dry_run: bool = False,
+             progress: Progress | None = None) -> PushReport:
         return self._run(lambda conn: push(conn, self.settings, self.memory_config, core, scope=scope, cwd=cwd,
                                            dry_run=dry_run, progress=progress))
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,8 @@ class AutoPush:
         self,
         push: Callable[[], Any],
         *,
-        on_report: Optional[Callable[[Any], None]] = None,
-        on_error: Optional[Callable[[str], None]] = None,
+        on_report: Callable[[Any], None] | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         self._push = push
         self._on_report = on_report
@@ -35,10 +36,10 @@ class AutoPush:
         self._done = threading.Condition(self._lock)
         self._asked = 0  # requests so far
         self._served = 0  # requests covered by a finished push (it started after them)
-        self.last_error: Optional[str] = None
+        self.last_error: str | None = None
         self.last_report: Any = None
         self.pushes = 0
-        self._said: Optional[str] = None
+        self._said: str | None = None
         self._thread = threading.Thread(target=self._run, name="fabric-team-autopush", daemon=True)
         self._thread.start()
 
@@ -50,13 +51,13 @@ class AutoPush:
             self._asked += 1
         self._wake.set()
 
-    def wait_pushed(self, timeout: Optional[float] = None) -> bool:
+    def wait_pushed(self, timeout: float | None = None) -> bool:
         """Block until every request made so far is covered by a finished push."""
         with self._done:
             target = self._asked
             return self._done.wait_for(lambda: self._served >= target or self._stopped, timeout)
 
-    def stop(self, timeout: Optional[float] = 10.0) -> None:
+    def stop(self, timeout: float | None = 10.0) -> None:
         with self._lock:
             self._stopped = True
             self._done.notify_all()

@@ -21,8 +21,9 @@ import contextlib
 import hashlib
 import os
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import msgspec
 
@@ -117,7 +118,7 @@ class PushTask:
     ref_cwd: str
     skey: str
     policy: str
-    old: Optional[tuple[int, str, int, bool]]
+    old: tuple[int, str, int, bool] | None
     dry_run: bool
 
 
@@ -137,7 +138,7 @@ def prepare(task: PushTask) -> dict[str, Any]:
     record_sid = entries[0]["sessionId"] if len(entries) and isinstance(entries[0].get("sessionId"), str) else ""
     prefix_n = old[0] if old is not None and old[3] else None
     h = hashlib.sha256()
-    prefix: Optional[str] = None
+    prefix: str | None = None
     encoded: list[bytes] = []
     for i, rec in enumerate(entries):
         if i == prefix_n:
@@ -274,7 +275,7 @@ def _in_project(path: str, folder: str) -> bool:
 
 def push(
     conn: Any, settings: TeamSettings, cfg: MemoryConfig, core: MemoryCore, *, scope: str = "global",
-    cwd: Optional[str] = None, dry_run: bool = False, progress: Optional[Progress] = None,
+    cwd: str | None = None, dry_run: bool = False, progress: Progress | None = None,
 ) -> PushReport:
     """Push (or with `dry_run`, only list) the opted-in sessions of `scope` ("global":
     every session of the agent dir; "project": those of `cwd`)."""
@@ -302,7 +303,7 @@ def push(
     pending_reasons: set[str] = set()
     total = len(refs)
     steps: dict[str, Step] = {}
-    todo: list[tuple[Ref, Optional[Remote]]] = []
+    todo: list[tuple[Ref, Remote | None]] = []
     for ref in refs:
         seen.add(ref.file)
         old = remote.get(ref.file)
@@ -318,7 +319,7 @@ def push(
         todo.append((ref, old))
     done = [total - len(todo)]
 
-    def task(ref: Ref, old: Optional[Remote]) -> PushTask:
+    def task(ref: Ref, old: Remote | None) -> PushTask:
         skey = session_key(member, machine, ref.file, BRANCHES)
         known = (old.entry_count, old.records_hash, old.gen, old.policy == policy) if old is not None else None
         return PushTask(ref.file, cfg, ref.id, ref.cwd, str(skey), policy, known, dry_run)
@@ -405,11 +406,11 @@ def _int_array(values: list[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def _json_text(value: Any) -> Optional[str]:
+def _json_text(value: Any) -> str | None:
     return None if value is None else _encode(value).decode("utf-8")
 
 
-def _prepare_all(todo: list[tuple[Ref, Optional[Remote]]], task: Callable[[Ref, Optional[Remote]], PushTask],
+def _prepare_all(todo: list[tuple[Ref, Remote | None]], task: Callable[[Ref, Remote | None], PushTask],
                  settle: Callable[[Ref, dict[str, Any]], None], *, workers: int) -> None:
     """Prepare every session of `todo`, in builder processes when there are two or more
     (the database writes of one overlap the builds of the next), else here; `settle`

@@ -22,17 +22,17 @@ session hot (recall.run_search over HotViews), plus `member` and `machine` on ea
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.memory.catalog import branches_of
 from fabric_lsp.engine.memory.recall import RECALL_MAX_PAGE_SIZE
 from fabric_lsp.engine.memory.search import (
-    B,
     CANDIDATE_ENTRIES,
     CANDIDATE_ITEMS,
+    K1,
+    B,
     HotIndex,
     HotView,
-    K1,
     SegmentItem,
     page_bounds,
     render_text,
@@ -46,7 +46,7 @@ from .schema import SCHEMA
 TEAM_SOURCE_NOTE = "stored normalized entries from the team database; the full source lives on the member's machine"
 
 
-def team_scope(scope: Any) -> Optional[Optional[str]]:
+def team_scope(scope: Any) -> str | None:
     """None: not a team scope; else the member filter ("" for the whole team)."""
     if not isinstance(scope, str):
         return None
@@ -177,7 +177,7 @@ def _idf(n: int, df: int) -> float:
 
 
 def team_recall(conn: Any, params: dict[str, Any], *, local_stale: int = 0,
-                local_stale_reasons: Optional[list[str]] = None) -> dict[str, Any]:
+                local_stale_reasons: list[str] | None = None) -> dict[str, Any]:
     """`fabric/recall` with a team scope, over the connection `conn`. `local_stale`:
     sessions of this member whose local files changed since they were pushed (a coverage
     reason, `team_push_stale`, like a stale local index)."""
@@ -322,7 +322,7 @@ def _assemble(conn: Any, page_rows: list[tuple[Any, ...]], browse: bool) -> list
         view = HotView(sid, sfile, shash, sbranches, fp, mtime, records, HotIndex(), "hot")
         if browse:
             chosen = {p - start_pos for p in range(start_pos, min(end_pos, take))}
-            matched_set: Optional[set[int]] = None if len(chosen) == len(records) and take >= end_pos else chosen
+            matched_set: set[int] | None = None if len(chosen) == len(records) and take >= end_pos else chosen
         else:
             matched_set = {int(p) - start_pos for p in matched_pos}
         item = SegmentItem(view, 0, len(records), float(score) if not browse else 0.0, matched_set, int(matched))
@@ -333,7 +333,7 @@ def _assemble(conn: Any, page_rows: list[tuple[Any, ...]], browse: bool) -> list
 # ---- status and expand -------------------------------------------------------------------
 
 
-def team_status(conn: Any, member: Optional[str] = None) -> list[dict[str, Any]]:
+def team_status(conn: Any, member: str | None = None) -> list[dict[str, Any]]:
     """One object per pushed session file (all members, or one)."""
     rows = conn.execute(
         f"SELECT member, machine, session_file, session_id, cwd, branches, source_hash, lineage_fingerprint, "

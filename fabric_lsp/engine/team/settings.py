@@ -7,7 +7,7 @@ import getpass
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Optional, cast
+from typing import Any, cast
 
 
 class TeamSettingsError(ValueError):
@@ -28,13 +28,13 @@ def machine_name() -> str:
 
 @dataclass(frozen=True)
 class TeamSettings:
-    url: Optional[str] = None
+    url: str | None = None
     member: str = field(default_factory=default_member)
     projects: tuple[str, ...] = ()
     auto_push: bool = False
 
     @classmethod
-    def from_settings(cls, raw: Any) -> "TeamSettings":
+    def from_settings(cls, raw: Any) -> TeamSettings:
         """Strict: a wrong type is an error naming the key (a team setting decides what
         leaves the machine, so it is never guessed)."""
         if raw is None:

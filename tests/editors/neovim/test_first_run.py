@@ -21,7 +21,6 @@ import venv
 from pathlib import Path
 
 import pytest
-
 from test_neovim import ROOT, nvim_binary
 
 pytestmark = [pytest.mark.editor, pytest.mark.slow]

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from vscode_support import EXTENSION, TOOLS_ENV, fail_missing, report, run_node
 
 

@@ -22,9 +22,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from vscode_support import EXTENSION, ROOT
 
 from fabric_lsp.commands.demo import StdioLspClient
-from vscode_support import EXTENSION, ROOT
 
 PYTHONS = ["3.11", "3.12", "3.13", "3.14"]
 # The pairs the issue requires (pip platform tags of a machine of each kind); the manifest may

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from vscode_support import report, run_node
 
 

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from vscode_support import ROOT, report, run_node
 
 pytestmark = [pytest.mark.editor, pytest.mark.slow]

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from vscode_support import EXTENSION, ROOT, SETUP, TOOLS_ENV, report
 
 

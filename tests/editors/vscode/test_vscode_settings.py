@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from fabric_lsp import config
 from vscode_support import EXTENSION
+
+from fabric_lsp import config
 
 CLIENT_ONLY = ("server.", "trace.", "recall.", "preview.")
 
@@ -51,8 +52,9 @@ def test_every_setting_has_a_description_and_scope():
 def test_preview_overrides_are_compaction_preview_params_the_server_accepts():
     """fabric.preview.* are sent as `fabric/compactionPreview` params, never as settings;
     the window and target ratio are the existing server settings, not duplicated."""
-    from fabric_lsp import protocol
     import msgspec
+
+    from fabric_lsp import protocol
 
     props = _properties()
     preview = {k.removeprefix("fabric.preview.") for k in props if k.startswith("fabric.preview.")}

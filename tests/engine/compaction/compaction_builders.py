@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 ZERO_USAGE = {
     "input": 0,
@@ -34,7 +34,7 @@ def call(cid: str, name: str, args: Any) -> dict:
     return {"type": "toolCall", "id": cid, "name": name, "arguments": args}
 
 
-def assistant(*parts: dict, usage: Optional[dict] = None, stop: str = "stop") -> dict:
+def assistant(*parts: dict, usage: dict | None = None, stop: str = "stop") -> dict:
     return {
         "type": "message",
         "message": {

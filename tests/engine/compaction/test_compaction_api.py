@@ -9,15 +9,13 @@ import sys
 
 import msgspec
 import pytest
+from compaction_examples import example1, example2
 
-from tests.engine.compaction.conftest import REAL_SESSIONS
-
-from fabric_lsp.engine.activity import CancelToken, Cancelled
+from fabric_lsp.engine.activity import Cancelled, CancelToken
 from fabric_lsp.engine.compaction.api import PreviewError, preview_branch_summary, preview_compaction
 from fabric_lsp.engine.compaction.pigate import pi_tokens_before, prepare_compaction
 from fabric_lsp.engine.session import SessionTree, read_session
-
-from compaction_examples import example1, example2
+from tests.engine.compaction.conftest import REAL_SESSIONS
 
 REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
 HEADER = {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/p"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 
-
 from compaction_builders import (
     assistant,
     bash_exec,
@@ -22,11 +21,11 @@ from compaction_builders import (
 from compaction_examples import EXAMPLE_TRACE, example1, example2, long_single_turn
 
 from fabric_lsp.engine.compaction.bounds import utf8_bytes
-from fabric_lsp.engine.fabric_payloads import read_branch_details
 from fabric_lsp.engine.compaction.cut import compute_cut
 from fabric_lsp.engine.compaction.details import is_fabric_v1, is_fabric_v2
 from fabric_lsp.engine.compaction.hook import compaction_hook, compile_fabric_summary, normalize_config, tree_hook
 from fabric_lsp.engine.compaction.normalize import count_erased_thinking_blocks, normalize
+from fabric_lsp.engine.fabric_payloads import read_branch_details
 from fabric_lsp.engine.session.context import build_context_messages
 
 BUDGET = {"contextWindow": 100000, "targetContextRatio": 0.65, "reserveTokens": 10000, "keepRecentTokens": 20000}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from compaction_examples import example1, example2, example3, long_single_turn
-from tests.engine.compaction.conftest import FIXTURES
 
 from fabric_lsp.engine.compaction.hook import compaction_hook, compile_fabric_summary, tree_hook
 from fabric_lsp.engine.compaction.instructions import encode_compaction_request
+from tests.engine.compaction.conftest import FIXTURES
 
 
 def test_example1_summary_bytes_and_details():

@@ -6,8 +6,8 @@ from compaction_builders import assistant, bash_exec, call, custom_message, link
 
 from fabric_lsp.engine.compaction.bounds import utf8_bytes
 from fabric_lsp.engine.compaction.hook import compile_fabric_summary
-from fabric_lsp.engine.compaction.projections import common_root, project_files, collect_operations, summarize_args
 from fabric_lsp.engine.compaction.normalize import normalize
+from fabric_lsp.engine.compaction.projections import collect_operations, common_root, project_files, summarize_args
 from fabric_lsp.engine.compaction.render import bounded_block, render_summary, sampled_lines
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from compaction_examples import example1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +16,7 @@ from fabric_lsp.engine.compaction.instructions import (
     decode_instructions,
     encode_compaction_request,
 )
-
-from compaction_examples import example1
+from tests.support.examples import profile_examples
 
 P = TYPED_PREFIX
 CODES = {
@@ -151,14 +151,14 @@ def test_blank_preserve_items_count_but_do_not_render():
     assert r["policy"]["preserveCount"] == 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.text(max_size=200))
 def test_decoder_never_crashes_and_reports_known_codes(tail):
     r = decode_instructions(P + tail)
     assert r["ok"] or r["error"]["code"] in CODES
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(
     st.one_of(st.none(), st.text(max_size=100).filter(lambda s: not any("\ud800" <= c <= "\udfff" for c in s))),
     st.one_of(st.none(), st.lists(st.text(max_size=40).filter(lambda s: not any("\ud800" <= c <= "\udfff" for c in s)), max_size=16)),

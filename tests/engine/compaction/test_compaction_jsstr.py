@@ -26,6 +26,7 @@ from fabric_lsp.engine.jsstr import (
     utf16_len,
     utf16_sort_key,
 )
+from tests.support.examples import profile_examples
 
 
 def test_utf16_length_counts_astral_as_two():
@@ -127,7 +128,7 @@ def test_omission_line_ranges():
     assert omission_line(3, None, None, "things") == "… omitted 3 things; source entries (unknown range)"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(st.text(), st.integers(min_value=1, max_value=64))
 def test_truncate_properties(text, n):
     out = truncate(text, n)
@@ -136,7 +137,7 @@ def test_truncate_properties(text, n):
     assert out == full or (out.endswith("…") and full.startswith(out[:-1]) and utf16_len(out[:-1]) >= n - 2)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(st.text(), st.integers(min_value=0, max_value=64))
 def test_clip_utf8_properties(text, n):
     out = clip_utf8(text, n)
@@ -147,7 +148,7 @@ def test_clip_utf8_properties(text, n):
         assert out.endswith("…") and text.startswith(out[:-1])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4), max_leaves=12))
 def test_js_stringify_is_valid_json_with_same_value(value):
@@ -160,7 +161,7 @@ def test_collapse_matches_regex_for_ascii_edge():
     assert collapse("a\x1fb  c") == "a\x1fb c"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.lists(st.one_of(st.none(), st.text(max_size=3)), max_size=80), st.integers(1, 50))
 def test_sample_addressed_matches_sliding_window_definition(ids, m):
     items = [{"entryId": x} for x in ids]

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.engine.compaction.conftest import REAL_SESSIONS
-
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.pigate import pi_tokens_before, prepare_compaction
 from fabric_lsp.engine.session import SessionTree, read_session
+from tests.engine.compaction.conftest import REAL_SESSIONS
+from tests.support.examples import profile_examples
 
 pytestmark = pytest.mark.realpi
 
@@ -142,7 +142,7 @@ def linear_session(draw):
 
 
 # one node process per example; no shrinking (a failing batch is printed as found)
-@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=profile_examples(5), deadline=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(st.lists(linear_session(), min_size=30, max_size=30))
 def test_gate_matches_pi_on_random_linear_sessions(tmp_path, pi_oracle, sessions):

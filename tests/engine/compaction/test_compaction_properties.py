@@ -4,10 +4,9 @@ the lean loader and the fast estimate agree with the session package."""
 from __future__ import annotations
 
 import msgspec
+from compaction_builders import link
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from compaction_builders import link
 
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.bounds import utf8_bytes
@@ -15,11 +14,12 @@ from fabric_lsp.engine.compaction.cut import Projection, context_tokens_of
 from fabric_lsp.engine.compaction.details import is_fabric_v2
 from fabric_lsp.engine.compaction.estimate import estimate_tokens as fast_estimate
 from fabric_lsp.engine.compaction.hook import compaction_hook, tree_hook
-from fabric_lsp.engine.jsstr import js_stringify
 from fabric_lsp.engine.compaction.loader import load_session_bytes, load_session_file
+from fabric_lsp.engine.jsstr import js_stringify
 from fabric_lsp.engine.session import SessionTree, estimate_tokens, parse_session_bytes
+from tests.support.examples import profile_examples
 
-PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPS = settings(max_examples=profile_examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 texts = st.one_of(
     st.text(max_size=60),
@@ -270,6 +270,7 @@ def test_truncate_prefix_safe_equals_truncate(text, n, window):
 ]))
 def test_malformed_typed_payload_cancels_with_decoder_code(tail):
     from compaction_examples import example1
+
     from fabric_lsp.engine.compaction.instructions import TYPED_PREFIX, decode_instructions
 
     data = b"".join(msgspec.json.encode(e) + b"\n" for e in [{"type": "session", "version": 3, "id": "s"}, *example1()])

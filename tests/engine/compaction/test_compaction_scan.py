@@ -10,10 +10,9 @@ import tracemalloc
 
 import msgspec
 import pytest
+from compaction_builders import assistant, call, link, tool_result, user
 from hypothesis import given
 from hypothesis import strategies as st
-
-from compaction_builders import assistant, call, link, tool_result, user
 from test_compaction_properties import PROPS, entry, odd_file
 
 from fabric_lsp.engine.compaction.api import PreviewError, preview_compaction

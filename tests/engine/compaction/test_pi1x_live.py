@@ -22,7 +22,15 @@ from fabric_lsp.engine.compaction import pi1x
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.options import CompactionOverrides, resolve_compaction_options
 from fabric_lsp.engine.session import read_session
-from tests.engine.compaction.test_pi1x_rules import EXPECTED, NODE, ORACLE, PI160, REAL_SESSIONS, branch_of, pi1x_package
+from tests.engine.compaction.test_pi1x_rules import (
+    EXPECTED,
+    NODE,
+    ORACLE,
+    PI160,
+    REAL_SESSIONS,
+    branch_of,
+    pi1x_package,
+)
 
 pytestmark = pytest.mark.realpi
 

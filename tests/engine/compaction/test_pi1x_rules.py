@@ -34,6 +34,7 @@ from fabric_lsp.engine.session import (
     projected_messages,
     read_session,
 )
+from tests.support.examples import profile_examples
 
 ROOT = Path(__file__).resolve().parents[3]
 PI160 = ROOT / "tests" / "fixtures" / "pi160"
@@ -364,7 +365,7 @@ def pi1x_session(draw):
 
 
 @pytest.mark.realpi
-@settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=profile_examples(4), deadline=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(st.lists(pi1x_session(), min_size=25, max_size=25))
 def test_gate_and_tokens_before_equal_live_pi_1x_on_random_sessions(tmp_path, sessions):

@@ -275,7 +275,7 @@ def _ancestors(parents: dict, start) -> set:
 def _iso_ms(ts: str) -> int:
     import datetime as dt
 
-    d = dt.datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    d = dt.datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
     return int(d.timestamp()) * 1000 + int(ts[20:23])
 
 

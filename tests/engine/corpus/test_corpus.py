@@ -21,13 +21,15 @@ from fabric_lsp.engine.session import (
     SessionTree,
     build_context_messages,
     encode_cwd,
-    js_number as engine_js_number,
     list_session_files,
     read_session,
 )
+from fabric_lsp.engine.session import (
+    js_number as engine_js_number,
+)
 from fabric_lsp.examples import example_agent_dir, example_session_dir
-
 from tests.engine.corpus.checks import check_session_file, load_corpus_module
+from tests.support.examples import profile_examples
 
 corpus = load_corpus_module()
 
@@ -137,7 +139,7 @@ def test_large_session_has_compactions_branches_and_truncated_output(tmp_path):
     _engine_agrees(f, s)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=profile_examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), size=st.integers(0, 80_000),
        cwd=st.sampled_from([ORBIT, LEDGER, "/home/user/projects/atlas", "/srv/x:y/z w"]))
 def test_any_seed_gives_a_valid_session(tmp_path, seed, size, cwd):
@@ -234,7 +236,7 @@ def test_js_number_known_values(value, expected):
     assert corpus.js_number(value) == expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=profile_examples(300))
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_js_number_round_trips_and_agrees_with_the_engine(x):
     s = corpus.js_number(x)

@@ -11,11 +11,11 @@ import textwrap
 import time
 
 import pytest
-
 from intents_kit import REAL_SESSIONS
+
 from fabric_lsp.engine.intents.commit import (
-    Appended,
     TORN_TAIL_QUIET_S,
+    Appended,
     Changed,
     append_line,
     compaction_entry,
@@ -181,9 +181,10 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from fabric_lsp.engine.session import parse_session_bytes  # noqa: E402
+from tests.support.examples import profile_examples
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=profile_examples(60), deadline=None)
 @given(
     body=st.lists(st.one_of(st.just(b'{"type":"message","id":"a1","parentId":null}'), st.just(b""),
                             st.just(b"{not json"), st.binary(max_size=40).filter(lambda b: b"\n" not in b)),

@@ -6,8 +6,8 @@ import os
 import shutil
 
 import pytest
-
 from intents_kit import REAL_SESSIONS, age, line, session_writer  # noqa: F401 (fixture)
+
 from fabric_lsp.engine.intents.boundary import ERROR_QUIET_S, finished_turn
 from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import read_session

@@ -261,6 +261,8 @@ def test_invalid_requests_record_nothing(store):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.support.examples import profile_examples
+
 OPS = st.lists(
     st.one_of(
         st.tuples(st.just("request"), st.sampled_from(["", "a", "b"]), st.sampled_from([None, [], ["p"]])),
@@ -271,7 +273,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=profile_examples(80), deadline=None)
 @given(ops=OPS)
 def test_controller_matches_a_model_of_seed_001(tmp_path_factory, ops):
     """Any sequence of request/cancel/commit leaves the same pending/last as a tiny model."""

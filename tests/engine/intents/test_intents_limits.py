@@ -17,6 +17,7 @@ from fabric_lsp.engine.intents.limits import (
     utf16_units,
     validate_request_arguments,
 )
+from tests.support.examples import profile_examples
 
 P = "Invalid compact.request arguments: "
 
@@ -88,7 +89,7 @@ def test_encoding_is_compact_json_with_raw_non_ascii():
     assert json.loads(text[len(TYPED_REQUEST_PREFIX):])["preserve"] == ["界", "a\tb"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF)))
 def test_surrogate_and_utf16_measures_match_utf16_encoding(text):
     try:

@@ -10,8 +10,8 @@ import threading
 import time
 
 import pytest
-
 from intents_kit import REAL_SESSIONS, SessionWriter, age, line
+
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.intents.commit import append_line, compaction_entry, entry_line
 from fabric_lsp.engine.intents.service import IntentsService

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.session.discovery import encode_cwd
@@ -22,17 +22,17 @@ def header(sid: str, cwd: str) -> dict:
     return {"type": "session", "version": 3, "id": sid, "timestamp": ts(0), "cwd": cwd}
 
 
-def user(eid: str, parent: Optional[str], text: str, second: int) -> dict:
+def user(eid: str, parent: str | None, text: str, second: int) -> dict:
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second),
             "message": {"role": "user", "content": text, "timestamp": 1_700_000_000_000}}
 
 
-def assistant(eid: str, parent: Optional[str], parts: list, second: int) -> dict:
+def assistant(eid: str, parent: str | None, parts: list, second: int) -> dict:
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second),
             "message": {"role": "assistant", "content": parts, "timestamp": 1_700_000_000_000}}
 
 
-def tool_result(eid: str, parent: Optional[str], call_id: str, tool: str, text: str, second: int, *, is_error=False, details=None) -> dict:
+def tool_result(eid: str, parent: str | None, call_id: str, tool: str, text: str, second: int, *, is_error=False, details=None) -> dict:
     msg: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id, "toolName": tool,
                            "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": 1_700_000_000_000}
     if details is not None:
@@ -40,7 +40,7 @@ def tool_result(eid: str, parent: Optional[str], call_id: str, tool: str, text: 
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
 
 
-def bash(eid: str, parent: Optional[str], command: str, output: str, code: Optional[int], second: int) -> dict:
+def bash(eid: str, parent: str | None, command: str, output: str, code: int | None, second: int) -> dict:
     msg: dict[str, Any] = {"role": "bashExecution", "command": command, "output": output, "cancelled": False,
                            "truncated": False, "timestamp": 1_700_000_000_000}
     if code is not None:
@@ -48,7 +48,7 @@ def bash(eid: str, parent: Optional[str], command: str, output: str, code: Optio
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
 
 
-def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict], mtime_s: Optional[float] = None) -> Path:
+def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict], mtime_s: float | None = None) -> Path:
     folder = agent_dir / "sessions" / encode_cwd(cwd)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name

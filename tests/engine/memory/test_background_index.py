@@ -23,6 +23,7 @@ from fabric_lsp.engine.memory.cold_index import (
     score_digests_inverted,
 )
 from fabric_lsp.engine.memory.search import DigestView, score_digests
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/whole"
 
@@ -184,7 +185,7 @@ def test_cold_digests_live_in_one_term_table(tmp_path: Path):
 _terms = st.text(alphabet="abcde", min_size=1, max_size=3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=profile_examples(60), deadline=None)
 @given(
     vocabularies=st.lists(st.lists(_terms, unique=True, max_size=8), min_size=1, max_size=12),
     removed=st.sets(st.integers(0, 11)),
@@ -207,13 +208,13 @@ def test_inverted_scoring_equals_the_per_session_scan(vocabularies, removed, que
         (h.view.session_id, h.score, h.matched_terms) for h in want
     ]
     assert gcap == wcap
-    for (i, s), v in zip(kept, table_views):
+    for (i, _s), v in zip(kept, table_views):
         assert list(v.vocabulary) == list(vocabularies[i])
         for t in query:
             assert (t in v.vocab_set) == (t in vocabularies[i])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=profile_examples(100), deadline=None)
 @given(vocabularies=st.lists(st.lists(_terms, max_size=10), min_size=1, max_size=12))
 def test_term_table_ids_and_postings_equal_a_plain_model(vocabularies):
     """ids in order of first appearance, each slot's ids in vocabulary order, each term's

@@ -6,11 +6,10 @@ itself). Real child processes throughout."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from memory_kit import assistant, header, tool_result, user, write_session
-
-import sys
 
 from fabric_lsp.engine.memory import build_pool, store
 from fabric_lsp.engine.memory.cold_index import ColdTermTable, StateTable

@@ -20,6 +20,7 @@ from fabric_lsp.engine.memory.background import BackgroundIndexer
 from fabric_lsp.engine.memory.cold_index import SNAPSHOT_NAME, ColdTermTable
 from fabric_lsp.engine.memory.store import vocabulary_key
 from fabric_lsp.engine.memory.tokenize import sort_lexical
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/snap"
 
@@ -37,7 +38,7 @@ def _by_slot(table: ColdTermTable) -> list[tuple[list[str], set[str]]]:
     return out
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=profile_examples(80), deadline=None)
 @given(vocabs=_VOCABS, removed=st.sets(st.integers(0, 7)))
 def test_a_snapshot_restores_every_held_slot_with_its_postings_and_key(vocabs, removed):
     table = ColdTermTable()

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 from memory_kit import REPO, engine
 
 from fabric_lsp import protocol

@@ -18,6 +18,7 @@ from memory_kit import assistant, engine, header, tool_result, ts, user, write_s
 from fabric_lsp import protocol
 from fabric_lsp.engine.memory import file_history
 from fabric_lsp.engine.memory.file_history import normalize_path, path_of_target
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/proj"
 TARGET = "/home/user/proj/src/app.py"
@@ -243,7 +244,7 @@ raw_paths = st.lists(segment, min_size=0, max_size=8).map("/".join)
 
 
 @given(raw_paths, raw_paths)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 def test_normalized_paths_are_canonical(rel: str, cwd_tail: str):
     cwd = "/" + cwd_tail
     out = normalize_path(rel, cwd) if rel.strip() else None
@@ -262,7 +263,7 @@ def test_normalized_paths_are_canonical(rel: str, cwd_tail: str):
 
 
 @given(raw_paths)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 def test_noise_segments_do_not_change_the_path(tail: str):
     base = normalize_path("/" + tail)
     assert base is not None

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.file_history import FileOp, FileOpsCollector, PackedFileOps, packed
+from tests.support.examples import profile_examples
 
 PATHS = ["/p/a.py", "/p/b.py", "/p/sub/c.ts", "/q/ü.md"]
 
@@ -43,7 +44,7 @@ def _same(a: list[FileOp], b: list[FileOp]) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.lists(ops, max_size=40), st.booleans(), st.integers(min_value=0, max_value=3))
 def test_packed_answers_like_the_collector(rows, capped, unresolved):
     table = FileOpsCollector("/p", list(rows), capped=capped, unresolved=unresolved)

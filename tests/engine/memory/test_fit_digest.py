@@ -5,16 +5,17 @@ encodings finds (the oracle below), with a handful of encodings instead of ~log2
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory import seal, store
 from fabric_lsp.engine.memory.tokenize import sort_lexical, utf16_key
+from tests.support.examples import profile_examples
 
 
-def oracle(record: dict[str, Any], size: int, max_bytes: int) -> Optional[bytes]:
+def oracle(record: dict[str, Any], size: int, max_bytes: int) -> bytes | None:
     data = seal.apply_cache_metrics(record, size)
     if len(data) <= max_bytes:
         return data
@@ -69,7 +70,7 @@ def digest(vocab: list[str], addresses: list[list[Any]]) -> dict[str, Any]:
 address = st.lists(st.one_of(st.integers(0, 10**9), st.text(max_size=12), st.none()), min_size=6, max_size=6)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.lists(st.text(alphabet="abcdefghij0123456789", min_size=1, max_size=12), max_size=80),
        st.lists(address, max_size=60), st.integers(1, 40_000), st.integers(200, 9000))
 def test_fit_digest_cuts_where_a_binary_search_does(vocab, addresses, size, max_bytes):

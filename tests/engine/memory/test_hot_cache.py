@@ -21,14 +21,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_kit import REAL_SESSIONS
 
 from fabric_lsp.engine.memory import hot_cache, persist, seal, search, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.source import stat_key
-
-from memory_kit import REAL_SESSIONS
+from tests.support.examples import profile_examples
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "fabric_lsp" / "examples" / "agent"
@@ -74,7 +74,7 @@ texts = st.lists(st.one_of(st.text(max_size=60), st.sampled_from(["the parser", 
 roles = st.sampled_from([None, "user", "assistant", "toolResult", "bashExecution", "compaction"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=profile_examples(60), deadline=None)
 @given(st.lists(st.tuples(texts.map(" ".join), roles), max_size=30), st.integers(min_value=0, max_value=200))
 def test_roundtrip_of_any_records(recs, repeat):
     entries = HotRecords()

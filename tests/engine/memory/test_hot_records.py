@@ -17,13 +17,13 @@ from pathlib import Path
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_kit import REAL_SESSIONS
 
 from fabric_lsp.engine.memory import persist, seal, sessions, state, store
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
-
-from memory_kit import REAL_SESSIONS
+from tests.support.examples import profile_examples
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob("*/*.jsonl"))
@@ -69,7 +69,7 @@ def records(draw):
     return rec
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(st.lists(records(), max_size=30))
 def test_records_read_back_exactly(recs):
     held = HotRecords(recs)

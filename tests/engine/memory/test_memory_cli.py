@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from memory_kit import DEMO_MTIME, demo_rows, write_session
 
 from fabric_lsp.cli import main
-from memory_kit import DEMO_MTIME, demo_rows, write_session
 
 CWD = "/home/user/demo"
 
@@ -67,9 +67,9 @@ def test_sessions(agent, capsys):
 def test_results_fit_the_wire_contract(agent, capsys):
     """Every result shape converts into the protocol's result Structs."""
     import msgspec
+    from memory_kit import engine
 
     from fabric_lsp import protocol
-    from memory_kit import engine
 
     eng = engine(agent)
     path = str(next(agent.glob("sessions/*/*.jsonl")))

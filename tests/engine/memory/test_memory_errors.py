@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from memory_kit import DEMO_MTIME, demo_rows, engine, header, user, write_session
 
 from fabric_lsp.engine.owned_dir import MARKER
-from memory_kit import DEMO_MTIME, demo_rows, engine, header, user, write_session
 
 CWD = "/home/user/demo"
 

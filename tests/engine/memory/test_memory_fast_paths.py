@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.digest_fold import DigestFolder
+from tests.support.examples import profile_examples
 
 words = st.sampled_from(
     ["auth", "Login", "bug", "fix_2", "retry", "the", "a", "zeta", "ΩMEGA", "ﬁle", "İstanbul", "ΣΑΣ", "😀x", "é", "x" * 300]
@@ -24,7 +25,7 @@ def _rec(i: int, text: str) -> dict:
             "text": text}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(st.lists(texts, max_size=25), st.sampled_from([2, 10, 40, 120, 400, 524_288]), st.integers(1, 2000))
 def test_batched_fold_equals_text_by_text(items, budget, batch_chars):
     one = DigestFolder(budget, batch_chars=0)
@@ -39,7 +40,7 @@ scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**12), st.te
                     st.floats(allow_nan=False, allow_infinity=False))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(
     st.dictionaries(st.text(max_size=8).filter(lambda k: k not in ("cacheBytes", "cacheSourceRatio", "recordHash")),
                     scalars, max_size=6),
@@ -62,7 +63,7 @@ def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, 
     assert fast == slow
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=profile_examples(60), deadline=None)
 @given(
     st.lists(st.dictionaries(st.sampled_from(["text", "role", "cacheBytes", "entries", "recordHash"]),
                              st.one_of(st.text(max_size=40), st.integers(), st.none()), max_size=5),

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, user, write_session
 
-from fabric_lsp.engine.activity import CancelToken, Cancelled
+from fabric_lsp.engine.activity import Cancelled, CancelToken
 from fabric_lsp.engine.memory import store
 from fabric_lsp.engine.owned_dir import MARKER
-from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, user, write_session
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/demo"
 QUERIES = [
@@ -195,7 +196,7 @@ def test_cancel_leaves_no_partial_record(tmp_path: Path):
 CORRUPTIONS = st.sampled_from(["delete", "truncate", "flip", "garbage", "old_version", "swap", "empty", "dir"])
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=profile_examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_corrupting_or_deleting_any_cache_file_changes_no_result(tmp_path_factory, data):
     base = tmp_path_factory.mktemp("corrupt")

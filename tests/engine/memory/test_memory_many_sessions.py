@@ -3,10 +3,9 @@ oldest session's rare fact ranks first, concurrent calls agree."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
-
-import os
 
 from memory_kit import engine, header, user, write_session
 

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from memory_kit import REAL_SESSIONS, engine
 
 from fabric_lsp.engine.session import SessionTree, read_session
 from fabric_lsp.engine.session.discovery import encode_cwd
-from memory_kit import REAL_SESSIONS, engine
 
 CWD = "/home/user/proj"
 FIXTURES = sorted(REAL_SESSIONS.glob("*.jsonl"))

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from memory_kit import bash, engine, header, user, write_session
 
 CWD = "/home/user/rx"

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from memory_kit import engine, header, user, write_session
 
 from fabric_lsp.engine.memory.regex_worker import NODE_ENV, RegexRunner, find_node
-from memory_kit import engine, header, user, write_session
 
 CWD = "/home/user/rxjs"
 

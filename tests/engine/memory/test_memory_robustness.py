@@ -9,8 +9,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memory_kit import engine
+
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/fuzz"
 
@@ -52,7 +53,7 @@ lines = st.lists(st.one_of(entries.map(lambda e: json.dumps(e, ensure_ascii=Fals
                  max_size=12)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=profile_examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(lines)
 def test_hostile_sessions_never_crash(tmp_path_factory, body):

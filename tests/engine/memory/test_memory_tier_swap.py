@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_kit import REAL_SESSIONS, assistant, bash, header, tool_result, user, write_session
+from test_memory_fabric_records import _rows as fabric_rows
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot
-from memory_kit import REAL_SESSIONS, assistant, bash, header, tool_result, user, write_session
-from test_memory_fabric_records import _rows as fabric_rows
+from tests.support.examples import profile_examples
 
 CWD = "/home/user/swap"
 
@@ -54,7 +55,7 @@ def test_fabric_records_derive_like_a_rebuild(tmp_path: Path):
 pieces = st.sampled_from(["auth ", "lo", "gin ", "Σ", "ς ", "ﬁ", "x" * 90, "ΩMEGA ", "é", "\u0301", "İ", "_1 ", "\n"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=profile_examples(60), deadline=None)
 @given(st.lists(st.lists(pieces, max_size=30).map("".join), min_size=1, max_size=8), st.sampled_from([100, 150]))
 def test_truncation_cut_anywhere_derives_like_a_rebuild(tmp_path_factory, texts, limit):
     root = tmp_path_factory.mktemp("swap")

@@ -6,22 +6,23 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.search import HotIndex, HotView, bm25_located
 from fabric_lsp.engine.memory.tokenize import (
+    count_terms,
     reference_tokenize,
     sort_lexical,
-    tokenize_lexical,
-    count_terms,
     term_counts,
+    tokenize_lexical,
     unique_terms,
     unique_terms_utf8,
     utf16_key,
 )
-from collections import Counter
+from tests.support.examples import profile_examples
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80)
 mixed = st.one_of(
@@ -38,7 +39,7 @@ def test_word_class_is_letters_numbers_underscore():
         assert bool(word.match(c)) == (c == "_" or unicodedata.category(c)[0] in "LN"), hex(cp)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=profile_examples(600), deadline=None)
 @given(mixed)
 def test_tokenizer_equals_definition(text):
     tokens = tokenize_lexical(text)
@@ -51,7 +52,7 @@ def test_tokenizer_equals_definition(text):
     assert all(tokens)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.lists(mixed, max_size=12))
 def test_sort_lexical_is_utf16_order(items):
     assert sort_lexical(items) == sorted(items, key=utf16_key)
@@ -78,7 +79,7 @@ def _flat(located, views):
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(docs, queries)
 def test_bm25_positive_and_exactly_the_documents_with_a_term(corpus, query):
     views = _views([corpus])
@@ -90,7 +91,7 @@ def test_bm25_positive_and_exactly_the_documents_with_a_term(corpus, query):
     assert all(s > 0 for s in located.get(0, {}).values())
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(docs, queries, st.randoms(use_true_random=False))
 def test_bm25_ignores_term_order_and_duplicates(corpus, query, rnd):
     views = _views([corpus])
@@ -104,7 +105,7 @@ def test_bm25_ignores_term_order_and_duplicates(corpus, query, rnd):
             assert math.isclose(base[vn][pos], other[vn][pos], rel_tol=1e-12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=profile_examples(150), deadline=None)
 @given(docs, queries, st.integers(min_value=0, max_value=12))
 def test_bm25_statistics_are_global_across_sessions(corpus, query, cut):
     cut = min(cut, len(corpus))
@@ -122,7 +123,7 @@ def test_bm25_statistics_are_global_across_sessions(corpus, query, cut):
         assert math.isclose(flat_a[k], flat_b[k], rel_tol=1e-12)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=profile_examples(100), deadline=None)
 @given(docs, words)
 def test_bm25_more_occurrences_score_higher_at_equal_length(corpus, term):
     filler = "qqq"

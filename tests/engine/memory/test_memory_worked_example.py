@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
+from memory_kit import DEMO_MTIME, demo_rows, engine, write_session
 
 from fabric_lsp.engine.memory import store
 from fabric_lsp.engine.memory.search import bm25_located, render_text
 from fabric_lsp.engine.memory.tokenize import plan_memory_query, tokenize_lexical
-from memory_kit import DEMO_MTIME, demo_rows, engine, write_session
 
 CWD = "/home/user/demo"
 FP = "c64905470cb74bd720ccb215f48e807de6642ecad9871d255e903818369da267"

@@ -22,6 +22,7 @@ from fabric_lsp.engine.memory.tokenize import (
     unique_terms_utf8,
     unique_terms_utf8_py,
 )
+from tests.support.examples import profile_examples
 
 try:
     from fabric_lsp.engine import _native
@@ -54,7 +55,7 @@ def test_the_accelerator_is_built():
 
 
 @needs_native
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=profile_examples(500), deadline=None)
 @given(texts)
 def test_native_pieces_and_terms_equal_the_python_path(text):
     data = text.encode("utf-8", "surrogatepass")

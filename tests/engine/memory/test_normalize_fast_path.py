@@ -12,9 +12,10 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fabric_lsp.engine.memory.digest_fold import DigestFolder
 from fabric_lsp.engine.memory.file_history import new_collector
 from fabric_lsp.engine.memory.normalize import Normalizer
-from fabric_lsp.engine.memory.digest_fold import DigestFolder
+from tests.support.examples import profile_examples
 
 _SCALAR = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),
@@ -83,7 +84,7 @@ def _general(norm: Normalizer, raw, line):
     return norm._feed_general(raw, etype, message, line)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(_PLAIN, _ENTRY), max_size=6), st.sampled_from([None, 0, 5, 2000]), st.booleans(), st.booleans(),
        st.sampled_from(["/w", None, "rel"]))
 def test_the_one_pass_records_equal_the_general_steps(entries, limit, thinking, tool_output, cwd):
@@ -137,7 +138,7 @@ _FILE_ENTRY = st.one_of(
 )
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(_PLAIN, _ENTRY, _FILE_ENTRY), max_size=6), st.booleans(), st.booleans(),
        st.sampled_from(["/w", None, "rel"]),
        st.sampled_from([0, 64]), st.sampled_from([40, 10**6]))

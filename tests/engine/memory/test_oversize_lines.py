@@ -19,15 +19,16 @@ from hypothesis import strategies as st
 from memory_kit import assistant, engine, header, tool_result, user, write_session
 
 from fabric_lsp.engine.memory import sessions, source
-from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.append import try_append
-from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines
+from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.json_line import cut_json, cut_note
+from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines
 from fabric_lsp.engine.memory.source import decode_json_line, scan_source, stat_key
 from fabric_lsp.engine.session.reader import MAX_JSON_DEPTH
+from tests.support.examples import profile_examples
 
-EXAMPLES = int(os.environ.get("FABRIC_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("FABRIC_FUZZ_EXAMPLES") or profile_examples(300))
 SMALL_LIMIT = 6000  # the lowered line limit: every line longer than this is "oversize"
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_kit import REAL_SESSIONS
 
 from fabric_lsp.engine.memory import sessions, state
 from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.sessions import build_state
 from fabric_lsp.engine.memory.state import SourceMissing
-
-from memory_kit import REAL_SESSIONS
+from tests.support.examples import profile_examples
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob("*/*.jsonl"))
@@ -67,7 +67,7 @@ lines_st = st.lists(
 )
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=profile_examples(120), deadline=None)
 @given(lines_st, st.booleans(), st.integers(min_value=1, max_value=300), st.sampled_from(["hot", "cold"]))
 def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, trailing_newline, chunk, tier):
     path = tmp_path_factory.mktemp("s") / "x.jsonl"
@@ -85,7 +85,7 @@ def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, traili
         mp.undo()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=5000), max_size=300),
        st.lists(st.one_of(st.integers(min_value=-3, max_value=5100), st.none(), st.text(max_size=2)), max_size=50))
 def test_ordinal_bitmap_answers_membership_like_a_set(ordinals, probes):

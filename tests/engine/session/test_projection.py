@@ -23,6 +23,7 @@ from fabric_lsp.engine.session import (
     session_rules,
 )
 from fabric_lsp.engine.session.tokens import estimate_tokens_1x
+from tests.support.examples import profile_examples
 
 TEXT = st.sampled_from(["", "a", "hello world", "x" * 120, "日本語"])
 EDITABLE = ("user", "assistant", "toolResult", "custom")
@@ -98,14 +99,14 @@ def reference_projection(path: list[dict]) -> list[tuple[str, list[dict]]]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(branch())
 def test_projection_applies_the_latest_edit_of_each_entry(path):
     ours = [(pe.entry["id"], pe.messages) for pe in build_projection(path)]
     assert ours == reference_projection(path)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(branch())
 def test_the_engines_projection_from_facts_agrees(path):
     """compaction/pi1x.py reads the same projection from per-entry facts (roles, estimates)."""
@@ -120,7 +121,7 @@ def test_the_engines_projection_from_facts_agrees(path):
         assert p.tokens == sum(estimate_tokens_1x(m) for m in msgs)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(branch())
 def test_the_fabric_view_hides_and_replaces_what_the_latest_edit_says(path):
     f = pi1x.FabricView(DictFacts(path))
@@ -146,7 +147,7 @@ def test_the_fabric_view_hides_and_replaces_what_the_latest_edit_says(path):
             assert ev["text"] == (new if isinstance(new, str) else "r")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(branch())
 def test_marks_name_the_latest_edit_of_each_entry_on_the_branch(path):
     header = {"type": "session", "version": 3, "id": "s", "cwd": "/"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import io
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_lsp.engine.session import (
     INVALID_PARENT_GRAPH,
@@ -15,6 +16,7 @@ from fabric_lsp.engine.session import (
     parse_session_bytes,
     read_session,
 )
+from tests.support.examples import profile_examples
 
 HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
 
@@ -117,7 +119,7 @@ line = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=profile_examples(300), deadline=None)
 @given(st.lists(line, max_size=30), st.binary(max_size=40).filter(lambda b: b"\n" not in b), st.integers(16, 200), st.integers(1, 64))
 def test_garbage_never_raises_and_every_line_is_accounted_for(lines, tail, max_line, chunk) -> None:
     data = b"\n".join(lines) + (b"\n" if lines else b"") + tail
@@ -135,7 +137,7 @@ def test_garbage_never_raises_and_every_line_is_accounted_for(lines, tail, max_l
     assert streamed == [(r.line, r.offset, r.length, r.raw) for r in log.records]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(st.binary(max_size=2000))
 def test_random_bytes_never_raise(data) -> None:
     log = parse_session_bytes(data)
@@ -166,7 +168,7 @@ def _nest(depth: int, leaf, as_list: bool):
     return value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(
     depth=st.integers(0, 40),
     limit=st.integers(1, 30),

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabric_lsp.engine.session import (
     calculate_context_tokens,
@@ -12,6 +13,7 @@ from fabric_lsp.engine.session import (
     js_stringify,
     utf16_len,
 )
+from tests.support.examples import profile_examples
 
 
 def test_utf16_length_counts_astral_characters_twice() -> None:
@@ -77,7 +79,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=profile_examples(200), deadline=None)
 @given(json_values)
 def test_stringify_round_trips_and_agrees_with_compact_json(value) -> None:
     text = js_stringify(value)
