@@ -35,7 +35,7 @@ async def ask_client(request: Any, timeout: float = 5.0) -> Any:
 
 
 @feature(types.INITIALIZE)
-def initialize(ls: "FabricServer", params: types.InitializeParams) -> None:
+def initialize(ls: FabricServer, params: types.InitializeParams) -> None:
     from fabric_lsp.server import workspace_root_of
 
     ls.loop = asyncio.get_running_loop()
@@ -44,7 +44,7 @@ def initialize(ls: "FabricServer", params: types.InitializeParams) -> None:
     ls.reload_config()
 
 
-async def pull_client_settings(ls: "FabricServer") -> None:
+async def pull_client_settings(ls: FabricServer) -> None:
     """`workspace/configuration` section "fabric", when the client supports it."""
     if not ls.client_supports("workspace", "configuration"):
         return
@@ -63,7 +63,15 @@ async def pull_client_settings(ls: "FabricServer") -> None:
 
 
 @feature(types.INITIALIZED)
-async def initialized(ls: "FabricServer", params: types.InitializedParams) -> None:
+async def initialized(ls: FabricServer, params: types.InitializedParams) -> None:
+    index_in_background = os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0"
+    if index_in_background:
+        from fabric_lsp.handlers.progress import BackgroundProgress
+
+        # Enabled first (cheap: a flag), before this handler awaits the client: a request
+        # that runs meanwhile makes its memory engine with the indexer pending, so its
+        # answer says what the indexer will cover (`indexing_in_progress`).
+        ls.engines.enable_background_index(BackgroundProgress(ls).sink)
     await pull_client_settings(ls)
     config = ls.reload_config()
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
@@ -74,12 +82,7 @@ async def initialized(ls: "FabricServer", params: types.InitializedParams) -> No
         ls.engine_executor.submit(ls.engines.start_background)
     if ls.preview_pool is not None:  # the first preview must not wait for a worker to start
         ls.engine_executor.submit(ls.preview_pool.warm)
-    if os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0":
-        from fabric_lsp.handlers.progress import BackgroundProgress
-
-        # every session, newest first, at the lowest priority; `$/progress` per pass. Enabled
-        # here (cheap), so a request that runs before the executor starts it still has it.
-        ls.engines.enable_background_index(BackgroundProgress(ls).sink)
+    if index_in_background:  # every session, newest first, at the lowest priority; `$/progress` per pass
         ls.engine_executor.submit(ls.engines.resume_background_index)
     from fabric_lsp.local_socket_server import serve_for_server
 
@@ -90,7 +93,7 @@ async def initialized(ls: "FabricServer", params: types.InitializedParams) -> No
     )
 
 
-async def _register(ls: "FabricServer", reg_id: str, method: str, options: Any) -> bool:
+async def _register(ls: FabricServer, reg_id: str, method: str, options: Any) -> bool:
     try:
         await ask_client(
             ls.client_register_capability_async(
@@ -105,7 +108,7 @@ async def _register(ls: "FabricServer", reg_id: str, method: str, options: Any) 
         return False
 
 
-async def start_watching(ls: "FabricServer") -> None:
+async def start_watching(ls: FabricServer) -> None:
     stop_watching(ls)
     if getattr(ls, "watch_mode", None) == "registered":  # re-register for a new session dir
         try:
@@ -137,7 +140,7 @@ async def start_watching(ls: "FabricServer") -> None:
     ls.watch_task = asyncio.ensure_future(_poll(ls, session_dir))
 
 
-def stop_watching(ls: "FabricServer") -> None:
+def stop_watching(ls: FabricServer) -> None:
     task = getattr(ls, "watch_task", None)
     if task is not None:
         task.cancel()
@@ -149,7 +152,7 @@ class ChangeBatcher:
     watched-file events (Pi appends often) never fills the engine executor while a long
     request holds the memory engine. Lives on the event loop; no locks needed."""
 
-    def __init__(self, ls: "FabricServer") -> None:
+    def __init__(self, ls: FabricServer) -> None:
         self.ls = ls
         self.pending: set[str] = set()
         self.running = False
@@ -171,7 +174,7 @@ class ChangeBatcher:
             self.running = False
 
 
-def _changes(ls: "FabricServer") -> ChangeBatcher:
+def _changes(ls: FabricServer) -> ChangeBatcher:
     batcher = ls.change_batcher
     if batcher is None:
         batcher = ls.change_batcher = ChangeBatcher(ls)
@@ -202,7 +205,7 @@ def snapshot(session_dir: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-async def _poll(ls: "FabricServer", session_dir: Path) -> None:
+async def _poll(ls: FabricServer, session_dir: Path) -> None:
     loop = asyncio.get_running_loop()
     previous = await loop.run_in_executor(ls.engine_executor, snapshot, session_dir)
     while True:
@@ -216,7 +219,7 @@ async def _poll(ls: "FabricServer", session_dir: Path) -> None:
 
 
 @feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-async def did_change_watched_files(ls: "FabricServer", params: types.DidChangeWatchedFilesParams) -> None:
+async def did_change_watched_files(ls: FabricServer, params: types.DidChangeWatchedFilesParams) -> None:
     paths = []
     for change in params.changes:
         path = to_fs_path(change.uri)
@@ -227,7 +230,7 @@ async def did_change_watched_files(ls: "FabricServer", params: types.DidChangeWa
 
 
 @feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-async def did_change_configuration(ls: "FabricServer", params: types.DidChangeConfigurationParams) -> None:
+async def did_change_configuration(ls: FabricServer, params: types.DidChangeConfigurationParams) -> None:
     if ls.client_supports("workspace", "configuration"):
         await pull_client_settings(ls)
     elif isinstance(params.settings, dict) and "fabric" in params.settings:
@@ -239,7 +242,7 @@ async def did_change_configuration(ls: "FabricServer", params: types.DidChangeCo
 
 
 @feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-async def did_change_workspace_folders(ls: "FabricServer", params: types.DidChangeWorkspaceFoldersParams) -> None:
+async def did_change_workspace_folders(ls: FabricServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
     """The first workspace folder is the project: its cwd scopes recall and its `.pi/`
     holds the project configuration layers."""
     folders = list(ls.workspace.folders.values())
@@ -256,6 +259,6 @@ async def did_change_workspace_folders(ls: "FabricServer", params: types.DidChan
 
 
 @feature(types.SHUTDOWN)
-def shutdown(ls: "FabricServer", *args: Any) -> None:
+def shutdown(ls: FabricServer, *args: Any) -> None:
     stop_watching(ls)
     ls.engines.close()

@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,14 +66,19 @@ def make_client() -> LanguageClient:
     default_create = features.pop(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     pytest_lsp.client.register_lsp_features(client, features)
     client.create_delay = 0.0  # type: ignore[attr-defined]
+    client.creates_in_flight = 0  # type: ignore[attr-defined]
 
     @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
     async def _create(ls: LanguageClient, params: types.WorkDoneProgressCreateParams) -> None:
         # pytest-lsp's own handler (token bookkeeping, duplicate check), answered after
         # an optional delay, as a busy editor might
-        if ls.create_delay:  # type: ignore[attr-defined]
-            await asyncio.sleep(ls.create_delay)  # type: ignore[attr-defined]
-        default_create(ls, params)
+        ls.creates_in_flight += 1  # type: ignore[attr-defined]
+        try:
+            if ls.create_delay:  # type: ignore[attr-defined]
+                await asyncio.sleep(ls.create_delay)  # type: ignore[attr-defined]
+            default_create(ls, params)
+        finally:
+            ls.creates_in_flight -= 1  # type: ignore[attr-defined]
 
     client.activity = []  # type: ignore[attr-defined]
     client.committed = []  # type: ignore[attr-defined]
@@ -139,6 +145,11 @@ async def start(
 
 
 async def stop(client: LanguageClient) -> None:
+    # A create answer still being delayed (create_delay) is a pending handler task; pygls
+    # cannot fail such a task when the server exits, so let it answer first.
+    deadline = time.monotonic() + 10.0
+    while getattr(client, "creates_in_flight", 0) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
     await client.shutdown_session()
     await client.stop()
     violations = getattr(client, "spec_violations", [])
