@@ -343,8 +343,8 @@ class Engines:
         activity: ActivitySink | None = None,
     ) -> protocol.RecallResult:
         if p.scope == "team" or p.scope.startswith("team:"):
-            return protocol.to_result(protocol.RECALL, self.team().recall(protocol.params_to_dict(p)))
-        result = self.memory().recall(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+            return protocol.to_result(protocol.RECALL, self.team().recall(p))
+        result = self.memory().recall(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.RECALL, result)
 
     def expand(
@@ -355,8 +355,8 @@ class Engines:
         activity: ActivitySink | None = None,
     ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
         if p.member is not None:  # a team item (docs/team.md)
-            return protocol.to_result(protocol.EXPAND, self.team().expand(protocol.params_to_dict(p)))
-        result = self.memory().expand(protocol.params_to_dict(p), cwd=cwd, cancel=cancel, activity=activity)
+            return protocol.to_result(protocol.EXPAND, self.team().expand(p))
+        result = self.memory().expand(p, cwd=cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.EXPAND, result)
 
     def sessions(
@@ -366,7 +366,7 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.SessionsResult:
-        result = self.memory().sessions(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel, activity=activity)
+        result = self.memory().sessions(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.SESSIONS, result)
 
     def file_history(
@@ -376,7 +376,7 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.FileHistoryResult:
-        result = self.memory().file_history(protocol.params_to_dict(p), cwd=p.cwd or cwd, cancel=cancel,
+        result = self.memory().file_history(p, cwd=p.cwd or cwd, cancel=cancel,
                                              activity=activity)
         return protocol.to_result(protocol.FILE_HISTORY, result)
 

@@ -12,7 +12,8 @@ msgspec, so the CLI and the engines may use it.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 import msgspec
 from msgspec import Meta, Struct
@@ -209,6 +210,7 @@ class EntryRange(Struct, **_PARAMS):
 
 class SessionsParams(Struct, **_PARAMS):
     scope: ListScope = "project"
+    branches: Branches = "active"  # the entry counts and lineages of which branch mode
     cwd: str | None = None
     page: PositiveInt = 1
     page_size: Annotated[int, Meta(ge=1, le=200)] = 50
@@ -233,6 +235,20 @@ class RecallParams(Struct, **_PARAMS):
         # a `session:` target may hold any character, as `fabric/expand`'s `session` may
         if not self.scope.startswith("session:") and ("\n" in self.scope or "\r" in self.scope):
             raise ValueError("`scope` must not contain line breaks")
+        # the cross-field rules: what only a hydrated session (or only a local index) has
+        team = self.scope == "team" or self.scope.startswith("team:")
+        if team and self.query_mode == "regex":
+            raise ValueError('`queryMode` "regex" is not available for a team scope; use a literal query')
+        if self.scope.strip().startswith("session:"):
+            return
+        for name, value in (
+            ("expectedSourceHash", self.expected_source_hash),
+            ("expectedLineageFingerprint", self.expected_lineage_fingerprint),
+            ("entryRange", self.entry_range),
+        ):
+            if value is not None:
+                where = "not available for a team scope" if team else "only with scope session:<id-or-path>"
+                raise ValueError(f"`{name}`: {where} (integrity expectations and ranges need one hydrated session)")
 
 
 EXPAND_SELECTORS = ("indices", "entryIds", "operationAddresses", "entryRange")
@@ -420,6 +436,17 @@ def decode_params(method: str, params: Any) -> Any:
         except msgspec.ValidationError as err:
             raise InvalidParams(_describe(method, err) + " (the params hold a lone surrogate)") from None
         raise InvalidParams(f"{method}: params: a string holds a lone surrogate") from None
+
+
+_P = TypeVar("_P")
+
+
+def as_params(method: str, typ: type[_P], params: _P | Mapping[str, Any] | None) -> _P:
+    """`params` as `method`'s params Struct `typ`: as given, or decoded from a Mapping by
+    `decode_params` (tests, benchmarks and scripts that call an engine in process)."""
+    if isinstance(params, typ):
+        return params
+    return decode_params(method, dict(cast("Mapping[str, Any]", params or {})))
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a pair is one code point in a str

@@ -27,9 +27,10 @@ This module is the façade; the work is done by functions over the engine's stat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fabric_lsp import protocol
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
 from . import catalog, file_history, index
@@ -80,22 +81,30 @@ class MemoryEngine(MemoryCore):
 
     # -- the calls ------------------------------------------------------------------------------
 
-    def recall(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
-        with self.call():
-            return _recall.recall(self, params, cwd=cwd, cancel=cancel, activity=activity)
+    # Each call takes its method's params Struct (protocol.py), decoded once by the face
+    # that received the request. A Mapping (tests, benchmarks, scripts in process) is
+    # decoded here by the same contract: the one rule for what a valid request is.
 
-    def expand(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def recall(self, params: protocol.RecallParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+        p = protocol.as_params(protocol.RECALL, protocol.RecallParams, params)
         with self.call():
-            return _expand.expand(self, params, cwd=cwd, cancel=cancel, activity=activity)
+            return _recall.recall(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
-    def sessions(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def expand(self, params: protocol.ExpandParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+        p = protocol.as_params(protocol.EXPAND, protocol.ExpandParams, params)
         with self.call():
-            return _listing.sessions(self, params, cwd=cwd, cancel=cancel, activity=activity)
+            return _expand.expand(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
-    def file_history(self, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def sessions(self, params: protocol.SessionsParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+        p = protocol.as_params(protocol.SESSIONS, protocol.SessionsParams, params)
+        with self.call():
+            return _listing.sessions(self, p, cwd=cwd, cancel=cancel, activity=activity)
+
+    def file_history(self, params: protocol.FileHistoryParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
         """The `fabric/fileHistory` result (see file_history.py)."""
+        p = protocol.as_params(protocol.FILE_HISTORY, protocol.FileHistoryParams, params)
         with self.call():
-            return file_history.file_history(self, params, cwd=cwd, cancel=cancel, activity=activity)
+            return file_history.file_history(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
     def indexed_states(
         self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None,
@@ -133,3 +142,4 @@ class MemoryEngine(MemoryCore):
 
     def _adopt(self, state: SessionState) -> None:
         index.adopt(self, state)
+

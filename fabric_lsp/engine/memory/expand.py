@@ -8,17 +8,18 @@ the index, so it never waits for the engine lock.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.protocol import ExpandParams
 
-from .catalog import Unresolved, all_refs, branches_of, resolve_target, safe_nonneg_int, want_leaf
+from .catalog import Unresolved, all_refs, resolve_target, safe_nonneg_int, want_leaf
 from .config import MemoryConfig
 from .core import MemoryCore
 from .state import SessionState, SourceMissing
 
 if TYPE_CHECKING:
-    from ..json_types import JsonObject, JsonValue
+    from ..json_types import JsonObject
     from .expand_stream import Expansion
 
 
@@ -35,31 +36,21 @@ def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -
     return {"code": "stale_pointer", "message": msg}
 
 
-def expand(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
-    params = params or {}
-    branches = branches_of(params.get("branches"))
-    indices: JsonValue = params.get("indices")
-    if indices is not None and not isinstance(indices, list):
-        raise ValueError("indices: must be an array")
-    if indices is not None and not all(safe_nonneg_int(i) for i in indices):
+def expand(eng: MemoryCore, params: ExpandParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
+    """The entries `params` select, decoded and checked by the wire contract (protocol.py:
+    types, bounds, exactly one selector), so only the domain's rules are checked here."""
+    branches = params.branches or "active"
+    wanted = params.indices or []
+    if not all(safe_nonneg_int(i) for i in wanted):
         return expand_error("index_out_of_bounds", "Every entry index must be a non-negative safe integer.")
-    wanted = cast("list[int | float]", indices or [])  # checked above: safe non-negative integers
-    session = params.get("session")
-    if not isinstance(session, str) or not session.strip():
+    rng = params.entry_range
+    if rng is not None and not (safe_nonneg_int(rng.first) and safe_nonneg_int(rng.last)):
+        return expand_error("index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
+    session = params.session
+    if not session.strip():
         raise ValueError("session: expand requires a session")
-    entry_ids = [x for x in params.get("entryIds") or () if isinstance(x, str) and x]
-    op_addrs = [x for x in params.get("operationAddresses") or () if isinstance(x, str) and x]
-    entry_range: JsonValue = params.get("entryRange")
-    rng: tuple[int, int] | None = None
-    if entry_range is not None:
-        if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
-            raise ValueError("entryRange: requires both first and last")
-        first, last = entry_range["first"], entry_range["last"]
-        if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
-            return expand_error("index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
-        rng = (int(first), int(last))
-    exp_hash = params.get("expectedSourceHash")
-    exp_fp = params.get("expectedLineageFingerprint")
+    entry_ids, op_addrs = params.entry_ids or [], params.operation_addresses or []
+    exp_hash, exp_fp = params.expected_source_hash, params.expected_lineage_fingerprint
     # Expand reads the source itself and shares no derived state: it does not wait for
     # the engine lock (a long first build of other sessions must not hold it up).
     check(cancel)
@@ -70,7 +61,7 @@ def expand(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cance
     report(activity, "Expanding session entries")
     from .expand_stream import Selection, expand_streaming
 
-    want = Selection({int(i) for i in wanted}, set(entry_ids), set(op_addrs), rng)
+    want = Selection(set(wanted), set(entry_ids), set(op_addrs), (rng.first, rng.last) if rng is not None else None)
     try:
         # Expansion streams the full source (no truncation, thinking and output
         # included) and keeps only the requested records: bounded memory at any size.
@@ -87,8 +78,8 @@ def expand(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cance
     for i in wanted:
         if int(i) >= n:
             return expand_error("index_out_of_bounds", f"Entry index {int(i)} is outside 0..{max(0, n - 1)}.")
-    if rng is not None and rng[1] >= n:
-        return expand_error("index_out_of_bounds", f"Entry range ends at {rng[1]}, but the session has {n} entries.")
+    if rng is not None and rng.last >= n:
+        return expand_error("index_out_of_bounds", f"Entry range ends at {rng.last}, but the session has {n} entries.")
     base: dict[str, Any] = {
         "session": ref.file,
         "sessionId": state.session_id,

@@ -35,6 +35,7 @@ import msgspec
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.references import format_reference
+from fabric_lsp.protocol import FileHistoryParams
 
 from . import seal, store
 from .tokenize import sort_lexical, utf16_key
@@ -407,14 +408,6 @@ def _session_reasons(coverage: dict[str, Any]) -> tuple[set[str], int]:
     return {r for r in coverage["reasons"] if r not in per_session}, 0
 
 
-def _scope(value: Any) -> str:
-    if value is None:
-        return "global"
-    if value not in ("project", "global"):
-        raise ValueError('scope: must be "project" or "global"')
-    return value
-
-
 def _timestamp_key(ts: Any) -> tuple[int, float]:
     # newest first; entries without a usable timestamp sort last
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
@@ -464,7 +457,7 @@ class IndexedSessions(Protocol):
 
 def file_history(
     engine: IndexedSessions,
-    params: dict[str, Any],
+    params: FileHistoryParams,
     *,
     cwd: str | None = None,
     cancel: CancelToken | None = None,
@@ -472,18 +465,12 @@ def file_history(
 ) -> dict[str, Any]:
     """The `fabric/fileHistory` result: every completed read/edit/write of one path in the
     scoped sessions, newest first (timestamp, then session file, then record index),
-    paged, with per-session counts and the index coverage (plus this table's reasons)."""
-    from .search import page_bounds
-
-    params = params or {}
-    path = path_of_target(params.get("path"), params.get("uri"))
-    scope = _scope(params.get("scope"))
-    branches = params.get("branches") or "active"
-    if branches not in ("active", "all"):
-        raise ValueError('branches: must be "active" or "all"')
-    cwd = params.get("cwd") or cwd
-    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), FILE_HISTORY_MAX_PAGE_SIZE,
-                                  FILE_HISTORY_DEFAULT_PAGE_SIZE)
+    paged, with per-session counts and the index coverage (plus this table's reasons).
+    `params` is decoded and checked by the wire contract (protocol.py)."""
+    path = path_of_target(params.path, params.uri)
+    scope, branches = params.scope, params.branches
+    cwd = params.cwd or cwd
+    page, page_size = params.page, params.page_size
     check(cancel)
     report(activity, "Reading file history")
     found: list[tuple[SessionState, FileOp, int]] = []

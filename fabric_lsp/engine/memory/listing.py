@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
+from fabric_lsp.protocol import SessionsParams
 
-from .catalog import Unresolved, all_refs, branches_of, forget_vanished, hot_files, scope_kind, scope_refs
+from .catalog import Unresolved, all_refs, forget_vanished, hot_files, scope_kind, scope_refs
 from .core import MemoryCore
 from .index import load_index
-from .search import page_bounds
 from .tokenize import sort_lexical
 
 SESSIONS_LIST_CAP = 500
@@ -21,12 +21,12 @@ SESSIONS_MAX_PAGE_SIZE = 200
 
 
 
-def sessions(eng: MemoryCore, params: dict[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
-    params = params or {}
-    kind, target = scope_kind(params.get("scope") or "project")
-    branches = branches_of(params.get("branches"))
-    cwd = params.get("cwd") or cwd
-    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), SESSIONS_MAX_PAGE_SIZE, 50)
+def sessions(eng: MemoryCore, params: SessionsParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    """The sessions of `params.scope`, decoded and bounded by the wire contract."""
+    kind, target = scope_kind(params.scope)
+    branches = params.branches
+    cwd = params.cwd or cwd
+    page, page_size = params.page, params.page_size
     with eng.lock:
         known = all_refs(eng)
         forget_vanished(eng, known)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
+from fabric_lsp.protocol import RecallParams
 
 from .catalog import (
     Unresolved,
     all_refs,
-    branches_of,
     forget_vanished,
     hot_files,
     safe_nonneg_int,
@@ -39,7 +39,6 @@ from .search import (
     SegmentItem,
     bm25_located,
     group_and_rank,
-    page_bounds,
     pointer_object,
     render_text,
     score_digests,
@@ -48,7 +47,7 @@ from .search import (
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
 if TYPE_CHECKING:
-    from ..json_types import JsonObject, JsonValue
+    from ..json_types import JsonObject
 
 RECALL_MAX_PAGE_SIZE = 100  # the wire contract's bound (the reference allows 200)
 
@@ -65,37 +64,19 @@ class RecallEcho:
     page_size: int
 
 
-def recall(eng: MemoryCore, params: JsonObject, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
-    params = params or {}
-    query = params.get("query")
-    if query is not None and not isinstance(query, str):
-        raise ValueError("query: must be a string")
-    mode = params.get("queryMode") or "literal"
-    if mode not in ("literal", "regex"):
-        raise ValueError('queryMode: must be "literal" or "regex"')
-    branches = branches_of(params.get("branches"))
-    kind, target = scope_kind(params.get("scope"))
-    scope = params.get("scope") or "session"
-    cwd = params.get("cwd") or cwd
-    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
+def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
+    """The answer to `params`, decoded and checked by the wire contract (protocol.py:
+    types, bounds and the cross-field rules), so nothing here checks them again."""
+    query, mode, branches, scope = params.query, params.query_mode, params.branches, params.scope
+    kind, target = scope_kind(scope)
+    cwd = params.cwd or cwd
+    page, page_size = params.page, params.page_size
     echo = RecallEcho(scope, branches, query, mode, page, page_size)
     hydrate = kind == "target"
-    exp_hash = params.get("expectedSourceHash")
-    exp_fp = params.get("expectedLineageFingerprint")
-    if (exp_hash is not None or exp_fp is not None) and not hydrate:
-        raise ValueError("expectedSourceHash/expectedLineageFingerprint: integrity expectations require scope session:<id-or-path>")
-    entry_range: JsonValue = params.get("entryRange")
-    rng: tuple[int, int] | None = None
-    if entry_range is not None:
-        if not isinstance(entry_range, dict) or "first" not in entry_range or "last" not in entry_range:
-            raise ValueError("entryRange: requires both first and last")
-        if not hydrate:
-            raise ValueError("entryRange: requires scope session:<id-or-path>")
-        first, last = entry_range["first"], entry_range["last"]
-        if not (safe_nonneg_int(first) and safe_nonneg_int(last)) or last < first:
-            return recall_error(echo, "index_out_of_bounds",
-                                "Entry range requires safe integers with 0 <= first <= last.")
-        rng = (int(first), int(last))
+    exp_hash, exp_fp = params.expected_source_hash, params.expected_lineage_fingerprint
+    rng = (params.entry_range.first, params.entry_range.last) if params.entry_range is not None else None
+    if rng is not None and not (safe_nonneg_int(rng[0]) and safe_nonneg_int(rng[1])):  # past JS's safe integers
+        return recall_error(echo, "index_out_of_bounds", "Entry range requires safe integers with 0 <= first <= last.")
     plan = plan_memory_query(query, mode)
     with eng.lock:
         known = all_refs(eng)

@@ -5,12 +5,13 @@ says so (coverage error `team_unavailable`), never a crash, and local recall is 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fabric_lsp.engine.memory.catalog import Ref
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryCore
+from fabric_lsp.protocol import EXPAND, RECALL, ExpandParams, RecallParams, as_params
 
 from .db import TeamUnavailable, connect
 from .push import BRANCHES, Progress, PushReport, policy_of, push, stat_text
@@ -19,16 +20,14 @@ from .schema import SCHEMA
 from .settings import TeamSettings, TeamSettingsError, machine_name
 
 
-def _error_result(params: dict[str, Any], code: str, message: str) -> dict[str, Any]:
-    page = params.get("page")
-    size = params.get("pageSize")
+def _error_result(params: RecallParams, code: str, message: str) -> dict[str, Any]:
     return {
-        "scope": params.get("scope") or "team",
-        "branches": params.get("branches") or "active",
-        "query": params.get("query"),
-        "queryMode": params.get("queryMode") or "literal",
-        "page": page if isinstance(page, int) and not isinstance(page, bool) and page >= 1 else 1,
-        "pageSize": size if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= 100 else 25,
+        "scope": params.scope,
+        "branches": params.branches,
+        "query": params.query,
+        "queryMode": params.query_mode,
+        "page": params.page,
+        "pageSize": params.page_size,
         "totalItems": 0,
         "totalMatches": 0,
         "hasNext": False,
@@ -90,8 +89,9 @@ class TeamEngine:
 
     # -- calls ---------------------------------------------------------------------------
 
-    def recall(self, params: dict[str, Any]) -> dict[str, Any]:
-        member = team_scope(params.get("scope"))  # ValueError for "team:" (invalid params)
+    def recall(self, params: RecallParams | Mapping[str, Any]) -> dict[str, Any]:
+        params = as_params(RECALL, RecallParams, params)
+        member = team_scope(params.scope)  # ValueError for "team:" (invalid params)
         try:
             def run(conn: Any) -> dict[str, Any]:
                 stale = self._local_stale(conn) if member in ("", self.settings.member) else 0
@@ -103,7 +103,8 @@ class TeamEngine:
         except TeamUnavailable as err:
             return _error_result(params, err.code, err.message)
 
-    def expand(self, params: dict[str, Any]) -> dict[str, Any]:
+    def expand(self, params: ExpandParams | Mapping[str, Any]) -> dict[str, Any]:
+        params = as_params(EXPAND, ExpandParams, params)
         try:
             return self._run(lambda conn: team_expand(conn, params))
         except TeamSettingsError as err:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fabric_lsp.engine.memory.catalog import branches_of
-from fabric_lsp.engine.memory.recall import RECALL_MAX_PAGE_SIZE
 from fabric_lsp.engine.memory.search import (
     CANDIDATE_ENTRIES,
     CANDIDATE_ITEMS,
@@ -34,11 +32,11 @@ from fabric_lsp.engine.memory.search import (
     HotIndex,
     HotView,
     SegmentItem,
-    page_bounds,
     render_text,
     segment_object,
 )
 from fabric_lsp.engine.memory.tokenize import plan_memory_query, sort_lexical
+from fabric_lsp.protocol import ExpandParams, RecallParams
 
 from .push import decode_record
 from .schema import SCHEMA
@@ -176,28 +174,18 @@ def _idf(n: int, df: int) -> float:
     return math.log((n - df + 0.5) / (df + 0.5) + 1)
 
 
-def team_recall(conn: Any, params: dict[str, Any], *, local_stale: int = 0,
+def team_recall(conn: Any, params: RecallParams, *, local_stale: int = 0,
                 local_stale_reasons: list[str] | None = None) -> dict[str, Any]:
     """`fabric/recall` with a team scope, over the connection `conn`. `local_stale`:
     sessions of this member whose local files changed since they were pushed (a coverage
-    reason, `team_push_stale`, like a stale local index)."""
-    query = params.get("query")
-    if query is not None and not isinstance(query, str):
-        raise ValueError("query: must be a string")
-    mode = params.get("queryMode") or "literal"
-    if mode not in ("literal", "regex"):
-        raise ValueError('queryMode: must be "literal" or "regex"')
-    if mode == "regex":
-        raise ValueError('queryMode: "regex" is not available for a team scope; use a literal query')
-    for key in ("expectedSourceHash", "expectedLineageFingerprint", "entryRange"):
-        if params.get(key) is not None:
-            raise ValueError(f"{key}: not available for a team scope (hydrate a session with scope session:<id-or-path>)")
-    member = team_scope(params.get("scope"))
+    reason, `team_push_stale`, like a stale local index). `params` is decoded and checked
+    by the wire contract (protocol.py: a team scope takes no regex, integrity expectations
+    or ranges)."""
+    query, mode, scope, branches = params.query, params.query_mode, params.scope, params.branches
+    member = team_scope(scope)
     if member is None:
         raise ValueError('scope: expected "team" or "team:<member>"')
-    branches = branches_of(params.get("branches"))
-    scope = params.get("scope") or "team"
-    page, page_size = page_bounds(params.get("page"), params.get("pageSize"), RECALL_MAX_PAGE_SIZE)
+    page, page_size = params.page, params.page_size
     plan = plan_memory_query(query, mode)
     browse = plan["kind"] == "browse"
     base: dict[str, Any] = {"branches": branches, "member": member, "limit": CANDIDATE_ENTRIES}
@@ -349,16 +337,13 @@ def team_status(conn: Any, member: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def team_expand(conn: Any, params: dict[str, Any]) -> dict[str, Any]:
+def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
     """`fabric/expand` of a team item: `member` + `session` (id or the pushed file path),
     `indices` / `entryIds` / `operationAddresses` / `entryRange`. Answers with the stored
     (normalized, possibly truncated) records and says where the full source is."""
-    member = params.get("member")
-    session = params.get("session")
-    if not isinstance(member, str) or not member:
+    member, session = params.member, params.session
+    if member is None:
         raise ValueError("member: a team expand needs the item's member")
-    if not isinstance(session, str) or not session:
-        raise ValueError("session: must be a session id or the pushed session file")
     rows = conn.execute(
         f"SELECT skey, session_id, session_file, source_hash, branches, lineage_fingerprint, record_session_id, "
         f"machine, entry_count FROM {SCHEMA}.sessions WHERE member = %s AND (session_id = %s OR session_file = %s)",
@@ -371,24 +356,24 @@ def team_expand(conn: Any, params: dict[str, Any]) -> dict[str, Any]:
         return {"error": {"code": "ambiguous_session", "message": f'Session "{session}" matches {len(rows)} pushed files.',
                           "candidates": sorted(r[2] for r in rows)}}
     skey, sid, sfile, shash, sbranches, fp, rec_sid, machine, count = rows[0]
-    exp_hash = params.get("expectedSourceHash")
+    exp_hash = params.expected_source_hash
     if exp_hash is not None and exp_hash != shash:
         return {"error": {"code": "stale_pointer",
                           "message": f"The pushed session has sourceHash {shash}, not {exp_hash}; recall again."}}
     records = [decode_record(r[0], sfile, rec_sid) for r in conn.execute(
         f"SELECT rec FROM {SCHEMA}.entries WHERE skey = %s ORDER BY pos", (skey,)).fetchall()]
     selected: list[dict[str, Any]]
-    if params.get("indices") is not None:
-        wanted = list(params["indices"])
+    if params.indices is not None:
+        wanted = list(params.indices)
         by_index = {rec["index"]: rec for rec in records}
         missing = [i for i in wanted if i not in by_index]
         if missing:
             return {"error": {"code": "index_out_of_bounds",
                               "message": f"Entry index {missing[0]} is not among the {count} pushed entries."}}
         selected = [by_index[i] for i in dict.fromkeys(wanted)]
-    elif params.get("entryIds") is not None or params.get("operationAddresses") is not None:
-        key = "entryId" if params.get("entryIds") is not None else "operationAddress"
-        values = list(params.get("entryIds") or params.get("operationAddresses") or [])
+    elif params.entry_ids is not None or params.operation_addresses is not None:
+        key = "entryId" if params.entry_ids is not None else "operationAddress"
+        values = list(params.entry_ids or params.operation_addresses or [])
         selected = []
         for v in dict.fromkeys(values):
             found = [rec for rec in records if rec.get(key) == v]
@@ -397,11 +382,10 @@ def team_expand(conn: Any, params: dict[str, Any]) -> dict[str, Any]:
             if len(found) > 1:
                 return {"error": {"code": "ambiguous_address", "message": f'Address "{v}" resolves to {len(found)} records.'}}
             selected.extend(found)
-    elif params.get("entryRange") is not None:
-        rng = params["entryRange"]
-        selected = [rec for rec in records if rng["first"] <= rec["index"] <= rng["last"]]
-    else:
-        raise ValueError("expand: give one of indices, entryIds, operationAddresses, entryRange")
+    else:  # the wire contract asks for exactly one selector
+        rng = params.entry_range
+        assert rng is not None
+        selected = [rec for rec in records if rng.first <= rec["index"] <= rng.last]
     from fabric_lsp.engine.memory.expand import _expanded_item  # pyright: ignore[reportPrivateUsage]
 
     return {

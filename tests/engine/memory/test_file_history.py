@@ -226,8 +226,8 @@ def test_invalid_params(agent: Path):
     eng = engine(agent)
     for params, message in [
         ({}, "exactly one of"),
-        ({"path": "src/app.py"}, "path: must be an absolute path"),
-        ({"uri": "untitled:Untitled-1"}, "uri: must be a file: URI"),
+        ({"path": "src/app.py"}, "`path` must be an absolute path"),
+        ({"uri": "untitled:Untitled-1"}, "`uri` must be a file: URI"),
         ({"path": TARGET, "uri": "file:///x"}, "exactly one of"),
         ({"path": TARGET, "scope": "session"}, "scope"),
         ({"path": TARGET, "branches": "some"}, "branches"),

@@ -20,11 +20,13 @@ def demo(tmp_path: Path):
 
 
 def _pointer(eng, path):
-    out = eng.expand({"session": str(path)})
+    out = eng.expand({"session": str(path), "indices": []})  # no entry: the pointer's facts
     return out["sourceHash"], out["lineageFingerprint"]
 
 
 def test_invalid_params_raise_value_error_naming_the_field(demo):
+    # The engine takes what the wire contract decodes (protocol.py); a Mapping given in
+    # process is decoded by the same contract, so its errors name the field the same way.
     agent, path = demo
     eng = engine(agent)
     for params, field in [
@@ -41,7 +43,9 @@ def test_invalid_params_raise_value_error_naming_the_field(demo):
     with pytest.raises(ValueError, match="indices"):
         eng.expand({"session": str(path), "indices": 3})
     with pytest.raises(ValueError, match="session"):
-        eng.expand({"session": "  "})
+        eng.expand({"session": "  ", "indices": [0]})
+    with pytest.raises(ValueError, match="exactly one selector"):
+        eng.expand({"session": str(path)})
     with pytest.raises(ValueError, match="scope"):
         eng.sessions({"scope": "everything"})
 
@@ -109,9 +113,9 @@ def test_session_resolution_errors(tmp_path):
                              "candidates": sorted([str(a), str(b)])}}
     rec = eng.recall({"scope": "session:same"}, cwd=CWD)
     assert rec["coverage"]["error"]["code"] == "ambiguous_session" and rec["items"] == []
-    assert eng.expand({"session": "missing-id"}) == {
+    assert eng.expand({"session": "missing-id", "indices": [0]}) == {
         "error": {"code": "session_not_found", "message": "Session not found: missing-id"}}
-    assert eng.expand({"session": str(tmp_path / "gone.jsonl")})["error"]["code"] == "session_not_found"
+    assert eng.expand({"session": str(tmp_path / "gone.jsonl"), "indices": [0]})["error"]["code"] == "session_not_found"
     # Exact paths and file:// URIs resolve.
     assert eng.expand({"session": str(a), "indices": [0]})["expanded"][0]["text"] == "one"
     assert eng.expand({"session": a.as_uri(), "indices": [0]})["expanded"][0]["text"] == "one"
@@ -122,17 +126,22 @@ def test_index_out_of_bounds(demo):
     agent, path = demo
     eng = engine(agent)
     bad = "Every entry index must be a non-negative safe integer."
-    assert eng.expand({"session": str(path), "indices": [-1]}) == {"error": {"code": "index_out_of_bounds", "message": bad}}
-    assert eng.expand({"session": str(path), "indices": [1.5]})["error"]["message"] == bad
-    assert eng.expand({"session": str(path), "entryRange": {"first": 3, "last": 1}}) == {
+    # past JavaScript's safe integers: the reference's domain error
+    assert eng.expand({"session": str(path), "indices": [2**53]}) == {"error": {"code": "index_out_of_bounds", "message": bad}}
+    assert eng.expand({"session": str(path), "entryRange": {"first": 0, "last": 2**53}}) == {
         "error": {"code": "index_out_of_bounds", "message": "Entry range requires safe integers with 0 <= first <= last."}}
+    # what the wire contract refuses never reaches the engine: invalid params naming the field
+    for params, field in [({"indices": [-1]}, "indices"), ({"indices": [1.5]}, "indices"),
+                          ({"entryRange": {"first": 3, "last": 1}}, "first")]:
+        with pytest.raises(ValueError, match=field):
+            eng.expand({"session": str(path), **params})
     assert eng.expand({"session": str(path), "entryRange": {"first": 3, "last": 5}}) == {
         "error": {"code": "index_out_of_bounds", "message": "Entry range ends at 5, but the session has 5 entries."}}
     out = eng.expand({"session": str(path), "entryRange": {"first": 3, "last": 4}})
     assert [e["entryId"] for e in out["expanded"]] == ["b1", "cm1"]
     scope = f"session:{path}"
-    r = eng.recall({"scope": scope, "entryRange": {"first": -1, "last": 2}}, cwd=CWD)
-    assert r["coverage"]["error"]["code"] == "index_out_of_bounds"
+    with pytest.raises(ValueError, match="entryRange.first"):
+        eng.recall({"scope": scope, "entryRange": {"first": -1, "last": 2}}, cwd=CWD)
     r = eng.recall({"scope": scope, "entryRange": {"first": 2, "last": 7}}, cwd=CWD)
     assert r["coverage"]["error"]["message"] == "Entry range ends at 7, but the session has 5 entries."
     r = eng.recall({"scope": scope, "entryRange": {"first": 1, "last": 1}}, cwd=CWD)

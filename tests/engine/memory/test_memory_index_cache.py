@@ -94,7 +94,7 @@ def test_append_on_another_branch_rebuilds_and_moves_the_lineage(tmp_path: Path)
     agent = tmp_path / "agent"
     path = write_session(agent, CWD, "2025-01-01_s1.jsonl", demo_rows(), DEMO_MTIME)
     eng = engine(agent)
-    before = eng.expand({"session": str(path)})
+    before = eng.expand({"session": str(path), "indices": []})
     with path.open("a") as fh:
         fh.write(json.dumps({"type": "message", "id": "alt", "parentId": "u2", "timestamp": "2025-01-01T00:02:00.000Z",
                              "message": {"role": "user", "content": "continue the abandoned path"}}) + "\n")

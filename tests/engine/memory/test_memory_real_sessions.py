@@ -53,7 +53,7 @@ def test_recall_and_sessions_over_real_fixtures(agent, hot):
 def test_expand_points_at_the_right_lines(agent, fixture):
     path = agent / "sessions" / encode_cwd(CWD) / fixture.name
     eng = engine(agent)
-    meta = eng.expand({"session": str(path)})
+    meta = eng.expand({"session": str(path), "indices": []})
     assert meta["expanded"] == []
     lines = path.read_text(encoding="utf-8").split("\n")
     for branches in ("active", "all"):
