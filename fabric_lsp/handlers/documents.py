@@ -273,38 +273,36 @@ def _symbol_name(text: str, limit: int = 80) -> str:
     return first if len(first) <= limit else first[: limit - 1] + "…"
 
 
-def recall_to_symbols(result: dict[str, Any]) -> list[types.SymbolInformation]:
+def recall_to_symbols(result: protocol.RecallResult) -> list[types.SymbolInformation]:
     """Matched entries of a recall result as symbols located at their JSONL lines."""
     out: list[types.SymbolInformation] = []
-    for item in result.get("items", []):
-        if item.get("kind") == "segment":
-            seg = item["segment"]
-            uri = Path(seg["sessionFile"]).as_uri()
-            for entry in seg.get("entries", []):
-                if not entry.get("matched"):
-                    continue
-                pos = types.Position(line=int(entry.get("line") or 0), character=0)
-                label = entry.get("role") or entry.get("type") or "entry"
+    for item in result.items:
+        match item:
+            case protocol.SegmentItem(segment=seg):
+                uri = Path(seg.session_file).as_uri()
+                for entry in seg.entries:
+                    if not entry.matched:
+                        continue
+                    pos = types.Position(line=entry.line, character=0)
+                    label = entry.role or entry.type or "entry"
+                    out.append(
+                        types.SymbolInformation(
+                            name=_symbol_name(entry.text) or f"{label} {entry.entry_id}",
+                            kind=types.SymbolKind.String,
+                            location=types.Location(uri=uri, range=types.Range(start=pos, end=pos)),
+                            container_name=f"{seg.session_id} · {label}",
+                        )
+                    )
+            case protocol.PointerItem(pointer=ptr):
+                pos = types.Position(line=0, character=0)
                 out.append(
                     types.SymbolInformation(
-                        name=_symbol_name(entry.get("text", "")) or f"{label} {entry.get('entryId')}",
-                        kind=types.SymbolKind.String,
-                        location=types.Location(uri=uri, range=types.Range(start=pos, end=pos)),
-                        container_name=f"{seg['sessionId']} · {label}",
+                        name=f"session {ptr.session_id} (cold; matches {', '.join(ptr.matched_terms)})",
+                        kind=types.SymbolKind.File,
+                        location=types.Location(uri=Path(ptr.session_file).as_uri(), range=types.Range(start=pos, end=pos)),
+                        container_name=ptr.cwd or None,
                     )
                 )
-        elif item.get("kind") == "pointer":
-            ptr = item["pointer"]
-            pos = types.Position(line=0, character=0)
-            terms = ", ".join(ptr.get("matchedTerms", []))
-            out.append(
-                types.SymbolInformation(
-                    name=f"session {ptr['sessionId']} (cold; matches {terms})",
-                    kind=types.SymbolKind.File,
-                    location=types.Location(uri=Path(ptr["sessionFile"]).as_uri(), range=types.Range(start=pos, end=pos)),
-                    container_name=ptr.get("cwd") or None,
-                )
-            )
     return out
 
 
@@ -320,8 +318,6 @@ async def workspace_symbol(ls: FabricServer, params: types.WorkspaceSymbolParams
 
     result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True,
                                encode=False)
-    if isinstance(result, dict) and "error" in result and "items" not in result:
-        return []
     return recall_to_symbols(result)
 
 

@@ -64,6 +64,19 @@ def unopened_session(path: str) -> bool:
     return read_header(path) is not None
 
 
+_VERBS = {"read": "read", "edit": "edited", "write": "written"}
+
+
+def lens_title(result: protocol.FileHistoryResult) -> str | None:
+    """The CodeLens title for a `fabric/fileHistory` result, e.g.
+    "Pi: 3 sessions · edited in 01a182b4"; None when no session touched the file."""
+    if not result.sessions:
+        return None
+    newest = result.sessions[0]
+    n = len(result.sessions)
+    return f"Pi: {n} session{'s' if n != 1 else ''} · {_VERBS[newest.last_action]} in {newest.session_id[:8]}"
+
+
 @feature(CODE_LENS, types.CodeLensOptions(resolve_provider=False))
 async def code_lens(ls: FabricServer, params: types.CodeLensParams) -> list[types.CodeLens]:
     if not ls.config.code_lens:
@@ -82,8 +95,6 @@ async def code_lens(ls: FabricServer, params: types.CodeLensParams) -> list[type
 
     result = await run_request(ls, CODE_LENS, None, work, title="Fabric: file history", long=False,
                                params=params, memory=True, encode=False)
-    from fabric_lsp.engine.memory.file_history import lens_title
-
     if result is None:
         return []
     title = lens_title(result)

@@ -263,10 +263,10 @@ async def run_request(
             result = await loop.run_in_executor(pool, call)
         outcome = "done"
         # A result Struct goes out as its JSON (server.EncodedResult: pygls would never
-        # answer a Struct); with `encode=False` as plain JSON values, for a handler that
-        # reads the result itself.
-        if isinstance(result, msgspec.Struct):
-            return EncodedResult(result) if encode else protocol.to_wire(result)
+        # answer a Struct); with `encode=False` as the Struct itself, for a handler that
+        # reads the result (symbols, CodeLens) and answers with LSP types of its own.
+        if isinstance(result, msgspec.Struct) and encode:
+            return EncodedResult(result)
         return result
     except asyncio.CancelledError:
         token.cancel()

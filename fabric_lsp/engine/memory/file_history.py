@@ -520,18 +520,6 @@ def file_history(
     }
 
 
-def lens_title(result: dict[str, Any]) -> str | None:
-    """The CodeLens title for a `fabric/fileHistory` result, e.g.
-    "Pi: 3 sessions · edited in 01a182b4"; None when no session touched the file."""
-    sessions: list[dict[str, Any]] = result.get("sessions") or []
-    if not sessions:
-        return None
-    newest = sessions[0]
-    verb = {"read": "read", "edit": "edited", "write": "written"}.get(newest["lastAction"], newest["lastAction"])
-    n = len(sessions)
-    return f"Pi: {n} session{'s' if n != 1 else ''} · {verb} in {newest['sessionId'][:8]}"
-
-
 def is_under(path: str, folder: str | None) -> bool:
     """Whether normalized `path` lies inside `folder` (whole path components)."""
     if not folder:
