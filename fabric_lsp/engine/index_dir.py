@@ -1,7 +1,7 @@
 """The memory index dir's ownership rules (engine/owned_dir.py applied to the disk cache).
 
 Kept outside engine/memory so that the configuration (config.py, loaded at every server
-start) can check an `indexDir` setting without importing the memory engine. store.py
+start) can check an `indexDir` setting without importing the memory engine. disk_cache.py
 writes exactly the names `is_record_name` accepts (`store.cache_name`, the snapshot).
 """
 
@@ -16,7 +16,7 @@ _RECORD_NAME = re.compile(r"[0-9a-f]{16}-[a-zA-Z0-9._-]*\.json")
 
 
 def is_record_name(name: str) -> bool:
-    """A name store.py writes into the index dir: a record (`store.cache_name`) or the term
+    """A name disk_cache.py writes into the index dir: a record (`disk_cache.cache_name`) or the term
     table's snapshot. Nothing else there is ever read, rewritten or removed."""
     return name == SNAPSHOT_FILE or _RECORD_NAME.fullmatch(name) is not None
 

@@ -65,16 +65,16 @@ async def test_old_cache_record_is_rebuilt_not_misread(tmp_path: Path):
     _check_lines(first)
     # rewrite every file-operations record as a server before `line` wrote it: each row
     # one element shorter (its cacheBytes and seal kept consistent, so only the rows differ)
-    from fabric_lsp.engine.memory import seal, store
+    from fabric_lsp.engine.memory import disk_cache, seal
 
     records = sorted(index.rglob("*.files.json"))
     assert records, f"no file-operations records under {index}"
     for path in records:
-        rec = store.decode_record(path.read_bytes()) if store.sealed(path.read_bytes()) else None
+        rec = disk_cache.decode_record(path.read_bytes()) if disk_cache.sealed(path.read_bytes()) else None
         assert rec is not None
         rec["operations"] = [row[:-1] for row in rec["operations"]]
         old = seal.apply_cache_metrics_slow(rec, Path(rec["sessionFile"]).stat().st_size)
-        assert store.sealed(old)
+        assert disk_cache.sealed(old)
         path.write_bytes(old)
     again = await _history(agent, settings)
     _check_lines(again)

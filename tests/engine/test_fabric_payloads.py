@@ -21,7 +21,7 @@ from fabric_lsp.engine.fabric_payloads import (
     read_execution_trace,
 )
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
-from fabric_lsp.engine.memory.normalize import Normalizer
+from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.session.discovery import encode_cwd
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""engine/owned_dir.py and the index dir's file operations (store.py): whatever a directory
+"""engine/owned_dir.py and the index dir's file operations (disk_cache.py): whatever a directory
 holds, the cache only ever removes or rewrites regular files with its own record names, in a
 directory that carries its marker, never through a symlink, and chmods nothing it did not
 create. Property tests over generated directory contents."""
@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine import owned_dir
-from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory import disk_cache
 from fabric_lsp.engine.owned_dir import MARKER, DirRefused
 from fabric_lsp.engine.private_dir import make_private_dir
 from tests.support.examples import profile_examples
 
 OURS = ["0123456789abcdef-s.jsonl.json", "fedcba9876543210-s.jsonl.digest.json",
-        "0000000000000000-x.all.files.json", "1111111111111111-y.terms.json", store.SNAPSHOT_FILE,
+        "0000000000000000-x.all.files.json", "1111111111111111-y.terms.json", disk_cache.SNAPSHOT_FILE,
         ".tmp-abc.part"]
 FOREIGN = ["settings.json", "keybindings.json", "backup.json", "photo.jpg", ".tmp-x", "notes.part",
            "0123456789ABCDEF-upper.json", "0123-short.json", "auth.json"]
@@ -70,16 +70,16 @@ def test_cleanup_and_writes_never_touch_what_is_not_ours(tmp_path_factory, entri
         (folder / MARKER).write_bytes(owned_dir.MARKER_BODY)
     before, before_outside = snapshot(folder), snapshot(outside)
     try:
-        store.claim_index_dir(str(folder), agent_dir=str(base / "agent"), session_dir=str(base / "agent" / "sessions"))
+        disk_cache.claim_index_dir(str(folder), agent_dir=str(base / "agent"), session_dir=str(base / "agent" / "sessions"))
         claimed = True
     except DirRefused as err:
         claimed = False
         assert str(folder) in str(err) and "indexDir" in str(err)
-    store.cleanup(str(folder), 1000, 1 << 30)
+    disk_cache.cleanup(str(folder), 1000, 1 << 30)
     for name in OURS:
-        store.write_atomic(str(folder), name, b'{"written": true}')
-        store.remove(str(folder), name)
-    store.write_atomic(str(folder), "0123456789abcdef-kept.json", b"{}")
+        disk_cache.write_atomic(str(folder), name, b'{"written": true}')
+        disk_cache.remove(str(folder), name)
+    disk_cache.write_atomic(str(folder), "0123456789abcdef-kept.json", b"{}")
     after = snapshot(folder)
     assert snapshot(outside) == before_outside  # never through a symlink
     assert after["."][1] == 0o755  # never chmodded
@@ -87,7 +87,7 @@ def test_cleanup_and_writes_never_touch_what_is_not_ours(tmp_path_factory, entri
         if name == ".":
             continue
         top = name.split("/", 1)[0]
-        removable = kind == "file" and "/" not in name and (store.is_record_name(top) or owned_dir.OwnedDir.is_temp(top))
+        removable = kind == "file" and "/" not in name and (disk_cache.is_record_name(top) or owned_dir.OwnedDir.is_temp(top))
         if not removable:
             assert after.get(name) == (kind, mode, data), name  # not ours: exactly as it was
     if not claimed:
@@ -104,19 +104,19 @@ def test_claim_refuses_reserved_places(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     kw = {"agent_dir": str(agent), "session_dir": str(agent / "sessions")}
     # "/" only through the read-only check: a regression must never get to write there
-    assert "filesystem root" in (store.index_dir_refusal("/", **kw) or "")
+    assert "filesystem root" in (disk_cache.index_dir_refusal("/", **kw) or "")
     for path, words in ((agent, "is the Pi agent dir"), (agent / "sessions", "is the Pi sessions dir"),
                         (home, "is your home directory"), (home / ".pi", "contains the Pi agent dir"),
                         (agent / "sessions" / "x", "is inside the Pi sessions dir")):
         with pytest.raises(DirRefused) as err:
-            store.claim_index_dir(str(path), **kw)
+            disk_cache.claim_index_dir(str(path), **kw)
         assert words in str(err.value) and str(path) in str(err.value)
-        assert store.index_dir_refusal(str(path), **kw) == str(err.value)
+        assert disk_cache.index_dir_refusal(str(path), **kw) == str(err.value)
     assert not list(home.rglob(MARKER))
     # a link to the agent dir is the agent dir
     (tmp_path / "alias").symlink_to(agent)
     with pytest.raises(DirRefused, match="is the Pi agent dir"):
-        store.claim_index_dir(str(tmp_path / "alias"), **kw)
+        disk_cache.claim_index_dir(str(tmp_path / "alias"), **kw)
 
 
 def test_private_dirs_chmod_only_what_they_create(tmp_path):
@@ -134,12 +134,12 @@ def test_private_dirs_chmod_only_what_they_create(tmp_path):
 
 def test_reads_never_follow_a_link(tmp_path):
     folder = tmp_path / "index"
-    owned_dir.claim(str(folder), setting="indexDir", is_ours=store.is_record_name)
+    owned_dir.claim(str(folder), setting="indexDir", is_ours=disk_cache.is_record_name)
     (tmp_path / "secret.json").write_text("secret")
     (folder / "0123456789abcdef-s.jsonl.json").symlink_to(tmp_path / "secret.json")
-    assert store.read_cache_file(str(folder), "0123456789abcdef-s.jsonl.json", 1 << 20) is None
-    assert store.read_cache_file(str(folder), "settings.json", 1 << 20) is None  # not a name of ours
+    assert disk_cache.read_cache_file(str(folder), "0123456789abcdef-s.jsonl.json", 1 << 20) is None
+    assert disk_cache.read_cache_file(str(folder), "settings.json", 1 << 20) is None  # not a name of ours
     # a directory whose marker was taken away is not ours any more
     (folder / MARKER).unlink()
-    assert not store.write_atomic(str(folder), "0123456789abcdef-t.json", b"{}")
+    assert not disk_cache.write_atomic(str(folder), "0123456789abcdef-t.json", b"{}")
     assert not (folder / "0123456789abcdef-t.json").exists()

@@ -17,7 +17,7 @@ import types
 
 
 def _install(spec: str) -> None:
-    from fabric_lsp.engine.memory import store
+    from fabric_lsp.engine.memory import disk_cache
 
     phase, _, n = spec.partition(":")
     target = int(n or "1")
@@ -44,7 +44,7 @@ def _install(spec: str) -> None:
     proxy = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real) if not k.startswith("__")})
     proxy.write = write
     proxy.replace = replace
-    store.os = proxy  # only the cache writer sees the kill points
+    disk_cache.os = proxy  # only the cache writer sees the kill points
 
 
 if __name__ == "__main__":

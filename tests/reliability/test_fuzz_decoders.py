@@ -40,8 +40,8 @@ from fabric_lsp import protocol
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.instructions import decode_instructions, encode_compaction_request
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
-from fabric_lsp.engine.memory.normalize import Normalizer
-from fabric_lsp.engine.memory.sessions import build_state
+from fabric_lsp.engine.memory.entry_text import Normalizer
+from fabric_lsp.engine.memory.state_build import build_state
 from fabric_lsp.engine.session import iter_session, parse_session_bytes
 from tests.support.examples import profile_examples
 

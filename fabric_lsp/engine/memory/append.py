@@ -8,9 +8,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .normalize import Normalizer
+from .entry_text import Normalizer
 from .persist import finish_state
-from .sessions import lineage_from_lines, records_from
 from .source import (
     Lineage,
     ScanLines,
@@ -22,6 +21,7 @@ from .source import (
     stat_key,
 )
 from .state import SessionState
+from .state_build import lineage_from_lines, records_from
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue

@@ -38,9 +38,9 @@ from typing import Any
 from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
-from .sessions import build_detached, build_state
 from .source import stat_key
 from .state import SessionState, SourceMissing
+from .state_build import build_detached, build_state
 
 log = logging.getLogger("fabric_lsp.memory.background")
 

@@ -33,7 +33,7 @@ import gc, os, pickle, struct, sys
 if os.environ.get("FABRIC_LSP_BUILD_NICE"):
     os.nice(int(os.environ["FABRIC_LSP_BUILD_NICE"]))  # background indexing: lowest priority
 gc.disable()  # a short-lived builder of acyclic data: collection passes only cost time
-from fabric_lsp.engine.memory.sessions import SourceMissing, build_detached
+from fabric_lsp.engine.memory.state_build import SourceMissing, build_detached
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 while True:
     head = inp.read(8)

@@ -28,7 +28,7 @@ from fabric_lsp.engine.session.discovery import (
 )
 from fabric_lsp.engine.session.reader import read_header
 
-from . import store
+from . import disk_cache
 from .core import MemoryCore
 from .source import StatKey, stat_key, stat_key_of
 from .tokenize import utf16_key
@@ -184,8 +184,8 @@ def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
     for slot in [k for k in eng.states if k[0] not in known]:
         if not os.path.exists(slot[0]):
             del eng.states[slot]
-            for kind in store.RECORD_KINDS:
-                store.remove(eng.index_dir, store.cache_name(slot[0], slot[1], kind))
+            for kind in disk_cache.RECORD_KINDS:
+                disk_cache.remove(eng.index_dir, disk_cache.cache_name(slot[0], slot[1], kind))
     for cache in (eng.refs, eng.headers):
         if len(cache) > len(known):
             for path in [p for p in cache if p not in known and not os.path.exists(p)]:

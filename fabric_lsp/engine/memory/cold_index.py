@@ -17,7 +17,7 @@ The table is persisted beside the cache records (`SNAPSHOT_NAME`, sealed) after 
 keyed per slot by its vocabulary's key (a hash of the vocabulary's JSON bytes as the V5
 digest holds them). A restarted engine restores it, and a digest record loaded from disk
 whose vocabulary bytes have a restored slot's key claims that slot instead of decoding,
-checking and interning its vocabulary again (`store.load_record`, `StateTable._take`);
+checking and interning its vocabulary again (`disk_cache.load_record`, `StateTable._take`);
 slots nobody claims are dropped after a whole pass. A missing, stale or damaged snapshot
 only costs that time: every vocabulary can still be interned from its record.
 """
@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 import msgspec
 
-from . import store
+from . import disk_cache
+from .disk_cache import StoredVocabulary, vocabulary_key
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
-from .store import StoredVocabulary, vocabulary_key
 
-SNAPSHOT_NAME = store.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
+SNAPSHOT_NAME = disk_cache.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
 _SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
-_KEY_BYTES = store.VOCABULARY_KEY_BYTES
+_KEY_BYTES = disk_cache.VOCABULARY_KEY_BYTES
 
 
 def _le(values: array[int]) -> bytes:
@@ -297,7 +297,7 @@ def encode_snapshot(capture: SnapshotCapture) -> bytes:
     keys = capture.keys
     for i, ids in enumerate(arrays):
         if keys[i] is None:  # interned from a build here: the key of the list the record holds
-            keys[i] = vocabulary_key(store.encoder.encode([names[t] for t in ids]))
+            keys[i] = vocabulary_key(disk_cache.encoder.encode([names[t] for t in ids]))
     slot_lens = array("I", map(len, arrays))
     slot_ids = array("I")
     postings: list[array[int]] = [array("I") for _ in used]
@@ -311,7 +311,7 @@ def encode_snapshot(capture: SnapshotCapture) -> bytes:
     for plist in postings:
         post_slots.extend(plist)
     blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
-    head = store.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
+    head = disk_cache.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
     body = b"".join((
         _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(cast("list[bytes]", keys)),
         _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
@@ -422,7 +422,7 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
         if vocabulary is None and state.cold_slot is not None:
             return  # already held
         self._release(state)
-        if isinstance(vocabulary, StoredVocabulary):  # loaded from disk (store.load_record)
+        if isinstance(vocabulary, StoredVocabulary):  # loaded from disk (disk_cache.load_record)
             slot = self.table.claim(vocabulary.key) if vocabulary.values is None else None
             if slot is None:
                 slot = self.table.add(vocabulary.terms(), vocabulary.key)

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import store
+from . import disk_cache
 from .tokenize import sort_lexical, tokenize_lexical, unique_terms, unique_terms_utf8, utf16_key
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class DigestFolder:
             "addresses": self.addresses,
             "indexCoverage": {
                 "complete": not all_reasons,
-                "vocabularyBytes": len(store.encoder.encode(vocabulary)),
+                "vocabularyBytes": len(disk_cache.encoder.encode(vocabulary)),
                 "reasons": sort_lexical(all_reasons),
             },
         }

@@ -8,7 +8,7 @@ per-session table of typed file operations:
   `id` and a string `arguments.path`), completed by the `toolResult` with the same
   `toolCallId` (`isError === true` → failed);
 * a Fabric execution-trace operation `pi.read` / `pi.edit` / `pi.write` (the records
-  `normalize.py` built through `fabric_payloads.read_execution_trace`, with typed
+  `entry_text.py` built through `fabric_payloads.read_execution_trace`, with typed
   `args.path` and the operation's own outcome).
 
 Nothing is read from prose. A call whose result has not been written is pending and is
@@ -37,7 +37,7 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.references import format_reference
 from fabric_lsp.protocol import FileHistoryParams
 
-from . import seal, store
+from . import disk_cache, seal
 from .tokenize import sort_lexical, utf16_key
 
 if TYPE_CHECKING:
@@ -332,7 +332,7 @@ _packed_decoder = msgspec.msgpack.Decoder(list[FileOp])
 
 
 def cache_name(session_file: str, branches: str) -> str:
-    return store.cache_name(session_file, branches, RECORD_KIND)
+    return disk_cache.cache_name(session_file, branches, RECORD_KIND)
 
 
 def encode_record(state: SessionState) -> bytes:
@@ -341,9 +341,9 @@ def encode_record(state: SessionState) -> bytes:
     assert ops is not None
     key = state.key
     record: dict[str, Any] = {
-        "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
+        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
         "branches": state.branches, "sourceHash": state.source_hash,
-        "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
+        "lineageFingerprint": state.lineage.fingerprint, "engine": disk_cache.ENGINE_FORMAT,
         "cacheBytes": 0, "cacheSourceRatio": 0,
         "statKey": key.as_list(),
         "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
@@ -355,16 +355,16 @@ def encode_record(state: SessionState) -> bytes:
 def load_record(data: bytes, state: SessionState) -> FileOpsCollector | None:
     """The table in `data` when it is a sealed record of ours for exactly `state`'s source
     (path, branch mode, stat key, source hash, lineage); None otherwise."""
-    if not store.sealed(data):
+    if not disk_cache.sealed(data):
         return None
-    rec = store.decode_record(data)
+    rec = disk_cache.decode_record(data)
     if rec is None:
         return None
     key = state.key
     expected = {
-        "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
+        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
         "branches": state.branches, "sourceHash": state.source_hash,
-        "lineageFingerprint": state.lineage.fingerprint, "engine": store.ENGINE_FORMAT,
+        "lineageFingerprint": state.lineage.fingerprint, "engine": disk_cache.ENGINE_FORMAT,
         "cacheBytes": len(data), "statKey": key.as_list(),
     }
     for name, value in expected.items():

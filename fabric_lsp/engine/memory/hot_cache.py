@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from . import seal, store
+from . import disk_cache, seal
 from .search import HotIndex
 
 if TYPE_CHECKING:
@@ -37,16 +37,16 @@ FORMAT = 1
 
 
 def cache_name(session_file: str, branches: str) -> str:
-    return store.cache_name(session_file, branches, RECORD_KIND)
+    return disk_cache.cache_name(session_file, branches, RECORD_KIND)
 
 
 def _identity(
     file: str, branches: str, *, source_hash: Any, fingerprint: Any, policy: Any, key: StatKey, entry_count: int
 ) -> dict[str, Any]:
     return {
-        "cacheVersion": store.CACHE_VERSION, "kind": RECORD_KIND, "format": FORMAT, "sessionFile": file,
+        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "format": FORMAT, "sessionFile": file,
         "branches": branches, "sourceHash": source_hash, "lineageFingerprint": fingerprint, "policy": policy,
-        "engine": store.ENGINE_FORMAT, "statKey": key.as_list(),
+        "engine": disk_cache.ENGINE_FORMAT, "statKey": key.as_list(),
         "entryCount": entry_count, "byteOrder": sys.byteorder,
     }
 
@@ -100,14 +100,14 @@ def _array(code: str, value: Any) -> array[int] | None:
 
 def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, key: StatKey) -> HotIndex | None:
     """The index in `data` when it is a sealed record of ours for exactly the `shard`
-    record (as `store.load_record` gives it) of `file` at `key`; None otherwise."""
+    record (as `disk_cache.load_record` gives it) of `file` at `key`; None otherwise."""
     entries: Any = shard.get("entries")
     if not isinstance(entries, list):
         return None
     entry_count = len(cast("list[Any]", entries))
-    if not store.sealed(data):
+    if not disk_cache.sealed(data):
         return None
-    rec = store.decode_record(data)
+    rec = disk_cache.decode_record(data)
     if rec is None:
         return None
     expected = _identity(file, branches, source_hash=shard.get("sourceHash"),

@@ -3,7 +3,7 @@
 Unchanged files are neither read nor hashed, grown files are extended in place after
 their old tail is verified, anything else is rebuilt from source (in a small process pool
 for large cold sets). States move between the hot tier (shards) and the cold tier
-(digests); the disk cache (store.py) only saves work across processes. The per-call
+(digests); the disk cache (disk_cache.py) only saves work across processes. The per-call
 budgets bound how much one call builds; while a background indexer (background.py) has
 work left, cold builds are left to it (`indexing_in_progress`).
 """
@@ -21,15 +21,15 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from fabric_lsp.engine.owned_dir import DirRefused, OwnedDir
 
-from . import file_history, hot_cache, store
+from . import disk_cache, file_history, hot_cache
 from .append import try_append
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
 from .core import MemoryCore
 from .pending import with_pending_records
 from .persist import state_from_record, write_records
-from .sessions import build_state, digest_from_hot
 from .state import SessionState, SourceMissing
+from .state_build import build_state, digest_from_hot
 from .tokenize import sort_lexical
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def cleanup_once(eng: MemoryCore) -> bool:
     complete = eng.cleanup_complete
     if complete is None:
         try:
-            eng.index_dir = store.claim_index_dir(
+            eng.index_dir = disk_cache.claim_index_dir(
                 eng.index_dir_configured, agent_dir=eng.agent_dir, session_dir=eng.session_dir
             )
             eng.index_dir_error = None
@@ -77,26 +77,26 @@ def cleanup_once(eng: MemoryCore) -> bool:
             eng.index_dir, eng.index_dir_error = None, str(err)
         complete = eng.cleanup_complete = _cleanup(eng)
         if not eng.cold.slots and not eng.cold.names:
-            data = store.read_cache_file(eng.index_dir, SNAPSHOT_NAME, eng.config.max_sync_source_bytes)
+            data = disk_cache.read_cache_file(eng.index_dir, SNAPSHOT_NAME, eng.config.max_sync_source_bytes)
             if data is not None and not eng.cold.restore(data):
-                store.remove(eng.index_dir, SNAPSHOT_NAME)  # damaged or of another format
+                disk_cache.remove(eng.index_dir, SNAPSHOT_NAME)  # damaged or of another format
             eng.terms_persisted = eng.cold.version
     return complete
 
 
 def _cleanup(eng: MemoryCore) -> bool:
-    """The bounded cleanup (store.cleanup); a one-shot process skips it when, by name,
+    """The bounded cleanup (disk_cache.cleanup); a one-shot process skips it when, by name,
     there is nothing to remove (`_nothing_to_clean`)."""
     max_files, max_bytes = eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
     if getattr(eng, "one_shot", False):
         complete = _nothing_to_clean(eng, max_files, max_bytes)
         if complete is not None:
             return complete
-    return store.cleanup(eng.index_dir, max_files, max_bytes)
+    return disk_cache.cleanup(eng.index_dir, max_files, max_bytes)
 
 
 def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool | None:
-    """What `store.cleanup` would return, found without reading a record, when every name
+    """What `disk_cache.cleanup` would return, found without reading a record, when every name
     in the index dir is a record name of a session file this engine has just listed and
     no temporary file is left; None otherwise (then the cleanup runs).
 
@@ -107,17 +107,17 @@ def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool |
     bounded: a name of a session that is gone, or a temporary file, runs the cleanup. Its
     result depends on the listing only (the count of records and their summed size
     against the budgets), so it is computed from the listing."""
-    listing = store.owned(eng.index_dir).listing()
+    listing = disk_cache.owned(eng.index_dir).listing()
     if listing is None:
-        return True  # (store.cleanup: nothing of ours to inspect)
+        return True  # (disk_cache.cleanup: nothing of ours to inspect)
     files = list(eng.refs)
     if not files:
         return None  # nothing listed yet: nothing to tell records of live sessions by
     # every record name is the file's `cache_base` and a suffix of its branch mode and kind
-    base = store.cache_base(files[0])
-    suffixes = [store.cache_name(files[0], branches, kind)[len(base):]
-                for branches in ("active", "all") for kind in store.RECORD_KINDS]
-    expected = {b + suffix for b in map(store.cache_base, files) for suffix in suffixes}
+    base = disk_cache.cache_base(files[0])
+    suffixes = [disk_cache.cache_name(files[0], branches, kind)[len(base):]
+                for branches in ("active", "all") for kind in disk_cache.RECORD_KINDS]
+    expected = {b + suffix for b in map(disk_cache.cache_base, files) for suffix in suffixes}
     inspected = read_bytes = 0
     for name, st in listing:
         if OwnedDir.is_temp(name):
@@ -145,7 +145,7 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
             return False
         capture = table.capture()
     data = encode_snapshot(capture)  # (the slow part, without the lock)
-    written = store.write_atomic(eng.index_dir, SNAPSHOT_NAME, data)
+    written = disk_cache.write_atomic(eng.index_dir, SNAPSHOT_NAME, data)
     with eng.lock:
         table.remember_keys(capture)  # the keys it computed: not again next time
         if written:
@@ -158,21 +158,21 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
 
 def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionState | None:
     kind = "shard" if tier == "hot" else "digest"
-    name = store.cache_name(ref.file, branches, kind)
+    name = disk_cache.cache_name(ref.file, branches, kind)
     limit = eng.config.max_sync_source_bytes if kind == "shard" else eng.config.max_cold_cache_bytes
-    data = store.read_cache_file(eng.index_dir, name, limit)
+    data = disk_cache.read_cache_file(eng.index_dir, name, limit)
     if data is None or ref.key is None:
         return None
     # (the server never reads the addresses; a vocabulary the restored term table holds
     # is left undecoded: cold_index.py, "snapshot")
-    record = store.load_record(data, kind, len(data), addresses=False,
+    record = disk_cache.load_record(data, kind, len(data), addresses=False,
                                vocabulary_known=eng.cold.claimable.__contains__ if kind == "digest" else None)
     if record is None:
-        store.remove(eng.index_dir, name)
+        disk_cache.remove(eng.index_dir, name)
         return None
     hot_index = None
     if kind == "shard":
-        terms = store.read_cache_file(eng.index_dir, hot_cache.cache_name(ref.file, branches),
+        terms = disk_cache.read_cache_file(eng.index_dir, hot_cache.cache_name(ref.file, branches),
                                       eng.config.max_sync_source_bytes)
         hot_index = hot_cache.load_record(terms, record, ref.file, branches, ref.key) if terms is not None else None
     try:
@@ -185,9 +185,9 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionSta
     except (KeyError, TypeError, ValueError, AttributeError):
         state = None
     if state is None:
-        store.remove(eng.index_dir, name)
+        disk_cache.remove(eng.index_dir, name)
         return None
-    files = store.read_cache_file(eng.index_dir, file_history.cache_name(ref.file, branches),
+    files = disk_cache.read_cache_file(eng.index_dir, file_history.cache_name(ref.file, branches),
                                   eng.config.max_sync_source_bytes)
     state.file_ops = file_history.load_record(files, state) if files is not None else None
     if state.file_ops is None:
@@ -195,7 +195,7 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionSta
     if kind == "shard" and state.hot_index is not hot_index:
         data = hot_cache.encode_record(state)  # built from the records: kept for the next load
         if data is not None:
-            store.write_atomic(eng.index_dir, hot_cache.cache_name(ref.file, branches), data)
+            disk_cache.write_atomic(eng.index_dir, hot_cache.cache_name(ref.file, branches), data)
     return state
 
 
@@ -239,11 +239,11 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Session
         loaded = from_disk(eng, ref, branches, tier)
         if loaded is not None:
             states[slot] = loaded
-            store.remove(
-                eng.index_dir, store.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
+            disk_cache.remove(
+                eng.index_dir, disk_cache.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
             )
             if tier != "hot":
-                store.remove(eng.index_dir, hot_cache.cache_name(ref.file, branches))
+                disk_cache.remove(eng.index_dir, hot_cache.cache_name(ref.file, branches))
             return loaded, True
         if state is not None and tier == "cold" and state.key == key:
             # Leaving the hot tier: derive the digest instead of re-reading the source.
@@ -470,8 +470,8 @@ def _load_index_unpaused(
         if not isinstance(result, SessionState):
             reasons.add(result.reason if isinstance(result, SourceMissing) else "index_error")
             eng.states.pop((ref.file, branches), None)
-            for kind in store.RECORD_KINDS:
-                store.remove(eng.index_dir, store.cache_name(ref.file, branches, kind))
+            for kind in disk_cache.RECORD_KINDS:
+                disk_cache.remove(eng.index_dir, disk_cache.cache_name(ref.file, branches, kind))
             continue
         indexed += 1
         if not result.coverage["complete"]:

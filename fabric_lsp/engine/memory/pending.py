@@ -8,7 +8,7 @@ from typing import Any, cast, overload
 
 import msgspec
 
-from . import store
+from . import disk_cache
 from .persist import state_from_record
 from .records import HotRecords
 from .state import SessionState
@@ -16,7 +16,7 @@ from .state import SessionState
 
 class _Stamp(msgspec.Struct):
     """What the eager load checks of every shard record (`state_from_record`: an object
-    with `line` and `role`, `text` and `sessionFile` strings: `store.shard_entry`), and
+    with `line` and `role`, `text` and `sessionFile` strings: `disk_cache.shard_entry`), and
     its timestamp; the rest of it is skipped undecoded."""
 
     line: Any
@@ -36,7 +36,7 @@ class PendingRecords(HotRecords):
     A global recall of a 200 MB history loads 50 hot shards of ~34,000 records, of which
     its page shows a few dozen: its BM25 runs on the persisted index (hot_cache.py), and a
     view needs only the number of records and the first one. So until something reads the
-    columns, `len` and `records[i]` come from the undecoded records (`store.shard_entry`,
+    columns, `len` and `records[i]` come from the undecoded records (`disk_cache.shard_entry`,
     the dict the eager load would hold); any other use decodes them all into the columns
     (`__getattr__` is only reached while a column is unset), after which this is a plain
     `HotRecords`. A server never holds one (it decodes every shard as it loads it)."""
@@ -68,7 +68,7 @@ class PendingRecords(HotRecords):
         return getattr(self, name)
 
     def _decode(self, raw: Any) -> dict[str, Any]:
-        rec = store.shard_entry(raw)
+        rec = disk_cache.shard_entry(raw)
         if rec is None or "line" not in rec or "role" not in rec:  # (never: `_Stamp` checked them when loaded)
             raise RuntimeError(f"a record of the cached hot shard of {self._file} is not a record")
         return rec

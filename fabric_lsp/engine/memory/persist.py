@@ -1,6 +1,6 @@
 """A session state and its disk cache records: finishing a built state (digest, encoded
 entries), the shard/digest records written (temp file + rename), and a state loaded back
-from a record. Below the builds (sessions.py) and appends (append.py)."""
+from a record. Below the builds (state_build.py) and appends (append.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from . import file_history, hot_cache, seal, store
+from . import disk_cache, file_history, hot_cache, seal
 from .records import HotRecords
 from .search import HotIndex
 from .source import (
@@ -48,7 +48,7 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         state.entry_count = len(entries)
         state.first_ts, state.last_ts = _ts_range(entries)
         state.coverage = {"complete": not reasons, "reasons": sort_lexical(reasons)}
-        state.policy = store.shard_policy(cfg, state.branches, state.lineage.fingerprint)
+        state.policy = disk_cache.shard_policy(cfg, state.branches, state.lineage.fingerprint)
         if encode:
             _encode_entries(state)
             # A large shard is neither kept encoded nor encoded whole: `write_records` writes it
@@ -58,15 +58,15 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         folder = state.folder
         assert folder is not None
         body = folder.record(reasons)
-        state.policy = store.digest_policy(cfg, state.branches, state.lineage.fingerprint)
+        state.policy = disk_cache.digest_policy(cfg, state.branches, state.lineage.fingerprint)
         record = {
-            "cacheVersion": store.CACHE_VERSION, "kind": "digest", "sessionId": state.session_id,
+            "cacheVersion": disk_cache.CACHE_VERSION, "kind": "digest", "sessionId": state.session_id,
             "file": state.file, "cwd": state.cwd, "firstTs": folder.first_ts, "lastTs": folder.last_ts,
             "entryCount": folder.entry_count, **body, "mtime": state.mtime, "size": state.size,
             "sourceHash": state.source_hash, "branches": state.branches,
             "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
             "cacheBytes": 0, "cacheSourceRatio": 0,
-            "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
+            "engine": disk_cache.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
         }
         data = seal.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
         state.persisted = data or b""
@@ -105,7 +105,7 @@ def _encode_entries(state: SessionState) -> None:
     if done == len(entries) and (state.entries_json or state.entries_bytes):
         return
     if 0 < done < len(entries) and (state.entries_json or state.entries_bytes):
-        tail = b",".join(store.encoder.encode(e) for e in entries[done:])
+        tail = b",".join(disk_cache.encoder.encode(e) for e in entries[done:])
         state.entries_encoded = len(entries)
         if state.entries_json:
             state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
@@ -139,7 +139,7 @@ def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
     yield b"["
     first = True
     for chunk in entries.chunks():
-        data = store.encoder.encode(chunk)
+        data = disk_cache.encoder.encode(chunk)
         if not first:
             yield b","
         first = False
@@ -167,7 +167,7 @@ def write_records(index_dir: str | None, state: SessionState) -> None:
         state.written = False
         return
     kind = "shard" if state.tier == "hot" else "digest"
-    name = store.cache_name(state.file, state.branches, kind)
+    name = disk_cache.cache_name(state.file, state.branches, kind)
     files_name = file_history.cache_name(state.file, state.branches)
     data: Any = state.persisted
     if not data and kind == "shard" and state.encode and state.entries_bytes:
@@ -176,19 +176,19 @@ def write_records(index_dir: str | None, state: SessionState) -> None:
     if data:
         # the file-operations table first: a record is only used with its table
         if state.file_ops is not None:
-            store.write_atomic(index_dir, files_name, file_history.encode_record(state))
-        store.write_atomic(index_dir, name, data)
+            disk_cache.write_atomic(index_dir, files_name, file_history.encode_record(state))
+        disk_cache.write_atomic(index_dir, name, data)
         terms = hot_cache.encode_record(state) if kind == "shard" else None
         if terms is not None:  # only used with exactly this shard (else rebuilt)
-            store.write_atomic(index_dir, terms_name, terms)
+            disk_cache.write_atomic(index_dir, terms_name, terms)
         else:
-            store.remove(index_dir, terms_name)
+            disk_cache.remove(index_dir, terms_name)
     else:
-        store.remove(index_dir, name)
-        store.remove(index_dir, files_name)
-        store.remove(index_dir, terms_name)
-    other = store.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
-    store.remove(index_dir, other)
+        disk_cache.remove(index_dir, name)
+        disk_cache.remove(index_dir, files_name)
+        disk_cache.remove(index_dir, terms_name)
+    other = disk_cache.cache_name(state.file, state.branches, "digest" if kind == "shard" else "shard")
+    disk_cache.remove(index_dir, other)
 
 
 def shard_bytes(state: SessionState) -> bytes:
@@ -198,14 +198,14 @@ def shard_bytes(state: SessionState) -> bytes:
 
 def shard_record(state: SessionState) -> JsonObject:
     return {
-        "cacheVersion": store.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
+        "cacheVersion": disk_cache.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
         "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
         "sourceHash": state.source_hash, "branches": state.branches,
         "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
         "cacheBytes": 0, "cacheSourceRatio": 0,
         "entries": msgspec.Raw(state.entries_json) if state.entries_json else None,  # None: written streaming
         "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
-        "engine": store.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
+        "engine": disk_cache.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
         "cwd": state.cwd,
     }
 
@@ -221,12 +221,12 @@ def state_from_record(
         return None
     if record.get("branches") != branches:
         return None
-    fp: str = record["lineageFingerprint"]  # `store.load_record` checked it: a 64-char string
+    fp: str = record["lineageFingerprint"]  # `disk_cache.load_record` checked it: a 64-char string
     if kind == "shard":
-        if record.get("sessionFile") != file or record.get("policy") != store.shard_policy(cfg, branches, fp):
+        if record.get("sessionFile") != file or record.get("policy") != disk_cache.shard_policy(cfg, branches, fp):
             return None
     else:
-        if record.get("file") != file or record.get("policy") != store.digest_policy(cfg, branches, fp):
+        if record.get("file") != file or record.get("policy") != disk_cache.digest_policy(cfg, branches, fp):
             return None
     leaf = record.get("leafId")
     lineage = Lineage(branches, leaf, [], None, fp, [])
@@ -237,12 +237,12 @@ def state_from_record(
         entry_count=0, policy=record["policy"],
     )
     if kind == "shard":
-        loaded: list[Any] = record["entries"]  # undecoded records (store.load_record)
+        loaded: list[Any] = record["entries"]  # undecoded records (disk_cache.load_record)
         entries = HotRecords()
         build = hot_index is None  # (`hot_cache.load_record` checked it holds exactly these records)
         index = HotIndex() if hot_index is None else hot_index
         for i, raw in enumerate(loaded):
-            e: JsonValue = store.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
+            e: JsonValue = disk_cache.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:
                 return None
             entries.append(e)

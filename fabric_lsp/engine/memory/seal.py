@@ -1,7 +1,7 @@
 """Sealing the disk cache's records: the one JSON encoder of the cache, the cache metrics
 spliced into an encoded record, the trailing `recordHash` (SHA-256 of the record with a
 zero hash) and its check, and fitting a cold digest under `maxColdCacheBytes`. Below
-store.py (which reads, validates and files the records)."""
+disk_cache.py (which reads, validates and files the records)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .tokenize import utf16_key
 if TYPE_CHECKING:
     from ..json_types import JsonObject
 
-encoder = msgspec.json.Encoder()  # the one JSON encoder of the cache (sessions.py encodes records with it)
+encoder = msgspec.json.Encoder()  # the one JSON encoder of the cache (state_build.py encodes records with it)
 
 
 _HASH_TAIL = len(',"recordHash":"') + 64 + len('"}')

@@ -5,7 +5,7 @@ A hot state holds the truncated records and their inverted index; a cold state h
 V5 digest (vocabulary, addresses, counts). Either carries the source identity
 (`StatKey`, size, mtime, SHA-256 `sourceHash`) and the lineage fingerprint, so the
 engine can answer integrity checks without re-reading an unchanged file. Built by
-sessions.py; imports only the layers below it.
+state_build.py; imports only the layers below it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import store
+from . import disk_cache
 from .records import HotRecords
 from .search import DigestView, HotIndex, HotView
 from .source import Lineage, SourceScan, StatKey
@@ -22,7 +22,7 @@ from .source import Lineage, SourceScan, StatKey
 if TYPE_CHECKING:
     from ..json_types import JsonObject
     from .digest_fold import DigestFolder
-    from .normalize import Normalizer
+    from .entry_text import Normalizer
 
 
 class SourceMissing(Exception):
@@ -108,7 +108,7 @@ class SessionState:
                 self.cold_table.terms_set(self.cold_slot),
             )
         vocabulary = self.digest["vocabulary"]
-        if isinstance(vocabulary, store.StoredVocabulary):  # loaded, not held by a term table
+        if isinstance(vocabulary, disk_cache.StoredVocabulary):  # loaded, not held by a term table
             vocabulary = self.digest["vocabulary"] = vocabulary.terms()
         if not self.vocab_set and vocabulary:
             self.vocab_set = frozenset(vocabulary)

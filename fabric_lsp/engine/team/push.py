@@ -27,14 +27,14 @@ from typing import Any
 
 import msgspec
 
-from fabric_lsp.engine.memory import file_history, store
+from fabric_lsp.engine.memory import disk_cache, file_history
 from fabric_lsp.engine.memory.catalog import Ref, all_refs, project_refs
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryCore
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
-from fabric_lsp.engine.memory.sessions import build_state
 from fabric_lsp.engine.memory.state import SourceMissing
+from fabric_lsp.engine.memory.state_build import build_state
 
 from .schema import SCHEMA
 from .settings import TeamSettings, machine_name
@@ -58,7 +58,7 @@ def session_key(member: str, machine: str, session_file: str, branches: str) -> 
 def policy_of(cfg: MemoryConfig) -> str:
     """What the pushed records depend on besides the source: a change re-pushes all."""
     return (
-        f"team/1;{store.ENGINE_FORMAT};branches:{BRANCHES};entry:{cfg.max_entry_chars};"
+        f"team/1;{disk_cache.ENGINE_FORMAT};branches:{BRANCHES};entry:{cfg.max_entry_chars};"
         f"thinking:{'true' if cfg.index_thinking else 'false'};"
         f"tool-output:{'true' if cfg.index_tool_output else 'false'}"
     )

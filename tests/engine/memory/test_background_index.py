@@ -270,7 +270,7 @@ def test_the_indexer_takes_a_session_a_call_is_building_instead_of_building_it_t
     try:
         assert seen.waiting.wait(60)  # every other session is done; this one waits for the call
         assert worker.is_alive() and key not in eng._states
-        from fabric_lsp.engine.memory.sessions import build_state
+        from fabric_lsp.engine.memory.state_build import build_state
 
         with eng.lock:  # the call ends: it adopts its state and leaves the set
             state = build_state(key[0], "active", "cold", eng.config, ref_id="w004", ref_cwd=CWD)
@@ -295,7 +295,7 @@ def test_a_session_a_call_adopted_after_the_pass_looked_is_not_built_again(tmp_p
     def cached(ref, branches, tier):
         if (ref.file, branches) == key and not adopted:
             # the pass sees no state; right after, a call builds and adopts it
-            from fabric_lsp.engine.memory.sessions import build_state
+            from fabric_lsp.engine.memory.state_build import build_state
 
             adopted.append(build_state(ref.file, branches, tier, eng.config, ref_id=ref.id, ref_cwd=ref.cwd))
             eng._adopt(adopted[0])
@@ -335,7 +335,7 @@ def test_a_call_waits_for_a_session_the_indexer_is_building_instead_of_building_
     the call's work: the call waits (releasing the engine lock) and takes the indexer's
     state; the answer is complete and nothing is built twice."""
     import fabric_lsp.engine.memory.index as index_mod
-    from fabric_lsp.engine.memory.sessions import build_state
+    from fabric_lsp.engine.memory.state_build import build_state
 
     agent = tmp_path / "agent"
     files = _sessions(agent, 6)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from memory_kit import assistant, header, tool_result, user, write_session
 
-from fabric_lsp.engine.memory import build_pool, store
+from fabric_lsp.engine.memory import build_pool, disk_cache
 from fabric_lsp.engine.memory.cold_index import ColdTermTable, StateTable
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.file_history import PackedFileOps
-from fabric_lsp.engine.memory.sessions import build_detached
 from fabric_lsp.engine.memory.state import SessionState
+from fabric_lsp.engine.memory.state_build import build_detached
 
 CWD = "/home/user/pool"
 
@@ -88,7 +88,7 @@ def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp
             tool_result("t1", "a1", "c1", "read", "export const x = 1", 3)]
     file = str(write_session(agent, CWD, "fo.jsonl", rows, 1_700_000_000))
     index_dir = tmp_path / "index"
-    store.claim_index_dir(str(index_dir), agent_dir=str(agent), session_dir=str(agent / "sessions"))
+    disk_cache.claim_index_dir(str(index_dir), agent_dir=str(agent), session_dir=str(agent / "sessions"))
     replies: list[tuple[str, object]] = []
     task = (file, "active", "cold", MemoryConfig(), "ref", CWD, str(index_dir))
     assert build_pool.run_batch([(file, task)], 1, lambda key, reply: replies.append(reply), lambda: None) == []
@@ -97,8 +97,8 @@ def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp
     assert sent.digest is not None and "addresses" not in sent.digest and sent.digest["vocabulary"]
     assert isinstance(sent.file_ops, PackedFileOps)
     assert all(sys.intern(p) is p for p in sent.file_ops.paths)  # interned again on arrival
-    data = (index_dir / store.cache_name(file, "active", "digest")).read_bytes()
-    record = store.load_record(data, "digest", len(data))
+    data = (index_dir / disk_cache.cache_name(file, "active", "digest")).read_bytes()
+    record = disk_cache.load_record(data, "digest", len(data))
     assert record is not None and [a[1] for a in record["addresses"]] == ["u1", "a1", "t1"]
 
     local = build_detached(file, "active", "cold", MemoryConfig(), ref_id="ref", ref_cwd=CWD)

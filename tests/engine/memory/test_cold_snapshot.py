@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import engine, header, user, write_session
 
-from fabric_lsp.engine.memory import seal, store
+from fabric_lsp.engine.memory import disk_cache, seal
 from fabric_lsp.engine.memory.background import BackgroundIndexer
 from fabric_lsp.engine.memory.cold_index import SNAPSHOT_NAME, ColdTermTable
-from fabric_lsp.engine.memory.store import vocabulary_key
+from fabric_lsp.engine.memory.disk_cache import vocabulary_key
 from fabric_lsp.engine.memory.tokenize import sort_lexical
 from tests.support.examples import profile_examples
 
@@ -57,7 +57,7 @@ def test_a_snapshot_restores_every_held_slot_with_its_postings_and_key(vocabs, r
         assert plist == sorted(plist) and plist == [s for s in sorted(back.slots) if term in list(back.vocabulary(s))]
     # each restored slot is claimable by the key of its vocabulary's JSON bytes, once per slot
     for vocab in kept:
-        slot = back.claim(vocabulary_key(store.encoder.encode(vocab)))
+        slot = back.claim(vocabulary_key(disk_cache.encoder.encode(vocab)))
         assert slot is not None and list(back.vocabulary(slot)) == vocab
     assert not back.claimable
     # nothing else changed: a second snapshot restores the same again
@@ -168,8 +168,8 @@ def test_a_sealed_record_with_a_vocabulary_out_of_order_is_still_refused(tmp_pat
     first = _index(agent, hot_sessions=1)
     index_dir = Path(first.index_dir)
     os.unlink(index_dir / SNAPSHOT_NAME)
-    name = store.cache_name(str(agent / "sessions" / "--home-user-snap--" / "s000.jsonl"), "active", "digest")
-    rec = store.decode_record((index_dir / name).read_bytes())
+    name = disk_cache.cache_name(str(agent / "sessions" / "--home-user-snap--" / "s000.jsonl"), "active", "digest")
+    rec = disk_cache.decode_record((index_dir / name).read_bytes())
     assert rec is not None and len(rec["vocabulary"]) > 2
     rec["vocabulary"] = list(reversed(rec["vocabulary"]))
     tampered = seal.apply_cache_metrics_slow(rec, rec["size"])
@@ -186,24 +186,24 @@ def test_a_builders_vocabulary_key_files_only_the_vocabulary_it_was_made_for(tmp
     own bytes when a snapshot is written, never under the old key."""
     from fabric_lsp.engine.memory.cold_index import StateTable
     from fabric_lsp.engine.memory.config import MemoryConfig
-    from fabric_lsp.engine.memory.sessions import build_detached
+    from fabric_lsp.engine.memory.state_build import build_detached
 
     agent = tmp_path / "agent"
     path = _sessions(agent, 1)[0]
     state = build_detached(str(path), "active", "cold", MemoryConfig(), ref_id="s000", ref_cwd=CWD)
     vocab = list(state.digest["vocabulary"])
-    assert state.vocab_key == vocabulary_key(store.encoder.encode(vocab))
+    assert state.vocab_key == vocabulary_key(disk_cache.encoder.encode(vocab))
     table = StateTable(ColdTermTable())
     table[(str(path), "active")] = state
     first = state.cold_slot
-    assert table.table.keys[first] == vocabulary_key(store.encoder.encode(vocab)) and state.vocab_key is None
+    assert table.table.keys[first] == vocabulary_key(disk_cache.encoder.encode(vocab)) and state.vocab_key is None
     state.digest = dict(state.digest, vocabulary=vocab + ["zz_appended"])  # what an append re-derives
     table[(str(path), "active")] = state
     assert state.cold_slot != first and state.cold_slot not in table.table.keys
     back = ColdTermTable()
     assert back.restore(table.table.snapshot())
-    assert back.claim(vocabulary_key(store.encoder.encode(vocab + ["zz_appended"]))) is not None
-    assert back.claim(vocabulary_key(store.encoder.encode(vocab))) is None
+    assert back.claim(vocabulary_key(disk_cache.encoder.encode(vocab + ["zz_appended"]))) is not None
+    assert back.claim(vocabulary_key(disk_cache.encoder.encode(vocab))) is None
 
 
 def test_the_indexer_thread_writes_the_snapshot_only_once_no_call_is_running(tmp_path: Path):
@@ -258,7 +258,7 @@ def test_keys_a_snapshot_computed_are_kept_only_for_slots_that_still_hold_that_v
     data = encode_snapshot(capture)
     table.remove(gone)  # changed while the snapshot was encoded
     table.remember_keys(capture)
-    assert table.keys == {kept: vocabulary_key(store.encoder.encode(["alpha", "beta"]))}
+    assert table.keys == {kept: vocabulary_key(disk_cache.encoder.encode(["alpha", "beta"]))}
     # the next snapshot uses the kept key and gives the same bytes for the same slots
     again = ColdTermTable()
     again.add(["alpha", "beta"])

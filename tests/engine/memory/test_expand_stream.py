@@ -12,7 +12,7 @@ from memory_kit import REAL_SESSIONS
 from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.expand_stream import Selection, expand_streaming
-from fabric_lsp.engine.memory.sessions import build_state
+from fabric_lsp.engine.memory.state_build import build_state
 
 FILES = sorted(REAL_SESSIONS.glob("*.jsonl"))
 

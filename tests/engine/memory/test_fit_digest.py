@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import seal, store
+from fabric_lsp.engine.memory import disk_cache, seal
 from fabric_lsp.engine.memory.tokenize import sort_lexical, utf16_key
 from tests.support.examples import profile_examples
 
@@ -43,13 +43,13 @@ def oracle(record: dict[str, Any], size: int, max_bytes: int) -> bytes | None:
         while lo < hi:
             mid = (lo + hi + 1) // 2
             record["vocabulary"] = vocab[:mid]
-            cov["vocabularyBytes"] = len(store.encoder.encode(vocab[:mid]))
+            cov["vocabularyBytes"] = len(disk_cache.encoder.encode(vocab[:mid]))
             if fits():
                 lo = mid
             else:
                 hi = mid - 1
         record["vocabulary"] = vocab[:lo]
-        cov["vocabularyBytes"] = len(store.encoder.encode(vocab[:lo]))
+        cov["vocabularyBytes"] = len(disk_cache.encoder.encode(vocab[:lo]))
     data = seal.apply_cache_metrics(record, size)
     return data if len(data) <= max_bytes else None
 
@@ -57,12 +57,12 @@ def oracle(record: dict[str, Any], size: int, max_bytes: int) -> bytes | None:
 def digest(vocab: list[str], addresses: list[list[Any]]) -> dict[str, Any]:
     vocabulary = sort_lexical(set(vocab))
     return {
-        "cacheVersion": store.CACHE_VERSION, "kind": "digest", "sessionId": "s", "file": "/s/a.jsonl", "cwd": "/w",
+        "cacheVersion": disk_cache.CACHE_VERSION, "kind": "digest", "sessionId": "s", "file": "/s/a.jsonl", "cwd": "/w",
         "firstTs": 1, "lastTs": 2, "entryCount": len(addresses), "filesTouched": [], "toolHistogram": {},
         "errorCount": 0, "vocabulary": vocabulary, "addresses": addresses,
-        "indexCoverage": {"complete": True, "vocabularyBytes": len(store.encoder.encode(vocabulary)), "reasons": []},
+        "indexCoverage": {"complete": True, "vocabularyBytes": len(disk_cache.encoder.encode(vocabulary)), "reasons": []},
         "mtime": 1.5, "size": 1000, "sourceHash": "0" * 64, "branches": "active", "lineageFingerprint": "1" * 64,
-        "policy": "p", "cacheBytes": 0, "cacheSourceRatio": 0, "engine": store.ENGINE_FORMAT,
+        "policy": "p", "cacheBytes": 0, "cacheSourceRatio": 0, "engine": disk_cache.ENGINE_FORMAT,
         "statKey": [1, 2, 3, 4, 5], "leafId": "x",
     }
 
@@ -85,6 +85,6 @@ def test_fit_digest_cuts_where_a_binary_search_does(vocab, addresses, size, max_
     if got is not None:
         # a whole record of exactly its stated size (its two metrics may settle on another
         # fixed point than the oracle's history gave: both describe the bytes exactly)
-        assert len(got) <= max_bytes and store.sealed(got)
-        assert store.load_record(got, "digest", len(got)) is not None
-        assert store.decode_record(got)["addresses"] == expected_rec["addresses"]
+        assert len(got) <= max_bytes and disk_cache.sealed(got)
+        assert disk_cache.load_record(got, "digest", len(got)) is not None
+        assert disk_cache.decode_record(got)["addresses"] == expected_rec["addresses"]

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
-from fabric_lsp.engine.memory import hot_cache, persist, seal, search, sessions, state, store
+from fabric_lsp.engine.memory import disk_cache, hot_cache, persist, seal, search, state, state_build
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
@@ -45,14 +45,14 @@ def shape(index: HotIndex) -> dict[str, Any]:
 
 
 def hot_state(file: Path) -> state.SessionState:
-    return sessions.build_state(str(file), "active", "hot", CFG, ref_id="r", ref_cwd="/")
+    return state_build.build_state(str(file), "active", "hot", CFG, ref_id="r", ref_cwd="/")
 
 
 def roundtrip(state: state.SessionState) -> HotIndex | None:
     data = hot_cache.encode_record(state)
-    assert data is not None and store.sealed(data)
+    assert data is not None and disk_cache.sealed(data)
     shard = persist.shard_bytes(state)
-    record = store.load_record(shard, "shard", len(shard))
+    record = disk_cache.load_record(shard, "shard", len(shard))
     assert record is not None
     return hot_cache.load_record(data, record, state.file, state.branches, state.key)
 
@@ -136,7 +136,7 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     assert added and victim.read_bytes() == good  # rebuilt, and the good sidecar written again
     # a sealed sidecar of another engine format
     added.clear()
-    rec = store.decode_record(good)
+    rec = disk_cache.decode_record(good)
     assert rec is not None
     rec["engine"] = "someone-else/1"
     del rec["recordHash"]
@@ -160,8 +160,8 @@ def test_an_append_rewrites_the_sidecar_with_the_shard(tmp_path):
     assert "feedf00d" in warm
     name = hot_cache.cache_name(str(session), "active")
     data = (index_dir / name).read_bytes()
-    shard = (index_dir / store.cache_name(str(session), "active", "shard")).read_bytes()
-    record = store.load_record(shard, "shard", len(shard))
+    shard = (index_dir / disk_cache.cache_name(str(session), "active", "shard")).read_bytes()
+    record = disk_cache.load_record(shard, "shard", len(shard))
     assert record is not None
     key = stat_key(str(session))
     assert key is not None
@@ -178,17 +178,17 @@ def test_cleanup_keeps_live_sidecars_and_removes_orphans(tmp_path):
     orphan = index_dir / hot_cache.cache_name(str(gone), "active")
     assert orphan in before
     gone.unlink()
-    assert store.cleanup(str(index_dir), 10_000, 1 << 30)
+    assert disk_cache.cleanup(str(index_dir), 10_000, 1 << 30)
     assert _terms_files(index_dir) == [p for p in before if p != orphan]
 
 
 def test_digest_without_addresses_is_the_record_minus_them(tmp_path):
     file = sorted(REAL_SESSIONS.glob("*.jsonl"))[2]
-    state = sessions.build_state(str(file), "active", "cold", CFG, ref_id="r", ref_cwd="/")
+    state = state_build.build_state(str(file), "active", "cold", CFG, ref_id="r", ref_cwd="/")
     data = state.persisted
     assert data
-    full = store.load_record(data, "digest", len(data))
-    lean = store.load_record(data, "digest", len(data), addresses=False)
+    full = disk_cache.load_record(data, "digest", len(data))
+    lean = disk_cache.load_record(data, "digest", len(data), addresses=False)
     assert full is not None and lean is not None and full["addresses"]
     assert lean == {k: v for k, v in full.items() if k != "addresses"}
     for bad in ({"not": "a list"}, "nope", None):
@@ -196,5 +196,5 @@ def test_digest_without_addresses_is_the_record_minus_them(tmp_path):
         rec["addresses"] = bad
         del rec["recordHash"]
         sealed = seal.apply_cache_metrics(rec, state.size)
-        assert store.load_record(sealed, "digest", len(sealed), addresses=False) is None
-        assert store.load_record(sealed, "digest", len(sealed)) is None
+        assert disk_cache.load_record(sealed, "digest", len(sealed), addresses=False) is None
+        assert disk_cache.load_record(sealed, "digest", len(sealed)) is None

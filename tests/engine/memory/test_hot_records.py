@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
-from fabric_lsp.engine.memory import persist, seal, sessions, state, store
+from fabric_lsp.engine.memory import disk_cache, persist, seal, state, state_build
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
@@ -113,7 +113,7 @@ def test_pi_records_are_held_without_dicts():
 
 
 def _state(path: Path, tier: str = "hot") -> state.SessionState:
-    return sessions.build_state(str(path), "active", tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
+    return state_build.build_state(str(path), "active", tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
 
 
 def test_streamed_shard_is_the_whole_encoding(monkeypatch):
@@ -130,7 +130,7 @@ def test_streamed_shard_is_the_whole_encoding(monkeypatch):
         record = persist.shard_record(big)
         record["entries"] = list(big.entries or [])
         assert seal.apply_cache_metrics_slow(record, big.size) == streamed
-        assert store.load_record(streamed, "shard", len(streamed)) is not None
+        assert disk_cache.load_record(streamed, "shard", len(streamed)) is not None
 
 
 def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, monkeypatch):
@@ -149,7 +149,7 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
 
     eng = MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))
     first = recall(eng)
-    name = store.cache_name(str(session), "active", "shard")
+    name = disk_cache.cache_name(str(session), "active", "shard")
     on_disk = (index_dir / name).read_bytes()
     assert on_disk == persist.shard_bytes(_state(session))
     # a restarted engine loads the streamed shard: same answer
@@ -163,6 +163,6 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     rebuilt = recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(fresh_dir)))
     assert json.dumps(extended, sort_keys=True) == json.dumps(rebuilt, sort_keys=True)
     assert extended_disk == (fresh_dir / name).read_bytes()
-    state = persist.state_from_record(store.load_record(extended_disk, "shard", len(extended_disk)), "shard",
+    state = persist.state_from_record(disk_cache.load_record(extended_disk, "shard", len(extended_disk)), "shard",
                                        str(session), "active", key=stat_key(str(session)), cfg=MemoryConfig())
     assert state is not None and list(state.entries or []) == list(_state(session).entries or [])

@@ -76,10 +76,10 @@ def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, 
     spliced, hashed-in-pieces record is byte-identical to re-encoding the whole."""
     import msgspec
 
-    from fabric_lsp.engine.memory import seal, store
+    from fabric_lsp.engine.memory import disk_cache, seal
 
-    one = len(store.encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
-    encoded = store.encoder.encode(entries * (2 + seal._SPLICE_MIN // one))
+    one = len(disk_cache.encoder.encode(entries)) - 1  # bytes per copy of the list's items, comma included
+    encoded = disk_cache.encoder.encode(entries * (2 + seal._SPLICE_MIN // one))
 
     def record(raw: bool):
         return {"cacheVersion": 5, "kind": "shard", "sessionFile": name, "cacheBytes": 0, "cacheSourceRatio": 0,
@@ -89,4 +89,4 @@ def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, 
     assert len(encoded) > seal._SPLICE_MIN
     fast = seal.apply_cache_metrics(record(True), size)
     assert fast == seal.apply_cache_metrics_slow(record(False), size)
-    assert store.sealed(fast)
+    assert disk_cache.sealed(fast)

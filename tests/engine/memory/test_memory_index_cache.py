@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from memory_kit import DEMO_MTIME, assistant, bash, demo_rows, engine, header, user, write_session
 
 from fabric_lsp.engine.activity import Cancelled, CancelToken
-from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory import disk_cache
 from fabric_lsp.engine.owned_dir import MARKER
 from tests.support.examples import profile_examples
 
@@ -67,7 +67,7 @@ def test_append_in_place_equals_a_fresh_build(tmp_path: Path):
     fresh = engine(agent, hot_sessions=50, index_dir=str(fresh_index))
     assert fresh.recall({"query": "auth", "scope": "project"}, cwd=CWD) == after
     # The rewritten shard on disk equals what a fresh build writes.
-    name = store.cache_name(str(path), "active", "shard")
+    name = disk_cache.cache_name(str(path), "active", "shard")
     mine = json.loads((Path(eng.index_dir) / name).read_bytes())
     theirs = json.loads((fresh_index / name).read_bytes())
     assert mine == theirs
@@ -126,21 +126,21 @@ def test_tier_demotion_and_separate_mode_files(tmp_path: Path):
     eng.recall({"query": "auth", "scope": "global", "branches": "all"}, cwd=CWD)
     names = {p.name for p in Path(eng.index_dir).iterdir()}
     newest, oldest = paths[-1], paths[0]
-    assert store.cache_name(str(newest), "active", "shard") in names
-    assert store.cache_name(str(newest), "all", "shard") in names
-    assert store.cache_name(str(oldest), "active", "digest") in names
-    assert store.cache_name(str(oldest), "all", "digest") in names
-    assert store.cache_name(str(oldest), "active", "shard") not in names
+    assert disk_cache.cache_name(str(newest), "active", "shard") in names
+    assert disk_cache.cache_name(str(newest), "all", "shard") in names
+    assert disk_cache.cache_name(str(oldest), "active", "digest") in names
+    assert disk_cache.cache_name(str(oldest), "all", "digest") in names
+    assert disk_cache.cache_name(str(oldest), "active", "shard") not in names
     # The active digest does not know the abandoned sibling; the all digest does.
-    active = json.loads((Path(eng.index_dir) / store.cache_name(str(oldest), "active", "digest")).read_bytes())
-    every = json.loads((Path(eng.index_dir) / store.cache_name(str(oldest), "all", "digest")).read_bytes())
+    active = json.loads((Path(eng.index_dir) / disk_cache.cache_name(str(oldest), "active", "digest")).read_bytes())
+    every = json.loads((Path(eng.index_dir) / disk_cache.cache_name(str(oldest), "all", "digest")).read_bytes())
     assert "abandoned" not in active["vocabulary"] and "abandoned" in every["vocabulary"]
     # Promote the oldest by touching it: its digest goes, a shard comes.
     os.utime(oldest, (DEMO_MTIME + 10_000, DEMO_MTIME + 10_000))
     eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
     names = {p.name for p in Path(eng.index_dir).iterdir()}
-    assert store.cache_name(str(oldest), "active", "shard") in names
-    assert store.cache_name(str(oldest), "active", "digest") not in names
+    assert disk_cache.cache_name(str(oldest), "active", "shard") in names
+    assert disk_cache.cache_name(str(oldest), "active", "digest") not in names
 
 
 def test_permissions(tmp_path: Path):
@@ -183,10 +183,10 @@ def test_cancel_leaves_no_partial_record(tmp_path: Path):
         if p.name == MARKER:
             continue
         if p.name.endswith((".files.json", ".terms.json")):  # our own sidecars: sealed
-            assert store.sealed(p.read_bytes()), p.name
+            assert disk_cache.sealed(p.read_bytes()), p.name
             continue
         kind = "digest" if p.name.endswith(".digest.json") else "shard"
-        assert store.valid_record(p.read_bytes(), kind, p.stat().st_size)
+        assert disk_cache.valid_record(p.read_bytes(), kind, p.stat().st_size)
     # The same engine answers normally afterwards.
     query = {"query": "auth login", "scope": "global"}
     assert query == QUERIES[0]
@@ -269,10 +269,10 @@ def test_warm_engine_drops_records_of_deleted_sessions_without_a_notification(tm
     eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
     index = Path(eng.index_dir)
     gone = paths[0]
-    assert any(p.name.startswith(store.cache_base(str(gone))) for p in index.iterdir())
+    assert any(p.name.startswith(disk_cache.cache_base(str(gone))) for p in index.iterdir())
     gone.unlink()
     eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)
-    assert not any(p.name.startswith(store.cache_base(str(gone))) for p in index.iterdir())
+    assert not any(p.name.startswith(disk_cache.cache_base(str(gone))) for p in index.iterdir())
 
 
 def test_warm_engine_notices_deleted_sessions(tmp_path: Path):
@@ -311,13 +311,13 @@ def test_rewrite_far_from_the_end_then_append_is_not_taken_for_an_append(tmp_pat
 
 
 def test_single_pass_and_two_pass_reading_agree(tmp_path: Path, monkeypatch):
-    from fabric_lsp.engine.memory import sessions
+    from fabric_lsp.engine.memory import state_build
 
     agent = tmp_path / "agent"
     _corpus(agent)
     one = _answers(agent, hot_sessions=2)
     shutil.rmtree(agent / "fabric-lsp")
-    monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0)  # every file takes the two-pass route
+    monkeypatch.setattr(state_build, "SINGLE_PASS_MAX_BYTES", 0)  # every file takes the two-pass route
     assert _answers(agent, hot_sessions=2) == one
 
 
@@ -381,12 +381,12 @@ def test_cancel_during_a_parallel_build(tmp_path: Path):
             continue
         data = (index / name).read_bytes()
         if name.endswith((".files.json", ".terms.json")):  # our own sidecars
-            assert store.sealed(data), name
+            assert disk_cache.sealed(data), name
             continue
         kind = "digest" if name.endswith(".digest.json") else "shard"
-        assert store.valid_record(data, kind, len(data)), name
+        assert disk_cache.valid_record(data, kind, len(data)), name
     assert eng.recall({"query": "auth", "scope": "global"}, cwd=CWD)["coverage"]["complete"]
-    assert store.cleanup(str(index), 1000, 1 << 30)
+    assert disk_cache.cleanup(str(index), 1000, 1 << 30)
     assert not [p for p in index.iterdir() if p.name.startswith(".tmp-")]
 
 

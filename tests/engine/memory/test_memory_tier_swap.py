@@ -16,7 +16,7 @@ from memory_kit import REAL_SESSIONS, assistant, bash, header, tool_result, user
 from test_memory_fabric_records import _rows as fabric_rows
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
-from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot
+from fabric_lsp.engine.memory.state_build import build_state, digest_from_hot
 from tests.support.examples import profile_examples
 
 CWD = "/home/user/swap"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from memory_kit import DEMO_MTIME, demo_rows, engine, write_session
 
-from fabric_lsp.engine.memory import store
+from fabric_lsp.engine.memory import disk_cache
 from fabric_lsp.engine.memory.search import bm25_located, render_text
 from fabric_lsp.engine.memory.tokenize import plan_memory_query, tokenize_lexical
 
@@ -103,7 +103,7 @@ def test_shard_cache_name_and_policy(demo):
     agent, path = demo
     eng = engine(agent)
     eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
-    name = store.cache_name(str(path), "active", "shard")
+    name = disk_cache.cache_name(str(path), "active", "shard")
     assert name.endswith("-2025-01-01_s1.jsonl.json")
     rec = json.loads((Path(eng.index_dir) / name).read_bytes())
     assert rec["policy"] == f"entry:2000;branches:active;lineage:{FP};thinking:false;tool-output:true"
@@ -115,7 +115,7 @@ def test_cold_digest_and_pointer(demo):
     agent, path = demo
     eng = engine(agent, hot_sessions=0)
     out = eng.recall({"query": "auth retry", "scope": "project"}, cwd=CWD)
-    rec = json.loads((Path(eng.index_dir) / store.cache_name(str(path), "active", "digest")).read_bytes())
+    rec = json.loads((Path(eng.index_dir) / disk_cache.cache_name(str(path), "active", "digest")).read_bytes())
     assert rec["vocabulary"] == ["1", "auth", "bash", "bug", "const", "exit", "export", "failed", "fix", "login",
                                  "note", "path", "pnpm", "read", "reading", "retry", "src", "test", "the", "tool",
                                  "toolresult", "ts"]
@@ -140,7 +140,7 @@ def test_cold_digest_and_pointer(demo):
                       "expectedSourceHash": pointer["sourceHash"], "expectedLineageFingerprint": FP}, cwd=CWD)
     assert hyd["items"][0]["segment"]["exactMatches"] == [{"index": 4, "entryId": "cm1", "operationAddress": None}]
     assert hyd["items"][0]["segment"]["tier"] == "cold"
-    assert not (Path(eng.index_dir) / store.cache_name(str(path), "active", "shard")).exists()
+    assert not (Path(eng.index_dir) / disk_cache.cache_name(str(path), "active", "shard")).exists()
 
 
 def test_expand_examples(demo):

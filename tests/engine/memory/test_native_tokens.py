@@ -94,9 +94,9 @@ def test_builds_give_the_same_records_without_the_accelerator(tmp_path):
     script = (
         "import sys, os\n"
         "from fabric_lsp.engine.memory.config import MemoryConfig\n"
-        "from fabric_lsp.engine.memory.sessions import build_detached\n"
-        "from fabric_lsp.engine.memory import store, tokenize\n"
-        "store.claim_index_dir(sys.argv[2], agent_dir='/nonexistent/agent', session_dir='/nonexistent/agent/sessions')\n"
+        "from fabric_lsp.engine.memory.state_build import build_detached\n"
+        "from fabric_lsp.engine.memory import disk_cache, tokenize\n"
+        "disk_cache.claim_index_dir(sys.argv[2], agent_dir='/nonexistent/agent', session_dir='/nonexistent/agent/sessions')\n"
         "print('native' if tokenize._native is not None else 'python')\n"
         "build_detached(sys.argv[1], 'active', 'cold', MemoryConfig(), ref_id='x', ref_cwd='/', index_dir=sys.argv[2])\n"
     )

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory.digest_fold import DigestFolder
+from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.file_history import new_collector
-from fabric_lsp.engine.memory.normalize import Normalizer
 from tests.support.examples import profile_examples
 
 _SCALAR = st.one_of(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from fabric_lsp.engine.memory import pending, store
+from fabric_lsp.engine.memory import disk_cache, pending
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
@@ -87,8 +87,8 @@ def test_a_one_shot_engine_cleans_what_is_gone(agent, monkeypatch):
     built = _answers(_engine(agent, cfg, one_shot=False))
     index_dir = agent.parent / "index"
     cleanups: list[int] = []
-    real = store.cleanup
-    monkeypatch.setattr(store, "cleanup", lambda *a: (cleanups.append(1), real(*a))[1])
+    real = disk_cache.cleanup
+    monkeypatch.setattr(disk_cache, "cleanup", lambda *a: (cleanups.append(1), real(*a))[1])
     assert _answers(_engine(agent, cfg, one_shot=True)) == built
     assert cleanups == []  # nothing to clean: skipped
     temp = index_dir / ".tmp-0123456789ab.part"
@@ -96,7 +96,7 @@ def test_a_one_shot_engine_cleans_what_is_gone(agent, monkeypatch):
     _engine(agent, cfg, one_shot=True).recall({"query": "orbit", "scope": "global"}, cwd=ORBIT)
     assert cleanups == [1] and not temp.exists()
     gone = sorted(agent.glob("sessions/*/*.jsonl"))[0]
-    orphans = [p for p in index_dir.iterdir() if p.name.startswith(store.cache_base(str(gone)))]
+    orphans = [p for p in index_dir.iterdir() if p.name.startswith(disk_cache.cache_base(str(gone)))]
     assert orphans
     gone.unlink()
     _engine(agent, cfg, one_shot=True).recall({"query": "orbit", "scope": "global"}, cwd=ORBIT)

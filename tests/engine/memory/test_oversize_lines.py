@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from memory_kit import assistant, engine, header, tool_result, user, write_session
 
-from fabric_lsp.engine.memory import sessions, source
+from fabric_lsp.engine.memory import source, state_build
 from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.append import try_append
 from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.json_line import cut_json, cut_note
-from fabric_lsp.engine.memory.sessions import build_state, digest_from_hot, lineage_from_lines
 from fabric_lsp.engine.memory.source import decode_json_line, scan_source, stat_key
+from fabric_lsp.engine.memory.state_build import build_state, digest_from_hot, lineage_from_lines
 from fabric_lsp.engine.session.reader import MAX_JSON_DEPTH
 from tests.support.examples import profile_examples
 
@@ -283,7 +283,7 @@ def test_a_build_keeps_the_branch_whole_and_names_the_cut(tmp_path: Path, low_li
         cold = digest_from_hot(state, cfg)  # a hot state leaving the tier keeps the reason
         assert cold is not None and "max_line_bytes" in cold.coverage["reasons"]
     # the streaming build (a file over the single-pass bound) says the same
-    monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0)
+    monkeypatch.setattr(state_build, "SINGLE_PASS_MAX_BYTES", 0)
     streamed = build_state(str(path), branches, tier, cfg, ref_id="s1", ref_cwd="/w")
     assert streamed.coverage == state.coverage and streamed.lineage.fingerprint == state.lineage.fingerprint
 

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
-from fabric_lsp.engine.memory import sessions, state
+from fabric_lsp.engine.memory import state, state_build
 from fabric_lsp.engine.memory.api import MemoryConfig
-from fabric_lsp.engine.memory.sessions import build_state
 from fabric_lsp.engine.memory.state import SourceMissing
+from fabric_lsp.engine.memory.state_build import build_state
 from tests.support.examples import profile_examples
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,8 +24,8 @@ REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
 
 
 def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch) -> state.SessionState:
-    monkeypatch.setattr(sessions, "SINGLE_PASS_MAX_BYTES", 0 if stream else 1 << 40)
-    monkeypatch.setattr(sessions, "STREAM_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(state_build, "SINGLE_PASS_MAX_BYTES", 0 if stream else 1 << 40)
+    monkeypatch.setattr(state_build, "STREAM_CHUNK_BYTES", chunk)
     return build_state(str(path), branches, tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
 
 

@@ -15,11 +15,11 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from . import store
+from . import disk_cache
 from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
 from .file_history import new_collector
-from .normalize import Normalizer
+from .entry_text import Normalizer
 from .records import HotRecords
 from .persist import finish_state, write_records
 from .state import SessionState, SourceMissing
@@ -366,7 +366,7 @@ def build_detached(
         # the builder, than in the server's snapshot of a thousand sessions)
         vocabulary = state.digest.get("vocabulary")
         if isinstance(vocabulary, list):
-            state.vocab_key = store.vocabulary_key(store.encoder.encode(vocabulary))
+            state.vocab_key = disk_cache.vocabulary_key(disk_cache.encoder.encode(vocabulary))
     if index_dir is not None and state.tier == "cold" and state.digest is not None:
         keep_on_server(state, interned=False)  # less to pickle: the record is on disk
     # Less to pickle: path ids and ordinals only serve appends (the vocabulary set is
