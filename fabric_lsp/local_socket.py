@@ -1,6 +1,6 @@
 """The local socket: a running server's memory reads for other processes of the same user.
 
-A third face of the engine calls (fabric_lsp/engines.py), beside the LSP server and the
+A third face of the engine calls (fabric_lsp/engine_owner.py), beside the LSP server and the
 CLI. A fabric-lsp language server (after `initialized`) or `fabric-lsp serve --daemon`
 listens on a Unix socket that only its own user can open; `fabric-lsp recall`,
 `sessions`, `expand` and `history` ask it first and print its answer (the same bytes as

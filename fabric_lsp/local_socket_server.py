@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from fabric_lsp.config import ServerConfig
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
 
 
 # -- the settings that change answers ------------------------------------------------------
@@ -422,7 +422,7 @@ class LocalSocketServer:
 
         from fabric_lsp import protocol
         from fabric_lsp.engine.activity import Cancelled, CancelToken
-        from fabric_lsp.engines import DomainError
+        from fabric_lsp.engine_owner import DomainError
 
         try:
             p = protocol.decode_params(method, params)
@@ -514,7 +514,7 @@ def run_daemon(cfg: ServerConfig, *, cwd: str) -> int:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
 
     if not available():
         why = ("FABRIC_LSP_SOCKET=0 turns the local socket off" if os.environ.get(ENV_SWITCH, "1").strip() == "0"

@@ -10,7 +10,7 @@ from msgspec import Struct
 from fabric_lsp.protocol_types import _ACTIVITY, _RESULT, Branches, Tier, Timestamp
 
 # ---------------------------------------------------------------------------------------
-# Results (the engine entry points in fabric_lsp/engines.py return these)
+# Results (the engine entry points in fabric_lsp/engine_owner.py return these)
 # ---------------------------------------------------------------------------------------
 
 

@@ -35,7 +35,7 @@ from pygls.uris import to_fs_path
 from fabric_lsp import __version__
 from fabric_lsp.config import ServerConfig, load_config
 from fabric_lsp.engine.activity import CancelToken
-from fabric_lsp.engines import Engines
+from fabric_lsp.engine_owner import Engines
 from fabric_lsp.outbox import EXIT_DRAIN_S, Outbox, max_pending_from_env
 
 log = logging.getLogger("fabric_lsp.server")

@@ -46,6 +46,8 @@ CASES = [
     (["expand", "19db38cf", "--agent-dir", EXAMPLES], 2, ["fabric-lsp expand", "--session"]),
     (["preview", "no-such-session", "--agent-dir", EXAMPLES], 2, ["fabric-lsp preview", "session_not_found"]),
     (["preview", "--ratio", "2", "01a184f4", "--agent-dir", EXAMPLES], 2, ["targetContextRatio", "<= 0.85"]),
+    (["branch-summary", "01a184f4", "--to", "nope0000", "--agent-dir", EXAMPLES], 2,
+     ["fabric-lsp branch-summary", "entry_not_found"]),
     (["tree", "01a184f4", "--to", "nope0000", "--agent-dir", EXAMPLES], 2, ["fabric-lsp tree", "entry_not_found"]),
     (["compact", "no-such-session", "--agent-dir", EXAMPLES], 2, ["fabric-lsp compact", "not found"]),
 ]

@@ -72,13 +72,13 @@ def test_to_result_names_the_method_and_field_of_a_result_off_the_contract() -> 
 
 
 def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> None:
-    """engines.py takes the params Structs and returns the result Structs; their encoding
+    """engine_owner.py takes the params Structs and returns the result Structs; their encoding
     is what every face sends (Fabric trace and fact records: tests/engine/memory/
     test_memory_fabric_records.py)."""
     import shutil
 
     from fabric_lsp.config import load_config
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
 
     agent = tmp_path / "agent"
     folder = agent / "sessions" / "--proj--"

@@ -20,7 +20,7 @@ from fabric_lsp.commands.face import (
     session_ref,
 )
 from fabric_lsp.engine.compaction.api import PreviewError
-from fabric_lsp.engines import DomainError
+from fabric_lsp.engine_owner import DomainError
 
 
 def _write(text: str) -> None:
@@ -136,7 +136,7 @@ def _run_tree(args: argparse.Namespace) -> int:
         "replaceInstructions": args.replace_instructions or None,
     })
     try:
-        res = _engine_call(args, "tree", protocol.BRANCH_SUMMARY_PREVIEW, params)
+        res = _engine_call(args, args.command, protocol.BRANCH_SUMMARY_PREVIEW, params)
     except CliError as err:
         return fail(err)
     if args.json:
@@ -145,11 +145,13 @@ def _run_tree(args: argparse.Namespace) -> int:
     if res["outcome"] == "summarized":
         _write(res["summary"])
         return 0
-    print(f"fabric-lsp tree: {res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)", file=sys.stderr)
+    print(f"fabric-lsp {args.command}: {res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)", file=sys.stderr)
     return EXIT_NOT_DONE
 
 
 SUBCOMMANDS = {
     "preview": ("preview the deterministic compaction summary of a session branch", _preview_args, _run_preview),
-    "tree": ("preview the branch summary Fabric attaches when navigating away from a branch", _tree_args, _run_tree),
+    "branch-summary": ("preview the branch summary Fabric attaches when navigating away from a branch (Pi's /tree)",
+                       _tree_args, _run_tree),
+    "tree": ("the same as branch-summary (its first name, kept for scripts)", _tree_args, _run_tree),
 }

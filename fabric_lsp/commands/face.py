@@ -1,5 +1,5 @@
 """What every CLI subcommand shares with the server: the settings layers, the protocol
-decoder and the engine owner (fabric_lsp/engines.py).
+decoder and the engine owner (fabric_lsp/engine_owner.py).
 
 A CLI command loads the same configuration layers as the server (`--agent-dir` and
 `--trusted` play the part of the editor's `agentDir` and `trusted`; `--cwd` is the
@@ -20,7 +20,7 @@ from fabric_lsp.quick_cli import session_ref as session_ref
 
 if TYPE_CHECKING:
     from fabric_lsp.config import ServerConfig
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
     from fabric_lsp.local_socket import Client
 
 # The protocol, the settings loader and the engines are imported on first use: a memory
@@ -103,7 +103,7 @@ BEFORE_COMPUTE: list[Any] = []
 
 def _local_engines(args: argparse.Namespace, command: str, *, quiet: bool) -> Engines:
     from fabric_lsp.engine import alloc
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
 
     while BEFORE_COMPUTE:
         BEFORE_COMPUTE.pop(0)()

@@ -19,7 +19,7 @@ import msgspec
 
 from fabric_lsp import protocol
 from fabric_lsp.commands.face import CliError, decode, given
-from fabric_lsp.engines import intent_cancel, intent_request, intent_status
+from fabric_lsp.engine_owner import intent_cancel, intent_request, intent_status
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -60,7 +60,7 @@ def _setup(args: argparse.Namespace) -> tuple[Any, str, Any]:
     from fabric_lsp.engine.compaction.options import CompactionOverrides, resolve_compaction_options
     from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
     from fabric_lsp.engine.session.lease import LeaseBook
-    from fabric_lsp.engines import DomainError, resolve_session_path
+    from fabric_lsp.engine_owner import DomainError, resolve_session_path
 
     command = getattr(args, "command", None) or "compact"
     cfg = cli_config(args, command)

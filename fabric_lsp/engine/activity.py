@@ -1,7 +1,7 @@
 """Engine-side activity and cancellation, as plain Python objects.
 
 The engine reports what it is doing through an `ActivitySink` callback and checks a
-`CancelToken` at safe points. Neither knows about LSP: `handlers/progress.py` turns
+`CancelToken` at safe points. Neither knows about LSP: `handlers/request_runner.py` turns
 activity events into `$/progress` and `fabric/activity`, and a `$/cancelRequest` sets
 the token. Invariant: an engine call that observes a cancelled token raises `Cancelled`
 before it writes anything durable (no partial cache records).

@@ -1,14 +1,14 @@
 """`fabric/compactionPreview` and `fabric/branchSummaryPreview`: the exact summary the
 Fabric engine would persist, computed from the session file without writing anything
-(the same engine calls as the CLI's `preview` and `tree`: fabric_lsp/engines.py)."""
+(the same engine calls as the CLI's `preview` and `tree`: fabric_lsp/engine_owner.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.progress import run_request
 from fabric_lsp.handlers.registry import feature
+from fabric_lsp.handlers.request_runner import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer

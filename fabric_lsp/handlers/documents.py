@@ -23,9 +23,9 @@ from fabric_lsp.engine.references import EntryReference, reference_at
 from fabric_lsp.engine.session import DEFAULT_MAX_LINE_BYTES, parse_json_line, read_session
 from fabric_lsp.engine.session.projection import EDIT_NEEDLE, context_edit_marks, file_context_edit_marks
 from fabric_lsp.engine.session.regular_file import NotReadable, read_regular_file
-from fabric_lsp.engines import DomainError
-from fabric_lsp.handlers.progress import run_request
+from fabric_lsp.engine_owner import DomainError
 from fabric_lsp.handlers.registry import feature
+from fabric_lsp.handlers.request_runner import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer

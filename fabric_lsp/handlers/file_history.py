@@ -13,8 +13,8 @@ from pygls.uris import to_fs_path
 
 from fabric_lsp import protocol
 from fabric_lsp.handlers.documents import _session_header
-from fabric_lsp.handlers.progress import run_request
 from fabric_lsp.handlers.registry import feature
+from fabric_lsp.handlers.request_runner import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer

@@ -1,14 +1,14 @@
 """`fabric/compact/request|status|cancel`: the pending compaction intent of a session.
 The intents engine commits at a safe boundary and calls back; the server turns that into
-the `fabric/compactionCommitted` notification (fabric_lsp/engines.py)."""
+the `fabric/compactionCommitted` notification (fabric_lsp/engine_owner.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.progress import run_request
 from fabric_lsp.handlers.registry import feature
+from fabric_lsp.handlers.request_runner import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer

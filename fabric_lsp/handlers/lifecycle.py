@@ -66,7 +66,7 @@ async def pull_client_settings(ls: FabricServer) -> None:
 async def initialized(ls: FabricServer, params: types.InitializedParams) -> None:
     index_in_background = os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0"
     if index_in_background:
-        from fabric_lsp.handlers.progress import BackgroundProgress
+        from fabric_lsp.handlers.request_runner import BackgroundProgress
 
         # Enabled first (cheap: a flag), before this handler awaits the client: a request
         # that runs meanwhile makes its memory engine with the indexer pending, so its

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
-from fabric_lsp.handlers.progress import run_request
 from fabric_lsp.handlers.registry import feature
+from fabric_lsp.handlers.request_runner import run_request
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from fabric_lsp.handlers import progress
+from fabric_lsp.handlers import request_runner
 
 FAULTS: dict[str, str] = dict(
     item.split("=", 1) for item in os.environ.get("FABRIC_TEST_FAULTS", "").split(",") if "=" in item
@@ -37,7 +37,7 @@ def _injected(method: str, kind: str) -> Any:
     return work
 
 
-_real_run_request = progress.run_request
+_real_run_request = request_runner.run_request
 
 
 async def run_request(server: Any, method: str, raw_params: Any, work: Any, **kwargs: Any) -> Any:
@@ -46,7 +46,7 @@ async def run_request(server: Any, method: str, raw_params: Any, work: Any, **kw
     return await _real_run_request(server, method, raw_params, work, **kwargs)
 
 
-progress.run_request = run_request  # before the handler modules import it
+request_runner.run_request = run_request  # before the handler modules import it
 
 if __name__ == "__main__":
     from fabric_lsp.cli import main

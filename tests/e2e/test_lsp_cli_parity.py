@@ -69,11 +69,12 @@ async def test_preview_cli_equals_server(client, configured_agent):
     assert narrow != server
 
 
-async def test_tree_cli_equals_server(client, configured_agent):
+async def test_branch_summary_cli_equals_server(client, configured_agent):
     session = str(configured_agent / "sessions" / PROJECT_FOLDER / S01)
     target = entry_ids(configured_agent)[0]
     server = await rpc(client, protocol.BRANCH_SUMMARY_PREVIEW, {"session": session, "targetId": target})
-    assert cli(configured_agent, "tree", session, "--to", target) == server
+    assert cli(configured_agent, "branch-summary", session, "--to", target) == server
+    assert cli(configured_agent, "tree", session, "--to", target) == server  # its first name
 
 
 async def _background_index_done(client) -> None:

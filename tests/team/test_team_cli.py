@@ -76,7 +76,7 @@ def test_cli_push_status_and_team_recall(team_db: Cluster, agent: Path) -> None:
     # expand a team item: the stored records, and where the source is
     seg = json.loads(_cli("recall", "test", "--scope", "team", "--json", agent=agent).stdout)["items"][0]["segment"]
     from fabric_lsp import protocol
-    from fabric_lsp.engines import Engines
+    from fabric_lsp.engine_owner import Engines
 
     cfg = load_config(workspace_root=agent.parent / "work", init_options={"agentDir": str(agent)})
     engines = Engines(lambda: cfg)

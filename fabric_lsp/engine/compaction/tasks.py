@@ -2,7 +2,7 @@
 calling thread or in a worker process (engine/procpool.py): `run_task(name, kwargs,
 cancel, activity)` with `kwargs` holding `source` (the session path) and the keyword
 options of `preview_compaction` / `preview_branch_summary`, all already resolved by the
-caller (engines.py). Stateless: the result depends on the bytes read and the arguments.
+caller (engine_owner.py). Stateless: the result depends on the bytes read and the arguments.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # The compaction and memory engines are imported on first use, not at import time: the
 # editor pays the server's start-up on every launch (tests/e2e/test_lsp_lifecycle.py).
 
-log = logging.getLogger("fabric_lsp.engines")
+log = logging.getLogger("fabric_lsp.engine_owner")
 
 Notify = Callable[[str, Any], None]
 Submit = Callable[[Callable[[], None]], Any]

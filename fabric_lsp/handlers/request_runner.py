@@ -28,7 +28,7 @@ from pygls.exceptions import (
 
 from fabric_lsp import protocol
 from fabric_lsp.engine.activity import Cancelled, CancelToken
-from fabric_lsp.engines import DomainError
+from fabric_lsp.engine_owner import DomainError
 from fabric_lsp.handlers.scheduling import run_heavy
 from fabric_lsp.server import EncodedResult
 
