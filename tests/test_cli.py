@@ -6,10 +6,11 @@ import subprocess
 import sys
 
 from fabric_lsp import __version__
+from tests.support.cli import run_cli
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, timeout=60)
+    return run_cli(*args, timeout=60)
 
 
 def test_version() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fabric_lsp.engine.session.lease import LeaseBook
 from fabric_lsp.examples import copy_example_agent_dir
+from tests.support.cli import cli_json
 
 SESSION_ID = "01a18ac0-60ba-7a1f-9785-c60c123c3fed"  # the long bundled session
 
@@ -58,10 +59,7 @@ def _two_branch_session(folder: Path) -> Path:
 
 
 def cli(agent: Path, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", *args, "--json", "--agent-dir", str(agent)],
-                         capture_output=True, text=True, timeout=120)
-    assert out.stdout, out.stderr
-    return json.loads(out.stdout)
+    return cli_json(*args, "--json", "--agent-dir", str(agent))
 
 
 def test_recall_and_expand_follow_the_live_leaf_of_a_held_session(tmp_path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import stat
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.checks import LspSpecificationWarning
 
 from fabric_lsp.server import converter_factory
+from tests.support.agent import real_sessions_agent
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_SESSIONS = REPO / "tests" / "fixtures" / "real-sessions"
@@ -33,14 +32,7 @@ FAULTY_SERVER_CMD = [sys.executable, str(Path(__file__).resolve().parent / "faul
 def make_agent_dir(root: Path) -> Path:
     """`<root>/agent/sessions/--home-user-proj--/*.jsonl` from the real Pi fixtures
     (04 is a resumed copy of 03, so their session id is ambiguous by design)."""
-    agent = root / "agent"
-    folder = agent / "sessions" / PROJECT_FOLDER
-    folder.mkdir(parents=True)
-    for src in sorted(REAL_SESSIONS.glob("*.jsonl")):
-        dst = folder / src.name
-        shutil.copyfile(src, dst)
-        os.chmod(dst, stat.S_IRUSR | stat.S_IWUSR)
-    return agent
+    return real_sessions_agent(root, PROJECT_FOLDER)
 
 
 class RecordingClient(LanguageClient):

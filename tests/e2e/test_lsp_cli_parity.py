@@ -23,6 +23,7 @@ from fabric_e2e_harness import (
 )
 
 from fabric_lsp import protocol
+from tests.support.cli import cli_json
 
 pytestmark = [SPEC_WARNINGS_AS_ERRORS, pytest.mark.asyncio(loop_scope="module")]
 
@@ -47,10 +48,7 @@ async def client(configured_agent):
 
 
 def cli(agent: Path, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", *args, "--json", "--agent-dir", str(agent),
-                          "--cwd", PROJECT_CWD], capture_output=True, text=True, env=server_env(agent), timeout=120)
-    assert out.stdout, out.stderr
-    return json.loads(out.stdout)
+    return cli_json(*args, "--json", "--agent-dir", str(agent), "--cwd", PROJECT_CWD, env=server_env(agent))
 
 
 def entry_ids(agent: Path) -> list[str]:

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 from reliability_kit import ORBIT, REPO, RawServer, example_agent, server_env, session_files
 
+from tests.support.cli import run_cli
+
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or not sys.platform.startswith("linux"),
                                 reason="Unix sockets with SO_PEERCRED (Linux)")
 
@@ -61,8 +63,7 @@ def cli(agent: Path, *args: str, socket_on: bool = True, env_extra: dict[str, st
     env.pop("FABRIC_LSP_SOCKET", None)
     if not socket_on:
         env["FABRIC_LSP_SOCKET"] = "0"
-    return subprocess.run([sys.executable, *python_flags, "-m", "fabric_lsp", *args], capture_output=True, env=env,
-                          cwd=str(REPO), timeout=120)
+    return run_cli(*args, env=env, cwd=REPO, text=False, python_flags=python_flags)
 
 
 def without_note(stderr: bytes) -> bytes:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.team.api import TeamEngine
 from fabric_lsp.engine.team.settings import TeamSettings
+from tests.support.sessions import append_rows as append_rows  # the one session builder, re-exported
+from tests.support.sessions import assistant, bash, header, user
+from tests.support.sessions import write_session as write_session
 
 ALL_HOT = 100_000
 
@@ -51,22 +56,14 @@ def strip_local(result: dict[str, Any]) -> dict[str, Any]:
 
 # ---- sessions ---------------------------------------------------------------------------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-
-from fabric_lsp.engine.session.discovery import encode_cwd  # noqa: E402
-
-
-def ts(second: int) -> str:
-    return f"2025-01-01T00:{second // 60 % 60:02d}:{second % 60:02d}.000Z"
-
 
 def session_rows(sid: str, cwd: str, turns: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    """A linear Pi session: `turns` of (role, text), role user | assistant | bash."""
-    rows: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": sid, "timestamp": ts(0), "cwd": cwd}]
+    """A linear Pi session: `turns` of (role, text), role user | assistant | bash; entry
+    ids derived from (sid, turn), the same in every run."""
+    rows: list[dict[str, Any]] = [header(sid, cwd)]
     parent: str | None = None
     for i, (role, text) in enumerate(turns):
-        eid = f"{abs(hash((sid, i))) % (1 << 32):08x}"
+        eid = hashlib.sha256(f"{sid}\0{i}".encode()).hexdigest()[:8]
         rows.append(entry_row(eid, parent, role, text, i + 1))
         parent = eid
     return rows
@@ -74,30 +71,10 @@ def session_rows(sid: str, cwd: str, turns: list[tuple[str, str]]) -> list[dict[
 
 def entry_row(eid: str, parent: str | None, role: str, text: str, second: int) -> dict[str, Any]:
     if role == "bash":
-        msg: dict[str, Any] = {"role": "bashExecution", "command": text, "output": text[::-1], "cancelled": False,
-                               "truncated": False, "exitCode": 0, "timestamp": 1_700_000_000_000}
-    elif role == "assistant":
-        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 1_700_000_000_000}
-    else:
-        msg = {"role": "user", "content": text, "timestamp": 1_700_000_000_000}
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
-
-
-def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict[str, Any]], mtime_s: float | None = None) -> Path:
-    folder = agent_dir / "sessions" / encode_cwd(cwd)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in rows),
-                    encoding="utf-8")
-    if mtime_s is not None:
-        os.utime(path, (mtime_s, mtime_s))
-    return path
-
-
-def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n")
+        return bash(eid, parent, text, text[::-1], 0, second)
+    if role == "assistant":
+        return assistant(eid, parent, [{"type": "text", "text": text}], second)
+    return user(eid, parent, text, second)
 
 
 def last_entry_id(path: Path) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from typing import Any as Cluster  # (the cluster fixture's type: tests/team/conftest.py)
@@ -17,6 +16,7 @@ import pytest
 from fabric_lsp.commands.examples import write_examples
 from fabric_lsp.config import load_config
 from fabric_lsp.engine.team.schema import SCHEMA
+from tests.support.cli import run_cli
 
 
 def _cli(*args: str, agent: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -24,8 +24,7 @@ def _cli(*args: str, agent: Path, cwd: Path | None = None) -> subprocess.Complet
     env["PI_CODING_AGENT_DIR"] = str(agent)
     work = cwd or agent.parent / "work"  # a workspace that does not hold the agent dir
     work.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, env=env,
-                          cwd=str(work), timeout=120)
+    return run_cli(*args, env=env, cwd=work)
 
 
 def _fabric_json(agent: Path, team: dict[str, Any]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 
 import msgspec
 import pytest
@@ -16,6 +15,7 @@ from fabric_lsp.engine.compaction.api import PreviewError, preview_branch_summar
 from fabric_lsp.engine.compaction.pigate import pi_tokens_before, prepare_compaction
 from fabric_lsp.engine.session import SessionTree, read_session
 from tests.engine.compaction.conftest import REAL_SESSIONS
+from tests.support.cli import run_cli
 
 REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
 HEADER = {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2025-03-01T10:00:00.000Z", "cwd": "/p"}
@@ -152,8 +152,8 @@ def test_branch_summary_preview():
         preview_branch_summary(data, session_path="/s.jsonl", target_id="zz")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, timeout=60)
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return run_cli(*args, text=False, timeout=60)
 
 
 def test_cli_preview_and_tree(tmp_path):

@@ -2,60 +2,22 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
-from fabric_lsp.engine.session.discovery import encode_cwd
+
+# the one session builder (tests/support/sessions.py), re-exported: memory tests import it from here
+from tests.support.sessions import assistant as assistant
+from tests.support.sessions import bash as bash
+from tests.support.sessions import header as header
+from tests.support.sessions import tool_result as tool_result
+from tests.support.sessions import ts as ts
+from tests.support.sessions import user as user
+from tests.support.sessions import write_session as write_session
 
 REPO = Path(__file__).resolve().parents[3]
 REAL_SESSIONS = REPO / "tests" / "fixtures" / "real-sessions"
-
-
-def ts(second: int) -> str:
-    return f"2025-01-01T00:00:{second:02d}.000Z"
-
-
-def header(sid: str, cwd: str) -> dict:
-    return {"type": "session", "version": 3, "id": sid, "timestamp": ts(0), "cwd": cwd}
-
-
-def user(eid: str, parent: str | None, text: str, second: int) -> dict:
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "user", "content": text, "timestamp": 1_700_000_000_000}}
-
-
-def assistant(eid: str, parent: str | None, parts: list, second: int) -> dict:
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second),
-            "message": {"role": "assistant", "content": parts, "timestamp": 1_700_000_000_000}}
-
-
-def tool_result(eid: str, parent: str | None, call_id: str, tool: str, text: str, second: int, *, is_error=False, details=None) -> dict:
-    msg: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id, "toolName": tool,
-                           "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": 1_700_000_000_000}
-    if details is not None:
-        msg["details"] = details
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
-
-
-def bash(eid: str, parent: str | None, command: str, output: str, code: int | None, second: int) -> dict:
-    msg: dict[str, Any] = {"role": "bashExecution", "command": command, "output": output, "cancelled": False,
-                           "truncated": False, "timestamp": 1_700_000_000_000}
-    if code is not None:
-        msg["exitCode"] = code
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts(second), "message": msg}
-
-
-def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict], mtime_s: float | None = None) -> Path:
-    folder = agent_dir / "sessions" / encode_cwd(cwd)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    if mtime_s is not None:
-        os.utime(path, (mtime_s, mtime_s))
-    return path
 
 
 def demo_rows() -> list[dict]:

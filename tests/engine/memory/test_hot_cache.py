@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,11 @@ from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.source import stat_key
+from tests.support.agent import EXAMPLES_AGENT, examples_agent
 from tests.support.examples import profile_examples
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = REPO / "fabric_lsp" / "examples" / "agent"
+EXAMPLES = EXAMPLES_AGENT
 CFG = MemoryConfig()
 
 
@@ -93,9 +93,7 @@ def test_roundtrip_of_any_records(recs, repeat):
 
 
 def _agent(tmp_path: Path) -> Path:
-    agent = tmp_path / "agent"
-    shutil.copytree(EXAMPLES, agent)
-    return agent
+    return examples_agent(tmp_path / "agent")
 
 
 def _recall(eng: MemoryEngine, query: str = "the test parse") -> str:

@@ -13,7 +13,6 @@ answers exactly as an engine that decodes everything (a server), over the same d
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,16 @@ import pytest
 
 from fabric_lsp.engine.memory import disk_cache, pending
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from tests.support.agent import examples_agent
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = REPO / "fabric_lsp" / "examples" / "agent"
 ORBIT = "/home/user/projects/orbit"
 TLE = "/home/user/projects/orbit/orbit/tle.py"
 
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Path:
-    dest = tmp_path / "agent"
-    shutil.copytree(EXAMPLES, dest)
-    return dest
+    return examples_agent(tmp_path / "agent")
 
 
 def _engine(agent: Path, cfg: MemoryConfig, *, one_shot: bool) -> MemoryEngine:
