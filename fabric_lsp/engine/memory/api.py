@@ -33,8 +33,8 @@ from typing import Any
 from fabric_lsp import protocol
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
-from . import catalog, file_history, index
 from . import expand as _expand
+from . import file_history, index
 from . import listing as _listing
 from . import recall as _recall
 from .catalog import Ref
@@ -113,33 +113,4 @@ class MemoryEngine(MemoryCore):
         """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
         scope order, and the index coverage. The caller holds the engine lock."""
         return index.indexed_states(self, scope, cwd, branches, cancel=cancel, activity=activity)
-
-    # -- what the background indexer (background.py) uses -------------------------------------
-
-    def _all_refs(self) -> list[Ref]:
-        return catalog.all_refs(self)
-
-    def _forget_vanished(self, all_refs: list[Ref]) -> None:
-        catalog.forget_vanished(self, all_refs)
-
-    def _scope_refs(self, kind: str, target: str | None, cwd: str | None, all_refs: list[Ref]) -> list[Ref]:
-        return catalog.scope_refs(self, kind, target, cwd, all_refs)
-
-    def _hot_files(self, all_refs: list[Ref], scoped: list[Ref]) -> set[str]:
-        return catalog.hot_files(self, all_refs, scoped)
-
-    def _want_leaf(self, file: str, branches: str) -> str | None:
-        return catalog.want_leaf(self, file, branches)
-
-    def _cleanup_once(self) -> bool:
-        return index.cleanup_once(self)
-
-    def _persist_terms(self, *, whole_pass: bool) -> bool:
-        return index.persist_terms(self, whole_pass=whole_pass)
-
-    def _cached(self, ref: Ref, branches: str, tier: str) -> tuple[SessionState | None, bool]:
-        return index.cached(self, ref, branches, tier)
-
-    def _adopt(self, state: SessionState) -> None:
-        index.adopt(self, state)
 

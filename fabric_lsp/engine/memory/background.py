@@ -38,6 +38,10 @@ from typing import Any
 from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
+from .catalog import all_refs, forget_vanished, hot_files, scope_refs, want_leaf
+from .core import MemoryCore
+from .index import adopt as adopt_state
+from .index import cached, cleanup_once, persist_terms
 from .source import stat_key
 from .state import SessionState, SourceMissing
 from .state_build import build_detached, build_state
@@ -61,7 +65,7 @@ class BackgroundIndexer:
 
     def __init__(
         self,
-        engine: Any,
+        engine: MemoryCore,
         sink: Sink | None = None,
         *,
         branches: str = "active",
@@ -112,7 +116,7 @@ class BackgroundIndexer:
 
     def _persist(self) -> None:
         try:
-            self.engine._persist_terms(whole_pass=self._whole_pass)
+            persist_terms(self.engine, whole_pass=self._whole_pass)
         except Exception:
             log.exception("writing the cold term table's snapshot failed")
         with self._cond:
@@ -192,26 +196,26 @@ class BackgroundIndexer:
         eng = self.engine
         branches = self.branches
         started = time.monotonic()
-        with eng._lock:
-            all_refs = eng._all_refs()
-            eng._forget_vanished(all_refs)
-            refs = eng._scope_refs(self.scope, None, cwd, all_refs)
-            hot_files = eng._hot_files(all_refs, refs)
-            eng._cleanup_once()
+        with eng.lock:
+            known = all_refs(eng)
+            forget_vanished(eng, known)
+            refs = scope_refs(eng, self.scope, None, cwd, known)
+            hot = hot_files(eng, known, refs)
+            cleanup_once(eng)
         summary: dict[str, Any] = {
             "total": len(refs), "indexed": 0, "built": 0, "loaded": 0, "unavailable": 0, "changed": 0,
         }
         todo: list[tuple[Any, str]] = []
         for i in range(0, len(refs), LOOKUP_CHUNK):
             check(cancel)
-            with eng._lock, cyclic_gc_paused():
+            with eng.lock, cyclic_gc_paused():
                 for ref in refs[i : i + LOOKUP_CHUNK]:
                     if ref.key is None:
                         summary["unavailable"] += 1
                         continue
-                    tier = "hot" if ref.file in hot_files else "cold"
+                    tier = "hot" if ref.file in hot else "cold"
                     try:
-                        state, worked = eng._cached(ref, branches, tier)
+                        state, worked = cached(eng, ref, branches, tier)
                     except SourceMissing:
                         summary["unavailable"] += 1
                         continue
@@ -268,19 +272,19 @@ class BackgroundIndexer:
         def adopt(ref: Any, tier: str, result: Any) -> None:
             key = (ref.file, branches)
             if isinstance(result, SourceMissing) or not isinstance(result, SessionState):
-                with eng._lock:
+                with eng.lock:
                     release(key)
                 summary["unavailable"] += 1
                 self._progress(sink, summary)
                 return
-            with eng._lock:
+            with eng.lock:
                 try:
                     if stat_key(ref.file) != ref.key:
                         summary["changed"] += 1  # the next pass builds the new contents
                         return
-                    current = eng._states.get(key)
+                    current = eng.states.get(key)
                     if not (current is not None and current.tier == tier and current.key == ref.key):
-                        eng._adopt(result)
+                        adopt_state(eng, result)
                 finally:
                     release(key)
             summary["indexed"] += 1
@@ -288,9 +292,9 @@ class BackgroundIndexer:
             self._progress(sink, summary)
 
         def build_here(ref: Any, tier: str) -> None:
-            with eng._lock:
+            with eng.lock:
                 claim((ref.file, branches))
-            live = eng._want_leaf(ref.file, branches)
+            live = want_leaf(eng, ref.file, branches)
             try:
                 if tier == "hot" or live is not None:  # a held session: on its live leaf
                     result: Any = build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
@@ -302,19 +306,19 @@ class BackgroundIndexer:
             adopt(ref, tier, result)
 
         # hot and cold alike go to the builder children, but sessions a live Pi holds
-        free = [(r, t) for r, t in todo if eng._want_leaf(r.file, branches) is None]
+        free = [(r, t) for r, t in todo if want_leaf(eng, r.file, branches) is None]
         pooled = {r.file for r, _ in free}
         local = [(r, t) for r, t in todo if r.file not in pooled]
         def settle(ref: Any, tier: str) -> None:
             """A session a call was building (or had built) when its turn came: taken from
             the call's result once the call ends (built here only when it was not adopted)."""
             key = (ref.file, branches)
-            with eng._lock:
+            with eng.lock:
                 while key in eng.building:
                     check(cancel)
                     eng.building_done.wait(0.25)  # (bounded: a cancel is seen meanwhile)
                 try:
-                    state, _ = eng._cached(ref, branches, tier)
+                    state, _ = cached(eng, ref, branches, tier)
                 except SourceMissing:
                     state = None
             if state is None:
@@ -328,10 +332,10 @@ class BackgroundIndexer:
             looked; else the session is claimed for this pass (under the lock, so a call
             either finds it claimed and waits for it, or has claimed it first)."""
             key = (ref.file, branches)
-            with eng._lock:
+            with eng.lock:
                 if key in eng.building:
                     return True
-                current = eng._states.get(key)
+                current = eng.states.get(key)
                 if current is not None and current.tier == tier and current.key == ref.key:
                     return True
                 claim(key)
@@ -341,7 +345,7 @@ class BackgroundIndexer:
             self._build_all(free, local, building=building, settle=settle, build_here=build_here, adopt=adopt,
                             cancel=cancel)
         finally:
-            with eng._lock:
+            with eng.lock:
                 for key in list(claimed):  # stopped or failed: nothing is in flight any more
                     release(key)
         if summary["built"]:

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from memory_kit import engine, header, user, write_session
 
 from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engine.memory import background as background_mod
+from fabric_lsp.engine.memory import index as index_mod
 from fabric_lsp.engine.memory.background import BackgroundIndexer
 from fabric_lsp.engine.memory.cold_index import (
     ColdTermTable,
@@ -144,7 +146,7 @@ def test_a_session_appended_during_indexing_ends_up_current(tmp_path: Path):
     assert _cov(out)["complete"]
     # appended last, it is now the newest session: hot, so a segment
     assert [it[it["kind"]]["sessionId"] for it in out["items"]] == ["w000"]
-    state = eng._states[(str(target), "active")]
+    state = eng.states[(str(target), "active")]
     from fabric_lsp.engine.memory.source import stat_key
 
     assert state.key == stat_key(str(target))
@@ -171,7 +173,7 @@ def test_cold_digests_live_in_one_term_table(tmp_path: Path):
     _sessions(agent, 20)
     eng = engine(agent, hot_sessions=2)
     eng.recall({"query": "x", "scope": "global"}, cwd=CWD)
-    cold = [s for s in eng._states.values() if s.tier == "cold"]
+    cold = [s for s in eng.states.values() if s.tier == "cold"]
     assert len(cold) == 18 and all(s.cold_slot is not None for s in cold)
     assert all("vocabulary" not in s.digest and "addresses" not in s.digest and not s.persisted for s in cold)
     stats = eng._cold.stats()
@@ -269,18 +271,18 @@ def test_the_indexer_takes_a_session_a_call_is_building_instead_of_building_it_t
     worker.start()
     try:
         assert seen.waiting.wait(60)  # every other session is done; this one waits for the call
-        assert worker.is_alive() and key not in eng._states
+        assert worker.is_alive() and key not in eng.states
         from fabric_lsp.engine.memory.state_build import build_state
 
         with eng.lock:  # the call ends: it adopts its state and leaves the set
             state = build_state(key[0], "active", "cold", eng.config, ref_id="w004", ref_cwd=CWD)
-            eng._adopt(state)
+            index_mod.adopt(eng, state)
             eng.building.discard(key)
             seen.notify_all()
     finally:
         worker.join(60)
     assert result["built"] == 9 and result["indexed"] == 10
-    assert eng._states[key] is state
+    assert eng.states[key] is state
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -290,26 +292,29 @@ def test_a_session_a_call_adopted_after_the_pass_looked_is_not_built_again(tmp_p
     eng = engine(agent, hot_sessions=2)
     key = (str(files[4]), "active")
     adopted: list = []
-    looked = eng._cached
+    looked = background_mod.cached
 
-    def cached(ref, branches, tier):
+    def cached(eng_, ref, branches, tier):
         if (ref.file, branches) == key and not adopted:
             # the pass sees no state; right after, a call builds and adopts it
             from fabric_lsp.engine.memory.state_build import build_state
 
             adopted.append(build_state(ref.file, branches, tier, eng.config, ref_id=ref.id, ref_cwd=ref.cwd))
-            eng._adopt(adopted[0])
+            index_mod.adopt(eng, adopted[0])
             return None, False
-        return looked(ref, branches, tier)
+        return looked(eng_, ref, branches, tier)
 
-    eng._cached = cached  # type: ignore[method-assign]
-    summary = BackgroundIndexer(eng, workers=workers).run_once()
+    background_mod.cached = cached  # what the indexer's pass looks through (index.cached)
+    try:
+        summary = BackgroundIndexer(eng, workers=workers).run_once()
+    finally:
+        background_mod.cached = looked
     assert summary["built"] == 9 and summary["indexed"] == 10
-    assert eng._states[key] is adopted[0]
+    assert eng.states[key] is adopted[0]
 
 
 def test_a_call_names_the_sessions_it_builds_while_it_builds_them(tmp_path: Path):
-    import fabric_lsp.engine.memory.index as index_mod
+
 
     agent = tmp_path / "agent"
     files = _sessions(agent, 6)
@@ -334,7 +339,7 @@ def test_a_call_waits_for_a_session_the_indexer_is_building_instead_of_building_
     """Issue 36: the reverse of the test above. A session in flight in the indexer counts as
     the call's work: the call waits (releasing the engine lock) and takes the indexer's
     state; the answer is complete and nothing is built twice."""
-    import fabric_lsp.engine.memory.index as index_mod
+
     from fabric_lsp.engine.memory.state_build import build_state
 
     agent = tmp_path / "agent"
@@ -361,14 +366,14 @@ def test_a_call_waits_for_a_session_the_indexer_is_building_instead_of_building_
         assert seen.waiting.wait(60)  # the call waits for the indexer (with the lock released)
         with eng.lock:  # the indexer adopts its state and leaves the set
             state = build_state(key[0], "active", "cold", eng.config, ref_id="w000", ref_cwd=CWD)
-            eng._adopt(state)
+            index_mod.adopt(eng, state)
             eng.indexer_building.discard(key)
             seen.notify_all()
         call.join(60)
     finally:
         index_mod.build_many = real
     assert key[0] not in built_by_call and len(built_by_call) == 5
-    assert eng._states[key] is state
+    assert eng.states[key] is state
     assert _cov(out)["complete"] and [it["pointer"]["sessionId"] for it in out["items"]] == ["w000"]
 
 

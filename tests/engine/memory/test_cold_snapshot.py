@@ -19,6 +19,7 @@ from fabric_lsp.engine.memory import disk_cache, seal
 from fabric_lsp.engine.memory.background import BackgroundIndexer
 from fabric_lsp.engine.memory.cold_index import SNAPSHOT_NAME, ColdTermTable
 from fabric_lsp.engine.memory.disk_cache import vocabulary_key
+from fabric_lsp.engine.memory.index import persist_terms
 from fabric_lsp.engine.memory.tokenize import sort_lexical
 from tests.support.examples import profile_examples
 
@@ -118,7 +119,7 @@ def test_a_restarted_engine_claims_the_snapshot_and_answers_as_without_it(tmp_pa
     assert table.version == restored.terms_persisted  # no slot was added since the restore
     # ... and the snapshot is not written again when nothing changed
     mtime = (index_dir / SNAPSHOT_NAME).stat().st_mtime_ns
-    assert restored._persist_terms(whole_pass=True) is False
+    assert persist_terms(restored, whole_pass=True) is False
     assert (index_dir / SNAPSHOT_NAME).stat().st_mtime_ns == mtime
 
 
