@@ -45,8 +45,16 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-QUERIES = ["parse epoch", "satellite orbit", "error", "fix failing test", "zzzz_no_such_term", "ValueError",
-           "src/orbit/tle.py", "timeout retry"]
+QUERIES = [
+    "parse epoch",
+    "satellite orbit",
+    "error",
+    "fix failing test",
+    "zzzz_no_such_term",
+    "ValueError",
+    "src/orbit/tle.py",
+    "timeout retry",
+]
 CWD = "/home/user/projects/atlas"
 TARGETS = {"served_p50_s": 0.050, "alone_p50_s": 0.5}
 
@@ -109,8 +117,13 @@ def decode_baseline(files: list[Path]) -> float:
 
 
 def start_daemon(env: dict[str, str], index_dir: Path) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([*fabric_lsp(), "serve", "--daemon", "--index-dir", str(index_dir), "--cwd", CWD],
-                            stderr=subprocess.PIPE, env=env, cwd=str(RUN_DIR), text=True)
+    proc = subprocess.Popen(
+        [*fabric_lsp(), "serve", "--daemon", "--index-dir", str(index_dir), "--cwd", CWD],
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(RUN_DIR),
+        text=True,
+    )
     assert proc.stderr is not None
     line = proc.stderr.readline()
     if "serving" not in line:
@@ -140,8 +153,11 @@ def wait_served(cmd: list[str], env: dict[str, str], pid: int, timeout: float = 
         time.sleep(0.2)
 
 
-def alternating(make: Any, runs: int, env: dict[str, str], baseline_env: dict[str, str]) -> tuple[
-        list[float], list[subprocess.CompletedProcess[bytes]], list[float], list[subprocess.CompletedProcess[bytes]]]:
+def alternating(
+    make: Any, runs: int, env: dict[str, str], baseline_env: dict[str, str]
+) -> tuple[
+    list[float], list[subprocess.CompletedProcess[bytes]], list[float], list[subprocess.CompletedProcess[bytes]]
+]:
     """`series` of this code and of the baseline's, one process of each in turn."""
     times, outs, base_times, base_outs = [], [], [], []
     for i in range(runs):
@@ -172,12 +188,28 @@ def measure(corpus: Path, runs: int, lsp: bool, baseline: Path | None = None) ->
         row["decode_s"] = decode_baseline(files)
 
         def recall(i: int, *extra: str) -> list[str]:
-            return [*fabric_lsp(), *extra, "recall", QUERIES[i % len(QUERIES)], "--scope", "global", "--json",
-                    "--index-dir", str(index_dir), "--cwd", CWD]
+            return [
+                *fabric_lsp(),
+                *extra,
+                "recall",
+                QUERIES[i % len(QUERIES)],
+                "--scope",
+                "global",
+                "--json",
+                "--index-dir",
+                str(index_dir),
+                "--cwd",
+                CWD,
+            ]
 
         t = time.perf_counter()
-        subprocess.run([*fabric_lsp(), "index", "--scope", "global", "--index-dir", str(index_dir), "--cwd", CWD],
-                       check=True, capture_output=True, env=alone_env, cwd=str(RUN_DIR))
+        subprocess.run(
+            [*fabric_lsp(), "index", "--scope", "global", "--index-dir", str(index_dir), "--cwd", CWD],
+            check=True,
+            capture_output=True,
+            env=alone_env,
+            cwd=str(RUN_DIR),
+        )
         row["index_s"] = time.perf_counter() - t
 
         row["load_before"] = os.getloadavg()
@@ -232,23 +264,35 @@ def measure(corpus: Path, runs: int, lsp: bool, baseline: Path | None = None) ->
 
 def report(row: dict[str, Any]) -> None:
     ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
-    print(f"corpus {row['corpus']}: {row['sessions']} sessions, {row['bytes'] / 1e6:.0f} MB; "
-          f"msgspec decode {row['decode_s']:.2f} s; `fabric-lsp index` {row['index_s']:.1f} s; {row['runs']} runs each")
-    print(f"  load average {tuple(round(x, 2) for x in row['load_before'])} -> "
-          f"{tuple(round(x, 2) for x in row['load_after'])}, {os.cpu_count()} CPUs, steal {row['steal_share']:.1%}")
-    print(f"  python -c pass                  p50 {ms(row['python_p50_s'])}   (python -I -S: {ms(row['python_isolated_p50_s'])})")
-    print(f"  recall, no server               p50 {ms(row['alone_p50_s'])}  p95 {ms(row['alone_p95_s'])}"
-          f"   target at 200 MB p50 <= {ms(TARGETS['alone_p50_s'])}: {'met' if row['alone_p50_s'] <= TARGETS['alone_p50_s'] else 'NOT met'}")
+    print(
+        f"corpus {row['corpus']}: {row['sessions']} sessions, {row['bytes'] / 1e6:.0f} MB; "
+        f"msgspec decode {row['decode_s']:.2f} s; `fabric-lsp index` {row['index_s']:.1f} s; {row['runs']} runs each"
+    )
+    print(
+        f"  load average {tuple(round(x, 2) for x in row['load_before'])} -> "
+        f"{tuple(round(x, 2) for x in row['load_after'])}, {os.cpu_count()} CPUs, steal {row['steal_share']:.1%}"
+    )
+    print(
+        f"  python -c pass                  p50 {ms(row['python_p50_s'])}   (python -I -S: {ms(row['python_isolated_p50_s'])})"
+    )
+    print(
+        f"  recall, no server               p50 {ms(row['alone_p50_s'])}  p95 {ms(row['alone_p95_s'])}"
+        f"   target at 200 MB p50 <= {ms(TARGETS['alone_p50_s'])}: {'met' if row['alone_p50_s'] <= TARGETS['alone_p50_s'] else 'NOT met'}"
+    )
     if "baseline_alone_p50_s" in row:
-        print(f"  recall, no server, baseline     p50 {ms(row['baseline_alone_p50_s'])}  "
-              f"p95 {ms(row['baseline_alone_p95_s'])}   ({row['baseline']}, alternating; answers byte-identical)")
+        print(
+            f"  recall, no server, baseline     p50 {ms(row['baseline_alone_p50_s'])}  "
+            f"p95 {ms(row['baseline_alone_p95_s'])}   ({row['baseline']}, alternating; answers byte-identical)"
+        )
     for name in ("daemon", "lsp"):
         if f"{name}_p50_s" in row:
             label = "serve --daemon" if name == "daemon" else "language server"
             p50 = row[f"{name}_p50_s"]
-            print(f"  recall, warm {label:<18} p50 {ms(p50)}  p95 {ms(row[f'{name}_p95_s'])}"
-                  f"   target p50 <= {ms(TARGETS['served_p50_s'])}: {'met' if p50 <= TARGETS['served_p50_s'] else 'NOT met'}"
-                  f"; answers byte-identical: {row[f'{name}_identical']}")
+            print(
+                f"  recall, warm {label:<18} p50 {ms(p50)}  p95 {ms(row[f'{name}_p95_s'])}"
+                f"   target p50 <= {ms(TARGETS['served_p50_s'])}: {'met' if p50 <= TARGETS['served_p50_s'] else 'NOT met'}"
+                f"; answers byte-identical: {row[f'{name}_identical']}"
+            )
 
 
 def main() -> int:

@@ -64,8 +64,7 @@ def peak_rss_kb(code: str, path: str) -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
     probe = (
-        f"P = {path!r}\n{code}\n"
-        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])"
+        f"P = {path!r}\n{code}\nprint([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])"
     )
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     if out.returncode != 0:

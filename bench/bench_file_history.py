@@ -62,7 +62,11 @@ def most_touched(agent: Path) -> tuple[str, int]:
                     continue
                 raw = msgspec.json.decode(line)
                 for part in (raw.get("message") or {}).get("content") or []:
-                    if isinstance(part, dict) and part.get("type") == "toolCall" and part.get("name") in ("read", "edit", "write"):
+                    if (
+                        isinstance(part, dict)
+                        and part.get("type") == "toolCall"
+                        and part.get("name") in ("read", "edit", "write")
+                    ):
                         p = (part.get("arguments") or {}).get("path")
                         if isinstance(p, str):
                             counts[os.path.normpath(os.path.join(cwd, p))] += 1
@@ -110,15 +114,25 @@ def main() -> int:
         eng.close()
 
         env = dict(os.environ, PI_CODING_AGENT_DIR=str(agent), HOME=str(Path(index_dir).parent))
-        client = StdioLspClient([sys.executable, "-m", "fabric_lsp", "serve"], env=env,
-                                settings={"indexDir": index_dir})
+        client = StdioLspClient(
+            [sys.executable, "-m", "fabric_lsp", "serve"], env=env, settings={"indexDir": index_dir}
+        )
         root = Path(first["items"][0]["cwd"]) if first["items"] else Path("/")
-        client.request("initialize", {"processId": None, "rootUri": root.as_uri(), "capabilities": {},
-                                      "initializationOptions": {"indexDir": index_dir}})
+        client.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": root.as_uri(),
+                "capabilities": {},
+                "initializationOptions": {"indexDir": index_dir},
+            },
+        )
         client.notify("initialized", {})
         uri = Path(target).as_uri()
-        client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                                "text": "x = 1\n"}})
+        client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}},
+        )
         lens_params = {"textDocument": {"uri": uri}}
         t0 = time.perf_counter()
         lens = client.request("textDocument/codeLens", lens_params, timeout=600)
@@ -130,16 +144,26 @@ def main() -> int:
         client.notify("exit")
         client.close()
 
-    print(f"\nlens: {lens[0]['command']['title'] if lens else '(none)'}; history: {first['totalItems']} operations "
-          f"in {first['totalSessions']} sessions; coverage complete={first['coverage']['complete']}")
+    print(
+        f"\nlens: {lens[0]['command']['title'] if lens else '(none)'}; history: {first['totalItems']} operations "
+        f"in {first['totalSessions']} sessions; coverage complete={first['coverage']['complete']}"
+    )
     print("\n                                           p50          p95")
-    print(f"  baseline: msgspec decode of one session {ms(statistics.median(decode))}  "
-          f"({median_file.stat().st_size / 1e6:.1f} MB)")
-    print(f"  baseline: compact/status round trip     {ms(statistics.median(baseline_rt))} {ms(pct(baseline_rt, 0.95))}")
-    print(f"  engine file_history, warm (no LSP)      {ms(statistics.median(engine_warm))} {ms(pct(engine_warm, 0.95))}")
+    print(
+        f"  baseline: msgspec decode of one session {ms(statistics.median(decode))}  "
+        f"({median_file.stat().st_size / 1e6:.1f} MB)"
+    )
+    print(
+        f"  baseline: compact/status round trip     {ms(statistics.median(baseline_rt))} {ms(pct(baseline_rt, 0.95))}"
+    )
+    print(
+        f"  engine file_history, warm (no LSP)      {ms(statistics.median(engine_warm))} {ms(pct(engine_warm, 0.95))}"
+    )
     p50 = statistics.median(warm)
-    print(f"  textDocument/codeLens, warm             {ms(p50)} {ms(pct(warm, 0.95))}   target p50 <= 20 ms: "
-          f"{'met' if p50 <= 0.020 else 'NOT met'}")
+    print(
+        f"  textDocument/codeLens, warm             {ms(p50)} {ms(pct(warm, 0.95))}   target p50 <= 20 ms: "
+        f"{'met' if p50 <= 0.020 else 'NOT met'}"
+    )
     print(f"\n  first engine call (empty index)         {first_s:8.2f} s")
     print(f"  first codeLens (fresh server, warm disk cache) {lens_first:8.2f} s")
     return 0

@@ -42,14 +42,20 @@ CWD = "/home/user/projects/orbit"
 
 PROBES = [
     ("python + engine import (floor)", "import fabric_lsp.engine.memory.api as a"),
-    ("msgspec decode of every line, kept (baseline)",
-     "import msgspec\nd = open(P, 'rb').read()\nx = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]\ndel d"),
-    ("fabric-lsp index, empty index (the build)",
-     "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
-     "rc = main(['index', '--agent-dir', A])\nassert rc == 0"),
-    ("fabric-lsp index again (from the disk cache)",
-     "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
-     "rc = main(['index', '--agent-dir', A])\nassert rc == 0"),
+    (
+        "msgspec decode of every line, kept (baseline)",
+        "import msgspec\nd = open(P, 'rb').read()\nx = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]\ndel d",
+    ),
+    (
+        "fabric-lsp index, empty index (the build)",
+        "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
+        "rc = main(['index', '--agent-dir', A])\nassert rc == 0",
+    ),
+    (
+        "fabric-lsp index again (from the disk cache)",
+        "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
+        "rc = main(['index', '--agent-dir', A])\nassert rc == 0",
+    ),
 ]
 
 
@@ -119,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, code in PROBES:
         rss[name] = probe(code, str(path), str(agent))
         if name == PROBES[2][0]:
-            shards = [p for p in (agent / "fabric-lsp" / "memory-index").glob("*.json") if not p.name.endswith(".files.json")]
+            shards = [
+                p for p in (agent / "fabric-lsp" / "memory-index").glob("*.json") if not p.name.endswith(".files.json")
+            ]
             if len(shards) != 1:
                 raise SystemExit(f"the build wrote {len(shards)} index records, not one shard")
             print(f"  shard: {shards[0].stat().st_size / 1e6:.1f} MB on disk")
@@ -132,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     build = rss[PROBES[2][0]][0] * 1024
     served = rss[SERVER_PROBE][0] * 1024
     for what, b in (("CLI", build), ("server", served)):
-        print(f"  target: index build peak RSS <= 3x source ({what}) -> {'MET' if b <= 3 * size else 'NOT MET'} ({b / size:.2f}x)")
+        print(
+            f"  target: index build peak RSS <= 3x source ({what}) -> {'MET' if b <= 3 * size else 'NOT MET'} ({b / size:.2f}x)"
+        )
     print(f"loadavg after {os.getloadavg()}")
     if tmp is not None:
         tmp.cleanup()

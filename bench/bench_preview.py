@@ -93,19 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     base = METHODS[0][0]
     bw, bc = statistics.median(wall[base]), statistics.median(cpu[base])
     mw, mc = min(wall[base]), min(cpu[base])
-    print(f"\n{'method':44} {'wall s':>8} {'cpu s':>8} {'wall/dec':>9} {'cpu/dec':>8} | {'min wall':>8} {'min cpu':>8} {'ratio':>6} {'ratio':>6}")
+    print(
+        f"\n{'method':44} {'wall s':>8} {'cpu s':>8} {'wall/dec':>9} {'cpu/dec':>8} | {'min wall':>8} {'min cpu':>8} {'ratio':>6} {'ratio':>6}"
+    )
     for name, _ in METHODS:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         w0, c0 = min(wall[name]), min(cpu[name])
-        print(f"{name:44} {w:8.3f} {c:8.3f} {w / bw:8.2f}x {c / bc:7.2f}x | {w0:8.3f} {c0:8.3f} {w0 / mw:5.2f}x {c0 / mc:5.2f}x")
-    print(f"(medians, then minima, of {args.rounds} interleaved rounds; cpu includes the hashing thread; "
-          f"on a loaded machine trust the minima and the cpu ratios)")
+        print(
+            f"{name:44} {w:8.3f} {c:8.3f} {w / bw:8.2f}x {c / bc:7.2f}x | {w0:8.3f} {c0:8.3f} {w0 / mw:5.2f}x {c0 / mc:5.2f}x"
+        )
+    print(
+        f"(medians, then minima, of {args.rounds} interleaved rounds; cpu includes the hashing thread; "
+        f"on a loaded machine trust the minima and the cpu ratios)"
+    )
     pw = statistics.median(wall[METHODS[1][0]])
     pmin = min(wall[METHODS[1][0]])
-    print(f"target: preview <= 4x decode -> {'MET' if min(pw / bw, pmin / mw) <= 4 else 'NOT MET'} "
-          f"(wall median {pw / bw:.2f}x, min {pmin / mw:.2f}x; cpu median "
-          f"{statistics.median(cpu[METHODS[1][0]]) / bc:.2f}x); reference engine 2.2-2.8 s -> preview median "
-          f"{pw:.2f} s, min {pmin:.2f} s ({pmin / 2.5:.2f}x of 2.5 s)")
+    print(
+        f"target: preview <= 4x decode -> {'MET' if min(pw / bw, pmin / mw) <= 4 else 'NOT MET'} "
+        f"(wall median {pw / bw:.2f}x, min {pmin / mw:.2f}x; cpu median "
+        f"{statistics.median(cpu[METHODS[1][0]]) / bc:.2f}x); reference engine 2.2-2.8 s -> preview median "
+        f"{pw:.2f} s, min {pmin:.2f} s ({pmin / 2.5:.2f}x of 2.5 s)"
+    )
 
     print("\npeak RSS of a fresh process (VmHWM):")
     rss = {name: peak_rss_kb(code, str(path)) for name, code in RSS_SCRIPTS.items()}
@@ -113,9 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, kb in rss.items():
         total = kb * 1024
         extra = (kb - b) * 1024
-        print(f"  {name:52} {total / 1e6:8.1f} MB = {total / size:5.2f}x file  (+{extra / 1e6:7.1f} MB over baseline = {extra / size:5.2f}x)")
+        print(
+            f"  {name:52} {total / 1e6:8.1f} MB = {total / size:5.2f}x file  (+{extra / 1e6:7.1f} MB over baseline = {extra / size:5.2f}x)"
+        )
     peak = rss["preview_compaction(path)"] * 1024
-    print(f"target: peak RSS <= 2x file size -> {'MET' if peak <= 2 * size else 'NOT MET'} ({peak / size:.2f}x; reference ~350 MB)")
+    print(
+        f"target: peak RSS <= 2x file size -> {'MET' if peak <= 2 * size else 'NOT MET'} ({peak / size:.2f}x; reference ~350 MB)"
+    )
     print(f"loadavg after {os.getloadavg()}")
     if tmp is not None:
         tmp.cleanup()

@@ -43,13 +43,19 @@ CWD = "/home/user/projects/orbit"
 
 PROBES = [
     ("python + engine import (floor)", "import fabric_lsp.engine.compaction.api as a"),
-    ("msgspec decode of every line, kept (baseline)",
-     "import msgspec\nd = open(P, 'rb').read()\nx = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]\ndel d"),
-    ("fabric-lsp preview FILE --json",
-     "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
-     "rc = main(['preview', P, '--json'])"),
-    ("preview_compaction(path) in-process",
-     "import fabric_lsp.engine.compaction.api as a\nr = a.preview_compaction(P)"),
+    (
+        "msgspec decode of every line, kept (baseline)",
+        "import msgspec\nd = open(P, 'rb').read()\nx = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]\ndel d",
+    ),
+    (
+        "fabric-lsp preview FILE --json",
+        "import sys, os\nsys.stdout = open(os.devnull, 'w')\nfrom fabric_lsp.cli import main\n"
+        "rc = main(['preview', P, '--json'])",
+    ),
+    (
+        "preview_compaction(path) in-process",
+        "import fabric_lsp.engine.compaction.api as a\nr = a.preview_compaction(P)",
+    ),
 ]
 
 
@@ -79,7 +85,9 @@ def chained(mib: int, out: Path) -> Path:
 
     path = out / f"chained-{mib}mib.jsonl"
     if not path.exists():
-        src = max((ROOT / "fabric_lsp" / "examples" / "agent" / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_size)
+        src = max(
+            (ROOT / "fabric_lsp" / "examples" / "agent" / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_size
+        )
         t0 = time.perf_counter()
         big_session(src, path, mib << 20)
         print(f"generated {path} from {src.name} in {time.perf_counter() - t0:.1f}s")

@@ -74,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     d = statistics.median(base)
     f, s = statistics.median(first), statistics.median(second)
     print(f"decode baseline {d:.3f} s (median of {len(base)})")
-    print(f"first preview after initialized  {f:.3f} s = {f / d:.2f}x decode   (runs {', '.join(f'{x:.2f}' for x in first)})")
-    print(f"second preview                   {s:.3f} s = {s / d:.2f}x decode   (runs {', '.join(f'{x:.2f}' for x in second)})")
+    print(
+        f"first preview after initialized  {f:.3f} s = {f / d:.2f}x decode   (runs {', '.join(f'{x:.2f}' for x in first)})"
+    )
+    print(
+        f"second preview                   {s:.3f} s = {s / d:.2f}x decode   (runs {', '.join(f'{x:.2f}' for x in second)})"
+    )
     print(f"target: <= 3x decode, the first included -> {'MET' if max(f, s) <= 3 * d else 'NOT MET'}")
     print(f"loadavg after {os.getloadavg()}")
     if tmp is not None:

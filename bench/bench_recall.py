@@ -46,9 +46,26 @@ TARGETS = {
 }
 
 QUERIES = [
-    "parse epoch", "test", "satellite orbit", "fix failing test", "error", "leap year", "README",
-    "src/orbit/tle.py", "def", "assert", "timeout retry", "zzzz_no_such_term", "ledger balance",
-    "compaction", "ValueError", "import json", "pnpm", "passes", "docs", "refactor module",
+    "parse epoch",
+    "test",
+    "satellite orbit",
+    "fix failing test",
+    "error",
+    "leap year",
+    "README",
+    "src/orbit/tle.py",
+    "def",
+    "assert",
+    "timeout retry",
+    "zzzz_no_such_term",
+    "ledger balance",
+    "compaction",
+    "ValueError",
+    "import json",
+    "pnpm",
+    "passes",
+    "docs",
+    "refactor module",
 ]
 
 
@@ -60,8 +77,18 @@ def ensure_corpus(path: Path, sessions: int, total: int) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     subprocess.run(
-        [sys.executable, str(REPO / "bench" / "corpus.py"), "--out", str(path), "--sessions", str(sessions),
-         "--target-bytes", str(total), "--seed", "7"],
+        [
+            sys.executable,
+            str(REPO / "bench" / "corpus.py"),
+            "--out",
+            str(path),
+            "--sessions",
+            str(sessions),
+            "--target-bytes",
+            str(total),
+            "--seed",
+            "7",
+        ],
         check=True,
     )
     marker.write_text(json.dumps(want))
@@ -113,10 +140,19 @@ def append_entries(path: Path, n: int, word: str) -> None:
     with path.open("a", encoding="utf-8") as fh:
         for i in range(n):
             eid = f"bench{word}{i:02d}"
-            fh.write(json.dumps({"type": "message", "id": eid, "parentId": last_id,
-                                 "timestamp": f"2027-01-01T00:00:{i:02d}.000Z",
-                                 "message": {"role": "user", "content": f"appended {word} entry {i}"}},
-                                separators=(",", ":")) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "id": eid,
+                        "parentId": last_id,
+                        "timestamp": f"2027-01-01T00:00:{i:02d}.000Z",
+                        "message": {"role": "user", "content": f"appended {word} entry {i}"},
+                    },
+                    separators=(",", ":"),
+                )
+                + "\n"
+            )
             last_id = eid
 
 
@@ -226,15 +262,23 @@ def main() -> int:
     else:
         print(f"corpus: {figures['sessions']} sessions, {figures['corpus_mb']} MB; load avg {figures['loadavg']}")
         print(f"baseline msgspec decode of every line: {decode_s:.3f} s (median of {args.rounds})")
-        print(f"first query, empty index: {first_s:.3f} s = {first_s / decode_s:.2f}x decode "
-              f"(rounds {figures['first_query_all_s']} vs decode {figures['baseline_decode_all_s_all']}) "
-              f"(targets <= {TARGETS['first_query_s_max']:.1f} s and <= 6x) coverage={first_result['coverage']['reasons'] if first_result else None}")
-        print(f"  CPU (incl. builder children): first query {figures['first_query_cpu_s']} s vs decode "
-              f"{figures['baseline_decode_all_cpu_s']} s = {figures['first_query_cpu_vs_decode_cpu']}x")
-        print(f"warm queries ({len(warm)}): p50 {figures['warm_p50_ms']} ms, p95 {figures['warm_p95_ms']} ms, "
-              f"max {figures['warm_max_ms']} ms (targets 30 / 100 ms; reference 3100-3600 ms)")
-        print(f"after 10 entries appended: hot session {after_hot_ms:.2f} ms, cold session {after_cold_ms:.2f} ms "
-              f"(target 50 ms)")
+        print(
+            f"first query, empty index: {first_s:.3f} s = {first_s / decode_s:.2f}x decode "
+            f"(rounds {figures['first_query_all_s']} vs decode {figures['baseline_decode_all_s_all']}) "
+            f"(targets <= {TARGETS['first_query_s_max']:.1f} s and <= 6x) coverage={first_result['coverage']['reasons'] if first_result else None}"
+        )
+        print(
+            f"  CPU (incl. builder children): first query {figures['first_query_cpu_s']} s vs decode "
+            f"{figures['baseline_decode_all_cpu_s']} s = {figures['first_query_cpu_vs_decode_cpu']}x"
+        )
+        print(
+            f"warm queries ({len(warm)}): p50 {figures['warm_p50_ms']} ms, p95 {figures['warm_p95_ms']} ms, "
+            f"max {figures['warm_max_ms']} ms (targets 30 / 100 ms; reference 3100-3600 ms)"
+        )
+        print(
+            f"after 10 entries appended: hot session {after_hot_ms:.2f} ms, cold session {after_cold_ms:.2f} ms "
+            f"(target 50 ms)"
+        )
         print(f"fresh engine over warm disk cache: {disk_warm_s:.3f} s")
         # (Children's ru_maxrss is not reported: a child forked from a large parent counts
         # the parent's shared pages until it execs, which says nothing about real use.)

@@ -41,12 +41,35 @@ import msgspec
 
 REPO = Path(__file__).resolve().parents[1]
 QUERIES = [
-    "parse epoch", "test", "satellite orbit", "fix failing test", "error", "leap year", "README",
-    "src/orbit/tle.py", "def", "assert", "timeout retry", "zzzz_no_such_term", "ledger balance",
-    "compaction", "ValueError", "import json", "pnpm", "passes", "docs", "refactor module",
+    "parse epoch",
+    "test",
+    "satellite orbit",
+    "fix failing test",
+    "error",
+    "leap year",
+    "README",
+    "src/orbit/tle.py",
+    "def",
+    "assert",
+    "timeout retry",
+    "zzzz_no_such_term",
+    "ledger balance",
+    "compaction",
+    "ValueError",
+    "import json",
+    "pnpm",
+    "passes",
+    "docs",
+    "refactor module",
 ]
-TARGETS = {"first_vs_decode": 1.5, "all_vs_decode": 5.0, "rss_vs_corpus": 0.5, "p50_ms": 50.0, "p95_ms": 150.0,
-           "restart_vs_decode": 1.0}
+TARGETS = {
+    "first_vs_decode": 1.5,
+    "all_vs_decode": 5.0,
+    "rss_vs_corpus": 0.5,
+    "p50_ms": 50.0,
+    "p95_ms": 150.0,
+    "restart_vs_decode": 1.0,
+}
 
 
 def decode_all(files: list[Path]) -> float:
@@ -75,8 +98,14 @@ class Client:
         env = dict(os.environ)
         env["PI_CODING_AGENT_DIR"] = str(agent)
         env["FABRIC_LSP_INTENTS_AUTOSTART"] = "0"
-        self.proc = subprocess.Popen([sys.executable, "-m", "fabric_lsp"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fabric_lsp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=str(REPO),
+        )
         self.index_dir = index_dir
         self._id = 0
         self._lock = threading.Lock()
@@ -142,11 +171,15 @@ class Client:
         self._send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def start(self) -> float:
-        self.request("initialize", {
-            "processId": os.getpid(), "rootUri": None,
-            "capabilities": {"window": {"workDoneProgress": True}, "workspace": {"configuration": True}},
-            "initializationOptions": {"indexDir": str(self.index_dir)},
-        })
+        self.request(
+            "initialize",
+            {
+                "processId": os.getpid(),
+                "rootUri": None,
+                "capabilities": {"window": {"workDoneProgress": True}, "workspace": {"configuration": True}},
+                "initializationOptions": {"indexDir": str(self.index_dir)},
+            },
+        )
         t = time.perf_counter()
         self.notify("initialized", {})
         return t
@@ -154,7 +187,8 @@ class Client:
     def wait_index_complete(self, total: int, timeout: float = 3600) -> float:
         with self._events:
             ok = self._events.wait_for(
-                lambda: any(e["indexedSessions"] == e["eligibleSessions"] == total for _, e in self.index_ends), timeout)
+                lambda: any(e["indexedSessions"] == e["eligibleSessions"] == total for _, e in self.index_ends), timeout
+            )
         if not ok:
             raise TimeoutError("background indexing did not complete")
         return next(t for t, e in self.index_ends if e["indexedSessions"] == total)
@@ -306,8 +340,19 @@ def measure_corpus(label: str, agent: Path, queries: int, runs: int) -> dict[str
         run["decode_s"] = (rounds[k] + rounds[k + 1]) / 2
         out["runs"].append(run)
         if k == 0:
-            out.update({key: run[key] for key in ("first_coverage", "warm_coverage", "p50_ms", "p95_ms",
-                                                  "restart_coverage", "restart_peak_rss")})
+            out.update(
+                {
+                    key: run[key]
+                    for key in (
+                        "first_coverage",
+                        "warm_coverage",
+                        "p50_ms",
+                        "p95_ms",
+                        "restart_coverage",
+                        "restart_peak_rss",
+                    )
+                }
+            )
     ordered = sorted(rounds)
     out["decode_s"] = ordered[len(ordered) // 2]
     for key in ("first_s", "all_indexed_s"):
@@ -318,9 +363,15 @@ def measure_corpus(label: str, agent: Path, queries: int, runs: int) -> dict[str
     out["restart_s"] = out["runs"][0]["restart_s"]
     out["restart_ratio"] = out["restart_s"] / out["runs"][0]["decode_s"]
     out["peak_rss"] = max(r["peak_rss"] for r in out["runs"])
-    print(f"{label}: decode baseline rounds {', '.join(f'{r:.2f}' for r in rounds)} s; per run (first, indexed): "
-          + "; ".join(f"{r['first_s'] / r['decode_s']:.2f}x, {r['all_indexed_s'] / r['decode_s']:.2f}x "
-                      f"(steal {100 * r['steal']:.0f}%)" for r in out["runs"]), file=sys.stderr)
+    print(
+        f"{label}: decode baseline rounds {', '.join(f'{r:.2f}' for r in rounds)} s; per run (first, indexed): "
+        + "; ".join(
+            f"{r['first_s'] / r['decode_s']:.2f}x, {r['all_indexed_s'] / r['decode_s']:.2f}x "
+            f"(steal {100 * r['steal']:.0f}%)"
+            for r in out["runs"]
+        ),
+        file=sys.stderr,
+    )
     return out
 
 
@@ -330,11 +381,18 @@ def measure_big_session(path: Path) -> dict[str, Any]:
     env = dict(os.environ)
     env["PI_CODING_AGENT_DIR"] = str(agent)
     out: dict[str, Any] = {"file": str(path), "bytes": size}
-    for name, args in (("expand", ["expand", str(path), "--indices", "5", "--json"]),
-                       ("preview", ["preview", str(path), "--json"])):
+    for name, args in (
+        ("expand", ["expand", str(path), "--indices", "5", "--json"]),
+        ("preview", ["preview", str(path), "--json"]),
+    ):
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "fabric_lsp", *args], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, env=env, cwd=str(REPO))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fabric_lsp", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=str(REPO),
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         out[f"{name}_s"] = time.perf_counter() - t
         out[f"{name}_rss"] = usage.ru_maxrss * 1024
@@ -360,40 +418,87 @@ def report(rows: list[dict], big: dict | None) -> None:
     for r in rows:
         d = r["decode_s"]
         n = len(r["runs"])
-        per_run = f"median of {n} runs: " + ", ".join(f"{x['all_indexed_s'] / x['decode_s']:.2f}x" for x in r["runs"]) \
-            if n > 1 else "one run"
-        print(f"\n== {r['label']}: {r['sessions']} sessions, {_mb(r['bytes'])}; baseline msgspec decode {d:.2f} s "
-              f"(median round; each run is compared with the rounds beside it)")
+        per_run = (
+            f"median of {n} runs: " + ", ".join(f"{x['all_indexed_s'] / x['decode_s']:.2f}x" for x in r["runs"])
+            if n > 1
+            else "one run"
+        )
+        print(
+            f"\n== {r['label']}: {r['sessions']} sessions, {_mb(r['bytes'])}; baseline msgspec decode {d:.2f} s "
+            f"(median round; each run is compared with the rounds beside it)"
+        )
         checks = [
-            ("first answer", f"{r['first_s']:.2f} s = {r['first_ratio']:.2f}x decode", r["first_ratio"] <= TARGETS["first_vs_decode"], "<= 1.5x"),
-            ("every session indexed", f"{r['all_indexed_s']:.2f} s = {r['all_indexed_ratio']:.2f}x decode", r["all_indexed_ratio"] <= TARGETS["all_vs_decode"], "<= 5x"),
-            ("peak RSS server+children", f"{_mb(r['peak_rss'])} = {r['peak_rss'] / r['bytes']:.2f}x corpus", r["peak_rss"] / r["bytes"] <= TARGETS["rss_vs_corpus"], "<= 0.5x"),
-            ("warm p50 / p95", f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms", r["p50_ms"] <= 50 and r["p95_ms"] <= 150, "<= 50 / 150 ms"),
-            ("restart to full coverage", f"{r['restart_s']:.2f} s = {r['restart_ratio']:.2f}x decode", r["restart_ratio"] <= TARGETS["restart_vs_decode"], "<= 1x"),
+            (
+                "first answer",
+                f"{r['first_s']:.2f} s = {r['first_ratio']:.2f}x decode",
+                r["first_ratio"] <= TARGETS["first_vs_decode"],
+                "<= 1.5x",
+            ),
+            (
+                "every session indexed",
+                f"{r['all_indexed_s']:.2f} s = {r['all_indexed_ratio']:.2f}x decode",
+                r["all_indexed_ratio"] <= TARGETS["all_vs_decode"],
+                "<= 5x",
+            ),
+            (
+                "peak RSS server+children",
+                f"{_mb(r['peak_rss'])} = {r['peak_rss'] / r['bytes']:.2f}x corpus",
+                r["peak_rss"] / r["bytes"] <= TARGETS["rss_vs_corpus"],
+                "<= 0.5x",
+            ),
+            (
+                "warm p50 / p95",
+                f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms",
+                r["p50_ms"] <= 50 and r["p95_ms"] <= 150,
+                "<= 50 / 150 ms",
+            ),
+            (
+                "restart to full coverage",
+                f"{r['restart_s']:.2f} s = {r['restart_ratio']:.2f}x decode",
+                r["restart_ratio"] <= TARGETS["restart_vs_decode"],
+                "<= 1x",
+            ),
         ]
         # The targets are the 1 GB corpus's; other sizes show where they stand.
         at_target_size = 0.5e9 <= r["bytes"] <= 1.5e9
         for name, fig, ok, target in checks:
             verdict = "met" if ok else ("MISSED" if at_target_size else "above (a 1 GB target)")
             print(f"  {name:26s} {fig:34s} target {target:14s} {verdict}")
-        print(f"  every session indexed per run ({per_run}); CPU stolen by the hypervisor during each: "
-              + ", ".join(f"{100 * x['steal']:.0f}%" for x in r["runs"]))
+        print(
+            f"  every session indexed per run ({per_run}); CPU stolen by the hypervisor during each: "
+            + ", ".join(f"{100 * x['steal']:.0f}%" for x in r["runs"])
+        )
         print(f"  first answer coverage {r['first_coverage']}")
-        print(f"  warm coverage {r['warm_coverage']}; restart coverage {r['restart_coverage']}; restart peak RSS {_mb(r['restart_peak_rss'])}")
+        print(
+            f"  warm coverage {r['warm_coverage']}; restart coverage {r['restart_coverage']}; restart peak RSS {_mb(r['restart_peak_rss'])}"
+        )
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
         k = b["bytes"] / a["bytes"]
         print(f"\ngrowth {a['label']} -> {b['label']} (corpus x{k:.1f}):")
-        for key, name in (("first_s", "first answer"), ("all_indexed_s", "every session indexed"), ("peak_rss", "peak RSS"),
-                          ("p50_ms", "warm p50"), ("p95_ms", "warm p95"), ("restart_s", "restart")):
-            print(f"  {name:22s} x{b[key] / a[key]:.2f}" + ("  (at most linear)" if b[key] / a[key] <= k * 1.1 else "  (faster than linear)"))
+        for key, name in (
+            ("first_s", "first answer"),
+            ("all_indexed_s", "every session indexed"),
+            ("peak_rss", "peak RSS"),
+            ("p50_ms", "warm p50"),
+            ("p95_ms", "warm p95"),
+            ("restart_s", "restart"),
+        ):
+            print(
+                f"  {name:22s} x{b[key] / a[key]:.2f}"
+                + ("  (at most linear)" if b[key] / a[key] <= k * 1.1 else "  (faster than linear)")
+            )
     if big:
         s = big["bytes"]
         print(f"\n== one session of {_mb(s)}")
-        print(f"  expand one entry: {_mb(big['expand_rss'])} peak RSS in {big['expand_s']:.1f} s (target <= 200 MB: "
-              f"{'met' if big['expand_rss'] <= 200e6 else 'MISSED'}), exit {big['expand_exit']}")
-        print(f"  preview: {_mb(big['preview_rss'])} = {big['preview_rss'] / s:.2f}x file in {big['preview_s']:.1f} s "
-              f"(target <= 2x: {'met' if big['preview_rss'] <= 2 * s else 'MISSED'}), exit {big['preview_exit']}")
+        print(
+            f"  expand one entry: {_mb(big['expand_rss'])} peak RSS in {big['expand_s']:.1f} s (target <= 200 MB: "
+            f"{'met' if big['expand_rss'] <= 200e6 else 'MISSED'}), exit {big['expand_exit']}"
+        )
+        print(
+            f"  preview: {_mb(big['preview_rss'])} = {big['preview_rss'] / s:.2f}x file in {big['preview_s']:.1f} s "
+            f"(target <= 2x: {'met' if big['preview_rss'] <= 2 * s else 'MISSED'}), exit {big['preview_exit']}"
+        )
 
 
 def main() -> int:
@@ -415,8 +520,21 @@ def main() -> int:
         agent = Path(d)
         if args.generate and not agent.exists():
             mb = int(float(label.lower().rstrip("mg").rstrip("m") or 1) * (1000 if label.lower().endswith("g") else 1))
-            subprocess.run([sys.executable, str(REPO / "bench" / "corpus.py"), "--out", str(agent), "--sessions", str(mb),
-                            "--target-bytes", str(mb * 1_000_000), "--seed", "7"], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(REPO / "bench" / "corpus.py"),
+                    "--out",
+                    str(agent),
+                    "--sessions",
+                    str(mb),
+                    "--target-bytes",
+                    str(mb * 1_000_000),
+                    "--seed",
+                    "7",
+                ],
+                check=True,
+            )
         rows.append(measure_corpus(label, agent, args.queries, max(1, args.runs)))
         print(f"measured {label}", file=sys.stderr, flush=True)
     big = measure_big_session(Path(args.big_session)) if args.big_session else None

@@ -64,7 +64,9 @@ def time_process(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - t0
 
 
-def time_start(argv: list[str], env: dict[str, str], first: Callable[[StdioLspClient], Any] | None) -> tuple[float, float, StdioLspClient]:
+def time_start(
+    argv: list[str], env: dict[str, str], first: Callable[[StdioLspClient], Any] | None
+) -> tuple[float, float, StdioLspClient]:
     t0 = time.perf_counter()
     client = StdioLspClient(argv, env=env)
     client.request("initialize", INIT)
@@ -123,14 +125,30 @@ def main() -> int:
         plain_uri = (tmpdir / "notes.txt").as_uri()
 
         def open_plain(c: StdioLspClient) -> None:
-            c.notify("textDocument/didOpen", {"textDocument": {"uri": plain_uri, "languageId": "plaintext", "version": 1, "text": "hello\n"}})
+            c.notify(
+                "textDocument/didOpen",
+                {"textDocument": {"uri": plain_uri, "languageId": "plaintext", "version": 1, "text": "hello\n"}},
+            )
 
-        starts: dict[str, list[float]] = {k: [] for k in (
-            "python -c pass", "import pygls.lsp.server", "bare pygls: initialize answered",
-            "fabric-lsp: initialize answered", "fabric-lsp: first request answered")}
-        trips: dict[str, list[float]] = {k: [] for k in (
-            "bare pygls: bench/echo", "fabric-lsp: hover (loop only)",
-            "fabric-lsp: recall bad params (-32602)", "fabric-lsp: compact/status (executor+engine)")}
+        starts: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "python -c pass",
+                "import pygls.lsp.server",
+                "bare pygls: initialize answered",
+                "fabric-lsp: initialize answered",
+                "fabric-lsp: first request answered",
+            )
+        }
+        trips: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "bare pygls: bench/echo",
+                "fabric-lsp: hover (loop only)",
+                "fabric-lsp: recall bad params (-32602)",
+                "fabric-lsp: compact/status (executor+engine)",
+            )
+        }
 
         for _ in range(args.rounds):
             starts["python -c pass"].append(time_process([py, "-c", "pass"], env))
@@ -138,7 +156,9 @@ def main() -> int:
 
             t_init, _, client = time_start([py, str(bare)], env, None)
             starts["bare pygls: initialize answered"].append(t_init)
-            trips["bare pygls: bench/echo"] += round_trips(client, lambda c: c.request("bench/echo", {"x": 1}), args.requests)
+            trips["bare pygls: bench/echo"] += round_trips(
+                client, lambda c: c.request("bench/echo", {"x": 1}), args.requests
+            )
             client.close()
 
             status = {"session": str(session)}
@@ -147,15 +167,21 @@ def main() -> int:
             starts["fabric-lsp: first request answered"].append(t_first)
             open_plain(client)
             hover = {"textDocument": {"uri": plain_uri}, "position": {"line": 0, "character": 1}}
-            trips["fabric-lsp: hover (loop only)"] += round_trips(client, lambda c: c.request("textDocument/hover", hover), args.requests)
+            trips["fabric-lsp: hover (loop only)"] += round_trips(
+                client, lambda c: c.request("textDocument/hover", hover), args.requests
+            )
             trips["fabric-lsp: recall bad params (-32602)"] += round_trips(
-                client, lambda c: expect_error(c, "fabric/recall", {"pageSize": 0}), args.requests)
+                client, lambda c: expect_error(c, "fabric/recall", {"pageSize": 0}), args.requests
+            )
             trips["fabric-lsp: compact/status (executor+engine)"] += round_trips(
-                client, lambda c: c.request("fabric/compact/status", status), args.requests)
+                client, lambda c: c.request("fabric/compact/status", status), args.requests
+            )
             client.close()
 
-    print(f"fabric-lsp server benchmark: {args.rounds} rounds, {args.requests} requests per round; "
-          f"loadavg {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
+    print(
+        f"fabric-lsp server benchmark: {args.rounds} rounds, {args.requests} requests per round; "
+        f"loadavg {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs"
+    )
     print("\nstart-up (median of rounds)")
     base = statistics.median(starts["python -c pass"])
     for name, values in starts.items():

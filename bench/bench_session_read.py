@@ -42,8 +42,6 @@ def _raw_read(path: str) -> int:
         return len(fh.read())
 
 
-
-
 def _json_lines(path: str) -> int:
     with open(path, "rb") as fh:
         data = fh.read()
@@ -81,8 +79,7 @@ RSS_SCRIPTS = {
         "b = s.SessionTree.from_records(log.records).branch(); assert b.entries"
     ),
     "untyped msgspec decode of all lines kept in a list": (
-        "import msgspec; d = open(P, 'rb').read(); "
-        "x = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]; del d"
+        "import msgspec; d = open(P, 'rb').read(); x = [msgspec.json.decode(l) for l in d.split(b'\\n') if l]; del d"
     ),
 }
 
@@ -112,15 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     for name, _ in METHODS:
         m = med[name]
         print(f"{name:34} {m:9.3f} {mb / m:8.0f} {base_msgspec / m:10.2f}x {base_json / m:7.2f}x")
-    print(f"records read by read_session: {results['read_session']}; active branch length: "
-          f"{results['read_session + tree + branch']}")
+    print(
+        f"records read by read_session: {results['read_session']}; active branch length: "
+        f"{results['read_session + tree + branch']}"
+    )
 
     print("\npeak RSS of a fresh process (VmHWM):")
     rss = {name: peak_rss_kb(code, str(path)) for name, code in RSS_SCRIPTS.items()}
     base = rss["python + engine import (baseline)"]
     for name, kb in rss.items():
         extra = (kb - base) * 1024
-        print(f"  {name:52} {kb / 1024:8.1f} MB   (+{extra / 1e6:7.1f} MB over baseline = {extra / size:5.2f}x file size)")
+        print(
+            f"  {name:52} {kb / 1024:8.1f} MB   (+{extra / 1e6:7.1f} MB over baseline = {extra / size:5.2f}x file size)"
+        )
     print(f"loadavg after {os.getloadavg()}")
     if tmp is not None:
         tmp.cleanup()

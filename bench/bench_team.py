@@ -40,9 +40,28 @@ sys.path.insert(0, str(ROOT / "tests" / "team"))
 
 from corpus import generate_agent_dir  # noqa: E402
 
-QUERIES = ["test", "error", "function", "timeout retry", "src index ts", "the", "fix failing test auth",
-           "migration", "parse config", "cache invalidation bug", "zzzunlikely", "import", "assert equal",
-           "refactor module", "ledger", "orbit", "build", "docs", "login", "handler request response"]
+QUERIES = [
+    "test",
+    "error",
+    "function",
+    "timeout retry",
+    "src index ts",
+    "the",
+    "fix failing test auth",
+    "migration",
+    "parse config",
+    "cache invalidation bug",
+    "zzzunlikely",
+    "import",
+    "assert equal",
+    "refactor module",
+    "ledger",
+    "orbit",
+    "build",
+    "docs",
+    "login",
+    "handler request response",
+]
 
 
 def decode_baseline(dirs: list[Path]) -> tuple[float, int]:
@@ -65,7 +84,9 @@ def main() -> int:
     ap.add_argument("--mb", type=float, default=20.0, help="corpus size per member, MB")
     ap.add_argument("--sessions", type=int, default=12, help="sessions per member")
     ap.add_argument("--queries", type=int, default=40, help="timed team queries")
-    ap.add_argument("--corpus", default=None, help="where generated corpora are kept (default $TMPDIR/fabric-team-bench)")
+    ap.add_argument(
+        "--corpus", default=None, help="where generated corpora are kept (default $TMPDIR/fabric-team-bench)"
+    )
     args = ap.parse_args()
 
     import conftest  # tests/team/conftest.py: the private cluster
@@ -92,8 +113,10 @@ def main() -> int:
         shutil.copytree(d, a, copy_function=shutil.copy2)
         agents.append(a)
     decode_s, corpus_bytes = decode_baseline(agents)
-    print(f"corpus: {args.members} members x {args.mb:g} MB = {corpus_bytes / 1e6:.1f} MB, "
-          f"{sum(1 for a in agents for _ in a.rglob('*.jsonl'))} sessions")
+    print(
+        f"corpus: {args.members} members x {args.mb:g} MB = {corpus_bytes / 1e6:.1f} MB, "
+        f"{sum(1 for a in agents for _ in a.rglob('*.jsonl'))} sessions"
+    )
     print(f"baseline msgspec decode of every line: {decode_s:.2f} s")
 
     gen = conftest.pg_cluster.__wrapped__()
@@ -107,8 +130,11 @@ def main() -> int:
         members = []
         for m, a in enumerate(agents):
             local = MemoryEngine(cfg, agent_dir=str(a), index_dir=str(work / f"idx{m}"))
-            settings = TeamSettings(url=f"postgresql://member{m}:pw{m}@127.0.0.1:{cluster.port}/{cluster.dbname}",
-                                    member=f"member{m}@bench", projects=("*",))
+            settings = TeamSettings(
+                url=f"postgresql://member{m}:pw{m}@127.0.0.1:{cluster.port}/{cluster.dbname}",
+                member=f"member{m}@bench",
+                projects=("*",),
+            )
             members.append((TeamEngine(settings, cfg, lambda local=local: local), local))
 
         def push_all() -> tuple[float, int]:
@@ -122,19 +148,33 @@ def main() -> int:
         first_s, first_sent = push_all()
         print(f"first push: {first_s:.2f} s = {first_s / decode_s:.2f}x decode ({first_sent} entries)  [target <= 8x]")
         again_s, again_sent = push_all()
-        print(f"re-push, nothing changed: {again_s:.3f} s = {again_s / decode_s:.3f}x decode ({again_sent} entries sent)"
-              "  [target <= 0.2x]")
+        print(
+            f"re-push, nothing changed: {again_s:.3f} s = {again_s / decode_s:.3f}x decode ({again_sent} entries sent)"
+            "  [target <= 0.2x]"
+        )
         # append 2 entries to 10 sessions (spread over the members)
         files = sorted((f for a in agents for f in a.rglob("*.jsonl")), key=lambda p: str(p))[:10]
         for i, f in enumerate(files):
             last = json.loads(f.read_bytes().splitlines()[-1])
             with open(f, "a", encoding="utf-8") as fh:
                 for k in range(2):
-                    eid = f"{0xbe000000 + i * 2 + k:08x}"
-                    fh.write(json.dumps({"type": "message", "id": eid, "parentId": last["id"],
-                                         "timestamp": "2027-01-01T00:00:00.000Z",
-                                         "message": {"role": "user", "content": f"appended note {i} {k} quokka",
-                                                     "timestamp": 1_800_000_000_000}}) + "\n")
+                    eid = f"{0xBE000000 + i * 2 + k:08x}"
+                    fh.write(
+                        json.dumps(
+                            {
+                                "type": "message",
+                                "id": eid,
+                                "parentId": last["id"],
+                                "timestamp": "2027-01-01T00:00:00.000Z",
+                                "message": {
+                                    "role": "user",
+                                    "content": f"appended note {i} {k} quokka",
+                                    "timestamp": 1_800_000_000_000,
+                                },
+                            }
+                        )
+                        + "\n"
+                    )
                     last = {"id": eid}
         app_s, app_sent = push_all()
         print(f"push after appending 2 entries to 10 sessions: {app_s:.3f} s, {app_sent} entries sent  [expected 20]")
@@ -151,11 +191,14 @@ def main() -> int:
         times.sort()
         p50 = statistics.median(times)
         p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
-        print(f"team recall warm, {len(mix)} queries: p50 {p50:.1f} ms, p95 {p95:.1f} ms  [target p50 <= 100, p95 <= 300]")
+        print(
+            f"team recall warm, {len(mix)} queries: p50 {p50:.1f} ms, p95 {p95:.1f} ms  [target p50 <= 100, p95 <= 300]"
+        )
         with psycopg.connect(cluster.url(), autocommit=True) as admin:
             size = admin.execute(
                 "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = 'fabric_team' AND c.relkind = 'r'").fetchone()[0]
+                "WHERE n.nspname = 'fabric_team' AND c.relkind = 'r'"
+            ).fetchone()[0]
         print(f"database size: {int(size) / 1e6:.1f} MB = {int(size) / corpus_bytes:.2f} bytes per corpus byte")
         for team, local in members:
             team.close()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+
 def _fast_command(argv: Sequence[str]) -> str | None:
     """The subcommand of `fabric-lsp [--log-file P] [-v…] COMMAND …` when it is one of
     FAST_COMMANDS, else None (then the full parser decides)."""

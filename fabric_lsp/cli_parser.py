@@ -19,23 +19,44 @@ Subcommand = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[arg
 
 def _serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio (debugging only)")
-    p.add_argument("--daemon", action="store_true",
-                   help="serve only the local socket (the CLI's memory reads; docs/cli.md), in the foreground, "
-                        "until SIGTERM or Ctrl-C")
-    p.add_argument("--agent-dir", metavar="DIR", help="with --daemon: Pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
-    p.add_argument("--index-dir", metavar="DIR", help="with --daemon: memory index dir (default: <agentDir>/fabric-lsp/memory-index)")
-    p.add_argument("--cwd", metavar="DIR", help="with --daemon: project directory of requests without one (default: the current directory)")
-    p.add_argument("--trusted", action="store_true",
-                   help="with --daemon: apply that project's .pi/fabric.json and .pi/settings.json")
+    p.add_argument(
+        "--daemon",
+        action="store_true",
+        help="serve only the local socket (the CLI's memory reads; docs/cli.md), in the foreground, "
+        "until SIGTERM or Ctrl-C",
+    )
+    p.add_argument(
+        "--agent-dir", metavar="DIR", help="with --daemon: Pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)"
+    )
+    p.add_argument(
+        "--index-dir",
+        metavar="DIR",
+        help="with --daemon: memory index dir (default: <agentDir>/fabric-lsp/memory-index)",
+    )
+    p.add_argument(
+        "--cwd",
+        metavar="DIR",
+        help="with --daemon: project directory of requests without one (default: the current directory)",
+    )
+    p.add_argument(
+        "--trusted",
+        action="store_true",
+        help="with --daemon: apply that project's .pi/fabric.json and .pi/settings.json",
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
     if getattr(args, "daemon", False):
         return _serve_daemon(args)
-    daemon_only = [f"--{k.replace('_', '-')}" for k in ("agent_dir", "index_dir", "cwd", "trusted") if getattr(args, k, None)]
+    daemon_only = [
+        f"--{k.replace('_', '-')}" for k in ("agent_dir", "index_dir", "cwd", "trusted") if getattr(args, k, None)
+    ]
     if daemon_only:
-        print(f"fabric-lsp serve: {', '.join(daemon_only)} only with --daemon (the language server takes its "
-              "settings from the editor)", file=sys.stderr)
+        print(
+            f"fabric-lsp serve: {', '.join(daemon_only)} only with --daemon (the language server takes its "
+            "settings from the editor)",
+            file=sys.stderr,
+        )
         return 2
     from fabric_lsp.app import run_server  # lazy: only `serve` needs pygls
     from fabric_lsp.engine import alloc
@@ -75,8 +96,9 @@ class _HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter with the same width, found without importing shutil (argparse
     makes one per added argument; shutil costs a memory read's start a few ms)."""
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
+    def __init__(
+        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
+    ) -> None:
         if width is None:  # shutil.get_terminal_size().columns - 2, as argparse does
             import os
 
@@ -93,8 +115,10 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
-def build_parser(subcommands: dict[str, Subcommand] | None = None,
-                 parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
+def build_parser(
+    subcommands: dict[str, Subcommand] | None = None,
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
     parser = parser_class(
         prog="fabric-lsp",
         description="Pi session compaction previews, recall and safe compaction commits.",

@@ -191,7 +191,8 @@ def _section_rules(section: str) -> dict[str, Callable[[Any], Any]]:
 # bound, never clamped silently by the engine.
 MEMORY_INT_BOUNDS: dict[str, tuple[int, int]] = {
     s.key.split(".", 1)[1]: (int(s.minimum), int(s.maximum))
-    for s in SETTINGS if s.key.startswith("memory.") and s.kind == "int" and s.minimum is not None and s.maximum is not None
+    for s in SETTINGS
+    if s.key.startswith("memory.") and s.kind == "int" and s.minimum is not None and s.maximum is not None
 }
 MEMORY_RULES: dict[str, Callable[[Any], Any]] = _section_rules("memory")
 COMPACTION_RULES: dict[str, Callable[[Any], Any]] = _section_rules("compaction")
@@ -456,7 +457,7 @@ class _Resolution:
         if refused is not None and index_dir != index_default:
             index_dir = index_default
             refused = f"{refused}; using {index_default}"
-            if (again := index_dir_refusal(str(index_default), agent_dir=str(agent_dir), session_dir=str(session_dir))):
+            if again := index_dir_refusal(str(index_default), agent_dir=str(agent_dir), session_dir=str(session_dir)):
                 refused = f"{refused}, which is refused too ({again}): the index is kept in memory only"
         if refused is not None:
             self.warnings.append(f"{origin['indexDir']}: {refused}" if "indexDir" in origin else refused)
@@ -478,17 +479,24 @@ class _Resolution:
             out[name] = self.pick(raw[name], rules[name], defaults[name], f"{where}: {key}.{name}")
         return out
 
-    def pi_budgets(self, pi_settings: dict[str, Any]) -> tuple[int, int, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]:
+    def pi_budgets(
+        self, pi_settings: dict[str, Any]
+    ) -> tuple[int, int, tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]:
         """Pi's keepRecentTokens / reserveTokens and its 1.x per-model overrides."""
         pi_compaction = pi_settings.get("compaction")
         keep_recent, reserve = PI_KEEP_RECENT_TOKENS, PI_RESERVE_TOKENS
         if isinstance(pi_compaction, dict):
             if "keepRecentTokens" in pi_compaction:
-                keep_recent = self.pick(pi_compaction["keepRecentTokens"], _int(0), keep_recent,
-                                        "settings.json: compaction.keepRecentTokens")
+                keep_recent = self.pick(
+                    pi_compaction["keepRecentTokens"],
+                    _int(0),
+                    keep_recent,
+                    "settings.json: compaction.keepRecentTokens",
+                )
             if "reserveTokens" in pi_compaction:
-                reserve = self.pick(pi_compaction["reserveTokens"], _int(0), reserve,
-                                    "settings.json: compaction.reserveTokens")
+                reserve = self.pick(
+                    pi_compaction["reserveTokens"], _int(0), reserve, "settings.json: compaction.reserveTokens"
+                )
         elif pi_compaction is not None:
             self.warnings.append("settings.json: `compaction` must be an object; using Pi's defaults")
         return keep_recent, reserve, _model_overrides(pi_compaction, self.warnings)
@@ -504,7 +512,7 @@ def _model_overrides(pi_compaction: Any, warnings: list[str]) -> tuple[tuple[str
     raw = pi_compaction["modelOverrides"]
     label = "settings.json: compaction.modelOverrides"
     if not isinstance(raw, dict):
-        warnings.append(f"{label} must be an object keyed by \"provider/modelId\"; ignored")
+        warnings.append(f'{label} must be an object keyed by "provider/modelId"; ignored')
         return ()
     out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     for key in sorted(raw):

@@ -154,8 +154,9 @@ class Engines:
             if pusher is None:
                 from fabric_lsp.engine.team.autopush import AutoPush
 
-                pusher = self._autopush = AutoPush(self._auto_push_once, on_report=self._auto_pushed,
-                                                   on_error=self._auto_push_failed)
+                pusher = self._autopush = AutoPush(
+                    self._auto_push_once, on_report=self._auto_pushed, on_error=self._auto_push_failed
+                )
         pusher.request()
         return True
 
@@ -172,16 +173,25 @@ class Engines:
     def _auto_pushed(self, report: Any) -> None:
         """A finished autoPush as a `fabric/activity` metrics event (docs/team.md)."""
         if self._notify is not None:
-            self._notify(protocol.ACTIVITY, {
-                "type": "metrics", "request": "fabric/teamPush", "complete": True, "member": report.member,
-                "counts": report.counts(), "entriesSent": sum(s.entries_sent for s in report.steps),
-                "pendingSessions": report.pending,
-            })
+            self._notify(
+                protocol.ACTIVITY,
+                {
+                    "type": "metrics",
+                    "request": "fabric/teamPush",
+                    "complete": True,
+                    "member": report.member,
+                    "counts": report.counts(),
+                    "entriesSent": sum(s.entries_sent for s in report.steps),
+                    "pendingSessions": report.pending,
+                },
+            )
 
     def _auto_push_failed(self, message: str) -> None:
         if self._warn is not None:
-            self._warn(f"fabric-lsp: team.autoPush could not push ({message}); local recall keeps working. "
-                       "Run `fabric-lsp team push` to see the details.")
+            self._warn(
+                f"fabric-lsp: team.autoPush could not push ({message}); local recall keeps working. "
+                "Run `fabric-lsp team push` to see the details."
+            )
 
     def team(self) -> TeamEngine:
         """The team database's engine (docs/team.md), from the user-level `team` settings."""
@@ -287,17 +297,23 @@ class Engines:
         leaf_id = p.leaf_id
         if leaf_id is None:
             leaf_id = self.leases().live_leaf(str(path))
-        return self._preview(protocol.COMPACTION_PREVIEW, COMPACTION_PREVIEW, dict(
-            source=str(path),  # the engine streams and hashes the same bytes (lower peak memory)
-            session_path=str(path),
-            instructions=p.instructions,
-            preserve=p.preserve,
-            reason=p.reason,
-            tokens_before=p.tokens_before,
-            leaf_id=leaf_id,
-            include_qa=p.include_qa,
-            **options.kwargs(),
-        ), cancel, activity)
+        return self._preview(
+            protocol.COMPACTION_PREVIEW,
+            COMPACTION_PREVIEW,
+            dict(
+                source=str(path),  # the engine streams and hashes the same bytes (lower peak memory)
+                session_path=str(path),
+                instructions=p.instructions,
+                preserve=p.preserve,
+                reason=p.reason,
+                tokens_before=p.tokens_before,
+                leaf_id=leaf_id,
+                include_qa=p.include_qa,
+                **options.kwargs(),
+            ),
+            cancel,
+            activity,
+        )
 
     def branch_summary_preview(
         self,
@@ -311,19 +327,29 @@ class Engines:
         from_id = p.from_id
         if from_id is None:
             from_id = self.leases().live_leaf(str(path))
-        return self._preview(protocol.BRANCH_SUMMARY_PREVIEW, BRANCH_SUMMARY_PREVIEW, dict(
-            source=str(path),
-            session_path=str(path),
-            target_id=p.target_id,
-            from_id=from_id,
-            instructions=p.instructions,
-            preserve=p.preserve,
-            replace_instructions=bool(p.replace_instructions),
-            settings=dict(self.compaction_options().fabric),
-        ), cancel, activity)
+        return self._preview(
+            protocol.BRANCH_SUMMARY_PREVIEW,
+            BRANCH_SUMMARY_PREVIEW,
+            dict(
+                source=str(path),
+                session_path=str(path),
+                target_id=p.target_id,
+                from_id=from_id,
+                instructions=p.instructions,
+                preserve=p.preserve,
+                replace_instructions=bool(p.replace_instructions),
+                settings=dict(self.compaction_options().fabric),
+            ),
+            cancel,
+            activity,
+        )
 
     def _preview(
-        self, method: str, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
+        self,
+        method: str,
+        name: str,
+        kwargs: dict[str, Any],
+        cancel: CancelToken | None,
         activity: ActivitySink | None,
     ) -> Any:
         """The preview task (engine/compaction/tasks.py) with its resolved arguments, in
@@ -376,24 +402,29 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.FileHistoryResult:
-        result = self.memory().file_history(p, cwd=p.cwd or cwd, cancel=cancel,
-                                             activity=activity)
+        result = self.memory().file_history(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
         return protocol.to_result(protocol.FILE_HISTORY, result)
 
     def compact_request(
-        self, p: protocol.CompactRequestParams, cancel: CancelToken | None = None,
+        self,
+        p: protocol.CompactRequestParams,
+        cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.CompactRequestResult:
         return intent_request(self.intents(), str(self.session_path(p.session)), p)
 
     def compact_status(
-        self, p: protocol.CompactSessionParams, cancel: CancelToken | None = None,
+        self,
+        p: protocol.CompactSessionParams,
+        cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.CompactStatusResult:
         return intent_status(self.intents(), str(self.session_path(p.session)))
 
     def compact_cancel(
-        self, p: protocol.CompactSessionParams, cancel: CancelToken | None = None,
+        self,
+        p: protocol.CompactSessionParams,
+        cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.CompactCancelResult:
         return intent_cancel(self.intents(), str(self.session_path(p.session)))
@@ -440,7 +471,9 @@ class Engines:
 # state dir and quiet interval flags, no committer thread): one rule for both faces.
 
 
-def intent_request(service: IntentsService, path: str, p: protocol.CompactRequestParams) -> protocol.CompactRequestResult:
+def intent_request(
+    service: IntentsService, path: str, p: protocol.CompactRequestParams
+) -> protocol.CompactRequestResult:
     args = protocol.params_to_dict(p)
     args.pop("session", None)
     try:

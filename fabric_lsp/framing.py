@@ -160,7 +160,8 @@ class FrameReader:
                     raise _BadHeader(f"Content-Length {value[:40]!r} is not a number")
                 if len(value) > 15 or int(value) > MAX_CONTENT_LENGTH:
                     raise _BadHeader(
-                        f"Content-Length {value[:24].decode()} is over the cap of {MAX_CONTENT_LENGTH} bytes")
+                        f"Content-Length {value[:24].decode()} is over the cap of {MAX_CONTENT_LENGTH} bytes"
+                    )
                 if length is not None and int(value) != length:
                     raise _BadHeader("two different Content-Length headers")
                 length = int(value)
@@ -267,8 +268,9 @@ def _decode(body: bytes, reader: FrameReader, protocol: Any) -> Any:
     return message
 
 
-async def serve(reader: FrameReader, protocol: Any, stop: Callable[[], bool],
-                room: Callable[[], Awaitable[None]] | None = None) -> None:
+async def serve(
+    reader: FrameReader, protocol: Any, stop: Callable[[], bool], room: Callable[[], Awaitable[None]] | None = None
+) -> None:
     """Hand every message body to `protocol` (pygls' `structure_message` /
     `handle_message`, plus `reject_too_deep(top_level_json)`) until end of input.
     `room()`, when given, is awaited before each message: the output's back-pressure

@@ -169,7 +169,7 @@ class SocketAnswer:
         self.raw: bytes | None = None
         self.error: dict[str, Any] | None = None
         if line.startswith(self._PREFIX) and line.endswith(b"}"):
-            self.raw = line[len(self._PREFIX):-1]
+            self.raw = line[len(self._PREFIX) : -1]
             return
         try:
             obj = wire_decode(line)
@@ -196,8 +196,9 @@ class Client:
         self.timed_out = False  # the last request got no answer in time (the server is not asked again)
         self._buf = bytearray()
 
-    def request(self, method: str, params: Any, *, cwd: str | None = None,
-                timeout: float | None = None) -> SocketAnswer | None:
+    def request(
+        self, method: str, params: Any, *, cwd: str | None = None, timeout: float | None = None
+    ) -> SocketAnswer | None:
         """Send one request and read its answer; None when the connection failed or no
         answer came within `timeout` seconds (default `request_timeout()`: then
         `timed_out` is set, and close the client: a late answer is never read)."""
@@ -237,8 +238,7 @@ class Client:
             pass
 
 
-def connect(agent_dir: str, inputs: dict[str, Any], *,
-            note: Callable[[str], None] | None = None) -> Client | None:
+def connect(agent_dir: str, inputs: dict[str, Any], *, note: Callable[[str], None] | None = None) -> Client | None:
     """A server of `agent_dir` (absolute) whose settings are the ones `inputs`
     (settings_inputs) resolve to, or None: then the caller computes its answer itself.
     `note` hears why a socket was not used."""
@@ -297,8 +297,10 @@ def _hello(path: str, inputs: dict[str, Any], say: Callable[[str], None]) -> Cli
         return None
     if hello.get("match") is not True:
         client.close()
-        say(f"{path}: a server (pid {hello.get('pid')}) with other settings"
-            f"{': ' + str(hello['mismatch']) if hello.get('mismatch') else ''}: not used")
+        say(
+            f"{path}: a server (pid {hello.get('pid')}) with other settings"
+            f"{': ' + str(hello['mismatch']) if hello.get('mismatch') else ''}: not used"
+        )
         return None
     client.hello = hello
     client.pid = hello.get("pid")

@@ -83,7 +83,6 @@ def config_fingerprint(cfg: ServerConfig) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-
 # -- server ------------------------------------------------------------------------------
 
 
@@ -281,8 +280,12 @@ class LocalSocketServer:
             uid = cred[0] if cred else -1
             if uid not in self._refused_uids:
                 self._refused_uids.add(uid)
-                self.log.warning("local socket: refused a connection from uid %s (pid %s): only uid %s may connect",
-                                 uid, cred[1] if cred else "?", os.geteuid())
+                self.log.warning(
+                    "local socket: refused a connection from uid %s (pid %s): only uid %s may connect",
+                    uid,
+                    cred[1] if cred else "?",
+                    os.geteuid(),
+                )
             conn.close()
             return
         with self._lock:
@@ -293,8 +296,9 @@ class LocalSocketServer:
             send_line(conn, error_line(None, BUSY, f"busy: {MAX_CONNECTIONS} local connections are open; try again"))
             conn.close()
             return
-        self._threading.Thread(target=self._serve_connection, args=(conn,), name="fabric-local-conn",
-                               daemon=True).start()
+        self._threading.Thread(
+            target=self._serve_connection, args=(conn,), name="fabric-local-conn", daemon=True
+        ).start()
 
     # -- one connection ------------------------------------------------------------------
 
@@ -306,8 +310,12 @@ class LocalSocketServer:
                 end = buf.find(b"\n")
                 if end < 0:
                     if len(buf) > MAX_REQUEST_BYTES:
-                        send_line(conn, error_line(None, INVALID_REQUEST,
-                                                f"a request line is longer than {MAX_REQUEST_BYTES} bytes"))
+                        send_line(
+                            conn,
+                            error_line(
+                                None, INVALID_REQUEST, f"a request line is longer than {MAX_REQUEST_BYTES} bytes"
+                            ),
+                        )
                         return
                     chunk = conn.recv(65536)
                     if not chunk:
@@ -342,8 +350,11 @@ class LocalSocketServer:
         msg_id = msg.get("id")
         unknown = sorted(set(msg) - {"method", "params", "cwd", "id"})
         if unknown:
-            return error_line(msg_id, INVALID_REQUEST,
-                               f"unknown key `{unknown[0]}`: a request is a JSON object {{method, params?, cwd?, id?}}")
+            return error_line(
+                msg_id,
+                INVALID_REQUEST,
+                f"unknown key `{unknown[0]}`: a request is a JSON object {{method, params?, cwd?, id?}}",
+            )
         method, params, cwd = msg.get("method"), msg.get("params"), msg.get("cwd")
         if not isinstance(method, str):
             return error_line(msg_id, INVALID_REQUEST, "`method` must be a string")
@@ -354,15 +365,24 @@ class LocalSocketServer:
         if method == HELLO:
             return result_line(msg_id, msgspec.json.encode(self._hello(params)))
         if method not in METHODS:
-            return error_line(msg_id, METHOD_NOT_FOUND,
-                               f"method not found: {method!r}; this socket serves {', '.join((HELLO,) + METHODS)}")
+            return error_line(
+                msg_id,
+                METHOD_NOT_FOUND,
+                f"method not found: {method!r}; this socket serves {', '.join((HELLO,) + METHODS)}",
+            )
         return self._call(msg_id, method, params, cwd if cwd is not None else self.default_cwd(), conn)
 
     def _hello(self, params: Any) -> dict[str, Any]:
         from fabric_lsp import __version__
 
-        out: dict[str, Any] = {"name": "fabric-lsp", "version": __version__, "pid": os.getpid(),
-                               "protocol": PROTOCOL, "methods": list(METHODS), "config": self._fingerprint}
+        out: dict[str, Any] = {
+            "name": "fabric-lsp",
+            "version": __version__,
+            "pid": os.getpid(),
+            "protocol": PROTOCOL,
+            "methods": list(METHODS),
+            "config": self._fingerprint,
+        }
         if isinstance(params, dict) and params:
             match, why, settings = self._same_settings(params)
             out["match"] = match
@@ -397,8 +417,11 @@ class LocalSocketServer:
         if agent_env and not os.path.isabs(os.path.expanduser(agent_env)):
             return False, "a relative PI_CODING_AGENT_DIR", None
         try:
-            theirs = load_config(workspace_root=Path(cwd), init_options=init if isinstance(init, dict) else None,
-                                 env={"PI_CODING_AGENT_DIR": agent_env} if agent_env else {})
+            theirs = load_config(
+                workspace_root=Path(cwd),
+                init_options=init if isinstance(init, dict) else None,
+                env={"PI_CODING_AGENT_DIR": agent_env} if agent_env else {},
+            )
         except Exception as err:  # load_config never raises for bad input; a bug must not stop us
             return False, f"settings could not be resolved: {err}", None
         settings = {
@@ -496,7 +519,9 @@ def serve_for_server(ls: Any) -> LocalSocketServer | None:
         lambda: ls.config,
         ls.memory_executor.submit,
         default_cwd=ls.default_cwd,
-        is_open=lambda: not getattr(ls.protocol, "_shutdown", False) and not getattr(ls.protocol, "_shutdown_seen", False),
+        is_open=lambda: (
+            not getattr(ls.protocol, "_shutdown", False) and not getattr(ls.protocol, "_shutdown_seen", False)
+        ),
         announce=ls.log_message,
     )
     try:
@@ -517,13 +542,19 @@ def run_daemon(cfg: ServerConfig, *, cwd: str) -> int:
     from fabric_lsp.engine_owner import Engines
 
     if not available():
-        why = ("FABRIC_LSP_SOCKET=0 turns the local socket off" if os.environ.get(ENV_SWITCH, "1").strip() == "0"
-               else "this platform has no Unix sockets with peer credentials")
+        why = (
+            "FABRIC_LSP_SOCKET=0 turns the local socket off"
+            if os.environ.get(ENV_SWITCH, "1").strip() == "0"
+            else "this platform has no Unix sockets with peer credentials"
+        )
         print(f"fabric-lsp serve --daemon: {why}; nothing to serve", file=sys.stderr)
         return 2
     if not cfg.agent_dir.is_dir():
-        print(f"fabric-lsp serve --daemon: the Pi agent dir {cfg.agent_dir} does not exist "
-              "(set --agent-dir or PI_CODING_AGENT_DIR)", file=sys.stderr)
+        print(
+            f"fabric-lsp serve --daemon: the Pi agent dir {cfg.agent_dir} does not exist "
+            "(set --agent-dir or PI_CODING_AGENT_DIR)",
+            file=sys.stderr,
+        )
         return 2
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fabric-memory")

@@ -230,7 +230,6 @@ def ours_socket(path: str) -> os.stat_result | None:
     return None
 
 
-
 def package_dir() -> str:
     """The installed package's directory (part of the settings a server and a client compare)."""
     return os.path.dirname(os.path.abspath(__file__))
@@ -241,8 +240,9 @@ def take_lock(fcntl: Any, lock_path: str) -> int | None:
     to still be the file at that path; None when another process holds it."""
     for _ in range(3):
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
-                         0o600)
+            fd = os.open(
+                lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600
+            )
         except OSError:
             return None
         try:
@@ -255,8 +255,11 @@ def take_lock(fcntl: Any, lock_path: str) -> int | None:
         except OSError:
             os.close(fd)
             continue  # removed by its last holder meanwhile: open it again
-        if (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino) and stat.S_ISREG(st.st_mode) \
-                and st.st_uid == os.geteuid():
+        if (
+            (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
+            and stat.S_ISREG(st.st_mode)
+            and st.st_uid == os.geteuid()
+        ):
             return fd
         os.close(fd)
     return None

@@ -80,9 +80,12 @@ class Outbox:
                 over = 0
             self._cond.notify_all()
         if over:
-            log.warning("output to the client: %d bytes waiting (bound %d): the client is not reading; "
-                        "informational notifications are dropped and input is paused until it reads",
-                        over, self.max_pending)
+            log.warning(
+                "output to the client: %d bytes waiting (bound %d): the client is not reading; "
+                "informational notifications are dropped and input is paused until it reads",
+                over,
+                self.max_pending,
+            )
 
     async def wait_room(self) -> None:
         """Return once the output is under its bound (at once, normally)."""
@@ -153,8 +156,10 @@ class Outbox:
         for loop, fut in wake:
             loop.call_soon_threadsafe(_resolve, fut)
         if ended:
-            log.warning("output to the client: the client reads again; %d notification(s) were dropped "
-                        "while it did not", dropped)
+            log.warning(
+                "output to the client: the client reads again; %d notification(s) were dropped while it did not",
+                dropped,
+            )
 
     def _connection_lost(self, err: BaseException) -> None:
         with self._cond:

@@ -192,6 +192,7 @@ COMMANDS: dict[str, str | None] = {
 # The entry reference syntax used in rendered recall text, hover and definition.
 ENTRY_REFERENCE_PATTERN = r"pi-entry:([A-Za-z0-9][A-Za-z0-9_.-]*)/([A-Za-z0-9][A-Za-z0-9_.:-]*)"
 
+
 class EntryRange(Struct, **_PARAMS):
     """An inclusive range of raw entry ordinals; `first <= last`."""
 
@@ -496,8 +497,9 @@ def to_result(method: str, result: Any) -> Any:
         m = _AT_PATH.match(str(err))
         where = (m.group("path") or "").lstrip(".") if m else ""
         rule = m.group("rule") if m else str(err)
-        raise ResultContractError(f"{method}: the result does not fit the wire contract"
-                                  f"{' at ' + where if where else ''}: {rule}") from None
+        raise ResultContractError(
+            f"{method}: the result does not fit the wire contract{' at ' + where if where else ''}: {rule}"
+        ) from None
 
 
 def to_wire(value: Any) -> Any:
@@ -515,9 +517,7 @@ def json_schema() -> dict[str, Any]:
     types_.append(ExpandErrorResult)
     schemas, components = msgspec.json.schema_components(types_, ref_template="#/$defs/{name}")
     n = len(methods)
-    method_schemas = {
-        m: {"params": schemas[i], "result": schemas[n + i]} for i, m in enumerate(methods)
-    }
+    method_schemas = {m: {"params": schemas[i], "result": schemas[n + i]} for i, m in enumerate(methods)}
     method_schemas[EXPAND]["result"] = {"oneOf": [schemas[n + methods.index(EXPAND)], schemas[-1]]}
     out: dict[str, Any] = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

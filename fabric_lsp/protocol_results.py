@@ -143,7 +143,9 @@ class RecallResult(Struct, **_RESULT):
     text: str
 
 
-class ExpandedEntry(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
+class ExpandedEntry(
+    Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):  # = _RESULT, spelled out for pyright (key order)
     index: int
     entry_id: str | None
     operation_address: str | None = None
@@ -205,7 +207,9 @@ class ExpandErrorResult(Struct, **_RESULT):
     error: ExpandErrorBody
 
 
-class FileOperation(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
+class FileOperation(
+    Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):  # = _RESULT, spelled out for pyright (key order)
     """One typed read/edit/write of the file (a Pi tool call or a Fabric trace operation)."""
 
     session_id: str
@@ -311,7 +315,9 @@ class LeaseHolder(Struct, **_RESULT):
     pi_version: str | None = None  # in `holders` only: the holding Pi's version, when it said
 
 
-class CompactStatusResult(Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True):  # = _RESULT, spelled out for pyright (key order)
+class CompactStatusResult(
+    Struct, rename="camel", kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):  # = _RESULT, spelled out for pyright (key order)
     pending: Intent | None = None
     last: CommitRecord | None = None
     settled: bool

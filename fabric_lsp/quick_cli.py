@@ -39,39 +39,113 @@ _SETTINGS = {
     "--index-dir": ("index_dir", _STR),
 }
 _BRANCHES = {"--branches": ("branches", ("active", "all"))}
-_EXPECTED = {"--expected-source-hash": ("expected_source_hash", _STR),
-             "--expected-lineage-fingerprint": ("expected_lineage_fingerprint", _STR)}
-_SETTINGS_DEFAULTS = {"json": False, "agent_dir": None, "cwd": None, "trusted": False, "index_dir": None,
-                      "branches": None}
+_EXPECTED = {
+    "--expected-source-hash": ("expected_source_hash", _STR),
+    "--expected-lineage-fingerprint": ("expected_lineage_fingerprint", _STR),
+}
+_SETTINGS_DEFAULTS = {
+    "json": False,
+    "agent_dir": None,
+    "cwd": None,
+    "trusted": False,
+    "index_dir": None,
+    "branches": None,
+}
 
 # command -> (positional dest, required?), options (option -> (dest, kind or choices)), defaults:
 # exactly the arguments commands/memory.py and commands/history.py declare (checked by
 # tests/test_quick_cli.py against their argparse parsers)
 SPECS: dict[str, tuple[tuple[str, bool], dict[str, tuple[str, Any]], dict[str, Any]]] = {
-    "recall": (("query", False), {
-        "--mode": ("mode", ("literal", "regex")), "--scope": ("scope", _STR), "--page": ("page", _INT),
-        "--page-size": ("page_size", _INT), "--range": ("range", _STR), **_EXPECTED, **_SETTINGS, **_BRANCHES,
-    }, {"query": None, "mode": "literal", "scope": "session", "page": 1, "page_size": 25, "range": None,
-        "expected_source_hash": None, "expected_lineage_fingerprint": None, **_SETTINGS_DEFAULTS}),
-    "sessions": (("", False), {
-        "--scope": ("scope", _STR), "--page": ("page", _INT), "--page-size": ("page_size", _INT), **_SETTINGS,
-        **_BRANCHES,
-    }, {"scope": "project", "page": 1, "page_size": 50, **_SETTINGS_DEFAULTS}),
-    "expand": (("session", True), {
-        "--session": ("in_session", _STR), "--indices": ("indices", _STR), "--entry-ids": ("entry_ids", _STR),
-        "--operation-addresses": ("operation_addresses", _STR), "--range": ("range", _STR), **_EXPECTED,
-        **_SETTINGS, **_BRANCHES,
-    }, {"in_session": None, "indices": None, "entry_ids": None, "operation_addresses": None, "range": None,
-        "expected_source_hash": None, "expected_lineage_fingerprint": None, **_SETTINGS_DEFAULTS}),
-    "history": (("path", True), {
-        "--json": ("json", _FLAG), "--scope": ("scope", ("project", "global")), **_BRANCHES,
-        "--page": ("page", _INT), "--page-size": ("page_size", _INT), "--agent-dir": ("agent_dir", _STR),
-        "--cwd": ("cwd", _STR), "--trusted": ("trusted", _FLAG), "--index-dir": ("index_dir", _STR),
-    }, {"json": False, "scope": None, "branches": None, "page": None, "page_size": None, "agent_dir": None,
-        "cwd": None, "trusted": False, "index_dir": None}),
+    "recall": (
+        ("query", False),
+        {
+            "--mode": ("mode", ("literal", "regex")),
+            "--scope": ("scope", _STR),
+            "--page": ("page", _INT),
+            "--page-size": ("page_size", _INT),
+            "--range": ("range", _STR),
+            **_EXPECTED,
+            **_SETTINGS,
+            **_BRANCHES,
+        },
+        {
+            "query": None,
+            "mode": "literal",
+            "scope": "session",
+            "page": 1,
+            "page_size": 25,
+            "range": None,
+            "expected_source_hash": None,
+            "expected_lineage_fingerprint": None,
+            **_SETTINGS_DEFAULTS,
+        },
+    ),
+    "sessions": (
+        ("", False),
+        {
+            "--scope": ("scope", _STR),
+            "--page": ("page", _INT),
+            "--page-size": ("page_size", _INT),
+            **_SETTINGS,
+            **_BRANCHES,
+        },
+        {"scope": "project", "page": 1, "page_size": 50, **_SETTINGS_DEFAULTS},
+    ),
+    "expand": (
+        ("session", True),
+        {
+            "--session": ("in_session", _STR),
+            "--indices": ("indices", _STR),
+            "--entry-ids": ("entry_ids", _STR),
+            "--operation-addresses": ("operation_addresses", _STR),
+            "--range": ("range", _STR),
+            **_EXPECTED,
+            **_SETTINGS,
+            **_BRANCHES,
+        },
+        {
+            "in_session": None,
+            "indices": None,
+            "entry_ids": None,
+            "operation_addresses": None,
+            "range": None,
+            "expected_source_hash": None,
+            "expected_lineage_fingerprint": None,
+            **_SETTINGS_DEFAULTS,
+        },
+    ),
+    "history": (
+        ("path", True),
+        {
+            "--json": ("json", _FLAG),
+            "--scope": ("scope", ("project", "global")),
+            **_BRANCHES,
+            "--page": ("page", _INT),
+            "--page-size": ("page_size", _INT),
+            "--agent-dir": ("agent_dir", _STR),
+            "--cwd": ("cwd", _STR),
+            "--trusted": ("trusted", _FLAG),
+            "--index-dir": ("index_dir", _STR),
+        },
+        {
+            "json": False,
+            "scope": None,
+            "branches": None,
+            "page": None,
+            "page_size": None,
+            "agent_dir": None,
+            "cwd": None,
+            "trusted": False,
+            "index_dir": None,
+        },
+    ),
 }
-METHODS = {"recall": "fabric/recall", "sessions": "fabric/sessions", "expand": "fabric/expand",
-           "history": "fabric/fileHistory"}
+METHODS = {
+    "recall": "fabric/recall",
+    "sessions": "fabric/sessions",
+    "expand": "fabric/expand",
+    "history": "fabric/fileHistory",
+}
 _SELECTORS = ("indices", "entry_ids", "operation_addresses", "range")
 
 
@@ -93,7 +167,7 @@ def parse(argv: list[str]) -> tuple[str, int, dict[str, Any]] | None:
     out: dict[str, Any] = dict(defaults)
     seen: set[str] = set()
     positionals: list[str] = []
-    rest = argv[i + 1:]
+    rest = argv[i + 1 :]
     j = 0
     while j < len(rest):
         token = rest[j]
@@ -159,16 +233,20 @@ def index_hint(coverage: dict[str, Any]) -> str | None:
     if stale <= 0 or not any(r in coverage.get("reasons", ()) for r in _BUDGET_REASONS):
         return None
     noun = "session" if stale == 1 else "sessions"
-    return (f"{coverage.get('indexedSessions', 0)} of {coverage.get('eligibleSessions', 0)} sessions are indexed; "
-            f"run `fabric-lsp index` to index the remaining {stale} {noun}")
+    return (
+        f"{coverage.get('indexedSessions', 0)} of {coverage.get('eligibleSessions', 0)} sessions are indexed; "
+        f"run `fabric-lsp index` to index the remaining {stale} {noun}"
+    )
 
 
 def agent_dir_error(agent_dir: str) -> str | None:
     """The memory reads' message for an agent dir that does not exist, or None."""
     if os.path.isdir(agent_dir):
         return None
-    return (f"the Pi agent dir {agent_dir} does not exist "
-            "(set --agent-dir or PI_CODING_AGENT_DIR; `fabric-lsp examples DIR` writes example sessions)")
+    return (
+        f"the Pi agent dir {agent_dir} does not exist "
+        "(set --agent-dir or PI_CODING_AGENT_DIR; `fabric-lsp examples DIR` writes example sessions)"
+    )
 
 
 def settings_report(command: str, verbose: int, *, warnings: Any, sources: Any, agent_dir: str) -> str:
@@ -258,8 +336,16 @@ def _params(command: str, a: dict[str, Any]) -> dict[str, Any] | None:
         if a["operation_addresses"] is not None:
             p["operationAddresses"] = _items(a["operation_addresses"])
     else:  # history
-        p = {k: v for k, v in (("scope", a["scope"]), ("branches", a["branches"]), ("page", a["page"]),
-                               ("pageSize", a["page_size"])) if v is not None}
+        p = {
+            k: v
+            for k, v in (
+                ("scope", a["scope"]),
+                ("branches", a["branches"]),
+                ("page", a["page"]),
+                ("pageSize", a["page_size"]),
+            )
+            if v is not None
+        }
         path = a["path"]
         if path.startswith("file:"):
             p["uri"] = path
@@ -294,8 +380,8 @@ def run(argv: list[str]) -> int | None:
         return None
     scope = params.get("scope") if command != "history" else None
     if isinstance(scope, str) and scope.startswith("session:"):
-        ref = scope[len("session:"):]
-        if os.path.isfile(ref[len("file://"):] if ref.startswith("file://") else ref):
+        ref = scope[len("session:") :]
+        if os.path.isfile(ref[len("file://") :] if ref.startswith("file://") else ref):
             return None  # whether it is a Pi session is checked by commands/memory.py
     agent = agent_dir_of(a)
     cwd = os.path.abspath(a["cwd"] or os.getcwd())
@@ -336,8 +422,16 @@ def run(argv: list[str]) -> int | None:
         if not isinstance(result, dict):
             return None
     s = client.settings
-    err.write(settings_report(command, verbose, warnings=s.get("warnings") or (), sources=s.get("sources") or (),
-                              agent_dir=str(s.get("agentDir"))) + note)
+    err.write(
+        settings_report(
+            command,
+            verbose,
+            warnings=s.get("warnings") or (),
+            sources=s.get("sources") or (),
+            agent_dir=str(s.get("agentDir")),
+        )
+        + note
+    )
     if command == "history":
         if value_error is not None:
             err.write(f"fabric-lsp history: invalid arguments: {value_error}\n")

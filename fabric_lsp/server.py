@@ -83,7 +83,10 @@ class FabricProtocol(LanguageServerProtocol):
             # the answer is Invalid Request with a null id.
             if "method" in raw:
                 # JSON-RPC 2.0 answers with a null id here; pygls' MsgId type has no None
-                self._send_response(None, error=ResponseError(code=-32600, message="Invalid Request: id must be a string, a number or null"))  # pyright: ignore[reportArgumentType]
+                self._send_response(
+                    None,  # pyright: ignore[reportArgumentType]
+                    error=ResponseError(code=-32600, message="Invalid Request: id must be a string, a number or null"),
+                )
             else:
                 log.warning("ignored a response whose id is not a string or number")
             return
@@ -190,10 +193,7 @@ class FabricProtocol(LanguageServerProtocol):
             error = {"code": -32603, "message": f"the result could not be serialized: {type(err).__name__}"}
             body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error})
         payload = body.encode(self.CHARSET)  # (an encoded result holds raw UTF-8: count bytes)
-        header = (
-            f"Content-Length: {len(payload)}\r\n"
-            f"Content-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
-        )
+        header = f"Content-Length: {len(payload)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
         frame = (header.encode("ascii") + payload) if self._include_headers else payload
         try:
             if isinstance(self.writer, Outbox):  # stdio: queued, written by its own thread
@@ -315,8 +315,12 @@ class FabricServer(LanguageServer):
         self.initialized_done = False
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
-        self.engines = Engines(lambda: self.config, notify=self.notify, submit=self.engine_executor.submit,
-                               warn=lambda message: self.show_message(message, types.MessageType.Warning))
+        self.engines = Engines(
+            lambda: self.config,
+            notify=self.notify,
+            submit=self.engine_executor.submit,
+            warn=lambda message: self.show_message(message, types.MessageType.Warning),
+        )
         # Previews are computed in worker processes, so they never hold this process'
         # GIL (the reader, the loop and cheap requests keep it): engine/procpool.py.
         self.preview_pool = preview_pool_from_env()

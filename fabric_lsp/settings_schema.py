@@ -32,7 +32,9 @@ DOCS_END = "<!-- settings-schema: end -->"
 @dataclass(frozen=True)
 class Setting:
     key: str  # dotted camelCase, as written in fabric.json
-    kind: str  # "bool" | "int" | "number" | "enum" | "path" | "string" | "strings" | "number-map" | "int-map" | "object"
+    kind: (
+        str  # "bool" | "int" | "number" | "enum" | "path" | "string" | "strings" | "number-map" | "int-map" | "object"
+    )
     default: Any
     summary: str  # one line for editors (VS Code's description)
     rule: str = ""  # the docs table's rule column; "" = made from kind and bounds
@@ -52,37 +54,67 @@ def _memory_int(key: str, summary: str) -> Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("agentDir", "path", None, "Pi's agent directory (`~` is expanded). Unset: `$PI_CODING_AGENT_DIR`, "
-            "else `~/.pi/agent`. Workspace values are ignored in untrusted workspaces.",
-            rule="absolute path; `~` expanded", doc_default="`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`",
-            user_only=True),
-    Setting("sessionDir", "path", None, "Where session JSONL files live (`<sessionDir>/<encoded cwd>/*.jsonl`). "
-            "Unset: `<agentDir>/sessions`. Workspace values are ignored in untrusted workspaces.",
-            rule="absolute path; sessions live in `<sessionDir>/<encoded cwd>/*.jsonl`",
-            doc_default="Pi's `settings.json` `sessionDir`, else `<agentDir>/sessions`", user_only=True),
-    Setting("indexDir", "path", None, "Recall index cache directory (derived and disposable). Unset: "
-            "`<agentDir>/fabric-lsp/memory-index`. Workspace values are ignored in untrusted workspaces.",
-            rule="absolute path; derived, disposable cache (`memory.indexDir` is accepted as an alias). It must be a "
-            "directory of fabric-lsp's own: a missing one is created (0700) and marked with a `fabric-lsp-index` "
-            "file; an empty one is adopted (its mode kept). Refused with a warning naming the setting and the path, "
-            "and never touched: the agent dir, the sessions dir, `$HOME`, `/`, an ancestor of the agent or sessions "
-            "dir, a folder inside the sessions dir, and a folder that holds files fabric-lsp did not write. The "
-            "index then uses the default (or memory only, when that is refused too)",
-            doc_default="`<agentDir>/fabric-lsp/memory-index`", user_only=True),
-    Setting("trusted", "bool", False, "Whether project layers apply (VS Code: workspace trust).",
-            rule="boolean; whether project layers apply (VS Code: workspace trust)", editor=False),
-    Setting("codeLens", "bool", True, "Show a CodeLens on source files that past Pi sessions read, edited or "
-            "wrote (click it for the history).",
-            rule="boolean; the file-history CodeLens on source files (`false` turns it off; `fabric/fileHistory` "
-            "still answers)"),
+    Setting(
+        "agentDir",
+        "path",
+        None,
+        "Pi's agent directory (`~` is expanded). Unset: `$PI_CODING_AGENT_DIR`, "
+        "else `~/.pi/agent`. Workspace values are ignored in untrusted workspaces.",
+        rule="absolute path; `~` expanded",
+        doc_default="`$PI_CODING_AGENT_DIR`, else `~/.pi/agent`",
+        user_only=True,
+    ),
+    Setting(
+        "sessionDir",
+        "path",
+        None,
+        "Where session JSONL files live (`<sessionDir>/<encoded cwd>/*.jsonl`). "
+        "Unset: `<agentDir>/sessions`. Workspace values are ignored in untrusted workspaces.",
+        rule="absolute path; sessions live in `<sessionDir>/<encoded cwd>/*.jsonl`",
+        doc_default="Pi's `settings.json` `sessionDir`, else `<agentDir>/sessions`",
+        user_only=True,
+    ),
+    Setting(
+        "indexDir",
+        "path",
+        None,
+        "Recall index cache directory (derived and disposable). Unset: "
+        "`<agentDir>/fabric-lsp/memory-index`. Workspace values are ignored in untrusted workspaces.",
+        rule="absolute path; derived, disposable cache (`memory.indexDir` is accepted as an alias). It must be a "
+        "directory of fabric-lsp's own: a missing one is created (0700) and marked with a `fabric-lsp-index` "
+        "file; an empty one is adopted (its mode kept). Refused with a warning naming the setting and the path, "
+        "and never touched: the agent dir, the sessions dir, `$HOME`, `/`, an ancestor of the agent or sessions "
+        "dir, a folder inside the sessions dir, and a folder that holds files fabric-lsp did not write. The "
+        "index then uses the default (or memory only, when that is refused too)",
+        doc_default="`<agentDir>/fabric-lsp/memory-index`",
+        user_only=True,
+    ),
+    Setting(
+        "trusted",
+        "bool",
+        False,
+        "Whether project layers apply (VS Code: workspace trust).",
+        rule="boolean; whether project layers apply (VS Code: workspace trust)",
+        editor=False,
+    ),
+    Setting(
+        "codeLens",
+        "bool",
+        True,
+        "Show a CodeLens on source files that past Pi sessions read, edited or wrote (click it for the history).",
+        rule="boolean; the file-history CodeLens on source files (`false` turns it off; `fabric/fileHistory` "
+        "still answers)",
+    ),
     Setting("memory.enabled", "bool", True, "Enable recall over past sessions."),
     _memory_int("maxSessions", "Session-listing budget (recall itself searches every eligible session)."),
-    _memory_int("maxEntryChars", "Unicode scalars of entry text kept in the hot index; longer text is marked "
-                "truncated."),
+    _memory_int(
+        "maxEntryChars", "Unicode scalars of entry text kept in the hot index; longer text is marked truncated."
+    ),
     Setting("memory.indexThinking", "bool", False, "Index assistant thinking blocks."),
     Setting("memory.indexToolOutput", "bool", True, "Index tool output."),
-    _memory_int("hotSessions", "Most recently modified sessions that keep a full (hot) index; older ones keep a "
-                "cold digest."),
+    _memory_int(
+        "hotSessions", "Most recently modified sessions that keep a full (hot) index; older ones keep a cold digest."
+    ),
     _memory_int("maxColdVocabularyBytes", "Vocabulary bytes kept per cold session digest."),
     _memory_int("maxColdCacheBytes", "Byte bound of the cold digest cache."),
     _memory_int("maxSyncSessions", "Sessions indexed per synchronization."),
@@ -92,42 +124,108 @@ SETTINGS: tuple[Setting, ...] = (
     _memory_int("regexMaxHaystackTerms", "Terms a regex recall may scan."),
     _memory_int("regexMaxHaystackBytes", "Bytes a regex recall may scan."),
     _memory_int("regexTimeoutMs", "Time limit of one regex recall, in milliseconds."),
-    Setting("team.url", "string", None, "The team database (libpq URL or `key=value`); user settings only.",
-            rule="string: the team database (libpq URL or `key=value`; credentials may come from libpq's env, "
-            "`~/.pgpass`, service file). **User-level layers only** (2, 4, 5): a project `.pi/fabric.json` cannot set "
-            "any `team` key (ignored with a warning). See [team.md](team.md)", doc_default="unset", user_only=True),
-    Setting("team.member", "string", None, "Your name on team items (default `user@host`); user settings only.",
-            rule="non-empty string; the name on your team items", doc_default="`user@host`", user_only=True),
-    Setting("team.projects", "strings", [], "Cwd glob patterns whose sessions may be pushed to the team database; "
-            "user settings only.", rule="list of cwd glob patterns whose sessions `fabric-lsp team push` may send",
-            doc_default="`[]` (nothing pushed)", user_only=True),
-    Setting("team.autoPush", "bool", False, "Push the opted-in sessions in the background after indexing; user "
-            "settings only.", rule="boolean: a running server pushes the opted-in sessions in the background after "
-            "indexing ([team.md](team.md#push))", user_only=True),
-    Setting("compaction.engine", "enum", "fabric", "Compaction engine a preview models.", choices=("fabric", "pi"),
-            rule='`"fabric"` or `"pi"`'),
-    Setting("compaction.targetContextRatio", "number", 0.65, "Hard occupancy ceiling after compaction, as a "
-            "fraction of the context window.", minimum=0.25, maximum=0.85),
-    Setting("compaction.thresholds", "number-map", {}, "Per-model compaction thresholds as a window fraction, "
-            "keyed by `provider/model`.", minimum=0.25, maximum=0.95,
-            rule='`{"provider/model": number}`, each clamped to 0.25–0.95'),
-    Setting("compaction.tokenThresholds", "int-map", {}, "Per-model compaction thresholds in tokens, keyed by "
-            "`provider/model`; they win over `thresholds`.", minimum=1000, maximum=100_000_000,
-            rule='`{"provider/model": number}`, each rounded and clamped to 1,000–100,000,000'),
-    Setting("compaction.contextWindow", "int", 200000, "Model context window a preview assumes when none is "
-            "known; 0 = no model metadata.", minimum=0,
-            rule="integer ≥ 0; the window a preview assumes when the request names none (0 = no model metadata)"),
-    Setting("compaction.commitQuietMs", "int", 2000, "How long a session file must be quiet (unchanged) before a "
-            "requested compaction is committed, in milliseconds.", minimum=0, maximum=600000,
-            rule="integer 0–600000; how long a session file must be quiet before a pending compaction intent is "
-            "committed"),
-    Setting("compaction.piRules", "enum", "auto", "Which Pi's compaction rules previews and commits follow: auto = "
-            "Pi 1.x's for sessions Pi 1.x wrote (system messages, context edits), else Pi 0.80.6's.",
-            choices=("auto", "0.80", "1.x"),
-            rule='`"auto"`, `"0.80"` or `"1.x"`: which Pi\'s compaction rules a preview and a commit follow. `"auto"` '
-            "picks Pi 1.x's for a session that holds an entry only Pi 1.x writes (a `system` message, a "
-            "`context_edit` or `usage` entry, a compaction with a `systemMessage`), else Pi 0.80.6's "
-            "([session-model.md](session-model.md#pi-versions))"),
+    Setting(
+        "team.url",
+        "string",
+        None,
+        "The team database (libpq URL or `key=value`); user settings only.",
+        rule="string: the team database (libpq URL or `key=value`; credentials may come from libpq's env, "
+        "`~/.pgpass`, service file). **User-level layers only** (2, 4, 5): a project `.pi/fabric.json` cannot set "
+        "any `team` key (ignored with a warning). See [team.md](team.md)",
+        doc_default="unset",
+        user_only=True,
+    ),
+    Setting(
+        "team.member",
+        "string",
+        None,
+        "Your name on team items (default `user@host`); user settings only.",
+        rule="non-empty string; the name on your team items",
+        doc_default="`user@host`",
+        user_only=True,
+    ),
+    Setting(
+        "team.projects",
+        "strings",
+        [],
+        "Cwd glob patterns whose sessions may be pushed to the team database; user settings only.",
+        rule="list of cwd glob patterns whose sessions `fabric-lsp team push` may send",
+        doc_default="`[]` (nothing pushed)",
+        user_only=True,
+    ),
+    Setting(
+        "team.autoPush",
+        "bool",
+        False,
+        "Push the opted-in sessions in the background after indexing; user settings only.",
+        rule="boolean: a running server pushes the opted-in sessions in the background after "
+        "indexing ([team.md](team.md#push))",
+        user_only=True,
+    ),
+    Setting(
+        "compaction.engine",
+        "enum",
+        "fabric",
+        "Compaction engine a preview models.",
+        choices=("fabric", "pi"),
+        rule='`"fabric"` or `"pi"`',
+    ),
+    Setting(
+        "compaction.targetContextRatio",
+        "number",
+        0.65,
+        "Hard occupancy ceiling after compaction, as a fraction of the context window.",
+        minimum=0.25,
+        maximum=0.85,
+    ),
+    Setting(
+        "compaction.thresholds",
+        "number-map",
+        {},
+        "Per-model compaction thresholds as a window fraction, keyed by `provider/model`.",
+        minimum=0.25,
+        maximum=0.95,
+        rule='`{"provider/model": number}`, each clamped to 0.25–0.95',
+    ),
+    Setting(
+        "compaction.tokenThresholds",
+        "int-map",
+        {},
+        "Per-model compaction thresholds in tokens, keyed by `provider/model`; they win over `thresholds`.",
+        minimum=1000,
+        maximum=100_000_000,
+        rule='`{"provider/model": number}`, each rounded and clamped to 1,000–100,000,000',
+    ),
+    Setting(
+        "compaction.contextWindow",
+        "int",
+        200000,
+        "Model context window a preview assumes when none is known; 0 = no model metadata.",
+        minimum=0,
+        rule="integer ≥ 0; the window a preview assumes when the request names none (0 = no model metadata)",
+    ),
+    Setting(
+        "compaction.commitQuietMs",
+        "int",
+        2000,
+        "How long a session file must be quiet (unchanged) before a "
+        "requested compaction is committed, in milliseconds.",
+        minimum=0,
+        maximum=600000,
+        rule="integer 0–600000; how long a session file must be quiet before a pending compaction intent is committed",
+    ),
+    Setting(
+        "compaction.piRules",
+        "enum",
+        "auto",
+        "Which Pi's compaction rules previews and commits follow: auto = "
+        "Pi 1.x's for sessions Pi 1.x wrote (system messages, context edits), else Pi 0.80.6's.",
+        choices=("auto", "0.80", "1.x"),
+        rule='`"auto"`, `"0.80"` or `"1.x"`: which Pi\'s compaction rules a preview and a commit follow. `"auto"` '
+        "picks Pi 1.x's for a session that holds an entry only Pi 1.x writes (a `system` message, a "
+        "`context_edit` or `usage` entry, a compaction with a `systemMessage`), else Pi 0.80.6's "
+        "([session-model.md](session-model.md#pi-versions))",
+    ),
 )
 
 BY_KEY = {s.key: s for s in SETTINGS}
@@ -136,7 +234,7 @@ BY_KEY = {s.key: s for s in SETTINGS}
 def section_defaults(section: str) -> dict[str, Any]:
     """`{name: default}` of the settings `section.name` (e.g. "memory"), in schema order."""
     prefix = section + "."
-    return {s.key[len(prefix):]: s.default for s in SETTINGS if s.key.startswith(prefix)}
+    return {s.key[len(prefix) :]: s.default for s in SETTINGS if s.key.startswith(prefix)}
 
 
 # ---- the generated artefacts --------------------------------------------------------------
@@ -184,15 +282,24 @@ def vscode_property(s: Setting) -> dict[str, Any]:
     elif s.kind == "strings":
         prop = {"type": "array", "items": {"type": "string"}, "default": s.default}
     elif s.kind in ("number-map", "int-map"):
-        prop = {"type": "object", "additionalProperties": {"type": "number" if s.kind == "number-map" else "integer",
-                                                           "minimum": s.minimum, "maximum": s.maximum},
-                "default": s.default}
+        prop = {
+            "type": "object",
+            "additionalProperties": {
+                "type": "number" if s.kind == "number-map" else "integer",
+                "minimum": s.minimum,
+                "maximum": s.maximum,
+            },
+            "default": s.default,
+        }
     else:
         raise ValueError(f"{s.key}: no manifest type for {s.kind}")
     # A directory or a team setting never comes from a workspace (docs/reliability.md,
     # "Security"): machine-overridable lets a user's remote override it, never a folder.
-    prop["scope"] = "machine-overridable" if s.user_only and not s.key.startswith("team.") else (
-        "application" if s.user_only else "resource")
+    prop["scope"] = (
+        "machine-overridable"
+        if s.user_only and not s.key.startswith("team.")
+        else ("application" if s.user_only else "resource")
+    )
     prop["markdownDescription" if "`" in s.summary else "description"] = s.summary
     return prop
 

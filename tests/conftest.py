@@ -33,17 +33,24 @@ def real_sessions() -> Path:
 # hence .ci/run — runs everything with the `ci` profile (the full example counts).
 _BY_DIR = {"editors": "editor", "realpi": "realpi", "team": "postgres"}
 # whole files that take tens of seconds each and guard install, crash and load paths
-_SLOW_FILES = frozenset({
-    "test_install.py", "test_crash_safety.py", "test_backpressure.py", "test_first_run.py",
-    "test_fast_loop.py",  # (collects the whole tree three times)
-})
+_SLOW_FILES = frozenset(
+    {
+        "test_install.py",
+        "test_crash_safety.py",
+        "test_backpressure.py",
+        "test_first_run.py",
+        "test_fast_loop.py",  # (collects the whole tree three times)
+    }
+)
 # single tests of about ten seconds each (measured with --durations under -n 2)
-_SLOW_TESTS = frozenset({
-    "reliability/test_concurrency.py::test_concurrent_requests_with_cancellations_equal_serial_results",
-    "reliability/test_framing_lifecycle.py::test_a_too_large_length_still_gets_an_answer",
-    "reliability/test_local_socket.py::test_the_cli_is_answered_by_the_server_byte_for_byte",
-    "e2e/test_lsp_oversize_lines.py::test_a_line_over_the_limit_is_read_cut_and_named",
-})
+_SLOW_TESTS = frozenset(
+    {
+        "reliability/test_concurrency.py::test_concurrent_requests_with_cancellations_equal_serial_results",
+        "reliability/test_framing_lifecycle.py::test_a_too_large_length_still_gets_an_answer",
+        "reliability/test_local_socket.py::test_the_cli_is_answered_by_the_server_byte_for_byte",
+        "e2e/test_lsp_oversize_lines.py::test_a_line_over_the_limit_is_read_cut_and_named",
+    }
+)
 FAST_MARKEXPR = "not editor and not realpi and not postgres and not slow"
 FAST_WORKERS = 2
 ALL_TESTS = os.environ.get("FABRIC_ALL_TESTS") == "1"
@@ -61,8 +68,7 @@ hypothesis_settings.load_profile(os.environ.get("FABRIC_HYPOTHESIS_PROFILE") or 
 
 def _is_plain_run(config: pytest.Config) -> bool:
     """`pytest` with no paths and no -m (xdist workers re-read the same command line)."""
-    return (not ALL_TESTS and config.args_source == pytest.Config.ArgsSource.TESTPATHS
-            and not config.option.markexpr)
+    return not ALL_TESTS and config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own pytest_cmdline_main reads -n
@@ -73,8 +79,13 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         return
     config.option.markexpr = FAST_MARKEXPR
     is_worker = hasattr(config, "workerinput")
-    if (not is_worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None
-            and not config.option.usepdb and not config.option.trace):
+    if (
+        not is_worker
+        and config.pluginmanager.hasplugin("xdist")
+        and config.option.numprocesses is None
+        and not config.option.usepdb
+        and not config.option.trace
+    ):
         config.option.numprocesses = FAST_WORKERS
         if config.option.dist == "no":
             config.option.dist = "worksteal"  # long server tests do not pile up on one worker
@@ -83,8 +94,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     profile = f"hypothesis profile {hypothesis_settings.get_current_profile_name()}"
     if config.stash.get(_FAST, False):
-        return [f"fabric fast loop: -m \"{FAST_MARKEXPR}\", {profile}; "
-                "everything: scripts/test (or FABRIC_ALL_TESTS=1 pytest)"]
+        return [
+            f'fabric fast loop: -m "{FAST_MARKEXPR}", {profile}; '
+            "everything: scripts/test (or FABRIC_ALL_TESTS=1 pytest)"
+        ]
     return [f"fabric: {profile}"]
 
 
@@ -97,6 +110,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if parts and parts[0] in _BY_DIR:
             item.add_marker(getattr(pytest.mark, _BY_DIR[parts[0]]))
-        if parts and (parts[-1] in _SLOW_FILES
-                      or "/".join(parts) + "::" + getattr(item, "originalname", item.name) in _SLOW_TESTS):
+        if parts and (
+            parts[-1] in _SLOW_FILES or "/".join(parts) + "::" + getattr(item, "originalname", item.name) in _SLOW_TESTS
+        ):
             item.add_marker(pytest.mark.slow)

@@ -22,8 +22,9 @@ EXAMPLES = str(copy_example_agent_dir(_TMP / "agent"))
 
 
 def run(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +36,16 @@ def not_pi(tmp_path_factory) -> str:
 
 CASES = [
     # (argv, exit code, words stderr must hold)
-    (["recall", "([", "--mode", "regex", "--scope", "global", "--agent-dir", EXAMPLES], 2,
-     ["fabric-lsp recall", "invalid_regex"]),
-    (["recall", "x", "--agent-dir", "/nonexistent/agent"], 2, ["fabric-lsp recall", "/nonexistent/agent", "does not exist"]),
+    (
+        ["recall", "([", "--mode", "regex", "--scope", "global", "--agent-dir", EXAMPLES],
+        2,
+        ["fabric-lsp recall", "invalid_regex"],
+    ),
+    (
+        ["recall", "x", "--agent-dir", "/nonexistent/agent"],
+        2,
+        ["fabric-lsp recall", "/nonexistent/agent", "does not exist"],
+    ),
     (["sessions", "--agent-dir", "/nonexistent/agent"], 2, ["fabric-lsp sessions", "does not exist"]),
     (["recall", "x", "--page-size", "0", "--agent-dir", EXAMPLES], 2, ["pageSize", ">= 1"]),
     (["recall", "x", "--page-size", "-5", "--agent-dir", EXAMPLES], 2, ["pageSize", ">= 1"]),
@@ -46,8 +54,11 @@ CASES = [
     (["expand", "19db38cf", "--agent-dir", EXAMPLES], 2, ["fabric-lsp expand", "--session"]),
     (["preview", "no-such-session", "--agent-dir", EXAMPLES], 2, ["fabric-lsp preview", "session_not_found"]),
     (["preview", "--ratio", "2", "01a184f4", "--agent-dir", EXAMPLES], 2, ["targetContextRatio", "<= 0.85"]),
-    (["branch-summary", "01a184f4", "--to", "nope0000", "--agent-dir", EXAMPLES], 2,
-     ["fabric-lsp branch-summary", "entry_not_found"]),
+    (
+        ["branch-summary", "01a184f4", "--to", "nope0000", "--agent-dir", EXAMPLES],
+        2,
+        ["fabric-lsp branch-summary", "entry_not_found"],
+    ),
     (["tree", "01a184f4", "--to", "nope0000", "--agent-dir", EXAMPLES], 2, ["fabric-lsp tree", "entry_not_found"]),
     (["compact", "no-such-session", "--agent-dir", EXAMPLES], 2, ["fabric-lsp compact", "not found"]),
 ]

@@ -18,8 +18,9 @@ from fabric_lsp.examples.projects import example_projects
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -41,8 +42,11 @@ def _unmoved(data: bytes, dest: Path) -> bytes:
     first, _, rest = data.partition(b"\n")
     header = json.loads(first)
     header["cwd"] = header["cwd"].replace(str(dest / "projects"), "/home/user/projects")
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n" + rest.replace(
-        str(dest / "projects").encode(), b"/home/user/projects")
+    return (
+        json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        + b"\n"
+        + rest.replace(str(dest / "projects").encode(), b"/home/user/projects")
+    )
 
 
 def test_writes_the_sessions_and_their_projects_and_prints_next_steps(tmp_path: Path) -> None:
@@ -63,8 +67,12 @@ def test_writes_the_sessions_and_their_projects_and_prints_next_steps(tmp_path: 
         if "parentSession" in original:
             parent = Path(header.pop("parentSession"))
             assert parent.is_file() and parent.name == Path(original.pop("parentSession")).name
-        assert _unmoved(json.dumps(header, separators=(",", ":")).encode() + b"\n" + data.split(b"\n", 1)[1], dest) \
-            == json.dumps(original, separators=(",", ":")).encode() + b"\n" + originals[Path(rel).name].split(b"\n", 1)[1]
+        assert (
+            _unmoved(json.dumps(header, separators=(",", ":")).encode() + b"\n" + data.split(b"\n", 1)[1], dest)
+            == json.dumps(original, separators=(",", ":")).encode()
+            + b"\n"
+            + originals[Path(rel).name].split(b"\n", 1)[1]
+        )
         assert b"/home/user/projects/" not in data  # no path still points at the recording machine
     # the projects, as the sessions left them
     projects = example_projects()
@@ -100,8 +108,17 @@ def test_the_project_file_has_its_history_and_recall_finds_the_project(tmp_path:
     result = json.loads(history.stdout)
     assert len(result["sessions"]) == 3, result
     assert {s["cwd"] for s in result["sessions"]} == {str(dest / "projects" / "orbit")}
-    recall = run("recall", "--json", "--agent-dir", str(dest), "--scope", "project", "--cwd",
-                 str(dest / "projects" / "orbit"), "convert_anomaly")
+    recall = run(
+        "recall",
+        "--json",
+        "--agent-dir",
+        str(dest),
+        "--scope",
+        "project",
+        "--cwd",
+        str(dest / "projects" / "orbit"),
+        "convert_anomaly",
+    )
     assert recall.returncode == 0, recall.stderr
     assert json.loads(recall.stdout)["items"], recall.stdout
 

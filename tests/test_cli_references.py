@@ -25,8 +25,12 @@ AGENT = copy_example_agent_dir(_TMP / "agent")
 
 
 def expand(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", "expand", *args, "--agent-dir", str(AGENT),
-                           "--json"], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "expand", *args, "--agent-dir", str(AGENT), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_every_reference_form_expands_the_same_entry():

@@ -92,7 +92,7 @@ def _import_graph(every: bool = False) -> dict[str, set[str]]:
         ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
         if is_package:
             ancestors.add(name)
-        for stmt in (_every_import(tree) if every else _module_level_imports(tree)):
+        for stmt in _every_import(tree) if every else _module_level_imports(tree):
             targets: list[str] = []
             if isinstance(stmt, ast.Import):
                 targets = [alias.name for alias in stmt.names]
@@ -186,13 +186,17 @@ def test_no_import_cycle_in_fabric_lsp_at_all():
     """The house (issue 33): imports point one way, deferred and TYPE_CHECKING ones too."""
     cycles = _cycles(_import_graph(every=True))
     assert not cycles, "import cycles (deferred and TYPE_CHECKING imports counted):\n" + "\n".join(
-        " <-> ".join(c) for c in cycles)
+        " <-> ".join(c) for c in cycles
+    )
 
 
 MAX_MODULE_LINES = 600
 
 
 def test_no_module_over_600_lines():
-    long = {name: n for name, path in _modules().items()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    long = {
+        name: n
+        for name, path in _modules().items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by layer): {long}"

@@ -23,8 +23,22 @@ pytestmark = pytest.mark.slow
 
 # Copy only what a checkout's package build reads; building in the checkout itself would
 # leave build/ behind (and race with other work in the tree).
-_IGNORE = shutil.ignore_patterns(".git", ".venv", ".tools", "node_modules", "build", "dist", "*.egg-info",
-                                 "__pycache__", ".pytest_cache", ".hypothesis", "tests", "bench", "editors", "*.so")
+_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    ".tools",
+    "node_modules",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    "tests",
+    "bench",
+    "editors",
+    "*.so",
+)
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess[str]:
@@ -86,8 +100,11 @@ def test_examples_and_preview_from_a_clean_venv(installed: Path, tmp_path: Path)
     out = _run([str(installed / "fabric-lsp"), "examples", str(agent)], env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "Wrote 7 example sessions" in out.stdout
-    preview = _run([str(installed / "fabric-lsp"), "preview", "--json", "01a18ac0"],
-                   env={**env, "PI_CODING_AGENT_DIR": str(agent)}, cwd=tmp_path)
+    preview = _run(
+        [str(installed / "fabric-lsp"), "preview", "--json", "01a18ac0"],
+        env={**env, "PI_CODING_AGENT_DIR": str(agent)},
+        cwd=tmp_path,
+    )
     assert preview.returncode == 0, preview.stderr
     assert json.loads(preview.stdout)["outcome"] == "compacted"
 
@@ -98,17 +115,24 @@ def test_the_wheel_carries_the_license_and_the_examples(installed: Path) -> None
     licenses = list(dist.rglob("LICENSE"))
     assert licenses and "MIT License" in licenses[0].read_text()
     assert len(list((site / "fabric_lsp" / "examples" / "agent" / "sessions").rglob("*.jsonl"))) == 7
-    size = sum(p.stat().st_size for p in (site / "fabric_lsp").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    size = sum(
+        p.stat().st_size for p in (site / "fabric_lsp").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     assert size < 4_000_000, f"installed package is {size} bytes"
 
 
 def test_pi_install_from_a_clean_venv_names_that_interpreter(installed: Path, tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    out = _run([str(installed / "fabric-lsp"), "pi", "install", "--agent-dir", str(agent)], env=_clean_env(tmp_path),
-               cwd=tmp_path)
+    out = _run(
+        [str(installed / "fabric-lsp"), "pi", "install", "--agent-dir", str(agent)],
+        env=_clean_env(tmp_path),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     target = agent / "extensions" / "fabric-lsp"
-    assert (target / "extensions" / "fabric.ts").read_bytes() == (ROOT / "editors" / "pi" / "extensions" / "fabric.ts").read_bytes()
+    assert (target / "extensions" / "fabric.ts").read_bytes() == (
+        ROOT / "editors" / "pi" / "extensions" / "fabric.ts"
+    ).read_bytes()
     assert json.loads((target / "package.json").read_text())["pi"] == {"extensions": ["./extensions/fabric.ts"]}
     command = json.loads((target / "fabric-lsp.json").read_text())["command"]
     assert command[0] == str(installed / "python") and command[1:] == ["-I", "-m", "fabric_lsp"]
@@ -119,8 +143,9 @@ def tool_installers(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A throwaway venv holding pipx and uv (from PyPI), as a user would have them."""
     env_dir = tmp_path_factory.mktemp("tools") / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    out = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                "pipx", "uv"])
+    out = _run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q", "pipx", "uv"]
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return env_dir / "bin"
 
@@ -131,8 +156,21 @@ def universal_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     checkout = tmp / "checkout"
     shutil.copytree(ROOT, checkout, ignore=_IGNORE)
-    out = _run([sys_python(), "-m", "pip", "wheel", "--no-deps", "-q", "--disable-pip-version-check", "-w",
-                str(tmp / "dist"), str(checkout)], env={**os.environ, "FABRIC_LSP_PURE": "1"})
+    out = _run(
+        [
+            sys_python(),
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp / "dist"),
+            str(checkout),
+        ],
+        env={**os.environ, "FABRIC_LSP_PURE": "1"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     wheels = list((tmp / "dist").glob("*.whl"))
     assert len(wheels) == 1, wheels
@@ -158,15 +196,21 @@ def test_the_universal_wheel_is_pure_python(universal_wheel: Path) -> None:
     assert len([n for n in names if n.startswith("fabric_lsp/examples/agent/sessions/")]) == 7
 
 
-def _tool_install(tool: str, tool_installers: Path, spec: str, python: str, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def _tool_install(
+    tool: str, tool_installers: Path, spec: str, python: str, tmp_path: Path
+) -> tuple[Path, dict[str, str]]:
     env = _clean_env(tmp_path)
     bin_dir = tmp_path / "bin"
     if tool == "pipx":
         env.update(PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(bin_dir), PIPX_MAN_DIR=str(tmp_path / "man"))
         argv = [str(tool_installers / "pipx"), "install", "--python", python, spec]
     else:
-        env.update(UV_TOOL_DIR=str(tmp_path / "uv-tools"), UV_TOOL_BIN_DIR=str(bin_dir),
-                   UV_CACHE_DIR=str(tmp_path / "uv-cache"), UV_PYTHON_DOWNLOADS="never")
+        env.update(
+            UV_TOOL_DIR=str(tmp_path / "uv-tools"),
+            UV_TOOL_BIN_DIR=str(bin_dir),
+            UV_CACHE_DIR=str(tmp_path / "uv-cache"),
+            UV_PYTHON_DOWNLOADS="never",
+        )
         argv = [str(tool_installers / "uv"), "tool", "install", "--python", python, spec]
     out = _run(argv, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -182,14 +226,19 @@ def _check_tool(exe: Path, version: str, env: dict[str, str], tmp_path: Path) ->
     agent = tmp_path / "agent"
     examples = _run([str(exe), "examples", str(agent)], env=env, cwd=tmp_path)
     assert examples.returncode == 0 and (agent / "projects" / "orbit" / "orbit" / "tle.py").is_file(), examples.stderr
-    recall = _run([str(exe), "recall", "--json", "--agent-dir", str(agent), "--scope", "global", "convert_anomaly"],
-                  env=env, cwd=tmp_path)
+    recall = _run(
+        [str(exe), "recall", "--json", "--agent-dir", str(agent), "--scope", "global", "convert_anomaly"],
+        env=env,
+        cwd=tmp_path,
+    )
     assert recall.returncode == 0 and json.loads(recall.stdout)["items"], recall.stderr
 
 
 @pytest.mark.parametrize("version", PYTHONS)
 @pytest.mark.parametrize("tool", ["pipx", "uv"])
-def test_pipx_and_uv_tool_install_of_the_checkout(tool: str, version: str, tool_installers: Path, tmp_path: Path) -> None:
+def test_pipx_and_uv_tool_install_of_the_checkout(
+    tool: str, version: str, tool_installers: Path, tmp_path: Path
+) -> None:
     """README: `pipx install <checkout>` / `uv tool install <checkout>` give a working
     `fabric-lsp` in its own environment, on each Python here."""
     python = _python(version)
@@ -203,8 +252,9 @@ def test_pipx_and_uv_tool_install_of_the_checkout(tool: str, version: str, tool_
 
 @pytest.mark.parametrize("version", PYTHONS)
 @pytest.mark.parametrize("tool", ["pipx", "uv"])
-def test_pipx_and_uv_tool_install_of_the_universal_wheel(tool: str, version: str, tool_installers: Path,
-                                                         universal_wheel: Path, tmp_path: Path) -> None:
+def test_pipx_and_uv_tool_install_of_the_universal_wheel(
+    tool: str, version: str, tool_installers: Path, universal_wheel: Path, tmp_path: Path
+) -> None:
     python = _python(version)
     if python is None:
         pytest.skip(f"no Python {version} on this machine")
@@ -221,9 +271,23 @@ def test_scripts_venv_is_quiet_on_a_fresh_copy(tmp_path: Path) -> None:
     python = next((p for p in (_python(v) for v in reversed(PYTHONS)) if p), None)
     assert python is not None
     checkout = tmp_path / "checkout"
-    shutil.copytree(ROOT, checkout, ignore=shutil.ignore_patterns(
-        ".git", ".venv", ".tools", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
-        ".hypothesis", "*.so"))
+    shutil.copytree(
+        ROOT,
+        checkout,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            ".tools",
+            "node_modules",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+            "*.so",
+        ),
+    )
     env = {**_clean_env(tmp_path), "PYTHON": python}
     first = _run([str(checkout / "scripts" / "venv")], env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr

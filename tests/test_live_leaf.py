@@ -17,8 +17,12 @@ SESSION_ID = "01a18ac0-60ba-7a1f-9785-c60c123c3fed"  # the long bundled session
 
 
 def preview(agent: Path, session: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "preview", session, "--json", "--agent-dir", str(agent)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "preview", session, "--json", "--agent-dir", str(agent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout, out.stderr
     return json.loads(out.stdout)
 
@@ -45,12 +49,27 @@ def _two_branch_session(folder: Path) -> Path:
     sid = "01c0ffee-0000-7000-8000-00000000live"
     rows = [
         {"type": "session", "version": 3, "id": sid, "timestamp": "2026-11-01T00:00:00.000Z", "cwd": "/home/user/live"},
-        {"type": "message", "id": "r0000001", "parentId": None, "timestamp": "2026-11-01T00:00:01.000Z",
-         "message": {"role": "user", "content": "start of the work"}},
-        {"type": "message", "id": "a0000001", "parentId": "r0000001", "timestamp": "2026-11-01T00:00:02.000Z",
-         "message": {"role": "user", "content": "alphaword branch question"}},
-        {"type": "message", "id": "b0000001", "parentId": "r0000001", "timestamp": "2026-11-01T00:00:03.000Z",
-         "message": {"role": "user", "content": "betaword branch question"}},
+        {
+            "type": "message",
+            "id": "r0000001",
+            "parentId": None,
+            "timestamp": "2026-11-01T00:00:01.000Z",
+            "message": {"role": "user", "content": "start of the work"},
+        },
+        {
+            "type": "message",
+            "id": "a0000001",
+            "parentId": "r0000001",
+            "timestamp": "2026-11-01T00:00:02.000Z",
+            "message": {"role": "user", "content": "alphaword branch question"},
+        },
+        {
+            "type": "message",
+            "id": "b0000001",
+            "parentId": "r0000001",
+            "timestamp": "2026-11-01T00:00:03.000Z",
+            "message": {"role": "user", "content": "betaword branch question"},
+        },
     ]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"2026-11-01T00-00-00-000Z_{sid}.jsonl"

@@ -15,8 +15,13 @@ PYTHON = os.path.abspath(sys.executable)
 
 
 def install(tmp: Path, agent: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "fabric_lsp", "pi", "install", "--agent-dir", str(agent)], cwd=tmp,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [PYTHON, "-m", "fabric_lsp", "pi", "install", "--agent-dir", str(agent)],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_installed_command_is_isolated_and_ignores_the_current_directory(tmp_path):
@@ -34,8 +39,9 @@ def test_the_installed_command_is_isolated_and_ignores_the_current_directory(tmp
     for name in ("fabric_lsp/__init__.py", "fabric_lsp/__main__.py", "json.py"):
         (proj / name).write_text(code)
     env = dict(os.environ, PYTHONPATH=str(proj))
-    old = subprocess.run([PYTHON, "-m", "fabric_lsp", "--version"], cwd=proj, env=env, capture_output=True, text=True,
-                         timeout=60)
+    old = subprocess.run(
+        [PYTHON, "-m", "fabric_lsp", "--version"], cwd=proj, env=env, capture_output=True, text=True, timeout=60
+    )
     assert marker.exists(), "the project does not shadow fabric_lsp for the old command: no test"
     marker.unlink()
     new = subprocess.run([*command, "--version"], cwd=proj, env=env, capture_output=True, text=True, timeout=60)

@@ -17,17 +17,20 @@ from pathlib import Path
 from fabric_lsp.commands.demo import LspError, StdioLspClient
 
 POSIX_ONLY = ("fcntl", "resource", "pwd", "grp", "termios")
-BOOT = ("import sys\n"
-        f"for name in {POSIX_ONLY!r}:\n"
-        "    sys.modules[name] = None\n"
-        "from fabric_lsp.cli import main\n"
-        "sys.exit(main())\n")
+BOOT = (
+    "import sys\n"
+    f"for name in {POSIX_ONLY!r}:\n"
+    "    sys.modules[name] = None\n"
+    "from fabric_lsp.cli import main\n"
+    "sys.exit(main())\n"
+)
 
 
 def test_the_server_starts_and_answers_without_posix_only_modules(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "examples", str(agent)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "examples", str(agent)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     project = agent / "projects" / "orbit"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "FABRIC_"))}
@@ -35,8 +38,15 @@ def test_the_server_starts_and_answers_without_posix_only_modules(tmp_path: Path
     stderr = open(tmp_path / "server.err", "w")
     client = StdioLspClient([sys.executable, "-I", "-c", BOOT], env=env, stderr=stderr)
     try:
-        init = client.request("initialize", {"processId": None, "rootUri": project.as_uri(), "capabilities": {},
-                                             "workspaceFolders": [{"uri": project.as_uri(), "name": "orbit"}]})
+        init = client.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": project.as_uri(),
+                "capabilities": {},
+                "workspaceFolders": [{"uri": project.as_uri(), "name": "orbit"}],
+            },
+        )
         assert init["serverInfo"]["name"] == "fabric-lsp"
         client.notify("initialized", {})
         recall = client.request("fabric/recall", {"query": "convert_anomaly", "scope": "project", "pageSize": 3})

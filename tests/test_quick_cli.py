@@ -105,10 +105,18 @@ def test_anything_else_is_left_to_argparse(argv):
     assert quick_cli.parse(argv) is None
 
 
-@pytest.mark.parametrize("value", [
-    {"a": [1, -2, 2.5, 1e16, None, True, False, "é\n\"\\\u2028"], "b": {}, "": ""},
-    [], "x", 0.1, -0.0, 12345678901234567890, {"nested": [[{"k": "v"}]]},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, -2, 2.5, 1e16, None, True, False, 'é\n"\\\u2028'], "b": {}, "": ""},
+        [],
+        "x",
+        0.1,
+        -0.0,
+        12345678901234567890,
+        {"nested": [[{"k": "v"}]]},
+    ],
+)
 def test_wire_json_is_json(value):
     assert json.loads(wire_encode(value)) == value
     assert wire_decode(wire_encode(value)) == value

@@ -27,8 +27,12 @@ def test_out_of_bounds_memory_value_is_rejected_with_a_warning_naming_the_bound(
 
 def test_the_cli_prints_the_same_warning(tmp_path):
     (tmp_path / "fabric.json").write_text(json.dumps({"memory": {"maxEntryChars": 50}}))
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "sessions", "--agent-dir", str(tmp_path), "--json"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "sessions", "--agent-dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "memory.maxEntryChars must be >= 100" in out.stderr, out.stderr
 
 
@@ -62,13 +66,17 @@ def test_the_wire_schema_states_the_intents_engines_limits():
 
     schema = msgspec.json.schema(protocol.CompactRequestParams)
     props = schema["$defs"]["CompactRequestParams"]["properties"]
+
     def max_len(prop):
         return next(a["maxLength"] for a in prop.get("anyOf", [prop]) if "maxLength" in a)
+
     assert max_len(props["reason"]) == limits.MAX_REASON
     assert max_len(props["requestedBy"]) == limits.MAX_REQUESTED_BY
     assert max_len(props["instructions"]) == limits.MAX_INSTRUCTIONS
     preserve = next(a for a in props["preserve"]["anyOf"] if a.get("type") == "array")
-    assert preserve["maxItems"] == limits.MAX_PRESERVE_ITEMS and preserve["items"]["maxLength"] == limits.MAX_PRESERVE_ITEM
+    assert (
+        preserve["maxItems"] == limits.MAX_PRESERVE_ITEMS and preserve["items"]["maxLength"] == limits.MAX_PRESERVE_ITEM
+    )
 
 
 def test_the_docs_settings_table_is_generated_from_the_one_schema():
@@ -100,8 +108,13 @@ def test_the_neovim_settings_table_is_generated_from_the_one_schema():
 def test_every_generated_settings_artefact_is_current():
     """docs/configuration.md's table, the VS Code manifest's server settings and the Neovim
     table are made from fabric_lsp/settings_schema.py (`--write`); `--check` says when not."""
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp.settings_schema", "--check"], capture_output=True,
-                         text=True, timeout=60, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp.settings_schema", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
 
 

@@ -40,8 +40,9 @@ def test_compaction_preview_results_fit_the_contract(path: Path, keep: int) -> N
 
 def test_cancelled_and_odd_previews_fit_the_contract(tmp_path: Path) -> None:
     src = REAL_SESSIONS / "01-print-default-tools.jsonl"
-    bad = preview_compaction(str(src), keep_recent_tokens=10,
-                             instructions='__pi_fabric_compact_request_v1__:{"version":1,"x":1}')
+    bad = preview_compaction(
+        str(src), keep_recent_tokens=10, instructions='__pi_fabric_compact_request_v1__:{"version":1,"x":1}'
+    )
     assert bad["outcome"] == "cancelled" and bad["error"]["code"] == "unknown-field"
     assert round_trip(bad, protocol.CompactionPreviewResult) == bad
     odd = tmp_path / "odd.jsonl"
@@ -88,6 +89,7 @@ def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> No
     cfg = load_config(init_options={"agentDir": str(agent), "indexDir": str(tmp_path / "index")})
     engines = Engines(lambda: cfg)
     try:
+
         def call(method: str, name: str, params: dict, *args: object) -> object:
             out = getattr(engines, name)(protocol.decode_params(method, params), *args)
             assert isinstance(out, protocol.RESULT_TYPES[method]), (method, type(out))
@@ -118,13 +120,14 @@ def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> 
 
     serialize = FabricServer().protocol._serialize_message
     results = [
-        protocol.to_wire(protocol.to_result(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))),
+        protocol.to_wire(
+            protocol.to_result(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))
+        ),
         {"a": [float("inf"), float("nan"), -0.0, 1e21, "é\u2028\ud800"], "b": None, "c": {"d": [True, 2**60]}},
     ]
     for result in results:
         message = JsonRPCResponseMessage(id=3, jsonrpc="2.0", result=result)
         assert message_json(message, serialize) == wire_json(message, serialize)
-
 
     class Holder:
         def __init__(self) -> None:
@@ -132,4 +135,8 @@ def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> 
 
     # a value json cannot write itself goes the converter's way, with the same result
     odd = JsonRPCResponseMessage(id=4, jsonrpc="2.0", result={"x": Holder()})
-    assert message_json(odd, serialize) == wire_json(odd, serialize) == '{"id": 4, "jsonrpc": "2.0", "result": {"x": {"y": [1, "two"]}}}'
+    assert (
+        message_json(odd, serialize)
+        == wire_json(odd, serialize)
+        == '{"id": 4, "jsonrpc": "2.0", "result": {"x": {"y": [1, "two"]}}}'
+    )

@@ -62,8 +62,13 @@ def make_session(root: Path, mb: int) -> tuple[Path, str]:
 
 
 def reports(srv: RawServer, token: str) -> int:
-    return sum(1 for n in list(srv.notifications) if n.get("method") == "$/progress"
-               and n["params"].get("token") == token and n["params"]["value"].get("kind") == "report")
+    return sum(
+        1
+        for n in list(srv.notifications)
+        if n.get("method") == "$/progress"
+        and n["params"].get("token") == token
+        and n["params"]["value"].get("kind") == "report"
+    )
 
 
 def wait_until(ready, timeout: float = 600.0) -> None:
@@ -82,8 +87,12 @@ def unknown(srv: RawServer, n: int) -> list[int]:
 
 
 def read_rate(srv: RawServer, session: str, tag: str) -> dict[str, float]:
-    queued = [srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 100 + i,
-                                                        "workDoneToken": f"{tag}r{i}"}) for i in range(16)]
+    queued = [
+        srv.request(
+            "fabric/compactionPreview", {"session": session, "keepRecentTokens": 100 + i, "workDoneToken": f"{tag}r{i}"}
+        )
+        for i in range(16)
+    ]
     wait_until(lambda: reports(srv, f"{tag}r0") > 0)
     t0 = time.monotonic()
     ids = unknown(srv, PROBES)
@@ -99,8 +108,9 @@ def read_rate(srv: RawServer, session: str, tag: str) -> dict[str, float]:
 
 
 def backlog(srv: RawServer, session: str, tag: str) -> dict[str, float]:
-    ids = [srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 1000 + i})
-           for i in range(50)]
+    ids = [
+        srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 1000 + i}) for i in range(50)
+    ]
     t0 = time.monotonic()
     status = srv.request("fabric/compact/status", {"session": session})
     srv.wait(status, timeout=600)
@@ -119,8 +129,14 @@ def backlog(srv: RawServer, session: str, tag: str) -> dict[str, float]:
     busy = sum(1 for i in ids if answers[i].get("error", {}).get("code") == -32803)
     taken = [i for i in ids if answers[i].get("error", {}).get("code") != -32803]
     cancelled = sum(1 for i in taken if answers[i].get("error", {}).get("code") == -32800)
-    return {"status_ms": status_ms, "probe_ms": probe_ms, "busy": busy, "taken": len(taken),
-            "cancelled": cancelled, "all_answered_s": all_done_s}
+    return {
+        "status_ms": status_ms,
+        "probe_ms": probe_ms,
+        "busy": busy,
+        "taken": len(taken),
+        "cancelled": cancelled,
+        "all_answered_s": all_done_s,
+    }
 
 
 def mixed(srv: RawServer, session: str, count: int) -> dict[str, float]:
@@ -134,7 +150,9 @@ def mixed(srv: RawServer, session: str, count: int) -> dict[str, float]:
     t0 = time.monotonic()
     for n in range(count):
         if n % 25 == 0:
-            ids.append(srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 3000 + (n // 25) % 4}))
+            ids.append(
+                srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 3000 + (n // 25) % 4})
+            )
         else:
             method, params = kinds[n % len(kinds)]
             ids.append(srv.request(method, params))
@@ -174,22 +192,28 @@ def main(argv: list[str]) -> int:
             t0 = time.monotonic()
             got = one(agent, session, CONFIGS[name], f"x{r}{len(results[name])}", args.mixed, root / f"server-{r}.log")
             results[name].append(got)
-            print(f"round {r + 1} {name}: {got} ({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f})",
-                  flush=True)
+            print(
+                f"round {r + 1} {name}: {got} ({time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
 
     def med(name: str, key: str) -> float:
         return statistics.median(x[key] for x in results[name])
 
     size = Path(session).stat().st_size / 1e6
     print(f"\n{size:.1f} MB session, {args.rounds} round(s) per configuration, medians; load {os.getloadavg()}")
-    print(f"{'':40} {'msgs/s read':>12} {'status ms':>10} {'probe ms':>9} {'cancels':>9} {'backlog s':>10} "
-          f"{'mixed s':>8} {'busy':>5}")
+    print(
+        f"{'':40} {'msgs/s read':>12} {'status ms':>10} {'probe ms':>9} {'cancels':>9} {'backlog s':>10} "
+        f"{'mixed s':>8} {'busy':>5}"
+    )
     for name in CONFIGS:
         done = sum(x["cancelled"] + x["read_cancelled"] for x in results[name])
         cancels = f"{done:.0f}/{sum(x['taken'] + 16 for x in results[name]):.0f}"
-        print(f"{name:40} {med(name, 'read_rate'):12.0f} {med(name, 'status_ms'):10.0f} {med(name, 'probe_ms'):9.0f} "
-              f"{cancels:>9} {med(name, 'all_answered_s'):10.1f} {med(name, 'mixed_total_s'):8.1f} "
-              f"{med(name, 'mixed_busy'):5.0f}")
+        print(
+            f"{name:40} {med(name, 'read_rate'):12.0f} {med(name, 'status_ms'):10.0f} {med(name, 'probe_ms'):9.0f} "
+            f"{cancels:>9} {med(name, 'all_answered_s'):10.1f} {med(name, 'mixed_total_s'):8.1f} "
+            f"{med(name, 'mixed_busy'):5.0f}"
+        )
     return 0
 
 

@@ -28,16 +28,28 @@ def main() -> int:
     import pytest
 
     t0 = time.monotonic()
-    rc = pytest.main(["-q", "-p", "no:cacheprovider", "--durations=0",
-                      str(REPO / "tests" / "reliability" / "test_fuzz_decoders.py")]
-                     + (["-k", args.select] if args.select else []))
+    rc = pytest.main(
+        ["-q", "-p", "no:cacheprovider", "--durations=0", str(REPO / "tests" / "reliability" / "test_fuzz_decoders.py")]
+        + (["-k", args.select] if args.select else [])
+    )
     wall = time.monotonic() - t0
     mod = sys.modules.get("test_fuzz_decoders")
     counts = dict(sorted(mod.COUNTS.items())) if mod else {}
-    examples = sum(v for k, v in counts.items() if k.endswith(".examples")) + sum(
-        counts.get(k, 0) for k in ("instructions.ok", "instructions.rejected", "instructions.round_trips",
-                                   "instructions.encode_rejected", "wire.accepted", "wire.rejected")) + sum(
-        v for k, v in counts.items() if k.startswith("engine.") or k.startswith("preview."))
+    examples = (
+        sum(v for k, v in counts.items() if k.endswith(".examples"))
+        + sum(
+            counts.get(k, 0)
+            for k in (
+                "instructions.ok",
+                "instructions.rejected",
+                "instructions.round_trips",
+                "instructions.encode_rejected",
+                "wire.accepted",
+                "wire.rejected",
+            )
+        )
+        + sum(v for k, v in counts.items() if k.startswith("engine.") or k.startswith("preview."))
+    )
     print(f"\nfuzz_long: pytest exit {rc}, {wall:.0f} s wall, load {os.getloadavg()[0]:.1f}")
     print(f"examples run (all properties): {examples}")
     for k, v in counts.items():

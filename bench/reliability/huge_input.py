@@ -37,15 +37,23 @@ def summary(method: str, result) -> str:
     if isinstance(result, dict):
         if "coverage" in result:
             cov = result["coverage"]
-            extra = f" matches={result.get('totalMatches')}" if "totalMatches" in result else f" sessions={result.get('totalItems')}"
+            extra = (
+                f" matches={result.get('totalMatches')}"
+                if "totalMatches" in result
+                else f" sessions={result.get('totalItems')}"
+            )
             return f"complete={cov['complete']} reasons={cov['reasons']}{extra}"
         if "error" in result:
             return f"error={result['error']['code']}"
         if "expanded" in result:
-            return f"expanded {len(result['expanded'])} entries, {sum(len(e['text']) for e in result['expanded'])} chars"
+            return (
+                f"expanded {len(result['expanded'])} entries, {sum(len(e['text']) for e in result['expanded'])} chars"
+            )
         if "outcome" in result:
-            return (f"outcome={result['outcome']} tokensBefore={result.get('tokensBefore')} "
-                    f"reason={result.get('reason', '')[:50]!r} warnings={result.get('warnings', [])}")
+            return (
+                f"outcome={result['outcome']} tokensBefore={result.get('tokensBefore')} "
+                f"reason={result.get('reason', '')[:50]!r} warnings={result.get('warnings', [])}"
+            )
     return str(result)[:80]
 
 
@@ -61,13 +69,17 @@ def main() -> int:
         folder = agent / "sessions" / encode_cwd(ORBIT)
         src = next(p for p in session_files(agent) if p.stat().st_size > 100_000)
         t = time.monotonic()
-        big = big_session(src, folder / "2026-11-01T00-00-00-000Z_01b0a6e1-0000-7000-8000-00000000100b.jsonl",
-                          args.big_mib * MiB)
-        line = long_line_session(folder / "2026-11-02T09-00-00-000Z_01b0a6e1-0000-7000-8000-00000000200a.jsonl",
-                                 args.line_mib * MiB, ORBIT)
+        big = big_session(
+            src, folder / "2026-11-01T00-00-00-000Z_01b0a6e1-0000-7000-8000-00000000100b.jsonl", args.big_mib * MiB
+        )
+        line = long_line_session(
+            folder / "2026-11-02T09-00-00-000Z_01b0a6e1-0000-7000-8000-00000000200a.jsonl", args.line_mib * MiB, ORBIT
+        )
         gen = time.monotonic() - t
-        print(f"generated {big.stat().st_size / MiB:.0f} MiB session and a {line.stat().st_size / MiB:.0f} MiB "
-              f"single-line session in {gen:.1f} s under {root}")
+        print(
+            f"generated {big.stat().st_size / MiB:.0f} MiB session and a {line.stat().st_size / MiB:.0f} MiB "
+            f"single-line session in {gen:.1f} s under {root}"
+        )
 
         # the streaming reader on the big file
         tracemalloc.start()
@@ -79,8 +91,10 @@ def main() -> int:
         dt = time.monotonic() - t
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"iter_session over {big.stat().st_size / MiB:.0f} MiB: {n} items, {dt:.1f} s "
-              f"({big.stat().st_size / MiB / dt:.0f} MiB/s), traced peak {peak / MiB:.1f} MiB")
+        print(
+            f"iter_session over {big.stat().st_size / MiB:.0f} MiB: {n} items, {dt:.1f} s "
+            f"({big.stat().st_size / MiB / dt:.0f} MiB/s), traced peak {peak / MiB:.1f} MiB"
+        )
 
         ops = [
             ("idle server (initialize only)", None, None),

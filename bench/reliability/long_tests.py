@@ -35,10 +35,16 @@ def main(argv: list[str]) -> int:
     rc = 0
     for name in names:
         t0 = time.monotonic()
-        code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                                str(REPO / TESTS[name])], env=env, cwd=REPO)
-        print(f"\n== {name}: pytest exit {int(code)}, {time.monotonic() - t0:.0f} s wall, "
-              f"load {os.getloadavg()[0]:.1f}\n", flush=True)
+        code = subprocess.call(
+            [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(REPO / TESTS[name])],
+            env=env,
+            cwd=REPO,
+        )
+        print(
+            f"\n== {name}: pytest exit {int(code)}, {time.monotonic() - t0:.0f} s wall, "
+            f"load {os.getloadavg()[0]:.1f}\n",
+            flush=True,
+        )
         rc = rc or int(code)
     return rc
 

@@ -81,8 +81,10 @@ def main() -> int:
             srv.wait(i, 60)
             busy[m].append(srv.answer_times[i] - t)
     srv.stop()
-    print(f"regex DoS: {args.rounds} rounds of (a+)+$ over a 49-char 'a…!' entry, regexTimeoutMs {args.timeout_ms}, "
-          f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs")
+    print(
+        f"regex DoS: {args.rounds} rounds of (a+)+$ over a 49-char 'a…!' entry, regexTimeoutMs {args.timeout_ms}, "
+        f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs"
+    )
     print(f"  regex_timeout answered after timeout + {ms(over)} ms  (worker warm)")
     print(f"  ordinary regex query, first after a timeout  {ms(after_kill)} ms  (includes the worker restart)")
     print(f"  ordinary regex query, warm worker            {ms(warm)} ms")

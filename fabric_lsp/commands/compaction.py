@@ -40,7 +40,9 @@ def _emit_json(obj: Any) -> None:
 def _preview_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("session", metavar="SESSION", help="session JSONL path, file:// URI or session id")
     p.add_argument("--json", action="store_true", help="print the fabric/compactionPreview result object")
-    p.add_argument("--context-window", type=int, metavar="N", help="model window (default 200000; 0 = no model metadata)")
+    p.add_argument(
+        "--context-window", type=int, metavar="N", help="model window (default 200000; 0 = no model metadata)"
+    )
     p.add_argument("--reserve", type=int, metavar="N", help="Pi reserveTokens (default 16384)")
     p.add_argument("--keep-recent", type=int, metavar="N", help="Pi keepRecentTokens (default 20000)")
     p.add_argument("--ratio", type=float, metavar="R", help="Fabric targetContextRatio (0.25-0.85, default 0.65)")
@@ -77,19 +79,21 @@ def _engine_call(args: argparse.Namespace, command: str, method: str, params: di
 
 
 def _run_preview(args: argparse.Namespace) -> int:
-    params = given({
-        "session": session_ref(args.session),
-        "instructions": args.instructions,
-        "preserve": args.preserve,
-        "reason": args.reason,
-        "contextWindow": args.context_window,
-        "reserveTokens": args.reserve,
-        "keepRecentTokens": args.keep_recent,
-        "targetContextRatio": args.ratio,
-        "tokensBefore": args.tokens_before,
-        "leafId": args.leaf,
-        "includeQa": args.qa or None,
-    })
+    params = given(
+        {
+            "session": session_ref(args.session),
+            "instructions": args.instructions,
+            "preserve": args.preserve,
+            "reason": args.reason,
+            "contextWindow": args.context_window,
+            "reserveTokens": args.reserve,
+            "keepRecentTokens": args.keep_recent,
+            "targetContextRatio": args.ratio,
+            "tokensBefore": args.tokens_before,
+            "leafId": args.leaf,
+            "includeQa": args.qa or None,
+        }
+    )
     try:
         res = _engine_call(args, "preview", protocol.COMPACTION_PREVIEW, params)
     except CliError as err:
@@ -127,14 +131,16 @@ def _tree_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_tree(args: argparse.Namespace) -> int:
-    params = given({
-        "session": session_ref(args.session),
-        "targetId": args.to,
-        "fromId": args.from_id,
-        "instructions": args.instructions,
-        "preserve": args.preserve,
-        "replaceInstructions": args.replace_instructions or None,
-    })
+    params = given(
+        {
+            "session": session_ref(args.session),
+            "targetId": args.to,
+            "fromId": args.from_id,
+            "instructions": args.instructions,
+            "preserve": args.preserve,
+            "replaceInstructions": args.replace_instructions or None,
+        }
+    )
     try:
         res = _engine_call(args, args.command, protocol.BRANCH_SUMMARY_PREVIEW, params)
     except CliError as err:
@@ -145,13 +151,19 @@ def _run_tree(args: argparse.Namespace) -> int:
     if res["outcome"] == "summarized":
         _write(res["summary"])
         return 0
-    print(f"fabric-lsp {args.command}: {res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)", file=sys.stderr)
+    print(
+        f"fabric-lsp {args.command}: {res['outcome']}: {res.get('reason', '')} ({res['entriesSummarized']} entries)",
+        file=sys.stderr,
+    )
     return EXIT_NOT_DONE
 
 
 SUBCOMMANDS = {
     "preview": ("preview the deterministic compaction summary of a session branch", _preview_args, _run_preview),
-    "branch-summary": ("preview the branch summary Fabric attaches when navigating away from a branch (Pi's /tree)",
-                       _tree_args, _run_tree),
+    "branch-summary": (
+        "preview the branch summary Fabric attaches when navigating away from a branch (Pi's /tree)",
+        _tree_args,
+        _run_tree,
+    ),
     "tree": ("the same as branch-summary (its first name, kept for scripts)", _tree_args, _run_tree),
 }

@@ -47,8 +47,14 @@ class StdioLspClient:
     """A minimal LSP client: Content-Length framing, requests with ids, and the answers an
     editor gives to server requests (progress tokens, configuration, registrations)."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], stderr: Any = subprocess.DEVNULL,
-                 settings: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        stderr: Any = subprocess.DEVNULL,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
         self._next_id = 0
         self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
@@ -289,7 +295,9 @@ def run_demo(args: argparse.Namespace, out: Callable[[str], None] = print) -> in
                 if own_copy:
                     steps["intents"] = _step(say, "fabric/compact/*", lambda: _intents(client, say, session_file))
                 else:
-                    say("\n(fabric/compact/* skipped with --agent-dir: the demo never leaves intents in a real agent dir)")
+                    say(
+                        "\n(fabric/compact/* skipped with --agent-dir: the demo never leaves intents in a real agent dir)"
+                    )
                 report["progressMessages"] = len(progress)
                 if progress:
                     _section(say, "$/progress seen")
@@ -347,16 +355,22 @@ def _recall(client: StdioLspClient, say: Callable[[str], None], query: str) -> A
     _section(say, f'fabric/recall "{query}" (global)')
     result = client.request("fabric/recall", {"query": query, "scope": "global", "pageSize": 3})
     say(_clip(result.get("text", ""), 1500))
-    say(f"  totalItems={result.get('totalItems')} totalMatches={result.get('totalMatches')} "
-        f"authoritative={result.get('authoritative')}; {_coverage_words(result.get('coverage', {}))}")
+    say(
+        f"  totalItems={result.get('totalItems')} totalMatches={result.get('totalMatches')} "
+        f"authoritative={result.get('authoritative')}; {_coverage_words(result.get('coverage', {}))}"
+    )
     first = None
     for item in result.get("items", []):
         if item.get("kind") == "segment":
             seg = item["segment"]
             entry = next((e for e in seg.get("entries", []) if e.get("matched")), None)
             if entry is not None and entry.get("entryId"):
-                first = {"session": seg["sessionFile"], "sessionId": seg["sessionId"],
-                         "entryId": entry["entryId"], "line": entry.get("line")}
+                first = {
+                    "session": seg["sessionFile"],
+                    "sessionId": seg["sessionId"],
+                    "entryId": entry["entryId"],
+                    "line": entry.get("line"),
+                }
                 break
     return {"totalItems": result.get("totalItems"), "first": first}
 
@@ -385,8 +399,12 @@ def _hover(client: StdioLspClient, say: Callable[[str], None], expanded: Any) ->
     _section(say, f"textDocument/hover on {reference}")
     uri = "untitled:fabric-demo.md"
     text = f"See {reference} for where it started.\n"
-    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}})
-    result = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 8}})
+    client.notify(
+        "textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}}
+    )
+    result = client.request(
+        "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 8}}
+    )
     value = (result or {}).get("contents", {}).get("value", "") if isinstance(result, dict) else ""
     say(_clip(value, 1200) or "  (no hover)")
     return {"chars": len(value)}
@@ -408,12 +426,17 @@ def _preview(client: StdioLspClient, say: Callable[[str], None], session_file: P
     if session_file is None:
         say("  no session to preview")
         return None
-    result = client.request("fabric/compactionPreview", {"session": str(session_file), "contextWindow": DEMO_CONTEXT_WINDOW})
+    result = client.request(
+        "fabric/compactionPreview", {"session": str(session_file), "contextWindow": DEMO_CONTEXT_WINDOW}
+    )
     if "error" in result:
         say(f"  {result['error']['code']}: {result['error']['message']}")
         return {"error": result["error"]}
-    say(f"  session {result.get('sessionId')}: outcome={result.get('outcome')} tokensBefore={result.get('tokensBefore')} "
-        f"firstKeptEntryId={result.get('firstKeptEntryId')}" + (f" reason={result['reason']}" if result.get("reason") else ""))
+    say(
+        f"  session {result.get('sessionId')}: outcome={result.get('outcome')} tokensBefore={result.get('tokensBefore')} "
+        f"firstKeptEntryId={result.get('firstKeptEntryId')}"
+        + (f" reason={result['reason']}" if result.get("reason") else "")
+    )
     if result.get("summary"):
         say(_clip(result["summary"], 2500))
     return {"outcome": result.get("outcome"), "summaryChars": len(result.get("summary") or "")}
@@ -425,11 +448,15 @@ def _intents(client: StdioLspClient, say: Callable[[str], None], session_file: P
         say("  no session")
         return None
     session = str(session_file)
-    pending = client.request("fabric/compact/request", {
-        "session": session, "reason": "demo", "instructions": "Keep the public API notes.", "requestedBy": "demo"})
+    pending = client.request(
+        "fabric/compact/request",
+        {"session": session, "reason": "demo", "instructions": "Keep the public API notes.", "requestedBy": "demo"},
+    )
     intent = pending.get("pending", {})
-    say(f"  pending intent: requestedBy={intent.get('requestedBy')} reason={intent.get('reason')} "
-        f"instructions={intent.get('instructions')!r}")
+    say(
+        f"  pending intent: requestedBy={intent.get('requestedBy')} reason={intent.get('reason')} "
+        f"instructions={intent.get('instructions')!r}"
+    )
     status = client.request("fabric/compact/status", {"session": session})
     say(f"  status: settled={status.get('settled')} pending={'yes' if status.get('pending') else 'no'}")
     cancelled = client.request("fabric/compact/cancel", {"session": session})
@@ -444,6 +471,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 SUBCOMMANDS = {
-    "demo": ("run the server on the bundled example sessions and show recall, expand and a compaction preview",
-             add_arguments, run_demo),
+    "demo": (
+        "run the server on the bundled example sessions and show recall, expand and a compaction preview",
+        add_arguments,
+        run_demo,
+    ),
 }

@@ -50,11 +50,19 @@ class ExamplesRefused(Exception):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR", help="directory to write the example agent dir and its projects to "
-                   "(created; must be new, empty, or written by an earlier `fabric-lsp examples`)")
-    p.add_argument("--force", action="store_true", help="write again into a DIR an earlier `fabric-lsp examples` "
-                   "wrote: replaces only the files it wrote (listed in DIR/" + MARKER + "); "
-                   "never touches other files")
+    p.add_argument(
+        "dir",
+        metavar="DIR",
+        help="directory to write the example agent dir and its projects to "
+        "(created; must be new, empty, or written by an earlier `fabric-lsp examples`)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="write again into a DIR an earlier `fabric-lsp examples` "
+        "wrote: replaces only the files it wrote (listed in DIR/" + MARKER + "); "
+        "never touches other files",
+    )
 
 
 def _last_timestamp_ms(data: bytes) -> int | None:
@@ -110,7 +118,7 @@ def plan_examples(dest: Path, *, projects: bool = True) -> dict[str, tuple[bytes
         for cwd, files in sorted(project_files(session_files).items()):
             if not cwd.startswith(RECORDED_ROOT + "/"):
                 continue
-            name = cwd[len(RECORDED_ROOT) + 1:]
+            name = cwd[len(RECORDED_ROOT) + 1 :]
             new_cwd = str(dest / "projects" / name)
             moves[cwd] = new_cwd
             folders[encode_cwd(cwd)] = encode_cwd(new_cwd)
@@ -197,7 +205,7 @@ def _write_file(path: Path, data: bytes, *, ours: bool, mtime_ms: int | None = N
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if mtime_ms is not None:
             ns = mtime_ms * 1_000_000
             if os.utime in os.supports_fd:
@@ -241,12 +249,14 @@ def write_examples(dest: Path, *, force: bool = False, projects: bool = False) -
             if listed is None:
                 raise ExamplesRefused(
                     f"{dest} is not empty and was not written by `fabric-lsp examples` (no {MARKER}): "
-                    "choose a new or empty directory (nothing was changed)")
+                    "choose a new or empty directory (nothing was changed)"
+                )
             if not force:
                 raise ExamplesRefused(
                     f"{dest} already holds the examples (from an earlier `fabric-lsp examples`): "
                     "use --force to write them again (only the files listed in "
-                    f"{dest / MARKER} are replaced)")
+                    f"{dest / MARKER} are replaced)"
+                )
             previous = listed
     plan = plan_examples(dest, projects=projects)
     ours = set(previous)
@@ -257,8 +267,10 @@ def write_examples(dest: Path, *, force: bool = False, projects: bool = False) -
         if existing is None:
             continue
         if rel not in ours:
-            raise ExamplesRefused(f"{dest / rel} exists and was not written by `fabric-lsp examples`; "
-                                  "nothing was changed (move it away or choose another DIR)")
+            raise ExamplesRefused(
+                f"{dest / rel} exists and was not written by `fabric-lsp examples`; "
+                "nothing was changed (move it away or choose another DIR)"
+            )
         if not stat.S_ISREG(existing.st_mode):
             raise ExamplesRefused(f"{dest / rel} is not a regular file (a symbolic link?); nothing was changed")
     stale = [rel for rel in previous if rel not in plan]
@@ -312,14 +324,19 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
         sys.stderr.write(f"fabric-lsp examples: cannot write {dest}: {err}\n")
         return 1
     projects = sorted({rel.split("/")[1] for rel in _read_marker(dest) or [] if rel.startswith("projects/")})
-    out(f"Wrote {len(files)} example sessions ({len({f.parent.name for f in files})} projects) to {dest}/sessions"
-        + (f" and the projects they worked on to {dest}/projects ({', '.join(projects)})" if projects else ""))
+    out(
+        f"Wrote {len(files)} example sessions ({len({f.parent.name for f in files})} projects) to {dest}/sessions"
+        + (f" and the projects they worked on to {dest}/projects ({', '.join(projects)})" if projects else "")
+    )
     for line in next_steps(dest, projects):
         out(line)
     return 0
 
 
 SUBCOMMANDS = {
-    "examples": ("write the bundled example sessions and their projects to DIR, to try everything on",
-                 add_arguments, run),
+    "examples": (
+        "write the bundled example sessions and their projects to DIR, to try everything on",
+        add_arguments,
+        run,
+    ),
 }

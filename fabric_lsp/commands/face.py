@@ -79,8 +79,9 @@ def cli_config(args: argparse.Namespace, command: str, *, quiet: bool = False) -
 def report_settings(args: argparse.Namespace, command: str, *, warnings: Any, sources: Any, agent_dir: str) -> None:
     """What a command says about its settings on stderr: each warning, and with `-v` the
     files that were read."""
-    text = settings_report(command, getattr(args, "verbose", 0), warnings=warnings, sources=sources,
-                           agent_dir=agent_dir)
+    text = settings_report(
+        command, getattr(args, "verbose", 0), warnings=warnings, sources=sources, agent_dir=agent_dir
+    )
     if text:
         sys.stderr.write(text)
         sys.stderr.flush()
@@ -135,8 +136,12 @@ def fail(err: CliError) -> int:
 # -- a running server answers first (fabric_lsp/local_socket.py) -----------------------------
 
 # the memory reads a server answers over the local socket, by command
-SERVED_COMMANDS = {"recall": "fabric/recall", "sessions": "fabric/sessions", "expand": "fabric/expand",
-                   "history": "fabric/fileHistory"}
+SERVED_COMMANDS = {
+    "recall": "fabric/recall",
+    "sessions": "fabric/sessions",
+    "expand": "fabric/expand",
+    "history": "fabric/fileHistory",
+}
 
 _clients: dict[tuple[str, str, str], Client | None] = {}  # one connection per process and settings
 _noted: set[str] = set()
@@ -178,8 +183,10 @@ def server_client(args: argparse.Namespace, command: str) -> Client | None:
     if key not in _clients:
         try:
             _clients[key] = local_socket.connect(
-                agent, local_socket.settings_inputs(cwd=cwd, init=init),
-                note=lambda m: _note(args, command, f"local socket: {m}", level=2))
+                agent,
+                local_socket.settings_inputs(cwd=cwd, init=init),
+                note=lambda m: _note(args, command, f"local socket: {m}", level=2),
+            )
         except (OSError, UnicodeError):
             _clients[key] = None
     return _clients[key]
@@ -196,8 +203,13 @@ def report_served_settings(args: argparse.Namespace, command: str, client: Clien
     """The settings report of `cli_config`, from the server's resolution of our inputs
     (the same load_config, the same files)."""
     s = client.settings
-    report_settings(args, command, warnings=s.get("warnings") or (), sources=s.get("sources") or (),
-                    agent_dir=str(s.get("agentDir")))
+    report_settings(
+        args,
+        command,
+        warnings=s.get("warnings") or (),
+        sources=s.get("sources") or (),
+        agent_dir=str(s.get("agentDir")),
+    )
 
 
 class ServedAnswer:
@@ -224,8 +236,9 @@ class WireResult(dict):  # type: ignore[type-arg]
     raw: bytes = b""
 
 
-def ask_server(args: argparse.Namespace, command: str, params: dict[str, Any], *, method: str | None = None,
-               quiet: bool = False) -> ServedAnswer | None:
+def ask_server(
+    args: argparse.Namespace, command: str, params: dict[str, Any], *, method: str | None = None, quiet: bool = False
+) -> ServedAnswer | None:
     """`params` (wire-shaped, not yet decoded) answered by a running server, or None
     (no server, other settings, a lost connection, a server-side failure): then compute
     it here. Invalid params raise CliError with the decoder's message, as `decode` does;
@@ -251,8 +264,12 @@ def ask_server(args: argparse.Namespace, command: str, params: dict[str, Any], *
             _note(args, command, answered_note(client))
             raise CliError(f"fabric-lsp {command}: invalid arguments: {data.get('detail')}")
         if stage != "engine":
-            _note(args, command, f"the server (pid {client.pid}) answered {error.get('code')}: "
-                                 f"{error.get('message')}; computing it here")
+            _note(
+                args,
+                command,
+                f"the server (pid {client.pid}) answered {error.get('code')}: "
+                f"{error.get('message')}; computing it here",
+            )
             return None
         value_error = str(data.get("detail"))
     raw, value = answer.raw or b"null", None
@@ -291,8 +308,9 @@ class _ServerFirstEngines:
     def file_history(self, p: Any, cwd: str | None, cancel: Any = None, activity: Any = None) -> Any:
         from fabric_lsp import protocol
 
-        answer = ask_server(self._args, self._command, protocol.params_to_dict(p), method=protocol.FILE_HISTORY,
-                            quiet=True)
+        answer = ask_server(
+            self._args, self._command, protocol.params_to_dict(p), method=protocol.FILE_HISTORY, quiet=True
+        )
         if answer is None:
             return self._local().file_history(p, cwd, cancel, activity)
         if answer.value_error is not None:

@@ -19,7 +19,9 @@ from fabric_lsp.commands.face import CliError, add_settings_arguments, cli_engin
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", metavar="PATH", help="the file (relative to the current directory, absolute, or a file: URI)")
+    p.add_argument(
+        "path", metavar="PATH", help="the file (relative to the current directory, absolute, or a file: URI)"
+    )
     p.add_argument("--json", action="store_true", help="print the fabric/fileHistory result object")
     p.add_argument("--scope", choices=("project", "global"), default=None, help="sessions searched (default global)")
     p.add_argument("--branches", choices=("active", "all"), default=None, help="branch mode (default active)")
@@ -51,17 +53,23 @@ def render(result: dict[str, Any]) -> str:
     def when(ts: Any) -> str:
         return iso_ms(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else "unknown time"
 
-    lines = [f"{result['path']}: {result['totalItems']} operations in {result['totalSessions']} sessions"
-             f" (scope {result['scope']}, branches {result['branches']})"]
+    lines = [
+        f"{result['path']}: {result['totalItems']} operations in {result['totalSessions']} sessions"
+        f" (scope {result['scope']}, branches {result['branches']})"
+    ]
     for row in result["sessions"]:
-        lines.append(f"  {row['sessionId']}  {row['count']:4} ops  last {row['lastAction']:5} {when(row['lastTimestamp'])}"
-                     f"  {row['sessionFile']}")
+        lines.append(
+            f"  {row['sessionId']}  {row['count']:4} ops  last {row['lastAction']:5} {when(row['lastTimestamp'])}"
+            f"  {row['sessionFile']}"
+        )
     if result["items"]:
         lines.append("")
     for item in result["items"]:
         via = f" via {item['operationRef']}" if item.get("operationRef") else ""
-        lines.append(f"{when(item['timestamp'])}  {item['action']:5} {item['outcome']:9} #{item['index']}"
-                     f"  {item.get('ref') or item['sessionFile']}{via}")
+        lines.append(
+            f"{when(item['timestamp'])}  {item['action']:5} {item['outcome']:9} #{item['index']}"
+            f"  {item.get('ref') or item['sessionFile']}{via}"
+        )
     if result["hasNext"]:
         lines.append(f"(page {result['page']}; more with --page {result['page'] + 1})")
     cov = result["coverage"]

@@ -26,8 +26,12 @@ from fabric_lsp.commands.face import (
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scope", choices=("global", "project"), default="global",
-                   help="global: every session under the agent dir (default); project: the sessions of --cwd")
+    p.add_argument(
+        "--scope",
+        choices=("global", "project"),
+        default="global",
+        help="global: every session under the agent dir (default); project: the sessions of --cwd",
+    )
     p.add_argument("--branches", choices=("active", "all"), default="active", help="branch mode (default active)")
     p.add_argument("--index-dir", metavar="DIR", help="memory index dir (default: <agentDir>/fabric-lsp/memory-index)")
     p.add_argument("--json", action="store_true", help="print the pass summary as JSON")
@@ -83,9 +87,11 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(msgspec.json.encode(summary) + b"\n")
         return EXIT_OK
     total, indexed = summary["total"], summary["indexed"]
-    line = (f"Indexed {indexed}/{total} sessions ({summary['built']} built, {summary['loaded']} from the cache"
-            f"{', ' + str(summary['unavailable']) + ' unavailable' if summary['unavailable'] else ''}"
-            f") in {summary['seconds']:.1f} s; index in {engine.index_dir}")
+    line = (
+        f"Indexed {indexed}/{total} sessions ({summary['built']} built, {summary['loaded']} from the cache"
+        f"{', ' + str(summary['unavailable']) + ' unavailable' if summary['unavailable'] else ''}"
+        f") in {summary['seconds']:.1f} s; index in {engine.index_dir}"
+    )
     print(line)
     if summary["changed"]:
         print(f"{summary['changed']} sessions changed while indexing; run `fabric-lsp index` again to catch up")

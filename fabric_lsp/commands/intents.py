@@ -44,8 +44,12 @@ def _compact_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requested-by", metavar="NAME", default="user", help="who asks (default: user)")
     p.add_argument("--wait", action="store_true", help="commit in this process at the next safe boundary")
     p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="with --wait: give up after (600)")
-    p.add_argument("--quiet-interval", type=float, metavar="SECONDS",
-                   help="with --wait: how long the file must be quiet (default: compaction.commitQuietMs)")
+    p.add_argument(
+        "--quiet-interval",
+        type=float,
+        metavar="SECONDS",
+        help="with --wait: how long the file must be quiet (default: compaction.commitQuietMs)",
+    )
     p.add_argument("--context-window", type=int, metavar="N", help="model window (0 = no model metadata)")
     p.add_argument("--keep-recent", type=int, metavar="N", help="Pi's keepRecentTokens")
     p.add_argument("--reserve", type=int, metavar="N", help="Pi's reserveTokens")
@@ -141,24 +145,39 @@ def _who_commits(service: Any, path: str) -> str:
     """Who commits a pending intent on `path`, said as it is."""
     holders = service.holders(path)
     if len(holders) > 1:
-        return (f"{len(holders)} live Pis hold this session ({_holders_text(holders)}): the one that reaches a settled "
-                "boundary first commits it. Two Pis on one file fork it: each appends under its own leaf; "
-                "close one of them")
+        return (
+            f"{len(holders)} live Pis hold this session ({_holders_text(holders)}): the one that reaches a settled "
+            "boundary first commits it. Two Pis on one file fork it: each appends under its own leaf; "
+            "close one of them"
+        )
     if holders:
-        return (f"the live Pi holding it (pid {holders[0].pid}) commits it at its next settled boundary "
-                "(at once while it is idle)")
-    return ("no live Pi holds this session: a fabric-lsp language server for this agent dir (an editor with "
-            "fabric-lsp) commits it at the next safe boundary while one runs; nothing else does — run "
-            "`fabric-lsp compact --wait` to commit it here")
+        return (
+            f"the live Pi holding it (pid {holders[0].pid}) commits it at its next settled boundary "
+            "(at once while it is idle)"
+        )
+    return (
+        "no live Pi holds this session: a fabric-lsp language server for this agent dir (an editor with "
+        "fabric-lsp) commits it at the next safe boundary while one runs; nothing else does — run "
+        "`fabric-lsp compact --wait` to commit it here"
+    )
 
 
 def _run_compact(args: argparse.Namespace) -> int:
     try:
         _cfg, path, service = _setup(args)
-        params = decode("compact", protocol.COMPACT_REQUEST, given({
-            "session": path, "requestedBy": args.requested_by, "reason": args.reason,
-            "instructions": args.instructions, "preserve": args.preserve,
-        }))
+        params = decode(
+            "compact",
+            protocol.COMPACT_REQUEST,
+            given(
+                {
+                    "session": path,
+                    "requestedBy": args.requested_by,
+                    "reason": args.reason,
+                    "instructions": args.instructions,
+                    "preserve": args.preserve,
+                }
+            ),
+        )
         result = protocol.to_wire(intent_request(service, path, params))
     except (ValueError, CliError) as err:
         refused = _refused(err)
@@ -168,8 +187,11 @@ def _run_compact(args: argparse.Namespace) -> int:
         print(err.message if isinstance(err, CliError) else f"fabric-lsp compact: {err}", file=sys.stderr)
         return EXIT_USAGE
     if not args.wait:
-        _print(args, result, f"pending compaction for {path}: {_describe_intent(result['pending'])}\n"
-                             + _who_commits(service, path))
+        _print(
+            args,
+            result,
+            f"pending compaction for {path}: {_describe_intent(result['pending'])}\n" + _who_commits(service, path),
+        )
         return EXIT_OK
     said = None
     holders = {h.pid for h in service.holders(path)}
@@ -180,11 +202,19 @@ def _run_compact(args: argparse.Namespace) -> int:
     if record is None:
         status = protocol.to_wire(intent_status(service, path))
         if status.get("pending") == result["pending"]:
-            _print(args, status, f"still pending after {args.timeout:g}s: {why or 'the session never reached a safe boundary'}")
+            _print(
+                args,
+                status,
+                f"still pending after {args.timeout:g}s: {why or 'the session never reached a safe boundary'}",
+            )
             return EXIT_TIMEOUT
         cleared = service.cleared(path)
         reason = cleared.get("reason") if cleared and cleared.get("at", 0) >= result["pending"]["requestedAt"] else None
-        _print(args, status, f"cleared without a commit: {reason or 'the intent was replaced or cleared by another process'}")
+        _print(
+            args,
+            status,
+            f"cleared without a commit: {reason or 'the intent was replaced or cleared by another process'}",
+        )
         return EXIT_FAILED
     committed = msgspec.convert({"session": path, "record": record}, protocol.CompactionCommittedParams)
     _print(args, protocol.to_wire(committed), _describe_record(record))
@@ -200,8 +230,10 @@ def _waiting_for(service: Any, path: str, gone: list[int]) -> str:
     why = service.why_waiting(path) or "the session is not at a safe boundary yet"
     if gone:
         pids = ", ".join(str(p) for p in gone)
-        return (f"the Pi that held the session (pid {pids}) is gone; this process commits it once the session is at "
-                f"a safe boundary: {why}")
+        return (
+            f"the Pi that held the session (pid {pids}) is gone; this process commits it once the session is at "
+            f"a safe boundary: {why}"
+        )
     return f"not at a safe boundary: {why}"
 
 
@@ -212,9 +244,14 @@ def _shape(text: str) -> str:
     return re.sub(r"\d+(?:\.\d+)?", "#", text)
 
 
-def _wait_for_commit(service: Any, path: str, intent: dict[str, Any], timeout: float,
-                     said: str | None = None,
-                     held_by: set[int] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def _wait_for_commit(
+    service: Any,
+    path: str,
+    intent: dict[str, Any],
+    timeout: float,
+    said: str | None = None,
+    held_by: set[int] | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the record, None) once committed or failed; (None, why it was still waiting) when
     cleared or timed out. Each new reason for waiting is said on stderr once (`said`: the
     one already said; `held_by`: the live Pis already named)."""
@@ -265,12 +302,17 @@ def _status_lines(service: Any, path: str, status: dict[str, Any]) -> list[str]:
     lines = [f"session: {path}", f"settled: {'yes' if status['settled'] else 'no'}"]
     holders = service.holders(path)
     if len(holders) > 1:
-        lines.append(f"held by {len(holders)} live Pis: {_holders_text(holders)} — two Pis on one file fork it "
-                     "(each appends under its own leaf, the other's turns leave the active branch): close one")
+        lines.append(
+            f"held by {len(holders)} live Pis: {_holders_text(holders)} — two Pis on one file fork it "
+            "(each appends under its own leaf, the other's turns leave the active branch): close one"
+        )
     for h in holders:
         since = time.strftime("%H:%M:%S", time.localtime(h.since / 1000)) if h.since else "?"
-        lines.append(f"held by: a live Pi, pid {h.pid}" + (f" (Pi {h.pi_version})" if h.pi_version else "")
-                     + f" since {since}, leaf {h.leaf_id or 'unknown'}; Pi commits")
+        lines.append(
+            f"held by: a live Pi, pid {h.pid}"
+            + (f" (Pi {h.pi_version})" if h.pi_version else "")
+            + f" since {since}, leaf {h.leaf_id or 'unknown'}; Pi commits"
+        )
     lines.append("pending: " + (_describe_intent(status["pending"]) if "pending" in status else "none"))
     live_leaf = max(holders, key=lambda h: h.updated_at).leaf_id if holders else None
     latest, on_branch, in_file = _branch_facts(path, live_leaf)
@@ -279,17 +321,27 @@ def _status_lines(service: Any, path: str, status: dict[str, Any]) -> list[str]:
         lines.append("last: none")
     elif last["status"] == "committed" and last.get("entryId") not in on_branch:
         entry = last.get("entryId")
-        where = ("it is in the file but not on the active branch: a Pi holding the session wrote past it, so Pi "
-                 "never uses it (an orphan)") if entry in in_file else "it is not in the session file"
+        where = (
+            (
+                "it is in the file but not on the active branch: a Pi holding the session wrote past it, so Pi "
+                "never uses it (an orphan)"
+            )
+            if entry in in_file
+            else "it is not in the session file"
+        )
         lines.append(f"last: compaction {entry} was appended but is not in effect: {where}")
     else:
         lines.append("last: " + _describe_record(last))
     if latest is not None:
-        who = ("Pi's own summary" if latest.get("fromHook") is not True
-               else "the Fabric engine (through the Pi bridge or fabric-lsp's commit)")
+        who = (
+            "Pi's own summary"
+            if latest.get("fromHook") is not True
+            else "the Fabric engine (through the Pi bridge or fabric-lsp's commit)"
+        )
         when = str(latest.get("timestamp") or "?")
-        lines.append(f"compaction in effect: {latest.get('id')} by {who}, {latest.get('tokensBefore')} tokens before, "
-                     f"at {when}")
+        lines.append(
+            f"compaction in effect: {latest.get('id')} by {who}, {latest.get('tokensBefore')} tokens before, at {when}"
+        )
     else:
         lines.append("compaction in effect: none on the active branch")
     cleared = service.cleared(path)

@@ -77,11 +77,16 @@ def _range(value: str | None) -> dict | None:
 
 
 def _recall_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("query", metavar="QUERY", nargs="?", help="literal terms (or a regex with --mode regex); omit to browse")
+    p.add_argument(
+        "query", metavar="QUERY", nargs="?", help="literal terms (or a regex with --mode regex); omit to browse"
+    )
     p.add_argument("--mode", choices=("literal", "regex"), default="literal", help="query mode (default literal)")
-    p.add_argument("--scope", default="session",
-                   help="session | project | global | session:<id-or-path> | team | team:<member> "
-                        "(team: the team database, docs/team.md; default session)")
+    p.add_argument(
+        "--scope",
+        default="session",
+        help="session | project | global | session:<id-or-path> | team | team:<member> "
+        "(team: the team database, docs/team.md; default session)",
+    )
     p.add_argument("--page", type=int, default=1)
     p.add_argument("--page-size", type=int, default=25)
     p.add_argument("--range", metavar="A:B", help="with session:<…>: hydrate only entries A..B")
@@ -118,7 +123,12 @@ def _wider_scope_hint(args: argparse.Namespace) -> str | None:
 
 def _run_recall(args: argparse.Namespace) -> int:
     try:
-        params: dict[str, Any] = {"scope": args.scope, "queryMode": args.mode, "page": args.page, "pageSize": args.page_size}
+        params: dict[str, Any] = {
+            "scope": args.scope,
+            "queryMode": args.mode,
+            "page": args.page,
+            "pageSize": args.page_size,
+        }
         if args.query is not None:
             params["query"] = args.query
         if args.branches:
@@ -150,11 +160,15 @@ def _run_recall(args: argparse.Namespace) -> int:
         else:
             _write(result["text"] + "\n")
         if result["hasNext"]:
-            _write(f"\n(page {result['page']} of {result['totalItems']} items; more with --page {result['page'] + 1})\n")
+            _write(
+                f"\n(page {result['page']} of {result['totalItems']} items; more with --page {result['page'] + 1})\n"
+            )
         if "max_entry_chars" in cov.get("reasons", []):
             limit = _max_entry_chars(args)
-            _write(f"note: text past {limit:,} characters of an entry is not indexed "
-                   f"(in {_sessions_phrase(cov.get('incompleteSessions', 0))}); `fabric-lsp expand` shows it whole\n")
+            _write(
+                f"note: text past {limit:,} characters of an entry is not indexed "
+                f"(in {_sessions_phrase(cov.get('incompleteSessions', 0))}); `fabric-lsp expand` shows it whole\n"
+            )
     hint = index_hint(result["coverage"])
     if hint:
         print(f"fabric-lsp recall: {hint}", file=sys.stderr)
@@ -213,14 +227,14 @@ def _check_agent_dir(agent_dir: str) -> None:
 
 def _check_scope(scope: Any) -> None:
     if isinstance(scope, str) and scope.startswith("session:"):
-        _check_session_file(scope[len("session:"):])
+        _check_session_file(scope[len("session:") :])
 
 
 def _check_session_file(ref: str) -> None:
     """A path that names an existing file must be a Pi session (a session header first)."""
     from fabric_lsp.engine.session.reader import read_header
 
-    path = ref[len("file://"):] if ref.startswith("file://") else ref
+    path = ref[len("file://") :] if ref.startswith("file://") else ref
     if os.path.isfile(path) and read_header(path) is None:
         raise ValueError(f"{path} is not a Pi session file (its first line is not a session header)")
 
@@ -244,7 +258,9 @@ def _reference_params(target: str, in_session: str | None) -> dict[str, Any]:
     try:
         ref = parse_reference(target)
     except ReferenceSyntaxError as err:
-        raise ValueError(f"{err}; or give a session with --indices, --entry-ids, --operation-addresses or --range") from None
+        raise ValueError(
+            f"{err}; or give a session with --indices, --entry-ids, --operation-addresses or --range"
+        ) from None
     session = ref.session if ref.session is not None else in_session
     if session is None:
         raise ValueError(f"{target!r} names no session: add --session SESSION (references: {FORMS})")
@@ -267,9 +283,12 @@ def _expand_status(result: dict[str, Any]) -> int:
 
 
 def _expand_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session", metavar="TARGET",
-                   help="a reference as the UIs show it (pi-entry:<session>/<entry>, <session>/<entry>, or a bare "
-                        "<entry> or <entry>/<n> with --session), or a session (id, id prefix, path) with a selector")
+    p.add_argument(
+        "session",
+        metavar="TARGET",
+        help="a reference as the UIs show it (pi-entry:<session>/<entry>, <session>/<entry>, or a bare "
+        "<entry> or <entry>/<n> with --session), or a session (id, id prefix, path) with a selector",
+    )
     p.add_argument("--session", dest="in_session", metavar="SESSION", help="the session of a bare entry reference")
     sel = p.add_mutually_exclusive_group()
     sel.add_argument("--indices", metavar="I,J,…", help="normalized entry indices")
@@ -309,8 +328,10 @@ def _run_expand(args: argparse.Namespace) -> int:
         for c in err.get("candidates", []):
             print(f"  {c}", file=sys.stderr)
         return _expand_status(result)
-    _write(f"session {result['sessionId']} ({result['sessionFile']}), branches={result['branches']}\n"
-           f"sourceHash {result['sourceHash']}\nlineageFingerprint {result['lineageFingerprint']}\n")
+    _write(
+        f"session {result['sessionId']} ({result['sessionFile']}), branches={result['branches']}\n"
+        f"sourceHash {result['sourceHash']}\nlineageFingerprint {result['lineageFingerprint']}\n"
+    )
     for item in result["expanded"]:
         label = item.get("role") or item.get("type")
         if item.get("toolName"):
@@ -322,7 +343,9 @@ def _run_expand(args: argparse.Namespace) -> int:
 
 
 def _sessions_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scope", default="project", help="session | project | global | session:<id-or-path> (default project)")
+    p.add_argument(
+        "--scope", default="project", help="session | project | global | session:<id-or-path> (default project)"
+    )
     p.add_argument("--page", type=int, default=1)
     p.add_argument("--page-size", type=int, default=50)
     _common(p)
@@ -344,8 +367,10 @@ def _run_sessions(args: argparse.Namespace) -> int:
 
     for row in result["sessions"]:
         when = iso_ms(row["lastTs"]) if row.get("lastTs") is not None else "unknown time"
-        _write(f"{row['sessionId']}  {row['tier']:4}  {row['entryCount']:6} entries  {when}  {row['cwd']}\n"
-               f"    {row['sessionFile']}\n")
+        _write(
+            f"{row['sessionId']}  {row['tier']:4}  {row['entryCount']:6} entries  {when}  {row['cwd']}\n"
+            f"    {row['sessionFile']}\n"
+        )
     if not result["sessions"]:
         _write(f"No sessions in scope {args.scope}.\n")
         wider = _wider_scope_hint(args)

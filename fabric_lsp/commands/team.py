@@ -66,8 +66,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     m.add_argument("--team-role", default="fabric_team", help="the role members belong to (default fabric_team)")
     add_settings_arguments(m)
     pu = sub.add_parser("push", help="push the opted-in sessions (team.projects) incrementally")
-    pu.add_argument("--scope", choices=("global", "project"), default="global",
-                    help="global: every opted-in session (default); project: those of --cwd")
+    pu.add_argument(
+        "--scope",
+        choices=("global", "project"),
+        default="global",
+        help="global: every opted-in session (default); project: those of --cwd",
+    )
     pu.add_argument("--dry-run", action="store_true", help="list what would leave the machine; send nothing")
     pu.add_argument("--json", action="store_true", help="print the push report as JSON")
     add_settings_arguments(pu)
@@ -138,14 +142,20 @@ def _push(args: argparse.Namespace) -> int:
 
     cfg, settings = _settings(args, "push")
     if not settings.projects:
-        print("fabric-lsp team push: team.projects is empty: nothing is pushed until you opt projects in "
-              '(user-level fabric.json: {"team": {"projects": ["/path/to/project*"]}})', file=sys.stderr)
+        print(
+            "fabric-lsp team push: team.projects is empty: nothing is pushed until you opt projects in "
+            '(user-level fabric.json: {"team": {"projects": ["/path/to/project*"]}})',
+            file=sys.stderr,
+        )
     if not cfg.agent_dir.is_dir():
-        raise CliError(f"fabric-lsp team push: the Pi agent dir {cfg.agent_dir} does not exist "
-                       "(set --agent-dir or PI_CODING_AGENT_DIR)")
+        raise CliError(
+            f"fabric-lsp team push: the Pi agent dir {cfg.agent_dir} does not exist "
+            "(set --agent-dir or PI_CODING_AGENT_DIR)"
+        )
     memory = MemoryConfig.from_settings(dict(cfg.memory))
-    local = MemoryEngine(memory, agent_dir=str(cfg.agent_dir), session_dir=str(cfg.session_dir),
-                         index_dir=str(cfg.index_dir))
+    local = MemoryEngine(
+        memory, agent_dir=str(cfg.agent_dir), session_dir=str(cfg.session_dir), index_dir=str(cfg.index_dir)
+    )
     team = TeamEngine(settings, memory, lambda: local)
     bar = _Bar()
     try:
@@ -161,13 +171,21 @@ def _push(args: argparse.Namespace) -> int:
     for step in report.steps:
         if step.action == "unchanged":
             continue
-        what = {"new": f"{verb} (new)", "replace": f"{verb} (replaced)", "append": f"{verb} (appended)",
-                "delete": "would remove" if args.dry_run else "removed", "skip": "skipped"}[step.action]
+        what = {
+            "new": f"{verb} (new)",
+            "replace": f"{verb} (replaced)",
+            "append": f"{verb} (appended)",
+            "delete": "would remove" if args.dry_run else "removed",
+            "skip": "skipped",
+        }[step.action]
         detail = f"{step.entries_sent} entries" if step.action in ("new", "replace", "append") else step.reason
         print(f"{what}: {step.session_id}  {step.cwd}  ({detail})")
     counts = report.counts()
-    print(f"member {report.member} on {report.machine}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-          if counts else f"member {report.member} on {report.machine}: no sessions in scope")
+    print(
+        f"member {report.member} on {report.machine}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        if counts
+        else f"member {report.member} on {report.machine}: no sessions in scope"
+    )
     return 0
 
 
@@ -187,8 +205,10 @@ def _status(args: argparse.Namespace) -> int:
     if not rows:
         print("nothing is pushed" + (f" by {args.member}" if args.member else ""))
     for row in rows:
-        print(f"{row['member']}  {row['machine']}  {row['sessionId']}  {row['entryCount']} entries  {row['cwd']}\n"
-              f"    {row['sessionFile']}")
+        print(
+            f"{row['member']}  {row['machine']}  {row['sessionId']}  {row['entryCount']} entries  {row['cwd']}\n"
+            f"    {row['sessionFile']}"
+        )
     return 0
 
 

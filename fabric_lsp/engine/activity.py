@@ -50,8 +50,7 @@ def check(token: CancelToken | None) -> None:
         raise Cancelled()
 
 
-def report(sink: ActivitySink | None, message: str, percentage: int | None = None, *,
-           milestone: bool = False) -> None:
+def report(sink: ActivitySink | None, message: str, percentage: int | None = None, *, milestone: bool = False) -> None:
     """Send one progress event to `sink` (no-op without a sink). A `milestone` marks the
     start of a phase a client may wait for (the regex handed to its worker): the server
     sends it even within its 50 ms throttle."""

@@ -150,7 +150,9 @@ def render_entry(
     entry_id = raw.get("id")
     if isinstance(entry_id, str):
         parent = raw.get("parentId")
-        rows.append(f"- id: {_code(entry_id)}" + (f" (parent {_code(parent)})" if isinstance(parent, str) else " (root)"))
+        rows.append(
+            f"- id: {_code(entry_id)}" + (f" (parent {_code(parent)})" if isinstance(parent, str) else " (root)")
+        )
     timestamp = raw.get("timestamp") or msg.get("timestamp")
     if timestamp is not None:
         rows.append(f"- time: {_code(timestamp)}")
@@ -159,22 +161,23 @@ def render_entry(
         rows.append(f"- tool: {_code(tool)}" + (" **(error)**" if msg.get("isError") is True else ""))
     if isinstance(msg.get("model"), str):
         rows.append(f"- model: {_code(msg.get('provider', '?'))}/{_code(msg['model'])}")
-    if (
-        session_id
-        and isinstance(entry_id, str)
-        and is_valid_session_id(session_id)
-        and is_valid_entry_id(entry_id)
-    ):
+    if session_id and isinstance(entry_id, str) and is_valid_session_id(session_id) and is_valid_entry_id(entry_id):
         rows.append(f"- reference: {_code(format_reference(session_id, entry_id))}")
     addresses = operation_addresses(raw)
     if addresses:
         rows.append("- operation addresses: " + ", ".join(_code(a) for a in addresses))
-    if kind == "context_edit" and "replacement" in raw and (raw["replacement"] is None or isinstance(raw["replacement"], dict)):
+    if (
+        kind == "context_edit"
+        and "replacement" in raw
+        and (raw["replacement"] is None or isinstance(raw["replacement"], dict))
+    ):
         what = "hides" if raw["replacement"] is None else "replaces the content of"
         rows.append(f"- context edit: {what} {_code(raw.get('targetId'))} in the model context (Pi 1.x)")
     if context_edit is not None:
         state = "hidden from" if context_edit.get("state") == "hidden" else "replaced in"
-        rows.append(f"- context: **{state} the model context** by context edit {_code(context_edit.get('editId'))} (Pi 1.x); shown as written")
+        rows.append(
+            f"- context: **{state} the model context** by context edit {_code(context_edit.get('editId'))} (Pi 1.x); shown as written"
+        )
     where = f"line {line + 1}"
     if session_file:
         where += f" of {_code(session_file)}"

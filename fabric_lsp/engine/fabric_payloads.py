@@ -190,8 +190,14 @@ def read_execution_trace(details: JsonValue, *, legacy_audits: bool) -> dict[str
                 return None
             ops = [
                 _operation(
-                    op["sequence"], op["ref"], op.get("provider"), op.get("action"), args=op["args"],
-                    outcome=op["outcome"], error=op.get("error"), result=op["result"] if "result" in op else MISSING,
+                    op["sequence"],
+                    op["ref"],
+                    op.get("provider"),
+                    op.get("action"),
+                    args=op["args"],
+                    outcome=op["outcome"],
+                    error=op.get("error"),
+                    result=op["result"] if "result" in op else MISSING,
                 )
                 for op in trace["operations"]
             ]
@@ -216,8 +222,14 @@ def read_execution_trace(details: JsonValue, *, legacy_audits: bool) -> dict[str
                 return None
             ops.append(
                 _operation(
-                    i, ref, None, None, args=args, outcome="succeeded" if success else "failed",
-                    error=rec.get("error"), result=MISSING,
+                    i,
+                    ref,
+                    None,
+                    None,
+                    args=args,
+                    outcome="succeeded" if success else "failed",
+                    error=rec.get("error"),
+                    result=MISSING,
                 )
             )
         return {"source": "legacy", "outcome": None, "phases": [], "operations": ops}
@@ -304,7 +316,11 @@ def valid_fact(f: JsonValue, version: int) -> bool:
     if kind == "user":
         return isinstance(f.get("text"), str)
     if kind == "customMessage":
-        return isinstance(f.get("customType"), str) and isinstance(f.get("text"), str) and isinstance(f.get("display"), bool)
+        return (
+            isinstance(f.get("customType"), str)
+            and isinstance(f.get("text"), str)
+            and isinstance(f.get("display"), bool)
+        )
     if kind == "phase":
         return isinstance(f.get("phase"), str)
     if kind == "operation":
@@ -358,7 +374,11 @@ def _read_envelope(details: JsonValue, version: int) -> dict[str, Any] | None:
     req = d.get("request")
     if not isinstance(req, dict) or any(k not in _REQUEST_KEYS for k in req):
         return None
-    if not isinstance(req.get("text"), str) or not is_finite_number(req.get("sourceBytes")) or not isinstance(req.get("truncated"), bool):
+    if (
+        not isinstance(req.get("text"), str)
+        or not is_finite_number(req.get("sourceBytes"))
+        or not isinstance(req.get("truncated"), bool)
+    ):
         return None
     try:
         _check_json(d, [0], 0)

@@ -300,7 +300,6 @@ def _quote_nonascii(s: str) -> str:
     return '"' + _NEEDS_ESC.sub(_esc_char, s) + '"'
 
 
-
 def js_quote(s: str) -> str:
     """`JSON.stringify(s)` for a string."""
     if _NEEDS_ESC.search(s) is None:

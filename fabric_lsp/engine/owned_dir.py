@@ -70,9 +70,7 @@ def check_not_reserved(
         raise DirRefused(f"{setting} {path} is the filesystem root; name a new or empty directory")
     for label, other in no_ancestor_of:
         if _is_within(_real(other), real):
-            raise DirRefused(
-                f"{setting} {path} contains {label} ({other}); name a new or empty directory outside it"
-            )
+            raise DirRefused(f"{setting} {path} contains {label} ({other}); name a new or empty directory outside it")
     for label, other in not_inside:
         if _is_within(real, _real(other)):
             raise DirRefused(f"{setting} {path} is inside {label} ({other}); name a directory outside it")
@@ -223,7 +221,7 @@ def _create_file(fd: int | None, folder: str, name: str, data: bytes) -> None:
 def _write_all(out: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(out, view):]
+        view = view[os.write(out, view) :]
 
 
 class OwnedDir:

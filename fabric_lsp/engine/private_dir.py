@@ -36,7 +36,7 @@ def write_private_file(path: str | os.PathLike[str], data: bytes, *, durable: bo
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if durable:
             os.fsync(fd)
     except BaseException:

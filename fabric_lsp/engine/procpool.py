@@ -174,8 +174,9 @@ class ProcessPool:
 
     # -- public ---------------------------------------------------------------------
 
-    def run(self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None,
-            activity: ActivitySink | None = None) -> Any:
+    def run(
+        self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None, activity: ActivitySink | None = None
+    ) -> Any:
         for attempt in (1, 2):
             try:
                 worker = self._checkout(cancel)
@@ -191,10 +192,14 @@ class ProcessPool:
                     raise Cancelled() from None
                 if attempt == 2:
                     raise WorkerDied(
-                        f"the worker process computing this request died twice ({died}); "
-                        "the request was not completed") from None
-                log.warning("a %s worker process (pid %d) died during a task (%s): retrying in a new one",
-                            name, worker.pid, died)
+                        f"the worker process computing this request died twice ({died}); the request was not completed"
+                    ) from None
+                log.warning(
+                    "a %s worker process (pid %d) died during a task (%s): retrying in a new one",
+                    name,
+                    worker.pid,
+                    died,
+                )
         raise AssertionError("unreachable")
 
     def warm(self) -> None:
@@ -229,8 +234,9 @@ class ProcessPool:
 
     # -- internals ------------------------------------------------------------------
 
-    def _run_here(self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
-                  activity: ActivitySink | None) -> Any:
+    def _run_here(
+        self, name: str, kwargs: dict[str, Any], cancel: CancelToken | None, activity: ActivitySink | None
+    ) -> Any:
         if self._local is None:
             self._local = _load(self.dispatch)
         return self._local(name, kwargs, cancel, activity)
@@ -250,8 +256,9 @@ class ProcessPool:
                         return w
                     self._all.discard(w)
                     self.restarts += 1
-                    log.warning("a worker process (pid %d) died while idle (%s): starting a new one",
-                                w.pid, w.how_it_ended())
+                    log.warning(
+                        "a worker process (pid %d) died while idle (%s): starting a new one", w.pid, w.how_it_ended()
+                    )
                 # (while the warm-up child starts, a task waits for it rather than starting another)
                 if len(self._all) + self._starting < self.size and (warming or not self._warming):
                     self._starting += 1
@@ -303,8 +310,14 @@ class ProcessPool:
             self._all.discard(worker)
             self._cond.notify_all()
 
-    def _run_on(self, worker: _Worker, name: str, kwargs: dict[str, Any], cancel: CancelToken | None,
-                activity: ActivitySink | None) -> Any:
+    def _run_on(
+        self,
+        worker: _Worker,
+        name: str,
+        kwargs: dict[str, Any],
+        cancel: CancelToken | None,
+        activity: ActivitySink | None,
+    ) -> Any:
         task_id = next(self._ids)
         try:
             worker.send(("run", task_id, name, kwargs))
@@ -320,8 +333,11 @@ class ProcessPool:
                     except OSError:
                         raise _Died(worker.how_it_ended()) from None
                 elif time.monotonic() - cancel_sent > CANCEL_GRACE_S:
-                    log.info("a worker process (pid %d) did not stop within %.0f s of a cancel: replaced",
-                             worker.pid, CANCEL_GRACE_S)
+                    log.info(
+                        "a worker process (pid %d) did not stop within %.0f s of a cancel: replaced",
+                        worker.pid,
+                        CANCEL_GRACE_S,
+                    )
                     self._discard(worker)
                     raise Cancelled()
             try:

@@ -71,12 +71,7 @@ _OPERATION_RE = re.compile(r"[0-9]{1,6}\Z")
 
 
 def _is_path(session: str) -> bool:
-    return (
-        "/" in session
-        or "\\" in session
-        or session.startswith(("~", ".", "file://"))
-        or session.endswith(".jsonl")
-    )
+    return "/" in session or "\\" in session or session.startswith(("~", ".", "file://")) or session.endswith(".jsonl")
 
 
 def _entry_part(text: str, whole: str) -> str:

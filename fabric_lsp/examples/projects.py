@@ -102,7 +102,11 @@ def project_files(session_files: list[Path]) -> dict[str, dict[str, str]]:
                 continue
             if message.get("role") == "assistant" and isinstance(message.get("content"), list):
                 for part in message["content"]:
-                    if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("arguments"), dict):
+                    if (
+                        isinstance(part, dict)
+                        and part.get("type") == "toolCall"
+                        and isinstance(part.get("arguments"), dict)
+                    ):
                         calls[str(part.get("id"))] = (str(part.get("name")), part["arguments"])
             elif message.get("role") == "toolResult" and not message.get("isError"):
                 name, args = calls.get(str(message.get("toolCallId")), ("", {}))

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 @feature(protocol.COMPACTION_PREVIEW)
 async def compaction_preview(ls: FabricServer, raw: Any) -> Any:
     return await run_request(
-        ls, protocol.COMPACTION_PREVIEW, raw, ls.engines.compaction_preview, title="Fabric: compaction preview",
+        ls,
+        protocol.COMPACTION_PREVIEW,
+        raw,
+        ls.engines.compaction_preview,
+        title="Fabric: compaction preview",
         heavy=True,
     )
 
@@ -25,6 +29,10 @@ async def compaction_preview(ls: FabricServer, raw: Any) -> Any:
 @feature(protocol.BRANCH_SUMMARY_PREVIEW)
 async def branch_summary_preview(ls: FabricServer, raw: Any) -> Any:
     return await run_request(
-        ls, protocol.BRANCH_SUMMARY_PREVIEW, raw, ls.engines.branch_summary_preview,
-        title="Fabric: branch summary preview", heavy=True,
+        ls,
+        protocol.BRANCH_SUMMARY_PREVIEW,
+        raw,
+        ls.engines.branch_summary_preview,
+        title="Fabric: branch summary preview",
+        heavy=True,
     )

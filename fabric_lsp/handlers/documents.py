@@ -165,8 +165,13 @@ async def hover(ls: FabricServer, params: types.HoverParams) -> types.Hover | No
                 return f"**{ref.text}**: {err.message}"
             sid = (log.header or {}).get("id", ref.session_id)
             marks = file_context_edit_marks(str(path), branches="all") or {}
-            return render_entry(rec.raw, session_id=sid, line=rec.line, session_file=str(path),
-                                context_edit=marks.get(rec.id) if isinstance(rec.id, str) else None)
+            return render_entry(
+                rec.raw,
+                session_id=sid,
+                line=rec.line,
+                session_file=str(path),
+                context_edit=marks.get(rec.id) if isinstance(rec.id, str) else None,
+            )
 
         text = await run_request(ls, HOVER, None, work, title="Fabric: entry preview", long=False, params=params)
         return _markdown(text, ls)
@@ -247,7 +252,9 @@ def entry_line_in(lines: list[str], entry_id: str, cancel: Any = None) -> int | 
     return found
 
 
-async def _definition_in_session(ls: FabricServer, params: Any, doc: Any, lines: list[str], line_no: int, char: int) -> Any:
+async def _definition_in_session(
+    ls: FabricServer, params: Any, doc: Any, lines: list[str], line_no: int, char: int
+) -> Any:
     """In a session file, a JSON string that is another entry's id (a `parentId`,
     `firstKeptEntryId`, `fromId`…) goes to that entry's line."""
     if not lines:
@@ -299,7 +306,9 @@ def recall_to_symbols(result: protocol.RecallResult) -> list[types.SymbolInforma
                     types.SymbolInformation(
                         name=f"session {ptr.session_id} (cold; matches {', '.join(ptr.matched_terms)})",
                         kind=types.SymbolKind.File,
-                        location=types.Location(uri=Path(ptr.session_file).as_uri(), range=types.Range(start=pos, end=pos)),
+                        location=types.Location(
+                            uri=Path(ptr.session_file).as_uri(), range=types.Range(start=pos, end=pos)
+                        ),
                         container_name=ptr.cwd or None,
                     )
                 )
@@ -307,7 +316,9 @@ def recall_to_symbols(result: protocol.RecallResult) -> list[types.SymbolInforma
 
 
 @feature(SYMBOL)
-async def workspace_symbol(ls: FabricServer, params: types.WorkspaceSymbolParams) -> list[types.SymbolInformation] | None:
+async def workspace_symbol(
+    ls: FabricServer, params: types.WorkspaceSymbolParams
+) -> list[types.SymbolInformation] | None:
     query = params.query.strip()
     if not query:
         return []
@@ -316,8 +327,9 @@ async def workspace_symbol(ls: FabricServer, params: types.WorkspaceSymbolParams
         decoded = protocol.decode_params(protocol.RECALL, {"query": query, "scope": "project", "pageSize": 100})
         return ls.engines.recall(decoded, ls.default_cwd(), cancel, activity)
 
-    result = await run_request(ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True,
-                               encode=False)
+    result = await run_request(
+        ls, SYMBOL, None, work, title="Fabric: searching sessions", params=params, memory=True, encode=False
+    )
     return recall_to_symbols(result)
 
 

@@ -35,6 +35,7 @@ def lens_path(ls: FabricServer, uri: str) -> str | None:
     """The path a lens would describe: a `file:` document that is not a Pi session log
     (not under the session dir, and not starting with a session header)."""
     from fabric_lsp.engine.memory.file_history import is_under, normalize_path  # lazy: start-up time
+
     if not uri.startswith("file:"):
         return None
     path = normalize_path(to_fs_path(uri) or "")
@@ -93,8 +94,9 @@ async def code_lens(ls: FabricServer, params: types.CodeLensParams) -> list[type
         decoded = protocol.decode_params(protocol.FILE_HISTORY, {"path": path, "pageSize": 1})
         return ls.engines.file_history(decoded, ls.default_cwd(), cancel, activity)
 
-    result = await run_request(ls, CODE_LENS, None, work, title="Fabric: file history", long=False,
-                               params=params, memory=True, encode=False)
+    result = await run_request(
+        ls, CODE_LENS, None, work, title="Fabric: file history", long=False, params=params, memory=True, encode=False
+    )
     if result is None:
         return []
     title = lens_title(result)

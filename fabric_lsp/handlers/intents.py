@@ -16,17 +16,20 @@ if TYPE_CHECKING:
 
 @feature(protocol.COMPACT_REQUEST)
 async def compact_request(ls: FabricServer, raw: Any) -> Any:
-    return await run_request(ls, protocol.COMPACT_REQUEST, raw, ls.engines.compact_request,
-                             title="Fabric: compaction request", long=False)
+    return await run_request(
+        ls, protocol.COMPACT_REQUEST, raw, ls.engines.compact_request, title="Fabric: compaction request", long=False
+    )
 
 
 @feature(protocol.COMPACT_STATUS)
 async def compact_status(ls: FabricServer, raw: Any) -> Any:
-    return await run_request(ls, protocol.COMPACT_STATUS, raw, ls.engines.compact_status,
-                             title="Fabric: compaction status", long=False)
+    return await run_request(
+        ls, protocol.COMPACT_STATUS, raw, ls.engines.compact_status, title="Fabric: compaction status", long=False
+    )
 
 
 @feature(protocol.COMPACT_CANCEL)
 async def compact_cancel(ls: FabricServer, raw: Any) -> Any:
-    return await run_request(ls, protocol.COMPACT_CANCEL, raw, ls.engines.compact_cancel,
-                             title="Fabric: cancel compaction", long=False)
+    return await run_request(
+        ls, protocol.COMPACT_CANCEL, raw, ls.engines.compact_cancel, title="Fabric: cancel compaction", long=False
+    )

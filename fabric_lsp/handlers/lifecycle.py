@@ -116,7 +116,9 @@ async def start_watching(ls: FabricServer) -> None:
                 ls.client_unregister_capability_async(
                     types.UnregistrationParams(
                         unregisterations=[
-                            types.Unregistration(id=WATCH_REGISTRATION_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+                            types.Unregistration(
+                                id=WATCH_REGISTRATION_ID, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+                            )
                         ]
                     )
                 )

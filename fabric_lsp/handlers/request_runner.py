@@ -115,8 +115,12 @@ class RequestProgress:
         now = time.monotonic()
         # entity and metrics events always go out; progress ones at most every 50 ms
         milestone = bool(event.get("milestone"))
-        if (not is_progress or milestone or event.get("percentage") == 100
-                or now - self._last_activity >= REPORT_INTERVAL_S):
+        if (
+            not is_progress
+            or milestone
+            or event.get("percentage") == 100
+            or now - self._last_activity >= REPORT_INTERVAL_S
+        ):
             if is_progress:
                 self._last_activity = now
             activity = dict(event)
@@ -190,10 +194,16 @@ class BackgroundProgress:
                 self.current._on_event(event)
             return
         if event.get("phase") == "idle":  # nothing left to index: partial answers may be refreshed
-            self.server.protocol.notify(protocol.ACTIVITY, {
-                "type": "metrics", "request": self.METHOD, "complete": True,
-                "indexedSessions": int(event.get("indexed") or 0), "eligibleSessions": int(event.get("total") or 0),
-            })
+            self.server.protocol.notify(
+                protocol.ACTIVITY,
+                {
+                    "type": "metrics",
+                    "request": self.METHOD,
+                    "complete": True,
+                    "indexedSessions": int(event.get("indexed") or 0),
+                    "eligibleSessions": int(event.get("total") or 0),
+                },
+            )
             return
         if event.get("phase") == "begin":
             if self.current is not None:  # never two open passes
@@ -206,9 +216,15 @@ class BackgroundProgress:
         message = f"Indexed {indexed}/{total} sessions" + (" (stopped)" if event.get("cancelled") else "")
         if current is not None:
             asyncio.ensure_future(current.end(message))
-        self.server.protocol.notify(protocol.ACTIVITY, {
-            "type": "metrics", "request": self.METHOD, "indexedSessions": indexed, "eligibleSessions": total,
-        })
+        self.server.protocol.notify(
+            protocol.ACTIVITY,
+            {
+                "type": "metrics",
+                "request": self.METHOD,
+                "indexedSessions": indexed,
+                "eligibleSessions": total,
+            },
+        )
 
 
 def _internal_error(method: str, err: BaseException) -> JsonRpcInternalError:
@@ -248,9 +264,7 @@ async def run_request(
     msg_id = server.protocol.msg_id
     if msg_id is not None:
         server.cancel_tokens[msg_id] = token
-    progress = RequestProgress(
-        server, method, title, getattr(params, "work_done_token", None), create=long
-    )
+    progress = RequestProgress(server, method, title, getattr(params, "work_done_token", None), create=long)
     progress.start()
     outcome = "failed"
     try:

@@ -148,8 +148,6 @@ async def stop(client: LanguageClient) -> None:
     assert not violations, f"LSP specification warnings: {violations}"
 
 
-
-
 async def rpc(client: LanguageClient, method: str, params: Any = None) -> Any:
     return await client.protocol.send_request_async(method, params)
 
@@ -163,8 +161,6 @@ async def rpc_error(client: LanguageClient, method: str, params: Any = None) -> 
     except JsonRpcException as err:
         return err.code, err.message
     raise AssertionError(f"{method} answered a result instead of an error: {result!r}")
-
-
 
 
 SPEC_WARNINGS_AS_ERRORS = pytest.mark.filterwarnings("error::pytest_lsp.checks.LspSpecificationWarning")

@@ -36,12 +36,21 @@ def _agent(root: Path) -> Path:
     folder.mkdir(parents=True)
     filler = " ".join(f"word{k}" for k in range(100))
     for i in range(N):
-        rows = [{"type": "session", "version": 3, "id": f"bg{i:03d}", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": CWD}]
+        rows = [
+            {"type": "session", "version": 3, "id": f"bg{i:03d}", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": CWD}
+        ]
         parent = None
         for j in range(20):
             text = f"session {i} step {j} {filler}" + (" oldest_rare_fact" if i == 0 and j == 7 else "")
-            rows.append({"type": "message", "id": f"e{i}x{j}", "parentId": parent, "timestamp": "2025-01-01T00:00:01.000Z",
-                         "message": {"role": "user", "content": text}})
+            rows.append(
+                {
+                    "type": "message",
+                    "id": f"e{i}x{j}",
+                    "parentId": parent,
+                    "timestamp": "2025-01-01T00:00:01.000Z",
+                    "message": {"role": "user", "content": text},
+                }
+            )
             parent = f"e{i}x{j}"
         path = folder / f"bg{i:03d}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -65,8 +74,11 @@ async def _wait(pred, timeout: float = 120.0) -> bool:
 
 
 def _index_tokens(client) -> dict:
-    return {t: v for t, v in client.progress_reports.items()
-            if v and v[0].kind == "begin" and v[0].title == "Indexing sessions"}
+    return {
+        t: v
+        for t, v in client.progress_reports.items()
+        if v and v[0].kind == "begin" and v[0].title == "Indexing sessions"
+    }
 
 
 def _honest(result: dict) -> None:
@@ -78,28 +90,33 @@ def _honest(result: dict) -> None:
 
 async def test_background_index_reaches_every_session_and_pairs_progress(tmp_path: Path):
     agent = _agent(tmp_path)
-    client = await start(agent, "visual-studio-code", configuration=SETTINGS,
-                         env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1"))
+    client = await start(
+        agent, "visual-studio-code", configuration=SETTINGS, env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1")
+    )
     try:
         # asked once the indexer has begun its pass (a request sent before it starts builds
         # what its budget allows itself), while it may still run: honest either way
         assert await _wait(lambda: any(a.get("request") == INDEX_METHOD for a in client.activity)), (
-            "the background indexer never reported activity", client.activity[-5:])
+            "the background indexer never reported activity",
+            client.activity[-5:],
+        )
         early = await rpc(client, protocol.RECALL, {"query": "oldest_rare_fact", "scope": "global"})
         _honest(early)
         if not early["coverage"]["complete"]:
             assert "indexing_in_progress" in early["coverage"]["reasons"] or early["items"]
         # a request cancelled meanwhile does not stop the indexer
         msg_id = f"bg-cancel-{time.monotonic_ns()}"
-        fut = asyncio.wrap_future(client.protocol.send_request(protocol.RECALL, {"query": "word1", "scope": "global"},
-                                                               msg_id=msg_id))
+        fut = asyncio.wrap_future(
+            client.protocol.send_request(protocol.RECALL, {"query": "word1", "scope": "global"}, msg_id=msg_id)
+        )
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
         try:  # answered before the cancel arrived (then honest), or cancelled: exactly -32800
             _honest(await asyncio.wait_for(fut, 60))
         except JsonRpcException as err:
             assert err.code == -32800, err
-        assert await _wait(lambda: any(e["indexedSessions"] == e["eligibleSessions"] == N for e in _index_ends(client))), (
-            client.activity[-5:], {t: [v.kind for v in vs] for t, vs in client.progress_reports.items()})
+        assert await _wait(
+            lambda: any(e["indexedSessions"] == e["eligibleSessions"] == N for e in _index_ends(client))
+        ), (client.activity[-5:], {t: [v.kind for v in vs] for t, vs in client.progress_reports.items()})
         tokens = _index_tokens(client)
         assert tokens, "no server-created $/progress for the background indexer"
         for values in tokens.values():
@@ -120,8 +137,9 @@ async def test_background_index_reaches_every_session_and_pairs_progress(tmp_pat
     assert (agent / "fabric-lsp" / "memory-index" / "cold-terms.snapshot").is_file()
 
     # a restarted server over the warm disk cache: full coverage without building again
-    again = await start(agent, "visual-studio-code", configuration=SETTINGS,
-                        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1"))
+    again = await start(
+        agent, "visual-studio-code", configuration=SETTINGS, env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1")
+    )
     try:
         out = await rpc(again, protocol.RECALL, {"query": "oldest_rare_fact", "scope": "global"})
         _honest(out)

@@ -51,7 +51,9 @@ async def test_cancelled_build_leaves_no_partial_cache(corpus, tmp_path):
         after_cancel = await rpc(client, protocol.RECALL, query)
     finally:
         await stop(client)
-    fresh = await start(corpus, "neovim@v0.11", init_options={"indexDir": str(tmp_path / "index-b")}, env=server_env(corpus))
+    fresh = await start(
+        corpus, "neovim@v0.11", init_options={"indexDir": str(tmp_path / "index-b")}, env=server_env(corpus)
+    )
     try:
         clean = await rpc(fresh, protocol.RECALL, query)
     finally:

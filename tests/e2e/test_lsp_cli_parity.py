@@ -34,9 +34,14 @@ S01 = "01-print-default-tools.jsonl"
 def configured_agent(tmp_path_factory) -> Path:
     agent = make_agent_dir(tmp_path_factory.mktemp("parity"))
     (agent / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 200, "reserveTokens": 4000}}))
-    (agent / "fabric.json").write_text(json.dumps({
-        "compaction": {"targetContextRatio": 0.7, "contextWindow": 150000},
-        "memory": {"maxEntryChars": 500, "hotSessions": 2}}))
+    (agent / "fabric.json").write_text(
+        json.dumps(
+            {
+                "compaction": {"targetContextRatio": 0.7, "contextWindow": 150000},
+                "memory": {"maxEntryChars": 500, "hotSessions": 2},
+            }
+        )
+    )
     return agent
 
 
@@ -82,8 +87,12 @@ async def _background_index_done(client) -> None:
     import time
 
     deadline = time.monotonic() + 120
-    while not any(a.get("request") == "fabric/backgroundIndex" and a.get("type") == "metrics"
-                  and a["indexedSessions"] == a["eligibleSessions"] for a in client.activity):
+    while not any(
+        a.get("request") == "fabric/backgroundIndex"
+        and a.get("type") == "metrics"
+        and a["indexedSessions"] == a["eligibleSessions"]
+        for a in client.activity
+    ):
         assert time.monotonic() < deadline, "the background indexer never finished"
         await asyncio.sleep(0.02)
 
@@ -101,6 +110,10 @@ async def test_recall_expand_sessions_cli_equal_server(client, configured_agent)
 
 
 async def test_cli_rejects_what_the_protocol_rejects(client, configured_agent):
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "recall", "x", "--page-size", "500",
-                          "--agent-dir", str(configured_agent)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "recall", "x", "--page-size", "500", "--agent-dir", str(configured_agent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "pageSize" in out.stderr and "100" in out.stderr, out.stderr

@@ -32,7 +32,10 @@ async def _reload(client):
 def _layout(tmp_path: Path) -> tuple[Path, Path]:
     agent = make_agent_dir(tmp_path)
     project = tmp_path / "proj"
-    _write(agent / "fabric.json", {"memory": {"maxSessions": 7, "hotSessions": 5}, "compaction": {"targetContextRatio": 0.9}})
+    _write(
+        agent / "fabric.json",
+        {"memory": {"maxSessions": 7, "hotSessions": 5}, "compaction": {"targetContextRatio": 0.9}},
+    )
     _write(agent / "settings.json", {"compaction": {"keepRecentTokens": 1234}})
     _write(project / ".pi" / "fabric.json", {"memory": {"hotSessions": 3, "maxEntryChars": 100}})
     _write(project / ".pi" / "settings.json", {"compaction": {"reserveTokens": 999}})
@@ -151,14 +154,18 @@ def test_files_cannot_set_trust_or_agent_dir(tmp_path):
 def test_thresholds_are_clamped_as_the_seed_says(tmp_path):
     cfg = load_config(
         env={"PI_CODING_AGENT_DIR": str(tmp_path)},
-        client_settings={"compaction": {"thresholds": {"a/b": 0.1, "c/d": 0.99}, "tokenThresholds": {"e/f": 12.6, "g/h": 10**9}}},
+        client_settings={
+            "compaction": {"thresholds": {"a/b": 0.1, "c/d": 0.99}, "tokenThresholds": {"e/f": 12.6, "g/h": 10**9}}
+        },
     )
     assert cfg.compaction["thresholds"] == {"a/b": 0.25, "c/d": 0.95}
     assert cfg.compaction["tokenThresholds"] == {"e/f": 1000, "g/h": 100_000_000}
 
 
 json_leaf = st.none() | st.booleans() | st.integers(-10, 10**7) | st.floats() | st.text(max_size=6)
-json_value = st.recursive(json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=6), i, max_size=3), max_leaves=10)
+json_value = st.recursive(
+    json_leaf, lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=6), i, max_size=3), max_leaves=10
+)
 setting_keys = st.sampled_from(["agentDir", "sessionDir", "indexDir", "trusted", "memory", "compaction", "x"])
 
 
@@ -174,8 +181,14 @@ def test_any_input_gives_a_valid_config(tmp_path_factory, init, client):
     assert isinstance(cfg.trusted, bool)
     assert 0.25 <= cfg.compaction["targetContextRatio"] <= 0.85
     assert cfg.compaction["engine"] in ("fabric", "pi")
-    assert all(isinstance(v, bool) for k, v in cfg.memory.items() if k in ("enabled", "indexThinking", "indexToolOutput"))
-    assert all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in cfg.memory.items() if k.startswith(("max", "regex", "hot")))
+    assert all(
+        isinstance(v, bool) for k, v in cfg.memory.items() if k in ("enabled", "indexThinking", "indexToolOutput")
+    )
+    assert all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in cfg.memory.items()
+        if k.startswith(("max", "regex", "hot"))
+    )
 
 
 async def test_new_session_dir_moves_the_file_watcher(tmp_path):

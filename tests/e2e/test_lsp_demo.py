@@ -10,7 +10,10 @@ import sys
 def test_demo_runs_every_step():
     proc = subprocess.run(
         [sys.executable, "-m", "fabric_lsp", "demo", "--json"],
-        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
@@ -30,10 +33,19 @@ def test_demo_runs_every_step():
 def test_demo_text_output_names_each_part():
     proc = subprocess.run(
         [sys.executable, "-m", "fabric_lsp", "demo", "--query", "reconcile"],
-        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for part in ("fabric/sessions", 'fabric/recall "reconcile"', "fabric/expand", "workspace/symbol", "fabric/compactionPreview"):
+    for part in (
+        "fabric/sessions",
+        'fabric/recall "reconcile"',
+        "fabric/expand",
+        "workspace/symbol",
+        "fabric/compactionPreview",
+    ):
         assert part in proc.stdout
 
 
@@ -49,7 +61,10 @@ def test_demo_on_a_given_agent_dir_writes_nothing_there(tmp_path):
     before = sorted(p.relative_to(agent) for p in agent.rglob("*"))
     proc = subprocess.run(
         [sys.executable, "-m", "fabric_lsp", "demo", "--json", "--agent-dir", str(agent), "--query", "calc"],
-        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)

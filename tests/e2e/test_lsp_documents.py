@@ -122,7 +122,9 @@ async def test_reference_domain_errors_render_in_the_hover(client, tmp_path):
 async def test_hover_follows_document_changes(client, tmp_path):
     path = tmp_path / "live.jsonl"
     header = json.dumps({"type": "session", "id": "live-session", "cwd": "/x"})
-    first = json.dumps({"type": "message", "id": "aa000001", "parentId": None, "message": {"role": "user", "content": "first words"}})
+    first = json.dumps(
+        {"type": "message", "id": "aa000001", "parentId": None, "message": {"role": "user", "content": "first words"}}
+    )
     uri = _open(client, path, header + "\n" + first + "\n")
     assert "first words" in (await _hover(client, uri, 1, 5)).contents.value
     second = first.replace("first words", "second words")
@@ -145,7 +147,8 @@ async def test_definition_from_a_parent_id_in_a_session_file(client, agent_dir):
     async def definition(line, character):
         return await client.text_document_definition_async(
             types.DefinitionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=line, character=character),
             )
         )
 

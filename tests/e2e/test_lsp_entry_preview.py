@@ -27,9 +27,17 @@ TRACE = {
 
 def fabric_result(details):
     return {
-        "type": "message", "id": "abcd1234", "parentId": "0000aaaa", "timestamp": "2026-01-01T00:00:00.000Z",
-        "message": {"role": "toolResult", "toolName": "fabric_exec", "isError": False,
-                    "content": [{"type": "text", "text": "done"}], "details": details},
+        "type": "message",
+        "id": "abcd1234",
+        "parentId": "0000aaaa",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {
+            "role": "toolResult",
+            "toolName": "fabric_exec",
+            "isError": False,
+            "content": [{"type": "text", "text": "done"}],
+            "details": details,
+        },
     }
 
 
@@ -70,7 +78,7 @@ def test_every_formatted_reference_is_found_again(sid, eid, before, after):
     text = prefix + ref + after
     found = list(find_references(text))
     assert (found[-1].session_id, found[-1].entry_id) == (sid, eid)
-    assert text[found[-1].start:found[-1].end] == ref
+    assert text[found[-1].start : found[-1].end] == ref
     assert reference_at(text, len(prefix) + 3) == found[-1]
 
 

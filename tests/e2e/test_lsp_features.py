@@ -155,8 +155,9 @@ async def test_compact_request_status_cancel(client, agent_dir):
     msgspec.convert(status, protocol.CompactStatusResult)
     # a request the preview already knows cannot be honoured is refused with the reason
     # (issue 31; pending and cancel: tests/e2e/test_lsp_compact_refusal.py)
-    code, message = await rpc_error(client, protocol.COMPACT_REQUEST,
-                                    {"session": path, "instructions": "keep the API", "requestedBy": "test"})
+    code, message = await rpc_error(
+        client, protocol.COMPACT_REQUEST, {"session": path, "instructions": "keep the API", "requestedBy": "test"}
+    )
     assert code == -32602 and "Nothing to compact" in message, message
     assert (await rpc(client, protocol.COMPACT_CANCEL, {"session": path})) == {"cancelled": False}
     code, message = await rpc_error(client, protocol.COMPACT_REQUEST, {"session": path, "instructions": "é" * 4097})

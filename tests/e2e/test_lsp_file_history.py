@@ -68,7 +68,8 @@ async def test_file_history_request_and_command(client):
     by_uri = await rpc(client, protocol.FILE_HISTORY, {"uri": Path(OPS).as_uri()})
     assert by_uri == result
     command = await rpc(
-        client, types.WORKSPACE_EXECUTE_COMMAND,
+        client,
+        types.WORKSPACE_EXECUTE_COMMAND,
         types.ExecuteCommandParams(command="fabric.fileHistory", arguments=[{"path": OPS}]),
     )
     assert command == result
@@ -97,7 +98,8 @@ async def test_code_lens_on_a_source_file(client):
     assert lens.command.command == "fabric.fileHistory" and list(lens.command.arguments) == [{"path": OPS}]
     # the lens's command answers the full history
     result = await rpc(
-        client, types.WORKSPACE_EXECUTE_COMMAND,
+        client,
+        types.WORKSPACE_EXECUTE_COMMAND,
         types.ExecuteCommandParams(command=lens.command.command, arguments=list(lens.command.arguments)),
     )
     assert result["totalSessions"] == 6
@@ -129,18 +131,32 @@ async def test_code_lens_setting_turns_lenses_off(tmp_path, editor):
 async def test_cli_json_is_the_server_result(client, agent_dir):
     for params, argv in [
         ({"path": OPS}, [OPS]),
-        ({"path": OPS, "branches": "all", "page": 2, "pageSize": 5}, [OPS, "--branches", "all", "--page", "2", "--page-size", "5"]),
-        ({"uri": Path(OPS).as_uri(), "scope": "project"}, [Path(OPS).as_uri(), "--scope", "project", "--cwd", PROJECT_CWD]),
+        (
+            {"path": OPS, "branches": "all", "page": 2, "pageSize": 5},
+            [OPS, "--branches", "all", "--page", "2", "--page-size", "5"],
+        ),
+        (
+            {"uri": Path(OPS).as_uri(), "scope": "project"},
+            [Path(OPS).as_uri(), "--scope", "project", "--cwd", PROJECT_CWD],
+        ),
     ]:
         server = await rpc(client, protocol.FILE_HISTORY, params)
         out = subprocess.run(
             [sys.executable, "-m", "fabric_lsp", "history", *argv, "--json", "--agent-dir", str(agent_dir)],
-            capture_output=True, text=True, env=server_env(agent_dir), timeout=120, check=False,
+            capture_output=True,
+            text=True,
+            env=server_env(agent_dir),
+            timeout=120,
+            check=False,
         )
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == server
     bad = subprocess.run(
         [sys.executable, "-m", "fabric_lsp", "history", OPS, "--page", "0", "--agent-dir", str(agent_dir)],
-        capture_output=True, text=True, env=server_env(agent_dir), timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=server_env(agent_dir),
+        timeout=120,
+        check=False,
     )
     assert bad.returncode == 2 and bad.stdout == "" and "page" in bad.stderr

@@ -29,13 +29,27 @@ def _corpus(root: Path, extra: int) -> Path:
     folder = next((agent / "sessions").iterdir())
     filler = " ".join(f"word{k}" for k in range(60))
     for i in range(extra):
-        rows = [{"type": "session", "version": 3, "id": f"fa{i:03d}", "timestamp": "2025-01-01T00:00:00.000Z",
-                 "cwd": PROJECT_CWD}]
+        rows = [
+            {
+                "type": "session",
+                "version": 3,
+                "id": f"fa{i:03d}",
+                "timestamp": "2025-01-01T00:00:00.000Z",
+                "cwd": PROJECT_CWD,
+            }
+        ]
         parent = None
         for j in range(12):
             text = f"session {i} step {j} {filler}" + (" oldest_rare_fact" if i == 0 and j == 3 else "")
-            rows.append({"type": "message", "id": f"f{i}x{j}", "parentId": parent,
-                         "timestamp": "2025-01-01T00:00:01.000Z", "message": {"role": "user", "content": text}})
+            rows.append(
+                {
+                    "type": "message",
+                    "id": f"f{i}x{j}",
+                    "parentId": parent,
+                    "timestamp": "2025-01-01T00:00:01.000Z",
+                    "message": {"role": "user", "content": text},
+                }
+            )
             parent = f"f{i}x{j}"
         path = folder / f"2025-01-01T00-00-00-000Z_fa{i:03d}.jsonl"
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -43,8 +57,12 @@ def _corpus(root: Path, extra: int) -> Path:
     return agent
 
 
-QUERIES = [{"query": "oldest_rare_fact", "scope": "global"}, {"query": "word7 step", "scope": "global"},
-           {"query": "calc", "scope": "project"}, {"query": "error", "scope": "global", "branches": "all"}]
+QUERIES = [
+    {"query": "oldest_rare_fact", "scope": "global"},
+    {"query": "word7 step", "scope": "global"},
+    {"query": "calc", "scope": "project"},
+    {"query": "error", "scope": "global", "branches": "all"},
+]
 
 
 async def _answers(client) -> list:
@@ -53,7 +71,8 @@ async def _answers(client) -> list:
     out.append(await rpc(client, protocol.FILE_HISTORY, {"path": OPS}))
     uri = Path(OPS).as_uri()
     lenses = await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
     out.append([(lens.range.start.line, lens.command.title if lens.command else None) for lens in lenses or []])
     return out
 
@@ -62,22 +81,37 @@ async def _answers(client) -> list:
 async def test_the_first_answers_within_the_budgets_are_complete(tmp_path: Path, hot: int):
     agent = _corpus(tmp_path, 150)  # (enough that the indexer cannot be done before the first request)
     env = server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1")
-    client = await start(agent, "visual-studio-code", configuration={"memory": {"hotSessions": hot}}, env=env,
-                         workspace=Path(PROJECT_CWD))
+    client = await start(
+        agent,
+        "visual-studio-code",
+        configuration={"memory": {"hotSessions": hot}},
+        env=env,
+        workspace=Path(PROJECT_CWD),
+    )
     try:
-        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
-            uri=Path(OPS).as_uri(), language_id="python", version=1, text="def add(a, b):\n    return a + b\n")))
+        client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=Path(OPS).as_uri(), language_id="python", version=1, text="def add(a, b):\n    return a + b\n"
+                )
+            )
+        )
         first = await _answers(client)  # right after `initialized`, while the indexer runs
-        for result in first[:len(QUERIES) + 1]:
-            assert result["coverage"]["complete"] or "max_entry_chars" in result["coverage"]["reasons"], result["coverage"]
+        for result in first[: len(QUERIES) + 1]:
+            assert result["coverage"]["complete"] or "max_entry_chars" in result["coverage"]["reasons"], result[
+                "coverage"
+            ]
             assert "indexing_in_progress" not in result["coverage"]["reasons"]
         assert await _wait(lambda: any(e.get("complete") for e in _index_ends(client)), 120), (
-            "the indexer never said the index is complete")
+            "the indexer never said the index is complete"
+        )
         after = await _answers(client)
         assert first == after
         # the oldest (cold) session's fact was found the first time
-        assert [it["pointer"]["sessionId"] if it["kind"] == "pointer" else it["segment"]["sessionId"]
-                for it in first[0]["items"]] == ["fa000"]
+        assert [
+            it["pointer"]["sessionId"] if it["kind"] == "pointer" else it["segment"]["sessionId"]
+            for it in first[0]["items"]
+        ] == ["fa000"]
     finally:
         await stop(client)
 

@@ -30,8 +30,15 @@ async def test_recall_sees_an_appended_entry(tmp_path, editor):
         lines = path.read_text(encoding="utf-8").splitlines()
         leaf = json.loads(lines[-1])["id"]
         entry = {
-            "type": "message", "id": "f0e1d2c3", "parentId": leaf, "timestamp": "2026-11-30T03:00:00.000Z",
-            "message": {"role": "user", "content": [{"type": "text", "text": f"what about {WORD}?"}], "timestamp": 1796007600000},
+            "type": "message",
+            "id": "f0e1d2c3",
+            "parentId": leaf,
+            "timestamp": "2026-11-30T03:00:00.000Z",
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": f"what about {WORD}?"}],
+                "timestamp": 1796007600000,
+            },
         }
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, separators=(",", ":")) + "\n")

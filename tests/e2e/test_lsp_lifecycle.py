@@ -43,9 +43,7 @@ async def test_initialize_result(agent_dir, editor):
         server_command=SERVER_CMD, client_factory=make_client, server_env=server_env(agent_dir)
     ).start()
     try:
-        result = await client.initialize_session(
-            types.InitializeParams(capabilities=client_capabilities(editor))
-        )
+        result = await client.initialize_session(types.InitializeParams(capabilities=client_capabilities(editor)))
         assert result.server_info.name == "fabric-lsp"
         assert result.server_info.version == __version__
         caps = result.capabilities
@@ -111,9 +109,17 @@ def test_serving_does_not_import_the_subcommand_modules(tmp_path):
 
     env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path), HOME=str(tmp_path))
     for argv in ([], ["serve"], ["-v", "serve"]):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fabric_lsp", *argv], env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "fabric_lsp", *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        imported = {
+            line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+        }
         assert "fabric_lsp.server" in imported, proc.stderr[-2000:]
         assert not {m for m in imported if m.startswith("fabric_lsp.commands.")}, argv
         assert not {m for m in imported if m.startswith(("fabric_lsp.engine.memory", "fabric_lsp.engine.compaction"))}

@@ -35,23 +35,53 @@ def _session(folder: Path, name: str, sid: str, line_bytes: int, tag: str) -> Pa
     unit = b" ".join(b"compiling module%d ok" % i for i in range(512)) + b"\\n"
     with open(path, "wb") as fh:
         fh.write(_row(type="session", version=3, id=sid, cwd=PROJECT_CWD))
-        fh.write(_row(type="message", id=f"{tag}u1", parentId=None,
-                      message={"role": "user", "content": [{"type": "text", "text": "run the build"}]}))
-        fh.write(_row(type="message", id=f"{tag}a1", parentId=f"{tag}u1",
-                      message={"role": "assistant", "content": [{"type": "toolCall", "id": "call_1", "name": "bash",
-                                                                 "arguments": {"command": "make all"}}]}))
-        head = (b'{"type":"message","id":"%sr1","parentId":"%sa1","timestamp":"%s","message":{"role":"toolResult",'
-                b'"toolCallId":"call_1","toolName":"bash","content":[{"type":"text","text":"BUILDLOGSTART '
-                % (tag.encode(), tag.encode(), TS.encode()))
+        fh.write(
+            _row(
+                type="message",
+                id=f"{tag}u1",
+                parentId=None,
+                message={"role": "user", "content": [{"type": "text", "text": "run the build"}]},
+            )
+        )
+        fh.write(
+            _row(
+                type="message",
+                id=f"{tag}a1",
+                parentId=f"{tag}u1",
+                message={
+                    "role": "assistant",
+                    "content": [
+                        {"type": "toolCall", "id": "call_1", "name": "bash", "arguments": {"command": "make all"}}
+                    ],
+                },
+            )
+        )
+        head = (
+            b'{"type":"message","id":"%sr1","parentId":"%sa1","timestamp":"%s","message":{"role":"toolResult",'
+            b'"toolCallId":"call_1","toolName":"bash","content":[{"type":"text","text":"BUILDLOGSTART '
+            % (tag.encode(), tag.encode(), TS.encode())
+        )
         tail = b'BUILDLOGEND"}],"details":{"exitCode":0},"isError":false}}\n'
         fh.write(head)
         body = line_bytes - len(head) - len(tail) + 1
         fh.write(unit * (body // len(unit)) + b"x" * (body % len(unit)))
         fh.write(tail)
-        fh.write(_row(type="message", id=f"{tag}a2", parentId=f"{tag}r1",
-                      message={"role": "assistant", "content": [{"type": "text", "text": "The build log is long."}]}))
-        fh.write(_row(type="message", id=f"{tag}u2", parentId=f"{tag}a2",
-                      message={"role": "user", "content": [{"type": "text", "text": "which step failed afterwards"}]}))
+        fh.write(
+            _row(
+                type="message",
+                id=f"{tag}a2",
+                parentId=f"{tag}r1",
+                message={"role": "assistant", "content": [{"type": "text", "text": "The build log is long."}]},
+            )
+        )
+        fh.write(
+            _row(
+                type="message",
+                id=f"{tag}u2",
+                parentId=f"{tag}a2",
+                message={"role": "user", "content": [{"type": "text", "text": "which step failed afterwards"}]},
+            )
+        )
     assert len(path.read_bytes().split(b"\n")[3]) == line_bytes
     return path
 
@@ -61,8 +91,12 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("oversize")
     folder = root / "agent" / "sessions" / PROJECT_FOLDER
     folder.mkdir(parents=True)
-    over = _session(folder, "2026-11-02T09-00-00-000Z_over.jsonl", "0b0a6e10-0000-7000-8000-000000000070", 70 * MiB, "o")
-    under = _session(folder, "2026-11-02T08-00-00-000Z_under.jsonl", "0b0a6e10-0000-7000-8000-000000000060", 60 * MiB, "w")
+    over = _session(
+        folder, "2026-11-02T09-00-00-000Z_over.jsonl", "0b0a6e10-0000-7000-8000-000000000070", 70 * MiB, "o"
+    )
+    under = _session(
+        folder, "2026-11-02T08-00-00-000Z_under.jsonl", "0b0a6e10-0000-7000-8000-000000000060", 60 * MiB, "w"
+    )
     assert 60 * MiB < DEFAULT_MAX_LINE_BYTES < 70 * MiB
     return root / "agent", over, under
 

@@ -31,10 +31,18 @@ MALFORMED = [
     (protocol.RECALL, [1, 2], ["params must be an object"]),
     # nested objects that look like JSON-RPC messages stay plain JSON
     (protocol.RECALL, {"query": {"jsonrpc": "2.0", "method": "x"}}, ["query", "got `object`"]),
-    (protocol.RECALL, {"entryRange": {"first": 0, "last": 1, "jsonrpc": "2.0", "id": 1, "result": 2}}, ["unknown field", "entryRange."]),
+    (
+        protocol.RECALL,
+        {"entryRange": {"first": 0, "last": 1, "jsonrpc": "2.0", "id": 1, "result": 2}},
+        ["unknown field", "entryRange."],
+    ),
     (protocol.EXPAND, {"indices": [1]}, ["missing required field", "session"]),
     (protocol.EXPAND, {"session": "s"}, ["exactly one selector", "got none"]),
-    (protocol.EXPAND, {"session": "s", "indices": [1], "entryIds": ["a"]}, ["exactly one selector", "indices", "entryIds"]),
+    (
+        protocol.EXPAND,
+        {"session": "s", "indices": [1], "entryIds": ["a"]},
+        ["exactly one selector", "indices", "entryIds"],
+    ),
     (protocol.EXPAND, {"session": "s", "indices": [-1]}, ["indices[0]", ">= 0"]),
     (protocol.EXPAND, {"session": "", "indices": [1]}, ["session", "length >= 1"]),
     (protocol.COMPACTION_PREVIEW, {"session": "s", "reason": "bored"}, ["reason"]),

@@ -37,13 +37,18 @@ async def client(pi1x_agent, editor):
 
 async def _hover(client, uri, line, character):
     return await client.text_document_hover_async(
-        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character))
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)
+        )
     )
 
 
 def _open(client, path, text, language="jsonl"):
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=path.as_uri(), language_id=language, version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=path.as_uri(), language_id=language, version=1, text=text)
+        )
+    )
     return path.as_uri()
 
 

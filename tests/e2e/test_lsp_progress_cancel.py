@@ -21,7 +21,9 @@ FAULTS = "fabric/recall=slow,fabric/sessions=fail,fabric/compactionPreview=slow"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client(agent_dir, editor):
-    c = await start(agent_dir, editor, env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD)
+    c = await start(
+        agent_dir, editor, env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD
+    )
     yield c
     await stop(c)
 
@@ -69,7 +71,9 @@ async def test_cancel_with_client_token_pairs_progress(client):
     token = f"client-token-{time.monotonic_ns()}"
     client.progress_reports.setdefault(token, [])
     err, latency = await _start_then_cancel(
-        client, protocol.RECALL, {"query": "x", "workDoneToken": token},
+        client,
+        protocol.RECALL,
+        {"query": "x", "workDoneToken": token},
         ready=lambda: any(v.kind == "report" for v in client.progress_reports[token]),
     )
     assert getattr(err, "code", None) == -32800, err
@@ -89,13 +93,15 @@ def _indexing(values) -> bool:
 async def test_server_created_token_when_client_sends_none(client):
     before = set(client.progress_reports)
     err, _ = await _start_then_cancel(
-        client, protocol.COMPACTION_PREVIEW, {"session": "x"},
+        client,
+        protocol.COMPACTION_PREVIEW,
+        {"session": "x"},
         ready=lambda: any(t not in before and v and not _indexing(v) for t, v in client.progress_reports.items()),
     )
     assert getattr(err, "code", None) == -32800
-    assert await _wait_for(lambda: any(
-        t not in before and v and v[-1].kind == "end" for t, v in client.progress_reports.items()
-    ))
+    assert await _wait_for(
+        lambda: any(t not in before and v and v[-1].kind == "end" for t, v in client.progress_reports.items())
+    )
     # (the background indexer may open its own "Indexing sessions" token meanwhile)
     # (a token whose begin has not arrived yet is not this request's: its begin came first)
     new = {t: v for t, v in client.progress_reports.items() if t not in before and v and not _indexing(v)}
@@ -179,10 +185,16 @@ async def test_a_failure_leaves_the_server_serving(client):
 
 async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
     bare = await start(
-        agent_dir, "bare", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD, capabilities=types.ClientCapabilities()
+        agent_dir,
+        "bare",
+        env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS),
+        server_command=FAULTY_SERVER_CMD,
+        capabilities=types.ClientCapabilities(),
     )
     try:
-        err, latency = await _start_then_cancel(bare, protocol.RECALL, {"query": "x"}, ready=lambda: bool(bare.activity))
+        err, latency = await _start_then_cancel(
+            bare, protocol.RECALL, {"query": "x"}, ready=lambda: bool(bare.activity)
+        )
         assert getattr(err, "code", None) == -32800 and latency < 10.0
         assert bare.progress_reports == {}
         assert bare.activity  # the structured activity still flows
@@ -193,7 +205,10 @@ async def test_no_progress_for_a_client_without_work_done_progress(agent_dir):
 async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path):
     log_file = tmp_path / "server.log"
     c = await start(
-        agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD,
+        agent_dir,
+        "neovim@v0.11",
+        env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS),
+        server_command=FAULTY_SERVER_CMD,
         server_args=["--log-file", str(log_file), "-vv", "serve"],
     )
     try:
@@ -212,7 +227,12 @@ async def test_internal_failure_is_logged_with_its_traceback(agent_dir, tmp_path
 
 
 async def test_late_answer_to_progress_create_after_cancel_is_harmless(agent_dir):
-    c = await start(agent_dir, "neovim@v0.11", env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS), server_command=FAULTY_SERVER_CMD)
+    c = await start(
+        agent_dir,
+        "neovim@v0.11",
+        env=server_env(agent_dir, FABRIC_TEST_FAULTS=FAULTS),
+        server_command=FAULTY_SERVER_CMD,
+    )
     try:
         c.create_delay = 0.5  # the client answers create only after the request was cancelled
         err, _ = await _start_then_cancel(c, protocol.RECALL, {"query": "late"})

@@ -47,7 +47,15 @@ def test_params_to_dict_fills_defaults_and_drops_token():
 @pytest.mark.parametrize("method", sorted(protocol.PARAMS_TYPES))
 def test_missing_params_are_an_empty_object(method):
     typ = protocol.PARAMS_TYPES[method]
-    required = [f for f, d in zip(typ.__struct_fields__, (msgspec.NODEFAULT,) * (len(typ.__struct_fields__) - len(typ.__struct_defaults__)) + typ.__struct_defaults__) if d is msgspec.NODEFAULT]
+    required = [
+        f
+        for f, d in zip(
+            typ.__struct_fields__,
+            (msgspec.NODEFAULT,) * (len(typ.__struct_fields__) - len(typ.__struct_defaults__))
+            + typ.__struct_defaults__,
+        )
+        if d is msgspec.NODEFAULT
+    ]
     if required:
         with pytest.raises(protocol.InvalidParams, match="missing required field"):
             protocol.decode_params(method, None)
@@ -64,7 +72,19 @@ json_values = st.recursive(
     max_leaves=8,
 )
 keys = st.sampled_from(
-    ["query", "scope", "page", "pageSize", "session", "indices", "entryIds", "entryRange", "bogus", "targetId", "preserve"]
+    [
+        "query",
+        "scope",
+        "page",
+        "pageSize",
+        "session",
+        "indices",
+        "entryIds",
+        "entryRange",
+        "bogus",
+        "targetId",
+        "preserve",
+    ]
 )
 
 

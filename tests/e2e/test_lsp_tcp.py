@@ -34,8 +34,12 @@ def _read(sock: socket.socket) -> dict:
 def test_tcp_initialize_and_bad_address(tmp_path):
     port = _free_port()
     env = {"PI_CODING_AGENT_DIR": str(tmp_path), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([sys.executable, "-m", "fabric_lsp", "serve", "--tcp", f"127.0.0.1:{port}"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fabric_lsp", "serve", "--tcp", f"127.0.0.1:{port}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -43,11 +47,21 @@ def test_tcp_initialize_and_bad_address(tmp_path):
                 sock = socket.create_connection(("127.0.0.1", port), timeout=5)
                 break
             except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "timeout"
+                assert time.monotonic() < deadline and proc.poll() is None, (
+                    proc.stderr.read() if proc.poll() is not None else "timeout"
+                )
                 time.sleep(0.05)
         with sock:
-            sock.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                 "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+            sock.sendall(
+                _frame(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {"processId": None, "rootUri": None, "capabilities": {}},
+                    }
+                )
+            )
             reply = _read(sock)
             assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "fabric-lsp"
             sock.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "fabric/recall", "params": {"page": 0}}))
@@ -59,6 +73,11 @@ def test_tcp_initialize_and_bad_address(tmp_path):
         proc.kill()
         proc.wait()
     assert proc.stdout.read() == b""  # stdout stays clean in TCP mode too
-    bad = subprocess.run([sys.executable, "-m", "fabric_lsp", "serve", "--tcp", "nonsense"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "serve", "--tcp", "nonsense"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr

@@ -28,6 +28,11 @@ def test_the_allocator_takes_the_threshold_here():
     env = childproc.child_env()
     env.pop("MALLOC_MMAP_THRESHOLD_", None)
     env.pop("FABRIC_LSP_MMAP_THRESHOLD", None)
-    out = subprocess.run([sys.executable, "-c", "from fabric_lsp.engine import alloc; print(alloc.tune())"],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "from fabric_lsp.engine import alloc; print(alloc.tune())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert out.stdout.strip() == "True"

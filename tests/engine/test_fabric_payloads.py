@@ -40,12 +40,24 @@ def _nest(levels: int) -> dict:
 
 def _trace(levels: tuple[int, ...]) -> dict:
     ops = [
-        {"type": "call", "sequence": seq, "ref": "mcp.github.search", "args": _nest(n), "outcome": "failed",
-         "error": f"boom{n}"}
+        {
+            "type": "call",
+            "sequence": seq,
+            "ref": "mcp.github.search",
+            "args": _nest(n),
+            "outcome": "failed",
+            "error": f"boom{n}",
+        }
         for seq, n in enumerate(levels)
     ]
-    return {"kind": "pi-fabric.execution", "version": 1, "outcome": "failed", "phases": ["Deep"],
-            "operations": ops, "counts": dict(COUNTS)}
+    return {
+        "kind": "pi-fabric.execution",
+        "version": 1,
+        "outcome": "failed",
+        "phases": ["Deep"],
+        "operations": ops,
+        "counts": dict(COUNTS),
+    }
 
 
 def _ts(s: int) -> str:
@@ -55,17 +67,53 @@ def _ts(s: int) -> str:
 def _rows(details: dict) -> list[dict]:
     return [
         {"type": "session", "version": 3, "id": "deep1", "timestamp": _ts(0), "cwd": CWD},
-        {"type": "message", "id": "u1", "parentId": None, "timestamp": _ts(1),
-         "message": {"role": "user", "content": "go deep", "timestamp": 1}},
-        {"type": "message", "id": "a1", "parentId": "u1", "timestamp": _ts(2),
-         "message": {"role": "assistant", "timestamp": 1, "content": [
-             {"type": "toolCall", "id": "k1", "name": "fabric_exec",
-              "arguments": {"code": "x", "display": {"name": "Deep run"}}}]}},
-        {"type": "message", "id": "r1", "parentId": "a1", "timestamp": _ts(3),
-         "message": {"role": "toolResult", "toolCallId": "k1", "toolName": "fabric_exec", "isError": False,
-                     "content": [{"type": "text", "text": "done"}], "details": details, "timestamp": 1}},
-        {"type": "message", "id": "u2", "parentId": "r1", "timestamp": _ts(4),
-         "message": {"role": "user", "content": "next", "timestamp": 1}},
+        {
+            "type": "message",
+            "id": "u1",
+            "parentId": None,
+            "timestamp": _ts(1),
+            "message": {"role": "user", "content": "go deep", "timestamp": 1},
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "timestamp": _ts(2),
+            "message": {
+                "role": "assistant",
+                "timestamp": 1,
+                "content": [
+                    {
+                        "type": "toolCall",
+                        "id": "k1",
+                        "name": "fabric_exec",
+                        "arguments": {"code": "x", "display": {"name": "Deep run"}},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "message",
+            "id": "r1",
+            "parentId": "a1",
+            "timestamp": _ts(3),
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "k1",
+                "toolName": "fabric_exec",
+                "isError": False,
+                "content": [{"type": "text", "text": "done"}],
+                "details": details,
+                "timestamp": 1,
+            },
+        },
+        {
+            "type": "message",
+            "id": "u2",
+            "parentId": "r1",
+            "timestamp": _ts(4),
+            "message": {"role": "user", "content": "next", "timestamp": 1},
+        },
     ]
 
 
@@ -193,10 +241,15 @@ def test_trace_operations_carry_missing_result_and_none_error():
 
 
 def _envelope(version: int = 2, **over) -> dict:
-    env = {"kind": "pi-fabric.branch-summary", "version": version,
-           "source": {"firstEntryId": "u1", "lastEntryId": "r1", "entryCount": 3, "oldLeafId": None},
-           "facts": [{"kind": "user", "entryId": "u1", "subordinal": "user", "address": "u1/user", "text": "hi"}],
-           "omittedFacts": 0, "sections": [], "request": {"text": "", "sourceBytes": 0, "truncated": False}}
+    env = {
+        "kind": "pi-fabric.branch-summary",
+        "version": version,
+        "source": {"firstEntryId": "u1", "lastEntryId": "r1", "entryCount": 3, "oldLeafId": None},
+        "facts": [{"kind": "user", "entryId": "u1", "subordinal": "user", "address": "u1/user", "text": "hi"}],
+        "omittedFacts": 0,
+        "sections": [],
+        "request": {"text": "", "sourceBytes": 0, "truncated": False},
+    }
     env.update(over)
     return env
 
@@ -208,8 +261,14 @@ def test_one_branch_envelope_reader_with_one_shape():
     env = _envelope()
     assert read_branch_details(env) is env
     assert read_branch_details(_envelope(1))["version"] == 1
-    run = {"kind": "fabricRun", "entryId": "a", "subordinal": "call:k", "address": "a/call:k", "name": "N",
-           "outcome": "succeeded"}
+    run = {
+        "kind": "fabricRun",
+        "entryId": "a",
+        "subordinal": "call:k",
+        "address": "a/call:k",
+        "name": "N",
+        "outcome": "succeeded",
+    }
     assert read_branch_details(_envelope(1, facts=[run])) is None
     assert read_branch_details(_envelope(2, facts=[run])) is not None
     # JS whitespace decides a blank run name (\x1c is whitespace to Python, not to JS)
@@ -221,12 +280,21 @@ def test_one_branch_envelope_reader_with_one_shape():
 def test_memory_reads_branch_facts_through_the_same_reader():
     env = _envelope()
     norm = Normalizer("/x.jsonl", "s", max_entry_chars=None, index_thinking=False, index_tool_output=True)
-    carrier = {"type": "branch_summary", "id": "bs", "parentId": None, "timestamp": _ts(1), "fromId": "u1",
-               "summary": "", "details": env}
+    carrier = {
+        "type": "branch_summary",
+        "id": "bs",
+        "parentId": None,
+        "timestamp": _ts(1),
+        "fromId": "u1",
+        "summary": "",
+        "details": env,
+    }
     recs = norm.feed(carrier, 1)
     assert [r["role"] for r in recs] == ["branchSummary", "branchUser"]
     norm2 = Normalizer("/x.jsonl", "s", max_entry_chars=None, index_thinking=False, index_tool_output=True)
-    assert [r["role"] for r in norm2.feed(dict(carrier, details=_envelope(request={"text": ""})), 1)] == ["branchSummary"]
+    assert [r["role"] for r in norm2.feed(dict(carrier, details=_envelope(request={"text": ""})), 1)] == [
+        "branchSummary"
+    ]
 
 
 # --------------------------------------------------------------- one rule, one place
@@ -263,6 +331,13 @@ def test_each_rule_is_defined_once(name, home):
 def test_duplicates_are_gone():
     for gone in ("memory/fabric_details.py", "memory/jsvalues.py"):
         assert not (ENGINE / gone).exists()
-    for name in ("_text_parts", "_text_of_parts", "split_ref", "_op_identity", "_valid_trace_v1", "js_stringify_bytes_len"):
+    for name in (
+        "_text_parts",
+        "_text_of_parts",
+        "split_ref",
+        "_op_identity",
+        "_valid_trace_v1",
+        "js_stringify_bytes_len",
+    ):
         assert _defs(name) == [], name
     assert fabric_payloads.read_execution_trace.__module__ == "fabric_lsp.engine.fabric_payloads"

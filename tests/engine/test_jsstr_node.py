@@ -85,8 +85,10 @@ _PAIR = st.tuples(
     st.characters(min_codepoint=0xD800, max_codepoint=0xDBFF), st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF)
 ).map("".join)
 _ANY_CHAR = st.characters(codec=None, exclude_categories=())
-_TEXT = st.lists(st.one_of(_ANY_CHAR, _SURROGATES, _PAIR, st.sampled_from(['"', "\\", "\n", "\x00", "\u2028", "é", "😀"])),
-                 max_size=12).map("".join)
+_TEXT = st.lists(
+    st.one_of(_ANY_CHAR, _SURROGATES, _PAIR, st.sampled_from(['"', "\\", "\n", "\x00", "\u2028", "é", "😀"])),
+    max_size=12,
+).map("".join)
 _INT_LIKE_KEY = st.one_of(
     st.integers(min_value=0, max_value=2**32).map(str),  # 4294967295 and up are not array indices
     st.sampled_from(["0", "01", "-1", "1.5", "4294967294", "4294967295", "1e3", " 1", "٣"]),
@@ -95,8 +97,26 @@ _KEY = st.one_of(_INT_LIKE_KEY, _TEXT)
 _NUMBER = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
-    st.sampled_from([1e21, 1e20, 123456789012345680000.0, -0.0, 0.0, 1e-7, 1e-6, 5e-324, 1.7976931348623157e308,
-                     2**53, 2**53 + 1, -(2**53) - 1, 9007199254740993, 1.5, 100.0, 0.1 + 0.2]),
+    st.sampled_from(
+        [
+            1e21,
+            1e20,
+            123456789012345680000.0,
+            -0.0,
+            0.0,
+            1e-7,
+            1e-6,
+            5e-324,
+            1.7976931348623157e308,
+            2**53,
+            2**53 + 1,
+            -(2**53) - 1,
+            9007199254740993,
+            1.5,
+            100.0,
+            0.1 + 0.2,
+        ]
+    ),
 )
 _SCALAR = st.one_of(st.none(), st.booleans(), _NUMBER, _TEXT)
 _VALUE = st.recursive(
@@ -169,7 +189,7 @@ def test_the_value_check_decides_like_the_output_scan_would_on_true_risks():
 
     pad = "x" * 300
     assert _structure_risk({"path": "a.py", "content": pad}) is False
-    assert _structure_risk({"content": "1.5e3, 10000000000000000 and {\"7\": 1}" + pad}) is False  # only strings
+    assert _structure_risk({"content": '1.5e3, 10000000000000000 and {"7": 1}' + pad}) is False  # only strings
     assert _structure_risk({"n": 0.5, "c": pad}) is True
     assert _structure_risk({"n": 10**15, "c": pad}) is True and _structure_risk({"n": -(10**15) + 1}) is False
     assert _structure_risk({"7": 1}) is True and _structure_risk({"": 1, "a7": 2}) is False
@@ -179,7 +199,9 @@ def test_the_value_check_decides_like_the_output_scan_would_on_true_risks():
 
 # Pi's timestamps, "YYYY-MM-DDTHH:MM:SS.mmmZ", for any real date and time.
 _PI_DATE = st.datetimes().map(
-    lambda d: f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}.{d.microsecond // 1000:03d}Z"
+    lambda d: (
+        f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}.{d.microsecond // 1000:03d}Z"
+    )
 )
 
 

@@ -19,11 +19,25 @@ from fabric_lsp.engine.owned_dir import MARKER, DirRefused
 from fabric_lsp.engine.private_dir import make_private_dir
 from tests.support.examples import profile_examples
 
-OURS = ["0123456789abcdef-s.jsonl.json", "fedcba9876543210-s.jsonl.digest.json",
-        "0000000000000000-x.all.files.json", "1111111111111111-y.terms.json", disk_cache.SNAPSHOT_FILE,
-        ".tmp-abc.part"]
-FOREIGN = ["settings.json", "keybindings.json", "backup.json", "photo.jpg", ".tmp-x", "notes.part",
-           "0123456789ABCDEF-upper.json", "0123-short.json", "auth.json"]
+OURS = [
+    "0123456789abcdef-s.jsonl.json",
+    "fedcba9876543210-s.jsonl.digest.json",
+    "0000000000000000-x.all.files.json",
+    "1111111111111111-y.terms.json",
+    disk_cache.SNAPSHOT_FILE,
+    ".tmp-abc.part",
+]
+FOREIGN = [
+    "settings.json",
+    "keybindings.json",
+    "backup.json",
+    "photo.jpg",
+    ".tmp-x",
+    "notes.part",
+    "0123456789ABCDEF-upper.json",
+    "0123-short.json",
+    "auth.json",
+]
 KINDS = st.sampled_from(["file", "dir", "link-file", "link-dir", "garbage"])
 ENTRIES = st.dictionaries(st.sampled_from(OURS + FOREIGN), KINDS, max_size=10)
 
@@ -70,7 +84,9 @@ def test_cleanup_and_writes_never_touch_what_is_not_ours(tmp_path_factory, entri
         (folder / MARKER).write_bytes(owned_dir.MARKER_BODY)
     before, before_outside = snapshot(folder), snapshot(outside)
     try:
-        disk_cache.claim_index_dir(str(folder), agent_dir=str(base / "agent"), session_dir=str(base / "agent" / "sessions"))
+        disk_cache.claim_index_dir(
+            str(folder), agent_dir=str(base / "agent"), session_dir=str(base / "agent" / "sessions")
+        )
         claimed = True
     except DirRefused as err:
         claimed = False
@@ -87,7 +103,9 @@ def test_cleanup_and_writes_never_touch_what_is_not_ours(tmp_path_factory, entri
         if name == ".":
             continue
         top = name.split("/", 1)[0]
-        removable = kind == "file" and "/" not in name and (disk_cache.is_record_name(top) or owned_dir.OwnedDir.is_temp(top))
+        removable = (
+            kind == "file" and "/" not in name and (disk_cache.is_record_name(top) or owned_dir.OwnedDir.is_temp(top))
+        )
         if not removable:
             assert after.get(name) == (kind, mode, data), name  # not ours: exactly as it was
     if not claimed:
@@ -105,9 +123,13 @@ def test_claim_refuses_reserved_places(tmp_path, monkeypatch):
     kw = {"agent_dir": str(agent), "session_dir": str(agent / "sessions")}
     # "/" only through the read-only check: a regression must never get to write there
     assert "filesystem root" in (disk_cache.index_dir_refusal("/", **kw) or "")
-    for path, words in ((agent, "is the Pi agent dir"), (agent / "sessions", "is the Pi sessions dir"),
-                        (home, "is your home directory"), (home / ".pi", "contains the Pi agent dir"),
-                        (agent / "sessions" / "x", "is inside the Pi sessions dir")):
+    for path, words in (
+        (agent, "is the Pi agent dir"),
+        (agent / "sessions", "is the Pi sessions dir"),
+        (home, "is your home directory"),
+        (home / ".pi", "contains the Pi agent dir"),
+        (agent / "sessions" / "x", "is inside the Pi sessions dir"),
+    ):
         with pytest.raises(DirRefused) as err:
             disk_cache.claim_index_dir(str(path), **kw)
         assert words in str(err.value) and str(path) in str(err.value)

@@ -22,8 +22,13 @@ Responder = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class FakeOpenAI:
-    def __init__(self, answer: str = "Done.", log_dir: Path | None = None,
-                 responder: Responder | None = None, realistic_usage: bool = False) -> None:
+    def __init__(
+        self,
+        answer: str = "Done.",
+        log_dir: Path | None = None,
+        responder: Responder | None = None,
+        realistic_usage: bool = False,
+    ) -> None:
         self.answer = answer
         self.realistic_usage = realistic_usage
         self.responder = responder
@@ -58,8 +63,15 @@ class FakeOpenAI:
                 reply = owner.responder(body) if owner.responder is not None else {"text": owner.answer}
                 if "http_error" in reply:
                     err = reply["http_error"]
-                    data = json.dumps({"error": {"message": err.get("message", "error"), "type": "fake_error",
-                                                 "code": err.get("status", 500)}}).encode()
+                    data = json.dumps(
+                        {
+                            "error": {
+                                "message": err.get("message", "error"),
+                                "type": "fake_error",
+                                "code": err.get("status", 500),
+                            }
+                        }
+                    ).encode()
                     self.send_response(int(err.get("status", 500)))
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -107,26 +119,68 @@ class FakeOpenAI:
 
     def _frames(self, model: str, reply: dict[str, Any], prompt_tokens: int = 120) -> list[bytes]:
         def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-            obj = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model,
-                   "choices": choices, **extra}
+            obj = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": choices,
+                **extra,
+            }
             return json.dumps(obj).encode()
 
         frames = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
         if "tool_call" in reply:
             call = reply["tool_call"]
-            frames.append(chunk([{"index": 0, "delta": {"tool_calls": [
-                {"index": 0, "id": call["id"], "type": "function",
-                 "function": {"name": call["name"], "arguments": ""}}]}, "finish_reason": None}]))
-            frames.append(chunk([{"index": 0, "delta": {"tool_calls": [
-                {"index": 0, "function": {"arguments": json.dumps(call["arguments"])}}]}, "finish_reason": None}]))
+            frames.append(
+                chunk(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {
+                                        "index": 0,
+                                        "id": call["id"],
+                                        "type": "function",
+                                        "function": {"name": call["name"], "arguments": ""},
+                                    }
+                                ]
+                            },
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            )
+            frames.append(
+                chunk(
+                    [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [{"index": 0, "function": {"arguments": json.dumps(call["arguments"])}}]
+                            },
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            )
             finish = "tool_calls"
         else:
             frames.append(chunk([{"index": 0, "delta": {"content": reply["text"]}, "finish_reason": None}]))
             finish = "stop"
         frames.append(chunk([{"index": 0, "delta": {}, "finish_reason": finish}]))
-        frames.append(chunk([], usage={"prompt_tokens": prompt_tokens, "completion_tokens": 3,
-                                       "total_tokens": prompt_tokens + 3,
-                                       "prompt_tokens_details": {"cached_tokens": 0}}))
+        frames.append(
+            chunk(
+                [],
+                usage={
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": 3,
+                    "total_tokens": prompt_tokens + 3,
+                    "prompt_tokens_details": {"cached_tokens": 0},
+                },
+            )
+        )
         return frames
 
     def __enter__(self) -> FakeOpenAI:

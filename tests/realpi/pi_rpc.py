@@ -1,4 +1,5 @@
 """Drive real Pi in RPC mode: JSON lines in, events out (split on \\n only)."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,14 @@ from typing import Any
 
 class PiRpc:
     def __init__(self, node: Path, cli: Path, args: list[str], *, cwd: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([str(node), str(cli), "--mode", "rpc", *args], cwd=cwd, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [str(node), str(cli), "--mode", "rpc", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.events: list[dict[str, Any]] = []
         self._cond = threading.Condition()
         self._n = 0
@@ -61,7 +68,9 @@ class PiRpc:
                     i += 1
                 left = deadline - time.monotonic()
                 if left <= 0 or self.proc.poll() is not None:
-                    raise TimeoutError(f"no matching event; last: {self.events[-5:]}; stderr: {b''.join(self._stderr)[-2000:]!r}")
+                    raise TimeoutError(
+                        f"no matching event; last: {self.events[-5:]}; stderr: {b''.join(self._stderr)[-2000:]!r}"
+                    )
                 self._cond.wait(left)
 
     def call(self, cmd: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:

@@ -62,13 +62,23 @@ class PiFacts:
 
 FACTS: dict[str, PiFacts] = {
     "0.80.6": PiFacts(
-        system_messages=False, context_edits=False, boundary_drafts=False, file_at_first_user=False,
-        prompt_refused_while_compacting=False, prompt_disposition=False, compact_failed_event=False,
+        system_messages=False,
+        context_edits=False,
+        boundary_drafts=False,
+        file_at_first_user=False,
+        prompt_refused_while_compacting=False,
+        prompt_disposition=False,
+        compact_failed_event=False,
         system_prompt_start="You are an expert coding assistant",
     ),
     "1.6.0": PiFacts(
-        system_messages=True, context_edits=True, boundary_drafts=True, file_at_first_user=True,
-        prompt_refused_while_compacting=True, prompt_disposition=True, compact_failed_event=True,
+        system_messages=True,
+        context_edits=True,
+        boundary_drafts=True,
+        file_at_first_user=True,
+        prompt_refused_while_compacting=True,
+        prompt_disposition=True,
+        compact_failed_event=True,
         system_prompt_start="You are a coding assistant running inside pi",
     ),
 }
@@ -80,8 +90,10 @@ def pi_versions() -> list[str]:
     versions = [v.strip() for v in raw.split(",") if v.strip()]
     unknown = [v for v in versions if v not in FACTS]
     if unknown or not versions:
-        raise pytest.UsageError(f"{VERSIONS_ENV}={raw!r}: no facts for {unknown or 'an empty list'} in "
-                                f"tests/realpi/realpi_kit.py FACTS (known: {', '.join(FACTS)})")
+        raise pytest.UsageError(
+            f"{VERSIONS_ENV}={raw!r}: no facts for {unknown or 'an empty list'} in "
+            f"tests/realpi/realpi_kit.py FACTS (known: {', '.join(FACTS)})"
+        )
     return versions
 
 
@@ -106,20 +118,36 @@ class RealPi:
         """What Pi's own SessionManager builds from `session` (read from a copy)."""
         copy = tmp / ("pi-view-" + session.name)
         shutil.copy(session, copy)
-        out = subprocess.run([str(self.node), str(HERE / "pi_context.mjs"), str(self.pkg), str(copy)],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [str(self.node), str(HERE / "pi_context.mjs"), str(self.pkg), str(copy)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
     def env(self, agent_dir: Path, home: Path) -> dict[str, str]:
-        return dict(os.environ, HOME=str(home), PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1",
-                    PI_SKIP_VERSION_CHECK="1", PI_TELEMETRY="0",
-                    PATH=f"{self.node.parent}:{os.environ.get('PATH', '')}")
+        return dict(
+            os.environ,
+            HOME=str(home),
+            PI_CODING_AGENT_DIR=str(agent_dir),
+            PI_OFFLINE="1",
+            PI_SKIP_VERSION_CHECK="1",
+            PI_TELEMETRY="0",
+            PATH=f"{self.node.parent}:{os.environ.get('PATH', '')}",
+        )
 
     def run(self, args: list[str], *, cwd: Path, agent_dir: Path, home: Path) -> subprocess.CompletedProcess:
         t0 = time.monotonic()
-        out = subprocess.run([str(self.node), str(self.cli), *args], cwd=cwd, env=self.env(agent_dir, home),
-                             capture_output=True, text=True, timeout=180)
+        out = subprocess.run(
+            [str(self.node), str(self.cli), *args],
+            cwd=cwd,
+            env=self.env(agent_dir, home),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         out.elapsed = time.monotonic() - t0  # type: ignore[attr-defined]
         return out
 
@@ -135,8 +163,10 @@ def real_pi_of(version: str) -> RealPi:
     cli = pkg / "dist" / "cli.js"
     missing = [str(p) for p in (NODE, cli) if not p.exists()]
     if missing:
-        pytest.fail(f"real Pi {version} is not installed (missing {', '.join(missing)}): run scripts/deps/realpi.sh "
-                    f"(it installs {VERSIONS_ENV}, default {DEFAULT_VERSIONS})")
+        pytest.fail(
+            f"real Pi {version} is not installed (missing {', '.join(missing)}): run scripts/deps/realpi.sh "
+            f"(it installs {VERSIONS_ENV}, default {DEFAULT_VERSIONS})"
+        )
     out = subprocess.run([str(NODE), str(cli), "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == version, (version, out.stdout, out.stderr)
     _checked[version] = RealPi(version, FACTS[version], NODE, pkg, cli)
@@ -153,8 +183,10 @@ def spread(variants: list[str] | tuple[str, ...]) -> list[Any]:
     taken in turn (the newest first): for a slow test whose variants do not depend on Pi's
     version, every version still runs it, and the suite does not run it once per version."""
     versions = pi_versions()[::-1]
-    return [pytest.param(versions[i % len(versions)], v, id=f"pi-{versions[i % len(versions)]}-{v}")
-            for i, v in enumerate(variants)]
+    return [
+        pytest.param(versions[i % len(versions)], v, id=f"pi-{versions[i % len(versions)]}-{v}")
+        for i, v in enumerate(variants)
+    ]
 
 
 @pytest.fixture(scope="session", params=version_params())
@@ -164,16 +196,39 @@ def real_pi(request) -> RealPi:
 
 def write_agent_dir(agent_dir: Path, base_url: str) -> None:
     agent_dir.mkdir(parents=True, exist_ok=True)
-    models = {"providers": {"fakeai": {
-        "baseUrl": base_url, "api": "openai-completions", "apiKey": "dummy",
-        "models": [{"id": m, "name": m, "reasoning": False, "input": ["text"], "contextWindow": 128000,
-                    "maxTokens": 4096, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
-                   for m in MODELS]}}}
+    models = {
+        "providers": {
+            "fakeai": {
+                "baseUrl": base_url,
+                "api": "openai-completions",
+                "apiKey": "dummy",
+                "models": [
+                    {
+                        "id": m,
+                        "name": m,
+                        "reasoning": False,
+                        "input": ["text"],
+                        "contextWindow": 128000,
+                        "maxTokens": 4096,
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                    }
+                    for m in MODELS
+                ],
+            }
+        }
+    }
     (agent_dir / "models.json").write_text(json.dumps(models))
-    (agent_dir / "settings.json").write_text(json.dumps({
-        "defaultProvider": "fakeai", "defaultModel": "fake-coder", "quietStartup": True,
-        # Pi must not compact on its own during these runs
-        "compaction": {"enabled": False}}))
+    (agent_dir / "settings.json").write_text(
+        json.dumps(
+            {
+                "defaultProvider": "fakeai",
+                "defaultModel": "fake-coder",
+                "quietStartup": True,
+                # Pi must not compact on its own during these runs
+                "compaction": {"enabled": False},
+            }
+        )
+    )
 
 
 def text_of(message: dict[str, Any]) -> str:

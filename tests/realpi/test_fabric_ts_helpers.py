@@ -19,9 +19,14 @@ HERE = Path(__file__).resolve().parent
 
 def call(cases: list[tuple[str, list]], *, cwd: Path) -> list[dict]:
     assert NODE.exists(), "node 22 is installed by scripts/deps/realpi.sh"
-    out = subprocess.run([str(NODE), "--experimental-strip-types", "--no-warnings", str(HERE / "fabric_ts_helpers.mjs"),
-                          str(FABRIC_TS)], input=json.dumps([{"fn": f, "args": a} for f, a in cases]),
-                         capture_output=True, text=True, cwd=cwd, timeout=60)
+    out = subprocess.run(
+        [str(NODE), "--experimental-strip-types", "--no-warnings", str(HERE / "fabric_ts_helpers.mjs"), str(FABRIC_TS)],
+        input=json.dumps([{"fn": f, "args": a} for f, a in cases]),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -71,17 +76,20 @@ def test_programs_resolve_to_absolute_paths_without_the_project_dir(tmp_path):
     executable(proj / "sub" / "fabric-lsp")
     real = executable(bin_dir / "fabric-lsp")
     executable(tmp_path / "noexec" / "fabric-lsp", stat.S_IRUSR | stat.S_IWUSR)
-    results = call([
-        ("resolveProgram", ["fabric-lsp", "T", f".::sub:{tmp_path / 'noexec'}:{bin_dir}"]),
-        ("resolveProgram", ["fabric-lsp", "T", ".::sub"]),
-        ("resolveProgram", ["./fabric-lsp", "T", str(bin_dir)]),
-        ("resolveProgram", ["sub/fabric-lsp", "T", str(bin_dir)]),
-        ("resolveProgram", [str(real), "T", ""]),
-        ("resolveCommand", [["python3", "-m", "fabric_lsp"], "FABRIC_LSP_COMMAND"]),
-        ("resolveCommand", [[], "fabric-lsp.json"]),
-        ("splitCommandLine", ["'/opt/my venv/bin/python' -I -m fabric_lsp"]),
-        ("spawnDir", []),
-    ], cwd=proj)
+    results = call(
+        [
+            ("resolveProgram", ["fabric-lsp", "T", f".::sub:{tmp_path / 'noexec'}:{bin_dir}"]),
+            ("resolveProgram", ["fabric-lsp", "T", ".::sub"]),
+            ("resolveProgram", ["./fabric-lsp", "T", str(bin_dir)]),
+            ("resolveProgram", ["sub/fabric-lsp", "T", str(bin_dir)]),
+            ("resolveProgram", [str(real), "T", ""]),
+            ("resolveCommand", [["python3", "-m", "fabric_lsp"], "FABRIC_LSP_COMMAND"]),
+            ("resolveCommand", [[], "fabric-lsp.json"]),
+            ("splitCommandLine", ["'/opt/my venv/bin/python' -I -m fabric_lsp"]),
+            ("spawnDir", []),
+        ],
+        cwd=proj,
+    )
     assert results[0] == {"ok": str(real)}
     assert "not in any absolute PATH directory" in results[1]["error"]
     assert "relative path" in results[2]["error"] and "absolute path" in results[2]["error"]

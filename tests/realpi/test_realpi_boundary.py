@@ -42,9 +42,14 @@ def test_boundary_matches_pi_agent_settled(tmp_path, real_pi):  # noqa: F811
     events: queue.Queue[dict] = queue.Queue()
     with FakeOpenAI(responder=responder) as server:
         write_agent_dir(agent, server.base_url)
-        proc = subprocess.Popen([str(real_pi.node), str(real_pi.cli), "--mode", "rpc"], cwd=proj,
-                                env=real_pi.env(agent, home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(real_pi.node), str(real_pi.cli), "--mode", "rpc"],
+            cwd=proj,
+            env=real_pi.env(agent, home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
 
         def pump() -> None:
             buf = b""
@@ -68,8 +73,9 @@ def test_boundary_matches_pi_agent_settled(tmp_path, real_pi):  # noqa: F811
 
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps({"id": "p1", "type": "prompt", "message": "Run the slow command"}).encode()
-                             + b"\n")
+            proc.stdin.write(
+                json.dumps({"id": "p1", "type": "prompt", "message": "Run the slow command"}).encode() + b"\n"
+            )
             proc.stdin.flush()
             wait_for("tool_execution_start")
             sessions = sorted((agent / "sessions").glob("*/*.jsonl"))

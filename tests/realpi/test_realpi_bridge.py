@@ -43,16 +43,41 @@ SUMMARIZER = "context summarization assistant"
 TINY_WINDOW = 8000
 
 
-def write_agent(agent: Path, base_url: str, *, compaction: dict[str, Any] | None = None,
-                extra_settings: dict[str, Any] | None = None) -> None:
+def write_agent(
+    agent: Path,
+    base_url: str,
+    *,
+    compaction: dict[str, Any] | None = None,
+    extra_settings: dict[str, Any] | None = None,
+) -> None:
     agent.mkdir(parents=True, exist_ok=True)
-    models = [{"id": m, "name": m, "reasoning": False, "input": ["text"], "contextWindow": w, "maxTokens": 4096,
-               "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}
-              for m, w in (("fake-coder", 128000), ("fake-tiny", TINY_WINDOW))]
-    (agent / "models.json").write_text(json.dumps({"providers": {"fakeai": {
-        "baseUrl": base_url, "api": "openai-completions", "apiKey": "dummy", "models": models}}}))
-    settings = {"defaultProvider": "fakeai", "defaultModel": "fake-coder", "quietStartup": True,
-                "compaction": compaction or {"enabled": False, "keepRecentTokens": 300, "reserveTokens": 2000}}
+    models = [
+        {
+            "id": m,
+            "name": m,
+            "reasoning": False,
+            "input": ["text"],
+            "contextWindow": w,
+            "maxTokens": 4096,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        }
+        for m, w in (("fake-coder", 128000), ("fake-tiny", TINY_WINDOW))
+    ]
+    (agent / "models.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    "fakeai": {"baseUrl": base_url, "api": "openai-completions", "apiKey": "dummy", "models": models}
+                }
+            }
+        )
+    )
+    settings = {
+        "defaultProvider": "fakeai",
+        "defaultModel": "fake-coder",
+        "quietStartup": True,
+        "compaction": compaction or {"enabled": False, "keepRecentTokens": 300, "reserveTokens": 2000},
+    }
     settings.update(extra_settings or {})
     (agent / "settings.json").write_text(json.dumps(settings))
 
@@ -81,8 +106,9 @@ class World:
         return pi
 
     def fabric(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        out = subprocess.run([*FABRIC, *args], cwd=self.proj, env=self.env(), capture_output=True, text=True,
-                             input=stdin, timeout=120)
+        out = subprocess.run(
+            [*FABRIC, *args], cwd=self.proj, env=self.env(), capture_output=True, text=True, input=stdin, timeout=120
+        )
         if check:
             assert out.returncode == 0, (args, out.stdout, out.stderr)
         return out
@@ -142,12 +168,24 @@ def summarizer_requests(fake: FakeOpenAI) -> list[dict[str, Any]]:
     return [r for r in fake.requests if SUMMARIZER in json.dumps(r["body"])]
 
 
-def preview_of(w: World, session: Path, compaction: dict[str, Any], window: int = 128000, *extra: str) -> dict[str, Any]:
+def preview_of(
+    w: World, session: Path, compaction: dict[str, Any], window: int = 128000, *extra: str
+) -> dict[str, Any]:
     """fabric-lsp's preview for the inputs Pi gave the hook (the CLI reads the same
     settings.json as Pi: keepRecentTokens 300, reserveTokens 2000)."""
-    out = w.fabric("preview", str(session), "--json", "--leaf", compaction["parentId"],
-                   "--context-window", str(window), "--tokens-before", str(compaction["tokensBefore"]), *extra,
-                   check=False)
+    out = w.fabric(
+        "preview",
+        str(session),
+        "--json",
+        "--leaf",
+        compaction["parentId"],
+        "--context-window",
+        str(window),
+        "--tokens-before",
+        str(compaction["tokensBefore"]),
+        *extra,
+        check=False,
+    )
     return json.loads(out.stdout)
 
 
@@ -186,8 +224,11 @@ def test_idle_intent_is_committed_by_pi_on_its_live_branch(world):
     assert comp["parentId"] == leaf_before and comp["fromHook"] is True
     # Pi's live tree holds it: Pi wrote it, no outside append
     assert comp["id"] in {e["id"] for e in live_entries(pi)}
-    status = wait_for(lambda: (s := json.loads(world.fabric("compact-status", str(session), "--json").stdout))
-                      .get("last") and s, 5.0, "the committed record")
+    status = wait_for(
+        lambda: (s := json.loads(world.fabric("compact-status", str(session), "--json").stdout)).get("last") and s,
+        5.0,
+        "the committed record",
+    )
     assert status["last"]["status"] == "committed" and status["last"]["entryId"] == comp["id"]
     assert status["heldBy"]["pid"] == pi.proc.pid
     # the bytes the preview shows for the same inputs
@@ -235,8 +276,13 @@ def test_intent_requested_mid_turn_is_committed_at_the_settled_boundary(world):
     gate["slow"] = False
     turn(pi, "right after settled")
     after = lines(session)
-    prompt = next(e for e in after if e.get("type") == "message" and e["message"]["role"] == "user"
-                  and "right after settled" in json.dumps(e["message"]["content"]))
+    prompt = next(
+        e
+        for e in after
+        if e.get("type") == "message"
+        and e["message"]["role"] == "user"
+        and "right after settled" in json.dumps(e["message"]["content"])
+    )
     assert prompt["parentId"] == comp[0]["id"]
     assert prompt["id"] in {e["id"] for e in live_entries(pi)}
 
@@ -256,9 +302,12 @@ def test_compact_wait_against_a_held_session_does_not_append(world):
 
 def test_rpc_compact_and_threshold_compaction_produce_the_fabric_summary(world, tmp_path):
     # threshold: a 12k-token model with Pi's automatic compaction on
-    write_agent(world.agent, world.fake.base_url,
-                compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
-                extra_settings={"defaultModel": "fake-tiny"})
+    write_agent(
+        world.agent,
+        world.fake.base_url,
+        compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
+        extra_settings={"defaultModel": "fake-tiny"},
+    )
     pi = world.pi()
     for i in range(5):
         turn(pi, f"step {i}: plan the cache {i}. {LONG}")
@@ -278,8 +327,9 @@ def test_rpc_compact_and_threshold_compaction_produce_the_fabric_summary(world, 
 
 
 def test_pi_vcc_sentinel_and_engine_pi_defer_to_pi(world):
-    world.fake.responder = lambda body: {"text": "CANNED PI SUMMARY"} if SUMMARIZER in json.dumps(body) else {
-        "text": "Sure: " + "detail " * 300}
+    world.fake.responder = lambda body: (
+        {"text": "CANNED PI SUMMARY"} if SUMMARIZER in json.dumps(body) else {"text": "Sure: " + "detail " * 300}
+    )
     pi = world.pi()
     for i in range(3):
         turn(pi, f"step {i}: tune {i}. {LONG}")
@@ -300,9 +350,7 @@ def test_pi_vcc_sentinel_and_engine_pi_defer_to_pi(world):
 def failing_compute_wrapper(tmp: Path) -> str:
     script = tmp / "fabric-broken"
     script.write_text(
-        "#!/bin/sh\n"
-        'if [ "$2" = compute ]; then echo "engine exploded" >&2; exit 1; fi\n'
-        f'exec {FABRIC_CMD} "$@"\n'
+        f'#!/bin/sh\nif [ "$2" = compute ]; then echo "engine exploded" >&2; exit 1; fi\nexec {FABRIC_CMD} "$@"\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return str(script)
@@ -348,12 +396,24 @@ def test_non_ascii_compaction_round_trips_unchanged(world, tmp_path):
     expected = tmp_path / "expected.txt"
     expected.write_text(big, encoding="utf-8")
     emitter = tmp_path / "emit.py"
-    emitter.write_text("import json, sys\nsys.stdin.read()\n"
-                       f"sys.stdout.write(json.dumps({{'text': open({str(expected)!r}, encoding='utf-8').read()}},"
-                       " ensure_ascii=False))\n")
-    out = subprocess.run([str(NODE), "--experimental-strip-types", str(Path(__file__).parent / "run_fabric_bytes.mjs"),
-                          str(EXTENSION / "extensions" / "fabric.ts"), f"{sys.executable} {emitter}", str(expected)],
-                         capture_output=True, text=True, timeout=60)
+    emitter.write_text(
+        "import json, sys\nsys.stdin.read()\n"
+        f"sys.stdout.write(json.dumps({{'text': open({str(expected)!r}, encoding='utf-8').read()}},"
+        " ensure_ascii=False))\n"
+    )
+    out = subprocess.run(
+        [
+            str(NODE),
+            "--experimental-strip-types",
+            str(Path(__file__).parent / "run_fabric_bytes.mjs"),
+            str(EXTENSION / "extensions" / "fabric.ts"),
+            f"{sys.executable} {emitter}",
+            str(expected),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got == {"length": len(big.encode()), "equal": True, "replacement": 0}, got
@@ -374,8 +434,9 @@ def test_extension_loads_from_the_agent_dir_settings_and_pi_install(version_worl
     world = version_world
     command, log = logging_wrapper(tmp_path)
     if how == "agent-dir":
-        out = subprocess.run([*FABRIC, "pi", "install", "--agent-dir", str(world.agent)], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            [*FABRIC, "pi", "install", "--agent-dir", str(world.agent)], capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0, out.stderr
         installed = world.agent / "extensions" / "fabric-lsp"
         cfg = json.loads((installed / "fabric-lsp.json").read_text())
@@ -383,8 +444,14 @@ def test_extension_loads_from_the_agent_dir_settings_and_pi_install(version_worl
     elif how == "settings":
         write_agent(world.agent, world.fake.base_url, extra_settings={"extensions": [str(EXTENSION)]})
     else:  # Pi's own package manager, from the checkout's path
-        out = subprocess.run([str(NODE), str(world.real.cli), "install", str(EXTENSION)], cwd=world.proj, env=world.env(),
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [str(NODE), str(world.real.cli), "install", str(EXTENSION)],
+            cwd=world.proj,
+            env=world.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0 and "Installed" in out.stdout, (out.stdout, out.stderr)
     pi = world.pi(env=world.env(FABRIC_LSP_COMMAND=command), extension=False)
     turn(pi, "hello " + LONG)
@@ -392,8 +459,14 @@ def test_extension_loads_from_the_agent_dir_settings_and_pi_install(version_worl
     assert calls[0] == "hold", calls
     # loaded and live: the lease names Pi's leaf after the turn
     leaf = lines(world.session())[-1]["id"]
-    wait_for(lambda: any(json.loads(p.read_text()).get("leafId") == leaf
-                         for p in (world.agent / "fabric-lsp" / "leases").glob("*.json")), 10, "the lease's leaf")
+    wait_for(
+        lambda: any(
+            json.loads(p.read_text()).get("leafId") == leaf
+            for p in (world.agent / "fabric-lsp" / "leases").glob("*.json")
+        ),
+        10,
+        "the lease's leaf",
+    )
 
 
 def test_a_stale_lease_of_a_killed_pi_no_longer_blocks_our_commit(world):
@@ -412,7 +485,9 @@ def test_a_stale_lease_of_a_killed_pi_no_longer_blocks_our_commit(world):
 def test_a_configured_threshold_below_pis_compacts_at_the_settled_boundary(world):
     # seed 002: tokenThresholds per provider/model (bounded to >= 1000); Pi's own threshold
     # here is 128000 - 2000 tokens, far above
-    (world.agent / "fabric.json").write_text(json.dumps({"compaction": {"tokenThresholds": {"fakeai/fake-coder": 1000}}}))
+    (world.agent / "fabric.json").write_text(
+        json.dumps({"compaction": {"tokenThresholds": {"fakeai/fake-coder": 1000}}})
+    )
     pi = world.pi()
     for i in range(3):
         turn(pi, f"step {i}: outline module {i}. {LONG}")
@@ -426,10 +501,15 @@ def test_a_configured_threshold_below_pis_compacts_at_the_settled_boundary(world
 
 
 def test_a_configured_threshold_above_pis_defers_pis_threshold_compaction(world):
-    write_agent(world.agent, world.fake.base_url,
-                compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
-                extra_settings={"defaultModel": "fake-tiny"})
-    (world.agent / "fabric.json").write_text(json.dumps({"compaction": {"tokenThresholds": {"fakeai/fake-tiny": 50000}}}))
+    write_agent(
+        world.agent,
+        world.fake.base_url,
+        compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
+        extra_settings={"defaultModel": "fake-tiny"},
+    )
+    (world.agent / "fabric.json").write_text(
+        json.dumps({"compaction": {"tokenThresholds": {"fakeai/fake-tiny": 50000}}})
+    )
     pi = world.pi()
     deferred = None
     for i in range(5):  # the same turns compact at Pi's threshold without the setting (test above)
@@ -441,9 +521,16 @@ def test_a_configured_threshold_above_pis_defers_pis_threshold_compaction(world)
             break
     assert deferred is not None, "Pi never reached its own threshold"
     assert not deferred.get("result"), deferred  # Fabric deferred it: no compaction
-    shown = [e.get("statusText") for e in pi.events if e.get("type") == "extension_ui_request"
-             and e.get("method") == "setStatus" and e.get("statusKey") == "fabric-lsp"]
-    assert shown and shown[-1] == "fabric-lsp: bridge active, deferring Pi's threshold compaction to 50000 tokens", shown
+    shown = [
+        e.get("statusText")
+        for e in pi.events
+        if e.get("type") == "extension_ui_request"
+        and e.get("method") == "setStatus"
+        and e.get("statusKey") == "fabric-lsp"
+    ]
+    assert shown and shown[-1] == "fabric-lsp: bridge active, deferring Pi's threshold compaction to 50000 tokens", (
+        shown
+    )
     assert not compactions(world.session()), "Pi's threshold compaction was not deferred"
     # a manual compaction is never deferred
     r = pi.call({"type": "compact"}, 60)

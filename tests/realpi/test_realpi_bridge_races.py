@@ -34,8 +34,28 @@ pytestmark = pytest.mark.realpi
 
 ROUNDS = 20
 # seconds between the request and the typed prompt: negative = the prompt is typed first
-DELAYS = (0.0, 0.25, -0.1, 0.45, 0.1, -0.3, 0.35, 0.05, -0.05, 0.2,
-          0.3, -0.2, 0.15, 0.4, -0.4, 0.0, 0.5, -0.15, 0.25, 0.1)
+DELAYS = (
+    0.0,
+    0.25,
+    -0.1,
+    0.45,
+    0.1,
+    -0.3,
+    0.35,
+    0.05,
+    -0.05,
+    0.2,
+    0.3,
+    -0.2,
+    0.15,
+    0.4,
+    -0.4,
+    0.0,
+    0.5,
+    -0.15,
+    0.25,
+    0.1,
+)
 ANSWER = "detail " * 300  # ~525 tokens a turn, over keepRecentTokens 300: every round has something to compact
 
 
@@ -70,8 +90,12 @@ def branch(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def answered(path, n: int) -> bool:
-    return any(r.get("type") == "message" and r["message"].get("role") == "assistant"
-               and text_of(r["message"]).startswith(f"answer {n}:") for r in entries(path))
+    return any(
+        r.get("type") == "message"
+        and r["message"].get("role") == "assistant"
+        and text_of(r["message"]).startswith(f"answer {n}:")
+        for r in entries(path)
+    )
 
 
 def test_outside_requests_racing_typed_prompts_abort_none(tmp_path, real_pi):  # noqa: F811
@@ -83,14 +107,18 @@ def test_outside_requests_racing_typed_prompts_abort_none(tmp_path, real_pi):  #
         try:
             pane.wait_screen(lambda s: "fabric-lsp: bridge active" in s, 60, "the bridge's status line")
             pane.submit("race 0: warm up")  # the session file exists from here on
-            session = wait_for(lambda: session_files(w.agent) and answered(session_files(w.agent)[0], 0)
-                               and session_files(w.agent)[0], 60, "the first answer")
+            session = wait_for(
+                lambda: session_files(w.agent) and answered(session_files(w.agent)[0], 0) and session_files(w.agent)[0],
+                60,
+                "the first answer",
+            )
             store = IntentStore(default_state_dir(str(w.agent)))
             real = os.path.realpath(session)
             asked = 0
             for i, delay in enumerate(DELAYS[:ROUNDS], start=1):
                 request = lambda: CompactController(store, real).request(  # noqa: E731
-                    default_requested_by="race", reason=f"round {i}")
+                    default_requested_by="race", reason=f"round {i}"
+                )
                 if delay >= 0:
                     request()
                     time.sleep(delay)  # the race itself: the prompt typed this long after the request
@@ -118,11 +146,16 @@ def test_outside_requests_racing_typed_prompts_abort_none(tmp_path, real_pi):  #
     on_path = {r["id"] for r in path}
     assert {r["id"] for r in rows if r.get("type") != "session"} == on_path, "the file forked"
     for n in range(ROUNDS + 1):
-        users = [k for k, r in enumerate(path) if r.get("type") == "message" and r["message"]["role"] == "user"
-                 and re.search(rf"\brace {n}:", text_of(r["message"]))]
+        users = [
+            k
+            for k, r in enumerate(path)
+            if r.get("type") == "message"
+            and r["message"]["role"] == "user"
+            and re.search(rf"\brace {n}:", text_of(r["message"]))
+        ]
         assert len(users) == 1, f"round {n}: the prompt is on the branch {len(users)} times"
         turn = []
-        for r in path[users[0] + 1:]:
+        for r in path[users[0] + 1 :]:
             if r.get("type") != "message":
                 continue
             if r["message"]["role"] == "user":
@@ -137,8 +170,11 @@ def test_outside_requests_racing_typed_prompts_abort_none(tmp_path, real_pi):  #
     by_id = {r["id"]: r for r in rows if r.get("type") != "session"}
     for c in comps:
         parent = by_id[c["parentId"]]
-        assert parent.get("type") == "message" and parent["message"]["role"] == "assistant" \
-            and parent["message"].get("stopReason") == "stop", (c["id"], parent.get("type"))
+        assert (
+            parent.get("type") == "message"
+            and parent["message"]["role"] == "assistant"
+            and parent["message"].get("stopReason") == "stop"
+        ), (c["id"], parent.get("type"))
     cleared = store.load(real).last_cleared
     assert len(comps) >= ROUNDS // 4, f"only {len(comps)} of {asked} requests were committed (last cleared: {cleared})"
     assert not [r for r in fake.requests if "context summarization assistant" in json.dumps(r["body"])]

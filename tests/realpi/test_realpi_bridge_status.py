@@ -40,15 +40,23 @@ pytestmark = pytest.mark.realpi
 
 def statuses(pi: PiRpc) -> list[str]:
     """Every text the extension put in its status line (RPC forwards setStatus)."""
-    return [e.get("statusText") or "" for e in list(pi.events)
-            if e.get("type") == "extension_ui_request" and e.get("method") == "setStatus"
-            and e.get("statusKey") == "fabric-lsp"]
+    return [
+        e.get("statusText") or ""
+        for e in list(pi.events)
+        if e.get("type") == "extension_ui_request"
+        and e.get("method") == "setStatus"
+        and e.get("statusKey") == "fabric-lsp"
+    ]
 
 
 def notifications(pi: PiRpc, level: str | None = None) -> list[str]:
-    return [e.get("message") or "" for e in list(pi.events)
-            if e.get("type") == "extension_ui_request" and e.get("method") == "notify"
-            and (level is None or e.get("notifyType") == level)]
+    return [
+        e.get("message") or ""
+        for e in list(pi.events)
+        if e.get("type") == "extension_ui_request"
+        and e.get("method") == "notify"
+        and (level is None or e.get("notifyType") == level)
+    ]
 
 
 def status_now(pi: PiRpc) -> str:
@@ -63,8 +71,11 @@ def test_engine_missing_still_holds_the_session_and_says_so(world, tmp_path):
     session = world.session()
     leaf = lines(session)[-1]["id"]
     # the lease fabric-lsp reads, written by the extension itself, live, naming Pi's leaf
-    lease = wait_for(lambda: (l := LeaseBook(world.agent).live(str(session))) and l.leaf_id == leaf and l, 10,
-                     "the extension's own lease")
+    lease = wait_for(
+        lambda: (l := LeaseBook(world.agent).live(str(session))) and l.leaf_id == leaf and l,
+        10,
+        "the extension's own lease",
+    )
     assert lease.pid == pi.proc.pid and lease.pi_version == world.real.version
     shown = status_now(pi)
     assert "engine not found" in shown and 'compaction.engine: "pi"' in shown and "no-such-fabric-lsp" in shown, shown
@@ -88,7 +99,9 @@ def test_the_lease_names_every_entry_pi_appends_during_a_turn(world):
     def responder(body: dict[str, Any]) -> dict[str, Any]:
         msgs = body["messages"]
         if gate["slow"] and msgs[-1].get("role") != "tool":
-            return {"tool_call": {"id": "call_slow_leaf", "name": "bash", "arguments": {"command": "sleep 4; echo done"}}}
+            return {
+                "tool_call": {"id": "call_slow_leaf", "name": "bash", "arguments": {"command": "sleep 4; echo done"}}
+            }
         return {"text": "Sure: " + "detail " * 300}
 
     world.fake.responder = responder
@@ -103,8 +116,11 @@ def test_the_lease_names_every_entry_pi_appends_during_a_turn(world):
     assert call["message"]["role"] == "assistant" and call["message"]["stopReason"] == "toolUse"
     # while the tool runs (no settled boundary yet), the lease already names the tool call
     book = LeaseBook(world.agent)
-    wait_for(lambda: (book.live(str(session)) or None) and book.live(str(session)).leaf_id == call["id"], 3,
-             "the lease's leaf at the tool call")
+    wait_for(
+        lambda: (book.live(str(session)) or None) and book.live(str(session)).leaf_id == call["id"],
+        3,
+        "the lease's leaf at the tool call",
+    )
     preview = json.loads(world.fabric("preview", str(session), "--json", check=False).stdout)
     assert preview["leafId"] == call["id"]
     assert not [e for e in pi.events[mark:] if e.get("type") == "agent_settled"], "the turn ended already"
@@ -132,11 +148,17 @@ def test_a_request_with_nothing_to_compact_is_refused_and_pi_never_tries(world):
 
 
 def test_an_engine_error_lets_pi_compact_automatically_and_is_shown(world, tmp_path):
-    write_agent(world.agent, world.fake.base_url,
-                compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
-                extra_settings={"defaultModel": "fake-tiny"})
-    world.fake.responder = lambda body: ({"text": "## Goal\nPI OWN SUMMARY"} if "context summarization assistant"
-                                         in json.dumps(body) else {"text": "Sure: " + "detail " * 300})
+    write_agent(
+        world.agent,
+        world.fake.base_url,
+        compaction={"enabled": True, "keepRecentTokens": 300, "reserveTokens": 2000},
+        extra_settings={"defaultModel": "fake-tiny"},
+    )
+    world.fake.responder = lambda body: (
+        {"text": "## Goal\nPI OWN SUMMARY"}
+        if "context summarization assistant" in json.dumps(body)
+        else {"text": "Sure: " + "detail " * 300}
+    )
     pi = world.pi(env=world.env(FABRIC_LSP_COMMAND=failing_compute_wrapper(tmp_path)))
     session = None
     for i in range(12):  # two automatic compactions: the first error must not cancel the next one
@@ -179,7 +201,7 @@ def test_an_intent_requested_mid_run_is_committed_at_pis_boundary_without_an_abo
     pi.wait(lambda e: e.get("type") == "tool_execution_start", 30, mark)
     world.fabric("compact", str(session), "--instructions", "keep the lexer plan")
     settled = pi.wait(lambda e: e.get("type") == "agent_settled", 60, mark)
-    events = pi.events[mark:next(i for i in range(mark, len(pi.events)) if pi.events[i] is settled)]
+    events = pi.events[mark : next(i for i in range(mark, len(pi.events)) if pi.events[i] is settled)]
     comp = compactions(session)
     assert len(comp) == 1, "not committed at the run's boundary"
     answer = [e for e in lines(session) if e.get("type") == "message"][-1]
@@ -193,11 +215,22 @@ def test_an_intent_requested_mid_run_is_committed_at_pis_boundary_without_an_abo
     else:
         # Pi 0.80.6: ctx.compact() at agent_settled (awaited by the handler, before the public event)
         assert [e.get("reason") for e in events if e.get("type") == "compaction_start"] == ["manual"]
-    record = wait_for(lambda: json.loads(world.fabric("compact-status", str(session), "--json").stdout).get("last"), 5,
-                      "the record")
+    record = wait_for(
+        lambda: json.loads(world.fabric("compact-status", str(session), "--json").stdout).get("last"), 5, "the record"
+    )
     assert record["status"] == "committed" and record["entryId"] == comp[0]["id"]
-    preview = json.loads(world.fabric("preview", str(session), "--json", "--leaf", comp[0]["parentId"],
-                                      "--instructions", "keep the lexer plan", check=False).stdout)
+    preview = json.loads(
+        world.fabric(
+            "preview",
+            str(session),
+            "--json",
+            "--leaf",
+            comp[0]["parentId"],
+            "--instructions",
+            "keep the lexer plan",
+            check=False,
+        ).stdout
+    )
     assert comp[0]["summary"] == preview["summary"] and comp[0]["firstKeptEntryId"] == preview["firstKeptEntryId"]
     assert not summarizer_requests(world.fake)
 
@@ -217,8 +250,11 @@ def test_compact_status_shows_pis_own_compactions_orphans_and_every_holder(world
     assert "last: committed" not in text
     assert "compaction in effect: none on the active branch" in text, text
     # Pi's own compaction (no extension: Pi's summarizer) is the one in effect
-    world.fake.responder = lambda body: ({"text": "## Goal\nPI OWN SUMMARY"} if "context summarization assistant"
-                                         in json.dumps(body) else {"text": "Sure: " + "detail " * 300})
+    world.fake.responder = lambda body: (
+        {"text": "## Goal\nPI OWN SUMMARY"}
+        if "context summarization assistant" in json.dumps(body)
+        else {"text": "Sure: " + "detail " * 300}
+    )
     r = pi.call({"type": "compact"}, 60)
     assert r["success"], r
     own = compactions(session)[-1]
@@ -229,8 +265,11 @@ def test_compact_status_shows_pis_own_compactions_orphans_and_every_holder(world
     a = world.pi("--session", str(session))
     b = world.pi("--session", str(session))
     book = LeaseBook(world.agent)
-    wait_for(lambda: {x.pid for x in book.all_live() if x.session == os.path.realpath(session)}
-             == {a.proc.pid, b.proc.pid}, 20, "both leases")
+    wait_for(
+        lambda: {x.pid for x in book.all_live() if x.session == os.path.realpath(session)} == {a.proc.pid, b.proc.pid},
+        20,
+        "both leases",
+    )
     text = world.fabric("compact-status", str(session)).stdout
     assert "held by 2 live Pis" in text and f"pid {a.proc.pid}" in text and f"pid {b.proc.pid}" in text, text
     # and each one says so in its status line
@@ -255,8 +294,14 @@ def test_compact_wait_says_why_it_still_waits_after_the_holding_pi_is_killed(wor
     mark = pi.mark()
     assert pi.call({"type": "prompt", "message": "hang here"})["success"]
     pi.wait(lambda e: e.get("type") == "tool_execution_start", 30, mark)
-    waiter = subprocess.Popen([*FABRIC, "compact", str(session), "--wait", "--timeout", "3", "--quiet-interval", "0"],
-                              cwd=world.proj, env=world.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiter = subprocess.Popen(
+        [*FABRIC, "compact", str(session), "--wait", "--timeout", "3", "--quiet-interval", "0"],
+        cwd=world.proj,
+        env=world.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # the CLI said the live Pi holds it (it waits for that Pi) before Pi is killed
         deadline = time.monotonic() + 20
@@ -279,8 +324,9 @@ def test_compact_wait_says_why_it_still_waits_after_the_holding_pi_is_killed(wor
 
 def test_pi_uninstall_removes_the_extension_its_config_and_pending_requests(world, tmp_path):
     py = [sys.executable, "-m", "fabric_lsp"]
-    out = subprocess.run([*py, "pi", "install", "--agent-dir", str(world.agent)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [*py, "pi", "install", "--agent-dir", str(world.agent)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     installed = world.agent / "extensions" / "fabric-lsp"
     assert (installed / "fabric-lsp.json").is_file() and (installed / "README.md").is_file()
@@ -292,8 +338,13 @@ def test_pi_uninstall_removes_the_extension_its_config_and_pending_requests(worl
     pi.close()
     pending = json.loads(world.fabric("compact", str(session), "--json").stdout)["pending"]
     assert pending
-    out = subprocess.run([*py, "pi", "uninstall", "--agent-dir", str(world.agent)], capture_output=True, text=True,
-                         timeout=60, env=world.env())
+    out = subprocess.run(
+        [*py, "pi", "uninstall", "--agent-dir", str(world.agent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=world.env(),
+    )
     assert out.returncode == 0, out.stderr
     assert f"removed the Pi extension and its fabric-lsp.json from {installed}" in out.stdout
     assert "cleared 1 pending compaction request(s)" in out.stdout, out.stdout
@@ -308,7 +359,8 @@ def test_pi_uninstall_removes_the_extension_its_config_and_pending_requests(worl
     # a directory that is not our install is left alone
     installed.mkdir(parents=True)
     (installed / "package.json").write_text(json.dumps({"name": "someone-else"}))
-    out = subprocess.run([*py, "pi", "uninstall", "--agent-dir", str(world.agent)], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [*py, "pi", "uninstall", "--agent-dir", str(world.agent)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 1 and "is not an earlier `fabric-lsp pi install`" in out.stderr
     assert (installed / "package.json").is_file()

@@ -36,15 +36,30 @@ def test_tui_commits_an_editor_intent_and_sends_our_summary(tmp_path, real_pi): 
                 before = len(fake.requests)
                 pane.submit(f"step {i}: refactor module {i}. " + "context " * 600)
                 wait_for(lambda: len(fake.requests) > before, 60, f"the model request of turn {i}")
-                wait_for(lambda: (files := list((w.agent / "sessions").glob("*/*.jsonl")))
-                         and sum(1 for e in lines(files[0]) if e.get("type") == "message"
-                                 and e["message"]["role"] == "assistant") == i + 1, 60, f"turn {i} persisted")
+                wait_for(
+                    lambda: (
+                        (files := list((w.agent / "sessions").glob("*/*.jsonl")))
+                        and sum(
+                            1
+                            for e in lines(files[0])
+                            if e.get("type") == "message" and e["message"]["role"] == "assistant"
+                        )
+                        == i + 1
+                    ),
+                    60,
+                    f"turn {i} persisted",
+                )
             session = w.session()
             leases = w.agent / "fabric-lsp" / "leases"
             leaf = lines(session)[-1]["id"]
-            wait_for(lambda: any(json.loads(p.read_text()).get("leafId") == leaf for p in leases.glob("*.json")),
-                     30, "the settled lease")
-            out = subprocess.run([*FABRIC, "compact", str(session)], env=env, capture_output=True, text=True, timeout=60)
+            wait_for(
+                lambda: any(json.loads(p.read_text()).get("leafId") == leaf for p in leases.glob("*.json")),
+                30,
+                "the settled lease",
+            )
+            out = subprocess.run(
+                [*FABRIC, "compact", str(session)], env=env, capture_output=True, text=True, timeout=60
+            )
             assert out.returncode == 0, out.stderr
             comp = wait_for(lambda: compactions(session), 10, "the TUI's commit")[0]
             assert comp["parentId"] == leaf and comp["fromHook"] is True

@@ -29,17 +29,27 @@ def test_status_line_and_a_second_pi_warned_in_both_tuis(tmp_path, real_pi):  # 
             a = tmux.start("a", pi_command(real_pi, w.proj, w.env(), ["-e", str(EXTENSION)]), width=WIDTH)
             a.wait_screen(lambda s: "fabric-lsp: bridge active" in s, 60, "A's status line")
             a.submit("step 0: outline the parser. " + LONG[:400])
-            session = wait_for(lambda: (files := session_files(w.agent)) and any(
-                e.get("type") == "message" and e["message"]["role"] == "assistant" for e in lines(files[0]))
-                and files[0], 60, "A's first answer")
+            session = wait_for(
+                lambda: (
+                    (files := session_files(w.agent))
+                    and any(e.get("type") == "message" and e["message"]["role"] == "assistant" for e in lines(files[0]))
+                    and files[0]
+                ),
+                60,
+                "A's first answer",
+            )
             pid_a = a.pid()
             # B opens the same file, and cannot run fabric-lsp
             env_b = w.env(FABRIC_LSP_COMMAND=str(tmp_path / "no-such-fabric-lsp"))
-            b = tmux.start("b", pi_command(real_pi, w.proj, env_b, ["-e", str(EXTENSION), "--session", str(session)]),
-                           width=WIDTH)
+            b = tmux.start(
+                "b", pi_command(real_pi, w.proj, env_b, ["-e", str(EXTENSION), "--session", str(session)]), width=WIDTH
+            )
             pid_b = b.pid()
-            screen_b = b.wait_screen(lambda s: f"another Pi (pid {pid_a})" in s and "engine not found" in s, 60,
-                                     "B's warning and its engine status")
+            screen_b = b.wait_screen(
+                lambda s: f"another Pi (pid {pid_a})" in s and "engine not found" in s,
+                60,
+                "B's warning and its engine status",
+            )
             assert 'compaction.engine: "pi"' in screen_b and "fabric-lsp pi install" in screen_b
             a.wait_screen(lambda s: f"another Pi (pid {pid_b})" in s, 20, "A's warning")
             # one line: the status is not repeated per turn or per problem

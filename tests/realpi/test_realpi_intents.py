@@ -47,8 +47,9 @@ def quiet(path: Path) -> None:
 
 def commit(tmp_path: Path, path: Path, options=LEGACY_CUT, **params) -> dict:
     quiet(path)
-    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1,
-                         compaction_options_provider=lambda _p: options)
+    svc = IntentsService(
+        state_dir=tmp_path / "state", quiet_interval_s=0.1, compaction_options_provider=lambda _p: options
+    )
     svc.request(path, params)
     record = svc.maybe_commit(path)
     assert record is not None and record["status"] == "committed", record
@@ -121,8 +122,7 @@ def test_pi_print_mode_sends_our_summary_to_the_model(tmp_path, real_pi, name): 
 
     with FakeOpenAI(answer="Resumed after the Fabric compaction.", log_dir=tmp_path / "requests") as server:
         write_agent_dir(agent, server.base_url)
-        out = real_pi.run(["-p", "--session", str(path), "What is left to do?"], cwd=proj, agent_dir=agent,
-                          home=home)
+        out = real_pi.run(["-p", "--session", str(path), "What is left to do?"], cwd=proj, agent_dir=agent, home=home)
         assert out.returncode == 0, (out.stdout, out.stderr)
         assert "Resumed after the Fabric compaction." in out.stdout
         requests = [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
@@ -137,7 +137,7 @@ def test_pi_print_mode_sends_our_summary_to_the_model(tmp_path, real_pi, name): 
     # Pi appended after our entry, never rewrote it, and hung its turn off our compaction.
     final = path.read_bytes()
     assert final.startswith(committed)
-    new = [json.loads(x) for x in final[len(committed):].split(b"\n") if x]
+    new = [json.loads(x) for x in final[len(committed) :].split(b"\n") if x]
     assert new[0]["type"] == "message" and new[0]["parentId"] == record["entryId"]
     assert new[-1]["message"]["role"] == "assistant"
 
@@ -178,7 +178,7 @@ def test_pi_written_session_then_commit_then_resume(tmp_path, real_pi):  # noqa:
         assert {**ours["systemMessage"], "timestamp": 0} == {**pis["systemMessage"], "timestamp": 0}
         assert ours["systemMessage"]["timestamp"] == record["at"]
         # ...so the resumed Pi does not append its system message again after ours.
-        after = last[ids.index(record["entryId"]) + 1:]
+        after = last[ids.index(record["entryId"]) + 1 :]
         assert not [e for e in after if e.get("type") == "message" and e["message"].get("role") == "system"], after
     else:
         assert "systemMessage" not in ours
@@ -200,7 +200,11 @@ def pi_append_compaction(real_pi, session: Path) -> dict:
     )
     import subprocess
 
-    out = subprocess.run([str(real_pi.node), "--input-type=module", "-e", script, str(real_pi.pkg), str(copy)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [str(real_pi.node), "--input-type=module", "-e", script, str(real_pi.pkg), str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

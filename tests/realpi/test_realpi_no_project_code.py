@@ -34,6 +34,7 @@ VENV_BIN = Path(PYTHON).parent
 
 def plant(proj: Path, markers: Path) -> None:
     """The hostile project: every file records that it ran, in `markers/<name>`."""
+
     def marker_code(name: str) -> str:
         return f"import os\nopen(os.path.join({str(markers)!r}, {name!r}), 'w').write('ran')\n"
 
@@ -61,7 +62,9 @@ def hostile(tmp_path, version):
     # the control: the command older versions installed imports all of it from this directory
     for argv in ([PYTHON, "-m", "fabric_lsp", "--version"], [PYTHON, "-c", "import json, msgspec"]):
         subprocess.run(argv, cwd=proj, capture_output=True, timeout=60)
-    assert ran(markers) == ["fabric_lsp", "fabric_lsp.__main__", "json", "msgspec"], "the hostile project does not bite: no test"
+    assert ran(markers) == ["fabric_lsp", "fabric_lsp.__main__", "json", "msgspec"], (
+        "the hostile project does not bite: no test"
+    )
     for p in markers.iterdir():
         p.unlink()
     with FakeOpenAI(answer="Sure: " + "detail " * 300, realistic_usage=True) as fake:
@@ -79,7 +82,9 @@ def wrapper(tmp: Path) -> tuple[str, Path]:
 
 
 # the extension's own rules, the same on every Pi version: each way runs once, on one of them
-@pytest.mark.parametrize(("version", "how"), spread(["pi-install", "legacy-install", "env-command", "path-lookup", "cwd"]))
+@pytest.mark.parametrize(
+    ("version", "how"), spread(["pi-install", "legacy-install", "env-command", "path-lookup", "cwd"])
+)
 def test_pi_in_a_hostile_project_runs_none_of_its_code(hostile, how):
     tmp, proj, markers, home, agent, fake, real = hostile
     env = {k: v for k, v in os.environ.items() if k != "FABRIC_LSP_COMMAND"}
@@ -87,8 +92,13 @@ def test_pi_in_a_hostile_project_runs_none_of_its_code(hostile, how):
     args: list[str] = ["-e", str(EXTENSION)]
     log = None
     if how in ("pi-install", "legacy-install"):
-        out = subprocess.run([PYTHON, "-m", "fabric_lsp", "pi", "install", "--agent-dir", str(agent)], cwd=tmp,
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [PYTHON, "-m", "fabric_lsp", "pi", "install", "--agent-dir", str(agent)],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         config = agent / "extensions" / "fabric-lsp" / "fabric-lsp.json"
         assert json.loads(config.read_text())["command"] == [PYTHON, "-I", "-m", "fabric_lsp"]

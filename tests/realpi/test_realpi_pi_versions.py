@@ -64,9 +64,12 @@ def test_preview_matches_pis_gate_and_tokens_before_and_the_bridge_commits_its_b
 
 
 def test_a_503_retry_and_a_400_overflow_keep_the_question_verbatim(world):  # noqa: F811
-    write_agent(world.agent, world.fake.base_url,
-                compaction={"enabled": True, "keepRecentTokens": 40, "reserveTokens": 2000},
-                extra_settings={"retry": {"enabled": True, "maxRetries": 3, "baseDelayMs": 10}})
+    write_agent(
+        world.agent,
+        world.fake.base_url,
+        compaction={"enabled": True, "keepRecentTokens": 40, "reserveTokens": 2000},
+        extra_settings={"retry": {"enabled": True, "maxRetries": 3, "baseDelayMs": 10}},
+    )
     failed: set[str] = set()
 
     def responder(body: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ENV_KEYS = ("HOME", "PI_CODING_AGENT_DIR", "PI_OFFLINE", "PATH", "FABRIC_LSP_COMMAND", "PI_SKIP_VERSION_CHECK",
-            "PI_TELEMETRY")
+ENV_KEYS = (
+    "HOME",
+    "PI_CODING_AGENT_DIR",
+    "PI_OFFLINE",
+    "PATH",
+    "FABRIC_LSP_COMMAND",
+    "PI_SKIP_VERSION_CHECK",
+    "PI_TELEMETRY",
+)
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 10.0, what: str = "condition", every: float = 0.05) -> Any:

@@ -51,12 +51,31 @@ def long_line_session(dest: Path, line_bytes: int, cwd: str, sid: str = "01b0a6e
     ts = "2026-11-02T09:00:00.000Z"
     rows = [
         {"type": "session", "version": 3, "id": sid, "timestamp": ts, "cwd": cwd},
-        {"type": "message", "id": "10000001", "parentId": None, "timestamp": ts,
-         "message": {"role": "user", "content": [{"type": "text", "text": "dump the whole build log"}], "timestamp": 1}},
-        {"type": "message", "id": "10000002", "parentId": "10000001", "timestamp": ts,
-         "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "call_1", "name": "bash",
-                                                       "arguments": {"command": "cat build.log"}}],
-                     "stopReason": "toolUse", "timestamp": 2}},
+        {
+            "type": "message",
+            "id": "10000001",
+            "parentId": None,
+            "timestamp": ts,
+            "message": {
+                "role": "user",
+                "content": [{"type": "text", "text": "dump the whole build log"}],
+                "timestamp": 1,
+            },
+        },
+        {
+            "type": "message",
+            "id": "10000002",
+            "parentId": "10000001",
+            "timestamp": ts,
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "toolCall", "id": "call_1", "name": "bash", "arguments": {"command": "cat build.log"}}
+                ],
+                "stopReason": "toolUse",
+                "timestamp": 2,
+            },
+        },
     ]
     dest.parent.mkdir(parents=True, exist_ok=True)
     words = [b"compiling", b"module", b"linking", b"warning", b"unused", b"variable", b"ok", b"step"]
@@ -64,14 +83,32 @@ def long_line_session(dest: Path, line_bytes: int, cwd: str, sid: str = "01b0a6e
     with open(dest, "wb") as fh:
         for r in rows:
             fh.write(json.dumps(r, separators=(",", ":")).encode() + b"\n")
-        head = (b'{"type":"message","id":"10000003","parentId":"10000002","timestamp":"' + ts.encode()
-                + b'","message":{"role":"toolResult","toolCallId":"call_1","toolName":"bash","content":[{"type":"text","text":"')
+        head = (
+            b'{"type":"message","id":"10000003","parentId":"10000002","timestamp":"'
+            + ts.encode()
+            + b'","message":{"role":"toolResult","toolCallId":"call_1","toolName":"bash","content":[{"type":"text","text":"'
+        )
         fh.write(head)
         n = max(1, (line_bytes - len(head)) // len(unit))
         for _ in range(n):
             fh.write(unit)
         fh.write(b'BUILDLOGEND"}],"isError":false,"timestamp":3}}\n')
-        fh.write(json.dumps({"type": "message", "id": "10000004", "parentId": "10000003", "timestamp": ts,
-                             "message": {"role": "assistant", "content": [{"type": "text", "text": "The build log is long."}],
-                                         "stopReason": "stop", "timestamp": 4}}, separators=(",", ":")).encode() + b"\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "10000004",
+                    "parentId": "10000003",
+                    "timestamp": ts,
+                    "message": {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": "The build log is long."}],
+                        "stopReason": "stop",
+                        "timestamp": 4,
+                    },
+                },
+                separators=(",", ":"),
+            ).encode()
+            + b"\n"
+        )
     return dest

@@ -14,33 +14,127 @@ from typing import Any
 
 from reliability_kit import frame
 
-FABRIC_METHODS = ["fabric/sessions", "fabric/recall", "fabric/expand", "fabric/compactionPreview",
-                  "fabric/branchSummaryPreview", "fabric/compact/status", "fabric/compact/cancel",
-                  "fabric/compact/request"]
-COMMANDS = ["fabric.recall", "fabric.expand", "fabric.compactionPreview", "fabric.branchSummaryPreview",
-            "fabric.compact.status", "fabric.compact.cancel", "fabric.sessions", "fabric.reload", "nope", 7]
-STANDARD_REQUESTS = ["textDocument/hover", "textDocument/definition", "workspace/symbol",
-                     "textDocument/documentSymbol", "textDocument/completion"]
-NOTIFICATIONS = ["textDocument/didOpen", "textDocument/didChange", "textDocument/didClose",
-                 "workspace/didChangeWatchedFiles", "workspace/didChangeConfiguration", "$/cancelRequest",
-                 "$/setTrace", "fabric/unknownNotification"]
-KEYS = ["session", "query", "queryMode", "scope", "branches", "page", "pageSize", "cwd", "indices", "entryIds",
-        "operationAddresses", "entryRange", "expectedSourceHash", "instructions", "preserve", "reason",
-        "contextWindow", "keepRecentTokens", "targetContextRatio", "leafId", "includeQa", "targetId", "fromId",
-        "requestedBy", "workDoneToken", "textDocument", "position", "command", "arguments", "settings", "changes",
-        "id", "bogus"]
-WORDS = ["test", "read", "(a|b)+", "[", "session", "global", "active", "all", "regex", "literal", "", " ",
-         "pi-entry:x/y", "../../etc/passwd", "\u0000", "\ud800", "é", "🚀", "a" * 300]
+FABRIC_METHODS = [
+    "fabric/sessions",
+    "fabric/recall",
+    "fabric/expand",
+    "fabric/compactionPreview",
+    "fabric/branchSummaryPreview",
+    "fabric/compact/status",
+    "fabric/compact/cancel",
+    "fabric/compact/request",
+]
+COMMANDS = [
+    "fabric.recall",
+    "fabric.expand",
+    "fabric.compactionPreview",
+    "fabric.branchSummaryPreview",
+    "fabric.compact.status",
+    "fabric.compact.cancel",
+    "fabric.sessions",
+    "fabric.reload",
+    "nope",
+    7,
+]
+STANDARD_REQUESTS = [
+    "textDocument/hover",
+    "textDocument/definition",
+    "workspace/symbol",
+    "textDocument/documentSymbol",
+    "textDocument/completion",
+]
+NOTIFICATIONS = [
+    "textDocument/didOpen",
+    "textDocument/didChange",
+    "textDocument/didClose",
+    "workspace/didChangeWatchedFiles",
+    "workspace/didChangeConfiguration",
+    "$/cancelRequest",
+    "$/setTrace",
+    "fabric/unknownNotification",
+]
+KEYS = [
+    "session",
+    "query",
+    "queryMode",
+    "scope",
+    "branches",
+    "page",
+    "pageSize",
+    "cwd",
+    "indices",
+    "entryIds",
+    "operationAddresses",
+    "entryRange",
+    "expectedSourceHash",
+    "instructions",
+    "preserve",
+    "reason",
+    "contextWindow",
+    "keepRecentTokens",
+    "targetContextRatio",
+    "leafId",
+    "includeQa",
+    "targetId",
+    "fromId",
+    "requestedBy",
+    "workDoneToken",
+    "textDocument",
+    "position",
+    "command",
+    "arguments",
+    "settings",
+    "changes",
+    "id",
+    "bogus",
+]
+WORDS = [
+    "test",
+    "read",
+    "(a|b)+",
+    "[",
+    "session",
+    "global",
+    "active",
+    "all",
+    "regex",
+    "literal",
+    "",
+    " ",
+    "pi-entry:x/y",
+    "../../etc/passwd",
+    "\u0000",
+    "\ud800",
+    "é",
+    "🚀",
+    "a" * 300,
+]
 
 
 def rand_value(rng: random.Random, files: list[str], depth: int = 0) -> Any:
     r = rng.random()
     if depth > 3 or r < 0.45:
-        return rng.choice([
-            None, True, False, 0, -1, 1, 2**31, 2**53 + 1, 10**30, -0.5, 1e308, 3.14,
-            rng.choice(WORDS), rng.choice(files) if files else "x", "file://" + (rng.choice(files) if files else "/x"),
-            "session:" + (rng.choice(files) if files else "x"), rng.randint(-5, 500),
-        ])
+        return rng.choice(
+            [
+                None,
+                True,
+                False,
+                0,
+                -1,
+                1,
+                2**31,
+                2**53 + 1,
+                10**30,
+                -0.5,
+                1e308,
+                3.14,
+                rng.choice(WORDS),
+                rng.choice(files) if files else "x",
+                "file://" + (rng.choice(files) if files else "/x"),
+                "session:" + (rng.choice(files) if files else "x"),
+                rng.randint(-5, 500),
+            ]
+        )
     if r < 0.7:
         return [rand_value(rng, files, depth + 1) for _ in range(rng.randint(0, 4))]
     return {rng.choice(KEYS): rand_value(rng, files, depth + 1) for _ in range(rng.randint(0, 4))}
@@ -50,8 +144,11 @@ def valid_params(rng: random.Random, method: str, files: list[str]) -> dict:
     f = rng.choice(files)
     base = {
         "fabric/sessions": {"scope": rng.choice(["global", "project", "session"])},
-        "fabric/recall": {"query": rng.choice(["test", "read", "fix", "(a|b)+c"]), "scope": rng.choice(["global", "project"]),
-                          "queryMode": rng.choice(["literal", "regex"])},
+        "fabric/recall": {
+            "query": rng.choice(["test", "read", "fix", "(a|b)+c"]),
+            "scope": rng.choice(["global", "project"]),
+            "queryMode": rng.choice(["literal", "regex"]),
+        },
         "fabric/expand": {"session": f, "indices": [0]},
         "fabric/compactionPreview": {"session": f},
         "fabric/branchSummaryPreview": {"session": f, "targetId": "nope"},
@@ -97,8 +194,11 @@ def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, byt
         params = {"command": cmd, "arguments": args} if rng.random() < 0.9 else rand_value(rng, files)
         body = {"jsonrpc": "2.0", "id": msg_id, "method": "workspace/executeCommand", "params": params}
         # params that are not ExecuteCommandParams at all fail lsprotocol's structuring
-        envelope_ok = isinstance(params, dict) and isinstance(params.get("command"), str) and isinstance(
-            params.get("arguments"), list)
+        envelope_ok = (
+            isinstance(params, dict)
+            and isinstance(params.get("command"), str)
+            and isinstance(params.get("arguments"), list)
+        )
         return ("executeCommand" if envelope_ok else "standard"), frame(body), msg_id
     if r < 0.78:
         method = rng.choice(STANDARD_REQUESTS)
@@ -112,17 +212,33 @@ def message(rng: random.Random, files: list[str], msg_id: str) -> tuple[str, byt
         body = {"jsonrpc": "2.0", "id": msg_id, "method": "unknown/" + rng.choice(WORDS[:6]), "params": {}}
         return "unknown_method", frame(body), msg_id
     if r < 0.95:  # a response to a request the server never sent
-        body = {"jsonrpc": "2.0", "id": rng.randint(10**6, 10**7), rng.choice(["result", "error"]): rand_value(rng, files)}
+        body = {
+            "jsonrpc": "2.0",
+            "id": rng.randint(10**6, 10**7),
+            rng.choice(["result", "error"]): rand_value(rng, files),
+        }
         return "stray_response", frame(body), None
     if r < 0.98:  # not JSON, or JSON that is not a message
-        raw = rng.choice([b"{", b"{\"jsonrpc\":\"2.0\",\"id\":", b"\xff\xfe", b"[]", b"null", b"42", b"\"str\"",
-                          json.dumps([{"jsonrpc": "2.0", "method": "x"}]).encode()])
+        raw = rng.choice(
+            [
+                b"{",
+                b'{"jsonrpc":"2.0","id":',
+                b"\xff\xfe",
+                b"[]",
+                b"null",
+                b"42",
+                b'"str"',
+                json.dumps([{"jsonrpc": "2.0", "method": "x"}]).encode(),
+            ]
+        )
         return "not_a_message", b"Content-Length: %d\r\n\r\n" % len(raw) + raw, None
     # an envelope that is not JSON-RPC 2.0 (answered -32600)
-    body = rng.choice([
-        {"id": msg_id, "method": "fabric/sessions", "params": {}},
-        {"jsonrpc": "1.0", "id": msg_id, "method": "fabric/sessions"},
-    ])
+    body = rng.choice(
+        [
+            {"id": msg_id, "method": "fabric/sessions", "params": {}},
+            {"jsonrpc": "1.0", "id": msg_id, "method": "fabric/sessions"},
+        ]
+    )
     return "bad_envelope", frame(body), msg_id
 
 

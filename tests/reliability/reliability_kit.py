@@ -79,9 +79,16 @@ def frame(obj: Any) -> bytes:
 class RawServer:
     """One `fabric-lsp` process over stdio."""
 
-    def __init__(self, agent: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 stderr_path: Path | None = None, settings: dict | None = None,
-                 command: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        agent: Path,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        stderr_path: Path | None = None,
+        settings: dict | None = None,
+        command: list[str] | None = None,
+    ) -> None:
         self.agent = agent
         self.settings = settings  # answer to workspace/configuration "fabric"
         if stderr_path is not None:
@@ -281,13 +288,15 @@ class RawServer:
 
     def wait(self, msg_id: Any, timeout: float = 60.0) -> dict:
         key = _key(msg_id)
-        return self._until(lambda: self.responses.pop(key) if key in self.responses else None, timeout,
-                           f"answer to request {msg_id!r}")
+        return self._until(
+            lambda: self.responses.pop(key) if key in self.responses else None, timeout, f"answer to request {msg_id!r}"
+        )
 
     def wait_notification(self, accept: Callable[[dict], bool], *, since: int = 0, timeout: float = 60.0) -> dict:
         """The first notification from index `since` of `notifications` that `accept`s."""
-        return self._until(lambda: next((m for m in self.notifications[since:] if accept(m)), None), timeout,
-                           "such notification")
+        return self._until(
+            lambda: next((m for m in self.notifications[since:] if accept(m)), None), timeout, "such notification"
+        )
 
     def call(self, method: str, params: Any = None, timeout: float = 60.0) -> Any:
         resp = self.wait(self.request(method, params), timeout)

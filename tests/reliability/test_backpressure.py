@@ -34,8 +34,10 @@ def test_previews_are_bounded_shared_cancellable_and_never_hold_a_cheap_request(
     try:
         srv.initialize(ORBIT)
         # 40 distinct previews (different budgets): 16 are taken, the rest refused at once
-        ids = [srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 1000 + i})
-               for i in range(40)]
+        ids = [
+            srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 1000 + i})
+            for i in range(40)
+        ]
         # a cheap request behind them
         t0 = time.monotonic()
         status = srv.call("fabric/compact/status", {"session": session}, timeout=30)
@@ -54,7 +56,9 @@ def test_previews_are_bounded_shared_cancellable_and_never_hold_a_cheap_request(
         assert set(cancelled) == set(ids[10:16]), cancelled
         assert len(done) == 10 and all(answers[i]["result"]["sessionFile"] == session for i in done)
         # identical previews in flight are computed once: the same answer for all
-        same = [srv.request("fabric/compactionPreview", {"session": session, "workDoneToken": f"t{i}"}) for i in range(8)]
+        same = [
+            srv.request("fabric/compactionPreview", {"session": session, "workDoneToken": f"t{i}"}) for i in range(8)
+        ]
         results = [srv.wait(i, timeout=300) for i in same]
         assert all("result" in r for r in results), results[0]
         assert all(r["result"] == results[0]["result"] for r in results)
@@ -87,14 +91,19 @@ def test_cheap_requests_answer_within_200_ms_while_50_previews_of_the_50_mb_sess
         # starts the intents engine; the first sessions call reads the headers)
         srv.call("fabric/compact/status", {"session": session}, timeout=60)
         srv.call("fabric/sessions", {"scope": "global"}, timeout=60)
-        ids = [srv.request("fabric/compactionPreview",
-                           {"session": session, "keepRecentTokens": 1000 + i, "workDoneToken": f"p{i}"})
-               for i in range(50)]
+        ids = [
+            srv.request(
+                "fabric/compactionPreview", {"session": session, "keepRecentTokens": 1000 + i, "workDoneToken": f"p{i}"}
+            )
+            for i in range(50)
+        ]
         wait_for("a preview of the 50 MB session is running", lambda: progress_reports(srv, "p0") > 0)
         timings: dict[str, list[float]] = {"fabric/compact/status": [], "fabric/sessions": []}
         for _ in range(5):
-            for method, params in (("fabric/compact/status", {"session": session}),
-                                   ("fabric/sessions", {"scope": "global"})):
+            for method, params in (
+                ("fabric/compact/status", {"session": session}),
+                ("fabric/sessions", {"scope": "global"}),
+            ):
                 t0 = time.monotonic()
                 result = srv.call(method, params, timeout=30)
                 timings[method].append((time.monotonic() - t0) * 1000)
@@ -141,8 +150,9 @@ def preview_requests(agent: Path) -> list[tuple[str, dict]]:
 
 def answers_bytes(agent: Path, tmp: Path, name: str, **env: str) -> tuple[list[bytes], list[int]]:
     requests = preview_requests(agent)
-    srv = RawServer(agent, stderr_path=tmp / f"{name}.log",
-                    env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0", **env))
+    srv = RawServer(
+        agent, stderr_path=tmp / f"{name}.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0", **env)
+    )
     try:
         srv.initialize(ORBIT)
         bodies = []
@@ -169,8 +179,13 @@ def test_a_worker_process_answers_the_same_bytes_as_the_server_itself(tmp_path):
 
 
 def progress_reports(srv: RawServer, token: str) -> int:
-    return sum(1 for n in list(srv.notifications) if n.get("method") == "$/progress"
-               and n["params"].get("token") == token and n["params"]["value"].get("kind") == "report")
+    return sum(
+        1
+        for n in list(srv.notifications)
+        if n.get("method") == "$/progress"
+        and n["params"].get("token") == token
+        and n["params"]["value"].get("kind") == "report"
+    )
 
 
 def wait_for(what: str, ready, timeout: float = 120.0) -> None:
@@ -186,9 +201,12 @@ def test_cancelled_queued_previews_answer_cancelled_and_never_run(tmp_path):
     srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
     try:
         srv.initialize(ORBIT)
-        ids = [srv.request("fabric/compactionPreview",
-                           {"session": session, "keepRecentTokens": 2000 + i, "workDoneToken": f"q{i}"})
-               for i in range(16)]
+        ids = [
+            srv.request(
+                "fabric/compactionPreview", {"session": session, "keepRecentTokens": 2000 + i, "workDoneToken": f"q{i}"}
+            )
+            for i in range(16)
+        ]
         wait_for("the first previews report progress", lambda: progress_reports(srv, "q0") > 0)
         for i in ids[4:]:  # two run (two workers); the 12 from the fifth on wait in the queue
             srv.cancel(i)
@@ -225,8 +243,9 @@ def test_a_killed_worker_is_replaced_and_the_preview_still_answered(tmp_path):
         # an idle worker that died is replaced on the next preview
         for pid in replaced:
             os.kill(pid, signal.SIGKILL)
-        idle_killed = srv.wait(srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 500}),
-                               timeout=300)
+        idle_killed = srv.wait(
+            srv.request("fabric/compactionPreview", {"session": session, "keepRecentTokens": 500}), timeout=300
+        )
         assert "result" in idle_killed, idle_killed
         assert not set(srv.preview_workers()) & set(replaced)
         assert "died during a task" in (tmp_path / "server.log").read_text()
@@ -240,8 +259,10 @@ def test_a_killed_worker_is_replaced_and_the_preview_still_answered(tmp_path):
 def unknown_requests(srv: RawServer, first: int, count: int) -> bytes:
     from reliability_kit import frame
 
-    return b"".join(frame({"jsonrpc": "2.0", "id": first + n, "method": "fabric/noSuchMethod",
-                           "params": {"pad": "x" * 40}}) for n in range(count))
+    return b"".join(
+        frame({"jsonrpc": "2.0", "id": first + n, "method": "fabric/noSuchMethod", "params": {"pad": "x" * 40}})
+        for n in range(count)
+    )
 
 
 def test_a_client_that_stops_reading_never_stalls_the_server(tmp_path):
@@ -294,8 +315,11 @@ def test_past_the_output_bound_input_pauses_and_nothing_is_lost(tmp_path):
 
     agent = example_agent(tmp_path / "example")
     log = tmp_path / "server.log"
-    srv = RawServer(agent, stderr_path=log, env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0",
-                                                           FABRIC_LSP_MAX_PENDING_OUTPUT="100000"))
+    srv = RawServer(
+        agent,
+        stderr_path=log,
+        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0", FABRIC_LSP_MAX_PENDING_OUTPUT="100000"),
+    )
     try:
         srv.initialize(ORBIT)
         srv.pause_reading()

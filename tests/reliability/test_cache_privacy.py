@@ -31,28 +31,91 @@ def secret_session(folder: Path, sid: str, minute: int) -> Path:
     rows = [{"type": "session", "version": 3, "id": sid, "timestamp": ts, "cwd": ORBIT}]
 
     def add(eid: str, message: dict) -> None:
-        rows.append({"type": "message", "id": eid, "parentId": rows[-1].get("id") if len(rows) > 1 else None,
-                     "timestamp": ts, "message": message})
+        rows.append(
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": rows[-1].get("id") if len(rows) > 1 else None,
+                "timestamp": ts,
+                "message": message,
+            }
+        )
 
     add(f"{sid[:4]}0001", {"role": "user", "content": "please check the deployment keys", "timestamp": 1})
-    add(f"{sid[:4]}0002", {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": f"the key is {THINK} keep it private"},
-        {"type": "text", "text": "Let me look at the deployment."},
-        {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "deploy/keys.env"}}],
-        "stopReason": "toolUse", "timestamp": 2})
-    add(f"{sid[:4]}0003", {"role": "toolResult", "toolCallId": "call_1", "toolName": "read",
-                           "content": [{"type": "text", "text": f"API_KEY={TOOL}"}], "isError": False, "timestamp": 3})
-    add(f"{sid[:4]}0004", {"role": "bashExecution", "command": "cat .env", "output": f"TOKEN={BASH}",
-                           "exitCode": 0, "cancelled": False, "truncated": False, "timestamp": 4})
-    trace = {"kind": "pi-fabric.execution", "version": 1, "outcome": "succeeded", "phases": ["run"],
-             "operations": [{"type": "call", "sequence": 0, "ref": "pi.read", "args": {"path": "deploy/keys.env"},
-                             "outcome": "succeeded", "result": {"text": f"SECRET={TRACE}"}}],
-             "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0}}
-    add(f"{sid[:4]}0005", {"role": "toolResult", "toolCallId": "call_2", "toolName": "fabric_exec",
-                           "content": [{"type": "text", "text": f"done {TRACE}"}], "isError": False,
-                           "details": {"trace": trace}, "timestamp": 5})
-    add(f"{sid[:4]}0006", {"role": "assistant", "content": [{"type": "text", "text": "The deployment keys look fine."}],
-                           "stopReason": "stop", "timestamp": 6})
+    add(
+        f"{sid[:4]}0002",
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": f"the key is {THINK} keep it private"},
+                {"type": "text", "text": "Let me look at the deployment."},
+                {"type": "toolCall", "id": "call_1", "name": "read", "arguments": {"path": "deploy/keys.env"}},
+            ],
+            "stopReason": "toolUse",
+            "timestamp": 2,
+        },
+    )
+    add(
+        f"{sid[:4]}0003",
+        {
+            "role": "toolResult",
+            "toolCallId": "call_1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": f"API_KEY={TOOL}"}],
+            "isError": False,
+            "timestamp": 3,
+        },
+    )
+    add(
+        f"{sid[:4]}0004",
+        {
+            "role": "bashExecution",
+            "command": "cat .env",
+            "output": f"TOKEN={BASH}",
+            "exitCode": 0,
+            "cancelled": False,
+            "truncated": False,
+            "timestamp": 4,
+        },
+    )
+    trace = {
+        "kind": "pi-fabric.execution",
+        "version": 1,
+        "outcome": "succeeded",
+        "phases": ["run"],
+        "operations": [
+            {
+                "type": "call",
+                "sequence": 0,
+                "ref": "pi.read",
+                "args": {"path": "deploy/keys.env"},
+                "outcome": "succeeded",
+                "result": {"text": f"SECRET={TRACE}"},
+            }
+        ],
+        "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0},
+    }
+    add(
+        f"{sid[:4]}0005",
+        {
+            "role": "toolResult",
+            "toolCallId": "call_2",
+            "toolName": "fabric_exec",
+            "content": [{"type": "text", "text": f"done {TRACE}"}],
+            "isError": False,
+            "details": {"trace": trace},
+            "timestamp": 5,
+        },
+    )
+    add(
+        f"{sid[:4]}0006",
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "The deployment keys look fine."}],
+            "stopReason": "stop",
+            "timestamp": 6,
+        },
+    )
     path = folder / f"2026-11-0{minute}T10-00-00-000Z_{sid}.jsonl"
     path.write_text("".join(_line(r) for r in rows), encoding="utf-8")
     os.chmod(path, 0o600)
@@ -80,8 +143,12 @@ def run_server(tmp_path: Path, settings: dict, *, umask: int = 0o022, precreate:
     try:
         # the records the requests themselves write (the background indexer writes the same
         # kinds later; tests/e2e/test_lsp_background_index.py)
-        srv = RawServer(agent, stderr_path=tmp_path / "server.log", settings=settings,
-                        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
+        srv = RawServer(
+            agent,
+            stderr_path=tmp_path / "server.log",
+            settings=settings,
+            env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"),
+        )
     finally:
         os.umask(old)
     try:
@@ -114,8 +181,12 @@ def assert_private(index: Path, dir_mode: int = 0o700) -> int:
 
 @pytest.mark.parametrize("umask,precreate", [(0o022, False), (0o000, True)])
 def test_secrets_never_reach_the_cache_when_not_indexed(tmp_path, umask, precreate):
-    index = run_server(tmp_path, {"memory": {"indexThinking": False, "indexToolOutput": False, "hotSessions": 1}},
-                       umask=umask, precreate=precreate)
+    index = run_server(
+        tmp_path,
+        {"memory": {"indexThinking": False, "indexToolOutput": False, "hotSessions": 1}},
+        umask=umask,
+        precreate=precreate,
+    )
     n = assert_private(index, 0o755 if precreate else 0o700)
     kinds = {p.name.endswith(".digest.json") for p in index.glob("*.json")}
     assert n >= 7 and kinds == {True, False}, "both hot shards and cold digests were written"

@@ -29,8 +29,13 @@ def sha(data: bytes) -> str:
 
 
 def user_line(eid: str, parent: str, text: str) -> bytes:
-    entry = {"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-10-29T17:00:00.000Z",
-             "message": {"role": "user", "content": text, "timestamp": 1793000000000}}
+    entry = {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-10-29T17:00:00.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1793000000000},
+    }
     return (json.dumps(entry, separators=(",", ":")) + "\n").encode()
 
 
@@ -69,7 +74,11 @@ def assert_consistent(result_hash: str, entries: list[dict], versions: dict[str,
     lines = data.split(b"\n")
     for e in entries:
         eid = e.get("entryId")
-        if eid is None or "/" in eid or e.get("type") not in ("message", "compaction", "branch_summary", "custom_message"):
+        if (
+            eid is None
+            or "/" in eid
+            or e.get("type") not in ("message", "compaction", "branch_summary", "custom_message")
+        ):
             continue
         assert f'"id":"{eid}"'.encode() in lines[e["line"]], (eid, e["line"])
 
@@ -109,7 +118,7 @@ def test_changes_are_detected_and_never_served_stale(server_and_session):
     # append
     v1 = v0 + user_line("a99e0001", last_id(v0), "appendedmarkerone")
     with open(path, "ab") as fh:
-        fh.write(v1[len(v0):])
+        fh.write(v1[len(v0) :])
     r = recall(srv, path, "appendedmarkerone")
     assert segments(r) and segments(r)[0]["sourceHash"] == sha(v1)
     assert expand_stale(h0)["error"]["code"] == "stale_pointer"
@@ -260,7 +269,9 @@ def test_changes_during_indexing_and_expansion(tmp_path):
                 end = time.monotonic()
                 err = res["coverage"].get("error")
                 if err:
-                    assert err["code"] in ("session_not_found", "source_unavailable", "source_changed_during_index"), err
+                    assert err["code"] in ("session_not_found", "source_unavailable", "source_changed_during_index"), (
+                        err
+                    )
                     checked[err["code"]] = checked.get(err["code"], 0) + 1
                     continue
                 for seg in segments(res):
@@ -273,8 +284,12 @@ def test_changes_during_indexing_and_expansion(tmp_path):
                 res = engine.expand({"session": str(path), "entryRange": {"first": 0, "last": 5}})
                 end = time.monotonic()
                 if "error" in res:
-                    assert res["error"]["code"] in ("session_not_found", "source_unavailable", "stale_pointer",
-                                                    "index_out_of_bounds"), res
+                    assert res["error"]["code"] in (
+                        "session_not_found",
+                        "source_unavailable",
+                        "stale_pointer",
+                        "index_out_of_bounds",
+                    ), res
                     assert set(res) == {"error"}
                     checked[res["error"]["code"]] = checked.get(res["error"]["code"], 0) + 1
                     continue

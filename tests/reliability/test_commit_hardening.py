@@ -43,9 +43,12 @@ def _age(path: Path, seconds: float = 60.0) -> None:
 
 def _service(tmp_path: Path) -> tuple[IntentsService, list]:
     got: list = []
-    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.2,
-                         compaction_options_provider=lambda _p: LEGACY_CUT,
-                         on_committed=lambda p, r: got.append((p, r)))
+    svc = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=0.2,
+        compaction_options_provider=lambda _p: LEGACY_CUT,
+        on_committed=lambda p, r: got.append((p, r)),
+    )
     return svc, got
 
 
@@ -54,8 +57,13 @@ def _compactions(path: Path) -> list:
 
 
 def _pi_line(parent: str, eid: str = "feed0001") -> bytes:
-    obj = {"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-11-30T05:00:00.000Z",
-           "message": {"role": "user", "content": "Pi wrote this while we were committing", "timestamp": 1}}
+    obj = {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-11-30T05:00:00.000Z",
+        "message": {"role": "user", "content": "Pi wrote this while we were committing", "timestamp": 1},
+    }
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
@@ -115,8 +123,11 @@ def test_disk_full_never_tears_the_session(tmp_path, monkeypatch, fault):
     svc.request(path, {})
     again = svc.maybe_commit(path)
     assert again is not None and again["status"] == "committed"
-    assert path.read_bytes().startswith(before) and len(_compactions(path)) == len(
-        [r for r in read_session(REAL_SESSIONS / path.name).records if r.type == "compaction"]) + 1
+    assert (
+        path.read_bytes().startswith(before)
+        and len(_compactions(path))
+        == len([r for r in read_session(REAL_SESSIONS / path.name).records if r.type == "compaction"]) + 1
+    )
 
 
 # ------------------------------------------------------------- the check → write race
@@ -215,8 +226,11 @@ def test_a_writer_in_the_last_syscalls_is_recorded_where_the_line_really_is(tmp_
     record = recover_marker(store, str(path))
     assert record is not None and record["status"] == "committed"
     svc2, _ = _service(tmp_path)
-    assert svc2.status(path)["last"] == record and len(_compactions(path)) == len(
-        [r for r in read_session(REAL_SESSIONS / path.name).records if r.type == "compaction"]) + 1
+    assert (
+        svc2.status(path)["last"] == record
+        and len(_compactions(path))
+        == len([r for r in read_session(REAL_SESSIONS / path.name).records if r.type == "compaction"]) + 1
+    )
 
 
 def test_recovery_finds_the_entry_after_the_planned_offset(tmp_path):
@@ -225,16 +239,28 @@ def test_recovery_finds_the_entry_after_the_planned_offset(tmp_path):
     path = _session(tmp_path)
     before = path.read_bytes()
     leaf = SessionTree.from_records(read_session(path).records).leaf_id
-    entry = {"type": "compaction", "id": "c0ffee01", "parentId": leaf, "timestamp": "2026-11-30T05:00:00.000Z",
-             "summary": "s" * 70000, "firstKeptEntryId": leaf, "tokensBefore": 1, "fromHook": True}
+    entry = {
+        "type": "compaction",
+        "id": "c0ffee01",
+        "parentId": leaf,
+        "timestamp": "2026-11-30T05:00:00.000Z",
+        "summary": "s" * 70000,
+        "firstKeptEntryId": leaf,
+        "tokensBefore": 1,
+        "fromHook": True,
+    }
     with open(path, "ab") as fh:
         fh.write(_pi_line(leaf) + (json.dumps(entry, separators=(",", ":")) + "\n").encode())
     store = IntentStore(tmp_path / "state")
     with store.locked(str(path)):
         state = store.load(str(path))
         state.pending, state.pending_id = {"requestedBy": "user"}, "intent-1"
-        state.committing = {"intentId": "intent-1", "entryId": "c0ffee01", "offset": len(before),
-                            "record": {"at": 1, "requestedBy": "user", "status": "committed", "entryId": "c0ffee01"}}
+        state.committing = {
+            "intentId": "intent-1",
+            "entryId": "c0ffee01",
+            "offset": len(before),
+            "record": {"at": 1, "requestedBy": "user", "status": "committed", "entryId": "c0ffee01"},
+        }
         store.save(state)
     record = recover_marker(store, str(path))
     assert record is not None and record["entryId"] == "c0ffee01"  # a 70 KB line: found whole

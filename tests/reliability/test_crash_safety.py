@@ -92,8 +92,12 @@ def test_kill_9_during_cache_writes(tmp_path):
         if mode == 3:  # the server kills itself at a chosen point of a chosen record write
             at = f"{rng.choice(['half', 'rename', 'renamed'])}:{rng.randint(1, 4)}"
             env = server_env(agent, FABRIC_KILL_AT=at)
-        srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=env,
-                        command=[sys.executable, str(KILL_POINT_SERVER)] if mode == 3 else None)
+        srv = RawServer(
+            agent,
+            stderr_path=tmp_path / "server.log",
+            env=env,
+            command=[sys.executable, str(KILL_POINT_SERVER)] if mode == 3 else None,
+        )
         srv.request("initialize", {"processId": None, "rootUri": Path(ORBIT).as_uri(), "capabilities": {}})
         srv.notify("initialized", {})
         srv.request("fabric/recall", {"query": "test", "scope": rng.choice(["global", "project"])})
@@ -153,7 +157,7 @@ def check_session(path: Path, v0: bytes) -> dict | None:
     line whose parent is the old leaf. Returns that entry or None."""
     data = path.read_bytes()
     assert data.startswith(v0), "existing session bytes were changed"
-    rest = data[len(v0):]
+    rest = data[len(v0) :]
     if not rest:
         return None
     assert rest.endswith(b"\n") and rest.count(b"\n") == 1, "a torn or extra line was appended"
@@ -199,8 +203,13 @@ def test_kill_9_during_commits(tmp_path):
                     tally["killed_between_append_and_state"] += 1
         tally["appended_before_kill" if entry else "nothing_appended"] += 1
         # the next start: status (recovers a half-finished commit), then commit again
-        status = subprocess.run(server_command() + ["compact-status", str(session), "--json", *args[:2]],
-                                capture_output=True, text=True, env=env, timeout=120)
+        status = subprocess.run(
+            server_command() + ["compact-status", str(session), "--json", *args[:2]],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert status.returncode == 0, status.stderr
         st = json.loads(status.stdout)
         if entry is not None:
@@ -209,14 +218,26 @@ def test_kill_9_during_commits(tmp_path):
         if entry is None:
             # not committed: asking again commits (a compaction leaf would instead wait for
             # the next finished turn, by design, so we only ask when nothing was appended)
-            again = subprocess.run(server_command() + ["compact", str(session), "--wait", "--json", *args],
-                                   capture_output=True, text=True, env=env, timeout=120)
+            again = subprocess.run(
+                server_command() + ["compact", str(session), "--wait", "--json", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
             assert again.returncode == 0, again.stderr
         final = check_session(session, v0)
         assert final is not None, "the intent was committed in the end"
         assert entry is None or final == entry
-        st = json.loads(subprocess.run(server_command() + ["compact-status", str(session), "--json", *args[:2]],
-                                       capture_output=True, text=True, env=env, timeout=120).stdout)
+        st = json.loads(
+            subprocess.run(
+                server_command() + ["compact-status", str(session), "--json", *args[:2]],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            ).stdout
+        )
         assert st["last"]["status"] == "committed" and st["last"]["entryId"] == final["id"], st
         assert "pending" not in st
     (tmp_path / "tally.json").write_text(json.dumps(tally))

@@ -64,15 +64,18 @@ def test_a_content_length_over_the_cap_is_refused_without_allocating(server, cla
     assert server.alive() and vm_rss_kib(server) - before < 64 * 1024  # nothing near the claim allocated
 
 
-@pytest.mark.parametrize("header", [
-    b"Content-Length: abc\r\n\r\n",  # not a number
-    b"Content-Length: -5\r\n\r\n",
-    b"Content-Length: 5\r\n\r\n",  # too small: the rest of the body runs into the next header
-    b"Content-Length: 0\r\n\r\n",
-    b"Content-Type: application/vscode-jsonrpc\r\n\r\n",  # no Content-Length at all
-    b"X" * 20000 + b"\r\n\r\n",  # a header line over the line cap
-    b"garbage without a colon\r\n",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Content-Length: abc\r\n\r\n",  # not a number
+        b"Content-Length: -5\r\n\r\n",
+        b"Content-Length: 5\r\n\r\n",  # too small: the rest of the body runs into the next header
+        b"Content-Length: 0\r\n\r\n",
+        b"Content-Type: application/vscode-jsonrpc\r\n\r\n",  # no Content-Length at all
+        b"X" * 20000 + b"\r\n\r\n",  # a header line over the line cap
+        b"garbage without a colon\r\n",
+    ],
+)
 def test_a_malformed_header_is_skipped_to_the_next_valid_one(server, header):
     server.send_bytes(header + body(sessions_request("bad")))
     server.send(sessions_request("next"))
@@ -82,8 +85,12 @@ def test_a_malformed_header_is_skipped_to_the_next_valid_one(server, header):
 
 
 def test_header_names_in_any_case_and_bare_newlines_are_read(server):
-    for rid, head in (("lower", b"content-length: %d\r\n\r\n"), ("upper", b"CONTENT-LENGTH:%d\r\n\r\n"),
-                      ("lf", b"Content-Length: %d\n\n"), ("typed", b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n")):
+    for rid, head in (
+        ("lower", b"content-length: %d\r\n\r\n"),
+        ("upper", b"CONTENT-LENGTH:%d\r\n\r\n"),
+        ("lf", b"Content-Length: %d\n\n"),
+        ("typed", b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"),
+    ):
         data = body(sessions_request(rid))
         server.send_bytes(head % len(data) + data)
         assert "result" in server.wait(rid, 30), rid
@@ -110,7 +117,7 @@ def test_a_too_large_length_swallowing_the_next_message_resumes_at_its_header(se
 
 
 def test_bodies_that_are_not_json_are_skipped(server):
-    for junk in (b"\xff\xfe not utf-8", b"{\"jsonrpc\": \"2.0\", \"id\": ", b"[]" * 10):
+    for junk in (b"\xff\xfe not utf-8", b'{"jsonrpc": "2.0", "id": ', b"[]" * 10):
         server.send_bytes(b"Content-Length: %d\r\n\r\n" % len(junk) + junk)
     server.send(sessions_request("after-junk"))
     assert "result" in server.wait("after-junk", 30)
@@ -120,7 +127,7 @@ def test_end_of_input_inside_a_body_exits_with_a_logged_reason(agent, tmp_path):
     srv = RawServer(agent, stderr_path=tmp_path / "server.log")
     srv.initialize(ORBIT, progress=False)  # no server requests whose answers would fill the body
     srv.call("fabric/sessions", {"scope": "global"})
-    srv.send_bytes(b"Content-Length: 100\r\n\r\n{\"jsonrpc\"")
+    srv.send_bytes(b'Content-Length: 100\r\n\r\n{"jsonrpc"')
     # the partial body is in the pipe before the end of input, whenever the reader looks
     assert srv.proc.stdin is not None
     srv.proc.stdin.close()
@@ -173,8 +180,16 @@ def test_lone_surrogates_in_typed_fields_are_invalid_params(server, agent):
         ("fabric/recall", {"query": "x", "scope": "global", "branchMode": "\ud83d"}, "branchMode"),
         ("fabric/expand", {"session": path, "indices": ["\ud800"]}, "indices"),
         ("fabric/sessions", {"scope": "\ud800"}, "scope"),
-        ("workspace/executeCommand", {"command": "fabric.recall", "arguments": [{"query": "x", "queryMode": "\ud800"}]}, None),
-        ("textDocument/hover", {"textDocument": {"uri": "file:///x\ud800"}, "position": {"line": "\ud800", "character": 0}}, None),
+        (
+            "workspace/executeCommand",
+            {"command": "fabric.recall", "arguments": [{"query": "x", "queryMode": "\ud800"}]},
+            None,
+        ),
+        (
+            "textDocument/hover",
+            {"textDocument": {"uri": "file:///x\ud800"}, "position": {"line": "\ud800", "character": 0}},
+            None,
+        ),
     ]
     for i, (method, params, field) in enumerate(cases):
         rid = f"sur-{i}"
@@ -208,7 +223,9 @@ def test_nesting_up_to_the_cap_is_handled_normally(server):
         nested = [nested]
     # deep user data where LSP allows any JSON: settings and command arguments
     server.notify("workspace/didChangeConfiguration", {"settings": {"other": nested}})
-    rid = server.request("workspace/executeCommand", {"command": "fabric.sessions", "arguments": [{"scope": "global", "x": nested}]})
+    rid = server.request(
+        "workspace/executeCommand", {"command": "fabric.sessions", "arguments": [{"scope": "global", "x": nested}]}
+    )
     err = server.wait(rid, 30).get("error")
     assert err is not None and err["code"] == -32602 and "x" in err["message"], err  # unknown field, not a crash
     assert "result" in server.wait(server.request("fabric/sessions", {"scope": "global"}), 30)

@@ -103,7 +103,12 @@ def classify(data: bytes, max_line: int) -> tuple[list[tuple[str, int, int, Any]
             ok, value = js_parse(content)
             if not ok:
                 kind = "malformed"
-            elif not seen_first and isinstance(value, dict) and value.get("type") == "session" and isinstance(value.get("id"), str):
+            elif (
+                not seen_first
+                and isinstance(value, dict)
+                and value.get("type") == "session"
+                and isinstance(value.get("id"), str)
+            ):
                 kind = "header"
                 seen_first = True
             else:
@@ -132,7 +137,12 @@ def test_session_reader_accounts_for_every_line(data: bytes, chunk: int) -> None
     assert st_.lines == len(lines) == data.count(b"\n")
     assert st_.lines == st_.header + st_.entries + st_.blank + st_.malformed + st_.oversize + st_.non_object
     assert (st_.header, st_.entries, st_.blank, st_.malformed, st_.oversize, st_.non_object) == (
-        kinds["header"], kinds["entry"], kinds["blank"], kinds["malformed"], kinds["oversize"], kinds["non_object"]
+        kinds["header"],
+        kinds["entry"],
+        kinds["blank"],
+        kinds["malformed"],
+        kinds["oversize"],
+        kinds["non_object"],
     ), (st_, kinds)
     assert st_.partial_tail_bytes == tail
     assert log.size == st_.complete_bytes == len(data) - tail
@@ -152,8 +162,11 @@ def test_session_reader_accounts_for_every_line(data: bytes, chunk: int) -> None
         assert rec.ordinal == parsed_ordinals[o]
         assert _same_json(rec.raw, v)
         # a tree node: string id, and parentId present and null or a string
-        assert rec.valid == (isinstance(v.get("id"), str) and "parentId" in v
-                             and (v["parentId"] is None or isinstance(v["parentId"], str)))
+        assert rec.valid == (
+            isinstance(v.get("id"), str)
+            and "parentId" in v
+            and (v["parentId"] is None or isinstance(v["parentId"], str))
+        )
     # chunk boundaries never change the outcome
     chunked = list(iter_session(io.BytesIO(data), max_line_bytes=MAX_LINE, chunk_size=chunk))
     recs = [r for r in chunked if not isinstance(r, dict)]
@@ -212,8 +225,10 @@ def test_memory_build_never_raises_and_keeps_privacy(data, tier, branches, max_c
 
 
 @_settings(300)
-@given(raw=json_values | st.dictionaries(st.sampled_from(["type", "id", "message", "summary", "details"]), json_values),
-       line=st.integers(0, 10**6))
+@given(
+    raw=json_values | st.dictionaries(st.sampled_from(["type", "id", "message", "summary", "details"]), json_values),
+    line=st.integers(0, 10**6),
+)
 def test_normalizer_feed_takes_any_json_value(raw: Any, line: int) -> None:
     norm = Normalizer("/s.jsonl", "sid", max_entry_chars=100, index_thinking=False, index_tool_output=False)
     out = norm.feed(raw, line)
@@ -227,12 +242,23 @@ def test_normalizer_feed_takes_any_json_value(raw: Any, line: int) -> None:
 
 
 @_settings(60, heavy=True)
-@given(data=session_files(MAX_LINE) | pi_chain_sessions(), ratio=st.floats(0.25, 0.85), window=st.integers(0, 300_000),
-       keep=st.integers(0, 50_000), leaf=st.none() | st.sampled_from(["a1", "b2", "dup", "missing"]))
+@given(
+    data=session_files(MAX_LINE) | pi_chain_sessions(),
+    ratio=st.floats(0.25, 0.85),
+    window=st.integers(0, 300_000),
+    keep=st.integers(0, 50_000),
+    leaf=st.none() | st.sampled_from(["a1", "b2", "dup", "missing"]),
+)
 def test_compaction_preview_on_hostile_sessions(data, ratio, window, keep, leaf) -> None:
     try:
-        result = preview_compaction(data, session_path="/tmp/x.jsonl", context_window=window, keep_recent_tokens=keep,
-                                    target_context_ratio=ratio, leaf_id=leaf)
+        result = preview_compaction(
+            data,
+            session_path="/tmp/x.jsonl",
+            context_window=window,
+            keep_recent_tokens=keep,
+            target_context_ratio=ratio,
+            leaf_id=leaf,
+        )
     except Exception as err:  # only the engine's own, typed error is allowed
         assert type(err).__name__ == "PreviewError", repr(err)
         COUNTS["preview.errors"] += 1
@@ -244,9 +270,20 @@ def test_compaction_preview_on_hostile_sessions(data, ratio, window, keep, leaf)
 
 # ------------------------------------------------------------------- typed instructions
 
-CODES = {"encoded-source-too-large", "malformed-json", "invalid-unicode", "structure-too-complex", "invalid-object",
-         "unknown-field", "duplicate-field", "unsupported-version", "invalid-type", "preserve-too-many",
-         "instructions-too-large", "preserve-item-too-large"}
+CODES = {
+    "encoded-source-too-large",
+    "malformed-json",
+    "invalid-unicode",
+    "structure-too-complex",
+    "invalid-object",
+    "unknown-field",
+    "duplicate-field",
+    "unsupported-version",
+    "invalid-type",
+    "preserve-too-many",
+    "instructions-too-large",
+    "preserve-item-too-large",
+}
 
 
 def _depth(v: Any) -> int:
@@ -286,7 +323,7 @@ def test_typed_instruction_decoder_fails_closed(source: Any) -> None:
         COUNTS[f"instructions.{out['error']['code']}"] += 1
     if isinstance(source, str) and source.startswith(TYPED_PREFIX) and out["ok"]:
         # accepted ⇒ strict JSON (no duplicates, no NaN) within the structural limits
-        value = json.loads(source[len(TYPED_PREFIX):], object_pairs_hook=_no_dups, parse_constant=_no_constants)
+        value = json.loads(source[len(TYPED_PREFIX) :], object_pairs_hook=_no_dups, parse_constant=_no_constants)
         assert isinstance(value, dict) and set(value) <= {"version", "instructions", "preserve"}
         assert value["version"] == 1 and not isinstance(value["version"], bool)
         assert _depth(value) <= 32 and _nodes(value) <= 4096
@@ -341,8 +378,12 @@ def _memory_engine() -> tuple[MemoryEngine, list[str]]:
 
 
 @_settings(120, heavy=True)
-@given(data=st.data(), method=st.sampled_from([protocol.RECALL, protocol.EXPAND, protocol.SESSIONS]),
-       pick=st.integers(0, 5), use_file=st.booleans())
+@given(
+    data=st.data(),
+    method=st.sampled_from([protocol.RECALL, protocol.EXPAND, protocol.SESSIONS]),
+    pick=st.integers(0, 5),
+    use_file=st.booleans(),
+)
 def test_memory_engine_behind_the_wire_decoder(data: Any, method: str, pick: int, use_file: bool) -> None:
     engine, files = _memory_engine()
     mostly_valid = data.draw(st.integers(0, 3), label="mostly_valid") > 0

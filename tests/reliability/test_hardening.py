@@ -87,7 +87,9 @@ def test_unopened_devices_fifos_and_huge_files_are_never_read_on_the_loop(agent,
                 figures[(target, method)] = round(took, 3)
         rss = srv.status()
         assert srv.alive()
-        assert rss.get("VmHWM", 0) + rss["ChildrenVmHWM"] < 600_000, rss  # KiB: nothing was slurped (previews: in workers)
+        assert rss.get("VmHWM", 0) + rss["ChildrenVmHWM"] < 600_000, (
+            rss
+        )  # KiB: nothing was slurped (previews: in workers)
         # the FIFO did not wedge anything: shutdown is answered, the process exits 0
         assert srv.stop() == 0
     print("second-request latency (s):", figures, "peak RSS KiB:", rss.get("VmHWM"))
@@ -103,20 +105,31 @@ def test_hover_after_didclose_on_a_large_session_reads_off_the_loop(agent, tmp_p
     with RawServer(agent, stderr_path=tmp_path / "server.log") as srv:
         srv.initialize()
         text = big.read_text()
-        srv.notify("textDocument/didOpen", {"textDocument": {"uri": _uri(big), "languageId": "jsonl", "version": 1,
-                                                             "text": text}})
-        opened, _ = _timed(srv, "textDocument/hover", {"textDocument": {"uri": _uri(big)},
-                                                       "position": {"line": 1, "character": 2}})
+        srv.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": _uri(big), "languageId": "jsonl", "version": 1, "text": text}},
+        )
+        opened, _ = _timed(
+            srv, "textDocument/hover", {"textDocument": {"uri": _uri(big)}, "position": {"line": 1, "character": 2}}
+        )
         assert opened["result"] is not None
         srv.notify("textDocument/didClose", {"textDocument": {"uri": _uri(big)}})
-        hostile = srv.request("textDocument/hover", {"textDocument": {"uri": _uri(big)},
-                                                     "position": {"line": 1, "character": 2}})
+        hostile = srv.request(
+            "textDocument/hover", {"textDocument": {"uri": _uri(big)}, "position": {"line": 1, "character": 2}}
+        )
         other, took = _timed(srv, "fabric/compact/status", {"session": files[0]}, timeout=20)
         resp = srv.wait(hostile, 60)
         assert "result" in other
-        assert resp["result"] is not None and resp["result"]["contents"]["value"] == opened["result"]["contents"]["value"]
-        defn = srv.wait(srv.request("textDocument/definition", {"textDocument": {"uri": _uri(big)},
-                                                                 "position": {"line": 2, "character": 40}}), 60)
+        assert (
+            resp["result"] is not None and resp["result"]["contents"]["value"] == opened["result"]["contents"]["value"]
+        )
+        defn = srv.wait(
+            srv.request(
+                "textDocument/definition",
+                {"textDocument": {"uri": _uri(big)}, "position": {"line": 2, "character": 40}},
+            ),
+            60,
+        )
         assert "error" not in defn
     print(f"status answered in {took:.3f}s while a closed 24 MiB session was read for a hover")
 
@@ -128,9 +141,10 @@ def test_deep_nesting_is_a_malformed_line_everywhere(agent, tmp_path):
     files = session_files(agent)
     target = files[3]
     leaf = SessionTree.from_records(read_session(target).records).leaf_id
-    deep_obj = (b'{"type":"message","id":"deep0001","parentId":"%s","timestamp":"2026-10-28T10:40:00.000Z",'
-                b'"message":{"role":"user","content":"deepmarker","x":' % leaf.encode()
-                + b"[" * 700 + b"]" * 700 + b"}}")
+    deep_obj = (
+        b'{"type":"message","id":"deep0001","parentId":"%s","timestamp":"2026-10-28T10:40:00.000Z",'
+        b'"message":{"role":"user","content":"deepmarker","x":' % leaf.encode() + b"[" * 700 + b"]" * 700 + b"}}"
+    )
     for f in files:  # every session of the dir holds the lines: global scope sees them all
         _append(f, b"[" * 990 + b"]" * 990, deep_obj, b"{" + b'"a":{' * 995 + b"}" * 996)
     before = files[3].read_bytes()
@@ -145,21 +159,33 @@ def test_deep_nesting_is_a_malformed_line_everywhere(agent, tmp_path):
         assert len(expand["expanded"]) == 2
         preview = srv.call("fabric/compactionPreview", {"session": str(target)})
         assert "3 malformed line(s) skipped" in " ".join(preview.get("warnings", [])), preview.get("warnings")
-        srv.notify("textDocument/didOpen", {"textDocument": {"uri": _uri(target), "languageId": "jsonl",
-                                                             "version": 1, "text": before.decode()}})
+        srv.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": _uri(target), "languageId": "jsonl", "version": 1, "text": before.decode()}},
+        )
         n = before.count(b"\n")
         for line in (n - 3, n - 2, n - 1):
-            hov = srv.call("textDocument/hover", {"textDocument": {"uri": _uri(target)},
-                                                  "position": {"line": line, "character": 1}})
-            assert hov is None or "Malformed line" in hov["contents"]["value"] or "not a JSON object" in \
-                hov["contents"]["value"], hov
+            hov = srv.call(
+                "textDocument/hover",
+                {"textDocument": {"uri": _uri(target)}, "position": {"line": line, "character": 1}},
+            )
+            assert (
+                hov is None
+                or "Malformed line" in hov["contents"]["value"]
+                or "not a JSON object" in hov["contents"]["value"]
+            ), hov
         assert srv.alive()
     # the CLI's readers agree
     env = server_env(agent)
-    for args in (["sessions", "--scope", "global"], ["recall", "deepmarker", "--scope", "global"],
-                 ["expand", "--indices", "0", str(target)], ["preview", str(target)]):
-        out = subprocess.run([sys.executable, "-m", "fabric_lsp", *args, "--json"], env=env, capture_output=True,
-                             timeout=120)
+    for args in (
+        ["sessions", "--scope", "global"],
+        ["recall", "deepmarker", "--scope", "global"],
+        ["expand", "--indices", "0", str(target)],
+        ["preview", str(target)],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "fabric_lsp", *args, "--json"], env=env, capture_output=True, timeout=120
+        )
         assert out.returncode in (0, 1) and out.stdout, (args, out.stderr[-2000:])  # preview: 1 = not compacted
         strict_json(out.stdout)
 
@@ -170,8 +196,12 @@ def test_depth_cap_is_one_rule_for_every_reader():
     from fabric_lsp.engine.session import MAX_JSON_DEPTH, parse_json_line, parse_session_bytes
 
     head = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/x"}\n'
-    ok_line = b'{"type":"custom","id":"a","parentId":null,"d":' + b"[" * (MAX_JSON_DEPTH - 1) + b"]" * (
-        MAX_JSON_DEPTH - 1) + b"}"
+    ok_line = (
+        b'{"type":"custom","id":"a","parentId":null,"d":'
+        + b"[" * (MAX_JSON_DEPTH - 1)
+        + b"]" * (MAX_JSON_DEPTH - 1)
+        + b"}"
+    )
     deep_line = b'{"type":"custom","id":"b","parentId":"a","d":' + b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH + b"}"
     huge = b"[" * 100_000 + b"]" * 100_000
     data = head + ok_line + b"\n" + deep_line + b"\n" + huge + b"\n"
@@ -216,21 +246,32 @@ def test_infinity_never_reaches_the_wire(agent, tmp_path):
             "preview": srv.call("fabric/compactionPreview", {"session": str(target), "keepRecentTokens": 100}),
             "status": srv.call("fabric/compact/status", {"session": str(target)}),
         }
-        srv.notify("textDocument/didOpen", {"textDocument": {"uri": _uri(target), "languageId": "jsonl",
-                                                             "version": 1, "text": text}})
+        srv.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": _uri(target), "languageId": "jsonl", "version": 1, "text": text}},
+        )
         for line in (n - 3, n - 2, n - 1):
-            assert srv.call("textDocument/hover", {"textDocument": {"uri": _uri(target)},
-                                                   "position": {"line": line, "character": 1}}) is not None
+            assert (
+                srv.call(
+                    "textDocument/hover",
+                    {"textDocument": {"uri": _uri(target)}, "position": {"line": line, "character": 1}},
+                )
+                is not None
+            )
         assert srv.not_json_frames == []  # every frame was strict JSON
         assert results["preview"]["tokensBefore"] is None  # JSON.stringify(Infinity) === "null"
         assert results["preview"]["outcome"] == "cancelled"
         assert results["recall"]["totalMatches"] == 1
     env = server_env(agent)
-    for args in (["sessions", "--scope", "global"], ["recall", "infinitymarker", "--scope", "global"],
-                 ["expand", "--entry-ids", "inf00001,inf00002", str(target)],
-                 ["preview", "--keep-recent", "100", str(target)]):
-        out = subprocess.run([sys.executable, "-m", "fabric_lsp", *args, "--json"], env=env, capture_output=True,
-                             timeout=120)
+    for args in (
+        ["sessions", "--scope", "global"],
+        ["recall", "infinitymarker", "--scope", "global"],
+        ["expand", "--entry-ids", "inf00001,inf00002", str(target)],
+        ["preview", "--keep-recent", "100", str(target)],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "fabric_lsp", *args, "--json"], env=env, capture_output=True, timeout=120
+        )
         assert out.returncode in (0, 1) and out.stdout, (args, out.stderr[-2000:])  # preview: 1 = not compacted
         strict_json(out.stdout)
         assert b"Infinity" not in out.stdout and b"NaN" not in out.stdout
@@ -240,7 +281,8 @@ def test_wire_json_writes_non_finite_as_null():
     from fabric_lsp.server import wire_json
 
     assert strict_json(wire_json({"a": [float("inf"), float("-inf"), float("nan"), 1.5]})) == {
-        "a": [None, None, None, 1.5]}
+        "a": [None, None, None, 1.5]
+    }
 
 
 # ----------------------------------------------------------------------- 9. smaller ones
@@ -262,7 +304,8 @@ def test_state_dirs_are_private_all_the_way(agent, tmp_path):
     dirs = [base] + [p for p in base.rglob("*") if p.is_dir()]
     assert len(dirs) >= 3, dirs  # fabric-lsp/, memory-index/, intents/
     assert {str(p.relative_to(agent)): oct(p.stat().st_mode & 0o777) for p in dirs} == {
-        str(p.relative_to(agent)): "0o700" for p in dirs}
+        str(p.relative_to(agent)): "0o700" for p in dirs
+    }
 
 
 def test_session_scope_takes_every_path_expand_takes(agent, tmp_path):
@@ -274,7 +317,8 @@ def test_session_scope_takes_every_path_expand_takes(agent, tmp_path):
         recall = srv.call("fabric/recall", {"query": "orbit", "scope": f"session:{odd}"})
         assert expand["sessionFile"] == str(odd) and len(expand["expanded"]) == 1
         assert recall["totalMatches"] > 0 and all(
-            it["segment"]["sessionFile"] == str(odd) for it in recall["items"] if it["kind"] == "segment")
+            it["segment"]["sessionFile"] == str(odd) for it in recall["items"] if it["kind"] == "segment"
+        )
         bad = srv.wait(srv.request("fabric/recall", {"query": "orbit", "scope": "global\n"}))
         assert bad["error"]["code"] == -32602
 

@@ -63,20 +63,23 @@ def _scenario(tmp: Path, big_bytes: int, line_bytes: int, settings: dict | None)
     folder = agent / "sessions" / encode_cwd(ORBIT)
     src = next(p for p in session_files(agent) if p.stat().st_size > 100_000)
     big = big_session(src, folder / "2026-11-01T00-00-00-000Z_01b0a6e1-0000-7000-8000-00000000100b.jsonl", big_bytes)
-    line = long_line_session(folder / "2026-11-02T09-00-00-000Z_01b0a6e1-0000-7000-8000-00000000200a.jsonl",
-                             line_bytes, ORBIT)
+    line = long_line_session(
+        folder / "2026-11-02T09-00-00-000Z_01b0a6e1-0000-7000-8000-00000000200a.jsonl", line_bytes, ORBIT
+    )
     out: dict = {"big": big, "line": line}
     srv = RawServer(agent, stderr_path=tmp / "server.log", settings=settings)
     try:
         srv.initialize(ORBIT)
         out["recall_global"] = srv.call("fabric/recall", {"query": "test", "scope": "global"}, timeout=1800)
-        out["recall_line"] = srv.call("fabric/recall", {"query": "BUILDLOGEND compiling", "scope": f"session:{line}"},
-                                      timeout=1800)
+        out["recall_line"] = srv.call(
+            "fabric/recall", {"query": "BUILDLOGEND compiling", "scope": f"session:{line}"}, timeout=1800
+        )
         out["sessions"] = srv.call("fabric/sessions", {"scope": "global"}, timeout=1800)
         out["expand_line"] = srv.call("fabric/expand", {"session": str(line), "indices": [2]}, timeout=1800)
         out["preview_line"] = srv.call("fabric/compactionPreview", {"session": str(line)}, timeout=1800)
-        out["preview_big"] = srv.call("fabric/compactionPreview", {"session": str(big), "keepRecentTokens": 2000},
-                                      timeout=1800)
+        out["preview_big"] = srv.call(
+            "fabric/compactionPreview", {"session": str(big), "keepRecentTokens": 2000}, timeout=1800
+        )
         out["rss"] = srv.status()
         out["alive"] = srv.alive()
     finally:
@@ -122,8 +125,10 @@ def test_one_gigabyte_session_and_200_mb_line():
         out = _scenario(root, 1024 * MiB, 200 * MiB, None)
         _check(out, big_cut=True, line_oversize=True)  # 1 GB > maxSyncSourceBytes (512 MiB by default)
         peak_mib = (out["rss"]["VmHWM"] + out["rss"]["ChildrenVmHWM"]) / 1024  # previews run in worker children
-        print(f"1 GB session + 200 MB line: server + workers peak RSS {peak_mib:.0f} MiB "
-              f"(server {out['rss']['VmHWM'] / 1024:.0f} MiB)")
+        print(
+            f"1 GB session + 200 MB line: server + workers peak RSS {peak_mib:.0f} MiB "
+            f"(server {out['rss']['VmHWM'] / 1024:.0f} MiB)"
+        )
         assert peak_mib < 12 * 1024
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -28,8 +28,10 @@ from reliability_kit import ORBIT, REPO, RawServer, example_agent, server_env, s
 
 from tests.support.cli import run_cli
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or not sys.platform.startswith("linux"),
-                                reason="Unix sockets with SO_PEERCRED (Linux)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(socket, "AF_UNIX") or not sys.platform.startswith("linux"),
+    reason="Unix sockets with SO_PEERCRED (Linux)",
+)
 
 SERVING = "fabric-lsp local socket: serving "
 ANSWERED = "answered by the fabric-lsp server"
@@ -46,19 +48,32 @@ def agent() -> Iterator[Path]:
 
 
 def serving_path(srv: RawServer, *, since: int = 0, timeout: float = 60.0) -> str:
-    msg = srv.wait_notification(lambda m: m.get("method") == "window/logMessage"
-                                and m["params"]["message"].startswith(SERVING), since=since, timeout=timeout)
-    return msg["params"]["message"][len(SERVING):]
+    msg = srv.wait_notification(
+        lambda m: m.get("method") == "window/logMessage" and m["params"]["message"].startswith(SERVING),
+        since=since,
+        timeout=timeout,
+    )
+    return msg["params"]["message"][len(SERVING) :]
 
 
 def index_complete(srv: RawServer) -> None:
-    srv.wait_notification(lambda m: m.get("method") == "fabric/activity"
-                          and m["params"].get("request") == "fabric/backgroundIndex"
-                          and m["params"].get("complete") is True, timeout=120)
+    srv.wait_notification(
+        lambda m: (
+            m.get("method") == "fabric/activity"
+            and m["params"].get("request") == "fabric/backgroundIndex"
+            and m["params"].get("complete") is True
+        ),
+        timeout=120,
+    )
 
 
-def cli(agent: Path, *args: str, socket_on: bool = True, env_extra: dict[str, str] | None = None,
-        python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
+def cli(
+    agent: Path,
+    *args: str,
+    socket_on: bool = True,
+    env_extra: dict[str, str] | None = None,
+    python_flags: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[bytes]:
     env = server_env(agent, **(env_extra or {}))
     env.pop("FABRIC_LSP_SOCKET", None)
     if not socket_on:
@@ -129,27 +144,43 @@ def test_the_cli_is_answered_by_the_server_byte_for_byte(agent):
         notsession = assert_served_and_identical(agent, pid, "recall", "x", "--scope", f"session:{REPO / 'README.md'}")
         assert notsession.returncode == 2 and b"not a Pi session file" in notsession.stderr
         # the same errors with --json (the quick path)
-        for args, code in ((("recall", "x", "--page-size", "500"), 2), (("recall", "(", "--mode", "regex"), 2),
-                           (("expand", "01a1ffff", "--indices", "0"), 2), (("expand", str(orbit[0]), "--indices", "99999"), 1),
-                           (("history", tle, "--page-size", "500"), 2), (("sessions", "--page", "0"), 2),
-                           (("recall", "x", "--scope", "session:01a1ffff"), None)):
+        for args, code in (
+            (("recall", "x", "--page-size", "500"), 2),
+            (("recall", "(", "--mode", "regex"), 2),
+            (("expand", "01a1ffff", "--indices", "0"), 2),
+            (("expand", str(orbit[0]), "--indices", "99999"), 1),
+            (("history", tle, "--page-size", "500"), 2),
+            (("sessions", "--page", "0"), 2),
+            (("recall", "x", "--scope", "session:01a1ffff"), None),
+        ):
             out = assert_served_and_identical(agent, pid, *args, "--json", *cwd)
             assert code is None or out.returncode == code, (args, out.returncode, out.stderr)
         # answered by the server, a --json query loads neither the engine, msgspec, the
         # protocol nor argparse/json (the quick path); text output takes the full parser
-        for args, quick in ((("recall", "orbit", "--scope", "global", "--json"), True),
-                            (("sessions", "--scope", "global"), False)):
+        for args, quick in (
+            (("recall", "orbit", "--scope", "global", "--json"), True),
+            (("sessions", "--scope", "global"), False),
+        ):
             traced = cli(agent, *args, *cwd, python_flags=("-X", "importtime"))
             assert traced.returncode == 0
             loaded = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.decode().splitlines() if "|" in line}
-            heavy = sorted(m for m in loaded if m.split(".")[0] in ("msgspec", "argparse", "json") or m.startswith((
-                "fabric_lsp.engine", "fabric_lsp.protocol", "fabric_lsp.config", "fabric_lsp.commands")))
+            heavy = sorted(
+                m
+                for m in loaded
+                if m.split(".")[0] in ("msgspec", "argparse", "json")
+                or m.startswith(
+                    ("fabric_lsp.engine", "fabric_lsp.protocol", "fabric_lsp.config", "fabric_lsp.commands")
+                )
+            )
             assert "fabric_lsp.local_socket" in loaded, args
             if quick:
                 assert not heavy and "fabric_lsp.quick_cli" in loaded, heavy
             else:
-                assert "argparse" in heavy and not [m for m in heavy if m.startswith(
-                    ("fabric_lsp.engine.memory", "fabric_lsp.protocol", "fabric_lsp.config"))], heavy
+                assert "argparse" in heavy and not [
+                    m
+                    for m in heavy
+                    if m.startswith(("fabric_lsp.engine.memory", "fabric_lsp.protocol", "fabric_lsp.config"))
+                ], heavy
     # the server removed its socket when it stopped
     assert not os.path.lexists(path)
 
@@ -208,9 +239,13 @@ def test_another_uid_cannot_use_the_socket(agent):
             os.chmod(link, 0o777)
             since = len(srv.notifications)
             assert _connect_as(nobody, str(link)) == "closed"
-            refused = srv.wait_notification(lambda m: m.get("method") == "window/logMessage"
-                                            and f"refused a connection from uid {nobody}" in m["params"]["message"],
-                                            since=since)
+            refused = srv.wait_notification(
+                lambda m: (
+                    m.get("method") == "window/logMessage"
+                    and f"refused a connection from uid {nobody}" in m["params"]["message"]
+                ),
+                since=since,
+            )
             assert "only uid 0 may connect" in refused["params"]["message"]
             # root still gets its answers through the same socket
             assert _connect_as(0, str(link)).startswith('answered: {"result":{"name":"fabric-lsp"')
@@ -290,15 +325,18 @@ def test_the_socket_protocol_for_other_clients(agent):
     with server(agent) as (srv, path):
         index_complete(srv)
         params = {"query": "convert_anomaly", "scope": "project", "pageSize": 3}
-        hello, recall, bad, unknown, garbage, strange, after = _request(path, [
-            {"method": "hello", "id": 1},
-            {"method": "fabric/recall", "params": params, "id": "r"},  # cwd: the server's workspace
-            {"method": "fabric/recall", "params": {"pageSize": 500}},
-            {"method": "fabric/compact/request", "params": {"session": "x"}},
-            b"{not json\n",
-            {"method": "fabric/sessions", "bogus": 1},
-            {"method": "fabric/sessions", "params": {"scope": "global"}, "cwd": "/elsewhere"},
-        ])
+        hello, recall, bad, unknown, garbage, strange, after = _request(
+            path,
+            [
+                {"method": "hello", "id": 1},
+                {"method": "fabric/recall", "params": params, "id": "r"},  # cwd: the server's workspace
+                {"method": "fabric/recall", "params": {"pageSize": 500}},
+                {"method": "fabric/compact/request", "params": {"session": "x"}},
+                b"{not json\n",
+                {"method": "fabric/sessions", "bogus": 1},
+                {"method": "fabric/sessions", "params": {"scope": "global"}, "cwd": "/elsewhere"},
+            ],
+        )
         assert hello["result"]["name"] == "fabric-lsp" and hello["result"]["pid"] == srv.proc.pid and hello["id"] == 1
         assert hello["result"]["methods"] == ["fabric/recall", "fabric/sessions", "fabric/expand", "fabric/fileHistory"]
         assert recall["id"] == "r" and recall["result"] == srv.call("fabric/recall", params)
@@ -313,16 +351,24 @@ def test_the_socket_protocol_for_other_clients(agent):
 def test_the_daemon_serves_the_cli_and_cleans_up(agent):
     env = server_env(agent)
     env.pop("FABRIC_LSP_SOCKET", None)
-    daemon = subprocess.Popen([sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent),
-                               "--cwd", ORBIT], stderr=subprocess.PIPE, env=env, cwd=str(REPO), text=True)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent), "--cwd", ORBIT],
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(REPO),
+        text=True,
+    )
     try:
         assert daemon.stderr is not None
         line = daemon.stderr.readline()
         assert line.startswith("fabric-lsp serve --daemon: local socket: serving "), line
         path = line.rsplit(" ", 1)[1].strip()
         assert os.path.dirname(path) == str(agent / "fabric-lsp" / "run")
-        for args in (("sessions", "--scope", "global", "--json"), ("recall", "orbit", "--scope", "project", "--json"),
-                     ("history", "/home/user/projects/orbit/orbit/tle.py", "--json")):
+        for args in (
+            ("sessions", "--scope", "global", "--json"),
+            ("recall", "orbit", "--scope", "project", "--json"),
+            ("history", "/home/user/projects/orbit/orbit/tle.py", "--json"),
+        ):
             assert_served_and_identical(agent, daemon.pid, *args, "--cwd", ORBIT)
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=30) == 0
@@ -344,11 +390,22 @@ def test_a_long_agent_dir_path_puts_the_socket_in_a_private_dir_of_its_own(tmp_p
             srv.initialize(ORBIT)
             path = serving_path(srv)
             assert os.path.dirname(os.path.dirname(path)) == str(runtime / "fabric-lsp") and len(path) <= 100
-            out = cli(agent, "-v", "sessions", "--scope", "global", "--json", "--cwd", ORBIT,
-                      env_extra={"XDG_RUNTIME_DIR": str(runtime)})
+            out = cli(
+                agent,
+                "-v",
+                "sessions",
+                "--scope",
+                "global",
+                "--json",
+                "--cwd",
+                ORBIT,
+                env_extra={"XDG_RUNTIME_DIR": str(runtime)},
+            )
             assert f"{ANSWERED} (pid {srv.proc.pid})".encode() in out.stderr
-            assert out.stdout == cli(agent, "sessions", "--scope", "global", "--json", "--cwd", ORBIT,
-                                     socket_on=False).stdout
+            assert (
+                out.stdout
+                == cli(agent, "sessions", "--scope", "global", "--json", "--cwd", ORBIT, socket_on=False).stdout
+            )
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
 
@@ -359,8 +416,14 @@ def test_the_daemon_refuses_a_socket_directory_that_is_not_private(agent):
     os.chmod(run_dir, 0o755)
     env = server_env(agent)
     env.pop("FABRIC_LSP_SOCKET", None)
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent)],
-                         capture_output=True, text=True, env=env, cwd=str(REPO), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(REPO),
+        timeout=60,
+    )
     assert out.returncode == 2, out.stderr
     assert f"not serving: {run_dir} has mode 0o755; it must be 0700" in out.stderr
     assert os.listdir(run_dir) == []  # nothing created in it
@@ -386,8 +449,13 @@ def daemon_of(agent: Path) -> Iterator[subprocess.Popen[str]]:
     """`fabric-lsp serve --daemon` for `agent`, serving once this yields."""
     env = server_env(agent)
     env.pop("FABRIC_LSP_SOCKET", None)
-    daemon = subprocess.Popen([sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent),
-                               "--cwd", ORBIT], stderr=subprocess.PIPE, env=env, cwd=str(REPO), text=True)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "fabric_lsp", "serve", "--daemon", "--agent-dir", str(agent), "--cwd", ORBIT],
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(REPO),
+        text=True,
+    )
     try:
         assert daemon.stderr is not None
         line = daemon.stderr.readline()
@@ -417,8 +485,10 @@ def test_a_server_that_stops_answering_does_not_hang_the_cli(agent):
                 alone = cli(agent, *args, socket_on=False)
                 assert out.returncode == alone.returncode == 0, out.stderr
                 assert out.stdout == alone.stdout, args
-                note = (f"fabric-lsp {args[0]}: the fabric-lsp server (pid {daemon.pid}) did not answer its hello "
-                        f"within 1 s; {then}\n").encode()
+                note = (
+                    f"fabric-lsp {args[0]}: the fabric-lsp server (pid {daemon.pid}) did not answer its hello "
+                    f"within 1 s; {then}\n"
+                ).encode()
                 assert out.stderr == alone.stderr + note, out.stderr  # the one line, once
         finally:
             os.kill(daemon.pid, signal.SIGCONT)
@@ -446,15 +516,17 @@ def test_a_request_the_server_stops_answering_times_out(agent, monkeypatch):
         assert client.request("fabric/recall", params, cwd=ORBIT).raw is not None  # it answers
         os.kill(daemon.pid, signal.SIGSTOP)
         outcome: list[Any] = []
-        asking = threading.Thread(target=lambda: outcome.append(client.request("fabric/recall", params, cwd=ORBIT)),
-                                  daemon=True)
+        asking = threading.Thread(
+            target=lambda: outcome.append(client.request("fabric/recall", params, cwd=ORBIT)), daemon=True
+        )
         asking.start()
         asking.join(60)
         client.close()
         assert not asking.is_alive(), "the request never gave up"
         assert outcome == [None] and client.timed_out
         assert local_socket.take_unanswered() == [
-            f"the fabric-lsp server (pid {daemon.pid}) did not answer fabric/recall within 1.5 s"]
+            f"the fabric-lsp server (pid {daemon.pid}) did not answer fabric/recall within 1.5 s"
+        ]
         notes: list[str] = []
         assert local_socket.connect(str(agent), inputs, note=notes.append) is None  # not asked again
         assert any("did not answer fabric/recall within 1.5 s earlier: not used" in n for n in notes), notes

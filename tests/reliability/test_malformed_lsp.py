@@ -75,7 +75,9 @@ def test_random_traffic_gets_proper_answers_and_the_server_stays_correct(server)
     assert server.alive()
     assert reference(server, files) == before
     assert sum(v for k, v in tally.items() if ":" not in k) >= min(COUNT, 300) * 0.8
-    print(f"lsp-fuzz-tally: {COUNT} generated (seed {SEED}); sent by category and answers: {dict(sorted(tally.items()))}")
+    print(
+        f"lsp-fuzz-tally: {COUNT} generated (seed {SEED}); sent by category and answers: {dict(sorted(tally.items()))}"
+    )
 
 
 def test_invalid_standard_params_are_answered(server):

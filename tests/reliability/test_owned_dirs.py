@@ -69,8 +69,12 @@ def test_a_user_folder_as_index_dir_is_untouched(tmp_path):
     assert recall["coverage"]["indexedSessions"] == recall["coverage"]["eligibleSessions"] > 0
 
 
-PI_FILES = {"auth.json": '{"anthropic": {"key": "sk-secret"}}', "settings.json": "{}",
-            "models.json": '{"providers": {}}', "fabric.json": "{}"}
+PI_FILES = {
+    "auth.json": '{"anthropic": {"key": "sk-secret"}}',
+    "settings.json": "{}",
+    "models.json": '{"providers": {}}',
+    "fabric.json": "{}",
+}
 
 
 # ("/" itself is checked without a server, in tests/engine/test_owned_dir.py: a regression
@@ -140,8 +144,9 @@ def test_files_outside_the_sessions_dir_need_a_pi_header(tmp_path):
     link.symlink_to(secret)
     copy = tmp_path / "copy.jsonl"  # a real Pi session copied elsewhere: still served
     copy.write_bytes(sorted((agent / "sessions").rglob("*.jsonl"))[0].read_bytes())
-    with RawServer(agent, stderr_path=tmp_path / "server.log",
-                   env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0")) as srv:
+    with RawServer(
+        agent, stderr_path=tmp_path / "server.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0")
+    ) as srv:
         srv.initialize()
         for target in (secret, link):
             expand = srv.call("fabric/expand", {"session": str(target), "indices": [0]})
@@ -158,14 +163,24 @@ def test_a_role_never_becomes_markdown_in_a_hover(tmp_path):
     agent = example_agent(tmp_path / "agent")
     session = sorted((agent / "sessions").rglob("*.jsonl"))[0]
     with open(session, "a") as fh:
-        fh.write(json.dumps({"type": "message", "id": "bad0role", "parentId": None,
-                             "timestamp": "2026-11-01T00:00:00.000Z",
-                             "message": {"role": "[click](command:workbench.action.terminal.new) **x**",
-                                         "content": "hi"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "bad0role",
+                    "parentId": None,
+                    "timestamp": "2026-11-01T00:00:00.000Z",
+                    "message": {"role": "[click](command:workbench.action.terminal.new) **x**", "content": "hi"},
+                }
+            )
+            + "\n"
+        )
     line = len(session.read_text().splitlines()) - 1
     with RawServer(agent, stderr_path=tmp_path / "server.log") as srv:
         srv.initialize()
-        hover = srv.call("textDocument/hover", {"textDocument": {"uri": session.as_uri()},
-                                                 "position": {"line": line, "character": 2}})
+        hover = srv.call(
+            "textDocument/hover",
+            {"textDocument": {"uri": session.as_uri()}, "position": {"line": line, "character": 2}},
+        )
     title = hover["contents"]["value"].splitlines()[0]
     assert "`[click](command:workbench.action.terminal.new) **x**`" in title, title

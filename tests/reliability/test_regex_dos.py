@@ -23,8 +23,13 @@ def plant_haystack(agent: Path) -> Path:
     """Append a user turn whose text makes backtracking patterns explode."""
     path = session_files(agent)[-1]
     last = json.loads(path.read_bytes().splitlines()[-1])
-    entry = {"type": "message", "id": "d05d05d0", "parentId": last["id"], "timestamp": "2026-10-29T17:00:00.000Z",
-             "message": {"role": "user", "content": "a" * 48 + "!", "timestamp": 1793000000000}}
+    entry = {
+        "type": "message",
+        "id": "d05d05d0",
+        "parentId": last["id"],
+        "timestamp": "2026-10-29T17:00:00.000Z",
+        "message": {"role": "user", "content": "a" * 48 + "!", "timestamp": 1793000000000},
+    }
     with open(path, "ab") as fh:
         fh.write((json.dumps(entry) + "\n").encode())
     return path
@@ -64,10 +69,15 @@ def started_regex(server) -> int:
     its worker (the `milestone` activity event), so what follows runs while it does."""
     since = len(server.notifications)
     rid = server.request("fabric/recall", {"query": "(a+)+$", "queryMode": "regex", "scope": "global"})
-    server.wait_notification(lambda m: m.get("method") == "fabric/activity"
-                             and m["params"].get("milestone") is True
-                             and m["params"].get("message", "").startswith("Matching the regex"),
-                             since=since, timeout=30)
+    server.wait_notification(
+        lambda m: (
+            m.get("method") == "fabric/activity"
+            and m["params"].get("milestone") is True
+            and m["params"].get("message", "").startswith("Matching the regex")
+        ),
+        since=since,
+        timeout=30,
+    )
     return rid
 
 
@@ -76,8 +86,10 @@ def test_other_requests_answer_while_a_regex_runs(server):
     others = [
         server.request("fabric/compact/status", {"session": str(server.session)}),
         server.request("fabric/compactionPreview", {"session": str(server.session)}),
-        server.request("workspace/executeCommand", {"command": "fabric.compact.status",
-                                                    "arguments": [{"session": str(server.session)}]}),
+        server.request(
+            "workspace/executeCommand",
+            {"command": "fabric.compact.status", "arguments": [{"session": str(server.session)}]},
+        ),
     ]
     answers = [server.wait(i, 30) for i in others]
     slow = server.wait(rid, 30)
@@ -120,5 +132,7 @@ def test_the_server_runs_javascript_regexes(server):
         out = server.call("fabric/recall", {"query": pattern, "queryMode": "regex", "scope": "global"})
         assert "error" not in out["coverage"] and out["totalMatches"] >= 1, (pattern, out["coverage"])
     out = server.call("fabric/recall", {"query": "(?i)a{48}", "queryMode": "regex", "scope": "global"})
-    assert out["coverage"]["error"] == {"code": "invalid_regex",
-                                        "message": "Invalid regular expression: /(?i)a{48}/iu: Invalid group"}
+    assert out["coverage"]["error"] == {
+        "code": "invalid_regex",
+        "message": "Invalid regular expression: /(?i)a{48}/iu: Invalid group",
+    }

@@ -34,18 +34,39 @@ def assistant(eid: str, parent: str | None, parts: list[Any], second: int) -> di
     return message(eid, parent, {"role": "assistant", "content": parts, "timestamp": MESSAGE_MS}, second)
 
 
-def tool_result(eid: str, parent: str | None, call_id: str, tool: str, text: str, second: int, *,
-                is_error: bool = False, details: Any = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "toolResult", "toolCallId": call_id, "toolName": tool,
-                           "content": [{"type": "text", "text": text}], "isError": is_error, "timestamp": MESSAGE_MS}
+def tool_result(
+    eid: str,
+    parent: str | None,
+    call_id: str,
+    tool: str,
+    text: str,
+    second: int,
+    *,
+    is_error: bool = False,
+    details: Any = None,
+) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": tool,
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "timestamp": MESSAGE_MS,
+    }
     if details is not None:
         msg["details"] = details
     return message(eid, parent, msg, second)
 
 
 def bash(eid: str, parent: str | None, command: str, output: str, code: int | None, second: int) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "bashExecution", "command": command, "output": output, "cancelled": False,
-                           "truncated": False, "timestamp": MESSAGE_MS}
+    msg: dict[str, Any] = {
+        "role": "bashExecution",
+        "command": command,
+        "output": output,
+        "cancelled": False,
+        "truncated": False,
+        "timestamp": MESSAGE_MS,
+    }
     if code is not None:
         msg["exitCode"] = code
     return message(eid, parent, msg, second)
@@ -56,7 +77,9 @@ def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in rows)
 
 
-def write_session(agent_dir: Path, cwd: str, name: str, rows: list[dict[str, Any]], mtime_s: float | None = None) -> Path:
+def write_session(
+    agent_dir: Path, cwd: str, name: str, rows: list[dict[str, Any]], mtime_s: float | None = None
+) -> Path:
     """`rows` as the session file `name` of project `cwd` under `agent_dir`; its mtime set
     when `mtime_s` is given (tests that order sessions by time)."""
     folder = agent_dir / "sessions" / encode_cwd(cwd)

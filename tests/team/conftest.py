@@ -82,10 +82,23 @@ def pg_cluster() -> Iterator[Cluster]:
         if res.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}): {res.stdout}\n{res.stderr}")
 
-    pg(os.path.join(bindir, "initdb"), "-D", data, "-U", ADMIN, "--auth-local=trust", "--auth-host=scram-sha-256",
-       "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
-    opts = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB")
+    pg(
+        os.path.join(bindir, "initdb"),
+        "-D",
+        data,
+        "-U",
+        ADMIN,
+        "--auth-local=trust",
+        "--auth-host=scram-sha-256",
+        "-E",
+        "UTF8",
+        "--locale=C.UTF-8",
+        "--no-sync",
+    )
+    opts = (
+        f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+    )
     log = os.path.join(root, "server.log")
     try:
         pg(os.path.join(bindir, "pg_ctl"), "-D", data, "-l", log, "-o", opts, "-w", "-t", "60", "start")
@@ -97,16 +110,20 @@ def pg_cluster() -> Iterator[Cluster]:
     try:
         import psycopg
 
-        with psycopg.connect(cluster.url(ADMIN, None).replace("dbname=fabric", "dbname=postgres"),
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            cluster.url(ADMIN, None).replace("dbname=fabric", "dbname=postgres"), autocommit=True
+        ) as conn:
             conn.execute("CREATE DATABASE fabric")
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             for name, pw in MEMBERS.items():
                 conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{pw}'")
         yield cluster
     finally:
-        subprocess.run(run_as + [os.path.join(bindir, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
-                       capture_output=True, cwd=root)
+        subprocess.run(
+            run_as + [os.path.join(bindir, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            cwd=root,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -22,8 +22,9 @@ def memory_config(**kw: Any) -> MemoryConfig:
     return MemoryConfig(hot_sessions=ALL_HOT, **kw)
 
 
-def member_engine(url: str, member: str, projects: list[str], agent_dir: Path,
-                  cfg: MemoryConfig | None = None) -> tuple[TeamEngine, MemoryEngine]:
+def member_engine(
+    url: str, member: str, projects: list[str], agent_dir: Path, cfg: MemoryConfig | None = None
+) -> tuple[TeamEngine, MemoryEngine]:
     cfg = cfg or memory_config()
     local = MemoryEngine(cfg, agent_dir=str(agent_dir), index_dir=str(agent_dir.parent / f"index-{member}"))
     settings = TeamSettings(url=url, member=member, projects=tuple(projects))

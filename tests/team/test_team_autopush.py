@@ -45,14 +45,19 @@ async def _wait(pred, timeout: float = 120.0) -> bool:
 
 def _clean(db: Any) -> None:
     with psycopg.connect(db.url(), autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
-                     f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members")
+        conn.execute(
+            f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
+            f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members"
+        )
 
 
 def _rows(db: Any, member: str) -> dict[str, int]:
     with psycopg.connect(db.url(), autocommit=True) as conn:
-        return dict(conn.execute(f"SELECT session_file, entry_count FROM {SCHEMA}.sessions WHERE member = %s",
-                                 (member,)).fetchall())
+        return dict(
+            conn.execute(
+                f"SELECT session_file, entry_count FROM {SCHEMA}.sessions WHERE member = %s", (member,)
+            ).fetchall()
+        )
 
 
 def _agent(tmp_path: Path, team: dict[str, Any]) -> Path:
@@ -64,8 +69,10 @@ def _agent(tmp_path: Path, team: dict[str, Any]) -> Path:
 
 async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Any, tmp_path: Path) -> None:
     _clean(team_db)
-    agent = _agent(tmp_path, {"url": team_db.member_url("alice"), "member": "alice@auto",
-                              "projects": ["/home/user/*"], "autoPush": True})
+    agent = _agent(
+        tmp_path,
+        {"url": team_db.member_url("alice"), "member": "alice@auto", "projects": ["/home/user/*"], "autoPush": True},
+    )
     client = await start(agent, "visual-studio-code", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="1"))
     try:
         assert await _wait(lambda: _pushes(client)), ("no autoPush reported", client.activity[-5:])
@@ -81,12 +88,21 @@ async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Any, 
         grown = sorted(pushed)[0]
         before = pushed[grown]
         parent = last_entry_id(Path(grown))
-        append_rows(Path(grown), [entry_row("auto0001", parent, "user", "the quokka autopush note", 50),
-                                  entry_row("auto0002", "auto0001", "assistant", "noted the quokka", 51)])
-        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
-            types.FileEvent(uri=Path(grown).as_uri(), type=types.FileChangeType.Changed)]))
-        assert await _wait(lambda: len(_pushes(client)) >= 2 and _pushes(client)[-1]["entriesSent"] > 0), \
-            _pushes(client)
+        append_rows(
+            Path(grown),
+            [
+                entry_row("auto0001", parent, "user", "the quokka autopush note", 50),
+                entry_row("auto0002", "auto0001", "assistant", "noted the quokka", 51),
+            ],
+        )
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=Path(grown).as_uri(), type=types.FileChangeType.Changed)]
+            )
+        )
+        assert await _wait(lambda: len(_pushes(client)) >= 2 and _pushes(client)[-1]["entriesSent"] > 0), _pushes(
+            client
+        )
         second = _pushes(client)[-1]
         assert second["counts"] == {"append": 1, "unchanged": 6}, second
         assert second["entriesSent"] == _rows(team_db, "alice@auto")[grown] - before > 0
@@ -97,27 +113,36 @@ async def test_auto_push_after_indexing_and_after_a_session_grows(team_db: Any, 
         await stop(client)
 
 
-async def test_auto_push_off_pushes_nothing_and_a_refusing_database_is_said_once(team_db: Any,
-                                                                                 tmp_path: Path) -> None:
+async def test_auto_push_off_pushes_nothing_and_a_refusing_database_is_said_once(team_db: Any, tmp_path: Path) -> None:
     _clean(team_db)
-    off = _agent(tmp_path / "off", {"url": team_db.member_url("alice"), "member": "alice@off",
-                                    "projects": ["/home/user/*"]})
+    off = _agent(
+        tmp_path / "off", {"url": team_db.member_url("alice"), "member": "alice@off", "projects": ["/home/user/*"]}
+    )
     client = await start(off, "visual-studio-code", env=server_env(off, FABRIC_LSP_BACKGROUND_INDEX="1"))
     try:
         done = await rpc(client, protocol.RECALL, {"query": "test", "scope": "global"})
         assert done["items"]
-        assert await _wait(lambda: any(a.get("request") == "fabric/backgroundIndex" and a.get("complete")
-                                       for a in client.activity))
+        assert await _wait(
+            lambda: any(a.get("request") == "fabric/backgroundIndex" and a.get("complete") for a in client.activity)
+        )
         assert not _pushes(client) and _rows(team_db, "alice@off") == {}
     finally:
         await stop(client)
     # wrong password: one warning naming the failure, the server answers local recall
-    bad = _agent(tmp_path / "bad", {"url": team_db.member_url("alice").replace("alice-pw", "wrong"),
-                                    "member": "alice@bad", "projects": ["/home/user/*"], "autoPush": True})
+    bad = _agent(
+        tmp_path / "bad",
+        {
+            "url": team_db.member_url("alice").replace("alice-pw", "wrong"),
+            "member": "alice@bad",
+            "projects": ["/home/user/*"],
+            "autoPush": True,
+        },
+    )
     client = await start(bad, "visual-studio-code", env=server_env(bad, FABRIC_LSP_BACKGROUND_INDEX="1"))
     try:
-        assert await _wait(lambda: any("team.autoPush could not push" in m.message for m in client.messages)), \
-            [m.message for m in client.messages]
+        assert await _wait(lambda: any("team.autoPush could not push" in m.message for m in client.messages)), [
+            m.message for m in client.messages
+        ]
         warned = [m for m in client.messages if "team.autoPush could not push" in m.message]
         assert len(warned) == 1 and "local recall keeps working" in warned[0].message
         local = await rpc(client, protocol.RECALL, {"query": "test", "scope": "global"})

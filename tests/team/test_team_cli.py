@@ -34,8 +34,10 @@ def _fabric_json(agent: Path, team: dict[str, Any]) -> None:
 @pytest.fixture
 def agent(team_db: Cluster, tmp_path: Path) -> Path:
     with psycopg.connect(team_db.url(), autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
-                     f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members")
+        conn.execute(
+            f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
+            f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members"
+        )
     a = tmp_path / "agent"
     write_examples(a)
     return a
@@ -80,8 +82,10 @@ def test_cli_push_status_and_team_recall(team_db: Cluster, agent: Path) -> None:
     cfg = load_config(workspace_root=agent.parent / "work", init_options={"agentDir": str(agent)})
     engines = Engines(lambda: cfg)
     try:
-        p = protocol.decode_params(protocol.EXPAND, {"session": seg["sessionFile"], "member": "alice@cli",
-                                                     "indices": [seg["entryRange"]["first"]]})
+        p = protocol.decode_params(
+            protocol.EXPAND,
+            {"session": seg["sessionFile"], "member": "alice@cli", "indices": [seg["entryRange"]["first"]]},
+        )
         out = protocol.to_wire(engines.expand(p, None))
     finally:
         engines.close()
@@ -110,8 +114,9 @@ def test_team_settings_are_user_level_only(tmp_path: Path) -> None:
     agent.mkdir()
     project = tmp_path / "proj"
     (project / ".pi").mkdir(parents=True)
-    (project / ".pi" / "fabric.json").write_text(json.dumps({"team": {"url": "postgresql://evil/db",
-                                                                     "projects": ["/*"]}}))
+    (project / ".pi" / "fabric.json").write_text(
+        json.dumps({"team": {"url": "postgresql://evil/db", "projects": ["/*"]}})
+    )
     cfg = load_config(workspace_root=project, init_options={"agentDir": str(agent), "trusted": True})
     assert cfg.team is None
     assert any("`team`" in w and "user-level" in w for w in cfg.warnings)

@@ -41,8 +41,10 @@ ORBIT = "/home/user/projects/orbit"
 
 def _wipe(cluster: Cluster) -> None:
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
-                     f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members")
+        conn.execute(
+            f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
+            f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members"
+        )
 
 
 def _admin_rows(cluster: Cluster, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -79,10 +81,23 @@ def test_two_members_team_equals_local_global(db: Cluster, examples: Path) -> No
     bob, lb = member_engine(db.member_url("bob"), "bob@test", [ORBIT + "*"], examples)
     assert alice.push(la).counts() == {"new": 3}
     assert bob.push(lb).counts() == {"new": 4}
-    queries = ["auth login", "test", "the", "migration ledger", "zzzz", "error failed", "src ts", "Ｆｕｌｌ",
-               "session compaction", "orbit", "fix the bug", "json", "a",
-               # many terms: the float sum's order (query order) shows in the last bits
-               "the test auth login migration ledger error failed src json fix bug session orbit a to"]
+    queries = [
+        "auth login",
+        "test",
+        "the",
+        "migration ledger",
+        "zzzz",
+        "error failed",
+        "src ts",
+        "Ｆｕｌｌ",
+        "session compaction",
+        "orbit",
+        "fix the bug",
+        "json",
+        "a",
+        # many terms: the float sum's order (query order) shows in the last bits
+        "the test auth login migration ledger error failed src json fix bug session orbit a to",
+    ]
     seen_members: set[str] = set()
     for q in queries:
         for page, size in ((1, 25), (1, 3), (2, 3), (4, 7), (100, 5)):
@@ -100,8 +115,9 @@ def test_two_members_team_equals_local_global(db: Cluster, examples: Path) -> No
     # team:<member> ranks over that member's sessions alone
     only = alice.recall({"query": "test", "scope": "team:bob@test", "pageSize": 100})
     assert only["items"] and all(i["segment"]["member"] == "bob@test" for i in only["items"])
-    assert all(ORBIT in (i["segment"]["sessionFile"] or "") or "orbit" in i["segment"]["sessionFile"]
-               for i in only["items"])
+    assert all(
+        ORBIT in (i["segment"]["sessionFile"] or "") or "orbit" in i["segment"]["sessionFile"] for i in only["items"]
+    )
 
 
 def test_team_member_scope_equals_local_global_of_those_sessions(db: Cluster, examples: Path, tmp_path: Path) -> None:
@@ -138,8 +154,11 @@ def test_push_is_opt_in(db: Cluster, examples: Path) -> None:
     cwds = {r[0] for r in _admin_rows(db, f"SELECT DISTINCT cwd FROM {SCHEMA}.sessions")}
     assert cwds == {LEDGER}
     # no orbit text reached any table: every stored entry belongs to a ledger session
-    orphans = _admin_rows(db, f"SELECT count(*) FROM {SCHEMA}.entries e JOIN {SCHEMA}.sessions s USING (skey) "
-                              f"WHERE s.cwd <> %s", (LEDGER,))
+    orphans = _admin_rows(
+        db,
+        f"SELECT count(*) FROM {SCHEMA}.entries e JOIN {SCHEMA}.sessions s USING (skey) WHERE s.cwd <> %s",
+        (LEDGER,),
+    )
     assert orphans[0][0] == 0
     total = _admin_rows(db, f"SELECT count(*) FROM {SCHEMA}.entries")[0][0]
     assert total == sum(r[0] for r in _admin_rows(db, f"SELECT entry_count FROM {SCHEMA}.sessions"))
@@ -152,10 +171,17 @@ def test_push_is_opt_in(db: Cluster, examples: Path) -> None:
 
 def test_push_is_incremental(db: Cluster, tmp_path: Path) -> None:
     agent = tmp_path / "agent"
-    turns = [("user", "deploy the ledger service"), ("assistant", "running the deploy script now"),
-             ("bash", "make deploy"), ("user", "it failed with a timeout"), ("assistant", "raising the timeout")]
-    files = [write_session(agent, f"/w/p{i}", f"s{i}.jsonl", session_rows(f"sess-{i}", f"/w/p{i}", turns),
-                           1_700_000_000 + i) for i in range(3)]
+    turns = [
+        ("user", "deploy the ledger service"),
+        ("assistant", "running the deploy script now"),
+        ("bash", "make deploy"),
+        ("user", "it failed with a timeout"),
+        ("assistant", "raising the timeout"),
+    ]
+    files = [
+        write_session(agent, f"/w/p{i}", f"s{i}.jsonl", session_rows(f"sess-{i}", f"/w/p{i}", turns), 1_700_000_000 + i)
+        for i in range(3)
+    ]
     alice, la = member_engine(db.member_url("alice"), "alice@test", ["/w/*"], agent)
     first = alice.push(la)
     assert first.counts() == {"new": 3}
@@ -165,8 +191,13 @@ def test_push_is_incremental(db: Cluster, tmp_path: Path) -> None:
     # a grown session sends exactly its new entries
     grow = files[1]
     parent = last_entry_id(grow)
-    append_rows(grow, [entry_row("feedbeef", parent, "user", "zebra quantum appended words", 40),
-                       entry_row("feedbee2", "feedbeef", "assistant", "appended answer zebra", 41)])
+    append_rows(
+        grow,
+        [
+            entry_row("feedbeef", parent, "user", "zebra quantum appended words", 40),
+            entry_row("feedbee2", "feedbeef", "assistant", "appended answer zebra", 41),
+        ],
+    )
     before_gen1 = _admin_rows(db, f"SELECT count(*) FROM {SCHEMA}.postings WHERE gen = 1")[0][0]
     grown = alice.push(la)
     steps = {s.session_file: s for s in grown.steps}
@@ -189,8 +220,10 @@ def test_push_is_incremental(db: Cluster, tmp_path: Path) -> None:
     report = narrowed.push(ln)
     assert {s.session_file: s.action for s in report.steps} == {str(files[0]): "delete", str(files[1]): "unchanged"}
     assert [r[0] for r in _admin_rows(db, f"SELECT session_file FROM {SCHEMA}.sessions")] == [str(files[1])]
-    assert _admin_rows(db, f"SELECT count(*) FROM {SCHEMA}.entries")[0][0] == \
-        _admin_rows(db, f"SELECT entry_count FROM {SCHEMA}.sessions")[0][0]
+    assert (
+        _admin_rows(db, f"SELECT count(*) FROM {SCHEMA}.entries")[0][0]
+        == _admin_rows(db, f"SELECT entry_count FROM {SCHEMA}.sessions")[0][0]
+    )
 
 
 def test_stale_push_is_a_coverage_reason(db: Cluster, tmp_path: Path) -> None:
@@ -229,28 +262,40 @@ def test_team_connections_never_jit_compile(db: Cluster) -> None:
 def test_row_level_security(db: Cluster, examples: Path) -> None:
     alice, la = member_engine(db.member_url("alice"), "alice@test", [LEDGER], examples)
     alice.push(la)
-    counts = _admin_rows(db, f"SELECT (SELECT count(*) FROM {SCHEMA}.sessions), (SELECT count(*) FROM {SCHEMA}.entries), "
-                             f"(SELECT count(*) FROM {SCHEMA}.postings)")[0]
+    counts = _admin_rows(
+        db,
+        f"SELECT (SELECT count(*) FROM {SCHEMA}.sessions), (SELECT count(*) FROM {SCHEMA}.entries), "
+        f"(SELECT count(*) FROM {SCHEMA}.postings)",
+    )[0]
     with psycopg.connect(db.member_url("bob"), autocommit=True) as bob:
         # bob reads alice's rows ...
         assert bob.execute(f"SELECT count(*) FROM {SCHEMA}.entries").fetchone()[0] == counts[1]
         # ... and cannot change or delete them
-        for sql in (f"DELETE FROM {SCHEMA}.sessions", f"DELETE FROM {SCHEMA}.entries",
-                    f"DELETE FROM {SCHEMA}.postings", f"UPDATE {SCHEMA}.entries SET rec = '{{}}'",
-                    f"UPDATE {SCHEMA}.sessions SET member = 'bob@test'"):
+        for sql in (
+            f"DELETE FROM {SCHEMA}.sessions",
+            f"DELETE FROM {SCHEMA}.entries",
+            f"DELETE FROM {SCHEMA}.postings",
+            f"UPDATE {SCHEMA}.entries SET rec = '{{}}'",
+            f"UPDATE {SCHEMA}.sessions SET member = 'bob@test'",
+        ):
             assert bob.execute(sql).rowcount == 0, sql
         skey = bob.execute(f"SELECT skey FROM {SCHEMA}.sessions LIMIT 1").fetchone()[0]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            bob.execute(f"INSERT INTO {SCHEMA}.entries (skey, pos, dl, rec, owner) VALUES (%s, 999, 1, '{{}}', 'alice')",
-                        (skey,))
+            bob.execute(
+                f"INSERT INTO {SCHEMA}.entries (skey, pos, dl, rec, owner) VALUES (%s, 999, 1, '{{}}', 'alice')",
+                (skey,),
+            )
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             bob.execute(f"INSERT INTO {SCHEMA}.members (member, owner) VALUES ('evil', 'alice')")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             bob.execute(f"CREATE TABLE {SCHEMA}.mine (x int)")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             bob.execute(f"TRUNCATE {SCHEMA}.entries")
-    after = _admin_rows(db, f"SELECT (SELECT count(*) FROM {SCHEMA}.sessions), (SELECT count(*) FROM {SCHEMA}.entries), "
-                            f"(SELECT count(*) FROM {SCHEMA}.postings)")[0]
+    after = _admin_rows(
+        db,
+        f"SELECT (SELECT count(*) FROM {SCHEMA}.sessions), (SELECT count(*) FROM {SCHEMA}.entries), "
+        f"(SELECT count(*) FROM {SCHEMA}.postings)",
+    )[0]
     assert after == counts
     # bob cannot push under alice's member name
     impostor, li = member_engine(db.member_url("bob"), "alice@test", [ORBIT], examples)
@@ -269,8 +314,9 @@ def test_unreachable_database_is_a_clear_answer_and_local_recall_works(tmp_path:
     from fabric_lsp.engine.memory.api import MemoryEngine
 
     local = MemoryEngine(cfg, agent_dir=str(examples), index_dir=str(tmp_path / "idx"))
-    team = TeamEngine(TeamSettings(url=f"postgresql://alice:pw@127.0.0.1:{port}/fabric", member="a"), cfg,
-                      lambda: local)
+    team = TeamEngine(
+        TeamSettings(url=f"postgresql://alice:pw@127.0.0.1:{port}/fabric", member="a"), cfg, lambda: local
+    )
     res = team.recall({"query": "test", "scope": "team"})
     err = res["coverage"]["error"]
     assert err["code"] == "team_unavailable" and f"127.0.0.1:{port}" in err["message"]
@@ -288,17 +334,27 @@ WORDS = ["alpha", "beta", "gamma", "delta", "deploy", "fix", "bug", "test", "aut
 ROLES = ["user", "assistant", "bash"]
 
 turn_st = st.tuples(st.sampled_from(ROLES), st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(" ".join))
-session_st = st.tuples(st.sampled_from(["/p/one", "/p/two", "/p/three"]), st.integers(0, 3),
-                       st.lists(turn_st, min_size=0, max_size=12))
+session_st = st.tuples(
+    st.sampled_from(["/p/one", "/p/two", "/p/three"]), st.integers(0, 3), st.lists(turn_st, min_size=0, max_size=12)
+)
 query_st = st.lists(st.sampled_from(WORDS + ["absent"]), min_size=0, max_size=3).map(" ".join)
 
 
 @settings(max_examples=profile_examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sessions=st.lists(session_st, min_size=1, max_size=5), queries=st.lists(query_st, min_size=1, max_size=4),
-       page_size=st.integers(1, 6), page=st.integers(1, 4))
-def test_property_team_equals_local(team_db: Cluster, tmp_path_factory: pytest.TempPathFactory,
-                                    sessions: list[tuple[str, int, list[tuple[str, str]]]], queries: list[str],
-                                    page_size: int, page: int) -> None:
+@given(
+    sessions=st.lists(session_st, min_size=1, max_size=5),
+    queries=st.lists(query_st, min_size=1, max_size=4),
+    page_size=st.integers(1, 6),
+    page=st.integers(1, 4),
+)
+def test_property_team_equals_local(
+    team_db: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+    sessions: list[tuple[str, int, list[tuple[str, str]]]],
+    queries: list[str],
+    page_size: int,
+    page: int,
+) -> None:
     _wipe(team_db)
     agent = tmp_path_factory.mktemp("prop") / "agent"
     for i, (cwd, tick, turns) in enumerate(sessions):

@@ -84,9 +84,15 @@ def _setting(settings: dict[str, Any], key: str) -> Any:
     return None
 
 
-def _load(source: Source, session_path: str | os.PathLike[str] | None, cancel: CancelToken | None, sink: ActivitySink | None, *,
-          from_bytes: Any = load_session_bytes, from_file: Any = load_session_file,
-          ) -> tuple[Any, str, str | None, bool]:
+def _load(
+    source: Source,
+    session_path: str | os.PathLike[str] | None,
+    cancel: CancelToken | None,
+    sink: ActivitySink | None,
+    *,
+    from_bytes: Any = load_session_bytes,
+    from_file: Any = load_session_file,
+) -> tuple[Any, str, str | None, bool]:
     """Read `source` with `from_bytes` / `from_file` (the lean loader, or pass 1 of the
     preview scanner): (what they return, the sha256 of the bytes read, the path, whether
     it is big enough for progress reports). A scanned file stays open in `log.fp` until
@@ -163,8 +169,11 @@ def _model_override(settings: dict[str, Any], key: str | None) -> dict[str, Any]
     if not isinstance(entry, dict):
         return {}
     fields = cast("dict[str, Any]", entry)
-    return {k: v for k, v in fields.items() if k in ("keepRecentTokens", "reserveTokens")
-            and isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    return {
+        k: v
+        for k, v in fields.items()
+        if k in ("keepRecentTokens", "reserveTokens") and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    }
 
 
 def _custom_instructions(instructions: str | None, preserve: list[Any] | None) -> str | None:
@@ -229,16 +238,33 @@ def compaction_run(
     if reason not in ("manual", "threshold", "overflow"):
         raise PreviewError("invalid_params", f"reason must be manual, threshold or overflow, not {reason!r}")
     settings = dict(settings or {})
-    log, digest, path, big = _load(source, session_path, cancel, activity, from_bytes=scan_session_bytes,
-                                    from_file=scan_session_file)
+    log, digest, path, big = _load(
+        source, session_path, cancel, activity, from_bytes=scan_session_bytes, from_file=scan_session_file
+    )
     try:
-        return _compaction_run(log, digest, path, big, _RunOptions(
-            settings=settings, instructions=instructions, preserve=preserve, reason=reason,
-            context_window=context_window, reserve_tokens=reserve_tokens, keep_recent_tokens=keep_recent_tokens,
-            target_context_ratio=target_context_ratio, tokens_before=tokens_before, leaf_id=leaf_id,
-            include_qa=include_qa, model_key=model_key, pi_vcc_overriding=pi_vcc_overriding, cancel=cancel,
-            activity=activity,
-        ))
+        return _compaction_run(
+            log,
+            digest,
+            path,
+            big,
+            _RunOptions(
+                settings=settings,
+                instructions=instructions,
+                preserve=preserve,
+                reason=reason,
+                context_window=context_window,
+                reserve_tokens=reserve_tokens,
+                keep_recent_tokens=keep_recent_tokens,
+                target_context_ratio=target_context_ratio,
+                tokens_before=tokens_before,
+                leaf_id=leaf_id,
+                include_qa=include_qa,
+                model_key=model_key,
+                pi_vcc_overriding=pi_vcc_overriding,
+                cancel=cancel,
+                activity=activity,
+            ),
+        )
     except SourceChanged as e:
         raise PreviewError("source_changed", f"session file {path} changed while it was read: {e}") from None
     finally:
@@ -301,7 +327,9 @@ def _gate_rules(o: _RunOptions, branch: Any, pi_settings: dict[str, Any], result
     from . import pi1x
 
     result["piRules"] = rules
-    pi_settings.update(_model_override(o.settings, o.model_key if o.model_key is not None else branch_model_key(branch)))
+    pi_settings.update(
+        _model_override(o.settings, o.model_key if o.model_key is not None else branch_model_key(branch))
+    )
     return rules, pi1x
 
 
@@ -350,7 +378,7 @@ def _compaction_run(
         "tokensBefore": 0,
     }
     if not log.is_session:
-        result["reason"] = "not a Pi session: the first parsed line is not a {type:\"session\", id} header"
+        result["reason"] = 'not a Pi session: the first parsed line is not a {type:"session", id} header'
         return result, None
     if o.leaf_id is not None and not log.has_id(o.leaf_id):
         raise PreviewError("entry_not_found", f"leafId {o.leaf_id!r} is not an entry of this session")

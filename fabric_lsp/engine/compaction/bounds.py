@@ -74,9 +74,7 @@ def _entry_id(item: Any) -> str | None:
     return getattr(item, "entryId", None)
 
 
-def sample_addressed(
-    items: Iterable[T], max_items: int, entry_id: Callable[[T], str | None] = _entry_id
-) -> Sample[T]:
+def sample_addressed(items: Iterable[T], max_items: int, entry_id: Callable[[T], str | None] = _entry_id) -> Sample[T]:
     """Earliest `ceil(max/2)` + sliding latest `floor(max/2)`; displaced items are
     counted with the entry ids of the first and last displaced item."""
     earliest_limit = -(-max_items // 2)

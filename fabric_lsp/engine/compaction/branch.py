@@ -30,7 +30,15 @@ def facts_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         t = ev["type"]
         eid = ev["entryId"]
         if t == "user":
-            facts.append({"kind": "user", "entryId": eid, "subordinal": "user", "address": f"{eid}/user", "text": clip_utf8(ev["text"], 2048)})
+            facts.append(
+                {
+                    "kind": "user",
+                    "entryId": eid,
+                    "subordinal": "user",
+                    "address": f"{eid}/user",
+                    "text": clip_utf8(ev["text"], 2048),
+                }
+            )
         elif t == "customMessage":
             f = {
                 "kind": "customMessage",
@@ -45,7 +53,15 @@ def facts_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 f["details"] = ev["details"]
             facts.append(f)
         elif t == "fabricPhase":
-            facts.append({"kind": "phase", "entryId": eid, "subordinal": ev["subordinal"], "address": ev["address"], "phase": ev["phase"]})
+            facts.append(
+                {
+                    "kind": "phase",
+                    "entryId": eid,
+                    "subordinal": ev["subordinal"],
+                    "address": ev["address"],
+                    "phase": ev["phase"],
+                }
+            )
         elif t == "fabricRun":
             f = {
                 "kind": "fabricRun",
@@ -59,7 +75,13 @@ def facts_from_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             f["outcome"] = ev["outcome"]
             facts.append(f)
         elif t == "fabricOperation":
-            f = {"kind": "operation", "entryId": eid, "subordinal": ev["subordinal"], "address": ev["address"], "ref": ev["ref"]}
+            f = {
+                "kind": "operation",
+                "entryId": eid,
+                "subordinal": ev["subordinal"],
+                "address": ev["address"],
+                "ref": ev["ref"],
+            }
             if "provider" in ev:
                 f["provider"] = ev["provider"]
             if "action" in ev:
@@ -123,7 +145,13 @@ def _envelope_size(env: dict[str, Any], fact_sizes: list[int]) -> int:
     return base + sum(fact_sizes) + max(0, n - 1)
 
 
-def build_envelope(entries: list[dict[str, Any]], facts: list[dict[str, Any]], sections: list[str], request: dict[str, Any], old_leaf_id: str | None) -> dict[str, Any]:
+def build_envelope(
+    entries: list[dict[str, Any]],
+    facts: list[dict[str, Any]],
+    sections: list[str],
+    request: dict[str, Any],
+    old_leaf_id: str | None,
+) -> dict[str, Any]:
     s = sample_addressed(facts, MAX_FACTS)
     kept = [dict(f) for f in s.values]
     env: dict[str, Any] = {

@@ -50,8 +50,9 @@ class Projection:
 class LiveItem:
     __slots__ = ("branch_index", "id", "turn_boundary", "cut_point", "tokens", "user")
 
-    def __init__(self, branch_index: int, eid: Any, turn_boundary: bool, cut_point: bool, tokens: int, *,
-                 user: bool = False) -> None:
+    def __init__(
+        self, branch_index: int, eid: Any, turn_boundary: bool, cut_point: bool, tokens: int, *, user: bool = False
+    ) -> None:
         self.branch_index = branch_index
         self.id = eid
         self.turn_boundary = turn_boundary
@@ -95,7 +96,9 @@ def live_items(branch: Any, start: int, proj: Projection | None = None) -> list[
         t, role, skip = kinds[i]
         if t is COMPACTION or skip or role is NOMSG:
             continue
-        items.append(LiveItem(i, ident(i), role in TURN_BOUNDARY_ROLES, role != "toolResult", tokens[i], user=role == "user"))
+        items.append(
+            LiveItem(i, ident(i), role in TURN_BOUNDARY_ROLES, role != "toolResult", tokens[i], user=role == "user")
+        )
     return items
 
 
@@ -121,7 +124,9 @@ class Spans:
                     first[result] = i
                 last[result] = i
                 results.add(result)
-        self.closed = [(first[cid], last[cid]) for cid in first if cid in calls and cid in results and first[cid] < last[cid]]
+        self.closed = [
+            (first[cid], last[cid]) for cid in first if cid in calls and cid in results and first[cid] < last[cid]
+        ]
         n = len(f) + 2
         diff = [0] * n
         for lo, hi in self.closed:
@@ -142,7 +147,9 @@ class Spans:
         return min(f for f, l in self.closed if f < b <= l)
 
 
-def calibrate(branch: Any, tokens_before: float, raw_before: int, proj: Projection | None = None) -> tuple[float, float]:
+def calibrate(
+    branch: Any, tokens_before: float, raw_before: int, proj: Projection | None = None
+) -> tuple[float, float]:
     if proj is None:
         proj = Projection(branch)
     f = proj.facts
@@ -188,8 +195,13 @@ def _js_ceil(x: float) -> float:
     return math.ceil(x) if math.isfinite(x) else x
 
 
-def compute_cut(branch: Any, budget_input: dict[str, Any] | None = None, *, keep_question: bool = False,
-                question_in_kept_range: bool = False) -> dict[str, Any]:
+def compute_cut(
+    branch: Any,
+    budget_input: dict[str, Any] | None = None,
+    *,
+    keep_question: bool = False,
+    question_in_kept_range: bool = False,
+) -> dict[str, Any]:
     """`{ok, firstKeptEntryId, summarized: [LiveItem], retainedRawTokens, budget?,
     questionKept?}`.
 
@@ -218,8 +230,9 @@ def compute_cut(branch: Any, budget_input: dict[str, Any] | None = None, *, keep
     return res
 
 
-def keep_latest_question(res: dict[str, Any], live: list[LiveItem], spans: Spans, lc: int, *,
-                         in_kept_range: bool = False) -> dict[str, Any]:
+def keep_latest_question(
+    res: dict[str, Any], live: list[LiveItem], spans: Spans, lc: int, *, in_kept_range: bool = False
+) -> dict[str, Any]:
     """Move the cut back so the kept range starts at or before the latest user message
     of the live window (and no call/result pair is split): on overflow recovery the
     retried request must hold the user's question verbatim, never only inside the
@@ -264,7 +277,14 @@ def keep_latest_question(res: dict[str, Any], live: list[LiveItem], spans: Spans
 
 
 def _continuity_cut(
-    branch: Any, live: list[LiveItem], spans: Spans, lc: int, *, tokens_before: float, b: dict[str, Any], proj: Projection
+    branch: Any,
+    live: list[LiveItem],
+    spans: Spans,
+    lc: int,
+    *,
+    tokens_before: float,
+    b: dict[str, Any],
+    proj: Projection,
 ) -> dict[str, Any]:
     raw_before = proj.context_tokens(len(branch))
     scale, fixed = calibrate(branch, tokens_before, raw_before, proj)
@@ -278,7 +298,12 @@ def _continuity_cut(
     reduction = max(1, _js_floor(tokens_before * MAX_PRECOMPACTION_RATIO))
     target = min(continuity, occupancy, safe_ceiling, reduction)
     binding = "continuity"
-    for name, v in (("continuity", continuity), ("occupancy", occupancy), ("reserve", safe_ceiling), ("reduction", reduction)):
+    for name, v in (
+        ("continuity", continuity),
+        ("occupancy", occupancy),
+        ("reserve", safe_ceiling),
+        ("reduction", reduction),
+    ):
         if v == target:
             binding = name
             break
@@ -320,7 +345,13 @@ def _continuity_cut(
         "rawTailTokenBudget": raw_tail,
         "bindingConstraint": binding,
     }
-    return {"ok": True, "firstKeptEntryId": first_kept, "summarized": summarized, "retainedRawTokens": retained, "budget": budget}
+    return {
+        "ok": True,
+        "firstKeptEntryId": first_kept,
+        "summarized": summarized,
+        "retainedRawTokens": retained,
+        "budget": budget,
+    }
 
 
 def _legacy_cut(live: list[LiveItem], spans: Spans, lc: int) -> dict[str, Any]:

@@ -75,7 +75,14 @@ def is_fabric_v2(d: Any) -> bool:
         return False
     if not _nums(
         d.get("counts"),
-        ("branchEntries", "cumulativeSourceEntries", "sourceEvents", "liveCutEntries", "priorFabricV1", "priorFabricV2"),
+        (
+            "branchEntries",
+            "cumulativeSourceEntries",
+            "sourceEvents",
+            "liveCutEntries",
+            "priorFabricV1",
+            "priorFabricV2",
+        ),
     ):
         return False
     if not _nums(
@@ -92,7 +99,11 @@ def is_fabric_v2(d: Any) -> bool:
     if not _nums(pol, ("sourceBytes", "preserveCount", "omittedPreserveCount")):
         return False
     sa = d.get("stableAddresses")
-    if not _is_obj(sa) or not isinstance(sa.get("firstKeptEntryId"), str) or not _range_ok(sa.get("cumulativeSourceRange")):
+    if (
+        not _is_obj(sa)
+        or not isinstance(sa.get("firstKeptEntryId"), str)
+        or not _range_ok(sa.get("cumulativeSourceRange"))
+    ):
         return False
     if "recall" in sa and not isinstance(sa["recall"], str):
         return False

@@ -47,6 +47,7 @@ MODEL_CHANGE = "model_change"
 OTHER = "(other)"
 _TYPES = {t: t for t in (MESSAGE, CUSTOM_MESSAGE, BRANCH_SUMMARY, COMPACTION, MODEL_CHANGE)}
 
+
 # the entry contributes no context message (distinct from a message whose role is None)
 def _nomsg_repr(self: object) -> str:
     return "NOMSG"
@@ -55,8 +56,16 @@ def _nomsg_repr(self: object) -> str:
 NOMSG = type("NoMessage", (), {"__repr__": _nomsg_repr, "__slots__": ()})()
 _ROLES: dict[Any, Any] = {
     r: r
-    for r in ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary",
-              "system")
+    for r in (
+        "user",
+        "assistant",
+        "toolResult",
+        "bashExecution",
+        "custom",
+        "branchSummary",
+        "compactionSummary",
+        "system",
+    )
 }
 
 # entry types whose content becomes normalized events (normalize skips every other type)
@@ -219,7 +228,7 @@ def facts_of(entry: dict[str, Any], defer: bool = False) -> tuple[Any, ...]:
         return message_facts(entry, defer)
     if t != CUSTOM_MESSAGE and t != BRANCH_SUMMARY and t != COMPACTION:
         # no context message and nothing else the engine reads
-        return (_MODEL_CHANGE_FACTS if t == MODEL_CHANGE else _OTHER_FACTS)
+        return _MODEL_CHANGE_FACTS if t == MODEL_CHANGE else _OTHER_FACTS
     ttype = _TYPES[t]
     msg = entry_to_message(entry)  # custom, branchSummary (or none), compactionSummary
     if msg is None:
@@ -244,8 +253,19 @@ class Facts:
     `kinds[i]` and `tokens[i]` are dense; `usage`, `spans` and `compactions` map the
     positions that have one. Subclasses give the ids and the entries themselves."""
 
-    __slots__ = ("kinds", "tokens", "usage", "spans", "compactions", "deferred", "readied", "systems", "edits",
-                 "checkpoints", "pi1x")
+    __slots__ = (
+        "kinds",
+        "tokens",
+        "usage",
+        "spans",
+        "compactions",
+        "deferred",
+        "readied",
+        "systems",
+        "edits",
+        "checkpoints",
+        "pi1x",
+    )
 
     def __init__(self) -> None:
         self.kinds: list[tuple[Any, ...]] = []
@@ -316,7 +336,9 @@ class Facts:
         (others may be left out: normalization skips them)."""
         raise NotImplementedError
 
-    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         """`normalize` of the entries at positions [0, stop)."""
         from .normalize import normalize
 

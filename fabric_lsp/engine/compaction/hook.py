@@ -108,8 +108,12 @@ def compile_fabric_summary(
         from .pi1x import FabricView
 
         f = FabricView(f)
-    cut = compute_cut(f, {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None,
-                      keep_question=keep_question, question_in_kept_range=pi1x)
+    cut = compute_cut(
+        f,
+        {"tokensBefore": tokens_before, "budget": budget} if budget is not None else None,
+        keep_question=keep_question,
+        question_in_kept_range=pi1x,
+    )
     if check is not None:
         check()
     if not cut["ok"]:
@@ -137,7 +141,10 @@ def compile_fabric_summary(
     last_id = events[-1]["sourceEntryId"]
     j = f.rindex(last_id, boundary)
     last_entry = f.entry(j) if j >= 0 else None
-    source_range = {"first": first_id if isinstance(first_id, str) else "", "last": last_id if isinstance(last_id, str) else ""}
+    source_range = {
+        "first": first_id if isinstance(first_id, str) else "",
+        "last": last_id if isinstance(last_id, str) else "",
+    }
     ts = last_entry.get("timestamp") if last_entry is not None else None
     sections = project_all(events)
     if check is not None:
@@ -153,7 +160,9 @@ def compile_fabric_summary(
     )
     b = cut.get("budget")
     if b is not None:
-        projected = math.ceil(b["fixedOverheadTokens"] + (cut["retainedRawTokens"] + math.ceil(utf16_len(summary) / 4)) * b["tokenScale"])
+        projected = math.ceil(
+            b["fixedOverheadTokens"] + (cut["retainedRawTokens"] + math.ceil(utf16_len(summary) / 4)) * b["tokenScale"]
+        )
         b["projectedTokensAfter"] = projected
         # (a kept question is kept whatever the budget says: without it the retry is pointless)
         if projected > b["targetContextTokens"] and not cut.get("questionKept"):
@@ -171,7 +180,10 @@ def compile_fabric_summary(
     details = build_details(
         sections=section_headers(sections, bool(req_lines)),
         source_range=source_range,
-        live_range={"first": summarized[0].id if summarized else None, "last": summarized[-1].id if summarized else None},
+        live_range={
+            "first": summarized[0].id if summarized else None,
+            "last": summarized[-1].id if summarized else None,
+        },
         counts={
             "branchEntries": len(f),
             "cumulativeSourceEntries": source_count,
@@ -219,12 +231,18 @@ def compaction_hook(
         token_threshold, ratio = model_threshold(cfg, model_key)
         if token_threshold is not None:
             if tokens_before < token_threshold:
-                return {"result": "cancel", "reason": f"fabric: threshold deferred ({tokens_before} < {token_threshold} tokens for {model_key})"}
+                return {
+                    "result": "cancel",
+                    "reason": f"fabric: threshold deferred ({tokens_before} < {token_threshold} tokens for {model_key})",
+                }
         else:
             if ratio is not None and _finite(context_window) and tokens_before / context_window < ratio:
-                return {"result": "cancel", "reason": f"fabric: threshold deferred (below {ratio} of the window for {model_key})"}
+                return {
+                    "result": "cancel",
+                    "reason": f"fabric: threshold deferred (below {ratio} of the window for {model_key})",
+                }
     if cfg["engine"] != "fabric":
-        return {"result": "passthrough", "reason": "compaction.engine is \"pi\": Pi's own compactor runs"}
+        return {"result": "passthrough", "reason": 'compaction.engine is "pi": Pi\'s own compactor runs'}
     settings = pi_settings if pi_settings is not None else DEFAULT_PI_SETTINGS
     windows: list[float] = []
     if reason == "overflow" and _finite(tokens_before) and tokens_before > 0:
@@ -243,8 +261,9 @@ def compaction_hook(
         # A session whose usage holds `1e400` (JSON.parse: Infinity). JavaScript would carry
         # Infinity through the budget arithmetic; we refuse rather than compute with it.
         return {"result": "cancel", "reason": "fabric: the session's token count is not a finite number"}
-    res = compile_fabric_summary(branch, tokens_before, custom_instructions, budget, check=check,
-                                 keep_question=reason == "overflow", rules=rules)
+    res = compile_fabric_summary(
+        branch, tokens_before, custom_instructions, budget, check=check, keep_question=reason == "overflow", rules=rules
+    )
     if res.get("cancel"):
         err = res.get("instructionError")
         if err is not None:
@@ -280,7 +299,7 @@ def tree_hook(
 
     cfg = normalize_config(config)
     if cfg["engine"] != "fabric":
-        return {"result": "passthrough", "reason": "compaction.engine is \"pi\""}
+        return {"result": "passthrough", "reason": 'compaction.engine is "pi"'}
     if not user_wants_summary:
         return {"result": "passthrough", "reason": "no summary requested"}
     if replace_instructions is True:
@@ -297,4 +316,8 @@ def tree_hook(
     res = compile_branch_summary(entries_to_summarize, decoded, old_leaf_id, normalize_fn=normalize)
     if res is None:
         return {"result": "passthrough", "reason": "nothing to summarize"}
-    return {"result": "summary", "summary": {"summary": res["summary"], "details": res["details"]}, "events": res["events"]}
+    return {
+        "result": "summary",
+        "summary": {"summary": res["summary"], "details": res["details"]},
+        "events": res["events"],
+    }

@@ -221,7 +221,9 @@ class _Parser:
                 raise self.fail()
             key = self.string()
             if key in out:
-                raise DecodeError("duplicate-field", f"typed compaction request contains duplicate field {js_quote(key)}")
+                raise DecodeError(
+                    "duplicate-field", f"typed compaction request contains duplicate field {js_quote(key)}"
+                )
             self.ws()
             if self.i >= self.n or self.s[self.i] != ":":
                 raise self.fail()

@@ -55,7 +55,6 @@ class ToolOutput:
         return f"<tool output: {self.chars} chars>"
 
 
-
 decode_json = msgspec.json.Decoder().decode
 
 
@@ -79,8 +78,19 @@ LineFn = Callable[[memoryview, int, int, int, int], None]
 
 class Loaded:
     __slots__ = (
-        "header", "is_session", "nodes", "by_id", "leaf_id", "malformed", "oversize", "non_object",
-        "no_id", "blank", "partial_tail_bytes", "size", "linear",
+        "header",
+        "is_session",
+        "nodes",
+        "by_id",
+        "leaf_id",
+        "malformed",
+        "oversize",
+        "non_object",
+        "no_id",
+        "blank",
+        "partial_tail_bytes",
+        "size",
+        "linear",
     )
 
     def __init__(self) -> None:
@@ -102,12 +112,7 @@ class Loaded:
             return None, [], None
         by_id = self.by_id
         nodes = self.nodes
-        if (
-            self.linear
-            and start == self.leaf_id
-            and len(by_id) == len(nodes)
-            and nodes[0].get("parentId") not in by_id
-        ):
+        if self.linear and start == self.leaf_id and len(by_id) == len(nodes) and nodes[0].get("parentId") not in by_id:
             # the walk from the last node visits every node once, back to the first,
             # whose parent is absent: the path is the node list itself
             return start, list(nodes), None
@@ -296,7 +301,10 @@ class _Sink:
 
 
 def each_line(
-    data: bytes, line: LineFn, *, max_line_bytes: int,
+    data: bytes,
+    line: LineFn,
+    *,
+    max_line_bytes: int,
     check: Callable[[], object] | None = None,
 ) -> tuple[int, int]:
     """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
@@ -320,29 +328,45 @@ def each_line(
 
 
 def load_session_bytes(
-    data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Callable[[], object] | None = None,
+    data: bytes,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    check: Callable[[], object] | None = None,
     slim: bool = True,
 ) -> Loaded:
     out = Loaded()
-    out.size, out.partial_tail_bytes = each_line(data, _Sink(out, slim).line, max_line_bytes=max_line_bytes, check=check)
+    out.size, out.partial_tail_bytes = each_line(
+        data, _Sink(out, slim).line, max_line_bytes=max_line_bytes, check=check
+    )
     return out
 
 
-def load_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      check: Callable[[], object] | None = None, slim: bool = True,
-                      chunk_size: int = 512 << 10) -> tuple[Loaded, str]:
+def load_session_file(
+    path: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    check: Callable[[], object] | None = None,
+    slim: bool = True,
+    chunk_size: int = 512 << 10,
+) -> tuple[Loaded, str]:
     """Stream a session file (never holding all its bytes) and hash exactly what was read.
     Returns (loaded, sha256 hex of every byte read, partial tail included)."""
     out = Loaded()
     with open(path, "rb") as fp:
-        digest = stream_hashed(fp, _Sink(out, slim).line, out, max_line_bytes=max_line_bytes, check=check,
-                               chunk_size=chunk_size)
+        digest = stream_hashed(
+            fp, _Sink(out, slim).line, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size
+        )
     return out, digest
 
 
 def stream_hashed(
-    fp: IO[bytes], line: LineFn, out: LineCounts, *, max_line_bytes: int,
-    check: Callable[[], object] | None, chunk_size: int,
+    fp: IO[bytes],
+    line: LineFn,
+    out: LineCounts,
+    *,
+    max_line_bytes: int,
+    check: Callable[[], object] | None,
+    chunk_size: int,
 ) -> str:
     """Feed every complete line of the open file `fp` to `line(data, pos, end,
     max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
@@ -375,8 +399,14 @@ def stream_hashed(
 
 
 def _stream_fp(
-    fp: IO[bytes], line: LineFn, out: LineCounts, chunks: queue.Queue[bytes | None], *, max_line_bytes: int,
-    check: Callable[[], object] | None, chunk_size: int,
+    fp: IO[bytes],
+    line: LineFn,
+    out: LineCounts,
+    chunks: queue.Queue[bytes | None],
+    *,
+    max_line_bytes: int,
+    check: Callable[[], object] | None,
+    chunk_size: int,
 ) -> None:
     buf = b""
     consumed = 0  # file offset of data[pos]

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     Emit = Callable[[dict[str, Any]], None]
     BranchReader = Callable[[JsonValue], dict[str, Any] | None]
 
+
 class _Reject(Exception):
     pass
 
@@ -332,12 +333,26 @@ def _emit_fact(fact: dict[str, Any], carrier: Any, emit: Emit) -> None:
     if kind == "user":
         emit({"type": "user", **base, "text": fact["text"]})
     elif kind == "customMessage":
-        ev = {"type": "customMessage", **base, "customType": fact["customType"], "text": fact["text"], "display": fact["display"]}
+        ev = {
+            "type": "customMessage",
+            **base,
+            "customType": fact["customType"],
+            "text": fact["text"],
+            "display": fact["display"],
+        }
         if "details" in fact:
             ev["details"] = fact["details"]
         emit(ev)
     elif kind == "phase":
-        emit({"type": "fabricPhase", **base, "subordinal": fact["subordinal"], "address": fact["address"], "phase": fact["phase"]})
+        emit(
+            {
+                "type": "fabricPhase",
+                **base,
+                "subordinal": fact["subordinal"],
+                "address": fact["address"],
+                "phase": fact["phase"],
+            }
+        )
     elif kind == "fabricRun":
         sub = fact["subordinal"]
         ev = {
@@ -391,12 +406,28 @@ def _tool_result(entry: dict[str, Any], msg: dict[str, Any], eid: Any, calls: di
             c = pending["args"].get("command")
             if isinstance(c, str):
                 cmd = c
-        ev = {"type": "bash", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "command": cmd, "isError": is_error, "exitCode": None}
+        ev = {
+            "type": "bash",
+            "entryId": eid,
+            "sourceEntryId": eid,
+            "toolCallId": tcid,
+            "command": cmd,
+            "isError": is_error,
+            "exitCode": None,
+        }
         if is_error and text:
             ev["error"] = text
         emit(ev)
     else:
-        ev = {"type": "toolResult", "entryId": eid, "sourceEntryId": eid, "toolCallId": tcid, "toolName": tname, "isError": is_error, "text": text if text is not None else ""}
+        ev = {
+            "type": "toolResult",
+            "entryId": eid,
+            "sourceEntryId": eid,
+            "toolCallId": tcid,
+            "toolName": tname,
+            "isError": is_error,
+            "text": text if text is not None else "",
+        }
         if stub is not None:
             ev["text"] = None
             ev["_line"] = stub.line
@@ -411,7 +442,11 @@ def _tool_result(entry: dict[str, Any], msg: dict[str, Any], eid: Any, calls: di
     if pending is not None and pending["name"] == "fabric_exec":
         intent = run_intent(pending["args"])
     if pending is not None and intent is not None:  # an intent is only read from a pending call
-        outcome = nested["outcome"] if nested is not None and nested["outcome"] is not None else ("failed" if is_error else "succeeded")
+        outcome = (
+            nested["outcome"]
+            if nested is not None and nested["outcome"] is not None
+            else ("failed" if is_error else "succeeded")
+        )
         sub = "call:" + tcid
         ev = {
             "type": "fabricRun",

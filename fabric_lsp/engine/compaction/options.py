@@ -90,8 +90,11 @@ class CompactionOptions:
             "reserveTokens": self.reserve_tokens,
             "keepRecentTokens": self.keep_recent_tokens,
             "targetContextRatio": self.target_context_ratio,
-            **{k: self.fabric[k] for k in (*FABRIC_SETTING_KEYS, MODEL_OVERRIDES)
-               if k in self.fabric and k != "targetContextRatio"},
+            **{
+                k: self.fabric[k]
+                for k in (*FABRIC_SETTING_KEYS, MODEL_OVERRIDES)
+                if k in self.fabric and k != "targetContextRatio"
+            },
         }
 
 

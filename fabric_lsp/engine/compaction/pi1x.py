@@ -367,7 +367,9 @@ class FabricView(Facts):
                 pass
             yield e
 
-    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         if not self.hidden_ids and not self.replaced_entries:
             return self.base.events(stop, check, stats)  # (normalization skips system messages)
         from .normalize import normalize

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..jsstr import first_line, is_blank, js_stringify, truncate
 from .bounds import ARROW, clip_utf8, sample_addressed
-from .projections import FILE_TOOLS, goal_lines_of, path_of
+from .operations import FILE_TOOLS, path_of
+from .projections import goal_lines_of
 
 _TRAILING_SEP = re.compile(r"[/\\]+$")
 _SEP = re.compile(r"[/\\]")
@@ -42,7 +43,9 @@ def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[s
     calls = [ev for ev in source if ev["type"] == "toolCall"]
     probes: list[dict[str, Any]] = []
     if users:
-        probes.append(_probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"]))))
+        probes.append(
+            _probe("goal", "content", "What is the original session goal?", "\n".join(goal_lines_of(users[0]["text"])))
+        )
     probes += _modified_file_probes(calls, results)
     probes += _unresolved_error_probes(source, calls, results)
     probes += _last_modification_probes(calls)
@@ -53,7 +56,9 @@ def generate_probes(events: list[dict[str, Any]], cut_index: Any) -> list[dict[s
 
 
 def _omission(key: str, question: str, s: Any) -> dict[str, Any]:
-    return _probe(f"{key}:{s.omitted_first}", "address", question, f"source entries {s.omitted_first} {ARROW} {s.omitted_last}")
+    return _probe(
+        f"{key}:{s.omitted_first}", "address", question, f"source entries {s.omitted_first} {ARROW} {s.omitted_last}"
+    )
 
 
 def _modified_file_probes(calls: list[dict[str, Any]], results: dict[str, bool]) -> list[dict[str, Any]]:
@@ -75,15 +80,21 @@ def _modified_file_probes(calls: list[dict[str, Any]], results: dict[str, bool])
         s = sample_addressed(items, 24)
         for it in s.values:
             probes.append(
-                _probe(f"modified-file:{it['index']}:{it['path']}", "content", f"Which file did {tool} change?", _basename(it["path"]))
+                _probe(
+                    f"modified-file:{it['index']}:{it['path']}",
+                    "content",
+                    f"Which file did {tool} change?",
+                    _basename(it["path"]),
+                )
             )
         if s.omitted > 0:
             probes.append(_omission("modified-file-omission", f"Where are the omitted {tool} file addresses?", s))
     return probes
 
 
-def _unresolved_error_probes(source: list[dict[str, Any]], calls: list[dict[str, Any]],
-                             results: dict[str, bool]) -> list[dict[str, Any]]:
+def _unresolved_error_probes(
+    source: list[dict[str, Any]], calls: list[dict[str, Any]], results: dict[str, bool]
+) -> list[dict[str, Any]]:
     """Failed tool results and bash runs not followed by a success on the same file or
     command (sampled)."""
     call_by_id = {ev["toolCallId"]: ev for ev in calls}
@@ -111,10 +122,14 @@ def _unresolved_error_probes(source: list[dict[str, Any]], calls: list[dict[str,
             cmd = ev["command"]
             if not is_blank(cmd) and last_ok_bash.get(cmd, -1) > ev["index"]:
                 continue
-            unresolved.append({"entryId": ev["entryId"], "index": ev["index"], "answer": f"bash: {truncate(first_line(cmd), 140)}"})
+            unresolved.append(
+                {"entryId": ev["entryId"], "index": ev["index"], "answer": f"bash: {truncate(first_line(cmd), 140)}"}
+            )
     s = sample_addressed(unresolved, 24)
-    probes = [_probe(f"unresolved-error:{it['index']}", "content", "Which error is still open?", it["answer"])
-              for it in s.values]
+    probes = [
+        _probe(f"unresolved-error:{it['index']}", "content", "Which error is still open?", it["answer"])
+        for it in s.values
+    ]
     if s.omitted > 0:
         probes.append(_omission("unresolved-error-omission", "Where are the omitted open errors?", s))
     return probes
@@ -140,8 +155,18 @@ def _fabric_run_probes(source: list[dict[str, Any]]) -> list[dict[str, Any]]:
     pointer = run["address"] if run.get("source") == "branch" else run["entryId"]
     name = clip_utf8(truncate(run["name"], 96), 256)
     return [
-        _probe(f"last-fabric-run:{run['index']}", "content", "What was the latest Fabric run?", f"{name} {ARROW} {run['outcome']}"),
-        _probe(f"last-fabric-run-address:{run['index']}", "address", "Where is the latest Fabric run?", f"[entry {pointer}]"),
+        _probe(
+            f"last-fabric-run:{run['index']}",
+            "content",
+            "What was the latest Fabric run?",
+            f"{name} {ARROW} {run['outcome']}",
+        ),
+        _probe(
+            f"last-fabric-run-address:{run['index']}",
+            "address",
+            "Where is the latest Fabric run?",
+            f"[entry {pointer}]",
+        ),
     ]
 
 
@@ -153,10 +178,19 @@ def _earlier_turn_probes(source: list[dict[str, Any]], users: list[dict[str, Any
     s = sample_addressed(earlier, 32)
     probes: list[dict[str, Any]] = []
     for ev in s.values:
-        answer = f"\"{truncate(first_line(ev['text']), 80)}\""
-        probes.append(_probe(f"earlier-turn-count:{ev['index']}", "content", "Which earlier turn is summarized?", answer))
+        answer = f'"{truncate(first_line(ev["text"]), 80)}"'
+        probes.append(
+            _probe(f"earlier-turn-count:{ev['index']}", "content", "Which earlier turn is summarized?", answer)
+        )
         if ev["index"] < window_start:
-            probes.append(_probe(f"earlier-turn-address:{ev['index']}", "address", "Which earlier turn lies before the transcript?", answer))
+            probes.append(
+                _probe(
+                    f"earlier-turn-address:{ev['index']}",
+                    "address",
+                    "Which earlier turn lies before the transcript?",
+                    answer,
+                )
+            )
     if s.omitted > 0:
         probes.append(_omission("earlier-turn-omission", "Where are the omitted earlier turns?", s))
     return probes

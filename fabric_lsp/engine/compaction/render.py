@@ -31,7 +31,11 @@ def sampled_lines(lines: list[str], keep: int) -> list[str]:
         return lines
     head = -(-keep // 2)
     tail = keep // 2
-    return lines[:head] + [f"\u2026 omitted {len(lines) - keep} rendered lines"] + (lines[len(lines) - tail :] if tail else [])
+    return (
+        lines[:head]
+        + [f"\u2026 omitted {len(lines) - keep} rendered lines"]
+        + (lines[len(lines) - tail :] if tail else [])
+    )
 
 
 def bounded_block(header: str, lines: list[str], max_bytes: int) -> str:
@@ -48,7 +52,14 @@ def bounded_block(header: str, lines: list[str], max_bytes: int) -> str:
         tail = keep // 2
         marker = f"\u2026 omitted {len(capped) - keep} rendered lines"
         n = head + tail + 1
-        total = header_bytes + 1 + sum(sizes[:head]) + utf8_bytes(marker) + (sum(sizes[len(capped) - tail :]) if tail else 0) + (n - 1)
+        total = (
+            header_bytes
+            + 1
+            + sum(sizes[:head])
+            + utf8_bytes(marker)
+            + (sum(sizes[len(capped) - tail :]) if tail else 0)
+            + (n - 1)
+        )
         if total <= max_bytes:
             return header + "\n" + "\n".join(sampled_lines(capped, keep))
     return clip_utf8(header, max_bytes)

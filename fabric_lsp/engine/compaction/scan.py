@@ -21,19 +21,18 @@ in-place rewrite) raises `SourceChanged`.
 
 from __future__ import annotations
 
-import binascii
 import operator
 import os
-import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
-from itertools import accumulate, islice, repeat
+from itertools import accumulate, repeat
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
 from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, facts_of, message_facts
+from .id_table import IdTable
 from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_node, stream_hashed, stub_output
 from .normalize import Normalizer, number_events
 
@@ -42,115 +41,9 @@ if TYPE_CHECKING:
 
     Runs = list[tuple[int, int]]  # node ranges [a, b), root→leaf
 
-_CELL = 8
-_ODD = 0xFF  # first byte of a cell that indexes `IdTable.odd` (never the first byte of an ASCII id)
-
 
 class SourceChanged(Exception):
     """The session file changed between the two passes of a preview."""
-
-
-class IdTable:
-    """Entry ids, one 8-byte cell each in a bytearray: an 8-character ASCII id (Pi writes
-    8 hex digits) is its own bytes, any other id a marker and an index into `odd`."""
-
-    __slots__ = ("blob", "odd", "odd_index")
-
-    def __init__(self) -> None:
-        self.blob: bytearray = bytearray()
-        self.odd: list[str] = []
-        self.odd_index: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.blob) >> 3
-
-    def cell(self, s: str, add: bool = False) -> bytes | None:
-        if len(s) == _CELL and s.isascii():
-            return s.encode("ascii")
-        k = self.odd_index.get(s)
-        if k is None:
-            if not add:
-                return None
-            k = self.odd_index[s] = len(self.odd)
-            self.odd.append(s)
-        return (k << 8 | _ODD).to_bytes(_CELL, "little")
-
-    def append(self, s: str) -> None:
-        if len(s) == _CELL and s.isascii():
-            self.blob += s.encode("ascii")
-        else:
-            self.blob += self.cell(s, add=True)  # type: ignore[operator]
-
-    def get(self, i: int) -> str:
-        c = self.blob[i << 3 : (i << 3) + _CELL]
-        if c[0] == _ODD:
-            return self.odd[int.from_bytes(c[1:], "little")]
-        return c.decode("ascii")
-
-    def find(self, s: Any, stop: int | None = None, start: int = 0) -> int:
-        """First position of id `s` in [start, stop), or -1."""
-        if type(s) is not str:
-            return -1
-        c = self.cell(s)
-        if c is None:
-            return -1
-        blob = self.blob
-        end = len(blob) if stop is None else min(len(blob), stop << 3)
-        pos = blob.find(c, start << 3, end)
-        while pos > 0 and pos & 7:
-            pos = blob.find(c, pos + 1, end)
-        return pos >> 3 if pos >= 0 else -1
-
-    def rfind(self, s: Any, stop: int | None = None) -> int:
-        """Last position of id `s` in [0, stop), or -1."""
-        if type(s) is not str:
-            return -1
-        c = self.cell(s)
-        if c is None:
-            return -1
-        blob = self.blob
-        end = len(blob) if stop is None else min(len(blob), stop << 3)
-        pos = blob.rfind(c, 0, end)
-        while pos > 0 and pos & 7:
-            end = pos + _CELL - 1
-            pos = blob.rfind(c, 0, end)
-        return pos >> 3 if pos >= 0 else -1
-
-    def find_near(self, s: Any, i: int) -> int:
-        """The position of id `s` (assumed unique) searched from position `i` outwards:
-        back from `i` (itself included) first, then forward (a parent is usually a little
-        before its child)."""
-        j = self.rfind(s, i + 1)
-        return j if j >= 0 else self.find(s, None, i + 1)
-
-    def cell_numbers(self) -> array[int]:
-        """Every cell as a native 64-bit number (`cell_number` of an id)."""
-        return array("Q", bytes(self.blob))
-
-    def cell_number(self, s: Any) -> int | None:
-        c = self.cell(s) if type(s) is str else None
-        return int.from_bytes(c, sys.byteorder) if c is not None else None
-
-    def has_duplicates(self) -> bool:
-        if len(self) < 2:
-            return False
-        blob = bytes(self.blob)
-        if not blob.translate(None, b"0123456789abcdef"):  # Pi's ids: 4 bytes each
-            cells = array("I", binascii.unhexlify(blob))
-        else:
-            cells = array("Q", blob)
-        del blob
-        s = sorted(cells)
-        del cells
-        return any(map(operator.eq, s, islice(s, 1, None)))  # sorted: a duplicate is a neighbour
-
-    def gather(self, runs: Runs) -> IdTable:
-        out = IdTable()
-        blob = self.blob
-        out.blob = bytearray(b"".join([blob[a << 3 : b << 3] for a, b in runs]))
-        out.odd = self.odd
-        out.odd_index = self.odd_index
-        return out
 
 
 class _FileLines:
@@ -324,7 +217,9 @@ class ScanFacts(Facts):
             if kinds[i][0] in EVENT_TYPES:
                 yield self.entry(i, stub=True)
 
-    def events(self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    def events(
+        self, stop: int, check: Callable[[], object] | None = None, stats: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         spec = self.spec
         if spec is not None:
             out = spec.events(self.runs, stop, stats)
@@ -349,9 +244,14 @@ class ScanFacts(Facts):
         # position plus its offset in the run
         firsts = list(accumulate([0] + [b - a for a, b in runs]))
         pairs: list[tuple[dict[int, Any], dict[int, Any]]] = [
-            (self.usage, out.usage), (self.spans, out.spans), (self.compactions, out.compactions),
-            (self.deferred, out.deferred), (self.systems, out.systems), (self.edits, out.edits),
-            (self.checkpoints, out.checkpoints)]
+            (self.usage, out.usage),
+            (self.spans, out.spans),
+            (self.compactions, out.compactions),
+            (self.deferred, out.deferred),
+            (self.systems, out.systems),
+            (self.edits, out.edits),
+            (self.checkpoints, out.checkpoints),
+        ]
         out.pi1x = self.pi1x  # (a marker anywhere in the file)
         for src, dst in pairs:
             if not src:
@@ -369,8 +269,19 @@ class Scanned:
     """Pass 1 of a session: the header, the read counts and every node's facts."""
 
     __slots__ = (
-        "header", "is_session", "nodes", "parents", "malformed", "oversize", "non_object",
-        "no_id", "blank", "partial_tail_bytes", "size", "fp", "line",
+        "header",
+        "is_session",
+        "nodes",
+        "parents",
+        "malformed",
+        "oversize",
+        "non_object",
+        "no_id",
+        "blank",
+        "partial_tail_bytes",
+        "size",
+        "fp",
+        "line",
     )
 
     def __init__(self) -> None:
@@ -576,9 +487,13 @@ def scan_session_bytes(
     return out
 
 
-def scan_session_file(path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                      check: Callable[[], object] | None = None,
-                      chunk_size: int = 512 << 10) -> tuple[Scanned, str]:
+def scan_session_file(
+    path: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    check: Callable[[], object] | None = None,
+    chunk_size: int = 512 << 10,
+) -> tuple[Scanned, str]:
     """Pass 1 over a file, hashing exactly the bytes read. The file stays open for pass 2
     (`Scanned.fp`); the caller closes it."""
     out = Scanned()

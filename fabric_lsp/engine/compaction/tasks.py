@@ -19,8 +19,9 @@ BRANCH_SUMMARY_PREVIEW = "branchSummaryPreview"
 _TASKS = {COMPACTION_PREVIEW: preview_compaction, BRANCH_SUMMARY_PREVIEW: preview_branch_summary}
 
 
-def run_task(name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None,
-             activity: ActivitySink | None = None) -> dict[str, Any]:
+def run_task(
+    name: str, kwargs: dict[str, Any], cancel: CancelToken | None = None, activity: ActivitySink | None = None
+) -> dict[str, Any]:
     options = dict(kwargs)
     source = options.pop("source")
     return _TASKS[name](source, cancel=cancel, activity=activity, **options)

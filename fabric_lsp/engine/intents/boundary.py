@@ -100,8 +100,9 @@ def _verdict(log: SessionLog, quiet_interval_s: float, *, partial: bool) -> Turn
         return TurnVerdict(False, f"the branch ends with {last.type}/{(msg or {}).get('role')}", tree.leaf_id)
     stop = msg.get("stopReason")
     if stop == "toolUse":
-        return TurnVerdict(False, "the last assistant message waits for tool results (stopReason toolUse)",
-                           tree.leaf_id)
+        return TurnVerdict(
+            False, "the last assistant message waits for tool results (stopReason toolUse)", tree.leaf_id
+        )
     # Rule 2 over the last turn: from the last turn start to the end.
     start = i
     while start >= 0:

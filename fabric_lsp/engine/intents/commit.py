@@ -228,8 +228,9 @@ def append_line(
             # our entry onto it); a fresh one waits for the next boundary.
             age_s = (time.time_ns() - st.st_mtime_ns) / 1e9
             if age_s < TORN_TAIL_QUIET_S:
-                return Changed(f"the file ends mid-line and was written {max(0.0, age_s):.2f} s ago "
-                               "(a writer may be mid-line)")
+                return Changed(
+                    f"the file ends mid-line and was written {max(0.0, age_s):.2f} s ago (a writer may be mid-line)"
+                )
             payload = b"\n" + line  # never glue our entry onto an unterminated line
             offset += 1
         if before_write is not None:
@@ -262,8 +263,12 @@ def append_line(
         armed = False
         actual = os.lseek(fd, 0, os.SEEK_CUR) - len(line)  # O_APPEND: the offset is our end
         if actual != offset:
-            log.warning("%s: a writer slipped in before our append; the compaction is at %d, not %d",
-                        session_path, actual, offset)
+            log.warning(
+                "%s: a writer slipped in before our append; the compaction is at %d, not %d",
+                session_path,
+                actual,
+                offset,
+            )
             if after_write is not None:
                 after_write(actual)
         return Appended(offset=actual, length=len(payload))
@@ -287,8 +292,12 @@ def _undo_append(fd: int, session_path: str, checked_size: int, payload_len: int
                 os.ftruncate(fd, checked_size)
             os.fsync(fd)
         else:
-            log.error("%s: failed append not undone: the file is %d bytes, expected at most %d",
-                      session_path, size, checked_size + payload_len)
+            log.error(
+                "%s: failed append not undone: the file is %d bytes, expected at most %d",
+                session_path,
+                size,
+                checked_size + payload_len,
+            )
     except OSError as err:
         log.error("%s: could not undo a failed append: %s", session_path, err)
 
@@ -382,12 +391,19 @@ def attempt_commit(
 
     if held is not None and held():  # a Pi took the session while we computed
         return Deferred("a live Pi holds the session: it commits at its next settled boundary")
-    marker = _Marker(store, session_path, intent_id, committed.entry_id,
-                     committed.record(intent.get("requestedBy", "model")))
+    marker = _Marker(
+        store, session_path, intent_id, committed.entry_id, committed.record(intent.get("requestedBy", "model"))
+    )
     try:
-        appended = append_line(session_path, line, expected_size=len(data), expected_sha256=sha,
-                               before_write=marker.before_write, after_abort=marker.after_abort,
-                               after_write=marker.after_write)
+        appended = append_line(
+            session_path,
+            line,
+            expected_size=len(data),
+            expected_sha256=sha,
+            before_write=marker.before_write,
+            after_abort=marker.after_abort,
+            after_write=marker.after_write,
+        )
     except FileNotFoundError:
         return Failed(f"Session file not found: {session_path}")
     except OSError as err:
@@ -400,8 +416,9 @@ def attempt_commit(
     return appended
 
 
-def _read_settled(session_path: str, quiet_interval_s: float,
-                  clock: Callable[[], float]) -> tuple[bytes, float] | CommitOutcome:
+def _read_settled(
+    session_path: str, quiet_interval_s: float, clock: Callable[[], float]
+) -> tuple[bytes, float] | CommitOutcome:
     """(the file's bytes, seconds since its last write), or why not now: written too
     recently, mid-turn by its tail, unreadable."""
     try:

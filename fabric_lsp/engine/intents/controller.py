@@ -249,15 +249,18 @@ class CompactController:
     ) -> dict[str, Any] | None:
         requested_by = intent.get("requestedBy", "model")
         if abort is not None and abort.cancelled:
-            return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
-                                            "error": ABORTED_BEFORE_START})
+            return self._finish(
+                intent_id,
+                {"at": now_ms(), "requestedBy": requested_by, "status": "failed", "error": ABORTED_BEFORE_START},
+            )
         try:
             outcome = commit_fn(intent, intent_id)
         except Exception as err:  # a throw from the commit path is a failure, as in the seed
             log.warning("compaction commit for %s raised: %s", self.session_path, err, exc_info=True)
             message = str(err) or FAILED_TO_START
-            return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
-                                            "error": message})
+            return self._finish(
+                intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed", "error": message}
+            )
         if isinstance(outcome, Deferred):
             log.debug("compaction commit for %s deferred: %s", self.session_path, outcome.why)
             return None
@@ -276,11 +279,13 @@ class CompactController:
         if message in QUIET_MESSAGES:
             self._finish(intent_id, None, cleared=message)
             return None
-        return self._finish(intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed",
-                                        "error": message})
+        return self._finish(
+            intent_id, {"at": now_ms(), "requestedBy": requested_by, "status": "failed", "error": message}
+        )
 
-    def _finish(self, intent_id: str, record: dict[str, Any] | None,
-                cleared: str | None = None) -> dict[str, Any] | None:
+    def _finish(
+        self, intent_id: str, record: dict[str, Any] | None, cleared: str | None = None
+    ) -> dict[str, Any] | None:
         """Clear the captured intent (by identity) and record `record` (None = quietly,
         `cleared` saying why)."""
         with self.store.locked(self.session_path):
@@ -295,8 +300,7 @@ class CompactController:
         return record
 
 
-def finish_state(state: IntentState, intent_id: str, record: dict[str, Any] | None,
-                 cleared: str | None = None) -> None:
+def finish_state(state: IntentState, intent_id: str, record: dict[str, Any] | None, cleared: str | None = None) -> None:
     """Apply a finished commit to `state` (idempotent, so crash recovery may repeat it).
     A quiet end (`record` None) remembers `cleared`, the reason, for a waiting requester."""
     if state.pending_id == intent_id:

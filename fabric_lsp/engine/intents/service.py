@@ -130,8 +130,12 @@ class IntentsService:
         holders = self.holders(path)
         if holders:  # every live Pi on the file (two fork it: docs/pi.md), oldest hold first
             out["holders"] = [
-                {"pid": h.pid, "since": h.since, "leafId": h.leaf_id,
-                 **({"piVersion": h.pi_version} if h.pi_version else {})}
+                {
+                    "pid": h.pid,
+                    "since": h.since,
+                    "leafId": h.leaf_id,
+                    **({"piVersion": h.pi_version} if h.pi_version else {}),
+                }
                 for h in holders
             ]
         return out
@@ -165,8 +169,10 @@ class IntentsService:
         reason = str(result.get("reason") or "")
         if outcome in ("skipped", "cancelled") and "nothing to compact" in reason.lower():
             where = f"the live Pi's branch (leaf {leaf})" if leaf else "the session's branch"
-            return (f"Nothing to compact (session too small): Pi would keep all of {where}; "
-                    f"ask again after more turns ({reason})")
+            return (
+                f"Nothing to compact (session too small): Pi would keep all of {where}; "
+                f"ask again after more turns ({reason})"
+            )
         return None
 
     def holders(self, session_path: str | os.PathLike[str]) -> list[Lease]:
@@ -175,8 +181,10 @@ class IntentsService:
         if self.leases is None:
             return []
         path = normalize_session_path(session_path)
-        return sorted((lease for lease in self.leases.all_live() if lease.session == path),
-                      key=lambda lease: (lease.since, lease.pid))
+        return sorted(
+            (lease for lease in self.leases.all_live() if lease.session == path),
+            key=lambda lease: (lease.since, lease.pid),
+        )
 
     def why_waiting(self, session_path: str | os.PathLike[str]) -> str | None:
         """Why the last commit attempt on this session was deferred (None: none was)."""
@@ -212,7 +220,9 @@ class IntentsService:
             with self._lock:  # the live Pi holding the file commits at its next settled boundary
                 self._deferred_why[path] = (
                     f"a live Pi (pid {holder.pid}) holds the session: it commits at its next settled boundary"
-                    if holder is not None else "a live Pi took the intent and is compacting it")
+                    if holder is not None
+                    else "a live Pi took the intent and is compacting it"
+                )
             return None
         controller = self._controller(path)
         compute = self._compute_for(path)

@@ -154,8 +154,13 @@ class IntentStore:
         """Atomically replace the state file (0600); an empty state removes it."""
         self.ensure_dir()
         path = self.state_path(state.session)
-        if (state.pending is None and state.last is None and state.committing is None and state.claim is None
-                and state.last_cleared is None):
+        if (
+            state.pending is None
+            and state.last is None
+            and state.committing is None
+            and state.claim is None
+            and state.last_cleared is None
+        ):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             return

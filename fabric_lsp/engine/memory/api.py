@@ -45,7 +45,12 @@ from .recall import RECALL_MAX_PAGE_SIZE
 from .state import SessionState
 
 __all__ = [
-    "MemoryConfig", "MemoryEngine", "Ref", "RECALL_MAX_PAGE_SIZE", "SESSIONS_LIST_CAP", "SESSIONS_MAX_PAGE_SIZE",
+    "MemoryConfig",
+    "MemoryEngine",
+    "Ref",
+    "RECALL_MAX_PAGE_SIZE",
+    "SESSIONS_LIST_CAP",
+    "SESSIONS_MAX_PAGE_SIZE",
 ]
 
 
@@ -85,32 +90,63 @@ class MemoryEngine(MemoryCore):
     # that received the request. A Mapping (tests, benchmarks, scripts in process) is
     # decoded here by the same contract: the one rule for what a valid request is.
 
-    def recall(self, params: protocol.RecallParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def recall(
+        self,
+        params: protocol.RecallParams | Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
+    ) -> dict[str, Any]:
         p = protocol.as_params(protocol.RECALL, protocol.RecallParams, params)
         with self.call():
             return _recall.recall(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
-    def expand(self, params: protocol.ExpandParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def expand(
+        self,
+        params: protocol.ExpandParams | Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
+    ) -> dict[str, Any]:
         p = protocol.as_params(protocol.EXPAND, protocol.ExpandParams, params)
         with self.call():
             return _expand.expand(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
-    def sessions(self, params: protocol.SessionsParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def sessions(
+        self,
+        params: protocol.SessionsParams | Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
+    ) -> dict[str, Any]:
         p = protocol.as_params(protocol.SESSIONS, protocol.SessionsParams, params)
         with self.call():
             return _listing.sessions(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
-    def file_history(self, params: protocol.FileHistoryParams | Mapping[str, Any], *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+    def file_history(
+        self,
+        params: protocol.FileHistoryParams | Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        cancel: CancelToken | None = None,
+        activity: ActivitySink | None = None,
+    ) -> dict[str, Any]:
         """The `fabric/fileHistory` result (see file_history.py)."""
         p = protocol.as_params(protocol.FILE_HISTORY, protocol.FileHistoryParams, params)
         with self.call():
             return file_history.file_history(self, p, cwd=cwd, cancel=cancel, activity=activity)
 
     def indexed_states(
-        self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None,
+        self,
+        scope: str,
+        cwd: str | None,
+        branches: str,
+        cancel: CancelToken | None,
         activity: ActivitySink | None,
     ) -> tuple[list[SessionState], dict[str, Any]]:
         """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in
         scope order, and the index coverage. The caller holds the engine lock."""
         return index.indexed_states(self, scope, cwd, branches, cancel=cancel, activity=activity)
-

@@ -17,17 +17,19 @@ from .source import (
     SourceScan,
     StatKey,
     lineage_fingerprint,
+    lineage_from_lines,
     scan_source,
     stat_key,
 )
 from .state import SessionState
-from .state_build import lineage_from_lines, records_from
+from .state_build import records_from
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
+
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
@@ -118,8 +120,13 @@ def _restore_bookkeeping(state: SessionState, cfg: Any) -> None:
         return  # an append must extend the file operations too: rebuild instead
     entries: Sequence[JsonObject] = state.entries or []
     header_sid = scan.header_id or ""
-    norm = Normalizer(state.file, header_sid, max_entry_chars=cfg.max_entry_chars,
-                      index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+    norm = Normalizer(
+        state.file,
+        header_sid,
+        max_entry_chars=cfg.max_entry_chars,
+        index_thinking=cfg.index_thinking,
+        index_tool_output=cfg.index_tool_output,
+    )
     norm.file_ops = state.file_ops
     norm.next_index = len(entries)
     norm.reasons = set(state.coverage.get("reasons", ())) - {"invalid_parent_graph"}

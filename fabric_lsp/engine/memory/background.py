@@ -58,8 +58,6 @@ SNAPSHOT_IDLE_S = 2.0
 Sink = Callable[[dict[str, Any]], None]
 
 
-
-
 class BackgroundIndexer:
     """Indexes every session of `scope` for `branches` over one MemoryEngine."""
 
@@ -162,8 +160,10 @@ class BackgroundIndexer:
                 self.pending = False
                 self._cond.notify_all()
             if summary is not None:  # everything is indexed now: answers given meanwhile may be refreshed
-                self._emit(self.sink, {"type": "indexing", "phase": "idle", "total": summary["total"],
-                                       "indexed": summary["indexed"]})
+                self._emit(
+                    self.sink,
+                    {"type": "indexing", "phase": "idle", "total": summary["total"], "indexed": summary["indexed"]},
+                )
             if not self._persist_when_idle():
                 continue  # new work came first
             self._kick.wait()
@@ -186,7 +186,11 @@ class BackgroundIndexer:
     # -- one pass -----------------------------------------------------------------------
 
     def run_once(
-        self, *, sink: Sink | None = None, cancel: CancelToken | None = None, cwd: str | None = None,
+        self,
+        *,
+        sink: Sink | None = None,
+        cancel: CancelToken | None = None,
+        cwd: str | None = None,
         persist: bool = True,
     ) -> dict[str, Any]:
         """Index every session of the scope that is not fresh; returns
@@ -203,7 +207,12 @@ class BackgroundIndexer:
             hot = hot_files(eng, known, refs)
             cleanup_once(eng)
         summary: dict[str, Any] = {
-            "total": len(refs), "indexed": 0, "built": 0, "loaded": 0, "unavailable": 0, "changed": 0,
+            "total": len(refs),
+            "indexed": 0,
+            "built": 0,
+            "loaded": 0,
+            "unavailable": 0,
+            "changed": 0,
         }
         todo: list[tuple[Any, str]] = []
         for i in range(0, len(refs), LOOKUP_CHUNK):
@@ -226,17 +235,25 @@ class BackgroundIndexer:
                         if worked:
                             summary["loaded"] += 1
         if todo:
-            self._emit(sink, {"type": "indexing", "phase": "begin", "total": summary["total"],
-                              "indexed": summary["indexed"]})
+            self._emit(
+                sink, {"type": "indexing", "phase": "begin", "total": summary["total"], "indexed": summary["indexed"]}
+            )
             try:
                 self._progress(sink, summary, force=True)
                 self._build(todo, summary, sink, cancel)
             finally:
                 summary["seconds"] = time.monotonic() - started
-                self._emit(sink, {
-                    "type": "indexing", "phase": "end", "total": summary["total"], "indexed": summary["indexed"],
-                    "built": summary["built"], "cancelled": bool(cancel is not None and cancel.cancelled),
-                })
+                self._emit(
+                    sink,
+                    {
+                        "type": "indexing",
+                        "phase": "end",
+                        "total": summary["total"],
+                        "indexed": summary["indexed"],
+                        "built": summary["built"],
+                        "cancelled": bool(cancel is not None and cancel.cancelled),
+                    },
+                )
         # Every session of the scope was looked at: a global pass knows which restored
         # term-table slots no session claimed. The snapshot is written when it changed.
         self._whole_pass = self.scope == "global" and not (cancel is not None and cancel.cancelled)
@@ -249,8 +266,9 @@ class BackgroundIndexer:
         self.last = summary
         return summary
 
-    def _build(self, todo: list[tuple[Any, str]], summary: dict[str, Any], sink: Sink | None,
-               cancel: CancelToken | None) -> None:
+    def _build(
+        self, todo: list[tuple[Any, str]], summary: dict[str, Any], sink: Sink | None, cancel: CancelToken | None
+    ) -> None:
         eng = self.engine
         cfg = eng.config
         branches = self.branches
@@ -297,8 +315,16 @@ class BackgroundIndexer:
             live = want_leaf(eng, ref.file, branches)
             try:
                 if tier == "hot" or live is not None:  # a held session: on its live leaf
-                    result: Any = build_state(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd,
-                                              cancel=lambda: check(cancel), live_leaf=live)
+                    result: Any = build_state(
+                        ref.file,
+                        branches,
+                        tier,
+                        cfg,
+                        ref_id=ref.id,
+                        ref_cwd=ref.cwd,
+                        cancel=lambda: check(cancel),
+                        live_leaf=live,
+                    )
                 else:  # no append bookkeeping: an append rebuilds a cold session
                     result = build_detached(ref.file, branches, tier, cfg, ref_id=ref.id, ref_cwd=ref.cwd)
             except SourceMissing as missing:
@@ -309,6 +335,7 @@ class BackgroundIndexer:
         free = [(r, t) for r, t in todo if want_leaf(eng, r.file, branches) is None]
         pooled = {r.file for r, _ in free}
         local = [(r, t) for r, t in todo if r.file not in pooled]
+
         def settle(ref: Any, tier: str) -> None:
             """A session a call was building (or had built) when its turn came: taken from
             the call's result once the call ends (built here only when it was not adopted)."""
@@ -342,8 +369,9 @@ class BackgroundIndexer:
                 return False
 
         try:
-            self._build_all(free, local, building=building, settle=settle, build_here=build_here, adopt=adopt,
-                            cancel=cancel)
+            self._build_all(
+                free, local, building=building, settle=settle, build_here=build_here, adopt=adopt, cancel=cancel
+            )
         finally:
             with eng.lock:
                 for key in list(claimed):  # stopped or failed: nothing is in flight any more
@@ -352,8 +380,17 @@ class BackgroundIndexer:
             gc.collect(0)
             gc.freeze()  # the new long-lived index leaves the collector's generations
 
-    def _build_all(self, free: list[tuple[Any, str]], local: list[tuple[Any, str]], *, building: Any, settle: Any,
-                   build_here: Any, adopt: Any, cancel: CancelToken | None) -> None:
+    def _build_all(
+        self,
+        free: list[tuple[Any, str]],
+        local: list[tuple[Any, str]],
+        *,
+        building: Any,
+        settle: Any,
+        build_here: Any,
+        adopt: Any,
+        cancel: CancelToken | None,
+    ) -> None:
         eng = self.engine
         cfg = eng.config
         branches = self.branches
@@ -362,7 +399,8 @@ class BackgroundIndexer:
                 from .build_pool import build_split
 
                 skipped = build_split(
-                    free, local,
+                    free,
+                    local,
                     task=lambda r, tier: (r.file, branches, tier, cfg, r.id, r.cwd, eng.index_dir),
                     workers=self.workers,
                     build_here=build_here,

@@ -61,8 +61,7 @@ class _Child:
         # a multi-megabyte buffer per session (file, text batch, encoded record), and with a
         # fixed 256 KiB threshold each one is a fresh mapping whose pages the kernel zeroes
         # again (about 9% of a 1 GB index's wall time, mostly system time; docs/performance.md)
-        self.proc = spawn(code, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None,
-                          tuned_alloc=False)
+        self.proc = spawn(code, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None, tuned_alloc=False)
         self.buf = bytearray()
         self.task: Any | None = None
 
@@ -93,6 +92,7 @@ class _Child:
 
     def kill(self) -> None:
         stop(self.proc)
+
 
 # A child that runs any `module:function(*args)` task (the team push's builders): the
 # same frames and replies as _CHILD, ("ok", the function's result) or ("error", repr).
@@ -239,6 +239,7 @@ def build_split(
             skipped.append(by_file[file])
             return True
         return False
+
     pending = list(local)
 
     def on_result(file: Any, reply: Reply) -> None:
@@ -258,8 +259,15 @@ def build_split(
         build_here(ref, tier)
         return bool(pending)
 
-    failed = run_batch(((ref.file, task(ref, tier)) for ref, tier in pooled), workers, on_result, check_cancel,
-                       on_idle=on_idle, nice=nice, skip=skip_file if skip is not None else None)
+    failed = run_batch(
+        ((ref.file, task(ref, tier)) for ref, tier in pooled),
+        workers,
+        on_result,
+        check_cancel,
+        on_idle=on_idle,
+        nice=nice,
+        skip=skip_file if skip is not None else None,
+    )
     for ref, tier in pending:
         check_cancel()
         build_here(ref, tier)

@@ -66,6 +66,7 @@ class _SnapshotHead(msgspec.Struct):
     ids: int  # term ids over all slots
     postings: int  # slot numbers over all postings
 
+
 if TYPE_CHECKING:
     from .state import SessionState
 
@@ -312,10 +313,19 @@ def encode_snapshot(capture: SnapshotCapture) -> bytes:
         post_slots.extend(plist)
     blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
     head = disk_cache.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
-    body = b"".join((
-        _SNAPSHOT_MAGIC, len(head).to_bytes(4, "little"), head, blob, b"".join(cast("list[bytes]", keys)),
-        _le(slot_lens), _le(slot_ids), _le(post_lens), _le(post_slots),
-    ))
+    body = b"".join(
+        (
+            _SNAPSHOT_MAGIC,
+            len(head).to_bytes(4, "little"),
+            head,
+            blob,
+            b"".join(cast("list[bytes]", keys)),
+            _le(slot_lens),
+            _le(slot_ids),
+            _le(post_lens),
+            _le(post_slots),
+        )
+    )
     return body + hashlib.sha256(body).digest()
 
 
@@ -365,7 +375,10 @@ class TermsSet:
 
 
 def score_digests_inverted(
-    digests: list[DigestView], slots: list[int | None], terms: list[str], table: ColdTermTable,
+    digests: list[DigestView],
+    slots: list[int | None],
+    terms: list[str],
+    table: ColdTermTable,
     limit: int = CANDIDATE_DIGESTS,
 ) -> tuple[list[DigestHit], bool]:
     """`search.score_digests` (same hits, order, scores and cap) driven by the postings of

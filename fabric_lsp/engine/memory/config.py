@@ -47,7 +47,11 @@ class MemoryConfig(msgspec.Struct, rename="camel", kw_only=True):
                 continue
             v = settings[enc]
             if name in MEMORY_BOUNDS:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+                if (
+                    isinstance(v, bool)
+                    or not isinstance(v, (int, float))
+                    or (isinstance(v, float) and not v.is_integer())
+                ):
                     continue
                 values[name] = int(v)
             elif name in ("enabled", "index_thinking", "index_tool_output"):

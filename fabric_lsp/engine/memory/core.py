@@ -26,10 +26,16 @@ HeaderEntry = tuple[tuple[int, int, int, int] | None, str | None, str | None]
 
 
 class MemoryCore:
-    def __init__(self, config: MemoryConfig, *, agent_dir: str, session_dir: str | None = None, index_dir: str | None = None) -> None:
+    def __init__(
+        self, config: MemoryConfig, *, agent_dir: str, session_dir: str | None = None, index_dir: str | None = None
+    ) -> None:
         self.config = config
         self.agent_dir = os.path.abspath(os.path.expanduser(agent_dir))
-        self.session_dir = os.path.abspath(os.path.expanduser(session_dir)) if session_dir else os.path.join(self.agent_dir, "sessions")
+        self.session_dir = (
+            os.path.abspath(os.path.expanduser(session_dir))
+            if session_dir
+            else os.path.join(self.agent_dir, "sessions")
+        )
         chosen = index_dir or config.index_dir or os.path.join(self.agent_dir, "fabric-lsp", "memory-index")
         # The index dir as configured; `index_dir` is where the disk cache lives once it is
         # claimed (index.cleanup_once: ours, marked), None while it is refused (then

@@ -40,12 +40,31 @@ class DigestFolder:
         self.pending_chars = 0
 
     def add(self, rec: JsonObject) -> None:
-        self.add_fields(rec["index"], rec["entryId"], rec.get("operationAddress"), rec["role"], rec["toolName"],
-                        ts=rec["timestamp"], is_error=rec["isError"], files=rec.get("filesTouched", ()),
-                        text=rec["text"])
+        self.add_fields(
+            rec["index"],
+            rec["entryId"],
+            rec.get("operationAddress"),
+            rec["role"],
+            rec["toolName"],
+            ts=rec["timestamp"],
+            is_error=rec["isError"],
+            files=rec.get("filesTouched", ()),
+            text=rec["text"],
+        )
 
-    def add_fields(self, index: int, entry_id: str | None, address: str | None, role: Any, tool_name: Any, *,
-                   ts: Any, is_error: Any, files: Iterable[str], text: str) -> None:
+    def add_fields(
+        self,
+        index: int,
+        entry_id: str | None,
+        address: str | None,
+        role: Any,
+        tool_name: Any,
+        *,
+        ts: Any,
+        is_error: Any,
+        files: Iterable[str],
+        text: str,
+    ) -> None:
         """`add` of a record given as its fields (`Normalizer.fold` builds no record)."""
         self.entry_count += 1
         if ts is not None:

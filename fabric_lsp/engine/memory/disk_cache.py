@@ -177,7 +177,11 @@ _SIX = frozenset((6,))
 
 
 def load_record(
-    data: bytes, kind: str, file_size: int, *, addresses: bool = True,
+    data: bytes,
+    kind: str,
+    file_size: int,
+    *,
+    addresses: bool = True,
     vocabulary_known: Callable[[bytes], bool] | None = None,
 ) -> JsonObject | None:
     """Decode a record for use, or None when it is not a valid V5 record of ours.
@@ -228,11 +232,19 @@ def load_record(
     if rec.get("cacheBytes") != file_size or not isinstance(rec.get("policy"), str):
         return None
     cov: JsonValue = rec.get("indexCoverage")
-    if not isinstance(cov, dict) or not isinstance(cov.get("complete"), bool) or not isinstance(cov.get("reasons"), list):
+    if (
+        not isinstance(cov, dict)
+        or not isinstance(cov.get("complete"), bool)
+        or not isinstance(cov.get("reasons"), list)
+    ):
         return None
     if kind == "shard":
         entries: JsonValue = rec.get("entries")
-        if not isinstance(entries, list) or not isinstance(rec.get("sessionFile"), str) or not isinstance(rec.get("sessionId"), str):
+        if (
+            not isinstance(entries, list)
+            or not isinstance(rec.get("sessionFile"), str)
+            or not isinstance(rec.get("sessionId"), str)
+        ):
             return None
         # the records are checked as they are decoded (`shard_entry`)
     else:
@@ -244,7 +256,9 @@ def load_record(
             vocab: JsonValue = rec.get("vocabulary")
             if not isinstance(vocab, list) or not set(map(type, vocab)) <= _STR:
                 return None
-            if len(set(vocab)) != len(vocab) or vocab != sort_lexical(cast("list[str]", vocab)):  # all str: checked above
+            if len(set(vocab)) != len(vocab) or vocab != sort_lexical(
+                cast("list[str]", vocab)
+            ):  # all str: checked above
                 return None
             if stored is not None:
                 stored.values = cast("list[str]", vocab)
@@ -345,6 +359,7 @@ def decode_record(data: bytes) -> JsonObject | None:
 # ---- files ----------------------------------------------------------------------------
 # Every write, read and removal in the index dir goes through engine/owned_dir.py: only in a
 # directory that carries our marker, only on the names below, never through a symlink.
+
 
 def write_atomic(index_dir: str | None, name: str, data: bytes | Iterable[Any]) -> bool:
     """Temp file + rename in `index_dir`, mode 0600. `data` is the bytes or an iterable

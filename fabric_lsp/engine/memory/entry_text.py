@@ -11,105 +11,20 @@ adds the coverage reason `max_entry_chars`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
-from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy, parse_date_ms
+from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy
 from ..session.content import content_text
+from .entry_fields import args_summary, collect_paths, entry_timestamp, plain_role, role_of, truncate_scalars
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
-_PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
 _OPERATION_JSON_BOUND = 98304
-_PLAIN_ROLES = frozenset({"user", "assistant", "toolResult"})  # Normalizer._feed_plain
-_ARGS_SUMMARY_SCALARS = 400
-
-
-def truncate_scalars(text: str, limit: int | None) -> tuple[str, bool]:
-    """Cut `text` to `limit` Unicode scalars (Python str = scalars; no pair can split)."""
-    if limit is None or len(text) <= limit:
-        return text, False
-    return text[: max(0, limit)], True
-
-
-def _args_summary(arguments: Any, present: bool) -> str:
-    if not present:
-        return ""
-    try:
-        text = js_stringify(arguments)
-    except (TypeError, ValueError, OverflowError):
-        text = js_string(arguments)
-    if len(text) > _ARGS_SUMMARY_SCALARS:
-        return text[:_ARGS_SUMMARY_SCALARS] + "…"
-    return text
-
-
-def collect_paths(value: JsonValue, key: str | None, out: dict[str, None]) -> None:
-    """String values under keys ending file/files/path/paths (array items inherit the key)."""
-    if isinstance(value, str):
-        if key is not None and _PATH_KEY.search(key):
-            trimmed = js_trim(value)
-            if trimmed:
-                out.setdefault(trimmed, None)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            collect_paths(v, k, out)
-    elif isinstance(value, list):
-        for v in value:
-            collect_paths(v, key, out)
-
-
-def entry_timestamp(raw: JsonObject, message: JsonObject | None) -> int | float | None:
-    ts = parse_date_ms(raw.get("timestamp"))
-    if ts is not None:
-        return ts
-    if message is not None:
-        mts = message.get("timestamp")
-        if isinstance(mts, (int, float)) and not isinstance(mts, bool):
-            return mts
-        if isinstance(mts, str):
-            return parse_date_ms(mts)
-    return None
-
-
-def _role_of(raw: JsonObject, message: JsonObject | None) -> str | None:
-    etype = raw.get("type")
-    if etype == "message" and message is not None:  # `feed` gives a message entry a dict
-        role = js_string(message.get("role")) if "role" in message else "undefined"
-        return role or None
-    if etype == "compaction":
-        return "compaction"
-    if etype == "branch_summary":
-        return "branchSummary"
-    if etype == "custom_message":
-        return "custom"
-    return None
-
-
-def _plain_role(raw: JsonValue) -> str | None:
-    """The role of a message entry `Normalizer._plain_fields` reads (user, assistant, or a
-    toolResult other than fabric_exec's, which has trace children); None for any other
-    entry."""
-    if type(raw) is not dict:
-        return None
-    if raw.get("type") != "message":
-        return None
-    message: JsonValue = raw.get("message")
-    if type(message) is not dict:
-        return None
-    role: JsonValue = message.get("role")
-    if type(role) is not str or role not in _PLAIN_ROLES:
-        return None
-    if role == "toolResult":
-        tool: JsonValue = message.get("toolName")
-        if type(tool) is not str or tool == "fabric_exec":
-            return None
-    return role
 
 
 class Normalizer:
@@ -142,9 +57,9 @@ class Normalizer:
 
     def feed(self, raw: JsonValue, line: int) -> list[JsonObject]:
         """Records for one raw entry (already lineage-filtered), in emission order."""
-        role = _plain_role(raw)
+        role = plain_role(raw)
         if role is not None:
-            entry = cast("JsonObject", raw)  # (a message entry: _plain_role)
+            entry = cast("JsonObject", raw)  # (a message entry: plain_role)
             return self._feed_plain(entry, entry["message"], role, line)
         if not isinstance(raw, dict):
             return []
@@ -159,15 +74,15 @@ class Normalizer:
 
     def fold(self, raw: JsonValue, line: int, folder: Any) -> None:
         """`feed` for a cold build: each record goes to `folder` (a `digest_fold.DigestFolder`).
-        The entry of almost every line (`_plain_role`) is handed over as its fields
+        The entry of almost every line (`plain_role`) is handed over as its fields
         (`DigestFolder.add_fields`) without a record being built; it must fold exactly as
         `feed`'s records do (tests/engine/memory/test_normalize_fast_path.py)."""
-        role = _plain_role(raw)
+        role = plain_role(raw)
         if role is None:
             for rec in self.feed(raw, line):
                 folder.add(rec)
             return
-        entry = cast("JsonObject", raw)  # (a message entry: _plain_role)
+        entry = cast("JsonObject", raw)  # (a message entry: plain_role)
         message: JsonObject = entry["message"]
         entry_id, _, tool_name, text, ts, is_error, truncated, files = self._plain_fields(entry, message, role)
         index = self._claim(entry_id, truncated)
@@ -178,7 +93,7 @@ class Normalizer:
     def _feed_general(self, raw: JsonObject, etype: str, message: JsonObject | None, line: int) -> list[JsonObject]:
         """`feed` of any entry (`etype` a content type; `message` the message object of a
         message entry), step by step."""
-        role = _role_of(raw, message)
+        role = role_of(raw, message)
         tool_name, is_error, text, files = self._fields(raw, etype, message, role)
         text, truncated = truncate_scalars(text, self.max_entry_chars)
         if role is None and not js_trim(text):  # (trimming copies: only when it matters)
@@ -187,7 +102,15 @@ class Normalizer:
         parent_id: str | None = raw.get("parentId") if isinstance(raw.get("parentId"), str) else None
         ts = entry_timestamp(raw, message)
         record = self._record(
-            entry_id, parent_id, etype, role, tool_name, text=text, ts=ts, is_error=is_error, truncated=truncated,
+            entry_id,
+            parent_id,
+            etype,
+            role,
+            tool_name,
+            text=text,
+            ts=ts,
+            is_error=is_error,
+            truncated=truncated,
             line=line,
         )
         if files:
@@ -205,7 +128,7 @@ class Normalizer:
         self, raw: JsonObject, message: JsonObject, role: str
     ) -> tuple[str | None, str | None, str | None, str, int | float | None, bool, bool, list[str]]:
         """The record fields of a message entry whose role is user, assistant or a
-        toolResult other than fabric_exec's (`_plain_role`: almost every entry), read in
+        toolResult other than fabric_exec's (`plain_role`: almost every entry), read in
         one pass over the content instead of through the general steps (`_fields`,
         `_message_text`), which they must equal (tests/engine/memory/test_normalize_fast_path.py):
         (entryId, parentId, toolName, text, timestamp, isError, truncated, filesTouched)."""
@@ -243,7 +166,7 @@ class Normalizer:
                         shown = (name if isinstance(name, str) else js_string(name)) if "name" in part else "undefined"
                         if "arguments" in part:
                             arguments = part["arguments"]
-                            pieces.append(f"Tool: {shown}({_args_summary(arguments, True)})")
+                            pieces.append(f"Tool: {shown}({args_summary(arguments, True)})")
                             if found is None:
                                 found = {}
                             collect_paths(arguments, None, found)
@@ -270,10 +193,20 @@ class Normalizer:
         return entry_id, parent_id, tool_name, text, entry_timestamp(raw, message), is_error, truncated, files
 
     def _feed_plain(self, raw: JsonObject, message: JsonObject, role: str, line: int) -> list[JsonObject]:
-        """`feed` of an entry `_plain_role` admits."""
+        """`feed` of an entry `plain_role` admits."""
         entry_id, parent_id, tool_name, text, ts, is_error, truncated, files = self._plain_fields(raw, message, role)
-        record = self._record(entry_id, parent_id, "message", role, tool_name, text=text, ts=ts, is_error=is_error,
-                              truncated=truncated, line=line)
+        record = self._record(
+            entry_id,
+            parent_id,
+            "message",
+            role,
+            tool_name,
+            text=text,
+            ts=ts,
+            is_error=is_error,
+            truncated=truncated,
+            line=line,
+        )
         if files:
             record["filesTouched"] = files
         out = [record]
@@ -299,8 +232,18 @@ class Normalizer:
         return index
 
     def _record(
-        self, entry_id: str | None, parent_id: str | None, etype: str, role: str | None,
-        tool_name: str | None, *, text: str, ts: int | float | None, is_error: bool, truncated: bool, line: int,
+        self,
+        entry_id: str | None,
+        parent_id: str | None,
+        etype: str,
+        role: str | None,
+        tool_name: str | None,
+        *,
+        text: str,
+        ts: int | float | None,
+        is_error: bool,
+        truncated: bool,
+        line: int,
     ) -> JsonObject:
         index = self._claim(entry_id, truncated)
         return {
@@ -344,7 +287,11 @@ class Normalizer:
                 content = message.get("content")
                 if isinstance(content, list):
                     for part in content:
-                        if isinstance(part, dict) and part.get("type") == "toolCall" and isinstance(part.get("name"), str):
+                        if (
+                            isinstance(part, dict)
+                            and part.get("type") == "toolCall"
+                            and isinstance(part.get("name"), str)
+                        ):
                             tool_name = part["name"]
                             break
             text = self._message_text(message, role, tool_name)
@@ -386,7 +333,7 @@ class Normalizer:
                         pieces.append(part["thinking"])
                     elif ptype == "toolCall":
                         name = js_string(part["name"]) if "name" in part else "undefined"
-                        pieces.append(f"Tool: {name}({_args_summary(part.get('arguments'), 'arguments' in part)})")
+                        pieces.append(f"Tool: {name}({args_summary(part.get('arguments'), 'arguments' in part)})")
             err = message.get("errorMessage")
             if isinstance(err, str) and err:
                 pieces.append(f"Error: {err}")
@@ -437,7 +384,13 @@ class Normalizer:
             ref = raw_op["ref"]
             provider, action, tool = raw_op["provider"], raw_op["action"], raw_op["tool"]
             address = f"{entry_id}/{seq}"
-            op: dict[str, Any] = {"address": address, "parentEntryId": entry_id, "sequence": seq, "tool": tool, "ref": ref}
+            op: dict[str, Any] = {
+                "address": address,
+                "parentEntryId": entry_id,
+                "sequence": seq,
+                "tool": tool,
+                "ref": ref,
+            }
             if provider is not None:
                 op["provider"] = provider
             if action is not None:
@@ -449,8 +402,16 @@ class Normalizer:
             op = self._bounded_operation(op, raw_op["result"] is not MISSING, raw_op["result"])
             text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + js_stringify(op), self.max_entry_chars)
             rec = self._record(
-                address, parent_id, "fabric_operation", "fabricOperation", tool, text=text, ts=ts,
-                is_error=raw_op["outcome"] != "succeeded", truncated=truncated, line=line,
+                address,
+                parent_id,
+                "fabric_operation",
+                "fabricOperation",
+                tool,
+                text=text,
+                ts=ts,
+                is_error=raw_op["outcome"] != "succeeded",
+                truncated=truncated,
+                line=line,
             )
             if ref in _FILE_REFS and ref == f"pi.{tool}":
                 args = raw_op["args"]
@@ -471,8 +432,14 @@ class Normalizer:
         return out
 
     def _fact_children(
-        self, raw: JsonObject, message: JsonObject | None, entry_id: str, parent_id: str | None, *,
-        ts: int | float | None, line: int,
+        self,
+        raw: JsonObject,
+        message: JsonObject | None,
+        entry_id: str,
+        parent_id: str | None,
+        *,
+        ts: int | float | None,
+        line: int,
     ) -> list[JsonObject]:
         envelope = read_branch_details(raw.get("details")) if "details" in raw else None
         if envelope is None and message is not None:
@@ -499,8 +466,13 @@ class Normalizer:
             self.fact_addresses.add(address)
             kind = fact["kind"]
             bf: dict[str, Any] = {
-                "kind": kind, "address": address, "entryId": fact["entryId"], "subordinal": fact["subordinal"],
-                "carrierEntryId": entry_id, "carrierParentId": parent_id, "carrierFromId": from_id,
+                "kind": kind,
+                "address": address,
+                "entryId": fact["entryId"],
+                "subordinal": fact["subordinal"],
+                "carrierEntryId": entry_id,
+                "carrierParentId": parent_id,
+                "carrierFromId": from_id,
             }
             tool_name = None
             is_error = False
@@ -539,8 +511,11 @@ class Normalizer:
                 if "result" in fact and self.index_tool_output:
                     bf["result"] = fact["result"]
                 op: dict[str, Any] = {
-                    "address": address, "parentEntryId": fact["entryId"], "subordinal": fact["subordinal"],
-                    "tool": fact["tool"], "ref": fact["ref"],
+                    "address": address,
+                    "parentEntryId": fact["entryId"],
+                    "subordinal": fact["subordinal"],
+                    "tool": fact["tool"],
+                    "ref": fact["ref"],
                 }
                 if provider is not None:
                     op["provider"] = provider
@@ -565,8 +540,16 @@ class Normalizer:
                 extra.update(outcome=fact["outcome"], operation=op)
             text, truncated = truncate_scalars(text, self.max_entry_chars)
             rec = self._record(
-                address, parent_id, "fabric_branch_fact", role, tool_name, text=text, ts=ts, is_error=is_error,
-                truncated=truncated, line=line,
+                address,
+                parent_id,
+                "fabric_branch_fact",
+                role,
+                tool_name,
+                text=text,
+                ts=ts,
+                is_error=is_error,
+                truncated=truncated,
+                line=line,
             )
             if files:
                 rec["filesTouched"] = files

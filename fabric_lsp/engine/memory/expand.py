@@ -36,7 +36,14 @@ def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -
     return {"code": "stale_pointer", "message": msg}
 
 
-def expand(eng: MemoryCore, params: ExpandParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
+def expand(
+    eng: MemoryCore,
+    params: ExpandParams,
+    *,
+    cwd: str | None = None,
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
+) -> JsonObject:
     """The entries `params` select, decoded and checked by the wire contract (protocol.py:
     types, bounds, exactly one selector), so only the domain's rules are checked here."""
     branches = params.branches or "active"
@@ -65,8 +72,9 @@ def expand(eng: MemoryCore, params: ExpandParams, *, cwd: str | None = None, can
     try:
         # Expansion streams the full source (no truncation, thinking and output
         # included) and keeps only the requested records: bounded memory at any size.
-        state = expand_streaming(ref.file, branches, ref.id, want, cancel=lambda: check(cancel),
-                                 live_leaf=want_leaf(eng, ref.file, branches))
+        state = expand_streaming(
+            ref.file, branches, ref.id, want, cancel=lambda: check(cancel), live_leaf=want_leaf(eng, ref.file, branches)
+        )
     except SourceMissing as missing:
         if missing.reason == "source_changed_during_index":
             return expand_error("stale_pointer", "Session source changed after the pointer was issued.")
@@ -97,13 +105,15 @@ def expand(eng: MemoryCore, params: ExpandParams, *, cwd: str | None = None, can
                 return expand_error("ambiguous_address", f'{kind_name} address "{value}" resolves to {count} records.')
     selected = state.selected
     base["expanded"] = [_expanded_item(e) for e in selected]
-    _mark_context_edits(eng, base["expanded"], ref.file, source_hash=state.source_hash, leaf=state.lineage.leaf_id,
-                        branches=branches)
+    _mark_context_edits(
+        eng, base["expanded"], ref.file, source_hash=state.source_hash, leaf=state.lineage.leaf_id, branches=branches
+    )
     return base
 
 
-def _mark_context_edits(eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: str | None,
-                        branches: str) -> None:
+def _mark_context_edits(
+    eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: str | None, branches: str
+) -> None:
     """`contextEdit` on the items Pi 1.x hides or replaces (session/projection.py)."""
     from ..session.projection import file_context_edit_marks, mark_records
 
@@ -152,6 +162,16 @@ def _expanded_item(e: JsonObject) -> JsonObject:
 
 
 _EXPAND_EXTRAS = (
-    "parentEntryId", "ref", "provider", "action", "outcome", "filesTouched", "operation", "branchFact",
-    "factAddress", "carrierEntryId", "carrierParentId", "carrierFromId",
+    "parentEntryId",
+    "ref",
+    "provider",
+    "action",
+    "outcome",
+    "filesTouched",
+    "operation",
+    "branchFact",
+    "factAddress",
+    "carrierEntryId",
+    "carrierParentId",
+    "carrierFromId",
 )

@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .entry_text import Normalizer
-from .source import Lineage, StatKey, stat_key
+from .source import Lineage, StatKey, lineage_from_lines, stat_key
 from .state import SourceMissing
-from .state_build import lineage_from_lines, records_streaming, scan_streaming
+from .state_build import records_streaming, scan_streaming
 
 BLOCK_BYTES = 8 * 1024 * 1024
-
-
 
 
 @dataclass
@@ -60,7 +58,12 @@ class Expansion:
 
 
 def expand_streaming(
-    file: str, branches: str, ref_id: str, selection: Selection, *, cancel: Callable[[], None] | None = None,
+    file: str,
+    branches: str,
+    ref_id: str,
+    selection: Selection,
+    *,
+    cancel: Callable[[], None] | None = None,
     live_leaf: str | None = None,
     block_bytes: int = BLOCK_BYTES,
 ) -> Expansion:
@@ -83,7 +86,9 @@ def expand_streaming(
     count = 0
     try:
         with open(file, "rb") as fh:
-            for rec in records_streaming(fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes):
+            for rec in records_streaming(
+                fh, scan.lines, lineage.ordinals, norm, cancel=cancel, chunk_bytes=block_bytes
+            ):
                 count += 1
                 eid, op = rec.get("entryId"), rec.get("operationAddress")
                 if eid in id_counts:

@@ -133,8 +133,9 @@ class FileOpsCollector:
     """The file operations of one session and branch mode, in record order. Fed by the
     `Normalizer` (see the module doc); extended in place on appends."""
 
-    def __init__(self, cwd: str | None, ops: list[FileOp] | None = None, *, capped: bool = False,
-                 unresolved: int = 0) -> None:
+    def __init__(
+        self, cwd: str | None, ops: list[FileOp] | None = None, *, capped: bool = False, unresolved: int = 0
+    ) -> None:
         self.cwd = cwd
         self.ops: list[FileOp] = ops or []
         self.capped = capped
@@ -185,11 +186,27 @@ class FileOpsCollector:
         if not records:
             return
         head = records[0]
-        self.observe_entry(message, head.get("role"), head["index"], head.get("entryId"), head.get("timestamp"),
-                           children=records[1:] if len(records) > 1 else (), line=head.get("line"))
+        self.observe_entry(
+            message,
+            head.get("role"),
+            head["index"],
+            head.get("entryId"),
+            head.get("timestamp"),
+            children=records[1:] if len(records) > 1 else (),
+            line=head.get("line"),
+        )
 
-    def observe_entry(self, message: JsonObject | None, role: Any, index: int, entry_id: str | None, ts: Any, *,
-                      children: Sequence[JsonObject] = (), line: int | None = None) -> None:
+    def observe_entry(
+        self,
+        message: JsonObject | None,
+        role: Any,
+        index: int,
+        entry_id: str | None,
+        ts: Any,
+        *,
+        children: Sequence[JsonObject] = (),
+        line: int | None = None,
+    ) -> None:
         """`observe` of an entry given as its own record's fields (role, index, entryId,
         timestamp, line) and its child records (a Fabric trace's operations)."""
         args: JsonValue
@@ -202,8 +219,12 @@ class FileOpsCollector:
                 if not isinstance(part, dict) or part.get("type") != "toolCall":
                     continue
                 name, call_id, args = part.get("name"), part.get("id"), part.get("arguments")
-                if not isinstance(name, str) or name not in PI_FILE_TOOLS or not isinstance(call_id, str) \
-                        or not isinstance(args, dict):  # (a name may be any JSON value: a list is unhashable)
+                if (
+                    not isinstance(name, str)
+                    or name not in PI_FILE_TOOLS
+                    or not isinstance(call_id, str)
+                    or not isinstance(args, dict)
+                ):  # (a name may be any JSON value: a list is unhashable)
                     continue
                 path = self._resolve(args.get("path"))
                 if path is None:
@@ -236,8 +257,21 @@ class FileOpsCollector:
         if path is None:
             return
         outcome = "succeeded" if rec.get("outcome") == "succeeded" else "failed"
-        self._add(FileOp(path, action, "fabric_exec", outcome, rec["index"], rec.get("parentEntryId"),
-                         rec.get("operationAddress"), rec.get("timestamp"), None, ref, _line(rec.get("line"))))
+        self._add(
+            FileOp(
+                path,
+                action,
+                "fabric_exec",
+                outcome,
+                rec["index"],
+                rec.get("parentEntryId"),
+                rec.get("operationAddress"),
+                rec.get("timestamp"),
+                None,
+                ref,
+                _line(rec.get("line")),
+            )
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -341,12 +375,19 @@ def encode_record(state: SessionState) -> bytes:
     assert ops is not None
     key = state.key
     record: dict[str, Any] = {
-        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
-        "branches": state.branches, "sourceHash": state.source_hash,
-        "lineageFingerprint": state.lineage.fingerprint, "engine": disk_cache.ENGINE_FORMAT,
-        "cacheBytes": 0, "cacheSourceRatio": 0,
+        "cacheVersion": disk_cache.CACHE_VERSION,
+        "kind": RECORD_KIND,
+        "sessionFile": state.file,
+        "branches": state.branches,
+        "sourceHash": state.source_hash,
+        "lineageFingerprint": state.lineage.fingerprint,
+        "engine": disk_cache.ENGINE_FORMAT,
+        "cacheBytes": 0,
+        "cacheSourceRatio": 0,
         "statKey": key.as_list(),
-        "cwd": ops.cwd, "capped": ops.capped, "unresolved": ops.unresolved,
+        "cwd": ops.cwd,
+        "capped": ops.capped,
+        "unresolved": ops.unresolved,
         "operations": msgspec.Raw(msgspec.json.encode(ops.ops)),
     }
     return seal.apply_cache_metrics(record, state.size)
@@ -362,10 +403,15 @@ def load_record(data: bytes, state: SessionState) -> FileOpsCollector | None:
         return None
     key = state.key
     expected = {
-        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "sessionFile": state.file,
-        "branches": state.branches, "sourceHash": state.source_hash,
-        "lineageFingerprint": state.lineage.fingerprint, "engine": disk_cache.ENGINE_FORMAT,
-        "cacheBytes": len(data), "statKey": key.as_list(),
+        "cacheVersion": disk_cache.CACHE_VERSION,
+        "kind": RECORD_KIND,
+        "sessionFile": state.file,
+        "branches": state.branches,
+        "sourceHash": state.source_hash,
+        "lineageFingerprint": state.lineage.fingerprint,
+        "engine": disk_cache.ENGINE_FORMAT,
+        "cacheBytes": len(data),
+        "statKey": key.as_list(),
     }
     for name, value in expected.items():
         if rec.get(name) != value or isinstance(rec.get(name), bool) != isinstance(value, bool):
@@ -403,8 +449,12 @@ TEXT_ONLY_REASONS = frozenset({"max_entry_chars", "max_cold_vocabulary_bytes", "
 def _session_reasons(coverage: dict[str, Any]) -> tuple[set[str], int]:
     """The index coverage's reasons that are not about one indexed session (those are
     taken per session), with no incomplete session counted yet."""
-    per_session = {"invalid_parent_graph", "duplicate_entry_id", "duplicate_operation_address",
-                   "duplicate_branch_fact_address"} | TEXT_ONLY_REASONS
+    per_session = {
+        "invalid_parent_graph",
+        "duplicate_entry_id",
+        "duplicate_operation_address",
+        "duplicate_branch_fact_address",
+    } | TEXT_ONLY_REASONS
     return {r for r in coverage["reasons"] if r not in per_session}, 0
 
 
@@ -436,8 +486,13 @@ def _item(state: SessionState, op: FileOp) -> dict[str, Any]:
         item["line"] = op.line
     if op.operation_address is not None:
         item["operationAddress"] = op.operation_address
-    item.update(action=op.action, toolName=op.tool_name, outcome=op.outcome, timestamp=op.timestamp,
-                ref=_ref(state.session_id, op.entry_id))
+    item.update(
+        action=op.action,
+        toolName=op.tool_name,
+        outcome=op.outcome,
+        timestamp=op.timestamp,
+        ref=_ref(state.session_id, op.entry_id),
+    )
     if op.tool_call_id is not None:
         item["toolCallId"] = op.tool_call_id
     if op.operation_ref is not None:
@@ -451,8 +506,9 @@ class IndexedSessions(Protocol):
     @property
     def lock(self) -> Any: ...
 
-    def indexed_states(self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None,
-                       activity: ActivitySink | None) -> tuple[list[SessionState], dict[str, Any]]: ...
+    def indexed_states(
+        self, scope: str, cwd: str | None, branches: str, cancel: CancelToken | None, activity: ActivitySink | None
+    ) -> tuple[list[SessionState], dict[str, Any]]: ...
 
 
 def file_history(
@@ -495,8 +551,12 @@ def file_history(
         row = sessions.get(st.file)
         if row is None:  # the first one seen is the session's newest operation
             sessions[st.file] = {
-                "sessionId": st.session_id, "sessionFile": st.file, "cwd": st.cwd, "count": 1,
-                "lastAction": op.action, "lastTimestamp": op.timestamp,
+                "sessionId": st.session_id,
+                "sessionFile": st.file,
+                "cwd": st.cwd,
+                "count": 1,
+                "lastAction": op.action,
+                "lastTimestamp": op.timestamp,
             }
         else:
             row["count"] += 1

@@ -44,10 +44,18 @@ def _identity(
     file: str, branches: str, *, source_hash: Any, fingerprint: Any, policy: Any, key: StatKey, entry_count: int
 ) -> dict[str, Any]:
     return {
-        "cacheVersion": disk_cache.CACHE_VERSION, "kind": RECORD_KIND, "format": FORMAT, "sessionFile": file,
-        "branches": branches, "sourceHash": source_hash, "lineageFingerprint": fingerprint, "policy": policy,
-        "engine": disk_cache.ENGINE_FORMAT, "statKey": key.as_list(),
-        "entryCount": entry_count, "byteOrder": sys.byteorder,
+        "cacheVersion": disk_cache.CACHE_VERSION,
+        "kind": RECORD_KIND,
+        "format": FORMAT,
+        "sessionFile": file,
+        "branches": branches,
+        "sourceHash": source_hash,
+        "lineageFingerprint": fingerprint,
+        "policy": policy,
+        "engine": disk_cache.ENGINE_FORMAT,
+        "statKey": key.as_list(),
+        "entryCount": entry_count,
+        "byteOrder": sys.byteorder,
     }
 
 
@@ -72,15 +80,28 @@ def encode_record(state: SessionState) -> bytes | None:
         else:
             counts.append(len(plist))
             flat.extend(plist)
-    record = _identity(state.file, state.branches, source_hash=state.source_hash,
-                       fingerprint=state.lineage.fingerprint, policy=state.policy, key=state.key,
-                       entry_count=len(state.entries))
-    record.update({
-        "cacheBytes": 0, "cacheSourceRatio": 0,
-        "totalLen": index.total_len, "segStarts": _b64(array("I", index.seg_starts)),
-        "docLen": _b64(index.doc_len), "segOf": _b64(index.seg_of), "counts": _b64(counts),
-        "postings": _b64(flat), "terms": msgspec.Raw(msgspec.json.encode(terms)),
-    })
+    record = _identity(
+        state.file,
+        state.branches,
+        source_hash=state.source_hash,
+        fingerprint=state.lineage.fingerprint,
+        policy=state.policy,
+        key=state.key,
+        entry_count=len(state.entries),
+    )
+    record.update(
+        {
+            "cacheBytes": 0,
+            "cacheSourceRatio": 0,
+            "totalLen": index.total_len,
+            "segStarts": _b64(array("I", index.seg_starts)),
+            "docLen": _b64(index.doc_len),
+            "segOf": _b64(index.seg_of),
+            "counts": _b64(counts),
+            "postings": _b64(flat),
+            "terms": msgspec.Raw(msgspec.json.encode(terms)),
+        }
+    )
     return seal.apply_cache_metrics(record, state.size)
 
 
@@ -110,20 +131,36 @@ def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, ke
     rec = disk_cache.decode_record(data)
     if rec is None:
         return None
-    expected = _identity(file, branches, source_hash=shard.get("sourceHash"),
-                         fingerprint=shard.get("lineageFingerprint"), policy=shard.get("policy"), key=key,
-                         entry_count=entry_count)
+    expected = _identity(
+        file,
+        branches,
+        source_hash=shard.get("sourceHash"),
+        fingerprint=shard.get("lineageFingerprint"),
+        policy=shard.get("policy"),
+        key=key,
+        entry_count=entry_count,
+    )
     expected["cacheBytes"] = len(data)
     for name, value in expected.items():
         if rec.get(name) != value or isinstance(rec.get(name), bool) != isinstance(value, bool):
             return None
-    doc_len, seg_of, seg_starts = _array("I", rec.get("docLen")), _array("I", rec.get("segOf")), _array("I", rec.get("segStarts"))
+    doc_len, seg_of, seg_starts = (
+        _array("I", rec.get("docLen")),
+        _array("I", rec.get("segOf")),
+        _array("I", rec.get("segStarts")),
+    )
     counts, flat = _array("I", rec.get("counts")), _array("Q", rec.get("postings"))
     terms: Any = rec.get("terms")
     total_len: Any = rec.get("totalLen")
     if doc_len is None or seg_of is None or seg_starts is None or counts is None or flat is None:
         return None
-    if not isinstance(terms, list) or not isinstance(total_len, int) or isinstance(total_len, bool) or len(cast("list[Any]", terms)) != len(counts) or sum(counts) != len(flat):
+    if (
+        not isinstance(terms, list)
+        or not isinstance(total_len, int)
+        or isinstance(total_len, bool)
+        or len(cast("list[Any]", terms)) != len(counts)
+        or sum(counts) != len(flat)
+    ):
         return None
     if len(doc_len) != entry_count or len(seg_of) != entry_count or total_len != sum(doc_len):
         return None
@@ -140,5 +177,6 @@ def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, ke
         pos += n
     if len(postings) != len(counts):
         return None  # a repeated term
-    return HotIndex(doc_len=doc_len, postings=postings, seg_starts=seg_starts.tolist(), seg_of=seg_of,
-                    total_len=total_len)
+    return HotIndex(
+        doc_len=doc_len, postings=postings, seg_starts=seg_starts.tolist(), seg_of=seg_of, total_len=total_len
+    )

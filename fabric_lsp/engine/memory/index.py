@@ -115,8 +115,11 @@ def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool |
         return None  # nothing listed yet: nothing to tell records of live sessions by
     # every record name is the file's `cache_base` and a suffix of its branch mode and kind
     base = disk_cache.cache_base(files[0])
-    suffixes = [disk_cache.cache_name(files[0], branches, kind)[len(base):]
-                for branches in ("active", "all") for kind in disk_cache.RECORD_KINDS]
+    suffixes = [
+        disk_cache.cache_name(files[0], branches, kind)[len(base) :]
+        for branches in ("active", "all")
+        for kind in disk_cache.RECORD_KINDS
+    ]
     expected = {b + suffix for b in map(disk_cache.cache_base, files) for suffix in suffixes}
     inspected = read_bytes = 0
     for name, st in listing:
@@ -165,30 +168,38 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionSta
         return None
     # (the server never reads the addresses; a vocabulary the restored term table holds
     # is left undecoded: cold_index.py, "snapshot")
-    record = disk_cache.load_record(data, kind, len(data), addresses=False,
-                               vocabulary_known=eng.cold.claimable.__contains__ if kind == "digest" else None)
+    record = disk_cache.load_record(
+        data,
+        kind,
+        len(data),
+        addresses=False,
+        vocabulary_known=eng.cold.claimable.__contains__ if kind == "digest" else None,
+    )
     if record is None:
         disk_cache.remove(eng.index_dir, name)
         return None
     hot_index = None
     if kind == "shard":
-        terms = disk_cache.read_cache_file(eng.index_dir, hot_cache.cache_name(ref.file, branches),
-                                      eng.config.max_sync_source_bytes)
+        terms = disk_cache.read_cache_file(
+            eng.index_dir, hot_cache.cache_name(ref.file, branches), eng.config.max_sync_source_bytes
+        )
         hot_index = hot_cache.load_record(terms, record, ref.file, branches, ref.key) if terms is not None else None
     try:
         state = None
         if hot_index is not None and getattr(eng, "one_shot", False):
             state = with_pending_records(record, ref.file, branches, key=ref.key, cfg=eng.config, hot_index=hot_index)
         if state is None:
-            state = state_from_record(record, kind, ref.file, branches, key=ref.key, cfg=eng.config,
-                                      hot_index=hot_index)
+            state = state_from_record(
+                record, kind, ref.file, branches, key=ref.key, cfg=eng.config, hot_index=hot_index
+            )
     except (KeyError, TypeError, ValueError, AttributeError):
         state = None
     if state is None:
         disk_cache.remove(eng.index_dir, name)
         return None
-    files = disk_cache.read_cache_file(eng.index_dir, file_history.cache_name(ref.file, branches),
-                                  eng.config.max_sync_source_bytes)
+    files = disk_cache.read_cache_file(
+        eng.index_dir, file_history.cache_name(ref.file, branches), eng.config.max_sync_source_bytes
+    )
     state.file_ops = file_history.load_record(files, state) if files is not None else None
     if state.file_ops is None:
         return None  # no table for exactly this source: rebuild (and rewrite both)
@@ -212,8 +223,13 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Session
     slot = (ref.file, branches)
     states = eng.states
     state = states.get(slot)
-    if (state is not None and state.key is key and state.tier == tier and state.live_leaf is None
-            and not eng.live_snapshot):
+    if (
+        state is not None
+        and state.key is key
+        and state.tier == tier
+        and state.live_leaf is None
+        and not eng.live_snapshot
+    ):
         # The warm path of every call over thousands of sessions: the state was found
         # fresh for this very Ref (same stat identity, below) and no live Pi holds a file.
         return state, False
@@ -268,8 +284,15 @@ def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: CancelToken
         if want is None and try_append(state, ref.key, eng.config):
             return state
     state = build_state(
-        ref.file, branches, "hot", eng.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
-        encode=False, live_leaf=want,
+        ref.file,
+        branches,
+        "hot",
+        eng.config,
+        ref_id=ref.id,
+        ref_cwd=ref.cwd,
+        cancel=lambda: check(cancel),
+        encode=False,
+        live_leaf=want,
     )
     eng.hydrated[slot] = state
     return state
@@ -302,7 +325,13 @@ def build_many(
     def build_here(ref: Ref, tier: str) -> None:
         try:
             out[ref.file] = build_state(
-                ref.file, branches, tier, eng.config, ref_id=ref.id, ref_cwd=ref.cwd, cancel=lambda: check(cancel),
+                ref.file,
+                branches,
+                tier,
+                eng.config,
+                ref_id=ref.id,
+                ref_cwd=ref.cwd,
+                cancel=lambda: check(cancel),
                 live_leaf=want_leaf(eng, ref.file, branches),
             )
         except SourceMissing as missing:
@@ -526,7 +555,12 @@ def _take_from_indexer(
 
 
 def indexed_states(
-    eng: MemoryCore, scope: str, cwd: str | None, branches: str, *, cancel: CancelToken | None,
+    eng: MemoryCore,
+    scope: str,
+    cwd: str | None,
+    branches: str,
+    *,
+    cancel: CancelToken | None,
     activity: ActivitySink | None,
 ) -> tuple[list[SessionState], JsonObject]:
     """Fresh hot and cold states (never hydrated) of the "project" or "global" scope in

@@ -62,7 +62,9 @@ def decode_whole(raw: bytes, depth_checked: bool) -> tuple[bool, Any]:
         try:
             # msgspec rejects lone surrogate escapes and out-of-range numbers; JSON.parse does not.
             value = _scrub(
-                json.loads(raw.decode("utf-8", "surrogateescape"), parse_float=js_float, parse_constant=_reject_constant)
+                json.loads(
+                    raw.decode("utf-8", "surrogateescape"), parse_float=js_float, parse_constant=_reject_constant
+                )
             )
         except Exception:
             return False, None
@@ -98,8 +100,10 @@ _BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as sig
 def cut_note(size: int, limit: int) -> str:
     """What ends every text cut from a line over the limit."""
     shown = f"{limit // _MiB} MiB" if limit % _MiB == 0 else f"{limit:,} bytes"
-    return (f"\n[… cut by fabric-lsp: this entry's line in the session file is {size:,} bytes, over the "
-            f"line limit of {shown}; only its first part is read here — the rest is in the file]")
+    return (
+        f"\n[… cut by fabric-lsp: this entry's line in the session file is {size:,} bytes, over the "
+        f"line limit of {shown}; only its first part is read here — the rest is in the file]"
+    )
 
 
 def _lone_surrogates_replaced(raw: bytes) -> bytes:

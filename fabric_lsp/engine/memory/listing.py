@@ -19,9 +19,14 @@ SESSIONS_LIST_CAP = 500
 SESSIONS_MAX_PAGE_SIZE = 200
 
 
-
-
-def sessions(eng: MemoryCore, params: SessionsParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> dict[str, Any]:
+def sessions(
+    eng: MemoryCore,
+    params: SessionsParams,
+    *,
+    cwd: str | None = None,
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
+) -> dict[str, Any]:
     """The sessions of `params.scope`, decoded and bounded by the wire contract."""
     kind, target = scope_kind(params.scope)
     branches = params.branches
@@ -34,10 +39,19 @@ def sessions(eng: MemoryCore, params: SessionsParams, *, cwd: str | None = None,
             refs = scope_refs(eng, kind, target, cwd, known)
         except Unresolved as err:
             return {
-                "sessions": [], "totalItems": 0, "page": page, "pageSize": page_size, "hasNext": False,
+                "sessions": [],
+                "totalItems": 0,
+                "page": page,
+                "pageSize": page_size,
+                "hasNext": False,
                 "coverage": {
-                    "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
-                    "incompleteSessions": 0, "reasons": [err.code], "error": {"code": err.code, "message": err.message},
+                    "complete": False,
+                    "indexedSessions": 0,
+                    "eligibleSessions": 0,
+                    "staleSessions": 0,
+                    "incompleteSessions": 0,
+                    "reasons": [err.code],
+                    "error": {"code": err.code, "message": err.message},
                 },
             }
         found = len(refs)

@@ -84,7 +84,13 @@ class PendingRecords(HotRecords):
 
 
 def with_pending_records(
-    record: dict[str, Any], file: str, branches: str, *, key: Any, cfg: Any, hot_index: Any,
+    record: dict[str, Any],
+    file: str,
+    branches: str,
+    *,
+    key: Any,
+    cfg: Any,
+    hot_index: Any,
 ) -> SessionState | None:
     """`state_from_record` of a shard with a persisted index, its records left undecoded
     (`PendingRecords`); None when a record fails the eager load's checks (then the
@@ -97,8 +103,7 @@ def with_pending_records(
         stamps = [decode(item).timestamp for item in cast("list[Any]", raw)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    state = state_from_record({**record, "entries": []}, "shard", file, branches, key=key, cfg=cfg,
-                              hot_index=hot_index)
+    state = state_from_record({**record, "entries": []}, "shard", file, branches, key=key, cfg=cfg, hot_index=hot_index)
     if state is None:
         return None
     lo = hi = None  # the timestamp range, as the eager load finds it

@@ -60,13 +60,26 @@ def finish_state(state: SessionState, cfg: Any, encode: bool = True) -> None:
         body = folder.record(reasons)
         state.policy = disk_cache.digest_policy(cfg, state.branches, state.lineage.fingerprint)
         record = {
-            "cacheVersion": disk_cache.CACHE_VERSION, "kind": "digest", "sessionId": state.session_id,
-            "file": state.file, "cwd": state.cwd, "firstTs": folder.first_ts, "lastTs": folder.last_ts,
-            "entryCount": folder.entry_count, **body, "mtime": state.mtime, "size": state.size,
-            "sourceHash": state.source_hash, "branches": state.branches,
-            "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
-            "cacheBytes": 0, "cacheSourceRatio": 0,
-            "engine": disk_cache.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
+            "cacheVersion": disk_cache.CACHE_VERSION,
+            "kind": "digest",
+            "sessionId": state.session_id,
+            "file": state.file,
+            "cwd": state.cwd,
+            "firstTs": folder.first_ts,
+            "lastTs": folder.last_ts,
+            "entryCount": folder.entry_count,
+            **body,
+            "mtime": state.mtime,
+            "size": state.size,
+            "sourceHash": state.source_hash,
+            "branches": state.branches,
+            "lineageFingerprint": state.lineage.fingerprint,
+            "policy": state.policy,
+            "cacheBytes": 0,
+            "cacheSourceRatio": 0,
+            "engine": disk_cache.ENGINE_FORMAT,
+            "statKey": state.key.as_list(),
+            "leafId": state.lineage.leaf_id,
         }
         data = seal.fit_digest(record, state.size, cfg.max_cold_cache_bytes)
         state.persisted = data or b""
@@ -198,20 +211,37 @@ def shard_bytes(state: SessionState) -> bytes:
 
 def shard_record(state: SessionState) -> JsonObject:
     return {
-        "cacheVersion": disk_cache.CACHE_VERSION, "kind": "shard", "sessionFile": state.file,
-        "sessionId": state.session_id, "mtime": state.mtime, "size": state.size,
-        "sourceHash": state.source_hash, "branches": state.branches,
-        "lineageFingerprint": state.lineage.fingerprint, "policy": state.policy,
-        "cacheBytes": 0, "cacheSourceRatio": 0,
+        "cacheVersion": disk_cache.CACHE_VERSION,
+        "kind": "shard",
+        "sessionFile": state.file,
+        "sessionId": state.session_id,
+        "mtime": state.mtime,
+        "size": state.size,
+        "sourceHash": state.source_hash,
+        "branches": state.branches,
+        "lineageFingerprint": state.lineage.fingerprint,
+        "policy": state.policy,
+        "cacheBytes": 0,
+        "cacheSourceRatio": 0,
         "entries": msgspec.Raw(state.entries_json) if state.entries_json else None,  # None: written streaming
-        "totalEntryCount": len(state.entries or []), "indexCoverage": state.coverage, "tier": "hot",
-        "engine": disk_cache.ENGINE_FORMAT, "statKey": state.key.as_list(), "leafId": state.lineage.leaf_id,
+        "totalEntryCount": len(state.entries or []),
+        "indexCoverage": state.coverage,
+        "tier": "hot",
+        "engine": disk_cache.ENGINE_FORMAT,
+        "statKey": state.key.as_list(),
+        "leafId": state.lineage.leaf_id,
         "cwd": state.cwd,
     }
 
 
 def state_from_record(
-    record: JsonObject, kind: str, file: str, branches: str, *, key: StatKey, cfg: Any,
+    record: JsonObject,
+    kind: str,
+    file: str,
+    branches: str,
+    *,
+    key: StatKey,
+    cfg: Any,
     hot_index: HotIndex | None = None,
 ) -> SessionState | None:
     """A state from a validated cache record, when it is fresh for `key` and `cfg`. A
@@ -231,10 +261,19 @@ def state_from_record(
     leaf = record.get("leafId")
     lineage = Lineage(branches, leaf, [], None, fp, [])
     state = SessionState(
-        file=file, branches=branches, tier="hot" if kind == "shard" else "cold", key=key,
-        size=key.size, mtime=key.mtime_ms, source_hash=record["sourceHash"],
-        session_id=record["sessionId"], cwd=record.get("cwd", ""), lineage=lineage, coverage={},
-        entry_count=0, policy=record["policy"],
+        file=file,
+        branches=branches,
+        tier="hot" if kind == "shard" else "cold",
+        key=key,
+        size=key.size,
+        mtime=key.mtime_ms,
+        source_hash=record["sourceHash"],
+        session_id=record["sessionId"],
+        cwd=record.get("cwd", ""),
+        lineage=lineage,
+        coverage={},
+        entry_count=0,
+        policy=record["policy"],
     )
     if kind == "shard":
         loaded: list[Any] = record["entries"]  # undecoded records (disk_cache.load_record)

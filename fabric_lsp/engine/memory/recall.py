@@ -64,7 +64,14 @@ class RecallEcho:
     page_size: int
 
 
-def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, cancel: CancelToken | None = None, activity: ActivitySink | None = None) -> JsonObject:
+def recall(
+    eng: MemoryCore,
+    params: RecallParams,
+    *,
+    cwd: str | None = None,
+    cancel: CancelToken | None = None,
+    activity: ActivitySink | None = None,
+) -> JsonObject:
     """The answer to `params`, decoded and checked by the wire contract (protocol.py:
     types, bounds and the cross-field rules), so nothing here checks them again."""
     query, mode, branches, scope = params.query, params.query_mode, params.branches, params.scope
@@ -86,7 +93,9 @@ def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, can
         except Unresolved as err:
             return recall_error(echo, err.code, err.message)
         hot = hot_files(eng, known, refs)
-        states, tiers, index_cov = load_index(eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+        states, tiers, index_cov = load_index(
+            eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity
+        )
         if hydrate and states:
             st = states[0]
             stale = stale_pointer(st, exp_hash, exp_fp)
@@ -94,7 +103,8 @@ def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, can
                 return recall_error(echo, "stale_pointer", stale["message"])
             if rng is not None and rng[1] >= st.entry_count:
                 return recall_error(
-                    echo, "index_out_of_bounds",
+                    echo,
+                    "index_out_of_bounds",
                     f"Entry range ends at {rng[1]}, but the session has {st.entry_count} entries.",
                 )
         views: list[HotView] = []
@@ -105,8 +115,17 @@ def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, can
                 if rng is not None:
                     held = st.entries if st.entries is not None else HotRecords()
                     chosen = [held[p] for p in range(len(held)) if rng[0] <= held.index_at(p) <= rng[1]]
-                    view = HotView(view.session_id, view.session_file, view.source_hash, view.branches,
-                                   view.lineage_fingerprint, view.mtime, chosen, HotIndex.build(chosen), "cold")
+                    view = HotView(
+                        view.session_id,
+                        view.session_file,
+                        view.source_hash,
+                        view.branches,
+                        view.lineage_fingerprint,
+                        view.mtime,
+                        chosen,
+                        HotIndex.build(chosen),
+                        "cold",
+                    )
                 views.append(view)
             elif tier == "hot":
                 views.append(st.hot_view())
@@ -114,11 +133,15 @@ def recall(eng: MemoryCore, params: RecallParams, *, cwd: str | None = None, can
                 digests.append(st.digest_view())
         check(cancel)
         if plan["kind"] != "regex":
-            return _mark_context_edits(eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states)
+            return _mark_context_edits(
+                eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states
+            )
         # A regex may run up to its timeout in the worker: do that without the engine
         # lock, on snapshots, so other memory requests are not held up meanwhile.
         views = [snapshot_view(v) for v in views]
-    return _mark_context_edits(eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states)
+    return _mark_context_edits(
+        eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states
+    )
 
 
 def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) -> JsonObject:
@@ -145,8 +168,14 @@ def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) 
 
 
 def run_search(
-    eng: MemoryCore, plan: JsonObject, echo: RecallEcho, views: list[HotView], digests: list[DigestView], *,
-    index_cov: JsonObject, activity: ActivitySink | None = None,
+    eng: MemoryCore,
+    plan: JsonObject,
+    echo: RecallEcho,
+    views: list[HotView],
+    digests: list[DigestView],
+    *,
+    index_cov: JsonObject,
+    activity: ActivitySink | None = None,
 ) -> JsonObject:
     scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
     page, page_size = echo.page, echo.page_size
@@ -198,8 +227,13 @@ def run_search(
     if q_error is not None:
         coverage["error"] = q_error
     text = render_text(
-        page_items, query=query if not browse else None, total_items=total_items, total_matches=total_matches,
-        segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
+        page_items,
+        query=query if not browse else None,
+        total_items=total_items,
+        total_matches=total_matches,
+        segment_count=segment_count,
+        index_coverage=index_cov,
+        query_reasons=sort_lexical(q_reasons),
         query_complete=q_complete,
     )
     return {
@@ -215,7 +249,8 @@ def run_search(
         "authoritative": coverage["complete"],
         "coverage": coverage,
         "items": [
-            {"kind": "segment", "segment": segment_object(it)} if isinstance(it, SegmentItem)
+            {"kind": "segment", "segment": segment_object(it)}
+            if isinstance(it, SegmentItem)
             else {"kind": "pointer", "pointer": pointer_object(it)}
             for it in page_items
         ],
@@ -224,7 +259,10 @@ def run_search(
 
 
 def regex_search(
-    eng: MemoryCore, pattern: str, views: list[HotView], digests: list[DigestView],
+    eng: MemoryCore,
+    pattern: str,
+    views: list[HotView],
+    digests: list[DigestView],
     activity: ActivitySink | None = None,
 ) -> tuple[dict[int, dict[int, float]], list[DigestHit], set[str], JsonObject | None]:
     cfg = eng.config
@@ -265,7 +303,10 @@ def regex_search(
                     break
     pbytes = len(pattern.encode("utf-8", "surrogatepass"))
     if pbytes > cfg.regex_max_pattern_bytes:
-        err: JsonObject = {"code": "regex_pattern_too_large", "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}."}
+        err: JsonObject = {
+            "code": "regex_pattern_too_large",
+            "message": f"Regex pattern is {pbytes} bytes; limit is {cfg.regex_max_pattern_bytes}.",
+        }
         return {}, [], {err["code"]}, err
     report(activity, f"Matching the regex against {len(haystacks)} texts", milestone=True)
     outcome = eng.regex.run(pattern, haystacks, cfg.regex_timeout_ms)
@@ -320,8 +361,13 @@ def recall_error(echo: RecallEcho, code: str, message: str) -> JsonObject:
         "hasNext": False,
         "authoritative": False,
         "coverage": {
-            "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
-            "incompleteSessions": 0, "reasons": [code], "error": {"code": code, "message": message},
+            "complete": False,
+            "indexedSessions": 0,
+            "eligibleSessions": 0,
+            "staleSessions": 0,
+            "incompleteSessions": 0,
+            "reasons": [code],
+            "error": {"code": code, "message": message},
         },
         "items": [],
         "text": message,
@@ -333,5 +379,15 @@ def snapshot_view(view: HotView) -> HotView:
     postings)."""
     n = len(view.entries)
     index = HotIndex(seg_starts=list(view.index.seg_starts), seg_of=view.index.seg_of[:n])
-    return HotView(view.session_id, view.session_file, view.source_hash, view.branches, view.lineage_fingerprint,
-                   view.mtime, snapshot(view.entries), index, view.tier, view.first_index)
+    return HotView(
+        view.session_id,
+        view.session_file,
+        view.source_hash,
+        view.branches,
+        view.lineage_fingerprint,
+        view.mtime,
+        snapshot(view.entries),
+        index,
+        view.tier,
+        view.first_index,
+    )

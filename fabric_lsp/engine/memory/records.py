@@ -22,8 +22,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 BASE_KEYS = (
-    "sessionFile", "sessionId", "index", "entryId", "parentId", "type", "role", "toolName", "text",
-    "timestamp", "isError", "truncated", "line",
+    "sessionFile",
+    "sessionId",
+    "index",
+    "entryId",
+    "parentId",
+    "type",
+    "role",
+    "toolName",
+    "text",
+    "timestamp",
+    "isError",
+    "truncated",
+    "line",
 )
 _NBASE = len(BASE_KEYS)
 _NONE_ID = -1
@@ -50,8 +61,23 @@ def _select(pos: int | slice, n: int) -> int | range:
 class HotRecords(Sequence[Record]):
     """A list of normalized records (`Normalizer` output), stored compactly."""
 
-    __slots__ = ("_tbuf", "_tend", "_index", "_line", "_ts", "_eid", "_pid", "_kind", "_kinds", "_kind_of", "_strs",
-                 "_str_of", "_odd_ts", "_extra", "_whole")
+    __slots__ = (
+        "_tbuf",
+        "_tend",
+        "_index",
+        "_line",
+        "_ts",
+        "_eid",
+        "_pid",
+        "_kind",
+        "_kinds",
+        "_kind_of",
+        "_strs",
+        "_str_of",
+        "_odd_ts",
+        "_extra",
+        "_whole",
+    )
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         self._tbuf = bytearray()  # the texts, UTF-8 (lone surrogates kept: surrogatepass)
@@ -102,10 +128,24 @@ class HotRecords(Sequence[Record]):
             index, line, ts, text = rec["index"], rec["line"], rec["timestamp"], rec["text"]
             eid = self._id_code(rec["entryId"])
             pid = self._id_code(rec["parentId"])
-            if (type(index) is int and type(line) is int and type(text) is str and eid is not None
-                    and pid is not None and _INT_MIN <= index <= _INT_MAX and _INT_MIN <= line <= _INT_MAX):
-                kind = (rec["sessionFile"], rec["sessionId"], rec["type"], rec["role"], rec["toolName"],
-                        rec["isError"], rec["truncated"])
+            if (
+                type(index) is int
+                and type(line) is int
+                and type(text) is str
+                and eid is not None
+                and pid is not None
+                and _INT_MIN <= index <= _INT_MAX
+                and _INT_MIN <= line <= _INT_MAX
+            ):
+                kind = (
+                    rec["sessionFile"],
+                    rec["sessionId"],
+                    rec["type"],
+                    rec["role"],
+                    rec["toolName"],
+                    rec["isError"],
+                    rec["truncated"],
+                )
                 try:
                     code = self._kind_of.get(kind)
                 except TypeError:  # an unhashable field: keep the record as it is
@@ -158,9 +198,18 @@ class HotRecords(Sequence[Record]):
         if ts == _ODD_TS:
             ts = self._odd_ts[pos]
         rec: Record = {
-            "sessionFile": sf, "sessionId": sid, "index": self._index[pos], "entryId": self._id(self._eid[pos]),
-            "parentId": self._id(self._pid[pos]), "type": etype, "role": role, "toolName": tool,
-            "text": self._text_at(pos), "timestamp": ts, "isError": is_error, "truncated": truncated,
+            "sessionFile": sf,
+            "sessionId": sid,
+            "index": self._index[pos],
+            "entryId": self._id(self._eid[pos]),
+            "parentId": self._id(self._pid[pos]),
+            "type": etype,
+            "role": role,
+            "toolName": tool,
+            "text": self._text_at(pos),
+            "timestamp": ts,
+            "isError": is_error,
+            "truncated": truncated,
             "line": self._line[pos],
         }
         extra = self._extra.get(pos)

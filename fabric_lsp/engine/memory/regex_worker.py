@@ -170,7 +170,9 @@ class RegexRunner:
         self.dialect = "python"
         log.warning(
             "regex queries use Python `re`, not JavaScript RegExp: %s; named groups (?<n>…), "
-            "\\p{…} and \\u{…} are rejected and some patterns match differently", why)
+            "\\p{…} and \\u{…} are rejected and some patterns match differently",
+            why,
+        )
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         argv = self._command()
@@ -240,7 +242,9 @@ class RegexRunner:
                 proc.stdin.flush()
             except (OSError, ValueError):
                 self._kill()
-                return RegexOutcome(error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."})
+                return RegexOutcome(
+                    error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."}
+                )
             reply = self._read_reply(proc, deadline)
             if reply is None:
                 self._kill()
@@ -250,12 +254,16 @@ class RegexRunner:
                 )
             if reply is False:
                 self._kill()
-                return RegexOutcome(error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."})
+                return RegexOutcome(
+                    error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."}
+                )
             if "error" in reply:
                 return RegexOutcome(error={"code": reply["error"], "message": reply.get("message", "")})
             hits = reply.get("hits")
             if not isinstance(hits, list) or not all(isinstance(h, int) for h in cast("list[object]", hits)):
-                return RegexOutcome(error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."})
+                return RegexOutcome(
+                    error={"code": "regex_worker_error", "message": "Regex worker returned an invalid result."}
+                )
             return RegexOutcome(hits=cast("list[int]", hits))  # checked just above
 
     def _read_reply(self, proc: subprocess.Popen[bytes], deadline: float) -> Any:

@@ -79,7 +79,9 @@ def apply_cache_metrics(record: JsonObject, size: int) -> bytes:
     return _seal_pieces(pieces)
 
 
-def sealed_stream(record: JsonObject, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]) -> Iterator[Any]:
+def sealed_stream(
+    record: JsonObject, size: int, entries_len: int, entries: Callable[[], Iterable[Any]]
+) -> Iterator[Any]:
     """The bytes `apply_cache_metrics` gives for `record`, in pieces, where the record's
     `entries` is given as the length of its encoding and a function yielding that
     encoding in pieces (read once): a large hot shard is written without ever being held
@@ -220,6 +222,7 @@ def fit_digest(record: JsonObject, size: int, max_bytes: int) -> bytes | None:
 
     largest_prefix("addresses", lambda _kept: None)
     if not fits():
+
         def on_vocab(kept: list[Any]) -> None:
             cov["vocabularyBytes"] = len(encoder.encode(kept))
 

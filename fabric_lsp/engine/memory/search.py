@@ -166,7 +166,9 @@ class SearchResult:
 # ---- scoring ---------------------------------------------------------------------------
 
 
-def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_ENTRIES) -> tuple[dict[int, dict[int, float]], bool]:
+def bm25_located(
+    views: list[HotView], terms: list[str], limit: int = CANDIDATE_ENTRIES
+) -> tuple[dict[int, dict[int, float]], bool]:
     """{view number: {position: score}} for documents with score > 0, and whether the
     corpus was capped at `limit` documents (in view order)."""
     query_terms = list(dict.fromkeys(t for term in terms for t in tokenize_lexical(term)))
@@ -224,7 +226,9 @@ def bm25_located(views: list[HotView], terms: list[str], limit: int = CANDIDATE_
     return located, capped
 
 
-def score_digests(digests: list[DigestView], terms: list[str], limit: int = CANDIDATE_DIGESTS) -> tuple[list[DigestHit], bool]:
+def score_digests(
+    digests: list[DigestView], terms: list[str], limit: int = CANDIDATE_DIGESTS
+) -> tuple[list[DigestHit], bool]:
     hits: list[tuple[DigestView, list[str]]] = []
     capped = False
     for d in digests:
@@ -356,7 +360,18 @@ def page_bounds(page: Any, page_size: Any, max_page_size: int, default_size: int
 
 # ---- wire objects and text ------------------------------------------------------------
 
-_ENTRY_FIELDS = ("index", "entryId", "parentId", "type", "role", "toolName", "timestamp", "isError", "truncated", "text")
+_ENTRY_FIELDS = (
+    "index",
+    "entryId",
+    "parentId",
+    "type",
+    "role",
+    "toolName",
+    "timestamp",
+    "isError",
+    "truncated",
+    "text",
+)
 
 
 def segment_object(item: SegmentItem) -> JsonObject:
@@ -371,7 +386,9 @@ def segment_object(item: SegmentItem) -> JsonObject:
         obj["line"] = rec.get("line", -1)
         entries.append(obj)
         if matched:
-            exact.append({"index": rec["index"], "entryId": rec.get("entryId"), "operationAddress": rec.get("operationAddress")})
+            exact.append(
+                {"index": rec["index"], "entryId": rec.get("entryId"), "operationAddress": rec.get("operationAddress")}
+            )
     first = v.entries[item.start]["index"]
     last = v.entries[item.end - 1]["index"]
     return {

@@ -12,7 +12,7 @@ import hashlib
 import os
 import stat as _stat
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +38,9 @@ MAX_LINE_BYTES_REASON = "max_line_bytes"
 ALL_FINGERPRINT = "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
 CONTENT_TYPES = frozenset({"message", "compaction", "branch_summary", "custom_message"})
 # Pi's entry types (seed 003), shared by every scanned line instead of a string per line
-_TYPE_NAMES = {t: t for t in (*sorted(CONTENT_TYPES), "custom", "label", "model_change", "session_info",
-                              "thinking_level_change")}
+_TYPE_NAMES = {
+    t: t for t in (*sorted(CONTENT_TYPES), "custom", "label", "model_change", "session_info", "thinking_level_change")
+}
 
 
 class _Envelope(msgspec.Struct):
@@ -96,8 +97,9 @@ class ScanLines:
         self.node = bytearray()
         self.oversize = array("q")
 
-    def add(self, ordinal: int, line: int, offset: int, length: int, *, type: Any, id: Any, parent: Any,
-            is_node: bool) -> None:
+    def add(
+        self, ordinal: int, line: int, offset: int, length: int, *, type: Any, id: Any, parent: Any, is_node: bool
+    ) -> None:
         self.ordinal.append(ordinal)
         self.line.append(line)
         self.offset.append(offset)
@@ -111,8 +113,16 @@ class ScanLines:
         return len(self.ordinal)
 
     def at(self, i: int) -> ScannedLine:
-        return ScannedLine(self.ordinal[i], self.line[i], self.offset[i], self.length[i], self.type[i], self.id[i],
-                           self.parent[i], bool(self.node[i]))
+        return ScannedLine(
+            self.ordinal[i],
+            self.line[i],
+            self.offset[i],
+            self.length[i],
+            self.type[i],
+            self.id[i],
+            self.parent[i],
+            bool(self.node[i]),
+        )
 
     def __getitem__(self, i: int) -> ScannedLine:
         n = len(self.ordinal)
@@ -179,7 +189,11 @@ def _pieces(data: bytes, n: int) -> Iterator[tuple[bytes, bool]]:
 
 
 def scan_source(
-    data: bytes, scan: SourceScan | None = None, base: int = 0, keep: dict[int, Any] | None = None, *,
+    data: bytes,
+    scan: SourceScan | None = None,
+    base: int = 0,
+    keep: dict[int, Any] | None = None,
+    *,
     stop: int | None = None,
 ) -> SourceScan:
     """Scan `data` (the file bytes from offset `base`; only `data[:stop]` when given) into
@@ -196,7 +210,12 @@ def scan_source(
         scan = SourceScan()
     cols = scan.lines
     # (the columns' appends, bound once: a call per column and line is most of the scan)
-    add_ordinal, add_line, add_offset, add_length = cols.ordinal.append, cols.line.append, cols.offset.append, cols.length.append
+    add_ordinal, add_line, add_offset, add_length = (
+        cols.ordinal.append,
+        cols.line.append,
+        cols.offset.append,
+        cols.length.append,
+    )
     add_type, add_id, add_parent, add_node = cols.type.append, cols.id.append, cols.parent.append, cols.node.append
     type_names = _TYPE_NAMES
     content = CONTENT_TYPES
@@ -404,3 +423,53 @@ def read_source(path: str) -> bytes | None:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def lineage_from_lines(
+    lines: ScanLines, branches: str, leaf_override: str | None = None
+) -> tuple[Lineage, Sequence[int]]:
+    """Lineage plus the path ordinals in order (for the append extension check).
+
+    `leaf_override`: the live leaf of a session a live Pi holds (engine/session/lease.py);
+    the active branch is walked up from it when it is an entry of the file, else from the
+    last entry in file order, as Pi reads a file. Works on the scan's columns (line
+    numbers, not line objects), so a huge session costs one dict entry per node."""
+    if branches == "all":
+        return Lineage("all", None, [], None, ALL_FINGERPRINT, []), []
+    ids_col, parents, node, ordinal_col = lines.id, lines.parent, lines.node, lines.ordinal
+    by_id: dict[str, int] = {}
+    leaf: str | None = None
+    for i in range(len(node)):
+        if node[i]:
+            leaf = ids_col[i]
+            by_id[leaf] = i  # type: ignore[index]
+    # A parent id is the same string as its parent's id: keep one object (half the id
+    # strings of a long session).
+    for i, parent in enumerate(parents):
+        if type(parent) is str:  # a malformed line's parentId may be any JSON value
+            j = by_id.get(parent)
+            if j is not None:
+                parents[i] = ids_col[j]
+    path = array("q")
+    reasons: list[str] = []
+    if leaf_override is not None and leaf_override in by_id:
+        leaf = leaf_override
+    cur = by_id.get(leaf) if leaf is not None else None
+    seen = bytearray(len(node))  # by line number: a flag, not a set of ints
+    while cur is not None:
+        if seen[cur]:
+            reasons.append("invalid_parent_graph")
+            break
+        seen[cur] = 1
+        path.append(cur)
+        parent = parents[cur]
+        cur = by_id.get(parent) if parent is not None else None
+    del by_id, seen
+    path.reverse()
+    ids = [ids_col[i] for i in path]
+    ordinals = array("q", (ordinal_col[i] for i in path))
+    del path
+    return (
+        Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
+        ordinals,
+    )

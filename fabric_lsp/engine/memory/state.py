@@ -77,8 +77,15 @@ class SessionState:
     def hot_view(self, tier: str | None = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
         return HotView(
-            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-            self.mtime, self.entries, self.hot_index, tier or "hot",
+            self.session_id,
+            self.file,
+            self.source_hash,
+            self.branches,
+            self.lineage.fingerprint,
+            self.mtime,
+            self.entries,
+            self.hot_index,
+            tier or "hot",
         )
 
     def digest_view(self) -> DigestView:
@@ -89,22 +96,45 @@ class SessionState:
         # (replaced, never mutated, when the state is rebuilt or appended to), the term
         # table slot, and the source identity (id, cwd and fingerprint come from its bytes).
         cached = self.view_cache
-        if (cached is not None and cached[0] is self.digest and cached[1] is self.lineage
-                and cached[2] == self.cold_slot and cached[3] is self.cold_table
-                and cached[4] == self.source_hash and cached[5] == self.mtime and cached[6] == self.session_id
-                and cached[7] == self.cwd):
+        if (
+            cached is not None
+            and cached[0] is self.digest
+            and cached[1] is self.lineage
+            and cached[2] == self.cold_slot
+            and cached[3] is self.cold_table
+            and cached[4] == self.source_hash
+            and cached[5] == self.mtime
+            and cached[6] == self.session_id
+            and cached[7] == self.cwd
+        ):
             return cached[8]
         view = self._make_digest_view()
-        self.view_cache = (self.digest, self.lineage, self.cold_slot, self.cold_table, self.source_hash, self.mtime,
-                           self.session_id, self.cwd, view)
+        self.view_cache = (
+            self.digest,
+            self.lineage,
+            self.cold_slot,
+            self.cold_table,
+            self.source_hash,
+            self.mtime,
+            self.session_id,
+            self.cwd,
+            view,
+        )
         return view
 
     def _make_digest_view(self) -> DigestView:
         assert self.digest is not None
         if self.cold_slot is not None and self.cold_table is not None:
             return DigestView(
-                self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-                self.cwd, self.digest.get("lastTs"), self.mtime, self.cold_table.vocabulary(self.cold_slot),
+                self.session_id,
+                self.file,
+                self.source_hash,
+                self.branches,
+                self.lineage.fingerprint,
+                self.cwd,
+                self.digest.get("lastTs"),
+                self.mtime,
+                self.cold_table.vocabulary(self.cold_slot),
                 self.cold_table.terms_set(self.cold_slot),
             )
         vocabulary = self.digest["vocabulary"]
@@ -113,6 +143,14 @@ class SessionState:
         if not self.vocab_set and vocabulary:
             self.vocab_set = frozenset(vocabulary)
         return DigestView(
-            self.session_id, self.file, self.source_hash, self.branches, self.lineage.fingerprint,
-            self.cwd, self.digest.get("lastTs"), self.mtime, vocabulary, self.vocab_set,
+            self.session_id,
+            self.file,
+            self.source_hash,
+            self.branches,
+            self.lineage.fingerprint,
+            self.cwd,
+            self.digest.get("lastTs"),
+            self.mtime,
+            vocabulary,
+            self.vocab_set,
         )

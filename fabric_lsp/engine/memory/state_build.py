@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator
 
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -25,6 +25,7 @@ from .persist import finish_state, write_records
 from .state import SessionState, SourceMissing
 from .search import HotIndex, postings_of
 from .source import (
+    lineage_from_lines,
     CONTENT_TYPES,
     Lineage,
     OrdinalSet,
@@ -32,7 +33,6 @@ from .source import (
     SourceScan,
     StatKey,
     decode_json_line,
-    lineage_fingerprint,
     read_source,
     scan_source,
     stat_key,
@@ -55,56 +55,6 @@ SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
 
 
-def lineage_from_lines(
-    lines: ScanLines, branches: str, leaf_override: Optional[str] = None
-) -> tuple[Lineage, Sequence[int]]:
-    """Lineage plus the path ordinals in order (for the append extension check).
-
-    `leaf_override`: the live leaf of a session a live Pi holds (engine/session/lease.py);
-    the active branch is walked up from it when it is an entry of the file, else from the
-    last entry in file order, as Pi reads a file. Works on the scan's columns (line
-    numbers, not line objects), so a huge session costs one dict entry per node."""
-    if branches == "all":
-        from .source import ALL_FINGERPRINT
-
-        return Lineage("all", None, [], None, ALL_FINGERPRINT, []), []
-    ids_col, parents, node, ordinal_col = lines.id, lines.parent, lines.node, lines.ordinal
-    by_id: dict[str, int] = {}
-    leaf: Optional[str] = None
-    for i in range(len(node)):
-        if node[i]:
-            leaf = ids_col[i]
-            by_id[leaf] = i  # type: ignore[index]
-    # A parent id is the same string as its parent's id: keep one object (half the id
-    # strings of a long session).
-    for i, parent in enumerate(parents):
-        if type(parent) is str:  # a malformed line's parentId may be any JSON value
-            j = by_id.get(parent)
-            if j is not None:
-                parents[i] = ids_col[j]
-    path = array("q")
-    reasons: list[str] = []
-    if leaf_override is not None and leaf_override in by_id:
-        leaf = leaf_override
-    cur = by_id.get(leaf) if leaf is not None else None
-    seen = bytearray(len(node))  # by line number: a flag, not a set of ints
-    while cur is not None:
-        if seen[cur]:
-            reasons.append("invalid_parent_graph")
-            break
-        seen[cur] = 1
-        path.append(cur)
-        parent = parents[cur]
-        cur = by_id.get(parent) if parent is not None else None
-    del by_id, seen
-    path.reverse()
-    ids = [ids_col[i] for i in path]
-    ordinals = array("q", (ordinal_col[i] for i in path))
-    del path
-    return (Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
-            ordinals)
-
-
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:
     for _ in range(3):
         key = stat_key(path)
@@ -122,8 +72,15 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
 
 
 def _entries_from(
-    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], *, cancel: Cancel = None,
-    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None, share_ids: bool = False,
+    data: bytes,
+    base: int,
+    lines: ScanLines,
+    ordinals: Optional[Container[int]],
+    *,
+    cancel: Cancel = None,
+    kept: Optional[dict[int, Any]] = None,
+    rows: Optional[Iterable[int]] = None,
+    share_ids: bool = False,
 ) -> Iterator[tuple[JsonValue, int]]:
     """(decoded entry, line number) of the content lines among `rows` (default: all) of
     `lines` that the lineage keeps (`ordinals`; None: all), decoded from `data` (the file
@@ -166,13 +123,21 @@ def _entries_from(
 
 
 def records_from(
-    data: bytes, base: int, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
-    kept: Optional[dict[int, Any]] = None, rows: Optional[Iterable[int]] = None,
+    data: bytes,
+    base: int,
+    lines: ScanLines,
+    ordinals: Optional[Container[int]],
+    norm: Normalizer,
+    *,
+    cancel: Cancel = None,
+    kept: Optional[dict[int, Any]] = None,
+    rows: Optional[Iterable[int]] = None,
 ) -> Iterator[JsonObject]:
     """The records of `_entries_from`'s entries."""
     feed = norm.feed
-    for raw, line in _entries_from(data, base, lines, ordinals, cancel=cancel, kept=kept, rows=rows,
-                                   share_ids=norm.max_entry_chars is not None):
+    for raw, line in _entries_from(
+        data, base, lines, ordinals, cancel=cancel, kept=kept, rows=rows, share_ids=norm.max_entry_chars is not None
+    ):
         yield from feed(raw, line)
 
 
@@ -210,15 +175,26 @@ def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tupl
 
 
 def entries_streaming(
-    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], *, cancel: Cancel = None, chunk_bytes: int = 0,
+    fh: Any,
+    lines: ScanLines,
+    ordinals: Optional[Container[int]],
+    *,
+    cancel: Cancel = None,
+    chunk_bytes: int = 0,
     share_ids: bool = False,
 ) -> Iterator[tuple[JsonValue, int]]:
     """The entries of the selected lines (as `_entries_from` gives them), reading the file
     again chunk by chunk."""
     size = chunk_bytes or STREAM_CHUNK_BYTES
     types, ordinal_col, offsets, lengths = lines.type, lines.ordinal, lines.offset, lines.length
-    wanted = array("q", (i for i in range(len(types))
-                         if types[i] in CONTENT_TYPES and (ordinals is None or ordinal_col[i] in ordinals)))
+    wanted = array(
+        "q",
+        (
+            i
+            for i in range(len(types))
+            if types[i] in CONTENT_TYPES and (ordinals is None or ordinal_col[i] in ordinals)
+        ),
+    )
     i, n = 0, len(wanted)
     while i < n:
         start = offsets[wanted[i]]
@@ -235,18 +211,32 @@ def entries_streaming(
 
 
 def records_streaming(
-    fh: Any, lines: ScanLines, ordinals: Optional[Container[int]], norm: Normalizer, *, cancel: Cancel = None,
+    fh: Any,
+    lines: ScanLines,
+    ordinals: Optional[Container[int]],
+    norm: Normalizer,
+    *,
+    cancel: Cancel = None,
     chunk_bytes: int = 0,
 ) -> Iterator[JsonObject]:
     """The records of `entries_streaming`'s entries."""
     feed = norm.feed
-    for raw, line in entries_streaming(fh, lines, ordinals, cancel=cancel, chunk_bytes=chunk_bytes,
-                                       share_ids=norm.max_entry_chars is not None):
+    for raw, line in entries_streaming(
+        fh, lines, ordinals, cancel=cancel, chunk_bytes=chunk_bytes, share_ids=norm.max_entry_chars is not None
+    ):
         yield from feed(raw, line)
 
 
 def build_state(
-    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel: Cancel = None, encode: bool = True,
+    file: str,
+    branches: str,
+    tier: str,
+    cfg: Any,
+    *,
+    ref_id: str,
+    ref_cwd: str,
+    cancel: Cancel = None,
+    encode: bool = True,
     live_leaf: Optional[str] = None,
     searchable: bool = True,
 ) -> SessionState:
@@ -254,8 +244,18 @@ def build_state(
     changes while it is read."""
     first = stat_key(file)
     if first is not None and first.size > SINGLE_PASS_MAX_BYTES:
-        return _build_streaming(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd, cancel=cancel,
-                                encode=encode, live_leaf=live_leaf, searchable=searchable)
+        return _build_streaming(
+            file,
+            branches,
+            tier,
+            cfg,
+            ref_id=ref_id,
+            ref_cwd=ref_cwd,
+            cancel=cancel,
+            encode=encode,
+            live_leaf=live_leaf,
+            searchable=searchable,
+        )
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
     # One full decode per line, keeping content values, saves the second decode.
@@ -267,16 +267,39 @@ def build_state(
     del data, kept
 
     def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
-        return _entries_from(box.pop("data"), 0, scan.lines, lineage.ordinals, cancel=cancel, kept=box.pop("kept"),
-                             share_ids=share_ids)
+        return _entries_from(
+            box.pop("data"), 0, scan.lines, lineage.ordinals, cancel=cancel, kept=box.pop("kept"), share_ids=share_ids
+        )
 
-    return _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, entries=entries, ref_id=ref_id,
-                     ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
+    return _assemble(
+        file,
+        branches,
+        tier,
+        cfg,
+        key=key,
+        hasher=hasher,
+        scan=scan,
+        entries=entries,
+        ref_id=ref_id,
+        ref_cwd=ref_cwd,
+        encode=encode,
+        live_leaf=live_leaf,
+        searchable=searchable,
+    )
 
 
 def _build_streaming(
-    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, cancel: Cancel = None, encode: bool = True,
-    live_leaf: Optional[str] = None, searchable: bool = True,
+    file: str,
+    branches: str,
+    tier: str,
+    cfg: Any,
+    *,
+    ref_id: str,
+    ref_cwd: str,
+    cancel: Cancel = None,
+    encode: bool = True,
+    live_leaf: Optional[str] = None,
+    searchable: bool = True,
 ) -> SessionState:
     for _ in range(3):
         key = stat_key(file)
@@ -291,8 +314,21 @@ def _build_streaming(
                 def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
                     return entries_streaming(fh, scan.lines, lineage.ordinals, cancel=cancel, share_ids=share_ids)
 
-                state = _assemble(file, branches, tier, cfg, key=key, hasher=hasher, scan=scan, entries=entries,
-                                  ref_id=ref_id, ref_cwd=ref_cwd, encode=encode, live_leaf=live_leaf, searchable=searchable)
+                state = _assemble(
+                    file,
+                    branches,
+                    tier,
+                    cfg,
+                    key=key,
+                    hasher=hasher,
+                    scan=scan,
+                    entries=entries,
+                    ref_id=ref_id,
+                    ref_cwd=ref_cwd,
+                    encode=encode,
+                    live_leaf=live_leaf,
+                    searchable=searchable,
+                )
         except OSError:
             raise SourceMissing("source_unavailable") from None
         if stat_key(file) == key:
@@ -301,8 +337,20 @@ def _build_streaming(
 
 
 def _assemble(
-    file: str, branches: str, tier: str, cfg: Any, *, key: StatKey, hasher: Any, scan: SourceScan, entries: EntriesOf,
-    ref_id: str, ref_cwd: str, encode: bool, live_leaf: Optional[str], searchable: bool,
+    file: str,
+    branches: str,
+    tier: str,
+    cfg: Any,
+    *,
+    key: StatKey,
+    hasher: Any,
+    scan: SourceScan,
+    entries: EntriesOf,
+    ref_id: str,
+    ref_cwd: str,
+    encode: bool,
+    live_leaf: Optional[str],
+    searchable: bool,
 ) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
     if live_leaf is not None:
@@ -310,16 +358,34 @@ def _assemble(
     session_id = scan.header_id if scan.header_id is not None else ref_id
     cwd = scan.header_cwd if scan.header_cwd is not None else ref_cwd
     state = SessionState(
-        file=file, branches=branches, tier=tier, key=key, size=key.size, mtime=key.mtime_ms,
-        source_hash=hasher.hexdigest(), session_id=session_id, cwd=cwd, lineage=lineage,
-        coverage={}, entry_count=0, scan=scan, path_ordinals=path_ordinals, hasher=hasher,
-        encode=encode, live_leaf=live_leaf,
+        file=file,
+        branches=branches,
+        tier=tier,
+        key=key,
+        size=key.size,
+        mtime=key.mtime_ms,
+        source_hash=hasher.hexdigest(),
+        session_id=session_id,
+        cwd=cwd,
+        lineage=lineage,
+        coverage={},
+        entry_count=0,
+        scan=scan,
+        path_ordinals=path_ordinals,
+        hasher=hasher,
+        encode=encode,
+        live_leaf=live_leaf,
     )
     rec_sid = scan.header_id or ""
     state.file_ops = new_collector(cwd)
     if tier == "hot":
-        norm = Normalizer(file, rec_sid, max_entry_chars=cfg.max_entry_chars,
-                          index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        norm = Normalizer(
+            file,
+            rec_sid,
+            max_entry_chars=cfg.max_entry_chars,
+            index_thinking=cfg.index_thinking,
+            index_tool_output=cfg.index_tool_output,
+        )
         norm.file_ops = state.file_ops
         records = HotRecords()
         index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
@@ -331,8 +397,13 @@ def _assemble(
                     index.add(rec)
         state.entries, state.hot_index, state.normalizer = records, index, norm
     else:
-        norm = Normalizer(file, rec_sid, max_entry_chars=None,
-                          index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+        norm = Normalizer(
+            file,
+            rec_sid,
+            max_entry_chars=None,
+            index_thinking=cfg.index_thinking,
+            index_tool_output=cfg.index_tool_output,
+        )
         norm.file_ops = state.file_ops
         folder = DigestFolder(cfg.max_cold_vocabulary_bytes)
         fold = norm.fold  # (no records built: each entry's fields go to the folder)
@@ -415,8 +486,13 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
             ok, raw = decode_json_line(data[a:b])
             if not ok:
                 return None
-            norm = Normalizer(state.file, "", max_entry_chars=None,
-                              index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+            norm = Normalizer(
+                state.file,
+                "",
+                max_entry_chars=None,
+                index_thinking=cfg.index_thinking,
+                index_tool_output=cfg.index_tool_output,
+            )
             texts: dict[tuple[Any, Any], str] = {}
             for rec in norm.feed(raw, line):
                 k = (rec["type"], rec["entryId"])
@@ -453,17 +529,28 @@ def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
     folder.vocab = terms
     folder.vocab_bytes += cost
     # Coverage: a truncated text is the only source of `max_entry_chars`.
-    norm = Normalizer(state.file, "", max_entry_chars=None,
-                      index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output)
+    norm = Normalizer(
+        state.file, "", max_entry_chars=None, index_thinking=cfg.index_thinking, index_tool_output=cfg.index_tool_output
+    )
     norm.reasons = set(state.coverage.get("reasons", ())) - {"max_entry_chars"}
     cold = SessionState(
-        file=state.file, branches=state.branches, tier="cold", key=state.key, size=state.size, mtime=state.mtime,
-        source_hash=state.source_hash, session_id=state.session_id, cwd=state.cwd, lineage=state.lineage,
-        coverage={}, entry_count=0, normalizer=norm, folder=folder, encode=True,
+        file=state.file,
+        branches=state.branches,
+        tier="cold",
+        key=state.key,
+        size=state.size,
+        mtime=state.mtime,
+        source_hash=state.source_hash,
+        session_id=state.session_id,
+        cwd=state.cwd,
+        lineage=state.lineage,
+        coverage={},
+        entry_count=0,
+        normalizer=norm,
+        folder=folder,
+        encode=True,
         file_ops=state.file_ops,  # the same lineage: the same operations
     )
     finish_state(cold, cfg, True)
     cold.normalizer = cold.folder = None
     return cold
-
-

@@ -215,4 +215,3 @@ def plan_memory_query(query: str | None, mode: str = "literal") -> dict[str, Any
     for term in tokenize_lexical(query):
         seen.setdefault(term, None)
     return {"kind": "terms", "terms": list(seen)}
-

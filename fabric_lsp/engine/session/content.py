@@ -17,6 +17,8 @@ def content_text(content: JsonValue) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            p["text"]
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
         )
     return ""

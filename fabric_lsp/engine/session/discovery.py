@@ -39,7 +39,7 @@ class NotASession(SessionNotFound):
         self.args = (
             f"Session not found: {path} is not a Pi session file: it is outside the Pi sessions dir "
             f"({session_dir}) and does not start with a Pi session header (a first line with "
-            "\"type\":\"session\"); name a Pi session file",
+            '"type":"session"); name a Pi session file',
         )
 
 

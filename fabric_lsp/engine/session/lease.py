@@ -139,8 +139,9 @@ def _identity_from_ps(pid: int) -> ProcessIdentity | None:
     reader's time zone. None when ps says there is no such process; raises OSError when
     ps itself is missing."""
     env = dict(os.environ, LC_ALL="C", LANG="C", TZ="UTC0")
-    out = subprocess.run(["ps", "-o", "uid=,lstart=", "-p", str(pid)], capture_output=True, text=True,
-                         env=env, timeout=10)
+    out = subprocess.run(
+        ["ps", "-o", "uid=,lstart=", "-p", str(pid)], capture_output=True, text=True, env=env, timeout=10
+    )
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     if out.returncode != 0 or not lines:
         return None

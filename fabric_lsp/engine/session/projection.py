@@ -64,7 +64,7 @@ def is_pi1x_marker(entry: dict[str, Any]) -> bool:
 
 
 def resolve_rules(override: Any, marked: bool) -> str:
-    """"0.80" or "1.x": the override when it names one, else by content (`marked`: the
+    """ "0.80" or "1.x": the override when it names one, else by content (`marked`: the
     session holds a Pi 1.x marker). ValueError for an override that is none of
     `PI_RULES` (None means "auto")."""
     if override is None or override == RULES_AUTO:
@@ -91,7 +91,7 @@ def session_rules(entries: Iterable[Any], override: Any = None) -> str:
 
 
 def edit_action(entry: dict[str, Any]) -> str | None:
-    """"hide" for a `context_edit` whose replacement is null, "replace" for one whose
+    """ "hide" for a `context_edit` whose replacement is null, "replace" for one whose
     replacement is an object, None otherwise (not an edit, or a replacement Pi could not
     apply: a missing one makes Pi throw, so it is ignored here)."""
     if entry.get("type") != "context_edit" or "replacement" not in entry:
@@ -164,22 +164,34 @@ def entry_messages_1x(entry: dict[str, Any]) -> list[dict[str, Any]]:
         return [msg]
     if etype == "custom_message":
         content: JsonValue = entry.get("content")
-        return [{
-            "role": "custom",
-            "customType": entry.get("customType"),
-            "content": content if content is not None else [],
-            "display": entry.get("display"),
-            "details": entry.get("details"),
-            "timestamp": entry.get("timestamp"),
-        }]
+        return [
+            {
+                "role": "custom",
+                "customType": entry.get("customType"),
+                "content": content if content is not None else [],
+                "display": entry.get("display"),
+                "details": entry.get("details"),
+                "timestamp": entry.get("timestamp"),
+            }
+        ]
     if etype == "branch_summary":
         if not js_truthy(entry.get("summary")):
             return []
-        return [{"role": "branchSummary", "summary": entry.get("summary"), "fromId": entry.get("fromId"),
-                 "timestamp": entry.get("timestamp")}]
+        return [
+            {
+                "role": "branchSummary",
+                "summary": entry.get("summary"),
+                "fromId": entry.get("fromId"),
+                "timestamp": entry.get("timestamp"),
+            }
+        ]
     if etype == "compaction":
-        summary = {"role": "compactionSummary", "summary": entry.get("summary"),
-                   "tokensBefore": entry.get("tokensBefore"), "timestamp": entry.get("timestamp")}
+        summary = {
+            "role": "compactionSummary",
+            "summary": entry.get("summary"),
+            "tokensBefore": entry.get("tokensBefore"),
+            "timestamp": entry.get("timestamp"),
+        }
         checkpoint: JsonValue = entry.get("systemMessage")
         return [checkpoint, summary] if js_truthy(checkpoint) and isinstance(checkpoint, dict) else [summary]
     return []
@@ -426,7 +438,9 @@ _edit_envelope = msgspec.json.Decoder(_EditEnvelope)
 EDIT_NEEDLE = b'"context_edit"'
 
 
-def context_edit_marks(data: bytes, *, leaf_id: str | None = None, branches: str = "active") -> dict[str, dict[str, str]]:
+def context_edit_marks(
+    data: bytes, *, leaf_id: str | None = None, branches: str = "active"
+) -> dict[str, dict[str, str]]:
     """entry id → `{"editId", "state": "hidden" | "replaced"}` for every entry of the
     session in `data` that Pi 1.x hides (latest edit's replacement null) or whose content
     it replaces: what recall, expand and hovers show beside the entry, which they keep
@@ -486,8 +500,9 @@ _marks_cache: dict[tuple[Any, ...], dict[str, dict[str, str]]] = {}
 _MARKS_CACHE_SIZE = 64
 
 
-def file_context_edit_marks(path: str, *, source_hash: str | None = None, leaf_id: str | None = None,
-                            branches: str = "active") -> dict[str, dict[str, str]] | None:
+def file_context_edit_marks(
+    path: str, *, source_hash: str | None = None, leaf_id: str | None = None, branches: str = "active"
+) -> dict[str, dict[str, str]] | None:
     """`context_edit_marks` of a session file, remembered per (file identity, leaf,
     branches). None when the file cannot be read or no longer hashes to `source_hash`
     (the reader's view is older than the file: no marks rather than wrong ones)."""

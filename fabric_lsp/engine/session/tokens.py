@@ -162,7 +162,12 @@ def calculate_context_tokens(usage: JsonValue) -> float:
     total = usage.get("totalTokens")
     if total:
         return _num(total)
-    return _num(usage.get("input")) + _num(usage.get("output")) + _num(usage.get("cacheRead")) + _num(usage.get("cacheWrite"))
+    return (
+        _num(usage.get("input"))
+        + _num(usage.get("output"))
+        + _num(usage.get("cacheRead"))
+        + _num(usage.get("cacheWrite"))
+    )
 
 
 def last_usage_index(messages: list[dict[str, Any]]) -> int | None:

@@ -33,8 +33,13 @@ def _error_result(params: RecallParams, code: str, message: str) -> dict[str, An
         "hasNext": False,
         "authoritative": False,
         "coverage": {
-            "complete": False, "indexedSessions": 0, "eligibleSessions": 0, "staleSessions": 0,
-            "incompleteSessions": 0, "reasons": [code], "error": {"code": code, "message": message},
+            "complete": False,
+            "indexedSessions": 0,
+            "eligibleSessions": 0,
+            "staleSessions": 0,
+            "incompleteSessions": 0,
+            "reasons": [code],
+            "error": {"code": code, "message": message},
         },
         "items": [],
         "text": message,
@@ -42,7 +47,9 @@ def _error_result(params: RecallParams, code: str, message: str) -> dict[str, An
 
 
 class TeamEngine:
-    def __init__(self, settings: TeamSettings, memory: MemoryConfig, local: Callable[[], MemoryCore] | None = None) -> None:
+    def __init__(
+        self, settings: TeamSettings, memory: MemoryConfig, local: Callable[[], MemoryCore] | None = None
+    ) -> None:
         self.settings = settings
         self.memory_config = memory
         self._local = local  # the local memory engine (listing own sessions for staleness)
@@ -93,6 +100,7 @@ class TeamEngine:
         params = as_params(RECALL, RecallParams, params)
         member = team_scope(params.scope)  # ValueError for "team:" (invalid params)
         try:
+
             def run(conn: Any) -> dict[str, Any]:
                 stale = self._local_stale(conn) if member in ("", self.settings.member) else 0
                 return team_recall(conn, params, local_stale=stale)
@@ -115,10 +123,20 @@ class TeamEngine:
     def status(self, member: str | None = None) -> list[dict[str, Any]]:
         return self._run(lambda conn: team_status(conn, member))
 
-    def push(self, core: MemoryCore, *, scope: str = "global", cwd: str | None = None, dry_run: bool = False,
-             progress: Progress | None = None) -> PushReport:
-        return self._run(lambda conn: push(conn, self.settings, self.memory_config, core, scope=scope, cwd=cwd,
-                                           dry_run=dry_run, progress=progress))
+    def push(
+        self,
+        core: MemoryCore,
+        *,
+        scope: str = "global",
+        cwd: str | None = None,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> PushReport:
+        return self._run(
+            lambda conn: push(
+                conn, self.settings, self.memory_config, core, scope=scope, cwd=cwd, dry_run=dry_run, progress=progress
+            )
+        )
 
     def _local_stale(self, conn: Any) -> int:
         """This member's opted-in local sessions whose pushed copy is out of date (not

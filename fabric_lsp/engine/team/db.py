@@ -37,8 +37,9 @@ def connect(url: str, *, autocommit: bool = True, check_schema: bool = True) -> 
             "team recall needs the PostgreSQL driver psycopg 3: pip install 'fabric-lsp[team]'",
         ) from None
     try:
-        conn = psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name="fabric-lsp")
+        conn = psycopg.connect(
+            url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, application_name="fabric-lsp"
+        )
     except psycopg.Error as err:
         detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise TeamUnavailable(

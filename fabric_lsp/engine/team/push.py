@@ -81,8 +81,12 @@ def encode_record(rec: dict[str, Any], session_file: str, record_sid: str) -> by
     """A record as stored: without its session file and id when they are the session's
     (rebuilt by `decode_record`), else whole, wrapped in a one-element list."""
     keys = iter(rec)
-    if next(keys, None) == "sessionFile" and next(keys, None) == "sessionId" \
-            and rec["sessionFile"] == session_file and rec["sessionId"] == record_sid:
+    if (
+        next(keys, None) == "sessionFile"
+        and next(keys, None) == "sessionId"
+        and rec["sessionFile"] == session_file
+        and rec["sessionId"] == record_sid
+    ):
         rest = dict(rec)
         del rest["sessionFile"], rest["sessionId"]
         return _encode(rest)
@@ -156,33 +160,57 @@ def prepare(task: PushTask) -> dict[str, Any]:
         action, start, gen = "append", old[0], old[2] + 1
     else:
         action, start, gen = "replace", 0, 0
-    out: dict[str, Any] = {"action": action, "start": start, "gen": gen, "n": n,
-                           "sessionId": state.session_id, "cwd": state.cwd}
+    out: dict[str, Any] = {
+        "action": action,
+        "start": start,
+        "gen": gen,
+        "n": n,
+        "sessionId": state.session_id,
+        "cwd": state.cwd,
+    }
     if dry_run:
         return out
     index = state.hot_index
     assert index is not None
     seg_starts = index.seg_starts
     out["row"] = (
-        state.session_id, record_sid, state.cwd, state.source_hash, state.lineage.fingerprint,
-        state.lineage.leaf_id, state.mtime, state.size, ",".join(str(v) for v in state.key.as_list()), policy, n,
-        index.total_len, len(seg_starts), h.hexdigest(), bool(state.coverage["complete"]),
-        list(state.coverage["reasons"]), _json_text(state.first_ts), _json_text(state.last_ts), gen,
+        state.session_id,
+        record_sid,
+        state.cwd,
+        state.source_hash,
+        state.lineage.fingerprint,
+        state.lineage.leaf_id,
+        state.mtime,
+        state.size,
+        ",".join(str(v) for v in state.key.as_list()),
+        policy,
+        n,
+        index.total_len,
+        len(seg_starts),
+        h.hexdigest(),
+        bool(state.coverage["complete"]),
+        list(state.coverage["reasons"]),
+        _json_text(state.first_ts),
+        _json_text(state.last_ts),
+        gen,
     )
     dl = index.doc_len
     out["entries"] = "".join(
         f"{skey}\t{pos}\t{dl[pos]}\t{_copy_text(encoded[pos].decode('utf-8'))}\n" for pos in range(start, n)
     ).encode("utf-8")
-    first_new_seg = 0 if action != "append" else next(
-        (si for si, st in enumerate(seg_starts) if st >= start), len(seg_starts))
+    first_new_seg = (
+        0 if action != "append" else next((si for si, st in enumerate(seg_starts) if st >= start), len(seg_starts))
+    )
     out["segments"] = "".join(
         f"{skey}\t{si}\t{seg_starts[si]}\t{entries.index_at(seg_starts[si])}\n"
         for si in range(first_new_seg, len(seg_starts))
     ).encode("utf-8")
     rows: list[str] = []
     for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
-        rows.append(f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
-                    f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n")
+        rows.append(
+            f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
+            f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n"
+        )
     out["postings"] = "".join(rows).encode("utf-8")
     out["postingsCount"] = len(rows)
     out["fileOps"] = file_history.encode_record(state) if state.file_ops is not None else None
@@ -234,12 +262,22 @@ class PushReport:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "member": self.member, "machine": self.machine, "dryRun": self.dry_run,
-            "counts": self.counts(), "pendingSessions": self.pending, "pendingReasons": self.pending_reasons,
+            "member": self.member,
+            "machine": self.machine,
+            "dryRun": self.dry_run,
+            "counts": self.counts(),
+            "pendingSessions": self.pending,
+            "pendingReasons": self.pending_reasons,
             "sessions": [
-                {"action": s.action, "sessionFile": s.session_file, "sessionId": s.session_id, "cwd": s.cwd,
-                 **({"reason": s.reason} if s.reason else {}),
-                 "entriesSent": s.entries_sent, "postingsSent": s.postings_sent}
+                {
+                    "action": s.action,
+                    "sessionFile": s.session_file,
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    **({"reason": s.reason} if s.reason else {}),
+                    "entriesSent": s.entries_sent,
+                    "postingsSent": s.postings_sent,
+                }
                 for s in self.steps
             ],
         }
@@ -258,9 +296,7 @@ def claim_member(conn: Any, member: str) -> None:
     """Claim `member` for this database role (first push), or check it is ours."""
     with conn.transaction():
         conn.execute(f"INSERT INTO {SCHEMA}.members (member) VALUES (%s) ON CONFLICT (member) DO NOTHING", (member,))
-        row = conn.execute(
-            f"SELECT owner, current_user FROM {SCHEMA}.members WHERE member = %s", (member,)
-        ).fetchone()
+        row = conn.execute(f"SELECT owner, current_user FROM {SCHEMA}.members WHERE member = %s", (member,)).fetchone()
     if row is None or row[0] != row[1]:
         owner = row[0] if row is not None else "?"
         raise PushError(
@@ -274,8 +310,15 @@ def _in_project(path: str, folder: str) -> bool:
 
 
 def push(
-    conn: Any, settings: TeamSettings, cfg: MemoryConfig, core: MemoryCore, *, scope: str = "global",
-    cwd: str | None = None, dry_run: bool = False, progress: Progress | None = None,
+    conn: Any,
+    settings: TeamSettings,
+    cfg: MemoryConfig,
+    core: MemoryCore,
+    *,
+    scope: str = "global",
+    cwd: str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> PushReport:
     """Push (or with `dry_run`, only list) the opted-in sessions of `scope` ("global":
     every session of the agent dir; "project": those of `cwd`)."""
@@ -338,8 +381,9 @@ def push(
             step.entries_sent = ready["n"] - ready["start"]
         else:
             skey = session_key(member, machine, ref.file, BRANCHES)
-            step.entries_sent, step.postings_sent = write_prepared(conn, skey, ready, ref, member=member,
-                                                                   machine=machine)
+            step.entries_sent, step.postings_sent = write_prepared(
+                conn, skey, ready, ref, member=member, machine=machine
+            )
         steps[ref.file] = step
 
     _prepare_all(todo, task, settle, workers=min(getattr(core, "parallel_workers", 1), len(todo)))
@@ -410,8 +454,13 @@ def _json_text(value: Any) -> str | None:
     return None if value is None else _encode(value).decode("utf-8")
 
 
-def _prepare_all(todo: list[tuple[Ref, Remote | None]], task: Callable[[Ref, Remote | None], PushTask],
-                 settle: Callable[[Ref, dict[str, Any]], None], *, workers: int) -> None:
+def _prepare_all(
+    todo: list[tuple[Ref, Remote | None]],
+    task: Callable[[Ref, Remote | None], PushTask],
+    settle: Callable[[Ref, dict[str, Any]], None],
+    *,
+    workers: int,
+) -> None:
     """Prepare every session of `todo`, in builder processes when there are two or more
     (the database writes of one overlap the builds of the next), else here; `settle`
     gets each one as it is ready (a session whose builder failed is prepared here)."""
@@ -428,15 +477,17 @@ def _prepare_all(todo: list[tuple[Ref, Remote | None]], task: Callable[[Ref, Rem
         status, value = reply
         settle(ref, value if status == "ok" else prepare(task(ref, old)))
 
-    failed = run_batch(((ref.file, (PREPARE, (task(ref, old),))) for ref, old in todo), workers, on_result,
-                       lambda: None, calls=True)
+    failed = run_batch(
+        ((ref.file, (PREPARE, (task(ref, old),))) for ref, old in todo), workers, on_result, lambda: None, calls=True
+    )
     for file in failed:
         ref, old = by_file[file]
         settle(ref, prepare(task(ref, old)))
 
 
-def write_prepared(conn: Any, skey: uuid.UUID, ready: dict[str, Any], ref: Ref, *, member: str,
-                   machine: str) -> tuple[int, int]:
+def write_prepared(
+    conn: Any, skey: uuid.UUID, ready: dict[str, Any], ref: Ref, *, member: str, machine: str
+) -> tuple[int, int]:
     """Write one prepared session's rows in one transaction; (entries sent, posting rows sent)."""
     full = ready["action"] != "append"
     with conn.transaction():

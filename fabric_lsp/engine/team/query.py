@@ -52,7 +52,7 @@ def team_scope(scope: Any) -> str | None:
     if s == "team":
         return ""
     if s.startswith("team:"):
-        member = s[len("team:"):].strip()
+        member = s[len("team:") :].strip()
         if not member:
             raise ValueError('scope: "team:" needs a member name')
         return member
@@ -174,8 +174,9 @@ def _idf(n: int, df: int) -> float:
     return math.log((n - df + 0.5) / (df + 0.5) + 1)
 
 
-def team_recall(conn: Any, params: RecallParams, *, local_stale: int = 0,
-                local_stale_reasons: list[str] | None = None) -> dict[str, Any]:
+def team_recall(
+    conn: Any, params: RecallParams, *, local_stale: int = 0, local_stale_reasons: list[str] | None = None
+) -> dict[str, Any]:
     """`fabric/recall` with a team scope, over the connection `conn`. `local_stale`:
     sessions of this member whose local files changed since they were pushed (a coverage
     reason, `team_push_stale`, like a stale local index). `params` is decoded and checked
@@ -210,9 +211,17 @@ def team_recall(conn: Any, params: RecallParams, *, local_stale: int = 0,
             avgdl = int(total_len) / int(n)
             used = [t for t in terms if df.get(t, 0) > 0]
             idfs = [_idf(int(n), int(df[t])) for t in used]
-            rows = conn.execute(_SEARCH, dict(
-                window, terms=used, idfs=idfs, k1p1=K1 + 1, norm_a=K1 * (1 - B), norm_b=K1 * B / avgdl,
-            )).fetchall()
+            rows = conn.execute(
+                _SEARCH,
+                dict(
+                    window,
+                    terms=used,
+                    idfs=idfs,
+                    k1p1=K1 + 1,
+                    norm_a=K1 * (1 - B),
+                    norm_b=K1 * B / avgdl,
+                ),
+            ).fetchall()
     if stats_capped:
         q_reasons.add("candidate_entry_budget")
     all_items, total_items, total_matches = int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
@@ -242,8 +251,13 @@ def team_recall(conn: Any, params: RecallParams, *, local_stale: int = 0,
     coverage["reasons"] = sort_lexical(set(index_cov["reasons"]) | q_reasons)
     page_items = [it for it, _ in items]
     text = render_text(
-        page_items, query=query if not browse else None, total_items=total_items, total_matches=total_matches,
-        segment_count=segment_count, index_coverage=index_cov, query_reasons=sort_lexical(q_reasons),
+        page_items,
+        query=query if not browse else None,
+        total_items=total_items,
+        total_matches=total_matches,
+        segment_count=segment_count,
+        index_coverage=index_cov,
+        query_reasons=sort_lexical(q_reasons),
         query_complete=q_complete,
     )
     out_items: list[dict[str, Any]] = []
@@ -269,8 +283,9 @@ def team_recall(conn: Any, params: RecallParams, *, local_stale: int = 0,
 
 
 def _capped(conn: Any, base: dict[str, Any]) -> bool:
-    row = conn.execute(f"WITH {_SCOPED} SELECT coalesce(bool_or(take < entry_count), false) FROM capped",
-                       base).fetchone()
+    row = conn.execute(
+        f"WITH {_SCOPED} SELECT coalesce(bool_or(take < entry_count), false) FROM capped", base
+    ).fetchone()
     return bool(row[0]) if row is not None else False
 
 
@@ -330,9 +345,21 @@ def team_status(conn: Any, member: str | None = None) -> list[dict[str, Any]]:
         {"m": member},
     ).fetchall()
     return [
-        {"member": r[0], "machine": r[1], "sessionFile": r[2], "sessionId": r[3], "cwd": r[4], "branches": r[5],
-         "sourceHash": r[6], "lineageFingerprint": r[7], "entryCount": r[8], "sizeBytes": r[9],
-         "complete": r[10], "reasons": list(r[11]), "pushedAt": r[12].isoformat()}
+        {
+            "member": r[0],
+            "machine": r[1],
+            "sessionFile": r[2],
+            "sessionId": r[3],
+            "cwd": r[4],
+            "branches": r[5],
+            "sourceHash": r[6],
+            "lineageFingerprint": r[7],
+            "entryCount": r[8],
+            "sizeBytes": r[9],
+            "complete": r[10],
+            "reasons": list(r[11]),
+            "pushedAt": r[12].isoformat(),
+        }
         for r in rows
     ]
 
@@ -350,26 +377,45 @@ def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
         (member, session, session),
     ).fetchall()
     if not rows:
-        return {"error": {"code": "session_not_found",
-                          "message": f'Session "{session}" of member "{member}" is not in the team database.'}}
+        return {
+            "error": {
+                "code": "session_not_found",
+                "message": f'Session "{session}" of member "{member}" is not in the team database.',
+            }
+        }
     if len(rows) > 1:
-        return {"error": {"code": "ambiguous_session", "message": f'Session "{session}" matches {len(rows)} pushed files.',
-                          "candidates": sorted(r[2] for r in rows)}}
+        return {
+            "error": {
+                "code": "ambiguous_session",
+                "message": f'Session "{session}" matches {len(rows)} pushed files.',
+                "candidates": sorted(r[2] for r in rows),
+            }
+        }
     skey, sid, sfile, shash, sbranches, fp, rec_sid, machine, count = rows[0]
     exp_hash = params.expected_source_hash
     if exp_hash is not None and exp_hash != shash:
-        return {"error": {"code": "stale_pointer",
-                          "message": f"The pushed session has sourceHash {shash}, not {exp_hash}; recall again."}}
-    records = [decode_record(r[0], sfile, rec_sid) for r in conn.execute(
-        f"SELECT rec FROM {SCHEMA}.entries WHERE skey = %s ORDER BY pos", (skey,)).fetchall()]
+        return {
+            "error": {
+                "code": "stale_pointer",
+                "message": f"The pushed session has sourceHash {shash}, not {exp_hash}; recall again.",
+            }
+        }
+    records = [
+        decode_record(r[0], sfile, rec_sid)
+        for r in conn.execute(f"SELECT rec FROM {SCHEMA}.entries WHERE skey = %s ORDER BY pos", (skey,)).fetchall()
+    ]
     selected: list[dict[str, Any]]
     if params.indices is not None:
         wanted = list(params.indices)
         by_index = {rec["index"]: rec for rec in records}
         missing = [i for i in wanted if i not in by_index]
         if missing:
-            return {"error": {"code": "index_out_of_bounds",
-                              "message": f"Entry index {missing[0]} is not among the {count} pushed entries."}}
+            return {
+                "error": {
+                    "code": "index_out_of_bounds",
+                    "message": f"Entry index {missing[0]} is not among the {count} pushed entries.",
+                }
+            }
         selected = [by_index[i] for i in dict.fromkeys(wanted)]
     elif params.entry_ids is not None or params.operation_addresses is not None:
         key = "entryId" if params.entry_ids is not None else "operationAddress"
@@ -380,7 +426,12 @@ def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
             if not found:
                 return {"error": {"code": "address_not_found", "message": f'Address "{v}" was not found.'}}
             if len(found) > 1:
-                return {"error": {"code": "ambiguous_address", "message": f'Address "{v}" resolves to {len(found)} records.'}}
+                return {
+                    "error": {
+                        "code": "ambiguous_address",
+                        "message": f'Address "{v}" resolves to {len(found)} records.',
+                    }
+                }
             selected.extend(found)
     else:  # the wire contract asks for exactly one selector
         rng = params.entry_range

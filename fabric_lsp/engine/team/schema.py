@@ -77,13 +77,30 @@ CREATE TABLE {SCHEMA}.sessions (
 );
 CREATE INDEX sessions_member ON {SCHEMA}.sessions (member, machine);
 CREATE INDEX sessions_recency ON {SCHEMA}.sessions (branches, mtime DESC, file_key, member);
-{_partitioned("entries", "skey uuid NOT NULL, pos int NOT NULL, dl int NOT NULL, rec text NOT NULL, "
-              "owner text NOT NULL DEFAULT current_user", "skey, pos")}
-{_partitioned("segments", "skey uuid NOT NULL, seg int NOT NULL, start_pos int NOT NULL, start_index bigint NOT NULL, "
-              "owner text NOT NULL DEFAULT current_user", "skey, seg")}
-{_partitioned("postings", "skey uuid NOT NULL, term text NOT NULL, gen int NOT NULL, pos int[] NOT NULL, "
-              "tf int[] NOT NULL, dl int[] NOT NULL, seg int[] NOT NULL, owner text NOT NULL DEFAULT current_user",
-              "skey, term, gen")}
+{
+    _partitioned(
+        "entries",
+        "skey uuid NOT NULL, pos int NOT NULL, dl int NOT NULL, rec text NOT NULL, "
+        "owner text NOT NULL DEFAULT current_user",
+        "skey, pos",
+    )
+}
+{
+    _partitioned(
+        "segments",
+        "skey uuid NOT NULL, seg int NOT NULL, start_pos int NOT NULL, start_index bigint NOT NULL, "
+        "owner text NOT NULL DEFAULT current_user",
+        "skey, seg",
+    )
+}
+{
+    _partitioned(
+        "postings",
+        "skey uuid NOT NULL, term text NOT NULL, gen int NOT NULL, pos int[] NOT NULL, "
+        "tf int[] NOT NULL, dl int[] NOT NULL, seg int[] NOT NULL, owner text NOT NULL DEFAULT current_user",
+        "skey, term, gen",
+    )
+}
 CREATE INDEX postings_term ON {SCHEMA}.postings (term);
 {_partitioned("file_ops", "skey uuid NOT NULL, data bytea NOT NULL, owner text NOT NULL DEFAULT current_user", "skey")}
 """

@@ -79,7 +79,9 @@ def bash_exec(command: str, exit_code: Any, output: str) -> dict:
     }
 
 
-def custom_message(custom_type: Any, content: Any, display: Any, details: Any = None, with_details: bool = False) -> dict:
+def custom_message(
+    custom_type: Any, content: Any, display: Any, details: Any = None, with_details: bool = False
+) -> dict:
     e = {"type": "custom_message", "customType": custom_type, "content": content, "display": display}
     if details is not None or with_details:
         e["details"] = details
@@ -97,7 +99,9 @@ def compaction_entry(kept: str, summary: str, details: Any = None, tokens_before
     return e
 
 
-def link(entries: list[dict], ts: str = "2025-03-01T10:00:{n:02d}.000Z", start: int = 1, prefix: str = "e") -> list[dict]:
+def link(
+    entries: list[dict], ts: str = "2025-03-01T10:00:{n:02d}.000Z", start: int = 1, prefix: str = "e"
+) -> list[dict]:
     """Assign ids e1.., parentIds to the previous entry and timestamps."""
     out = []
     prev = None

@@ -21,10 +21,45 @@ EXAMPLE_TRACE = {
     "outcome": "failed",
     "phases": ["Inspect", "Verify"],
     "operations": [
-        {"type": "call", "sequence": 0, "ref": "pi.read", "provider": "pi", "action": "read", "args": {"path": "docs/a.md"}, "outcome": "succeeded"},
-        {"type": "call", "sequence": 1, "ref": "pi.write", "provider": "pi", "action": "write", "args": {"path": "docs/new.md", "content": "x"}, "outcome": "succeeded", "result": {"created": True}},
-        {"type": "call", "sequence": 2, "ref": "pi.bash", "provider": "pi", "action": "bash", "args": {"command": "pnpm test\n--run"}, "outcome": "failed", "failureStage": "invoke", "error": "Call failed during invoke: exit 1"},
-        {"type": "call", "sequence": 3, "ref": "agents.run", "provider": "agents", "action": "run", "args": {"name": "reviewer", "prompt": "look"}, "outcome": "succeeded"},
+        {
+            "type": "call",
+            "sequence": 0,
+            "ref": "pi.read",
+            "provider": "pi",
+            "action": "read",
+            "args": {"path": "docs/a.md"},
+            "outcome": "succeeded",
+        },
+        {
+            "type": "call",
+            "sequence": 1,
+            "ref": "pi.write",
+            "provider": "pi",
+            "action": "write",
+            "args": {"path": "docs/new.md", "content": "x"},
+            "outcome": "succeeded",
+            "result": {"created": True},
+        },
+        {
+            "type": "call",
+            "sequence": 2,
+            "ref": "pi.bash",
+            "provider": "pi",
+            "action": "bash",
+            "args": {"command": "pnpm test\n--run"},
+            "outcome": "failed",
+            "failureStage": "invoke",
+            "error": "Call failed during invoke: exit 1",
+        },
+        {
+            "type": "call",
+            "sequence": 3,
+            "ref": "agents.run",
+            "provider": "agents",
+            "action": "run",
+            "args": {"name": "reviewer", "prompt": "look"},
+            "outcome": "succeeded",
+        },
     ],
     "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0},
     "error": "Execution failed",
@@ -55,10 +90,25 @@ def example2() -> list[dict]:
         [
             user("Ship the release"),
             assistant(
-                call("f1", "fabric_exec", {"code": "\u2026", "display": {"name": "Audit release", "description": "Check files and run tests"}})
+                call(
+                    "f1",
+                    "fabric_exec",
+                    {
+                        "code": "\u2026",
+                        "display": {"name": "Audit release", "description": "Check files and run tests"},
+                    },
+                )
             ),
-            tool_result("f1", "fabric_exec", "outer prose ignored", True, {"success": False, "trace": copy.deepcopy(EXAMPLE_TRACE)}),
-            custom_message("pi-fabric-agent-complete", "Agent reviewer finished", False, {"id": "a1", "status": "completed"}),
+            tool_result(
+                "f1",
+                "fabric_exec",
+                "outer prose ignored",
+                True,
+                {"success": False, "trace": copy.deepcopy(EXAMPLE_TRACE)},
+            ),
+            custom_message(
+                "pi-fabric-agent-complete", "Agent reviewer finished", False, {"id": "a1", "status": "completed"}
+            ),
             user("Continue"),
         ]
     )

@@ -36,7 +36,9 @@ def test_real_sessions_preview_without_error(path, keep, window):
         assert len(res["summary"].encode()) <= 32768
         assert res["details"]["compactor"] == "fabric"
         assert res["qa"]["failures"] == []
-    again = preview_compaction(path.read_bytes(), session_path=path, keep_recent_tokens=keep, context_window=window, include_qa=True)
+    again = preview_compaction(
+        path.read_bytes(), session_path=path, keep_recent_tokens=keep, context_window=window, include_qa=True
+    )
     assert msgspec.json.encode(again) == msgspec.json.encode(res)
 
 
@@ -45,11 +47,17 @@ def _pi_compactions():
         log = read_session(path)
         tree = SessionTree.from_records(log.records)
         for r in log.records:
-            if r.type == "compaction" and r.raw.get("fromHook") is False or (r.type == "compaction" and path.name.startswith("06")):
+            if (
+                r.type == "compaction"
+                and r.raw.get("fromHook") is False
+                or (r.type == "compaction" and path.name.startswith("06"))
+            ):
                 yield path, tree, r
 
 
-@pytest.mark.parametrize("path,tree,rec", list(_pi_compactions()), ids=lambda x: getattr(x, "id", None) or getattr(x, "name", "t")[:2])
+@pytest.mark.parametrize(
+    "path,tree,rec", list(_pi_compactions()), ids=lambda x: getattr(x, "id", None) or getattr(x, "name", "t")[:2]
+)
 def test_gate_reproduces_pi_cut_and_tokens_before(path, tree, rec):
     """The fixtures were written by Pi with keepRecentTokens 300: our reconstruction of
     prepareCompaction picks Pi's own firstKeptEntryId and tokensBefore."""
@@ -63,7 +71,22 @@ def test_gate_reproduces_pi_cut_and_tokens_before(path, tree, rec):
 
 def test_gate_already_compacted_and_small_sessions_are_skipped():
     branch = example1()
-    assert prepare_compaction(branch + [{"type": "compaction", "id": "c", "parentId": "e10", "summary": "s", "firstKeptEntryId": "", "tokensBefore": 1}])["reason"] == "Already compacted"
+    assert (
+        prepare_compaction(
+            branch
+            + [
+                {
+                    "type": "compaction",
+                    "id": "c",
+                    "parentId": "e10",
+                    "summary": "s",
+                    "firstKeptEntryId": "",
+                    "tokensBefore": 1,
+                }
+            ]
+        )["reason"]
+        == "Already compacted"
+    )
     res = preview_compaction(session_bytes(branch), session_path="/x.jsonl")
     assert res["outcome"] == "skipped"
     assert res["reason"] == "Pi would keep everything: Nothing to compact (session too small)"
@@ -78,18 +101,47 @@ def test_api_result_is_exactly_the_hook_compaction():
 
     branch = example2()
     data = session_bytes(branch)
-    res = preview_compaction(data, session_path="/s.jsonl", keep_recent_tokens=1, context_window=0, preserve=["tag v1.2.3", "  "], instructions="  Keep   the release\nchecklist ")
-    hook = compaction_hook(branch, tokens_before=res["tokensBefore"], custom_instructions=None and "", pi_settings={"reserveTokens": 16384, "keepRecentTokens": 1}, context_window=None)
+    res = preview_compaction(
+        data,
+        session_path="/s.jsonl",
+        keep_recent_tokens=1,
+        context_window=0,
+        preserve=["tag v1.2.3", "  "],
+        instructions="  Keep   the release\nchecklist ",
+    )
+    hook = compaction_hook(
+        branch,
+        tokens_before=res["tokensBefore"],
+        custom_instructions=None and "",
+        pi_settings={"reserveTokens": 16384, "keepRecentTokens": 1},
+        context_window=None,
+    )
     assert res["outcome"] == "compacted"
     assert res["sourceHash"] == hashlib.sha256(data).hexdigest()
     assert "- tag v1.2.3 [preserve:0]" in res["summary"]
     assert hook["compaction"]["firstKeptEntryId"] == res["firstKeptEntryId"] == "e5"
-    assert set(res) >= {"sessionId", "sessionFile", "sourceHash", "leafId", "outcome", "summary", "firstKeptEntryId", "tokensBefore", "details"}
+    assert set(res) >= {
+        "sessionId",
+        "sessionFile",
+        "sourceHash",
+        "leafId",
+        "outcome",
+        "summary",
+        "firstKeptEntryId",
+        "tokensBefore",
+        "details",
+    }
 
 
 def test_api_cancels_with_decoder_error_code():
     data = session_bytes(example1())
-    res = preview_compaction(data, session_path="/s.jsonl", keep_recent_tokens=1, context_window=0, instructions="__pi_fabric_compact_request_v1__:{\"version\":1,\"x\":1}")
+    res = preview_compaction(
+        data,
+        session_path="/s.jsonl",
+        keep_recent_tokens=1,
+        context_window=0,
+        instructions='__pi_fabric_compact_request_v1__:{"version":1,"x":1}',
+    )
     assert res["outcome"] == "cancelled"
     assert res["error"]["code"] == "unknown-field"
     assert res["reason"].startswith("fabric: unknown-field: ")
@@ -128,7 +180,9 @@ def test_threshold_deferral_and_engine_pi():
     kw = dict(session_path="/s.jsonl", keep_recent_tokens=1, context_window=0, reason="threshold")
     res = preview_compaction(data, settings={"compaction": {"tokenThresholds": {"test/test": 50000}}}, **kw)
     assert res["outcome"] == "cancelled" and "threshold" in res["reason"]
-    res = preview_compaction(data, settings={"compaction": {"tokenThresholds": {"test/test": 50000}}}, **dict(kw, reason="manual"))
+    res = preview_compaction(
+        data, settings={"compaction": {"tokenThresholds": {"test/test": 50000}}}, **dict(kw, reason="manual")
+    )
     assert res["outcome"] == "compacted"
     res = preview_compaction(data, settings={"engine": "pi"}, **kw)
     assert res["outcome"] == "skipped" and "engine" in res["reason"]
@@ -137,7 +191,13 @@ def test_threshold_deferral_and_engine_pi():
 def test_branch_summary_preview():
     branch = example2()
     # fork: a sibling of e5 under e4
-    side = {"type": "message", "id": "s1", "parentId": "e4", "timestamp": "2025-03-01T10:00:09.000Z", "message": {"role": "user", "content": "side", "timestamp": 0}}
+    side = {
+        "type": "message",
+        "id": "s1",
+        "parentId": "e4",
+        "timestamp": "2025-03-01T10:00:09.000Z",
+        "message": {"role": "user", "content": "side", "timestamp": 0},
+    }
     data = session_bytes(branch + [side])
     res = preview_branch_summary(data, session_path="/s.jsonl", target_id="e5", from_id="s1")
     assert res["outcome"] == "summarized" and res["entriesSummarized"] == 1 and res["commonAncestorId"] == "e4"
@@ -145,8 +205,15 @@ def test_branch_summary_preview():
     res = preview_branch_summary(data, session_path="/s.jsonl", target_id="e1", from_id="e5", instructions="keep it")
     assert res["outcome"] == "summarized" and res["entriesSummarized"] == 4
     assert "[Compaction Request]\nkeep it\n" in res["summary"]
-    assert preview_branch_summary(data, session_path="/s.jsonl", target_id="e1", from_id="e5", replace_instructions=True)["outcome"] == "deferred"
-    bad = preview_branch_summary(data, session_path="/s.jsonl", target_id="e1", instructions="__pi_fabric_compact_request_v1__:[]")
+    assert (
+        preview_branch_summary(data, session_path="/s.jsonl", target_id="e1", from_id="e5", replace_instructions=True)[
+            "outcome"
+        ]
+        == "deferred"
+    )
+    bad = preview_branch_summary(
+        data, session_path="/s.jsonl", target_id="e1", instructions="__pi_fabric_compact_request_v1__:[]"
+    )
     assert bad["outcome"] == "none" and bad["error"]["code"] == "invalid-object"
     with pytest.raises(PreviewError):
         preview_branch_summary(data, session_path="/s.jsonl", target_id="zz")
@@ -185,7 +252,7 @@ def test_lone_surrogates_survive_to_json_and_text(tmp_path):
     p.write_text("\n".join(lines) + "\n", encoding="ascii")  # json.dumps escapes the surrogate as \ud800
     res = preview_compaction(p, keep_recent_tokens=1, context_window=0)
     assert "Fix \ud800 the bug" in res["summary"]
-    assert b'Fix \\ud800 the bug' in result_json(res)
+    assert b"Fix \\ud800 the bug" in result_json(res)
     assert json.loads(result_json(res))["summary"] == res["summary"]
     assert "Fix \ufffd the bug".encode() in printable(res["summary"])
     js = _cli("preview", str(p), "--keep-recent", "1", "--context-window", "0", "--json")

@@ -72,9 +72,24 @@ def test_v2_validation_compatibility():
     del d2["omittedCounts"]["thinking"]
     assert is_fabric_v2(d2)
     d3 = copy.deepcopy(d)
-    d3["budget"] = {"strategy": "adaptive", **{k: 1 for k in (
-        "contextWindow", "targetContextRatio", "targetContextTokens", "reserveTokens", "keepRecentTokens",
-        "rawTokensBefore", "tokenScale", "fixedOverheadTokens", "retainedRawTokens", "projectedTokensAfter")}}
+    d3["budget"] = {
+        "strategy": "adaptive",
+        **{
+            k: 1
+            for k in (
+                "contextWindow",
+                "targetContextRatio",
+                "targetContextTokens",
+                "reserveTokens",
+                "keepRecentTokens",
+                "rawTokensBefore",
+                "tokenScale",
+                "fixedOverheadTokens",
+                "retainedRawTokens",
+                "projectedTokensAfter",
+            )
+        },
+    }
     assert is_fabric_v2(d3)
     d3["budget"]["strategy"] = "continuity"
     assert not is_fabric_v2(d3)
@@ -82,8 +97,15 @@ def test_v2_validation_compatibility():
     assert not is_fabric_v1({"compactor": "fabric", "version": 1})
     assert not is_fabric_v2(dict(d, version=3))
     assert not is_fabric_v2(dict(d, compactor="other"))
-    v1 = {"compactor": "fabric", "version": 1, "sections": [], "summarizedEntryRange": {"first": "a", "last": "b"},
-          "sourceEntryCount": 2, "firstKeptEntryId": "c", "timestamp": "t"}
+    v1 = {
+        "compactor": "fabric",
+        "version": 1,
+        "sections": [],
+        "summarizedEntryRange": {"first": "a", "last": "b"},
+        "sourceEntryCount": 2,
+        "firstKeptEntryId": "c",
+        "timestamp": "t",
+    }
     assert is_fabric_v1(v1) and not is_fabric_v2(v1)
 
 
@@ -91,27 +113,46 @@ def test_v2_validation_compatibility():
 
 
 def test_config_normalization():
-    assert normalize_config({}) == {"engine": "fabric", "targetContextRatio": 0.65, "thresholds": {}, "tokenThresholds": {}}
+    assert normalize_config({}) == {
+        "engine": "fabric",
+        "targetContextRatio": 0.65,
+        "thresholds": {},
+        "tokenThresholds": {},
+    }
     c = normalize_config({"compaction": {"engine": "pi", "targetContextRatio": 0.7}})
     assert (c["engine"], c["targetContextRatio"]) == ("pi", 0.7)
     assert normalize_config({"engine": "bogus", "targetContextRatio": 2})["targetContextRatio"] == 0.85
     assert normalize_config({"engine": "bogus"})["engine"] == "fabric"
     assert normalize_config({"targetContextRatio": 0.1})["targetContextRatio"] == 0.25
     assert normalize_config({"targetContextRatio": "x"})["targetContextRatio"] == 0.65
-    assert normalize_config({"thresholds": {"a/b": 0.99, "nokey": 0.5, "c/d": "x", "e/f": 0.1}})["thresholds"] == {"a/b": 0.95, "e/f": 0.25}
-    t = normalize_config({"tokenThresholds": {"a/b": 5, "c/d": 1e12, "e/f": 150000.6, "bad": 3, "g/h": None}})["tokenThresholds"]
+    assert normalize_config({"thresholds": {"a/b": 0.99, "nokey": 0.5, "c/d": "x", "e/f": 0.1}})["thresholds"] == {
+        "a/b": 0.95,
+        "e/f": 0.25,
+    }
+    t = normalize_config({"tokenThresholds": {"a/b": 5, "c/d": 1e12, "e/f": 150000.6, "bad": 3, "g/h": None}})[
+        "tokenThresholds"
+    ]
     assert t == {"a/b": 1000, "c/d": 100000000, "e/f": 150001}
 
 
 def test_threshold_deferral():
     b = example1()
     kw = dict(tokens_before=70000, context_window=100000, model_key="openai/gpt-5")
-    assert compaction_hook(b, reason="threshold", config={"thresholds": {"openai/gpt-5": 0.8}}, **kw)["result"] == "cancel"
+    assert (
+        compaction_hook(b, reason="threshold", config={"thresholds": {"openai/gpt-5": 0.8}}, **kw)["result"] == "cancel"
+    )
     h = compaction_hook(b, reason="threshold", config={"thresholds": {"openai/gpt-5": 0.7}}, **kw)
     assert h["reason"] == "fabric: no deterministic summary fits the continuity context target"  # not deferred
-    h = compaction_hook(b, reason="threshold", config={"thresholds": {"openai/gpt-5": 0.7}}, **dict(kw, context_window=None))
+    h = compaction_hook(
+        b, reason="threshold", config={"thresholds": {"openai/gpt-5": 0.7}}, **dict(kw, context_window=None)
+    )
     assert h["result"] == "compaction"
-    assert compaction_hook(b, reason="overflow", config={"thresholds": {"openai/gpt-5": 0.8}, "engine": "pi"}, **kw)["result"] == "passthrough"
+    assert (
+        compaction_hook(b, reason="overflow", config={"thresholds": {"openai/gpt-5": 0.8}, "engine": "pi"}, **kw)[
+            "result"
+        ]
+        == "passthrough"
+    )
     # token thresholds win over ratios
     cfg = {"thresholds": {"openai/gpt-5": 0.25}, "tokenThresholds": {"openai/gpt-5": 150000}}
     assert compaction_hook(b, reason="threshold", config=cfg, **kw)["result"] == "cancel"
@@ -135,18 +176,26 @@ def test_precedence_and_empty_branches():
 
 
 def test_custom_messages_structural_and_plain_custom_excluded():
-    b = link([
-        user("goal"),
-        custom_message("pi-fabric-actor", "actor fact A", True),
-        custom_message("pi-fabric-agent-complete", [{"type": "text", "text": "agent fact B"}, {"type": "image", "data": "x", "mimeType": "image/png"}], False),
-        plain_custom("state", {"secret": "never shown"}),
-        user("later"),
-        assistant(text("ok")),
-    ])
+    b = link(
+        [
+            user("goal"),
+            custom_message("pi-fabric-actor", "actor fact A", True),
+            custom_message(
+                "pi-fabric-agent-complete",
+                [{"type": "text", "text": "agent fact B"}, {"type": "image", "data": "x", "mimeType": "image/png"}],
+                False,
+            ),
+            plain_custom("state", {"secret": "never shown"}),
+            user("later"),
+            assistant(text("ok")),
+        ]
+    )
     evs = normalize(b)
     cms = [e for e in evs if e["type"] == "customMessage"]
     assert [(e["customType"], e["text"], e["display"]) for e in cms] == [
-        ("pi-fabric-actor", "actor fact A", True), ("pi-fabric-agent-complete", "agent fact B", False)]
+        ("pi-fabric-actor", "actor fact A", True),
+        ("pi-fabric-agent-complete", "agent fact B", False),
+    ]
     r1, r2 = compile_(b), compile_(b)
     assert r1["summary"] == r2["summary"]
     s = r1["summary"]
@@ -157,7 +206,14 @@ def test_custom_messages_structural_and_plain_custom_excluded():
 
 
 def test_custom_message_boundary_inside_tool_pair_gives_compact_all():
-    b = link([user("u"), assistant(call("x", "read", {"path": "a"})), custom_message("t", "c", True), tool_result("x", "read", "ok")])
+    b = link(
+        [
+            user("u"),
+            assistant(call("x", "read", {"path": "a"})),
+            custom_message("t", "c", True),
+            tool_result("x", "read", "ok"),
+        ]
+    )
     r = compile_(b)
     assert r["firstKeptEntryId"] == ""
     assert r["details"]["counts"]["liveCutEntries"] == 4
@@ -168,14 +224,16 @@ def test_malformed_custom_details_dropped_and_malformed_entries_ignored():
     deep: object = "x"
     for _ in range(20):
         deep = [deep]
-    b = link([
-        user("u"),
-        custom_message("t", "content kept", True, deep),
-        custom_message(7, {"o": 1}, "yes"),
-        custom_message("t2", "big details", True, {"k": "x" * 5000, "n": [1] * 300}),
-        custom_message("t3", "nan", True, float("nan")),
-        user("v"),
-    ])
+    b = link(
+        [
+            user("u"),
+            custom_message("t", "content kept", True, deep),
+            custom_message(7, {"o": 1}, "yes"),
+            custom_message("t2", "big details", True, {"k": "x" * 5000, "n": [1] * 300}),
+            custom_message("t3", "nan", True, float("nan")),
+            user("v"),
+        ]
+    )
     evs = [e for e in normalize(b) if e["type"] == "customMessage"]
     assert [e["text"] for e in evs] == ["content kept", "big details", "nan"]
     assert "details" not in evs[0] and "details" not in evs[2]
@@ -185,7 +243,15 @@ def test_malformed_custom_details_dropped_and_malformed_entries_ignored():
 
 
 def test_custom_details_keys_sorted_and_bounded():
-    b = link([user("u"), custom_message("t", "c", True, {"b": 1, "a": {"z": True, "y": None}, **{f"k{i:03d}": i for i in range(70)}}), user("v")])
+    b = link(
+        [
+            user("u"),
+            custom_message(
+                "t", "c", True, {"b": 1, "a": {"z": True, "y": None}, **{f"k{i:03d}": i for i in range(70)}}
+            ),
+            user("v"),
+        ]
+    )
     ev = [e for e in normalize(b) if e["type"] == "customMessage"][0]
     keys = list(ev["details"])
     assert keys == sorted(keys) and len(keys) == 64
@@ -205,14 +271,30 @@ def test_section_order_and_single_turn():
 
 
 def test_goal_lines_render_three_plus_ellipsis_and_later_requests():
-    b = link([user("one\ntwo\n\nthree\nfour"), assistant(text("a")), user("second request"), assistant(text("b")), user("final review")])
+    b = link(
+        [
+            user("one\ntwo\n\nthree\nfour"),
+            assistant(text("a")),
+            user("second request"),
+            assistant(text("b")),
+            user("final review"),
+        ]
+    )
     s = compile_(b)["summary"]
     assert "[Session Goal]\none\ntwo\nthree\n…\n- second request [entry e3]\n" in s
     assert "final review" not in s and "Last request: second request" in s
 
 
 def test_no_commit_projection_from_shell_prose():
-    b = link([user("u"), bash_exec('git commit -m "x"', 0, "[main abc1234] x"), assistant(call("b1", "bash", {"command": "git commit -am y"})), tool_result("b1", "bash", "[main def5678] y"), user("v")])
+    b = link(
+        [
+            user("u"),
+            bash_exec('git commit -m "x"', 0, "[main abc1234] x"),
+            assistant(call("b1", "bash", {"command": "git commit -am y"})),
+            tool_result("b1", "bash", "[main def5678] y"),
+            user("v"),
+        ]
+    )
     r = compile_(b)
     assert "[Commits]" not in r["summary"] and "commits" not in r["details"]["omittedCounts"]
 
@@ -221,11 +303,29 @@ def test_no_commit_projection_from_shell_prose():
 
 
 def test_cumulative_truth_across_compactions():
-    b = link([user("First goal"), assistant(call("a", "write", {"path": "a.ts"})), tool_result("a", "write", "ok"), user("Second"), assistant(text("x")), user("Third")])
+    b = link(
+        [
+            user("First goal"),
+            assistant(call("a", "write", {"path": "a.ts"})),
+            tool_result("a", "write", "ok"),
+            user("Second"),
+            assistant(text("x")),
+            user("Third"),
+        ]
+    )
     r1 = compile_(b)
     assert r1["firstKeptEntryId"] == "e6"
     b2 = append_compaction(b, r1)
-    b2 = extend(b2, [assistant(call("b", "edit", {"path": "b.ts"})), tool_result("b", "edit", "ok"), user("Fourth"), assistant(text("y"))], "f")
+    b2 = extend(
+        b2,
+        [
+            assistant(call("b", "edit", {"path": "b.ts"})),
+            tool_result("b", "edit", "ok"),
+            user("Fourth"),
+            assistant(text("y")),
+        ],
+        "f",
+    )
     r2 = compile_(b2)
     s = r2["summary"]
     for goal in ("First goal", "Second", "Third"):
@@ -238,10 +338,17 @@ def test_cumulative_truth_across_compactions():
 
 
 def test_many_compaction_cycles_keep_raw_truth_and_stay_bounded():
-    b = link([user("Original goal: keep PINNED_FACT"), custom_message("fact", "CUSTOM_FACT", True),
-              assistant(call("w", "write", {"path": "a.ts"})), tool_result("w", "write", "ok"),
-              assistant(call("r", "read", {"path": "never-existed.ts"})), tool_result("r", "read", "ENOENT: gone", True),
-              user("next")])
+    b = link(
+        [
+            user("Original goal: keep PINNED_FACT"),
+            custom_message("fact", "CUSTOM_FACT", True),
+            assistant(call("w", "write", {"path": "a.ts"})),
+            tool_result("w", "write", "ok"),
+            assistant(call("r", "read", {"path": "never-existed.ts"})),
+            tool_result("r", "read", "ENOENT: gone", True),
+            user("next"),
+        ]
+    )
     sizes = []
     kept_prev = None
     for cycle in range(40):
@@ -258,14 +365,38 @@ def test_many_compaction_cycles_keep_raw_truth_and_stay_bounded():
         sizes.append(utf8_bytes(s))
         b = append_compaction(b, r)
         b[-1]["summary"] = "POISON prior summary " + b[-1]["summary"]
-        b = extend(b, [assistant(call(f"e{cycle}", "edit", {"path": f"f{cycle}.ts"})), tool_result(f"e{cycle}", "edit", "ok"), user(f"turn {cycle}")], f"k{cycle}_")
+        b = extend(
+            b,
+            [
+                assistant(call(f"e{cycle}", "edit", {"path": f"f{cycle}.ts"})),
+                tool_result(f"e{cycle}", "edit", "ok"),
+                user(f"turn {cycle}"),
+            ],
+            f"k{cycle}_",
+        )
     assert max(sizes[-10:]) - min(sizes[-10:]) < 512
 
 
 def test_v1_marker_counted_and_prior_summary_not_read():
-    v1 = {"compactor": "fabric", "version": 1, "sections": ["[Session Goal]"], "summarizedEntryRange": {"first": "e1", "last": "e2"},
-          "sourceEntryCount": 2, "firstKeptEntryId": "e3", "timestamp": "t"}
-    b = link([user("raw goal"), assistant(text("a")), user("b"), compaction_entry("e3", "PRIOR SUMMARY POISON", v1), assistant(text("c")), user("d")])
+    v1 = {
+        "compactor": "fabric",
+        "version": 1,
+        "sections": ["[Session Goal]"],
+        "summarizedEntryRange": {"first": "e1", "last": "e2"},
+        "sourceEntryCount": 2,
+        "firstKeptEntryId": "e3",
+        "timestamp": "t",
+    }
+    b = link(
+        [
+            user("raw goal"),
+            assistant(text("a")),
+            user("b"),
+            compaction_entry("e3", "PRIOR SUMMARY POISON", v1),
+            assistant(text("c")),
+            user("d"),
+        ]
+    )
     r = compile_(b)
     assert r["details"]["counts"]["priorFabricV1"] == 1
     assert r["details"]["version"] == 2
@@ -273,7 +404,16 @@ def test_v1_marker_counted_and_prior_summary_not_read():
 
 
 def test_orphan_prior_kept_boundary_recovers():
-    b = link([user("pre-marker goal"), assistant(text("a")), compaction_entry("missing-id", "POISON"), user("after"), assistant(text("b")), user("last")])
+    b = link(
+        [
+            user("pre-marker goal"),
+            assistant(text("a")),
+            compaction_entry("missing-id", "POISON"),
+            user("after"),
+            assistant(text("b")),
+            user("last"),
+        ]
+    )
     r = compile_(b)
     assert r["firstKeptEntryId"] == "e6"
     assert "pre-marker goal" in r["summary"] and "POISON" not in r["summary"]
@@ -283,14 +423,20 @@ def test_orphan_prior_kept_boundary_recovers():
 
 
 def test_outstanding_state_machine():
-    b = link([
-        user("u"),
-        assistant(call("r1", "read", {"path": "src/x.ts"})), tool_result("r1", "read", "boom", True),
-        assistant(call("e1", "edit", {"path": "src/x.ts"})), tool_result("e1", "edit", "ok"),
-        bash_exec("make test", 2, "fail"), bash_exec("make test", 0, "pass"),
-        assistant(call("e2", "edit", {"path": "src/y.ts"})), tool_result("e2", "edit", "Could not find the exact text", True),
-        user("v"),
-    ])
+    b = link(
+        [
+            user("u"),
+            assistant(call("r1", "read", {"path": "src/x.ts"})),
+            tool_result("r1", "read", "boom", True),
+            assistant(call("e1", "edit", {"path": "src/x.ts"})),
+            tool_result("e1", "edit", "ok"),
+            bash_exec("make test", 2, "fail"),
+            bash_exec("make test", 0, "pass"),
+            assistant(call("e2", "edit", {"path": "src/y.ts"})),
+            tool_result("e2", "edit", "Could not find the exact text", True),
+            user("v"),
+        ]
+    )
     s = compile_(b)["summary"]
     out = s.split("[Outstanding Context]\n")[1].split("\n\n")[0].split("\n")
     assert out == [
@@ -304,20 +450,53 @@ def test_outstanding_state_machine():
 
 
 def test_cut_never_splits_pairs_and_in_flight_call_stays_kept():
-    b = link([user("a"), assistant(call("1", "read", {"path": "p"})), tool_result("1", "read", "ok"), user("b"), assistant(call("2", "read", {"path": "q"}))])
+    b = link(
+        [
+            user("a"),
+            assistant(call("1", "read", {"path": "p"})),
+            tool_result("1", "read", "ok"),
+            user("b"),
+            assistant(call("2", "read", {"path": "q"})),
+        ]
+    )
     r = compile_(b)
     assert r["firstKeptEntryId"] == "e4"
     # parallel delayed: a result after the next user keeps the pair together
-    b = link([user("a"), assistant(call("1", "read", {"path": "p"}), call("2", "read", {"path": "q"})), tool_result("1", "read", "ok"), user("b"), tool_result("2", "read", "late"), user("c")])
+    b = link(
+        [
+            user("a"),
+            assistant(call("1", "read", {"path": "p"}), call("2", "read", {"path": "q"})),
+            tool_result("1", "read", "ok"),
+            user("b"),
+            tool_result("2", "read", "late"),
+            user("c"),
+        ]
+    )
     r = compile_(b)
     assert r["firstKeptEntryId"] == "e6"
     # the same with the delayed result as the last entry: the only boundary would split it
-    b = link([user("a"), assistant(call("1", "read", {"path": "p"}), call("2", "read", {"path": "q"})), tool_result("1", "read", "ok"), user("b"), tool_result("2", "read", "late")])
+    b = link(
+        [
+            user("a"),
+            assistant(call("1", "read", {"path": "p"}), call("2", "read", {"path": "q"})),
+            tool_result("1", "read", "ok"),
+            user("b"),
+            tool_result("2", "read", "late"),
+        ]
+    )
     assert compile_(b)["firstKeptEntryId"] == ""
     # reversed pair: result before call, around the last user
     b = link([user("a"), tool_result("9", "read", "early"), user("b"), assistant(call("9", "read", {"path": "z"}))])
     assert compile_(b)["firstKeptEntryId"] == ""
-    b = link([user("a"), tool_result("9", "read", "early"), user("b"), assistant(call("9", "read", {"path": "z"})), user("c")])
+    b = link(
+        [
+            user("a"),
+            tool_result("9", "read", "early"),
+            user("b"),
+            assistant(call("9", "read", {"path": "z"})),
+            user("c"),
+        ]
+    )
     assert compile_(b)["firstKeptEntryId"] == "e5"
 
 
@@ -367,7 +546,9 @@ def test_continuity_selects_largest_legal_suffix():
 
 def test_overflow_clamps_window_to_observed_failure():
     branch, tb = long_single_turn()
-    h = compaction_hook(branch, tokens_before=tb, reason="overflow", context_window=400000, config={"targetContextRatio": 0.65})
+    h = compaction_hook(
+        branch, tokens_before=tb, reason="overflow", context_window=400000, config={"targetContextRatio": 0.65}
+    )
     b = h["compaction"]["details"]["budget"]
     assert b["contextWindow"] == int(tb * 0.9)
     assert b["projectedTokensAfter"] < tb
@@ -384,7 +565,16 @@ def test_cancel_when_even_compact_all_cannot_fit():
 
 
 def test_fixed_overhead_without_usage():
-    b = link([user("g"), *[x for i in range(30) for x in (assistant(call(f"r{i}", "read", {"path": f"f{i}"})), tool_result(f"r{i}", "read", "y" * 4000))]])
+    b = link(
+        [
+            user("g"),
+            *[
+                x
+                for i in range(30)
+                for x in (assistant(call(f"r{i}", "read", {"path": f"f{i}"})), tool_result(f"r{i}", "read", "y" * 4000))
+            ],
+        ]
+    )
     from fabric_lsp.engine.compaction.cut import Projection
 
     raw = Projection(b).context_tokens(len(b))
@@ -434,8 +624,14 @@ def test_trace_outcome_display_repair_and_mismatch():
     def run_for(display, cid_call="f1", cid_result="f1", outcome="timed_out"):
         t = copy.deepcopy(EXAMPLE_TRACE)
         t["outcome"] = outcome
-        b = link([user("u"), assistant(call(cid_call, "fabric_exec", {"code": "x", "display": display})),
-                  tool_result(cid_result, "fabric_exec", "prose", False, {"trace": t}), user("v")])
+        b = link(
+            [
+                user("u"),
+                assistant(call(cid_call, "fabric_exec", {"code": "x", "display": display})),
+                tool_result(cid_result, "fabric_exec", "prose", False, {"trace": t}),
+                user("v"),
+            ]
+        )
         return [e for e in normalize(b) if e["type"] == "fabricRun"]
 
     assert run_for({"name": "N"})[0]["outcome"] == "timed_out"
@@ -443,13 +639,21 @@ def test_trace_outcome_display_repair_and_mismatch():
     assert run_for({"name": "N"}, cid_result="other") == []
     assert run_for("  Plain name  ")[0]["name"] == "Plain name"
     assert run_for('{"name":"From JSON","description":"d"}')[0]["description"] == "d"
-    assert run_for('{"nope":1}')[0]["name"] == "{\"nope\":1}"
+    assert run_for('{"nope":1}')[0]["name"] == '{"nope":1}'
     assert run_for("   ") == []
 
 
 def test_multibyte_intent_bounds():
-    b = link([user("u"), assistant(call("mb", "fabric_exec", {"code": "x", "display": {"name": "名" * 400, "description": "説" * 800}})),
-              tool_result("mb", "fabric_exec", "ok", False), user("v")])
+    b = link(
+        [
+            user("u"),
+            assistant(
+                call("mb", "fabric_exec", {"code": "x", "display": {"name": "名" * 400, "description": "説" * 800}})
+            ),
+            tool_result("mb", "fabric_exec", "ok", False),
+            user("v"),
+        ]
+    )
     b[1]["id"] = "mb1"
     b[2]["parentId"] = "mb1"
     run = [e for e in normalize(b) if e["type"] == "fabricRun"][0]
@@ -461,9 +665,17 @@ def test_multibyte_intent_bounds():
 
 def test_legacy_audits_and_no_fallback_from_bad_traces():
     audits = {"audits": [{"ref": "pi.read", "args": {"path": "a"}, "success": True}]}
+
     def ops(details):
-        b = link([user("u"), assistant(call("f", "fabric_exec", {"code": "x"})), tool_result("f", "fabric_exec", "p", False, details)])
+        b = link(
+            [
+                user("u"),
+                assistant(call("f", "fabric_exec", {"code": "x"})),
+                tool_result("f", "fabric_exec", "p", False, details),
+            ]
+        )
         return [e for e in normalize(b) if e["type"] == "fabricOperation"]
+
     got = ops(audits)
     assert len(got) == 1 and got[0]["source"] == "legacy" and got[0]["tool"] == "read"
     bad = copy.deepcopy(EXAMPLE_TRACE)
@@ -474,8 +686,14 @@ def test_legacy_audits_and_no_fallback_from_bad_traces():
 
 
 def test_no_facts_from_prose_without_trace():
-    b = link([user("u"), assistant(call("f", "fabric_exec", {"code": "await pi.write({path:'fake.ts'})"})),
-              tool_result("f", "fabric_exec", "wrote src/fake.ts; error: boom", False), user("v")])
+    b = link(
+        [
+            user("u"),
+            assistant(call("f", "fabric_exec", {"code": "await pi.write({path:'fake.ts'})"})),
+            tool_result("f", "fabric_exec", "wrote src/fake.ts; error: boom", False),
+            user("v"),
+        ]
+    )
     s = compile_(b)["summary"]
     assert "fake.ts" not in s.split("\n---\n")[0]
     assert "[Fabric Activity]" not in s
@@ -538,8 +756,10 @@ def test_branch_facts_bounded_under_large_traces():
     for i in range(300):
         tr = copy.deepcopy(EXAMPLE_TRACE)
         tr["operations"][1]["result"] = {"created": True, "blob": "z" * 400}
-        entries += [assistant(call(f"f{i}", "fabric_exec", {"code": "x", "display": {"name": f"run {i}"}})),
-                    tool_result(f"f{i}", "fabric_exec", "p", False, {"trace": tr})]
+        entries += [
+            assistant(call(f"f{i}", "fabric_exec", {"code": "x", "display": {"name": f"run {i}"}})),
+            tool_result(f"f{i}", "fabric_exec", "p", False, {"trace": tr}),
+        ]
     b = link(entries)
     t1 = tree_hook(b, old_leaf_id=b[-1]["id"])
     t2 = tree_hook(b, old_leaf_id=b[-1]["id"])

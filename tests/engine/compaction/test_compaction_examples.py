@@ -26,15 +26,28 @@ def test_example1_summary_bytes_and_details():
         "priorFabricV2": 0,
     }
     assert d["omittedCounts"] == {
-        "goal": 0, "files": 0, "activity": 0, "outstanding": 0,
-        "earlierTurns": 0, "transcript": 0, "preserve": 0, "thinking": 1,
+        "goal": 0,
+        "files": 0,
+        "activity": 0,
+        "outstanding": 0,
+        "earlierTurns": 0,
+        "transcript": 0,
+        "preserve": 0,
+        "thinking": 1,
     }
     assert d["instructionPolicy"]["mode"] == "none"
     assert d["stableAddresses"]["firstKeptEntryId"] == "e9"
     assert "budget" not in d
     assert list(d) == [
-        "compactor", "version", "sections", "coverage", "counts", "omittedCounts",
-        "instructionPolicy", "stableAddresses", "timestamp",
+        "compactor",
+        "version",
+        "sections",
+        "coverage",
+        "counts",
+        "omittedCounts",
+        "instructionPolicy",
+        "stableAddresses",
+        "timestamp",
     ]
 
 
@@ -45,8 +58,12 @@ def test_example2_summary_policy_and_branch_facts():
     assert r["firstKeptEntryId"] == "e5"
     assert r["summary"] == expected
     assert r["details"]["instructionPolicy"] == {
-        "mode": "typed-v1", "canonicalized": True, "sourceBytes": 36,
-        "truncated": False, "preserveCount": 2, "omittedPreserveCount": 0,
+        "mode": "typed-v1",
+        "canonicalized": True,
+        "sourceBytes": 36,
+        "truncated": False,
+        "preserveCount": 2,
+        "omittedPreserveCount": 0,
     }
     t = tree_hook(example2()[:4], custom_instructions="keep it", old_leaf_id="e4")
     assert t["result"] == "summary"
@@ -92,16 +109,28 @@ def test_example3_sampling_excerpts():
     assert goal[goal.index("… omitted 5 user scope changes; source entries e40 → e52") + 1] == "- Scope 17 [entry e55]"
     assert goal[-1] == "- Scope 28 [entry e88]"
     assert "[Files And Changes]\n(under repo/src/gen/)\nWritten:\n  /file-0.ts [entry e2]\n" in s
-    assert "  /file-11.ts [entry e35]\n  … omitted 6 file addresses; source entries e38 → e53\n  /file-18.ts [entry e56]\n" in s
-    assert "  /file-29.ts [entry e89]\n\n[Earlier Turns]\n\"Goal line\" | write:1 [entry e1]\n\"Scope 0\" | write:1 [entry e4]\n" in s
+    assert (
+        "  /file-11.ts [entry e35]\n  … omitted 6 file addresses; source entries e38 → e53\n  /file-18.ts [entry e56]\n"
+        in s
+    )
+    assert (
+        '  /file-29.ts [entry e89]\n\n[Earlier Turns]\n"Goal line" | write:1 [entry e1]\n"Scope 0" | write:1 [entry e4]\n'
+        in s
+    )
     earlier = s.split("[Earlier Turns]\n")[1].split("\n\n")[0].split("\n")
     assert len(earlier) == 29 and earlier[-1] == '"Scope 27" | write:1 [entry e85]'
     assert "[Current Status]\nLast request: Scope 28\nLast change: write /repo/src/gen/file-29.ts\n\n---\n" in s
     assert "---\n… omitted 50 transcript events; source entries e1 → e50\n(#51) → ok: ok\n(#52) user: Scope 16\n" in s
     assert "(#90) → ok: ok\n\n---\n" in s
     assert r["details"]["omittedCounts"] == {
-        "goal": 5, "files": 6, "activity": 0, "outstanding": 0,
-        "earlierTurns": 0, "transcript": 50, "preserve": 0, "thinking": 0,
+        "goal": 5,
+        "files": 6,
+        "activity": 0,
+        "outstanding": 0,
+        "earlierTurns": 0,
+        "transcript": 50,
+        "preserve": 0,
+        "thinking": 0,
     }
 
 
@@ -130,10 +159,23 @@ def test_example4_continuity_numbers():
     assert "Inspect the repository and keep the goal" in r["compaction"]["summary"]
     # budget key order is the documented one
     assert list(b) == [
-        "strategy", "contextWindow", "targetContextRatio", "targetContextTokens", "reserveTokens",
-        "keepRecentTokens", "rawTokensBefore", "tokenScale", "fixedOverheadTokens", "retainedRawTokens",
-        "continuityTargetTokens", "occupancyCeilingTokens", "safeCeilingTokens", "reductionCeilingTokens",
-        "rawTailTokenBudget", "bindingConstraint", "projectedTokensAfter",
+        "strategy",
+        "contextWindow",
+        "targetContextRatio",
+        "targetContextTokens",
+        "reserveTokens",
+        "keepRecentTokens",
+        "rawTokensBefore",
+        "tokenScale",
+        "fixedOverheadTokens",
+        "retainedRawTokens",
+        "continuityTargetTokens",
+        "occupancyCeilingTokens",
+        "safeCeilingTokens",
+        "reductionCeilingTokens",
+        "rawTailTokenBudget",
+        "bindingConstraint",
+        "projectedTokensAfter",
     ]
 
 

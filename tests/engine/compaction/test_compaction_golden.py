@@ -7,7 +7,8 @@ from compaction_builders import assistant, bash_exec, call, custom_message, link
 from fabric_lsp.engine.compaction.bounds import utf8_bytes
 from fabric_lsp.engine.compaction.hook import compile_fabric_summary
 from fabric_lsp.engine.compaction.normalize import normalize
-from fabric_lsp.engine.compaction.projections import collect_operations, common_root, project_files, summarize_args
+from fabric_lsp.engine.compaction.operations import collect_operations
+from fabric_lsp.engine.compaction.projections import common_root, project_files, summarize_args
 from fabric_lsp.engine.compaction.render import bounded_block, render_summary, sampled_lines
 
 
@@ -37,20 +38,40 @@ def test_common_root_quirks():
 
 def test_files_root_stripping_is_first_occurrence_anywhere():
     assert files_of([("write", "/repo/src/a.ts"), ("write", "/repo/src/b.ts")]) == [
-        "(under repo/src/)", "Written:", "  /a.ts [entry e2]", "  /b.ts [entry e4]"]
+        "(under repo/src/)",
+        "Written:",
+        "  /a.ts [entry e2]",
+        "  /b.ts [entry e4]",
+    ]
     # backslash roots never strip
     assert files_of([("edit", "a\\b\\c.ts"), ("edit", "a\\b\\d.ts")]) == [
-        "(under a/b/)", "Modified:", "  a\\b\\c.ts [entry e2]", "  a\\b\\d.ts [entry e4]"]
+        "(under a/b/)",
+        "Modified:",
+        "  a\\b\\c.ts [entry e2]",
+        "  a\\b\\d.ts [entry e4]",
+    ]
     # no shared root: no (under) line; read hidden once modified; first occurrence wins
     assert files_of([("read", "x/a"), ("edit", "x/a"), ("read", "y/b"), ("grep", "y/b"), ("ls", "z")]) == [
-        "Modified:", "  x/a [entry e4]", "Read:", "  y/b [entry e6]", "  z [entry e10]"]
+        "Modified:",
+        "  x/a [entry e4]",
+        "Read:",
+        "  y/b [entry e6]",
+        "  z [entry e10]",
+    ]
 
 
 def test_path_of_nullish_and_type_rules():
     # path ?? file ?? dir: a numeric path blocks the fallback to file
-    es = [user("g"), assistant(call("a", "read", {"path": 5, "file": "f.ts"})), tool_result("a", "read", "ok"),
-          assistant(call("b", "read", {"path": None, "file": "g.ts"})), tool_result("b", "read", "ok"),
-          assistant(call("c", "read", {"path": "   "})), tool_result("c", "read", "ok"), user("end")]
+    es = [
+        user("g"),
+        assistant(call("a", "read", {"path": 5, "file": "f.ts"})),
+        tool_result("a", "read", "ok"),
+        assistant(call("b", "read", {"path": None, "file": "g.ts"})),
+        tool_result("b", "read", "ok"),
+        assistant(call("c", "read", {"path": "   "})),
+        tool_result("c", "read", "ok"),
+        user("end"),
+    ]
     lines, _ = project_files(collect_operations(normalize(link(es))))
     assert lines == ["(under g.ts/)", "Read:", "  g.ts [entry e4]"]
 
@@ -67,12 +88,18 @@ def test_summarize_args_rules():
 
 
 def test_outstanding_subjects_and_resolution_by_key():
-    es = [user("g"),
-          assistant(call("a", "mcp.search", {"q": 1})), tool_result("a", "mcp.search", "", True),
-          assistant(call("b", "mcp.search", {"q": 2})), tool_result("b", "mcp.search", "ok"),
-          assistant(call("c", "bash", {"command": "make\nall"})), tool_result("c", "bash", "boom\nmore", True),
-          assistant(call("d", "bash", {"command": "make\nall"})), tool_result("d", "bash", "ok"),
-          user("end")]
+    es = [
+        user("g"),
+        assistant(call("a", "mcp.search", {"q": 1})),
+        tool_result("a", "mcp.search", "", True),
+        assistant(call("b", "mcp.search", {"q": 2})),
+        tool_result("b", "mcp.search", "ok"),
+        assistant(call("c", "bash", {"command": "make\nall"})),
+        tool_result("c", "bash", "boom\nmore", True),
+        assistant(call("d", "bash", {"command": "make\nall"})),
+        tool_result("d", "bash", "ok"),
+        user("end"),
+    ]
     s = compile_fabric_summary(link(es), 1000)["summary"]
     assert section(s, "[Outstanding Context]") == [
         "- mcp.search: failed [entry e2]",
@@ -81,9 +108,17 @@ def test_outstanding_subjects_and_resolution_by_key():
 
 
 def test_earlier_turns_counts_bash_twice_and_custom_contexts():
-    es = [user("first"), assistant(call("b", "bash", {"command": "ls"})), tool_result("b", "bash", "x"),
-          custom_message("note", "ctx body", True, {"k": 1}), assistant(call("r", "read", {"path": "a"})), tool_result("r", "read", "ok"),
-          user("second (still open when summarized)"), assistant(text("t")), user("kept turn")]
+    es = [
+        user("first"),
+        assistant(call("b", "bash", {"command": "ls"})),
+        tool_result("b", "bash", "x"),
+        custom_message("note", "ctx body", True, {"k": 1}),
+        assistant(call("r", "read", {"path": "a"})),
+        tool_result("r", "read", "ok"),
+        user("second (still open when summarized)"),
+        assistant(text("t")),
+        user("kept turn"),
+    ]
     s = compile_fabric_summary(link(es), 1000)["summary"]
     assert section(s, "[Earlier Turns]") == [
         '"first" | bash:2 [entry e1]',
@@ -92,8 +127,13 @@ def test_earlier_turns_counts_bash_twice_and_custom_contexts():
 
 
 def test_status_last_change_reports_failed_edit_and_blank_note_is_skipped():
-    es = [user("go"), assistant(text("Working on it"), call("e", "edit", {"path": "src/x.ts"})), tool_result("e", "edit", "nope", True),
-          assistant(text("   ")), user("next")]
+    es = [
+        user("go"),
+        assistant(text("Working on it"), call("e", "edit", {"path": "src/x.ts"})),
+        tool_result("e", "edit", "nope", True),
+        assistant(text("   ")),
+        user("next"),
+    ]
     s = compile_fabric_summary(link(es), 1000)["summary"]
     assert section(s, "[Current Status]") == ["Last request: go", "Last change: edit src/x.ts"]
 
@@ -139,15 +179,28 @@ def test_render_footer_fallbacks_and_global_guard():
     assert "[compacted (unknown time); cumulative source entries (no entries)]" in s
     s = render_summary({"goal": ["g"]}, first_entry_id="a", last_entry_id="", last_timestamp="t", summary_kind="branch")
     assert "[branch summarized t; structural source entries a → (end)]" in s
-    big = {k: [("z" * 1000) for _ in range(200)] for k in ("goal", "files", "activity", "outstanding", "earlierTurns", "status", "transcript")}
+    big = {
+        k: [("z" * 1000) for _ in range(200)]
+        for k in ("goal", "files", "activity", "outstanding", "earlierTurns", "status", "transcript")
+    }
     s = render_summary(big, first_entry_id="a", last_entry_id="b", last_timestamp="t", request_lines=["r" * 5000])
     assert utf8_bytes(s) <= 32768 and s.endswith("\n")
 
 
 def test_bash_execution_exit_codes():
-    es = [user("u"), bash_exec("ok", 0, "fine"), bash_exec("bad", 2, "err out"), bash_exec("none", None, "x"), bash_exec("empty", 1, ""), user("v")]
+    es = [
+        user("u"),
+        bash_exec("ok", 0, "fine"),
+        bash_exec("bad", 2, "err out"),
+        bash_exec("none", None, "x"),
+        bash_exec("empty", 1, ""),
+        user("v"),
+    ]
     s = compile_fabric_summary(link(es), 1000)["summary"]
-    assert section(s, "[Outstanding Context]") == ["- bash: bad: err out [entry e3]", "- bash: empty: failed [entry e5]"]
+    assert section(s, "[Outstanding Context]") == [
+        "- bash: bad: err out [entry e3]",
+        "- bash: empty: failed [entry e5]",
+    ]
     assert "(#4) bash(none) → ok" in s
 
 
@@ -157,11 +210,21 @@ def test_trace_operations_keep_sequence_order_and_reject_unordered_arrays():
     from compaction_examples import EXAMPLE_TRACE
 
     def ops(trace):
-        b = link([user("u"), assistant(call("f", "fabric_exec", {"code": "x"})), tool_result("f", "fabric_exec", "p", False, {"trace": trace}), user("v")])
+        b = link(
+            [
+                user("u"),
+                assistant(call("f", "fabric_exec", {"code": "x"})),
+                tool_result("f", "fabric_exec", "p", False, {"trace": trace}),
+                user("v"),
+            ]
+        )
         return [e["address"] for e in normalize(b) if e["type"] == "fabricOperation"]
 
     parallel = copy.deepcopy(EXAMPLE_TRACE)
-    parallel["operations"] = [dict(parallel["operations"][0], sequence=0, args={"path": "a"}), dict(parallel["operations"][0], sequence=1, args={"path": "b"})]
+    parallel["operations"] = [
+        dict(parallel["operations"][0], sequence=0, args={"path": "a"}),
+        dict(parallel["operations"][0], sequence=1, args={"path": "b"}),
+    ]
     assert ops(parallel) == ["e3/0", "e3/1"]
     unordered = copy.deepcopy(parallel)
     unordered["operations"].reverse()

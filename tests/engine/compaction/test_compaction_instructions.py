@@ -20,9 +20,18 @@ from tests.support.examples import profile_examples
 
 P = TYPED_PREFIX
 CODES = {
-    "encoded-source-too-large", "malformed-json", "invalid-unicode", "duplicate-field", "structure-too-complex",
-    "invalid-object", "unknown-field", "unsupported-version", "invalid-type", "preserve-too-many",
-    "instructions-too-large", "preserve-item-too-large",
+    "encoded-source-too-large",
+    "malformed-json",
+    "invalid-unicode",
+    "duplicate-field",
+    "structure-too-complex",
+    "invalid-object",
+    "unknown-field",
+    "unsupported-version",
+    "invalid-type",
+    "preserve-too-many",
+    "instructions-too-large",
+    "preserve-item-too-large",
 }
 
 
@@ -38,7 +47,14 @@ def test_none_and_plain():
     assert decode_instructions("")["requestLines"] == []
     r = decode_instructions("  Keep   EXACT_fact\n and scope  ")
     assert r["requestLines"] == ["Keep EXACT_fact and scope"]
-    assert r["policy"] == {"mode": "plain", "canonicalized": True, "sourceBytes": 25, "truncated": False, "preserveCount": 0, "omittedPreserveCount": 0}
+    assert r["policy"] == {
+        "mode": "plain",
+        "canonicalized": True,
+        "sourceBytes": 25,
+        "truncated": False,
+        "preserveCount": 0,
+        "omittedPreserveCount": 0,
+    }
     r = decode_instructions("exact")
     assert r["policy"]["canonicalized"] is False
     assert decode_instructions("__pi_vcc__ keep this opaque")["requestLines"] == ["__pi_vcc__ keep this opaque"]
@@ -46,7 +62,10 @@ def test_none_and_plain():
 
 def test_plain_instruction_renders_and_long_text_is_bounded():
     r = compile_fabric_summary(example1(), 1000, "  Keep   EXACT_fact\n and scope  ")
-    assert "[Session Goal]\nFix the login bug.\nKeep the public API stable.\n\n[Compaction Request]\nKeep EXACT_fact and scope\n\n" in r["summary"]
+    assert (
+        "[Session Goal]\nFix the login bug.\nKeep the public API stable.\n\n[Compaction Request]\nKeep EXACT_fact and scope\n\n"
+        in r["summary"]
+    )
     big = compile_fabric_summary(example1(), 1000, "word " * 10000)
     assert utf8_bytes(big["summary"]) <= 32768
     assert big["details"]["instructionPolicy"]["truncated"] is True
@@ -58,7 +77,10 @@ def test_typed_request_decodes_instructions_and_preserve():
     assert src.startswith(P + '{"version":1,"instructions":"keep auth","preserve":[')
     r = compile_fabric_summary(example1(), 1000, src)
     s = r["summary"]
-    assert "[Compaction Request]\nkeep auth\n- Auth regression is still open [preserve:0]\n- tests/auth.test.ts [preserve:1]\n" in s
+    assert (
+        "[Compaction Request]\nkeep auth\n- Auth regression is still open [preserve:0]\n- tests/auth.test.ts [preserve:1]\n"
+        in s
+    )
     assert r["details"]["instructionPolicy"]["mode"] == "typed-v1"
     assert r["details"]["instructionPolicy"]["preserveCount"] == 2
 
@@ -115,7 +137,9 @@ def test_typed_decoder_accepts_number_forms_of_one_and_paired_surrogates():
 def test_source_size_checked_before_parsing():
     assert code_of(P + " " * 16384) == "encoded-source-too-large"
     items = ["y" * 1100] * 16
-    assert code_of(P + json.dumps({"version": 1, "preserve": items}, separators=(",", ":"))) == "encoded-source-too-large"
+    assert (
+        code_of(P + json.dumps({"version": 1, "preserve": items}, separators=(",", ":"))) == "encoded-source-too-large"
+    )
     with pytest.raises(ValueError, match="encoded UTF-8 bytes"):
         encode_compaction_request(None, items)
 
@@ -135,7 +159,10 @@ def test_malformed_typed_payload_cancels_and_is_never_rendered():
     assert r["cancel"] and r["instructionError"]["code"] == "unknown-field"
     h = compaction_hook(example1(), tokens_before=1000, custom_instructions=src, pi_vcc_overriding=True)
     assert h["result"] == "cancel"
-    assert h["notification"] == 'Fabric compaction rejected: unknown-field: typed compaction request contains unknown field "bogus"'
+    assert (
+        h["notification"]
+        == 'Fabric compaction rejected: unknown-field: typed compaction request contains unknown field "bogus"'
+    )
     assert "FAKE GOAL" not in h["notification"]
     assert utf8_bytes(h["notification"]) <= 512
 
@@ -161,7 +188,10 @@ def test_decoder_never_crashes_and_reports_known_codes(tail):
 @settings(max_examples=profile_examples(200), deadline=None)
 @given(
     st.one_of(st.none(), st.text(max_size=100).filter(lambda s: not any("\ud800" <= c <= "\udfff" for c in s))),
-    st.one_of(st.none(), st.lists(st.text(max_size=40).filter(lambda s: not any("\ud800" <= c <= "\udfff" for c in s)), max_size=16)),
+    st.one_of(
+        st.none(),
+        st.lists(st.text(max_size=40).filter(lambda s: not any("\ud800" <= c <= "\udfff" for c in s)), max_size=16),
+    ),
 )
 def test_encode_decode_roundtrip(instr, preserve):
     src = encode_compaction_request(instr, preserve)

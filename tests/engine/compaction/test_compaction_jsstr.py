@@ -59,9 +59,18 @@ def test_first_line_trims_start_only():
 
 def test_js_number_formatting():
     cases = [  # a list: 1 and 1.0 are one dict key, and both must be checked
-        (1, "1"), (1.0, "1"), (-0.0, "0"), (1.5, "1.5"), (1e21, "1e+21"), (1e20, "100000000000000000000"),
-        (1.5e-7, "1.5e-7"), (0.000001, "0.000001"), (123456789.125, "123456789.125"), (2**53 + 2, "9007199254740994"),
-        (1.4000000000000001, "1.4000000000000001"), (-2.5e-10, "-2.5e-10"),
+        (1, "1"),
+        (1.0, "1"),
+        (-0.0, "0"),
+        (1.5, "1.5"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (123456789.125, "123456789.125"),
+        (2**53 + 2, "9007199254740994"),
+        (1.4000000000000001, "1.4000000000000001"),
+        (-2.5e-10, "-2.5e-10"),
     ]
     for v, expected in cases:
         assert js_number(v) == expected, v
@@ -106,7 +115,12 @@ def test_clip_utf8_rules():
 
 def test_canonicalize_text():
     c = canonicalize_text("  Keep   EXACT_fact\n and scope  ")
-    assert c == {"canonical": "Keep EXACT_fact and scope", "text": "Keep EXACT_fact and scope", "sourceBytes": 25, "truncated": False}
+    assert c == {
+        "canonical": "Keep EXACT_fact and scope",
+        "text": "Keep EXACT_fact and scope",
+        "sourceBytes": 25,
+        "truncated": False,
+    }
     big = canonicalize_text("x" * 9000)
     assert big["truncated"] and big["sourceBytes"] == 9000 and utf8_bytes(big["text"]) <= 8192
 
@@ -149,8 +163,17 @@ def test_clip_utf8_properties(text, n):
 
 
 @settings(max_examples=profile_examples(150), deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-                    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4), max_leaves=12))
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**53), 2**53)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=4),
+        max_leaves=12,
+    )
+)
 def test_js_stringify_is_valid_json_with_same_value(value):
     text = js_stringify(value)
     assert json.loads(text) == json.loads(json.dumps(value)) or text  # parses back

@@ -42,7 +42,9 @@ def pi_oracle():
 
     def ask(requests: list[dict]) -> list[dict]:
         data = "".join(json.dumps(r) + "\n" for r in requests)
-        out = subprocess.run([str(NODE), str(ORACLE), str(PI_PKG)], input=data, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [str(NODE), str(ORACLE), str(PI_PKG)], input=data, capture_output=True, text=True, timeout=600
+        )
         assert out.returncode == 0, out.stderr
         answers = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
         assert len(answers) == len(requests), out.stderr
@@ -75,8 +77,13 @@ def compare(path: Path, answers: list[dict], requests: list[dict]) -> int:
         checked += 1
         if n % 5:
             continue  # the full preview on a fifth of the requests keeps the run short
-        res = preview_compaction(path, keep_recent_tokens=req["keepRecentTokens"], leaf_id=req.get("leafId"), context_window=0)
-        assert (res["outcome"] == "skipped") == (prep is None or "Pi would keep everything" in res.get("reason", "")), (req, res.get("reason"))
+        res = preview_compaction(
+            path, keep_recent_tokens=req["keepRecentTokens"], leaf_id=req.get("leafId"), context_window=0
+        )
+        assert (res["outcome"] == "skipped") == (prep is None or "Pi would keep everything" in res.get("reason", "")), (
+            req,
+            res.get("reason"),
+        )
         if prep is None:
             assert res["reason"].startswith("Pi would keep everything: ")
         assert res["tokensBefore"] == pi["tokensBefore"]
@@ -89,7 +96,11 @@ def test_gate_matches_pi_on_every_leaf_of_the_real_sessions(tmp_path, pi_oracle)
         path = tmp_path / src.name
         shutil.copy(src, path)
         ids = [r.id for r in read_session(path).records if r.valid]
-        requests = [{"file": str(path), "leafId": leaf, "keepRecentTokens": k, "reserveTokens": 16384} for leaf in ids for k in KEEPS]
+        requests = [
+            {"file": str(path), "leafId": leaf, "keepRecentTokens": k, "reserveTokens": 16384}
+            for leaf in ids
+            for k in KEEPS
+        ]
         total += compare(path, pi_oracle(requests), requests)
     assert total > 1000
 
@@ -100,10 +111,19 @@ def test_gate_matches_pi_on_generated_sessions_with_compactions(tmp_path, pi_ora
 
     total = 0
     for seed in range(4):
-        path = generate_session(tmp_path / f"g{seed}.jsonl", target_bytes=120_000 + 60_000 * seed, seed=f"oracle-{seed}", cwd="/home/user/projects/orbit")
+        path = generate_session(
+            tmp_path / f"g{seed}.jsonl",
+            target_bytes=120_000 + 60_000 * seed,
+            seed=f"oracle-{seed}",
+            cwd="/home/user/projects/orbit",
+        )
         ids = [r.id for r in read_session(path).records if r.valid]
         leaves = ids[-12:] + ids[len(ids) // 2 : len(ids) // 2 + 6]
-        requests = [{"file": str(path), "leafId": leaf, "keepRecentTokens": k, "reserveTokens": 16384} for leaf in leaves for k in KEEPS]
+        requests = [
+            {"file": str(path), "leafId": leaf, "keepRecentTokens": k, "reserveTokens": 16384}
+            for leaf in leaves
+            for k in KEEPS
+        ]
         total += compare(path, pi_oracle(requests), requests)
     assert total > 200
 
@@ -115,17 +135,71 @@ texts = st.one_of(st.text(max_size=40), st.sampled_from(["x" * 2000, "日本語 
 def linear_session(draw):
     entries = []
     for i in range(draw(st.integers(1, 30))):
-        kind = draw(st.sampled_from(["user", "assistant", "result", "bash", "custom_message", "branch_summary", "label", "model_change", "compaction"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "assistant",
+                    "result",
+                    "bash",
+                    "custom_message",
+                    "branch_summary",
+                    "label",
+                    "model_change",
+                    "compaction",
+                ]
+            )
+        )
         if kind == "user":
-            e = {"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": draw(texts)}], "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {"role": "user", "content": [{"type": "text", "text": draw(texts)}], "timestamp": 0},
+            }
         elif kind == "assistant":
-            e = {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": draw(texts)}, {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": draw(texts)}}],
-                                                "stopReason": draw(st.sampled_from(["stop", "toolUse", "error"])),
-                                                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": draw(st.sampled_from([0, 500, 50000]))}, "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": draw(texts)},
+                        {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": draw(texts)}},
+                    ],
+                    "stopReason": draw(st.sampled_from(["stop", "toolUse", "error"])),
+                    "usage": {
+                        "input": 0,
+                        "output": 0,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": draw(st.sampled_from([0, 500, 50000])),
+                    },
+                    "timestamp": 0,
+                },
+            }
         elif kind == "result":
-            e = {"type": "message", "message": {"role": "toolResult", "toolCallId": f"c{max(0, i - 1)}", "toolName": "read", "content": [{"type": "text", "text": draw(texts)}], "isError": draw(st.booleans()), "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": f"c{max(0, i - 1)}",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": draw(texts)}],
+                    "isError": draw(st.booleans()),
+                    "timestamp": 0,
+                },
+            }
         elif kind == "bash":
-            e = {"type": "message", "message": {"role": "bashExecution", "command": draw(texts), "output": draw(texts), "exitCode": 0, "cancelled": False, "truncated": False, "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "bashExecution",
+                    "command": draw(texts),
+                    "output": draw(texts),
+                    "exitCode": 0,
+                    "cancelled": False,
+                    "truncated": False,
+                    "timestamp": 0,
+                },
+            }
         elif kind == "custom_message":
             e = {"type": "custom_message", "customType": "t", "content": draw(texts), "display": draw(st.booleans())}
         elif kind == "branch_summary":
@@ -135,21 +209,36 @@ def linear_session(draw):
         elif kind == "model_change":
             e = {"type": "model_change", "provider": "p", "modelId": "m"}
         else:
-            e = {"type": "compaction", "summary": draw(texts), "firstKeptEntryId": draw(st.sampled_from(["", "e0", f"e{max(0, i - 2)}", f"e{i}"])), "tokensBefore": 1}
+            e = {
+                "type": "compaction",
+                "summary": draw(texts),
+                "firstKeptEntryId": draw(st.sampled_from(["", "e0", f"e{max(0, i - 2)}", f"e{i}"])),
+                "tokensBefore": 1,
+            }
         e.update(id=f"e{i}", parentId=f"e{i - 1}" if i else None, timestamp=f"2025-01-01T00:00:{i % 60:02d}.000Z")
         entries.append(e)
     return entries
 
 
 # one node process per example; no shrinking (a failing batch is printed as found)
-@settings(max_examples=profile_examples(5), deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(
+    max_examples=profile_examples(5),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
 @given(st.lists(linear_session(), min_size=30, max_size=30))
 def test_gate_matches_pi_on_random_linear_sessions(tmp_path, pi_oracle, sessions):
     requests, paths = [], []
     for n, entries in enumerate(sessions):
         path = tmp_path / f"r{n}.jsonl"
-        header = {"type": "session", "version": 3, "id": f"s{n}", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": str(tmp_path)}
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": f"s{n}",
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "cwd": str(tmp_path),
+        }
         path.write_bytes(b"".join(msgspec.json.encode(x) + b"\n" for x in [header, *entries]))
         paths.append(path)
         for k in (20000, 500, 50, 1):

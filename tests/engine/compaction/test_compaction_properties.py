@@ -19,47 +19,122 @@ from fabric_lsp.engine.jsstr import js_stringify
 from fabric_lsp.engine.session import SessionTree, estimate_tokens, parse_session_bytes
 from tests.support.examples import profile_examples
 
-PROPS = settings(max_examples=profile_examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPS = settings(
+    max_examples=profile_examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 texts = st.one_of(
     st.text(max_size=60),
     st.sampled_from(["", " ", "line1\nline2", "日本語 🚀", "a\u00a0b\u2028c", "x" * 300, "\t\n  spaced  \n", "é"]),
 )
 ids = st.sampled_from(["c1", "c2", "c3", "", "c4"])
-tools = st.sampled_from(["read", "edit", "write", "bash", "grep", "find", "ls", "fabric_exec", "mcp.tool", "agents.run"])
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=32), texts)
-json_vals = st.recursive(json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(["path", "file", "dir", "command", "id", "name", "x", "0"]), c, max_size=3), max_leaves=8)
+tools = st.sampled_from(
+    ["read", "edit", "write", "bash", "grep", "find", "ls", "fabric_exec", "mcp.tool", "agents.run"]
+)
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=False, allow_infinity=False, width=32), texts
+)
+json_vals = st.recursive(
+    json_leaf,
+    lambda c: (
+        st.lists(c, max_size=3)
+        | st.dictionaries(st.sampled_from(["path", "file", "dir", "command", "id", "name", "x", "0"]), c, max_size=3)
+    ),
+    max_leaves=8,
+)
 args = st.one_of(
     st.fixed_dictionaries({"path": st.one_of(texts, st.integers(), st.none())}),
     st.fixed_dictionaries({"command": texts}),
     json_vals,
-    st.fixed_dictionaries({"code": texts, "display": st.one_of(texts, st.fixed_dictionaries({"name": texts}), st.fixed_dictionaries({"description": texts}))}),
+    st.fixed_dictionaries(
+        {
+            "code": texts,
+            "display": st.one_of(
+                texts, st.fixed_dictionaries({"name": texts}), st.fixed_dictionaries({"description": texts})
+            ),
+        }
+    ),
 )
-usage = st.one_of(st.none(), st.fixed_dictionaries({"input": st.integers(0, 10**6), "output": st.integers(0, 100), "cacheRead": st.integers(0, 10), "cacheWrite": st.just(0), "totalTokens": st.integers(0, 10**6)}))
-trace_op = st.fixed_dictionaries({
-    "type": st.just("call"), "sequence": st.integers(0, 3), "ref": st.sampled_from(["pi.read", "pi.write", "pi.bash", "agents.run", "x"]),
-    "args": st.dictionaries(st.sampled_from(["path", "command", "name"]), texts, max_size=2),
-    "outcome": st.sampled_from(["succeeded", "failed", "aborted", "timed_out"]),
-})
-trace = st.fixed_dictionaries({
-    "kind": st.just("pi-fabric.execution"), "version": st.sampled_from([1, 2]), "outcome": st.sampled_from(["succeeded", "failed"]),
-    "phases": st.lists(texts, max_size=2), "operations": st.lists(trace_op, max_size=3),
-    "counts": st.just({"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0}),
-})
+usage = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "input": st.integers(0, 10**6),
+            "output": st.integers(0, 100),
+            "cacheRead": st.integers(0, 10),
+            "cacheWrite": st.just(0),
+            "totalTokens": st.integers(0, 10**6),
+        }
+    ),
+)
+trace_op = st.fixed_dictionaries(
+    {
+        "type": st.just("call"),
+        "sequence": st.integers(0, 3),
+        "ref": st.sampled_from(["pi.read", "pi.write", "pi.bash", "agents.run", "x"]),
+        "args": st.dictionaries(st.sampled_from(["path", "command", "name"]), texts, max_size=2),
+        "outcome": st.sampled_from(["succeeded", "failed", "aborted", "timed_out"]),
+    }
+)
+trace = st.fixed_dictionaries(
+    {
+        "kind": st.just("pi-fabric.execution"),
+        "version": st.sampled_from([1, 2]),
+        "outcome": st.sampled_from(["succeeded", "failed"]),
+        "phases": st.lists(texts, max_size=2),
+        "operations": st.lists(trace_op, max_size=3),
+        "counts": st.just({"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0}),
+    }
+)
 
 
 @st.composite
 def entry(draw):
-    kind = draw(st.sampled_from(["user", "assistant", "result", "bash", "custom_message", "custom", "branch_summary", "compaction", "unknown", "model_change", "label"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "user",
+                "assistant",
+                "result",
+                "bash",
+                "custom_message",
+                "custom",
+                "branch_summary",
+                "compaction",
+                "unknown",
+                "model_change",
+                "label",
+            ]
+        )
+    )
     if kind == "user":
-        content = draw(st.one_of(texts, st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": texts}), st.just({"type": "image", "data": "", "mimeType": "image/png"})), max_size=3), st.none()))
+        content = draw(
+            st.one_of(
+                texts,
+                st.lists(
+                    st.one_of(
+                        st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                        st.just({"type": "image", "data": "", "mimeType": "image/png"}),
+                    ),
+                    max_size=3,
+                ),
+                st.none(),
+            )
+        )
         return {"type": "message", "message": {"role": "user", "content": content}}
     if kind == "assistant":
-        parts = draw(st.lists(st.one_of(
-            st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
-            st.fixed_dictionaries({"type": st.just("thinking"), "thinking": texts}),
-            st.fixed_dictionaries({"type": st.just("toolCall"), "id": ids, "name": tools, "arguments": args}),
-        ), max_size=3))
+        parts = draw(
+            st.lists(
+                st.one_of(
+                    st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": texts}),
+                    st.fixed_dictionaries({"type": st.just("toolCall"), "id": ids, "name": tools, "arguments": args}),
+                ),
+                max_size=3,
+            )
+        )
         msg = {"role": "assistant", "content": parts, "stopReason": draw(st.sampled_from(["stop", "toolUse", "error"]))}
         u = draw(usage)
         if u is not None:
@@ -67,15 +142,45 @@ def entry(draw):
         return {"type": "message", "message": msg}
     if kind == "result":
         name = draw(tools)
-        msg = {"role": "toolResult", "toolCallId": draw(ids), "toolName": name, "content": [{"type": "text", "text": draw(texts)}],
-               "isError": draw(st.sampled_from([True, False, "yes", None]))}
+        msg = {
+            "role": "toolResult",
+            "toolCallId": draw(ids),
+            "toolName": name,
+            "content": [{"type": "text", "text": draw(texts)}],
+            "isError": draw(st.sampled_from([True, False, "yes", None])),
+        }
         if name == "fabric_exec":
-            msg["details"] = draw(st.one_of(st.none(), st.fixed_dictionaries({"trace": trace}), st.just({"audits": [{"ref": "pi.read", "args": {"path": "a"}, "success": True}]})))
+            msg["details"] = draw(
+                st.one_of(
+                    st.none(),
+                    st.fixed_dictionaries({"trace": trace}),
+                    st.just({"audits": [{"ref": "pi.read", "args": {"path": "a"}, "success": True}]}),
+                )
+            )
         return {"type": "message", "message": msg}
     if kind == "bash":
-        return {"type": "message", "message": {"role": "bashExecution", "command": draw(texts), "output": draw(texts), "exitCode": draw(st.sampled_from([0, 1, None, 2.5]))}}
+        return {
+            "type": "message",
+            "message": {
+                "role": "bashExecution",
+                "command": draw(texts),
+                "output": draw(texts),
+                "exitCode": draw(st.sampled_from([0, 1, None, 2.5])),
+            },
+        }
     if kind == "custom_message":
-        e = {"type": "custom_message", "customType": draw(st.one_of(texts, st.integers())), "content": draw(st.one_of(texts, st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}), max_size=2), st.integers())), "display": draw(st.one_of(st.booleans(), texts))}
+        e = {
+            "type": "custom_message",
+            "customType": draw(st.one_of(texts, st.integers())),
+            "content": draw(
+                st.one_of(
+                    texts,
+                    st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts}), max_size=2),
+                    st.integers(),
+                )
+            ),
+            "display": draw(st.one_of(st.booleans(), texts)),
+        }
         if draw(st.booleans()):
             e["details"] = draw(json_vals)
         return e
@@ -84,7 +189,12 @@ def entry(draw):
     if kind == "branch_summary":
         return {"type": "branch_summary", "fromId": "root", "summary": draw(texts), "details": draw(json_vals)}
     if kind == "compaction":
-        return {"type": "compaction", "summary": draw(texts), "firstKeptEntryId": draw(st.sampled_from(["", "e1", "e3", "zzz"])), "tokensBefore": 10}
+        return {
+            "type": "compaction",
+            "summary": draw(texts),
+            "firstKeptEntryId": draw(st.sampled_from(["", "e1", "e3", "zzz"])),
+            "tokensBefore": 10,
+        }
     if kind == "model_change":
         return {"type": "model_change", "provider": "p", "modelId": "m"}
     if kind == "label":
@@ -93,9 +203,23 @@ def entry(draw):
 
 
 sessions = st.lists(entry(), min_size=0, max_size=40).map(link)
-budgets = st.one_of(st.none(), st.fixed_dictionaries({"window": st.sampled_from([1000, 100000, 200000]), "keep": st.sampled_from([0, 50, 20000]), "reserve": st.sampled_from([0, 16384])}))
-instructions = st.one_of(st.none(), texts, st.just("__pi_vcc__"), texts.map(lambda t: "__pi_fabric_compact_request_v1__:" + t),
-                         st.just('__pi_fabric_compact_request_v1__:{"version":1,"preserve":["keep"]}'))
+budgets = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "window": st.sampled_from([1000, 100000, 200000]),
+            "keep": st.sampled_from([0, 50, 20000]),
+            "reserve": st.sampled_from([0, 16384]),
+        }
+    ),
+)
+instructions = st.one_of(
+    st.none(),
+    texts,
+    st.just("__pi_vcc__"),
+    texts.map(lambda t: "__pi_fabric_compact_request_v1__:" + t),
+    st.just('__pi_fabric_compact_request_v1__:{"version":1,"preserve":["keep"]}'),
+)
 
 
 @PROPS
@@ -103,7 +227,10 @@ instructions = st.one_of(st.none(), texts, st.just("__pi_vcc__"), texts.map(lamb
 def test_hook_is_deterministic_bounded_and_never_crashes(branch, tb, budget, instr, reason):
     kw = dict(tokens_before=tb, reason=reason, custom_instructions=instr)
     if budget:
-        kw.update(context_window=budget["window"], pi_settings={"reserveTokens": budget["reserve"], "keepRecentTokens": budget["keep"]})
+        kw.update(
+            context_window=budget["window"],
+            pi_settings={"reserveTokens": budget["reserve"], "keepRecentTokens": budget["keep"]},
+        )
     a = compaction_hook(branch, **kw)
     b = compaction_hook(branch, **kw)
     assert a["result"] in ("compaction", "cancel", "passthrough")
@@ -137,9 +264,34 @@ def test_huge_text_sessions_stay_under_32k(bodies):
     es = []
     for i, body in enumerate(bodies):
         es.append({"type": "message", "message": {"role": "user", "content": body * 5}})
-        es.append({"type": "message", "message": {"role": "assistant", "content": [
-            {"type": "toolCall", "id": f"t{i}", "name": "edit", "arguments": {"path": body[:500] or f"p{i}"}}]}})
-        es.append({"type": "message", "message": {"role": "toolResult", "toolCallId": f"t{i}", "toolName": "edit", "content": [{"type": "text", "text": body}], "isError": i % 2 == 0}})
+        es.append(
+            {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "toolCall",
+                            "id": f"t{i}",
+                            "name": "edit",
+                            "arguments": {"path": body[:500] or f"p{i}"},
+                        }
+                    ],
+                },
+            }
+        )
+        es.append(
+            {
+                "type": "message",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": f"t{i}",
+                    "toolName": "edit",
+                    "content": [{"type": "text", "text": body}],
+                    "isError": i % 2 == 0,
+                },
+            }
+        )
     es.append({"type": "message", "message": {"role": "user", "content": "end"}})
     h = compaction_hook(link(es), tokens_before=10, custom_instructions="k " * 5000)
     assert h["result"] == "compaction"
@@ -162,7 +314,13 @@ def odd_file(draw):
         e["timestamp"] = f"2025-01-01T00:00:{i % 60:02d}Z"
         lines.append(msgspec.json.encode(e))
         if draw(st.integers(0, 9)) == 0:
-            lines.append(draw(st.sampled_from([b"", b"   ", b"{not json", b"[1,2]", b"\xff\xfe", b'{"type":"message","id":"x","parentId":7}'])))
+            lines.append(
+                draw(
+                    st.sampled_from(
+                        [b"", b"   ", b"{not json", b"[1,2]", b"\xff\xfe", b'{"type":"message","id":"x","parentId":7}']
+                    )
+                )
+            )
     data = b"\n".join(lines) + b"\n"
     if draw(st.booleans()):
         data += b'{"type":"message","id":"half'
@@ -172,8 +330,12 @@ def odd_file(draw):
 @PROPS
 @given(odd_file(), st.sampled_from([0, 200000]), st.sampled_from([1, 20000]))
 def test_preview_never_crashes_on_odd_files(data, window, keep):
-    a = preview_compaction(data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, include_qa=True)
-    b = preview_compaction(data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, include_qa=True)
+    a = preview_compaction(
+        data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, include_qa=True
+    )
+    b = preview_compaction(
+        data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, include_qa=True
+    )
     assert msgspec.json.encode(a) == msgspec.json.encode(b)
     assert a["outcome"] in ("compacted", "cancelled", "skipped")
     if a["outcome"] == "compacted":
@@ -207,7 +369,12 @@ def test_streaming_loader_matches_bytes_loader(tmp_path_factory, data, chunk):
 
     assert digest == hashlib.sha256(data).hexdigest()
     assert a.branch()[1] == b.branch()[1]
-    assert (a.malformed, a.blank, a.partial_tail_bytes, a.no_id) == (b.malformed, b.blank, b.partial_tail_bytes, b.no_id)
+    assert (a.malformed, a.blank, a.partial_tail_bytes, a.no_id) == (
+        b.malformed,
+        b.blank,
+        b.partial_tail_bytes,
+        b.no_id,
+    )
 
 
 @PROPS
@@ -232,7 +399,9 @@ def test_slimmed_preview_equals_hook_on_raw_entries(data, window, keep, instr):
     from fabric_lsp.engine.compaction.pigate import model_key, prepare_compaction
     from fabric_lsp.engine.session.context import context_tokens
 
-    res = preview_compaction(data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, instructions=instr)
+    res = preview_compaction(
+        data, session_path="/odd.jsonl", context_window=window, keep_recent_tokens=keep, instructions=instr
+    )
     log = parse_session_bytes(data)
     if not log.is_session:
         assert res["outcome"] == "skipped"
@@ -244,8 +413,14 @@ def test_slimmed_preview_equals_hook_on_raw_entries(data, window, keep, instr):
     if not gate["ok"]:
         assert res["outcome"] == "skipped"
         return
-    h = compaction_hook(branch, tokens_before=tb, custom_instructions=instr, model_key=model_key(branch),
-                        context_window=window or None, pi_settings={"reserveTokens": 16384, "keepRecentTokens": keep})
+    h = compaction_hook(
+        branch,
+        tokens_before=tb,
+        custom_instructions=instr,
+        model_key=model_key(branch),
+        context_window=window or None,
+        pi_settings={"reserveTokens": 16384, "keepRecentTokens": keep},
+    )
     if h["result"] == "compaction":
         assert res["outcome"] == "compacted"
         assert res["summary"] == h["compaction"]["summary"]
@@ -264,10 +439,21 @@ def test_truncate_prefix_safe_equals_truncate(text, n, window):
 
 
 @PROPS
-@given(st.text(max_size=120).filter(lambda t: not t.lstrip(" \t\r\n").startswith("{")) | st.sampled_from([
-    '{"version":1,"x":1}', '{"version":2}', '{"version":1,"preserve":"a"}', '{"version":1,"version":1}', '{"version":01}',
-    '{"version":1,"instructions":"\\ud800"}', "[]", '{"version":1,"preserve":[' + ",".join(['"a"'] * 17) + "]}",
-]))
+@given(
+    st.text(max_size=120).filter(lambda t: not t.lstrip(" \t\r\n").startswith("{"))
+    | st.sampled_from(
+        [
+            '{"version":1,"x":1}',
+            '{"version":2}',
+            '{"version":1,"preserve":"a"}',
+            '{"version":1,"version":1}',
+            '{"version":01}',
+            '{"version":1,"instructions":"\\ud800"}',
+            "[]",
+            '{"version":1,"preserve":[' + ",".join(['"a"'] * 17) + "]}",
+        ]
+    )
+)
 def test_malformed_typed_payload_cancels_with_decoder_code(tail):
     from compaction_examples import example1
 
@@ -303,7 +489,8 @@ def test_spans_match_the_naive_crossing_definition(branch):
     spans = Spans(branch)
     for b in range(len(branch) + 1):
         crossing = [
-            min(i for i, _ in o) for o in occ.values()
+            min(i for i, _ in o)
+            for o in occ.values()
             if {k for _, k in o} == {"call", "result"} and min(i for i, _ in o) < b <= max(i for i, _ in o)
         ]
         assert spans.safe(b) == (not crossing)

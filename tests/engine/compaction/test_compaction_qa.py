@@ -10,21 +10,21 @@ from fabric_lsp.engine.compaction.qa import generate_probes, qa_report
 
 def qa_session() -> list[dict]:
     es = [
-        user("Certify the compaction reconstruction.\nKeep every address."),                       # e1
-        assistant(call("c1", "edit", {"path": "docs/compaction.md", "edits": []})),                 # e2
-        tool_result("c1", "edit", "Successfully replaced 1 block(s)"),                              # e3
-        assistant(call("c2", "read", {"path": "src/missing.ts"})),                                  # e4
+        user("Certify the compaction reconstruction.\nKeep every address."),  # e1
+        assistant(call("c1", "edit", {"path": "docs/compaction.md", "edits": []})),  # e2
+        tool_result("c1", "edit", "Successfully replaced 1 block(s)"),  # e3
+        assistant(call("c2", "read", {"path": "src/missing.ts"})),  # e4
         tool_result("c2", "read", "ENOENT: no such file or directory, access 'src/missing.ts'", True),  # e5
-        user("Now certify it"),                                                                     # e6
-        assistant(call("c3", "write", {"path": "notes/plan.md", "content": "x"})),                  # e7
-        tool_result("c3", "write", "ok"),                                                           # e8
-        user("Run the certifier"),                                                                  # e9
-        assistant(text("running")),                                                                 # e10
-        user("Go"),                                                                                 # e11
-        assistant(text("going")),                                                                   # e12
-        user("Certify with fabric"),                                                                # e13
+        user("Now certify it"),  # e6
+        assistant(call("c3", "write", {"path": "notes/plan.md", "content": "x"})),  # e7
+        tool_result("c3", "write", "ok"),  # e8
+        user("Run the certifier"),  # e9
+        assistant(text("running")),  # e10
+        user("Go"),  # e11
+        assistant(text("going")),  # e12
+        user("Certify with fabric"),  # e13
         assistant(call("f1", "fabric_exec", {"code": "x", "display": {"name": "Certify reconstruction QA"}})),  # e14
-        tool_result("f1", "fabric_exec", "done"),                                                   # e15
+        tool_result("f1", "fabric_exec", "done"),  # e15
     ]
     for i in range(25):
         es += [user(f"Follow-up question {i}"), assistant(text(f"answer {i}"))]
@@ -52,7 +52,13 @@ def test_probes_pass_on_real_engine_output():
     assert "[entry qa-e14]" in answers
     assert ids(probes, "earlier-turn-address:") and ids(probes, "footer-recall")
     assert not [p for p in probes if "commit" in p["id"]]
-    assert qa_report(summary, probes) == {"score": 1, "contentScore": 1, "addressScore": 1, "failures": [], "probes": len(probes)}
+    assert qa_report(summary, probes) == {
+        "score": 1,
+        "contentScore": 1,
+        "addressScore": 1,
+        "failures": [],
+        "probes": len(probes),
+    }
 
 
 def drop_block(summary: str, header: str) -> str:
@@ -98,7 +104,11 @@ def test_truncated_earlier_turns_fail_turn_probes():
 def test_bounded_omissions_are_scored_by_range():
     es = [user("Big goal")]
     for i in range(48):
-        es += [user(f"Scope change {i}"), assistant(call(f"e{i}", "edit", {"path": f"src/file{i}.ts", "edits": []})), tool_result(f"e{i}", "edit", "ok")]
+        es += [
+            user(f"Scope change {i}"),
+            assistant(call(f"e{i}", "edit", {"path": f"src/file{i}.ts", "edits": []})),
+            tool_result(f"e{i}", "edit", "ok"),
+        ]
     es.append(user("final"))
     r = compile_fabric_summary(link(es), 1000)
     s = r["summary"]

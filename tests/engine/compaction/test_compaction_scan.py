@@ -18,10 +18,11 @@ from test_compaction_properties import PROPS, entry, odd_file
 from fabric_lsp.engine.compaction.api import PreviewError, preview_compaction
 from fabric_lsp.engine.compaction.facts import DictFacts, Facts, facts
 from fabric_lsp.engine.compaction.hook import compaction_hook
+from fabric_lsp.engine.compaction.id_table import IdTable
 from fabric_lsp.engine.compaction.loader import load_session_bytes
 from fabric_lsp.engine.compaction.normalize import normalize
 from fabric_lsp.engine.compaction.pigate import model_key, pi_tokens_before
-from fabric_lsp.engine.compaction.scan import IdTable, SourceChanged, _stub, scan_session_bytes, scan_session_file
+from fabric_lsp.engine.compaction.scan import SourceChanged, _stub, scan_session_bytes, scan_session_file
 from fabric_lsp.engine.jsstr import js_stringify
 from fabric_lsp.engine.session import SessionTree, parse_session_bytes
 
@@ -73,7 +74,9 @@ def _same_branch(data: bytes) -> None:
         ref = DictFacts(entries)
         assert f.kinds == ref.kinds
         assert (f.spans, f.compactions) == (ref.spans, ref.compactions)
-        assert js_stringify(sorted(f.usage.items(), key=lambda kv: kv[0])) == js_stringify(sorted(ref.usage.items(), key=lambda kv: kv[0]))
+        assert js_stringify(sorted(f.usage.items(), key=lambda kv: kv[0])) == js_stringify(
+            sorted(ref.usage.items(), key=lambda kv: kv[0])
+        )
         assert pi_tokens_before(f) == pi_tokens_before(entries)  # completes the deferred estimates
         assert model_key(f) == model_key(entries)
         # every estimate the engine reads (from the last compaction's kept entry on) is
@@ -159,9 +162,17 @@ def test_a_pairing_across_branches_falls_back_to_the_branch_itself():
     base = link([user("go"), assistant(call("call_0", "bash", {"command": "make"}))], prefix="a")
     abandoned = link([assistant(call("call_0", "bash", {"command": "rm -rf build"}))], start=3, prefix="a")
     abandoned[0]["parentId"] = base[0]["id"]
-    result = link([tool_result("call_0", "bash", "boom", True), user("next"),
-                   assistant(call("c2", "read", {"path": "x"})), tool_result("c2", "read", "ok"), user("end")],
-                  start=4, prefix="a")
+    result = link(
+        [
+            tool_result("call_0", "bash", "boom", True),
+            user("next"),
+            assistant(call("c2", "read", {"path": "x"})),
+            tool_result("c2", "read", "ok"),
+            user("end"),
+        ],
+        start=4,
+        prefix="a",
+    )
     result[0]["parentId"] = base[-1]["id"]
     entries = base + abandoned + result
     data = _lines(entries)
@@ -174,8 +185,12 @@ def test_a_pairing_across_branches_falls_back_to_the_branch_itself():
         _stub(e)
     assert Facts.events(f, len(f)) == normalize(stubbed)
     res = preview_compaction(data, session_path="/b.jsonl", keep_recent_tokens=1, context_window=0)
-    hook = compaction_hook(branch, tokens_before=res["tokensBefore"], model_key=model_key(branch),
-                           pi_settings={"reserveTokens": 16384, "keepRecentTokens": 1})
+    hook = compaction_hook(
+        branch,
+        tokens_before=res["tokensBefore"],
+        model_key=model_key(branch),
+        pi_settings={"reserveTokens": 16384, "keepRecentTokens": 1},
+    )
     assert res["outcome"] == "compacted" and res["summary"] == hook["compaction"]["summary"]
     assert "make: boom" in res["summary"] and "rm -rf" not in res["summary"]
 
@@ -201,7 +216,9 @@ def test_id_table_cells():
 
 
 def test_a_line_rewritten_between_the_passes_is_refused(tmp_path):
-    entries = link([user("a"), assistant(call("c1", "read", {"path": "x"})), tool_result("c1", "read", "ok"), user("b")])
+    entries = link(
+        [user("a"), assistant(call("c1", "read", {"path": "x"})), tool_result("c1", "read", "ok"), user("b")]
+    )
     p = tmp_path / "s.jsonl"
     p.write_bytes(_lines(entries))
     scanned, _ = scan_session_file(str(p))
@@ -222,7 +239,9 @@ def test_a_line_rewritten_between_the_passes_is_refused(tmp_path):
 def test_preview_reports_a_changed_source(tmp_path, monkeypatch):
     from fabric_lsp.engine.compaction import scan
 
-    entries = link([user("a"), assistant(call("c1", "read", {"path": "x"})), tool_result("c1", "read", "ok"), user("b")])
+    entries = link(
+        [user("a"), assistant(call("c1", "read", {"path": "x"})), tool_result("c1", "read", "ok"), user("b")]
+    )
     p = tmp_path / "s.jsonl"
     p.write_bytes(_lines(entries))
 
@@ -255,7 +274,9 @@ def test_preview_memory_does_not_grow_with_the_entries_decoded(tmp_path):
         assert spec is not None and spec.loader is not None
         sys.modules[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[name])
-    p = sys.modules[name].generate_tiny_session(tmp_path / "tiny.jsonl", target_bytes=4_000_000, seed="t", cwd="/home/user/projects/orbit")
+    p = sys.modules[name].generate_tiny_session(
+        tmp_path / "tiny.jsonl", target_bytes=4_000_000, seed="t", cwd="/home/user/projects/orbit"
+    )
     size = p.stat().st_size
     preview_compaction(str(p), keep_recent_tokens=200)  # imports and caches outside the measurement
     tracemalloc.start()
@@ -285,8 +306,16 @@ def test_far_parents_switch_the_walk_to_one_map():
     n = 3000
     order = [x for k in range(n // 2) for x in (k, n - 1 - k)]  # 0, n-1, 1, n-2, ...
     parent = {order[i + 1]: order[i] for i in range(n - 1)}  # walk: ... -> order[i+1] -> order[i]
-    entries = [{"type": "custom", "customType": "s", "data": i, "id": f"{i:08x}",
-                "parentId": f"{parent[i]:08x}" if i in parent else None} for i in range(n)]
+    entries = [
+        {
+            "type": "custom",
+            "customType": "s",
+            "data": i,
+            "id": f"{i:08x}",
+            "parentId": f"{parent[i]:08x}" if i in parent else None,
+        }
+        for i in range(n)
+    ]
     leaf = order[-1]
     data = _lines(entries)
     scanned = scan_session_bytes(data)

@@ -41,9 +41,13 @@ KEPT_AWAY = "Pi would keep everything: "
 
 
 def ask_pi(requests: list[dict]) -> list[dict]:
-    run = subprocess.run([str(NODE), str(ORACLE), str(pi1x_package())],
-                         input="".join(json.dumps(r) + "\n" for r in requests),
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(NODE), str(ORACLE), str(pi1x_package())],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     answers = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     assert len(answers) == len(requests), run.stderr
@@ -69,7 +73,9 @@ def agent_with(tmp_path: Path, pi_settings: dict) -> tuple[Path, Path]:
     return agent, path
 
 
-def our_preview(agent: Path, path: Path, leaf: str, overrides: CompactionOverrides | None = None) -> tuple[dict, tuple[str, ...]]:
+def our_preview(
+    agent: Path, path: Path, leaf: str, overrides: CompactionOverrides | None = None
+) -> tuple[dict, tuple[str, ...]]:
     cfg = load_config(env={"PI_CODING_AGENT_DIR": str(agent), "HOME": str(agent.parent)})
     options = resolve_compaction_options(cfg.compaction_settings(), overrides).kwargs()
     return preview_compaction(path, leaf_id=leaf, **options), cfg.warnings
@@ -80,8 +86,12 @@ def test_a_model_override_applies_to_the_sessions_model_as_in_pi_1_6_0(tmp_path,
     leaves = leaves_kept_by_default_but_cut_at(60)
     assert leaves, "the fixture has leaves where the budget decides"
     agent, path = agent_with(tmp_path, {"compaction": {"modelOverrides": {override_for: {"keepRecentTokens": 60}}}})
-    answers = ask_pi([{"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}
-                      for leaf in leaves])
+    answers = ask_pi(
+        [
+            {"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}
+            for leaf in leaves
+        ]
+    )
     for leaf, pi in zip(leaves, answers):
         assert "error" not in pi, pi
         assert pi["model"] == MODEL
@@ -93,15 +103,20 @@ def test_a_model_override_applies_to_the_sessions_model_as_in_pi_1_6_0(tmp_path,
         assert ours.get("reason", "").startswith(KEPT_AWAY) != expect_cut, (leaf, ours.get("reason"))
         if expect_cut:
             branch = branch_of(path, leaf)
-            assert pi1x.prepare_compaction(branch, pi["settings"]["keepRecentTokens"])["firstKeptEntryId"] == \
-                pi["prepared"]["firstKeptEntryId"]
+            assert (
+                pi1x.prepare_compaction(branch, pi["settings"]["keepRecentTokens"])["firstKeptEntryId"]
+                == pi["prepared"]["firstKeptEntryId"]
+            )
 
 
 def test_each_field_falls_back_on_its_own_and_a_request_value_wins(tmp_path):
     leaf = leaves_kept_by_default_but_cut_at(60)[-1]
-    agent, path = agent_with(tmp_path, {"compaction": {"keepRecentTokens": 60,
-                                                       "modelOverrides": {MODEL: {"reserveTokens": 1000}}}})
-    (pi,) = ask_pi([{"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}])
+    agent, path = agent_with(
+        tmp_path, {"compaction": {"keepRecentTokens": 60, "modelOverrides": {MODEL: {"reserveTokens": 1000}}}}
+    )
+    (pi,) = ask_pi(
+        [{"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}]
+    )
     assert pi["settings"] == {"enabled": True, "reserveTokens": 1000, "keepRecentTokens": 60}
     ours, _ = our_preview(agent, path, leaf)
     assert not ours.get("reason", "").startswith(KEPT_AWAY)  # the ordinary 60 stays: the override sets only reserve
@@ -133,12 +148,18 @@ def test_old_format_sessions_ignore_model_overrides_as_pi_0_80_6_does(tmp_path):
     assert with_override == without
 
 
-@pytest.mark.parametrize("bad, named", [
-    ({MODEL: 5}, f'modelOverrides["{MODEL}"] must be an object'),
-    ({MODEL: {"keepRecentTokens": -1}}, f'modelOverrides["{MODEL}"].keepRecentTokens must be a non-negative integer, not -1'),
-    ({MODEL: {"keepRecentTokens": 2.5}}, "not 2.5"),
-    ([1], "must be an object keyed by"),
-])
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        ({MODEL: 5}, f'modelOverrides["{MODEL}"] must be an object'),
+        (
+            {MODEL: {"keepRecentTokens": -1}},
+            f'modelOverrides["{MODEL}"].keepRecentTokens must be a non-negative integer, not -1',
+        ),
+        ({MODEL: {"keepRecentTokens": 2.5}}, "not 2.5"),
+        ([1], "must be an object keyed by"),
+    ],
+)
 def test_an_invalid_override_is_named_and_left_out_where_pi_refuses(tmp_path, bad, named):
     leaf = leaves_kept_by_default_but_cut_at(60)[-1]
     agent, path = agent_with(tmp_path, {"compaction": {"modelOverrides": bad}})
@@ -146,7 +167,9 @@ def test_an_invalid_override_is_named_and_left_out_where_pi_refuses(tmp_path, ba
     assert any(named in w for w in warnings), warnings
     assert ours["reason"].startswith(KEPT_AWAY)  # the default budget, as if the entry were not there
     if isinstance(bad, dict):
-        (pi,) = ask_pi([{"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}])
+        (pi,) = ask_pi(
+            [{"file": str(path), "leafId": leaf, "keepRecentTokens": 0, "agentDir": str(agent), "cwd": str(tmp_path)}]
+        )
         assert "Invalid compaction.modelOverrides" in pi.get("error", ""), pi  # Pi itself refuses to compact
 
 
@@ -174,7 +197,9 @@ def test_pi_1x_rules_equal_live_pi_1x_on_every_leaf_of_the_real_0_80_6_sessions(
         path = tmp_path / src.name
         shutil.copyfile(src, path)
         ids = [r.id for r in read_session(path).records if r.valid]
-        requests = [{"file": str(path), "leafId": leaf, "keepRecentTokens": k} for leaf in ids for k in (20000, 2000, 300, 1)]
+        requests = [
+            {"file": str(path), "leafId": leaf, "keepRecentTokens": k} for leaf in ids for k in (20000, 2000, 300, 1)
+        ]
         total += _compare(path, ask_pi(requests), requests)
     assert total > 800
 
@@ -185,10 +210,16 @@ def test_pi_1x_rules_equal_live_pi_1x_on_generated_sessions(tmp_path):
 
     total = 0
     for seed in range(3):
-        path = generate_session(tmp_path / f"g{seed}.jsonl", target_bytes=120_000 + 60_000 * seed, seed=f"oracle1x-{seed}",
-                                cwd="/home/user/projects/orbit")
+        path = generate_session(
+            tmp_path / f"g{seed}.jsonl",
+            target_bytes=120_000 + 60_000 * seed,
+            seed=f"oracle1x-{seed}",
+            cwd="/home/user/projects/orbit",
+        )
         ids = [r.id for r in read_session(path).records if r.valid]
-        leaves = ids[-10:] + ids[len(ids) // 2: len(ids) // 2 + 5]
-        requests = [{"file": str(path), "leafId": leaf, "keepRecentTokens": k} for leaf in leaves for k in (20000, 2000, 300, 1)]
+        leaves = ids[-10:] + ids[len(ids) // 2 : len(ids) // 2 + 5]
+        requests = [
+            {"file": str(path), "leafId": leaf, "keepRecentTokens": k} for leaf in leaves for k in (20000, 2000, 300, 1)
+        ]
         total += _compare(path, ask_pi(requests), requests)
     assert total > 150

@@ -93,7 +93,9 @@ def test_nothing_to_compact_on_a_fresh_1_6_0_session_is_pis_answer_not_a_cancel(
     """Finding 3: Pi 1.6.0 says "Nothing to compact" for one exchange (its persisted
     system message is prompt state, not something to summarize)."""
     path = PI160 / "lab-one.jsonl"
-    (row,) = [r for r in EXPECTED["sessions"]["lab-one.jsonl"] if r["leafId"] == "12380bd0" and r["keepRecentTokens"] == 20000]
+    (row,) = [
+        r for r in EXPECTED["sessions"]["lab-one.jsonl"] if r["leafId"] == "12380bd0" and r["keepRecentTokens"] == 20000
+    ]
     assert row["prepared"] is None
     res = preview_compaction(str(path))
     assert (res["outcome"], res["reason"], res["tokensBefore"]) == ("skipped", NOTHING, row["tokensBefore"])
@@ -101,7 +103,9 @@ def test_nothing_to_compact_on_a_fresh_1_6_0_session_is_pis_answer_not_a_cancel(
     old = preview_compaction(str(path), settings={"piRules": "0.80"})
     assert old["outcome"] == "cancelled" and "piRules" not in old
     # the CLI says it, with Pi's reason, and exits 1 (skipped)
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "preview", str(path)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "preview", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 1, out
     assert "Nothing to compact (session too small)" in out.stdout + out.stderr
 
@@ -116,13 +120,25 @@ def test_an_outside_commit_on_a_1_6_0_session_clears_quietly_with_pis_reason(tmp
     shutil.copyfile(PI160 / "lab-one.jsonl", path)
     os.utime(path, (1, 1))
     before = path.read_bytes()
-    out = attempt_commit(str(path), {"requestedBy": "user"}, "i1", store=IntentStore(tmp_path / "state"),
-                         compute=default_compute(), quiet_interval_s=0)
+    out = attempt_commit(
+        str(path),
+        {"requestedBy": "user"},
+        "i1",
+        store=IntentStore(tmp_path / "state"),
+        compute=default_compute(),
+        quiet_interval_s=0,
+    )
     assert isinstance(out, Failed) and out.message == NOTHING_TO_COMPACT and out.message in QUIET_MESSAGES, out
     assert path.read_bytes() == before
     # what it was under Pi 0.80.6's rules: a recorded failure
-    old = attempt_commit(str(path), {"requestedBy": "user"}, "i2", store=IntentStore(tmp_path / "state"),
-                         compute=default_compute({"settings": {"piRules": "0.80"}}), quiet_interval_s=0)
+    old = attempt_commit(
+        str(path),
+        {"requestedBy": "user"},
+        "i2",
+        store=IntentStore(tmp_path / "state"),
+        compute=default_compute({"settings": {"piRules": "0.80"}}),
+        quiet_interval_s=0,
+    )
     assert isinstance(old, Failed) and old.message.startswith("Compaction cancelled: "), old
 
 
@@ -162,8 +178,9 @@ def test_overflow_recovery_keeps_the_question_verbatim(tmp_path, src, edit, ques
     branch = branch_of(path)
     ids = [e["id"] for e in branch]
     tokens_before = pi1x.pi_tokens_before(branch)  # what Pi hands to session_before_compact
-    res, hook = compaction_run(str(path), reason="overflow", keep_recent_tokens=keep, context_window=window,
-                               tokens_before=tokens_before)
+    res, hook = compaction_run(
+        str(path), reason="overflow", keep_recent_tokens=keep, context_window=window, tokens_before=tokens_before
+    )
     if res["outcome"] == "skipped":  # Pi itself keeps everything: no hook runs
         assert not pi1x.prepare_compaction(branch, keep)["ok"]
         return
@@ -172,8 +189,15 @@ def test_overflow_recovery_keeps_the_question_verbatim(tmp_path, src, edit, ques
     assert kept and kept != attempt
     assert ids.index(kept) <= ids.index(question), (kept, question)
     # the retried request (Pi 1.6.0's projection after the append) holds the question verbatim
-    entry = {"type": "compaction", "id": "ffff0000", "parentId": ids[-1], "timestamp": "2026-12-05T00:00:00.000Z",
-             "summary": res["summary"], "firstKeptEntryId": kept, "tokensBefore": tokens_before}
+    entry = {
+        "type": "compaction",
+        "id": "ffff0000",
+        "parentId": ids[-1],
+        "timestamp": "2026-12-05T00:00:00.000Z",
+        "summary": res["summary"],
+        "firstKeptEntryId": kept,
+        "tokensBefore": tokens_before,
+    }
     after = projected_messages(branch + [entry])
     q = next(e for e in branch if e["id"] == question)["message"]
     assert q in after
@@ -201,8 +225,12 @@ def test_overflow_on_a_0_80_6_session_keeps_the_question_too(tmp_path):
     from fabric_lsp.engine.compaction.hook import compile_fabric_summary
 
     branch = branch_of(path)
-    budget = {"contextWindow": min(int(res["tokensBefore"] * 0.9), 128000), "targetContextRatio": 0.65,
-              "reserveTokens": 16384, "keepRecentTokens": 5}
+    budget = {
+        "contextWindow": min(int(res["tokensBefore"] * 0.9), 128000),
+        "targetContextRatio": 0.65,
+        "reserveTokens": 16384,
+        "keepRecentTokens": 5,
+    }
     ref = compile_fabric_summary(branch, res["tokensBefore"], None, dict(budget), keep_question=False)
     assert ref.get("cancel") or ref["firstKeptEntryId"] in ("", "1f0e8574"), ref
     ours = compile_fabric_summary(branch, res["tokensBefore"], None, dict(budget), keep_question=True)
@@ -212,12 +240,23 @@ def test_overflow_on_a_0_80_6_session_keeps_the_question_too(tmp_path):
 def test_the_bridge_compute_action_keeps_the_question(tmp_path):
     """What the Pi extension runs at session_before_compact (fabric-lsp pi compute)."""
     path = truncated(PI160 / "lab-overflow400.jsonl", tmp_path, "91ff0224")
-    payload = {"session": str(path), "reason": "overflow", "tokensBefore": 1636, "cwd": str(tmp_path),
-               "settings": {"keepRecentTokens": 40, "reserveTokens": 2000},
-               "model": {"provider": "fakeai", "id": "fake-coder", "contextWindow": 128000}}
+    payload = {
+        "session": str(path),
+        "reason": "overflow",
+        "tokensBefore": 1636,
+        "cwd": str(tmp_path),
+        "settings": {"keepRecentTokens": 40, "reserveTokens": 2000},
+        "model": {"provider": "fakeai", "id": "fake-coder", "contextWindow": 128000},
+    }
     env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "pi", "compute"], input=json.dumps(payload),
-                         capture_output=True, text=True, timeout=60, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "pi", "compute"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     assert answer["action"] == "compaction", answer
@@ -261,9 +300,14 @@ def test_scanned_preview_equals_the_hook_on_raw_entries_for_every_leaf():
                 assert res["tokensBefore"] == estimate_projected_context_tokens(branch)
                 if res["outcome"] == "skipped":
                     continue
-                h = compaction_hook(branch, tokens_before=res["tokensBefore"], model_key=pigate.model_key(branch),
-                                    context_window=window or None, rules="1.x",
-                                    pi_settings={"reserveTokens": 16384, "keepRecentTokens": keep})
+                h = compaction_hook(
+                    branch,
+                    tokens_before=res["tokensBefore"],
+                    model_key=pigate.model_key(branch),
+                    context_window=window or None,
+                    rules="1.x",
+                    pi_settings={"reserveTokens": 16384, "keepRecentTokens": keep},
+                )
                 if h["result"] == "compaction":
                     assert res["summary"] == h["compaction"]["summary"], (path.name, leaf)
                     assert res["firstKeptEntryId"] == h["compaction"]["firstKeptEntryId"]
@@ -281,8 +325,9 @@ def test_old_format_sessions_use_0_80_6_rules_byte_for_byte(path):
     for leaf in ids[:: max(1, len(ids) // 6)]:
         for reason in ("manual", "overflow"):
             auto = preview_compaction(str(path), leaf_id=leaf, keep_recent_tokens=300, include_qa=True)
-            forced = preview_compaction(str(path), leaf_id=leaf, keep_recent_tokens=300, include_qa=True,
-                                        settings={"piRules": "0.80"})
+            forced = preview_compaction(
+                str(path), leaf_id=leaf, keep_recent_tokens=300, include_qa=True, settings={"piRules": "0.80"}
+            )
             assert "piRules" not in auto
             assert msgspec.json.encode(auto) == msgspec.json.encode(forced), (path.name, leaf, reason)
 
@@ -295,8 +340,10 @@ def pi1x_package() -> Path:
     pkg = Path(env) if env else ROOT / ".tools" / "pi160" / "node_modules" / "@earendil-works" / "pi-coding-agent"
     missing = [str(p) for p in (NODE, pkg / "dist" / "core" / "compaction" / "compaction.js") if not p.exists()]
     if missing:
-        pytest.fail("real Pi 1.x is not installed (missing " + ", ".join(missing) + "): run scripts/deps/realpi.sh "
-                    "(it installs Pi 1.6.0 into .tools/pi160), or point $FABRIC_PI1X_PKG at a Pi 1.x package dir")
+        pytest.fail(
+            "real Pi 1.x is not installed (missing " + ", ".join(missing) + "): run scripts/deps/realpi.sh "
+            "(it installs Pi 1.6.0 into .tools/pi160), or point $FABRIC_PI1X_PKG at a Pi 1.x package dir"
+        )
     return pkg
 
 
@@ -304,7 +351,11 @@ texts = st.sampled_from(["", "hi", "x" * 300, "日本語 🚀" * 20, "a\nb", "y"
 
 
 def _tool(name: str, size: int) -> dict:
-    return {"name": name, "description": "d" * size, "parameters": {"type": "object", "properties": {"p": {"type": "string"}}, "1": 2}}
+    return {
+        "name": name,
+        "description": "d" * size,
+        "parameters": {"type": "object", "properties": {"p": {"type": "string"}}, "1": 2},
+    }
 
 
 @st.composite
@@ -315,72 +366,181 @@ def pi1x_session(draw):
     entries: list[dict] = []
     for i in range(draw(st.integers(1, 30))):
         ids = [e["id"] for e in entries]
-        kind = draw(st.sampled_from(["user", "assistant", "assistant", "result", "system", "delta", "hide", "replace",
-                                     "compaction", "custom_message", "branch_summary", "usage", "label", "bash", "error"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "assistant",
+                    "assistant",
+                    "result",
+                    "system",
+                    "delta",
+                    "hide",
+                    "replace",
+                    "compaction",
+                    "custom_message",
+                    "branch_summary",
+                    "usage",
+                    "label",
+                    "bash",
+                    "error",
+                ]
+            )
+        )
         if kind == "user":
-            e = {"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": draw(texts)}], "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {"role": "user", "content": [{"type": "text", "text": draw(texts)}], "timestamp": 0},
+            }
         elif kind in ("assistant", "error"):
-            e = {"type": "message", "message": {
-                "role": "assistant", "content": [{"type": "text", "text": draw(texts)},
-                                                 {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": draw(texts)}}],
-                "stopReason": "error" if kind == "error" else draw(st.sampled_from(["stop", "toolUse"])),
-                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": draw(st.sampled_from([0, 500, 50000]))},
-                "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": draw(texts)},
+                        {"type": "toolCall", "id": f"c{i}", "name": "read", "arguments": {"path": draw(texts)}},
+                    ],
+                    "stopReason": "error" if kind == "error" else draw(st.sampled_from(["stop", "toolUse"])),
+                    "usage": {
+                        "input": 0,
+                        "output": 0,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": draw(st.sampled_from([0, 500, 50000])),
+                    },
+                    "timestamp": 0,
+                },
+            }
         elif kind == "result":
-            e = {"type": "message", "message": {"role": "toolResult", "toolCallId": f"c{max(0, i - 1)}", "toolName": "read",
-                                                "content": [{"type": "text", "text": draw(texts)}], "isError": draw(st.booleans()), "timestamp": 0}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": f"c{max(0, i - 1)}",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": draw(texts)}],
+                    "isError": draw(st.booleans()),
+                    "timestamp": 0,
+                },
+            }
         elif kind == "system":
-            e = {"type": "message", "message": {"role": "system", "content": draw(st.sampled_from(["", "prompt"])),
-                                                "sections": {"a": draw(texts), "b": "bb"}, "timestamp": draw(st.sampled_from([1, 2])),
-                                                "toolsAdded": [_tool("read", 50), _tool("bash", 1)]}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "system",
+                    "content": draw(st.sampled_from(["", "prompt"])),
+                    "sections": {"a": draw(texts), "b": "bb"},
+                    "timestamp": draw(st.sampled_from([1, 2])),
+                    "toolsAdded": [_tool("read", 50), _tool("bash", 1)],
+                },
+            }
         elif kind == "delta":
-            e = {"type": "message", "message": {"role": "system", "content": draw(st.sampled_from(["", "more"])),
-                                                "sections": {"a": None, "c": draw(texts)}, "timestamp": 3,
-                                                "toolsRemoved": [{"name": "bash"}], "toolsAdded": [_tool("edit", 9)]}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "system",
+                    "content": draw(st.sampled_from(["", "more"])),
+                    "sections": {"a": None, "c": draw(texts)},
+                    "timestamp": 3,
+                    "toolsRemoved": [{"name": "bash"}],
+                    "toolsAdded": [_tool("edit", 9)],
+                },
+            }
         elif kind in ("hide", "replace"):
             target = draw(st.sampled_from(ids + ["nope"])) if ids else "nope"
-            repl = None if kind == "hide" else {"content": draw(st.sampled_from(["short", "z" * 900, [{"type": "text", "text": "rr"}]]))}
+            repl = (
+                None
+                if kind == "hide"
+                else {"content": draw(st.sampled_from(["short", "z" * 900, [{"type": "text", "text": "rr"}]]))}
+            )
             e = {"type": "context_edit", "targetId": target, "replacement": repl}
         elif kind == "compaction":
-            e = {"type": "compaction", "summary": draw(texts), "firstKeptEntryId": draw(st.sampled_from(["", f"e{i}", *ids[-4:]])),
-                 "tokensBefore": 1}
+            e = {
+                "type": "compaction",
+                "summary": draw(texts),
+                "firstKeptEntryId": draw(st.sampled_from(["", f"e{i}", *ids[-4:]])),
+                "tokensBefore": 1,
+            }
             if draw(st.booleans()):
-                e["systemMessage"] = {"role": "system", "content": "", "sections": {"a": "x" * draw(st.sampled_from([10, 400]))},
-                                      "toolsAdded": [_tool("read", 5)], "timestamp": 5}
+                e["systemMessage"] = {
+                    "role": "system",
+                    "content": "",
+                    "sections": {"a": "x" * draw(st.sampled_from([10, 400]))},
+                    "toolsAdded": [_tool("read", 5)],
+                    "timestamp": 5,
+                }
         elif kind == "custom_message":
             e = {"type": "custom_message", "customType": "t", "content": draw(texts), "display": draw(st.booleans())}
         elif kind == "branch_summary":
             e = {"type": "branch_summary", "fromId": "root", "summary": draw(texts)}
         elif kind == "usage":
-            e = {"type": "usage", "kind": "cache_warm", "provider": "p", "model": "m",
-                 "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}}
+            e = {
+                "type": "usage",
+                "kind": "cache_warm",
+                "provider": "p",
+                "model": "m",
+                "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2},
+            }
         elif kind == "label":
             e = {"type": "label", "targetId": "e0", "label": "l"}
         else:
-            e = {"type": "message", "message": {"role": "bashExecution", "command": "ls", "output": draw(texts), "exitCode": 0,
-                                                "cancelled": False, "truncated": False, "timestamp": 0}}
-        entries.append({"type": e.pop("type"), "id": f"e{i}", "parentId": f"e{i - 1}" if i else None,
-                        "timestamp": f"2025-01-01T00:00:{i % 60:02d}.000Z", **e})
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "bashExecution",
+                    "command": "ls",
+                    "output": draw(texts),
+                    "exitCode": 0,
+                    "cancelled": False,
+                    "truncated": False,
+                    "timestamp": 0,
+                },
+            }
+        entries.append(
+            {
+                "type": e.pop("type"),
+                "id": f"e{i}",
+                "parentId": f"e{i - 1}" if i else None,
+                "timestamp": f"2025-01-01T00:00:{i % 60:02d}.000Z",
+                **e,
+            }
+        )
     return entries
 
 
 @pytest.mark.realpi
-@settings(max_examples=profile_examples(4), deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@settings(
+    max_examples=profile_examples(4),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
 @given(st.lists(pi1x_session(), min_size=25, max_size=25))
 def test_gate_and_tokens_before_equal_live_pi_1x_on_random_sessions(tmp_path, sessions):
     pkg = pi1x_package()
     requests, paths = [], []
     for n, entries in enumerate(sessions):
         path = tmp_path / f"r{n}.jsonl"
-        header = {"type": "session", "version": 3, "id": f"s{n}", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": str(tmp_path)}
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": f"s{n}",
+            "timestamp": "2025-01-01T00:00:00.000Z",
+            "cwd": str(tmp_path),
+        }
         path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in [header, *entries]), encoding="utf-8")
         paths.append(path)
         for leaf in [e["id"] for e in entries][-8:]:
             for keep in (20000, 500, 50, 1):
                 requests.append({"file": str(path), "leafId": leaf, "keepRecentTokens": keep})
-    run = subprocess.run([str(NODE), str(ORACLE), str(pkg)], input="".join(json.dumps(r) + "\n" for r in requests),
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(NODE), str(ORACLE), str(pkg)],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     answers = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     assert len(answers) == len(requests)

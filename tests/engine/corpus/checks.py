@@ -51,14 +51,24 @@ PAYLOAD = {
 MESSAGE_KEYS = {
     "user": ["role", "content", "timestamp"],
     "toolResult": ["role", "toolCallId", "toolName", "content", "?details", "isError", "timestamp"],
-    "bashExecution": ["role", "command", "output", "exitCode", "cancelled", "truncated", "?fullOutputPath",
-                      "timestamp", "?excludeFromContext"],
+    "bashExecution": [
+        "role",
+        "command",
+        "output",
+        "exitCode",
+        "cancelled",
+        "truncated",
+        "?fullOutputPath",
+        "timestamp",
+        "?excludeFromContext",
+    ],
 }
 ASSISTANT_KEYS = ["role", "content", "api", "provider", "model", "usage", "stopReason", "timestamp"]
 USAGE_KEYS = ["input", "output", "cacheRead", "cacheWrite", "?reasoning", "totalTokens", "cost"]
 COST_KEYS = ["input", "output", "cacheRead", "cacheWrite", "total"]
-BRANCH_PREFIX = ("The user explored a different conversation branch before returning here.\n"
-                 "Summary of that exploration:\n\n")
+BRANCH_PREFIX = (
+    "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
+)
 
 
 def _match_order(keys: list[str], pattern: list[str]) -> bool:
@@ -149,8 +159,10 @@ def check_session_file(path: Path, *, js_number=None) -> SessionSummary:
             if keys not in (["type", "customType", "data", "id", "parentId", "timestamp"],):
                 _fail(path, n, f"custom key order {keys}")
         elif t == "custom_message":
-            if keys not in (["type", "customType", "content", "display", "details", "id", "parentId", "timestamp"],
-                            ["type", "customType", "content", "display", "id", "parentId", "timestamp"]):
+            if keys not in (
+                ["type", "customType", "content", "display", "details", "id", "parentId", "timestamp"],
+                ["type", "customType", "content", "display", "id", "parentId", "timestamp"],
+            ):
                 _fail(path, n, f"custom_message key order {keys}")
             if not isinstance(e["display"], bool):
                 _fail(path, n, "custom_message.display is not a bool")
@@ -285,7 +297,7 @@ def _check_message(path, n, e, ids, calls, pending, summary) -> None:
     keys = list(m)
     summary.roles[role] += 1
     if role == "assistant":
-        tail = keys[len(ASSISTANT_KEYS):]
+        tail = keys[len(ASSISTANT_KEYS) :]
         if keys[: len(ASSISTANT_KEYS)] != ASSISTANT_KEYS or tail not in (["responseId"], ["errorMessage"]):
             _fail(path, n, f"assistant key order {keys}")
         u = m["usage"]

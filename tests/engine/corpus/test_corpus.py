@@ -79,7 +79,9 @@ def test_generate_session_writes_pi_name_in_a_directory_and_exact_path_otherwise
 
 
 def test_cli_matches_the_library(tmp_path):
-    assert corpus.main(["--out", str(tmp_path / "cli"), "--sessions", "3", "--target-bytes", "90000", "--seed", "5"]) == 0
+    assert (
+        corpus.main(["--out", str(tmp_path / "cli"), "--sessions", "3", "--target-bytes", "90000", "--seed", "5"]) == 0
+    )
     corpus.generate_agent_dir(tmp_path / "lib", sessions=3, target_bytes=90_000, seed="5")
     _same_tree(tmp_path / "cli", tmp_path / "lib")
 
@@ -140,8 +142,11 @@ def test_large_session_has_compactions_branches_and_truncated_output(tmp_path):
 
 
 @settings(max_examples=profile_examples(12), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32), size=st.integers(0, 80_000),
-       cwd=st.sampled_from([ORBIT, LEDGER, "/home/user/projects/atlas", "/srv/x:y/z w"]))
+@given(
+    seed=st.integers(0, 2**32),
+    size=st.integers(0, 80_000),
+    cwd=st.sampled_from([ORBIT, LEDGER, "/home/user/projects/atlas", "/srv/x:y/z w"]),
+)
 def test_any_seed_gives_a_valid_session(tmp_path, seed, size, cwd):
     f = corpus.generate_session(tmp_path / f"{seed}-{size}.jsonl", target_bytes=size, seed=seed, cwd=cwd)
     data = f.read_bytes()
@@ -173,11 +178,36 @@ def test_example_covers_the_features_other_areas_rely_on():
         cwds.add(s.header["cwd"])
     assert cwds == {ORBIT, LEDGER}
     need = {
-        "branch", "branch_summary", "label", "label_clear", "session_info", "model_change_mid_session",
-        "provider_error", "tool_error", "truncation_bash", "truncation_read", "compaction_pi",
-        "compaction_hook", "compaction_fabric_details", "split_turn", "compaction_replay", "bash_execution",
-        "bash_execution_excluded", "custom_message", "image", "fabric_trace", "astral", "cjk", "combining",
-        "tool_read", "tool_edit", "tool_write", "tool_bash", "tool_grep", "tool_find", "tool_ls",
+        "branch",
+        "branch_summary",
+        "label",
+        "label_clear",
+        "session_info",
+        "model_change_mid_session",
+        "provider_error",
+        "tool_error",
+        "truncation_bash",
+        "truncation_read",
+        "compaction_pi",
+        "compaction_hook",
+        "compaction_fabric_details",
+        "split_turn",
+        "compaction_replay",
+        "bash_execution",
+        "bash_execution_excluded",
+        "custom_message",
+        "image",
+        "fabric_trace",
+        "astral",
+        "cjk",
+        "combining",
+        "tool_read",
+        "tool_edit",
+        "tool_write",
+        "tool_bash",
+        "tool_grep",
+        "tool_find",
+        "tool_ls",
     }
     assert need <= features, f"missing: {sorted(need - features)}"
     total = sum(f.stat().st_size for f in files)
@@ -227,11 +257,25 @@ def test_tool_results_make_sense_for_their_calls():
 # --------------------------------------------------------------------------- helpers
 
 
-@pytest.mark.parametrize("value,expected", [
-    (0.1, "0.1"), (1e21, "1e+21"), (1e-7, "1e-7"), (1.5e-7, "1.5e-7"), (123.0, "123"), (8.2e-05, "0.000082"),
-    (9.960000000000001e-05, "0.00009960000000000001"), (1e-6, "0.000001"), (2.5e25, "2.5e+25"), (-0.5, "-0.5"),
-    (1e20, "100000000000000000000"), (0.30000000000000004, "0.30000000000000004"), (5e-324, "5e-324"), (7, "7"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (0.1, "0.1"),
+        (1e21, "1e+21"),
+        (1e-7, "1e-7"),
+        (1.5e-7, "1.5e-7"),
+        (123.0, "123"),
+        (8.2e-05, "0.000082"),
+        (9.960000000000001e-05, "0.00009960000000000001"),
+        (1e-6, "0.000001"),
+        (2.5e25, "2.5e+25"),
+        (-0.5, "-0.5"),
+        (1e20, "100000000000000000000"),
+        (0.30000000000000004, "0.30000000000000004"),
+        (5e-324, "5e-324"),
+        (7, "7"),
+    ],
+)
 def test_js_number_known_values(value, expected):
     assert corpus.js_number(value) == expected
 
@@ -273,18 +317,20 @@ def test_tiny_png_is_a_png():
     # every chunk's CRC is right
     pos = 8
     while pos < len(data):
-        n = int.from_bytes(data[pos:pos + 4], "big")
-        tag_data = data[pos + 4:pos + 8 + n]
-        assert zlib.crc32(tag_data) == int.from_bytes(data[pos + 8 + n:pos + 12 + n], "big")
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        tag_data = data[pos + 4 : pos + 8 + n]
+        assert zlib.crc32(tag_data) == int.from_bytes(data[pos + 8 + n : pos + 12 + n], "big")
         pos += 12 + n
     assert pos == len(data)
     n = int.from_bytes(data[33:37], "big")
-    pixels = zlib.decompress(data[41:41 + n])
+    pixels = zlib.decompress(data[41 : 41 + n])
     assert len(pixels) == 8 * (1 + 8 * 3)
 
 
 def test_cli_single_and_example_modes(tmp_path):
-    assert corpus.main(["--out", str(tmp_path / "one"), "--single", LEDGER, "--target-bytes", "40000", "--seed", "9"]) == 0
+    assert (
+        corpus.main(["--out", str(tmp_path / "one"), "--single", LEDGER, "--target-bytes", "40000", "--seed", "9"]) == 0
+    )
     (f,) = _files(tmp_path / "one")
     assert f.parent.name == encode_cwd(LEDGER) and f.stat().st_size >= 40_000
     assert corpus.main(["--out", str(tmp_path / "ex"), "--example"]) == 0
@@ -342,8 +388,12 @@ def test_the_long_example_session_compacts_at_pi_defaults():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "fabric_lsp", "preview", "--json", str(path)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", "preview", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["outcome"] == "compacted", result.get("reason")

@@ -21,8 +21,17 @@ class SessionWriter:
         self.path = path
         self.n = 0
         self.leaf: str | None = None
-        path.write_bytes(line({"type": "session", "version": 3, "id": "0190-test-session", "timestamp":
-                               "2026-11-30T00:00:00.000Z", "cwd": cwd}))
+        path.write_bytes(
+            line(
+                {
+                    "type": "session",
+                    "version": 3,
+                    "id": "0190-test-session",
+                    "timestamp": "2026-11-30T00:00:00.000Z",
+                    "cwd": cwd,
+                }
+            )
+        )
 
     def _id(self) -> str:
         self.n += 1
@@ -40,8 +49,9 @@ class SessionWriter:
         return eid
 
     def user(self, text: str) -> str:
-        return self.entry("message", message={"role": "user", "content": [{"type": "text", "text": text}],
-                                              "timestamp": 1})
+        return self.entry(
+            "message", message={"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}
+        )
 
     def assistant(self, text: str = "", stop: str = "stop", calls: list[str] | None = None) -> str:
         content: list[dict] = []
@@ -49,16 +59,40 @@ class SessionWriter:
             content.append({"type": "text", "text": text})
         for call in calls or []:
             content.append({"type": "toolCall", "id": call, "name": "bash", "arguments": {"command": "ls"}})
-        usage = {"input": 10, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15,
-                 "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
-        return self.entry("message", message={"role": "assistant", "content": content, "api": "openai-completions",
-                                              "provider": "fakeai", "model": "fake", "usage": usage,
-                                              "stopReason": stop, "timestamp": 2})
+        usage = {
+            "input": 10,
+            "output": 5,
+            "cacheRead": 0,
+            "cacheWrite": 0,
+            "totalTokens": 15,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+        }
+        return self.entry(
+            "message",
+            message={
+                "role": "assistant",
+                "content": content,
+                "api": "openai-completions",
+                "provider": "fakeai",
+                "model": "fake",
+                "usage": usage,
+                "stopReason": stop,
+                "timestamp": 2,
+            },
+        )
 
     def tool_result(self, call: str, text: str = "ok") -> str:
-        return self.entry("message", message={"role": "toolResult", "toolCallId": call, "toolName": "bash",
-                                              "content": [{"type": "text", "text": text}], "isError": False,
-                                              "timestamp": 3})
+        return self.entry(
+            "message",
+            message={
+                "role": "toolResult",
+                "toolCallId": call,
+                "toolName": "bash",
+                "content": [{"type": "text", "text": text}],
+                "isError": False,
+                "timestamp": 3,
+            },
+        )
 
     def turn(self, prompt: str, answer: str, tools: int = 0) -> None:
         self.user(prompt)

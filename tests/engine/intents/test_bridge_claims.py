@@ -17,7 +17,13 @@ from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session.lease import LeaseBook
 
-HEADER = {"type": "session", "version": 3, "id": "01aaaaaa-0000-7000-8000-000000000001", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "01aaaaaa-0000-7000-8000-000000000001",
+    "timestamp": "2026-01-01T00:00:00.000Z",
+    "cwd": "/tmp",
+}
 
 
 def session(tmp: Path) -> str:
@@ -59,8 +65,12 @@ def test_finish_records_committed_failed_and_quiet_outcomes(tmp_path):
     store = IntentStore(tmp_path / "state")
     path = session(tmp_path)
     svc = IntentsService(state_dir=tmp_path / "state")
-    for error, expected in (("Nothing to compact (session too small)", None), ("Already compacted", None),
-                            ("Compaction cancelled", None), ("Fabric compaction failed: boom", "failed")):
+    for error, expected in (
+        ("Nothing to compact (session too small)", None),
+        ("Already compacted", None),
+        ("Compaction cancelled", None),
+        ("Fabric compaction failed: boom", "failed"),
+    ):
         ask(store, path)
         claim = claim_intent(store, path, pid=os.getpid())
         record = finish_claim(store, path, intent_id=claim["intentId"], error=error)
@@ -70,9 +80,16 @@ def test_finish_records_committed_failed_and_quiet_outcomes(tmp_path):
             assert svc.cleared(path) == {"intentId": claim["intentId"], "reason": error, "at": svc.cleared(path)["at"]}
     ask(store, path, requested_by="editor")
     claim = claim_intent(store, path, pid=os.getpid())
-    record = finish_claim(store, path, intent_id=claim["intentId"],
-                          committed={"entryId": "abcd1234", "summary": "S", "tokensBefore": 900})
-    assert record == {**record, "status": "committed", "entryId": "abcd1234", "requestedBy": "editor", "tokensBefore": 900}
+    record = finish_claim(
+        store, path, intent_id=claim["intentId"], committed={"entryId": "abcd1234", "summary": "S", "tokensBefore": 900}
+    )
+    assert record == {
+        **record,
+        "status": "committed",
+        "entryId": "abcd1234",
+        "requestedBy": "editor",
+        "tokensBefore": 900,
+    }
     assert svc.status(path)["last"] == record
     # a stale finish (another intent is pending now) changes nothing
     ask(store, path)
@@ -89,8 +106,12 @@ def test_a_record_written_by_another_process_is_announced_within_a_second(tmp_pa
         heard.append((p, record))
         got.set()
 
-    server = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1, on_committed=on_committed,
-                            leases=LeaseBook(tmp_path / "agent"))
+    server = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=0.1,
+        on_committed=on_committed,
+        leases=LeaseBook(tmp_path / "agent"),
+    )
     server.start()
     try:
         LeaseBook(tmp_path / "agent").hold(path, pid=os.getpid(), leaf_id="e1")
@@ -99,8 +120,12 @@ def test_a_record_written_by_another_process_is_announced_within_a_second(tmp_pa
         assert server.status(path)["heldBy"]["pid"] == os.getpid()
         store = IntentStore(tmp_path / "state")  # "the Pi extension's process"
         claim = claim_intent(store, path, pid=os.getpid())
-        finish_claim(store, path, intent_id=claim["intentId"],
-                     committed={"entryId": "beef0001", "summary": "S", "tokensBefore": 10})
+        finish_claim(
+            store,
+            path,
+            intent_id=claim["intentId"],
+            committed={"entryId": "beef0001", "summary": "S", "tokensBefore": 10},
+        )
         assert got.wait(1.5), "no fabric/compactionCommitted for a record written elsewhere"
         assert heard == [(os.path.realpath(path), server.status(path)["last"])]
     finally:

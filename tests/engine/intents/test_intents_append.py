@@ -31,21 +31,55 @@ def sha(data: bytes) -> str:
 
 
 def test_entry_line_has_pi_key_order_and_raw_utf8():
-    entry = compaction_entry(entry_id="0a1b2c3d", parent_id="d3b9c871", timestamp="2026-11-30T04:00:00.123Z",
-                             summary="Ziel: 界 😀 \"q\"\n", first_kept_entry_id="abc", tokens_before=42,
-                             details={"version": 2})
+    entry = compaction_entry(
+        entry_id="0a1b2c3d",
+        parent_id="d3b9c871",
+        timestamp="2026-11-30T04:00:00.123Z",
+        summary='Ziel: 界 😀 "q"\n',
+        first_kept_entry_id="abc",
+        tokens_before=42,
+        details={"version": 2},
+    )
     raw = entry_line(entry)
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     assert "界 😀".encode() in raw
     obj = json.loads(raw)
-    assert list(obj) == ["type", "id", "parentId", "timestamp", "summary", "firstKeptEntryId", "tokensBefore",
-                         "details", "fromHook"]
+    assert list(obj) == [
+        "type",
+        "id",
+        "parentId",
+        "timestamp",
+        "summary",
+        "firstKeptEntryId",
+        "tokensBefore",
+        "details",
+        "fromHook",
+    ]
     assert obj["fromHook"] is True
-    assert "details" not in json.loads(entry_line(compaction_entry(
-        entry_id="x", parent_id=None, timestamp="t", summary="s", first_kept_entry_id="", tokens_before=0,
-        details=None)))
-    lone = entry_line(compaction_entry(entry_id="x", parent_id=None, timestamp="t", summary="a\ud800b",
-                                       first_kept_entry_id="", tokens_before=0, details=None))
+    assert "details" not in json.loads(
+        entry_line(
+            compaction_entry(
+                entry_id="x",
+                parent_id=None,
+                timestamp="t",
+                summary="s",
+                first_kept_entry_id="",
+                tokens_before=0,
+                details=None,
+            )
+        )
+    )
+    lone = entry_line(
+        compaction_entry(
+            entry_id="x",
+            parent_id=None,
+            timestamp="t",
+            summary="a\ud800b",
+            first_kept_entry_id="",
+            tokens_before=0,
+            details=None,
+        )
+    )
     assert b"\\ud800" in lone  # escaped as JSON.stringify does, so the line stays valid UTF-8
 
 
@@ -73,8 +107,9 @@ def test_changed_file_is_never_written(tmp_path):
     before = path.read_bytes()
     assert isinstance(append_line(str(path), b"{}\n", expected_size=5, expected_sha256=sha(before)), Changed)
     same_size = b'{"a":2}\n'
-    assert isinstance(append_line(str(path), b"{}\n", expected_size=len(same_size), expected_sha256=sha(same_size)),
-                      Changed)
+    assert isinstance(
+        append_line(str(path), b"{}\n", expected_size=len(same_size), expected_sha256=sha(same_size)), Changed
+    )
     assert path.read_bytes() == before
 
 
@@ -101,15 +136,18 @@ def test_a_fresh_unterminated_tail_may_be_a_write_in_progress_and_is_left_alone(
     quiet = time.time() - TORN_TAIL_QUIET_S - 0.5
     os.utime(path, (quiet, quiet))  # quiet for longer than the bound: torn for good
     assert append_line(str(path), b'{"b":2}\n', expected_size=len(data), expected_sha256=sha(data)) == Appended(
-        offset=len(data) + 1, length=9)
+        offset=len(data) + 1, length=9
+    )
 
 
 def test_veto_under_the_lock_writes_nothing(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"{}\n")
     veto = Failed("no")
-    assert append_line(str(path), b"{}\n", expected_size=3, expected_sha256=sha(b"{}\n"),
-                       before_write=lambda off: veto) is veto
+    assert (
+        append_line(str(path), b"{}\n", expected_size=3, expected_sha256=sha(b"{}\n"), before_write=lambda off: veto)
+        is veto
+    )
     assert path.read_bytes() == b"{}\n"
 
 
@@ -186,26 +224,38 @@ from tests.support.examples import profile_examples
 
 @settings(max_examples=profile_examples(60), deadline=None)
 @given(
-    body=st.lists(st.one_of(st.just(b'{"type":"message","id":"a1","parentId":null}'), st.just(b""),
-                            st.just(b"{not json"), st.binary(max_size=40).filter(lambda b: b"\n" not in b)),
-                  max_size=8),
+    body=st.lists(
+        st.one_of(
+            st.just(b'{"type":"message","id":"a1","parentId":null}'),
+            st.just(b""),
+            st.just(b"{not json"),
+            st.binary(max_size=40).filter(lambda b: b"\n" not in b),
+        ),
+        max_size=8,
+    ),
     tail=st.binary(max_size=20).filter(lambda b: b"\n" not in b),
     summary=st.text(max_size=60),
 )
-def test_append_on_arbitrary_bytes_keeps_the_prefix_and_adds_one_parseable_entry(tmp_path_factory, body, tail,
-                                                                                   summary):
+def test_append_on_arbitrary_bytes_keeps_the_prefix_and_adds_one_parseable_entry(tmp_path_factory, body, tail, summary):
     path = tmp_path_factory.mktemp("prop") / "s.jsonl"
     data = b"\n".join(body) + (b"\n" if body else b"") + tail
     path.write_bytes(data)
     old = time.time() - 60  # a torn tail is torn for good only once it is quiet
     os.utime(path, (old, old))
-    entry = compaction_entry(entry_id="0a0b0c0d", parent_id="a1", timestamp="2026-11-30T04:00:00.000Z",
-                             summary=summary, first_kept_entry_id="", tokens_before=1, details={"v": [1.5, None]})
+    entry = compaction_entry(
+        entry_id="0a0b0c0d",
+        parent_id="a1",
+        timestamp="2026-11-30T04:00:00.000Z",
+        summary=summary,
+        first_kept_entry_id="",
+        tokens_before=1,
+        details={"v": [1.5, None]},
+    )
     raw = entry_line(entry)
     result = append_line(str(path), raw, expected_size=len(data), expected_sha256=sha(data))
     after = path.read_bytes()
     assert isinstance(result, Appended) and after.startswith(data)
-    assert after[result.offset:] == raw
+    assert after[result.offset :] == raw
     assert result.offset == len(data) + (1 if data and not data.endswith(b"\n") else 0)
     last = parse_session_bytes(after).records[-1]
     assert last.id == "0a0b0c0d" and last.raw["summary"] == json.loads(raw)["summary"]

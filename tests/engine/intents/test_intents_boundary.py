@@ -89,10 +89,28 @@ def test_compaction_leaf_waits_for_the_next_turn(session_writer):
 def test_cycle_and_non_session_are_not_settled(tmp_path, session_writer):
     s = session_writer()
     with open(s.path, "ab") as fp:
-        fp.write(line({"type": "message", "id": "a", "parentId": "b", "timestamp": "t",
-                       "message": {"role": "assistant", "content": [], "stopReason": "stop"}}))
-        fp.write(line({"type": "message", "id": "b", "parentId": "a", "timestamp": "t",
-                       "message": {"role": "assistant", "content": [], "stopReason": "stop"}}))
+        fp.write(
+            line(
+                {
+                    "type": "message",
+                    "id": "a",
+                    "parentId": "b",
+                    "timestamp": "t",
+                    "message": {"role": "assistant", "content": [], "stopReason": "stop"},
+                }
+            )
+        )
+        fp.write(
+            line(
+                {
+                    "type": "message",
+                    "id": "b",
+                    "parentId": "a",
+                    "timestamp": "t",
+                    "message": {"role": "assistant", "content": [], "stopReason": "stop"},
+                }
+            )
+        )
     verdict = finished_turn(read_session(s.path))
     assert not verdict.finished and "invalid_parent_graph" in verdict.why
     (tmp_path / "n.jsonl").write_bytes(b'{"type":"message"}\n')
@@ -110,8 +128,17 @@ def test_settled_needs_the_quiet_interval(tmp_path):
     age(path, 31.0)
     assert service.status(path)["settled"] is True
     with open(path, "ab") as fp:  # a new prompt arrives
-        fp.write(line({"type": "message", "id": "ffff0001", "parentId": "d3b9c871", "timestamp": "t",
-                       "message": {"role": "user", "content": "more", "timestamp": 1}}))
+        fp.write(
+            line(
+                {
+                    "type": "message",
+                    "id": "ffff0001",
+                    "parentId": "d3b9c871",
+                    "timestamp": "t",
+                    "message": {"role": "user", "content": "more", "timestamp": 1},
+                }
+            )
+        )
     age(path, 60.0)
     assert service.is_settled(path) is False
 
@@ -134,8 +161,12 @@ def test_tail_verdict_agrees_with_the_full_parse_on_every_prefix(tmp_path, path)
                 tail = tail_verdict(fd, len(data), 2.0, window=window)
                 if tail is not None:
                     decided += 1
-                    assert (tail.finished, tail.why, tail.leaf_id, tail.min_quiet_s) == \
-                        (full.finished, full.why, full.leaf_id, full.min_quiet_s), (k, window)
+                    assert (tail.finished, tail.why, tail.leaf_id, tail.min_quiet_s) == (
+                        full.finished,
+                        full.why,
+                        full.leaf_id,
+                        full.min_quiet_s,
+                    ), (k, window)
         finally:
             os.close(fd)
     assert decided > 0

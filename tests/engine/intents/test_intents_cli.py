@@ -13,8 +13,9 @@ from intents_kit import REAL_SESSIONS, age
 
 def run(tmp_path, *args):
     env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path / "home"))
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
 
 
 def test_compact_wait_commits_and_status_reports_it(tmp_path):
@@ -22,15 +23,30 @@ def test_compact_wait_commits_and_status_reports_it(tmp_path):
     shutil.copy(REAL_SESSIONS / "02-print-continue-errors-retries-truncation.jsonl", path)
     age(path)
     before = path.read_bytes()
-    out = run(tmp_path, "compact", str(path), "--instructions", "keep the fixes", "--preserve", "calc.py",
-              "--wait", "--quiet-interval", "0.1", "--keep-recent", "100", "--context-window", "0", "--json")
+    out = run(
+        tmp_path,
+        "compact",
+        str(path),
+        "--instructions",
+        "keep the fixes",
+        "--preserve",
+        "calc.py",
+        "--wait",
+        "--quiet-interval",
+        "0.1",
+        "--keep-recent",
+        "100",
+        "--context-window",
+        "0",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     record = result["record"]
     assert record["status"] == "committed" and result["session"] == str(path)
     after = path.read_bytes()
     assert after.startswith(before)
-    assert json.loads(after[len(before):])["id"] == record["entryId"]
+    assert json.loads(after[len(before) :])["id"] == record["entryId"]
     status = run(tmp_path, "compact-status", str(path), "--json")
     assert status.returncode == 0
     assert json.loads(status.stdout)["last"] == record
@@ -41,8 +57,18 @@ def test_compact_wait_commits_and_status_reports_it(tmp_path):
 def test_compact_without_wait_records_and_cancel_clears(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
-    out = run(tmp_path, "compact", str(path), "--reason", "done with the task", "--keep-recent", "100",
-              "--context-window", "0", "--json")
+    out = run(
+        tmp_path,
+        "compact",
+        str(path),
+        "--reason",
+        "done with the task",
+        "--keep-recent",
+        "100",
+        "--context-window",
+        "0",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     pending = json.loads(out.stdout)["pending"]
     assert pending["reason"] == "done with the task" and pending["requestedBy"] == "user"
@@ -87,14 +113,30 @@ def test_a_line_over_the_line_limit_is_never_committed_past(tmp_path):
     shutil.copy(REAL_SESSIONS / "02-print-continue-errors-retries-truncation.jsonl", path)
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     leaf = rows[-1]["id"]
-    big = {"type": "message", "id": "b16b16b1", "parentId": leaf, "timestamp": rows[-1]["timestamp"],
-           "message": {"role": "user", "content": "x" * (65 << 20), "timestamp": 1}}
+    big = {
+        "type": "message",
+        "id": "b16b16b1",
+        "parentId": leaf,
+        "timestamp": rows[-1]["timestamp"],
+        "message": {"role": "user", "content": "x" * (65 << 20), "timestamp": 1},
+    }
     with path.open("a") as fh:
         fh.write(json.dumps(big) + "\n")
     age(path)
     before = path.read_bytes()
-    out = run(tmp_path, "compact", str(path), "--wait", "--quiet-interval", "0.1", "--keep-recent", "100",
-              "--context-window", "0", "--json")
+    out = run(
+        tmp_path,
+        "compact",
+        str(path),
+        "--wait",
+        "--quiet-interval",
+        "0.1",
+        "--keep-recent",
+        "100",
+        "--context-window",
+        "0",
+        "--json",
+    )
     assert out.returncode != 0
     assert path.read_bytes() == before
     record = json.loads(out.stdout)["record"] if out.stdout.strip() else {}

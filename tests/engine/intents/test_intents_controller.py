@@ -37,8 +37,9 @@ def make(store, **kw):
 
 
 def ok(summary="S", tokens=1500, after=200, entry="abcd1234"):
-    return lambda intent, iid: Committed(summary=summary, tokens_before=tokens, entry_id=entry,
-                                         estimated_tokens_after=after)
+    return lambda intent, iid: Committed(
+        summary=summary, tokens_before=tokens, entry_id=entry, estimated_tokens_after=after
+    )
 
 
 def test_records_pending_intent_and_reports_it(store):
@@ -122,8 +123,15 @@ def test_commit_records_last_and_forwards_custom_instructions(store):
 
     record = c.maybe_commit(fn)
     assert seen == ["Keep the failing test name"]
-    assert record == {"at": record["at"], "requestedBy": "model", "status": "committed", "summary": "sum",
-                      "tokensBefore": 1500, "estimatedTokensAfter": 200, "entryId": "abcd1234"}
+    assert record == {
+        "at": record["at"],
+        "requestedBy": "model",
+        "status": "committed",
+        "summary": "sum",
+        "tokensBefore": 1500,
+        "estimatedTokensAfter": 200,
+        "entryId": "abcd1234",
+    }
     assert c.status() == {"last": record}
 
 
@@ -134,7 +142,10 @@ def test_typed_preserve_is_encoded_with_instructions(store):
     assert encoded == TYPED_REQUEST_PREFIX + (
         '{"version":1,"instructions":"keep","preserve":["Auth regression is still open","tests/auth.test.ts"]}'
     )
-    assert custom_instructions(make(store).request(preserve=["x"])) == TYPED_REQUEST_PREFIX + '{"version":1,"preserve":["x"]}'
+    assert (
+        custom_instructions(make(store).request(preserve=["x"]))
+        == TYPED_REQUEST_PREFIX + '{"version":1,"preserve":["x"]}'
+    )
 
 
 def test_custom_instructions_only_when_provided(store):
@@ -251,8 +262,14 @@ def test_state_is_durable_private_and_shared_between_controllers(store):
 
 def test_invalid_requests_record_nothing(store):
     c = make(store)
-    for kwargs in ({"preserve": "x"}, {"preserve": [1]}, {"instructions": "界" * 3000},
-                   {"preserve": ["a"] * 17}, {"preserve": ["x" * 2049]}, {"instructions": "\ud800"}):
+    for kwargs in (
+        {"preserve": "x"},
+        {"preserve": [1]},
+        {"instructions": "界" * 3000},
+        {"preserve": ["a"] * 17},
+        {"preserve": ["x" * 2049]},
+        {"instructions": "\ud800"},
+    ):
         with pytest.raises(ValueError):
             c.request(**kwargs)
     assert c.status() == {}
@@ -280,8 +297,12 @@ def test_controller_matches_a_model_of_seed_001(tmp_path_factory, ops):
     c = CompactController(IntentStore(tmp_path_factory.mktemp("state")), SESSION)
     model_pending = None
     model_last = None
-    outcomes = {"ok": Committed(summary="S", tokens_before=3, entry_id="0000000a"), "quiet": Failed("Already compacted"),
-                "fail": Failed("boom"), "defer": Deferred("busy")}
+    outcomes = {
+        "ok": Committed(summary="S", tokens_before=3, entry_id="0000000a"),
+        "quiet": Failed("Already compacted"),
+        "fail": Failed("boom"),
+        "defer": Deferred("busy"),
+    }
     for op in ops:
         if op[0] == "request":
             kwargs = {"instructions": op[1]}
@@ -317,7 +338,8 @@ def test_controller_matches_a_model_of_seed_001(tmp_path_factory, ops):
                 model_pending = None
         status = c.status()
         got_pending = status.get("pending")
-        assert (None if got_pending is None else {k: v for k, v in got_pending.items() if k != "requestedAt"}) \
-            == model_pending
+        assert (
+            None if got_pending is None else {k: v for k, v in got_pending.items() if k != "requestedAt"}
+        ) == model_pending
         got_last = status.get("last")
         assert (None if got_last is None else (got_last["status"], got_last.get("error"))) == model_last

@@ -30,8 +30,14 @@ def err(params):
 
 def test_accepts_and_returns_only_request_arguments():
     args = validate_request_arguments(
-        {"session": "/x.jsonl", "workDoneToken": 1, "reason": "r", "instructions": "i", "preserve": ["a"],
-         "requestedBy": "skill"}
+        {
+            "session": "/x.jsonl",
+            "workDoneToken": 1,
+            "reason": "r",
+            "instructions": "i",
+            "preserve": ["a"],
+            "requestedBy": "skill",
+        }
     )
     assert args == {"reason": "r", "instructions": "i", "preserve": ["a"], "requestedBy": "skill"}
     assert validate_request_arguments({"instructions": None}) == {}
@@ -54,12 +60,10 @@ def test_exact_limits_pass():
         ({"reason": "r" * 1025}, P + "/reason: expected string length <= 1024"),
         ({"requestedBy": "b" * 257}, P + "/requestedBy: expected string length <= 256"),
         ({"preserve": "x"}, P + "/preserve: expected array"),
-        ({"instructions": "界" * 3000},
-         P + "typed compaction instructions exceed 8192 characters or 8192 UTF-8 bytes"),
+        ({"instructions": "界" * 3000}, P + "typed compaction instructions exceed 8192 characters or 8192 UTF-8 bytes"),
         ({"instructions": "ok\ud800"}, P + "typed compaction instructions contain an unpaired UTF-16 surrogate"),
         ({"preserve": ["\udc00"]}, P + "typed compaction preserve item contains an unpaired UTF-16 surrogate"),
-        ({"preserve": ["界" * 700]},
-         P + "typed compaction preserve item exceeds 2048 characters or 2048 UTF-8 bytes"),
+        ({"preserve": ["界" * 700]}, P + "typed compaction preserve item exceeds 2048 characters or 2048 UTF-8 bytes"),
     ],
 )
 def test_rejections_name_what_is_wrong(params, message):
@@ -86,7 +90,7 @@ def test_emoji_counts_two_utf16_units():
 def test_encoding_is_compact_json_with_raw_non_ascii():
     text = encode_typed_request('say "hi"\n', ["界", "a\tb"])
     assert text == TYPED_REQUEST_PREFIX + '{"version":1,"instructions":"say \\"hi\\"\\n","preserve":["界","a\\tb"]}'
-    assert json.loads(text[len(TYPED_REQUEST_PREFIX):])["preserve"] == ["界", "a\tb"]
+    assert json.loads(text[len(TYPED_REQUEST_PREFIX) :])["preserve"] == ["界", "a\tb"]
 
 
 @settings(max_examples=profile_examples(200), deadline=None)

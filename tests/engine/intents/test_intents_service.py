@@ -31,9 +31,13 @@ def copy_fixture(tmp_path, name: str):
 
 def service(tmp_path, options=LEGACY_CUT, **kw):
     got: list[tuple[str, dict]] = []
-    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=kw.pop("quiet", 0.2),
-                         compaction_options_provider=(lambda _p: options) if options is not None else None,
-                         on_committed=lambda p, r: got.append((p, r)), **kw)
+    svc = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=kw.pop("quiet", 0.2),
+        compaction_options_provider=(lambda _p: options) if options is not None else None,
+        on_committed=lambda p, r: got.append((p, r)),
+        **kw,
+    )
     return svc, got
 
 
@@ -46,29 +50,45 @@ def test_commit_appends_one_pi_compaction_and_keeps_every_byte(tmp_path, name):
     path = copy_fixture(tmp_path, name)
     before = path.read_bytes()
     leaf = SessionTree.from_records(read_session(path).records).leaf_id
-    expected = preview_compaction(before, session_path=str(path), instructions="Keep the calc fix",
-                                  preserve=["tests/test_calc.py"], **LEGACY_CUT)
+    expected = preview_compaction(
+        before, session_path=str(path), instructions="Keep the calc fix", preserve=["tests/test_calc.py"], **LEGACY_CUT
+    )
     svc, got = service(tmp_path)
-    pending = svc.request(path, {"instructions": "Keep the calc fix", "preserve": ["tests/test_calc.py"],
-                                 "reason": "task boundary"})["pending"]
+    pending = svc.request(
+        path, {"instructions": "Keep the calc fix", "preserve": ["tests/test_calc.py"], "reason": "task boundary"}
+    )["pending"]
     assert pending["requestedBy"] == "user" and pending["reason"] == "task boundary"
     assert svc.status(path)["settled"] is True
     record = svc.maybe_commit(path)
     after = path.read_bytes()
     assert after.startswith(before) and after.count(b"\n") == before.count(b"\n") + 1
-    new = json.loads(after[len(before):])
-    assert list(new) == ["type", "id", "parentId", "timestamp", "summary", "firstKeptEntryId", "tokensBefore",
-                         "details", "fromHook"]
+    new = json.loads(after[len(before) :])
+    assert list(new) == [
+        "type",
+        "id",
+        "parentId",
+        "timestamp",
+        "summary",
+        "firstKeptEntryId",
+        "tokensBefore",
+        "details",
+        "fromHook",
+    ]
     assert new["type"] == "compaction" and new["parentId"] == leaf and new["fromHook"] is True
     assert len(new["id"]) == 8 and int(new["id"], 16) >= 0
     assert new["summary"] == expected["summary"] and new["firstKeptEntryId"] == expected["firstKeptEntryId"]
     assert new["tokensBefore"] == expected["tokensBefore"] and new["details"] == expected["details"]
     assert "tests/test_calc.py" in new["summary"]
     branch = [r.raw for r in SessionTree.from_records(read_session(path).records).branch().entries]
-    assert record == {"at": record["at"], "requestedBy": "user", "status": "committed", "summary": new["summary"],
-                      "tokensBefore": new["tokensBefore"],
-                      "estimatedTokensAfter": sum(estimate_tokens(m) for m in build_context_messages(branch)),
-                      "entryId": new["id"]}
+    assert record == {
+        "at": record["at"],
+        "requestedBy": "user",
+        "status": "committed",
+        "summary": new["summary"],
+        "tokensBefore": new["tokensBefore"],
+        "estimatedTokensAfter": sum(estimate_tokens(m) for m in build_context_messages(branch)),
+        "entryId": new["id"],
+    }
     assert new["timestamp"].endswith("Z") and len(new["timestamp"]) == 24
     assert got == [(str(path), record)]
     assert svc.status(path) == {"last": record, "settled": False}  # just written: not quiet
@@ -107,14 +127,23 @@ def test_request_after_a_commit_waits_for_the_next_turn(tmp_path):
     # Pi resumes: a new turn hangs off our compaction; then the newer intent commits.
     leaf = first["entryId"]
     with open(path, "ab") as fp:
-        for eid, role, extra in (("f0000001", "user", {"content": "go on " * 300}),
-                                 ("f0000003", "assistant", {"content": [{"type": "text", "text": "step " * 300}],
-                                                            "stopReason": "stop"}),
-                                 ("f0000004", "user", {"content": "and then " * 300}),
-                                 ("f0000002", "assistant", {"content": [{"type": "text", "text": "ok " * 300}],
-                                                            "stopReason": "stop"})):
-            fp.write(line({"type": "message", "id": eid, "parentId": leaf, "timestamp": "2026-11-30T05:00:00.000Z",
-                           "message": {"role": role, "timestamp": 1, **extra}}))
+        for eid, role, extra in (
+            ("f0000001", "user", {"content": "go on " * 300}),
+            ("f0000003", "assistant", {"content": [{"type": "text", "text": "step " * 300}], "stopReason": "stop"}),
+            ("f0000004", "user", {"content": "and then " * 300}),
+            ("f0000002", "assistant", {"content": [{"type": "text", "text": "ok " * 300}], "stopReason": "stop"}),
+        ):
+            fp.write(
+                line(
+                    {
+                        "type": "message",
+                        "id": eid,
+                        "parentId": leaf,
+                        "timestamp": "2026-11-30T05:00:00.000Z",
+                        "message": {"role": role, "timestamp": 1, **extra},
+                    }
+                )
+            )
             leaf = eid
     age(path)
     second = svc.maybe_commit(path)
@@ -125,14 +154,24 @@ def test_request_after_a_commit_waits_for_the_next_turn(tmp_path):
 def test_pi_gate_already_compacted_maps_to_a_quiet_clear():
     from fabric_lsp.engine.intents.commit import _engine_failure
 
-    assert _engine_failure({"outcome": "skipped", "reason": "Pi would keep everything: Already compacted"},
-                           None).message == "Already compacted"
-    assert _engine_failure({"outcome": "skipped", "reason": "Pi would keep everything: Nothing to compact "
-                            "(session too small)"}, None).message == "Nothing to compact (session too small)"
-    assert _engine_failure({"outcome": "cancelled", "reason": "fabric: nothing to compact"},
-                           None).message == "Nothing to compact (session too small)"
-    assert _engine_failure({"outcome": "skipped", "reason": 'compaction.engine is "pi"'},
-                           None).message == 'Compaction not committed: compaction.engine is "pi"'
+    assert (
+        _engine_failure({"outcome": "skipped", "reason": "Pi would keep everything: Already compacted"}, None).message
+        == "Already compacted"
+    )
+    assert (
+        _engine_failure(
+            {"outcome": "skipped", "reason": "Pi would keep everything: Nothing to compact (session too small)"}, None
+        ).message
+        == "Nothing to compact (session too small)"
+    )
+    assert (
+        _engine_failure({"outcome": "cancelled", "reason": "fabric: nothing to compact"}, None).message
+        == "Nothing to compact (session too small)"
+    )
+    assert (
+        _engine_failure({"outcome": "skipped", "reason": 'compaction.engine is "pi"'}, None).message
+        == 'Compaction not committed: compaction.engine is "pi"'
+    )
 
 
 def test_engine_cancel_records_failure_with_reason(tmp_path):
@@ -142,7 +181,9 @@ def test_engine_cancel_records_failure_with_reason(tmp_path):
     svc.request(path, {})
     record = svc.maybe_commit(path)
     assert record["status"] == "failed"
-    assert record["error"] == "Compaction cancelled: fabric: no deterministic summary fits the continuity context target"
+    assert (
+        record["error"] == "Compaction cancelled: fabric: no deterministic summary fits the continuity context target"
+    )
     assert got == [(str(path), record)] and path.read_bytes() == before
     assert "pending" not in svc.status(path)
 
@@ -181,9 +222,12 @@ def test_background_thread_commits_and_notifies(tmp_path):
     base = len(compactions(path))
     done = threading.Event()
     records = []
-    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1,
-                         compaction_options_provider=lambda _p: LEGACY_CUT,
-                         on_committed=lambda p, r: (records.append(r), done.set()))
+    svc = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=0.1,
+        compaction_options_provider=lambda _p: LEGACY_CUT,
+        on_committed=lambda p, r: (records.append(r), done.set()),
+    )
     with svc:
         t0 = time.monotonic()
         svc.request(str(path), {"instructions": "bg"})
@@ -204,9 +248,12 @@ def test_pending_intent_survives_a_restart(tmp_path):
     age(path)
     done = threading.Event()
     got = []
-    second = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1,
-                            compaction_options_provider=lambda _p: LEGACY_CUT,
-                            on_committed=lambda p, r: (got.append(r), done.set()))
+    second = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=0.1,
+        compaction_options_provider=lambda _p: LEGACY_CUT,
+        on_committed=lambda p, r: (got.append(r), done.set()),
+    )
     assert second.status(path)["pending"] == intent
     with second:
         assert done.wait(20)
@@ -221,13 +268,27 @@ def test_crash_between_append_and_state_write_is_recovered(tmp_path):
     store = IntentStore(tmp_path / "state")
     state = store.load(str(path))
     data = path.read_bytes()
-    entry = compaction_entry(entry_id="deadbeef", parent_id="ac4ff210", timestamp="2026-11-30T04:00:00.000Z",
-                             summary="S", first_kept_entry_id="", tokens_before=1, details=None)
-    record = {"at": 1, "requestedBy": "user", "status": "committed", "summary": "S", "tokensBefore": 1,
-              "entryId": "deadbeef"}
+    entry = compaction_entry(
+        entry_id="deadbeef",
+        parent_id="ac4ff210",
+        timestamp="2026-11-30T04:00:00.000Z",
+        summary="S",
+        first_kept_entry_id="",
+        tokens_before=1,
+        details=None,
+    )
+    record = {
+        "at": 1,
+        "requestedBy": "user",
+        "status": "committed",
+        "summary": "S",
+        "tokensBefore": 1,
+        "entryId": "deadbeef",
+    }
     state.committing = {"intentId": state.pending_id, "entryId": "deadbeef", "offset": len(data), "record": record}
     store.save(state)
     import hashlib
+
     append_line(str(path), entry_line(entry), expected_size=len(data), expected_sha256=hashlib.sha256(data).hexdigest())
     # "restart": the next look at the session finishes the commit instead of redoing it
     status = svc.status(path)
@@ -236,8 +297,12 @@ def test_crash_between_append_and_state_write_is_recovered(tmp_path):
     # a marker whose append never happened is dropped, the intent stays pending
     svc.request(path, {})
     state = store.load(str(path))
-    state.committing = {"intentId": state.pending_id, "entryId": "0badf00d", "offset": path.stat().st_size,
-                        "record": record}
+    state.committing = {
+        "intentId": state.pending_id,
+        "entryId": "0badf00d",
+        "offset": path.stat().st_size,
+        "record": record,
+    }
     store.save(state)
     assert "pending" in svc.status(path) and store.load(str(path)).committing is None
 
@@ -352,14 +417,30 @@ _N = [0]
 def _turn_lines(k: int, leaf: str) -> list[bytes]:
     out = []
     parent = leaf
-    for role, extra in (("user", {"content": [{"type": "text", "text": f"live turn {k} " + "q " * 30}]}),
-                        ("assistant", {"content": [{"type": "text", "text": "a " * 40}], "stopReason": "stop",
-                                       "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
-                                                 "totalTokens": 2}})):
+    for role, extra in (
+        ("user", {"content": [{"type": "text", "text": f"live turn {k} " + "q " * 30}]}),
+        (
+            "assistant",
+            {
+                "content": [{"type": "text", "text": "a " * 40}],
+                "stopReason": "stop",
+                "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2},
+            },
+        ),
+    ):
         _N[0] += 1
         eid = f"w{_N[0]:07x}"
-        out.append(line({"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-11-30T00:00:02.000Z",
-                         "message": {"role": role, "timestamp": 5, **extra}}))
+        out.append(
+            line(
+                {
+                    "type": "message",
+                    "id": eid,
+                    "parentId": parent,
+                    "timestamp": "2026-11-30T00:00:02.000Z",
+                    "message": {"role": role, "timestamp": 5, **extra},
+                }
+            )
+        )
         parent = eid
     return out
 
@@ -371,15 +452,35 @@ def test_running_service_commits_an_intent_recorded_by_another_process(tmp_path)
     path = copy_fixture(tmp_path, "06")
     done = threading.Event()
     got = []
-    svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.1,
-                         compaction_options_provider=lambda _p: LEGACY_CUT,
-                         on_committed=lambda p, r: (got.append(r), done.set()))
+    svc = IntentsService(
+        state_dir=tmp_path / "state",
+        quiet_interval_s=0.1,
+        compaction_options_provider=lambda _p: LEGACY_CUT,
+        on_committed=lambda p, r: (got.append(r), done.set()),
+    )
     with svc:
         env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp_path / "agent"), HOME=str(tmp_path / "home"))
-        out = subprocess.run([sys.executable, "-m", "fabric_lsp", "compact", str(path), "--state-dir",
-                              str(tmp_path / "state"), "--reason", "from the shell", "--keep-recent", "100",
-                              "--context-window", "0"],
-                             capture_output=True, text=True, env=env, timeout=120)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fabric_lsp",
+                "compact",
+                str(path),
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--reason",
+                "from the shell",
+                "--keep-recent",
+                "100",
+                "--context-window",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert done.wait(20)
     assert got[0]["status"] == "committed" and got[0]["requestedBy"] == "user"

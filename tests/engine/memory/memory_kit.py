@@ -25,17 +25,29 @@ def demo_rows() -> list[dict]:
     return [
         header("s1", "/home/user/demo"),
         user("u1", None, "Fix the auth login bug", 1),
-        assistant("a1", "u1", [
-            {"type": "thinking", "thinking": "hmm private"},
-            {"type": "text", "text": "Reading auth."},
-            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/auth.ts"}},
-        ], 2),
+        assistant(
+            "a1",
+            "u1",
+            [
+                {"type": "thinking", "thinking": "hmm private"},
+                {"type": "text", "text": "Reading auth."},
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/auth.ts"}},
+            ],
+            2,
+        ),
         tool_result("r1", "a1", "c1", "read", "export const login = () => auth();", 3),
         {"type": "model_change", "id": "m1", "parentId": "r1", "timestamp": ts(4), "provider": "p", "modelId": "m"},
         user("u2", "m1", "abandoned branch text", 5),
         bash("b1", "m1", "pnpm test auth", "1 failed", 1, 6),
-        {"type": "custom_message", "id": "cm1", "parentId": "b1", "timestamp": ts(7), "customType": "note",
-         "content": [{"type": "text", "text": "Auth login retry"}], "display": True},
+        {
+            "type": "custom_message",
+            "id": "cm1",
+            "parentId": "b1",
+            "timestamp": ts(7),
+            "customType": "note",
+            "content": [{"type": "text", "text": "Auth login retry"}],
+            "display": True,
+        },
     ]
 
 

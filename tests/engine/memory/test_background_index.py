@@ -131,8 +131,18 @@ def test_a_session_appended_during_indexing_ends_up_current(tmp_path: Path):
     def sink(event: dict) -> None:
         if event["type"] == "progress" and not appended.is_set():
             with target.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"type": "message", "id": "late1", "parentId": "u0", "timestamp": "2025-01-01T00:01:00.000Z",
-                                     "message": {"role": "user", "content": "appended_while_indexing"}}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "type": "message",
+                            "id": "late1",
+                            "parentId": "u0",
+                            "timestamp": "2025-01-01T00:01:00.000Z",
+                            "message": {"role": "user", "content": "appended_while_indexing"},
+                        }
+                    )
+                    + "\n"
+                )
             appended.set()
 
     indexer = BackgroundIndexer(eng, sink, workers=1)
@@ -200,10 +210,25 @@ def test_inverted_scoring_equals_the_per_session_scan(vocabularies, removed, que
         if i < len(slots):
             table.remove(slots[i])
     kept = [(i, s) for i, s in enumerate(slots) if s in table.slots]
-    views = [DigestView(f"s{i}", f"/f{i}", "h", "active", "fp", "", None, float(i), list(vocabularies[i]),
-                        frozenset(vocabularies[i])) for i, _ in kept]
-    table_views = [DigestView(f"s{i}", f"/f{i}", "h", "active", "fp", "", None, float(i), table.vocabulary(s),
-                              TermsSet(table, s)) for i, s in kept]  # type: ignore[arg-type]
+    views = [
+        DigestView(
+            f"s{i}",
+            f"/f{i}",
+            "h",
+            "active",
+            "fp",
+            "",
+            None,
+            float(i),
+            list(vocabularies[i]),
+            frozenset(vocabularies[i]),
+        )
+        for i, _ in kept
+    ]
+    table_views = [
+        DigestView(f"s{i}", f"/f{i}", "h", "active", "fp", "", None, float(i), table.vocabulary(s), TermsSet(table, s))
+        for i, s in kept
+    ]  # type: ignore[arg-type]
     want, wcap = score_digests(views, query)
     got, gcap = score_digests_inverted(table_views, [s for _, s in kept], query, table)
     assert [(h.view.session_id, h.score, h.matched_terms) for h in got] == [
@@ -261,6 +286,7 @@ def test_the_indexer_takes_a_session_a_call_is_building_instead_of_building_it_t
     eng.building_done = seen  # type: ignore[assignment]
     indexer = BackgroundIndexer(eng, workers=workers)
     result: dict = {}
+
     def run() -> None:
         try:
             result.update(indexer.run_once())
@@ -315,7 +341,6 @@ def test_a_session_a_call_adopted_after_the_pass_looked_is_not_built_again(tmp_p
 
 def test_a_call_names_the_sessions_it_builds_while_it_builds_them(tmp_path: Path):
 
-
     agent = tmp_path / "agent"
     files = _sessions(agent, 6)
     eng = engine(agent, hot_sessions=2)
@@ -360,8 +385,9 @@ def test_a_call_waits_for_a_session_the_indexer_is_building_instead_of_building_
     out: dict = {}
     index_mod.build_many = build_many
     try:
-        call = threading.Thread(target=lambda: out.update(eng.recall({"query": "oldest_rare_fact", "scope": "global"},
-                                                                      cwd=CWD)))
+        call = threading.Thread(
+            target=lambda: out.update(eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD))
+        )
         call.start()
         assert seen.waiting.wait(60)  # the call waits for the indexer (with the lock released)
         with eng.lock:  # the indexer adopts its state and leaves the set
@@ -383,8 +409,11 @@ def test_within_the_budgets_the_first_answer_with_an_indexer_attached_is_complet
     out: within the budgets the first answer equals the answer once everything is indexed."""
     agent = tmp_path / "agent"
     _sessions(agent, 12)
-    queries = [{"query": "oldest_rare_fact", "scope": "global"}, {"query": "common words", "scope": "global"},
-               {"query": "unique_007", "scope": "project"}]
+    queries = [
+        {"query": "oldest_rare_fact", "scope": "global"},
+        {"query": "common words", "scope": "global"},
+        {"query": "unique_007", "scope": "project"},
+    ]
     eng = engine(agent, hot_sessions=hot)
     indexer = BackgroundIndexer(eng, workers=1)
     eng.background = indexer  # attached and pending, not yet running

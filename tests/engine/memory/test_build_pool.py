@@ -44,8 +44,9 @@ def _task(file: str) -> build_pool.TaskArgs:
 def test_every_task_is_answered_once_with_its_own_state(tmp_path: Path):
     files = _files(tmp_path, 9)
     answers: list[tuple[str, str, object]] = []
-    failed = build_pool.run_batch(((f, _task(f)) for f in files), 2,
-                                  lambda key, reply: answers.append((key, *reply)), lambda: None)
+    failed = build_pool.run_batch(
+        ((f, _task(f)) for f in files), 2, lambda key, reply: answers.append((key, *reply)), lambda: None
+    )
     assert failed == []
     assert sorted(key for key, _, _ in answers) == sorted(files)
     for key, status, state in answers:
@@ -72,8 +73,9 @@ def test_the_caller_works_between_polls_while_children_build(tmp_path: Path):
         return bool(local)
 
     answers: list[str] = []
-    failed = build_pool.run_batch(((f, _task(f)) for f in files), 2,
-                                  lambda key, reply: answers.append(key), lambda: None, on_idle=on_idle)
+    failed = build_pool.run_batch(
+        ((f, _task(f)) for f in files), 2, lambda key, reply: answers.append(key), lambda: None, on_idle=on_idle
+    )
     assert failed == [] and sorted(answers) == sorted(files) and done_here == [0, 1, 2, 3]
 
 
@@ -82,10 +84,14 @@ def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp
     state (less to pickle); adopted, it equals a state built here, and the record on disk
     keeps the addresses."""
     agent = tmp_path / "agent"
-    rows = [header("fo", CWD), user("u1", None, "please read the config", 1),
-            assistant("a1", "u1", [{"type": "toolCall", "id": "c1", "name": "read",
-                                    "arguments": {"path": "src/config.ts"}}], 2),
-            tool_result("t1", "a1", "c1", "read", "export const x = 1", 3)]
+    rows = [
+        header("fo", CWD),
+        user("u1", None, "please read the config", 1),
+        assistant(
+            "a1", "u1", [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/config.ts"}}], 2
+        ),
+        tool_result("t1", "a1", "c1", "read", "export const x = 1", 3),
+    ]
     file = str(write_session(agent, CWD, "fo.jsonl", rows, 1_700_000_000))
     index_dir = tmp_path / "index"
     disk_cache.claim_index_dir(str(index_dir), agent_dir=str(agent), session_dir=str(agent / "sessions"))

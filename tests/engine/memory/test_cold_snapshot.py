@@ -140,7 +140,9 @@ def test_a_changed_session_never_claims_its_old_slot_and_the_old_slot_is_dropped
     table = eng.cold
     assert not table.claimable  # the old slot was never claimed, and the whole pass dropped it
     assert len(table.slots) == 7
-    assert table.sessions_with("only_000").tolist() == [] or all(s not in table.slots for s in table.sessions_with("only_000"))
+    assert table.sessions_with("only_000").tolist() == [] or all(
+        s not in table.slots for s in table.sessions_with("only_000")
+    )
     # the snapshot written after that pass restores the current vocabularies only
     again = engine(agent, hot_sessions=1)
     assert [again.recall(q) for q in QUERIES] == [eng.recall(q) for q in QUERIES]

@@ -38,7 +38,9 @@ def agent(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
 
 
 def marks_of(entries: list[dict]) -> dict[str, tuple[str, str]]:
-    return {e["entryId"]: (e["contextEdit"]["editId"], e["contextEdit"]["state"]) for e in entries if "contextEdit" in e}
+    return {
+        e["entryId"]: (e["contextEdit"]["editId"], e["contextEdit"]["state"]) for e in entries if "contextEdit" in e
+    }
 
 
 @pytest.mark.parametrize("branches", ["active", "all"])

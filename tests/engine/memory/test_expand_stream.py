@@ -21,12 +21,25 @@ FILES = sorted(REAL_SESSIONS.glob("*.jsonl"))
 @pytest.mark.parametrize("branches", ["active", "all"])
 @pytest.mark.parametrize("block", [97, 4096, 8 << 20])
 def test_streaming_expand_equals_the_full_build(path: Path, branches: str, block: int):
-    full = build_state(str(path), branches, "hot", ExpandConfig(MemoryConfig()), ref_id=path.stem, ref_cwd="", encode=False,
-                       searchable=False)
+    full = build_state(
+        str(path),
+        branches,
+        "hot",
+        ExpandConfig(MemoryConfig()),
+        ref_id=path.stem,
+        ref_cwd="",
+        encode=False,
+        searchable=False,
+    )
     entries = full.entries or []
     n = len(entries)
-    got = expand_streaming(str(path), branches, path.stem, Selection(entry_range=(0, max(0, n - 1))) if n else Selection(),
-                           block_bytes=block)
+    got = expand_streaming(
+        str(path),
+        branches,
+        path.stem,
+        Selection(entry_range=(0, max(0, n - 1))) if n else Selection(),
+        block_bytes=block,
+    )
     assert got.entry_count == n
     assert got.source_hash == full.source_hash and got.lineage.fingerprint == full.lineage.fingerprint
     assert got.session_id == full.session_id

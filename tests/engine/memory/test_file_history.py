@@ -29,17 +29,49 @@ def call(cid: str, name: str, **args) -> dict:
 
 
 TRACE = {
-    "kind": "pi-fabric.execution", "version": 1, "outcome": "failed", "phases": ["Inspect"],
+    "kind": "pi-fabric.execution",
+    "version": 1,
+    "outcome": "failed",
+    "phases": ["Inspect"],
     "operations": [
-        {"type": "call", "sequence": 0, "ref": "pi.read", "provider": "pi", "action": "read",
-         "args": {"path": "src/app.py"}, "outcome": "succeeded"},
-        {"type": "call", "sequence": 1, "ref": "pi.edit", "provider": "pi", "action": "edit",
-         "args": {"path": "./src/../src/app.py", "oldText": "a", "newText": "b"}, "outcome": "failed",
-         "failureStage": "invoke", "error": "no match"},
-        {"type": "call", "sequence": 2, "ref": "pi.write", "provider": "pi", "action": "write",
-         "args": {"path": "/elsewhere/other.py", "content": "x"}, "outcome": "succeeded"},
-        {"type": "call", "sequence": 3, "ref": "pi.bash", "provider": "pi", "action": "bash",
-         "args": {"command": "cat src/app.py", "path": "src/app.py"}, "outcome": "succeeded"},
+        {
+            "type": "call",
+            "sequence": 0,
+            "ref": "pi.read",
+            "provider": "pi",
+            "action": "read",
+            "args": {"path": "src/app.py"},
+            "outcome": "succeeded",
+        },
+        {
+            "type": "call",
+            "sequence": 1,
+            "ref": "pi.edit",
+            "provider": "pi",
+            "action": "edit",
+            "args": {"path": "./src/../src/app.py", "oldText": "a", "newText": "b"},
+            "outcome": "failed",
+            "failureStage": "invoke",
+            "error": "no match",
+        },
+        {
+            "type": "call",
+            "sequence": 2,
+            "ref": "pi.write",
+            "provider": "pi",
+            "action": "write",
+            "args": {"path": "/elsewhere/other.py", "content": "x"},
+            "outcome": "succeeded",
+        },
+        {
+            "type": "call",
+            "sequence": 3,
+            "ref": "pi.bash",
+            "provider": "pi",
+            "action": "bash",
+            "args": {"command": "cat src/app.py", "path": "src/app.py"},
+            "outcome": "succeeded",
+        },
     ],
     "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0},
 }
@@ -49,30 +81,48 @@ def main_rows(sid: str = "s-main") -> list[dict]:
     return [
         header(sid, CWD),
         user("u1", None, "fix app", 1),
-        assistant("a1", "u1", [{"type": "text", "text": "reading"}, call("c1", "read", path="src/app.py"),
-                               call("c2", "read", path="/home/user/proj//src/./app.py")], 2),
+        assistant(
+            "a1",
+            "u1",
+            [
+                {"type": "text", "text": "reading"},
+                call("c1", "read", path="src/app.py"),
+                call("c2", "read", path="/home/user/proj//src/./app.py"),
+            ],
+            2,
+        ),
         tool_result("r1", "a1", "c1", "read", "print(1)", 3),
         tool_result("r2", "r1", "c2", "read", "print(1)", 4),
         assistant("a2", "r2", [call("c3", "edit", path="../proj/src/app.py", oldText="1", newText="2")], 5),
         tool_result("r3", "a2", "c3", "edit", "Could not find the text", 6, is_error=True),
         # not file operations of app.py: other tools, other keys, prose, another file
-        assistant("a3", "r3", [call("c4", "bash", command="sed -i s/1/2/ src/app.py", path="src/app.py"),
-                               call("c5", "write", file="src/app.py", content="x"),
-                               {"type": "text", "text": "I edited /home/user/proj/src/app.py"},
-                               call("c6", "write", path="src/app.pyc", content="x")], 7),
+        assistant(
+            "a3",
+            "r3",
+            [
+                call("c4", "bash", command="sed -i s/1/2/ src/app.py", path="src/app.py"),
+                call("c5", "write", file="src/app.py", content="x"),
+                {"type": "text", "text": "I edited /home/user/proj/src/app.py"},
+                call("c6", "write", path="src/app.pyc", content="x"),
+            ],
+            7,
+        ),
         tool_result("r4", "a3", "c4", "bash", "", 8),
         tool_result("r5", "r4", "c5", "write", "", 9),
         tool_result("r6", "r5", "c6", "write", "", 10),
         assistant("a4", "r6", [call("k1", "fabric_exec", code="...")], 11),
-        tool_result("r7", "a4", "k1", "fabric_exec", "prose: wrote src/app.py", 12,
-                    details={"success": False, "trace": TRACE}),
+        tool_result(
+            "r7", "a4", "k1", "fabric_exec", "prose: wrote src/app.py", 12, details={"success": False, "trace": TRACE}
+        ),
         # the last call has no result yet: left out
         assistant("a5", "r7", [call("c7", "write", path="src/app.py", content="new")], 13),
     ]
 
 
 def ops(result: dict) -> list[tuple]:
-    return [(i["entryId"], i.get("operationAddress"), i["action"], i["toolName"], i["outcome"]) for i in result["items"]]
+    return [
+        (i["entryId"], i.get("operationAddress"), i["action"], i["toolName"], i["outcome"]) for i in result["items"]
+    ]
 
 
 @pytest.fixture()
@@ -96,8 +146,16 @@ def test_pi_calls_and_fabric_operations_of_one_path(agent: Path):
     assert first["timestamp"] == 1735689612000
     assert [i["toolCallId"] for i in out["items"][3:]] == ["c2", "c1"]
     assert out["totalItems"] == 5 and out["totalSessions"] == 1 and not out["hasNext"]
-    assert out["sessions"] == [{"sessionId": "s-main", "sessionFile": str(path), "cwd": CWD, "count": 5,
-                                "lastAction": "edit", "lastTimestamp": 1735689612000}]
+    assert out["sessions"] == [
+        {
+            "sessionId": "s-main",
+            "sessionFile": str(path),
+            "cwd": CWD,
+            "count": 5,
+            "lastAction": "edit",
+            "lastTimestamp": 1735689612000,
+        }
+    ]
     assert out["coverage"]["complete"] is True
     msgspec.convert(out, protocol.FileHistoryResult)
     # the indices are the memory records' indices: expand finds the same entries
@@ -124,8 +182,10 @@ def test_a_result_appended_later_completes_the_call(agent: Path):
         # the next call of the same id is pending again
         pending = f"a9{round_}"
         with path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(assistant(pending, f"r8{round_}", [call("c7", "write", path="src/app.py")],
-                                          15 + 2 * round_)) + "\n")
+            fh.write(
+                json.dumps(assistant(pending, f"r8{round_}", [call("c7", "write", path="src/app.py")], 15 + 2 * round_))
+                + "\n"
+            )
         assert eng.file_history({"path": TARGET})["totalItems"] == before + 1
     assert engine(agent).file_history({"path": TARGET}) == eng.file_history({"path": TARGET})
 
@@ -149,11 +209,17 @@ def test_branches_active_and_all(agent: Path):
 @pytest.mark.parametrize("hot", [50, 0])
 def test_cold_and_hot_sessions_answer_the_same(agent: Path, hot: int):
     write_session(agent, CWD, "main.jsonl", main_rows(), mtime_s=1_700_000_000)
-    write_session(agent, "/srv/other", "other.jsonl", [
-        header("s-other", "/srv/other"),
-        assistant("x1", None, [call("e1", "write", path=TARGET, content="")], 30),
-        tool_result("x2", "x1", "e1", "write", "ok", 31),
-    ], mtime_s=1_700_000_100)
+    write_session(
+        agent,
+        "/srv/other",
+        "other.jsonl",
+        [
+            header("s-other", "/srv/other"),
+            assistant("x1", None, [call("e1", "write", path=TARGET, content="")], 30),
+            tool_result("x2", "x1", "e1", "write", "ok", 31),
+        ],
+        mtime_s=1_700_000_100,
+    )
     expected = engine(agent, hot_sessions=50).file_history({"path": TARGET})
     engine(agent).drop_caches()
     cold = engine(agent, hot_sessions=hot)
@@ -178,7 +244,7 @@ def test_cold_tables_are_persisted_and_never_stale(agent: Path):
     # a flipped byte that still parses is caught by the seal: rebuilt from source, same answer
     raw = tables[0].read_bytes()
     i = raw.index(b'"edit"')
-    tables[0].write_bytes(raw[:i] + b'"tide"' + raw[i + 6:])
+    tables[0].write_bytes(raw[:i] + b'"tide"' + raw[i + 6 :])
     assert engine(agent, hot_sessions=0).file_history({"path": TARGET}) == first
     # a rewrite of the same size with other content is never answered from the table
     text = path.read_text()
@@ -213,9 +279,12 @@ def test_bounds_and_relative_paths_without_cwd_are_reported(agent: Path, monkeyp
     assert out["totalItems"] == 2 and out["coverage"]["complete"] is False
     assert out["coverage"]["reasons"] == ["max_file_operations"] and out["coverage"]["incompleteSessions"] == 1
     monkeypatch.undo()
-    rows = [{"type": "session", "version": 3, "id": "s-nocwd", "timestamp": ts(0)},
-            assistant("a1", None, [call("c1", "read", path="src/app.py"), call("c2", "read", path=TARGET)], 1),
-            tool_result("r1", "a1", "c1", "read", "ok", 2), tool_result("r2", "r1", "c2", "read", "ok", 3)]
+    rows = [
+        {"type": "session", "version": 3, "id": "s-nocwd", "timestamp": ts(0)},
+        assistant("a1", None, [call("c1", "read", path="src/app.py"), call("c2", "read", path=TARGET)], 1),
+        tool_result("r1", "a1", "c1", "read", "ok", 2),
+        tool_result("r2", "r1", "c2", "read", "ok", 3),
+    ]
     write_session(agent, "/nocwd", "nocwd.jsonl", rows)
     out = engine(agent).file_history({"path": TARGET})
     assert "unresolved_relative_path" in out["coverage"]["reasons"]
@@ -284,11 +353,20 @@ def test_a_tool_call_named_by_an_odd_json_value_is_indexed_and_never_a_file_oper
     """A tool call's name may be any JSON value in a damaged or foreign file: a list used
     to stop the whole session's indexing (it is unhashable); now it is just not a Pi file tool."""
     rows = [
-        header("s-odd", CWD), user("u1", None, "odd names", 1),
-        assistant("a1", "u1", [{"type": "toolCall", "id": "c1", "name": ["read"], "arguments": {"path": "src/app.py"}},
-                               {"type": "toolCall", "id": "c2", "name": {"n": 1}, "arguments": {"path": "src/app.py"}},
-                               call("c3", "read", path="src/app.py")], 2),
-        tool_result("r1", "a1", "c1", "read", "x", 3), tool_result("r2", "r1", "c3", "read", "print(1)", 4),
+        header("s-odd", CWD),
+        user("u1", None, "odd names", 1),
+        assistant(
+            "a1",
+            "u1",
+            [
+                {"type": "toolCall", "id": "c1", "name": ["read"], "arguments": {"path": "src/app.py"}},
+                {"type": "toolCall", "id": "c2", "name": {"n": 1}, "arguments": {"path": "src/app.py"}},
+                call("c3", "read", path="src/app.py"),
+            ],
+            2,
+        ),
+        tool_result("r1", "a1", "c1", "read", "x", 3),
+        tool_result("r2", "r1", "c3", "read", "print(1)", 4),
     ]
     write_session(agent, CWD, "2025-01-01_odd.jsonl", rows)
     eng = engine(agent)

@@ -63,14 +63,18 @@ def test_infinite_timestamp_survives_packing():
 
 
 def test_packed_is_smaller_for_a_busy_session():
-    rows = [FileOp(f"/p/f{i % 7}.py", "read", "read", "succeeded", i, f"e{i:07x}", None, 1.7e12 + i, f"call{i}", None)
-            for i in range(5000)]
+    rows = [
+        FileOp(f"/p/f{i % 7}.py", "read", "read", "succeeded", i, f"e{i:07x}", None, 1.7e12 + i, f"call{i}", None)
+        for i in range(5000)
+    ]
     import pickle
     import sys
 
     table = FileOpsCollector("/p", rows)
-    held = sum(sys.getsizeof(op) + sys.getsizeof(op.path) + sys.getsizeof(op.entry_id) + sys.getsizeof(op.tool_call_id)
-               for op in rows)
+    held = sum(
+        sys.getsizeof(op) + sys.getsizeof(op.path) + sys.getsizeof(op.entry_id) + sys.getsizeof(op.tool_call_id)
+        for op in rows
+    )
     small = packed(table)
     assert sys.getsizeof(small.data) < held / 3
     assert pickle.loads(pickle.dumps(small.paths)) == {f"/p/f{i}.py" for i in range(7)}

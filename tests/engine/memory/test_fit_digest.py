@@ -57,13 +57,35 @@ def oracle(record: dict[str, Any], size: int, max_bytes: int) -> bytes | None:
 def digest(vocab: list[str], addresses: list[list[Any]]) -> dict[str, Any]:
     vocabulary = sort_lexical(set(vocab))
     return {
-        "cacheVersion": disk_cache.CACHE_VERSION, "kind": "digest", "sessionId": "s", "file": "/s/a.jsonl", "cwd": "/w",
-        "firstTs": 1, "lastTs": 2, "entryCount": len(addresses), "filesTouched": [], "toolHistogram": {},
-        "errorCount": 0, "vocabulary": vocabulary, "addresses": addresses,
-        "indexCoverage": {"complete": True, "vocabularyBytes": len(disk_cache.encoder.encode(vocabulary)), "reasons": []},
-        "mtime": 1.5, "size": 1000, "sourceHash": "0" * 64, "branches": "active", "lineageFingerprint": "1" * 64,
-        "policy": "p", "cacheBytes": 0, "cacheSourceRatio": 0, "engine": disk_cache.ENGINE_FORMAT,
-        "statKey": [1, 2, 3, 4, 5], "leafId": "x",
+        "cacheVersion": disk_cache.CACHE_VERSION,
+        "kind": "digest",
+        "sessionId": "s",
+        "file": "/s/a.jsonl",
+        "cwd": "/w",
+        "firstTs": 1,
+        "lastTs": 2,
+        "entryCount": len(addresses),
+        "filesTouched": [],
+        "toolHistogram": {},
+        "errorCount": 0,
+        "vocabulary": vocabulary,
+        "addresses": addresses,
+        "indexCoverage": {
+            "complete": True,
+            "vocabularyBytes": len(disk_cache.encoder.encode(vocabulary)),
+            "reasons": [],
+        },
+        "mtime": 1.5,
+        "size": 1000,
+        "sourceHash": "0" * 64,
+        "branches": "active",
+        "lineageFingerprint": "1" * 64,
+        "policy": "p",
+        "cacheBytes": 0,
+        "cacheSourceRatio": 0,
+        "engine": disk_cache.ENGINE_FORMAT,
+        "statKey": [1, 2, 3, 4, 5],
+        "leafId": "x",
     }
 
 
@@ -71,8 +93,12 @@ address = st.lists(st.one_of(st.integers(0, 10**9), st.text(max_size=12), st.non
 
 
 @settings(max_examples=profile_examples(200), deadline=None)
-@given(st.lists(st.text(alphabet="abcdefghij0123456789", min_size=1, max_size=12), max_size=80),
-       st.lists(address, max_size=60), st.integers(1, 40_000), st.integers(200, 9000))
+@given(
+    st.lists(st.text(alphabet="abcdefghij0123456789", min_size=1, max_size=12), max_size=80),
+    st.lists(address, max_size=60),
+    st.integers(1, 40_000),
+    st.integers(200, 9000),
+)
 def test_fit_digest_cuts_where_a_binary_search_does(vocab, addresses, size, max_bytes):
     rec = digest(vocab, addresses)
     expected_rec = copy.deepcopy(rec)

@@ -38,7 +38,9 @@ CFG = MemoryConfig()
 def shape(index: HotIndex) -> dict[str, Any]:
     """Everything an index holds, with each posting list's form (int, list or array)."""
     return {
-        "doc_len": list(index.doc_len), "seg_starts": list(index.seg_starts), "seg_of": list(index.seg_of),
+        "doc_len": list(index.doc_len),
+        "seg_starts": list(index.seg_starts),
+        "seg_of": list(index.seg_of),
         "total_len": index.total_len,
         "postings": [(t, type(p).__name__, list(postings_of(p))) for t, p in index.postings.items()],
     }
@@ -69,8 +71,11 @@ def test_loaded_index_equals_the_built_one_for_real_and_example_sessions():
         assert shape(loaded) == shape(HotIndex.build(list(state.entries))), file.name
 
 
-texts = st.lists(st.one_of(st.text(max_size=60), st.sampled_from(["the parser", "parse epoch", "é ǅ ß", ""])),
-                 min_size=0, max_size=40)
+texts = st.lists(
+    st.one_of(st.text(max_size=60), st.sampled_from(["the parser", "parse epoch", "é ǅ ß", ""])),
+    min_size=0,
+    max_size=40,
+)
 roles = st.sampled_from([None, "user", "assistant", "toolResult", "bashExecution", "compaction"])
 
 
@@ -79,10 +84,23 @@ roles = st.sampled_from([None, "user", "assistant", "toolResult", "bashExecution
 def test_roundtrip_of_any_records(recs, repeat):
     entries = HotRecords()
     for i, (text, role) in enumerate(recs):
-        entries.append({"sessionFile": "/s/a.jsonl", "sessionId": "s", "index": i, "entryId": f"{i:08x}",
-                        "parentId": None, "type": "message", "role": role, "toolName": None,
-                        "text": (text + " common") * (1 + (i * repeat) % 3), "timestamp": None,
-                        "isError": False, "truncated": False, "line": i + 1})
+        entries.append(
+            {
+                "sessionFile": "/s/a.jsonl",
+                "sessionId": "s",
+                "index": i,
+                "entryId": f"{i:08x}",
+                "parentId": None,
+                "type": "message",
+                "role": role,
+                "toolName": None,
+                "text": (text + " common") * (1 + (i * repeat) % 3),
+                "timestamp": None,
+                "isError": False,
+                "truncated": False,
+                "line": i + 1,
+            }
+        )
     built = HotIndex.build(list(entries))
     state = hot_state(sorted(REAL_SESSIONS.glob("*.jsonl"))[0])
     state.entries, state.hot_index = entries, built
@@ -129,7 +147,7 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setattr(search.HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
     # a flipped byte breaks the seal
     at = good.index(b'"postings":"') + 14
-    victim.write_bytes(good[:at] + (b"B" if good[at:at + 1] != b"B" else b"C") + good[at + 1:])
+    victim.write_bytes(good[:at] + (b"B" if good[at : at + 1] != b"B" else b"C") + good[at + 1 :])
     assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added and victim.read_bytes() == good  # rebuilt, and the good sidecar written again
     # a sealed sidecar of another engine format
@@ -150,8 +168,13 @@ def test_an_append_rewrites_the_sidecar_with_the_shard(tmp_path):
     session = sorted(agent.glob("sessions/*/*.jsonl"))[-1]
     lines = session.read_bytes().splitlines(keepends=True)
     last = json.loads(lines[-1])
-    extra = {"type": "message", "id": "feedf00d", "parentId": last["id"], "timestamp": last["timestamp"],
-             "message": {"role": "user", "content": "zanzibar quokka appended", "timestamp": 1_700_000_000_000}}
+    extra = {
+        "type": "message",
+        "id": "feedf00d",
+        "parentId": last["id"],
+        "timestamp": last["timestamp"],
+        "message": {"role": "user", "content": "zanzibar quokka appended", "timestamp": 1_700_000_000_000},
+    }
     with open(session, "ab") as fh:
         fh.write((json.dumps(extra) + "\n").encode())
     warm = _recall(eng, "zanzibar quokka")

@@ -34,15 +34,28 @@ ids = st.one_of(
     st.none(),
     st.text(alphabet="0123456789abcdef", min_size=8, max_size=8),  # Pi's ids
     st.text(alphabet="0123456789abcdefABCDEF-_", min_size=0, max_size=12),  # anything else
-    st.integers(), st.just(["not", "an", "id"]),
+    st.integers(),
+    st.just(["not", "an", "id"]),
 )
-stamps = st.one_of(st.none(), st.integers(min_value=-(1 << 70), max_value=1 << 70),
-                   st.floats(allow_nan=False, allow_infinity=False), st.booleans())
-scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(1 << 62), max_value=1 << 62), st.text(max_size=20))
-extras = st.lists(st.tuples(st.sampled_from(["parentEntryId", "operationAddress", "ref", "provider", "outcome",
-                                             "factAddress", "filesTouched"]),
-                            st.one_of(scalars, st.lists(st.text(max_size=5), max_size=3))),
-                  max_size=4, unique_by=lambda kv: kv[0])
+stamps = st.one_of(
+    st.none(),
+    st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(1 << 62), max_value=1 << 62), st.text(max_size=20)
+)
+extras = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["parentEntryId", "operationAddress", "ref", "provider", "outcome", "factAddress", "filesTouched"]
+        ),
+        st.one_of(scalars, st.lists(st.text(max_size=5), max_size=3)),
+    ),
+    max_size=4,
+    unique_by=lambda kv: kv[0],
+)
 
 
 @st.composite
@@ -50,13 +63,22 @@ def records(draw):
     rec = {
         "sessionFile": draw(st.sampled_from(["/s/a.jsonl", "/s/b.jsonl"])),
         "sessionId": draw(st.sampled_from(["s-1", ""])),
-        "index": draw(st.one_of(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=1 << 64, max_value=1 << 66), st.booleans())),
-        "entryId": draw(ids), "parentId": draw(ids),
+        "index": draw(
+            st.one_of(
+                st.integers(min_value=0, max_value=1 << 40),
+                st.integers(min_value=1 << 64, max_value=1 << 66),
+                st.booleans(),
+            )
+        ),
+        "entryId": draw(ids),
+        "parentId": draw(ids),
         "type": draw(st.sampled_from(["message", "custom_message", "fabric_operation", "branch_summary"])),
         "role": draw(st.sampled_from([None, "user", "assistant", "toolResult"])),
         "toolName": draw(st.sampled_from([None, "bash", "read"])),
         "text": draw(st.one_of(st.text(max_size=40), st.just("lone \ud83d surrogate \udc00"), st.none())),
-        "timestamp": draw(stamps), "isError": draw(st.booleans()), "truncated": draw(st.booleans()),
+        "timestamp": draw(stamps),
+        "isError": draw(st.booleans()),
+        "truncated": draw(st.booleans()),
         "line": draw(st.integers(min_value=0, max_value=1 << 40)),
     }
     for key, value in draw(extras):
@@ -101,10 +123,24 @@ def test_records_read_back_exactly(recs):
 
 
 def test_pi_records_are_held_without_dicts():
-    recs = [{"sessionFile": "/s/a.jsonl", "sessionId": "s", "index": i, "entryId": f"{i:08x}",
-             "parentId": f"{i - 1:08x}" if i else None, "type": "message", "role": "user", "toolName": None,
-             "text": f"t{i}", "timestamp": 1_700_000_000_000 + i, "isError": False, "truncated": False, "line": i + 1}
-            for i in range(1000)]
+    recs = [
+        {
+            "sessionFile": "/s/a.jsonl",
+            "sessionId": "s",
+            "index": i,
+            "entryId": f"{i:08x}",
+            "parentId": f"{i - 1:08x}" if i else None,
+            "type": "message",
+            "role": "user",
+            "toolName": None,
+            "text": f"t{i}",
+            "timestamp": 1_700_000_000_000 + i,
+            "isError": False,
+            "truncated": False,
+            "line": i + 1,
+        }
+        for i in range(1000)
+    ]
     held = HotRecords(recs)
     assert not held._whole and not held._extra and not held._strs and not held._odd_ts
     assert len(held._kinds) == 1
@@ -163,6 +199,12 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     rebuilt = recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(fresh_dir)))
     assert json.dumps(extended, sort_keys=True) == json.dumps(rebuilt, sort_keys=True)
     assert extended_disk == (fresh_dir / name).read_bytes()
-    state = persist.state_from_record(disk_cache.load_record(extended_disk, "shard", len(extended_disk)), "shard",
-                                       str(session), "active", key=stat_key(str(session)), cfg=MemoryConfig())
+    state = persist.state_from_record(
+        disk_cache.load_record(extended_disk, "shard", len(extended_disk)),
+        "shard",
+        str(session),
+        "active",
+        key=stat_key(str(session)),
+        cfg=MemoryConfig(),
+    )
     assert state is not None and list(state.entries or []) == list(_state(session).entries or [])

@@ -29,11 +29,26 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 def test_recall_text_and_json(agent, capsys):
     code, out, _ = _run(capsys, "recall", "auth login", "--scope", "project", "--cwd", CWD, "--agent-dir", str(agent))
     assert code == 0 and out.startswith('5 matches across 2 segments for "auth login":')
-    code, out, _ = _run(capsys, "recall", "auth login", "--scope", "project", "--cwd", CWD, "--agent-dir", str(agent), "--json")
+    code, out, _ = _run(
+        capsys, "recall", "auth login", "--scope", "project", "--cwd", CWD, "--agent-dir", str(agent), "--json"
+    )
     result = json.loads(out)
     assert code == 0 and result["totalMatches"] == 5 and result["items"][0]["kind"] == "segment"
-    assert set(result) == {"scope", "branches", "query", "queryMode", "page", "pageSize", "totalItems", "totalMatches",
-                           "hasNext", "authoritative", "coverage", "items", "text"}
+    assert set(result) == {
+        "scope",
+        "branches",
+        "query",
+        "queryMode",
+        "page",
+        "pageSize",
+        "totalItems",
+        "totalMatches",
+        "hasNext",
+        "authoritative",
+        "coverage",
+        "items",
+        "text",
+    }
 
 
 def test_recall_invalid_scope_exits_2(agent, capsys):
@@ -73,15 +88,21 @@ def test_results_fit_the_wire_contract(agent, capsys):
 
     eng = engine(agent)
     path = str(next(agent.glob("sessions/*/*.jsonl")))
-    for params in ({"query": "auth login", "scope": "project"}, {"scope": "project"},
-                   {"query": "auth", "scope": f"session:{path}", "entryRange": {"first": 0, "last": 2}},
-                   {"query": "x", "scope": "session:nope"}):
+    for params in (
+        {"query": "auth login", "scope": "project"},
+        {"scope": "project"},
+        {"query": "auth", "scope": f"session:{path}", "entryRange": {"first": 0, "last": 2}},
+        {"query": "x", "scope": "session:nope"},
+    ):
         msgspec.convert(eng.recall(params, cwd=CWD), protocol.RecallResult)
     cold = engine(agent, hot_sessions=0).recall({"query": "auth", "scope": "project"}, cwd=CWD)
     assert cold["items"][0]["kind"] == "pointer"
     msgspec.convert(cold, protocol.RecallResult)
     msgspec.convert(eng.expand({"session": path, "entryRange": {"first": 0, "last": 4}}), protocol.ExpandResult)
-    for params in ({"session": "nope", "indices": [0]}, {"session": path, "indices": [99]},
-                   {"session": path, "entryIds": ["zz"]}):
+    for params in (
+        {"session": "nope", "indices": [0]},
+        {"session": path, "indices": [99]},
+        {"session": path, "entryIds": ["zz"]},
+    ):
         msgspec.convert(eng.expand(params), protocol.ExpandErrorResult)
     msgspec.convert(eng.sessions({"scope": "global"}), protocol.SessionsResult)

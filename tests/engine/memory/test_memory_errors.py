@@ -55,7 +55,9 @@ def test_stale_pointer_on_rewrite_and_navigation(demo):
     eng = engine(agent)
     h, fp = _pointer(eng, path)
     scope = f"session:{path}"
-    ok = eng.recall({"query": "auth", "scope": scope, "expectedSourceHash": h, "expectedLineageFingerprint": fp}, cwd=CWD)
+    ok = eng.recall(
+        {"query": "auth", "scope": scope, "expectedSourceHash": h, "expectedLineageFingerprint": fp}, cwd=CWD
+    )
     assert ok["items"] and ok["authoritative"]
     # Same-size rewrite with the mtime restored: the hash still catches it.
     data = path.read_bytes()
@@ -64,16 +66,23 @@ def test_stale_pointer_on_rewrite_and_navigation(demo):
     assert path.stat().st_size == len(data)
     out = eng.recall({"query": "auth", "scope": scope, "expectedSourceHash": h}, cwd=CWD)
     assert out["items"] == [] and out["coverage"]["error"] == {
-        "code": "stale_pointer", "message": "Session source changed after the pointer was issued."}
+        "code": "stale_pointer",
+        "message": "Session source changed after the pointer was issued.",
+    }
     assert eng.expand({"session": str(path), "indices": [0], "expectedSourceHash": h}) == {
-        "error": {"code": "stale_pointer", "message": "Session source changed after the pointer was issued."}}
+        "error": {"code": "stale_pointer", "message": "Session source changed after the pointer was issued."}
+    }
     # Navigation: an append under an earlier entry moves the leaf; lineage changes.
     h2, fp2 = _pointer(eng, path)
     with path.open("a") as fh:
-        fh.write('{"type":"message","id":"z9","parentId":"u1","timestamp":"2025-01-01T00:00:09.000Z",'
-                 '"message":{"role":"user","content":"other way"}}\n')
+        fh.write(
+            '{"type":"message","id":"z9","parentId":"u1","timestamp":"2025-01-01T00:00:09.000Z",'
+            '"message":{"role":"user","content":"other way"}}\n'
+        )
     out = eng.expand({"session": str(path), "indices": [0], "expectedLineageFingerprint": fp2})
-    assert out == {"error": {"code": "stale_pointer", "message": "Session active lineage changed after the pointer was issued."}}
+    assert out == {
+        "error": {"code": "stale_pointer", "message": "Session active lineage changed after the pointer was issued."}
+    }
     out = eng.recall({"scope": scope, "expectedLineageFingerprint": fp2}, cwd=CWD)
     assert out["coverage"]["error"]["code"] == "stale_pointer"
 
@@ -82,9 +91,11 @@ def test_address_errors_and_off_lineage(demo):
     agent, path = demo
     eng = engine(agent)
     assert eng.expand({"session": str(path), "entryIds": ["nope"]}) == {
-        "error": {"code": "address_not_found", "message": 'Entry address "nope" was not found.'}}
+        "error": {"code": "address_not_found", "message": 'Entry address "nope" was not found.'}
+    }
     assert eng.expand({"session": str(path), "operationAddresses": ["a1/0"]}) == {
-        "error": {"code": "address_not_found", "message": 'Operation address "a1/0" was not found.'}}
+        "error": {"code": "address_not_found", "message": 'Operation address "a1/0" was not found.'}
+    }
     # u2 is on an abandoned branch: not found in active mode, found in all mode.
     assert eng.expand({"session": str(path), "entryIds": ["u2"]})["error"]["code"] == "address_not_found"
     out = eng.expand({"session": str(path), "entryIds": ["u2"], "branches": "all"})
@@ -108,13 +119,18 @@ def test_session_resolution_errors(tmp_path):
     b = write_session(agent, "/elsewhere", "b.jsonl", [header("same", "/elsewhere"), user("u", None, "two", 1)])
     eng = engine(agent)
     out = eng.expand({"session": "same", "indices": [0]})
-    assert out == {"error": {"code": "ambiguous_session",
-                             "message": 'Session id "same" is ambiguous; use an exact session file path.',
-                             "candidates": sorted([str(a), str(b)])}}
+    assert out == {
+        "error": {
+            "code": "ambiguous_session",
+            "message": 'Session id "same" is ambiguous; use an exact session file path.',
+            "candidates": sorted([str(a), str(b)]),
+        }
+    }
     rec = eng.recall({"scope": "session:same"}, cwd=CWD)
     assert rec["coverage"]["error"]["code"] == "ambiguous_session" and rec["items"] == []
     assert eng.expand({"session": "missing-id", "indices": [0]}) == {
-        "error": {"code": "session_not_found", "message": "Session not found: missing-id"}}
+        "error": {"code": "session_not_found", "message": "Session not found: missing-id"}
+    }
     assert eng.expand({"session": str(tmp_path / "gone.jsonl"), "indices": [0]})["error"]["code"] == "session_not_found"
     # Exact paths and file:// URIs resolve.
     assert eng.expand({"session": str(a), "indices": [0]})["expanded"][0]["text"] == "one"
@@ -127,16 +143,26 @@ def test_index_out_of_bounds(demo):
     eng = engine(agent)
     bad = "Every entry index must be a non-negative safe integer."
     # past JavaScript's safe integers: the reference's domain error
-    assert eng.expand({"session": str(path), "indices": [2**53]}) == {"error": {"code": "index_out_of_bounds", "message": bad}}
+    assert eng.expand({"session": str(path), "indices": [2**53]}) == {
+        "error": {"code": "index_out_of_bounds", "message": bad}
+    }
     assert eng.expand({"session": str(path), "entryRange": {"first": 0, "last": 2**53}}) == {
-        "error": {"code": "index_out_of_bounds", "message": "Entry range requires safe integers with 0 <= first <= last."}}
+        "error": {
+            "code": "index_out_of_bounds",
+            "message": "Entry range requires safe integers with 0 <= first <= last.",
+        }
+    }
     # what the wire contract refuses never reaches the engine: invalid params naming the field
-    for params, field in [({"indices": [-1]}, "indices"), ({"indices": [1.5]}, "indices"),
-                          ({"entryRange": {"first": 3, "last": 1}}, "first")]:
+    for params, field in [
+        ({"indices": [-1]}, "indices"),
+        ({"indices": [1.5]}, "indices"),
+        ({"entryRange": {"first": 3, "last": 1}}, "first"),
+    ]:
         with pytest.raises(ValueError, match=field):
             eng.expand({"session": str(path), **params})
     assert eng.expand({"session": str(path), "entryRange": {"first": 3, "last": 5}}) == {
-        "error": {"code": "index_out_of_bounds", "message": "Entry range ends at 5, but the session has 5 entries."}}
+        "error": {"code": "index_out_of_bounds", "message": "Entry range ends at 5, but the session has 5 entries."}
+    }
     out = eng.expand({"session": str(path), "entryRange": {"first": 3, "last": 4}})
     assert [e["entryId"] for e in out["expanded"]] == ["b1", "cm1"]
     scope = f"session:{path}"
@@ -175,9 +201,17 @@ def test_config_defaults_bounds_and_camel_case():
     assert d.index_thinking is False and d.index_tool_output is True
     c = msgspec.convert({"hotSessions": 3, "maxEntryChars": 150, "indexThinking": True}, MemoryConfig)
     assert (c.hot_sessions, c.max_entry_chars, c.index_thinking) == (3, 150, True)
-    clamped = MemoryConfig.from_settings({"hotSessions": -1, "digestTerms": 0, "maxEntryChars": 5,
-                                          "regexTimeoutMs": 10**9, "maxSessions": "many", "indexToolOutput": "no",
-                                          "indexDir": "  "})
+    clamped = MemoryConfig.from_settings(
+        {
+            "hotSessions": -1,
+            "digestTerms": 0,
+            "maxEntryChars": 5,
+            "regexTimeoutMs": 10**9,
+            "maxSessions": "many",
+            "indexToolOutput": "no",
+            "indexDir": "  ",
+        }
+    )
     assert clamped.hot_sessions == 0 and clamped.digest_terms == 1 and clamped.max_entry_chars == 100
     assert clamped.regex_timeout_ms == 10_000 and clamped.max_sessions == 500 and clamped.index_tool_output is True
     assert clamped.index_dir is None

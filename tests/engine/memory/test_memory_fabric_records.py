@@ -10,15 +10,41 @@ from memory_kit import assistant, engine, header, tool_result, ts, user, write_s
 CWD = "/home/user/fab"
 
 TRACE = {
-    "kind": "pi-fabric.execution", "version": 1, "outcome": "failed", "phases": ["Inspect", "Verify"],
+    "kind": "pi-fabric.execution",
+    "version": 1,
+    "outcome": "failed",
+    "phases": ["Inspect", "Verify"],
     "operations": [
-        {"type": "call", "sequence": 0, "ref": "pi.read", "provider": "pi", "action": "read",
-         "args": {"path": "docs/a.md"}, "outcome": "succeeded"},
-        {"type": "call", "sequence": 1, "ref": "pi.write", "provider": "pi", "action": "write",
-         "args": {"path": "docs/new.md"}, "outcome": "succeeded", "result": {"created": True}},
-        {"type": "call", "sequence": 2, "ref": "pi.bash", "provider": "pi", "action": "bash",
-         "args": {"command": "pnpm test"}, "outcome": "failed", "failureStage": "invoke",
-         "error": "Call failed during invoke: exit 1"},
+        {
+            "type": "call",
+            "sequence": 0,
+            "ref": "pi.read",
+            "provider": "pi",
+            "action": "read",
+            "args": {"path": "docs/a.md"},
+            "outcome": "succeeded",
+        },
+        {
+            "type": "call",
+            "sequence": 1,
+            "ref": "pi.write",
+            "provider": "pi",
+            "action": "write",
+            "args": {"path": "docs/new.md"},
+            "outcome": "succeeded",
+            "result": {"created": True},
+        },
+        {
+            "type": "call",
+            "sequence": 2,
+            "ref": "pi.bash",
+            "provider": "pi",
+            "action": "bash",
+            "args": {"command": "pnpm test"},
+            "outcome": "failed",
+            "failureStage": "invoke",
+            "error": "Call failed during invoke: exit 1",
+        },
         {"type": "call", "sequence": 3, "ref": "mcp.github.search", "args": {}, "outcome": "succeeded"},
     ],
     "counts": {"droppedValues": 0, "truncatedValues": 0, "redactedValues": 0, "droppedOperations": 0},
@@ -27,23 +53,52 @@ TRACE = {
 
 
 def _facts_envelope(version: int, facts: list) -> dict:
-    return {"kind": "pi-fabric.branch-summary", "version": version,
-            "source": {"firstEntryId": "u1", "lastEntryId": "r1", "entryCount": 3, "oldLeafId": "r1"},
-            "facts": facts, "omittedFacts": 0, "sections": ["[Session Goal]"],
-            "request": {"text": "", "sourceBytes": 0, "truncated": False}}
+    return {
+        "kind": "pi-fabric.branch-summary",
+        "version": version,
+        "source": {"firstEntryId": "u1", "lastEntryId": "r1", "entryCount": 3, "oldLeafId": "r1"},
+        "facts": facts,
+        "omittedFacts": 0,
+        "sections": ["[Session Goal]"],
+        "request": {"text": "", "sourceBytes": 0, "truncated": False},
+    }
 
 
 FACTS = [
     {"kind": "user", "entryId": "u1", "subordinal": "user", "address": "u1/user", "text": "rare goal zebra"},
     {"kind": "phase", "entryId": "r1", "subordinal": "0", "address": "r1/0", "phase": "Inspect"},
-    {"kind": "operation", "entryId": "r1", "subordinal": "1", "address": "r1/1", "ref": "pi.edit",
-     "provider": "pi", "action": "edit", "tool": "edit", "args": {"path": "src/z.ts"}, "outcome": "failed",
-     "error": "no match"},
-    {"kind": "customMessage", "entryId": "c1", "subordinal": "custom-message", "address": "c1/custom-message",
-     "customType": "note", "text": "kept note", "display": True},
+    {
+        "kind": "operation",
+        "entryId": "r1",
+        "subordinal": "1",
+        "address": "r1/1",
+        "ref": "pi.edit",
+        "provider": "pi",
+        "action": "edit",
+        "tool": "edit",
+        "args": {"path": "src/z.ts"},
+        "outcome": "failed",
+        "error": "no match",
+    },
+    {
+        "kind": "customMessage",
+        "entryId": "c1",
+        "subordinal": "custom-message",
+        "address": "c1/custom-message",
+        "customType": "note",
+        "text": "kept note",
+        "display": True,
+    },
 ]
-RUN_FACT = {"kind": "fabricRun", "entryId": "a2", "subordinal": "call:k1", "address": "a2/call:k1",
-            "name": "Audit", "description": "check all", "outcome": "succeeded"}
+RUN_FACT = {
+    "kind": "fabricRun",
+    "entryId": "a2",
+    "subordinal": "call:k1",
+    "address": "a2/call:k1",
+    "name": "Audit",
+    "description": "check all",
+    "outcome": "succeeded",
+}
 
 
 def _rows(details_version: int = 2, facts=None, extra=()):
@@ -52,9 +107,18 @@ def _rows(details_version: int = 2, facts=None, extra=()):
         header("fab1", CWD),
         user("u1", None, "run the fabric audit", 1),
         assistant("a1", "u1", [{"type": "toolCall", "id": "k1", "name": "fabric_exec", "arguments": {"code": "x"}}], 2),
-        tool_result("r1", "a1", "k1", "fabric_exec", "outer prose poison", 3, details={"success": False, "trace": TRACE}),
-        {"type": "branch_summary", "id": "bs1", "parentId": "r1", "timestamp": ts(4), "fromId": "u1",
-         "summary": "prose never indexed", "details": _facts_envelope(details_version, facts)},
+        tool_result(
+            "r1", "a1", "k1", "fabric_exec", "outer prose poison", 3, details={"success": False, "trace": TRACE}
+        ),
+        {
+            "type": "branch_summary",
+            "id": "bs1",
+            "parentId": "r1",
+            "timestamp": ts(4),
+            "fromId": "u1",
+            "summary": "prose never indexed",
+            "details": _facts_envelope(details_version, facts),
+        },
         *extra,
     ]
 
@@ -64,7 +128,10 @@ def test_trace_children_follow_their_carrier(tmp_path: Path):
     path = write_session(agent, CWD, "f.jsonl", _rows())
     eng = engine(agent)
     out = eng.expand({"session": str(path), "entryRange": {"first": 0, "last": 7}})
-    got = [(e["index"], e["entryId"], e["role"], e.get("toolName"), e.get("operationAddress"), e["isError"]) for e in out["expanded"]]
+    got = [
+        (e["index"], e["entryId"], e["role"], e.get("toolName"), e.get("operationAddress"), e["isError"])
+        for e in out["expanded"]
+    ]
     assert got[:7] == [
         (0, "u1", "user", None, None, False),
         (1, "a1", "assistant", "fabric_exec", None, False),
@@ -75,8 +142,10 @@ def test_trace_children_follow_their_carrier(tmp_path: Path):
         (6, "r1/3", "fabricOperation", "github.search", "r1/3", False),
     ]
     texts = {e["index"]: e["text"] for e in out["expanded"]}
-    assert texts[3] == ('Fabric operation pi.read\n{"address":"r1/0","parentEntryId":"r1","sequence":0,"tool":"read",'
-                        '"ref":"pi.read","provider":"pi","action":"read","args":{"path":"docs/a.md"},"outcome":"succeeded"}')
+    assert texts[3] == (
+        'Fabric operation pi.read\n{"address":"r1/0","parentEntryId":"r1","sequence":0,"tool":"read",'
+        '"ref":"pi.read","provider":"pi","action":"read","args":{"path":"docs/a.md"},"outcome":"succeeded"}'
+    )
     assert '"result":{"created":true}' in texts[4]
     assert '"provider":"mcp","action":"github.search"' in texts[6]
     assert all(e["line"] == 3 for e in out["expanded"][2:7])
@@ -101,8 +170,15 @@ def test_tool_output_privacy_drops_operation_results(tmp_path: Path):
 
 def test_branch_facts_v2_v1_and_dedupe(tmp_path: Path):
     agent = tmp_path / "agent"
-    nested = {"type": "branch_summary", "id": "bs2", "parentId": "bs1", "timestamp": ts(5), "fromId": "bs1",
-              "summary": "again", "details": _facts_envelope(2, copy.deepcopy(FACTS))}
+    nested = {
+        "type": "branch_summary",
+        "id": "bs2",
+        "parentId": "bs1",
+        "timestamp": ts(5),
+        "fromId": "bs1",
+        "summary": "again",
+        "details": _facts_envelope(2, copy.deepcopy(FACTS)),
+    }
     path = write_session(agent, CWD, "f.jsonl", _rows(extra=[nested]))
     eng = engine(agent)
     out = eng.expand({"session": str(path), "entryRange": {"first": 7, "last": 13}})
@@ -110,7 +186,9 @@ def test_branch_facts_v2_v1_and_dedupe(tmp_path: Path):
     assert got[0] == ("bs1", "branchSummary", None, "")
     assert got[1] == ("u1/user", "branchUser", None, "rare goal zebra")
     assert got[2] == ("r1/0", "fabricPhase", None, "Fabric phase Inspect")
-    assert got[3][0:3] == ("r1/1", "fabricOperation", "r1/1") and got[3][3].startswith("Fabric branch operation pi.edit\n")
+    assert got[3][0:3] == ("r1/1", "fabricOperation", "r1/1") and got[3][3].startswith(
+        "Fabric branch operation pi.edit\n"
+    )
     assert got[4] == ("c1/custom-message", "branchCustomMessage", None, "[note] kept note")
     assert got[5] == ("a2/call:k1", "fabricRun", "a2/call:k1", "Fabric run Audit — check all → succeeded")
     assert got[6] == ("bs2", "branchSummary", None, "")  # nested duplicate facts are skipped

@@ -11,7 +11,23 @@ from fabric_lsp.engine.memory.digest_fold import DigestFolder
 from tests.support.examples import profile_examples
 
 words = st.sampled_from(
-    ["auth", "Login", "bug", "fix_2", "retry", "the", "a", "zeta", "ΩMEGA", "ﬁle", "İstanbul", "ΣΑΣ", "😀x", "é", "x" * 300]
+    [
+        "auth",
+        "Login",
+        "bug",
+        "fix_2",
+        "retry",
+        "the",
+        "a",
+        "zeta",
+        "ΩMEGA",
+        "ﬁle",
+        "İstanbul",
+        "ΣΑΣ",
+        "😀x",
+        "é",
+        "x" * 300,
+    ]
 )
 texts = st.one_of(
     st.lists(words, max_size=30).map(" ".join),
@@ -21,8 +37,15 @@ texts = st.one_of(
 
 
 def _rec(i: int, text: str) -> dict:
-    return {"index": i, "entryId": f"e{i}", "role": "user", "toolName": None, "timestamp": i, "isError": False,
-            "text": text}
+    return {
+        "index": i,
+        "entryId": f"e{i}",
+        "role": "user",
+        "toolName": None,
+        "timestamp": i,
+        "isError": False,
+        "text": text,
+    }
 
 
 @settings(max_examples=profile_examples(300), deadline=None)
@@ -36,14 +59,22 @@ def test_batched_fold_equals_text_by_text(items, budget, batch_chars):
     assert many.record(["x"]) == one.record(["x"])
 
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**12), st.text(max_size=12),
-                    st.floats(allow_nan=False, allow_infinity=False))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**12),
+    st.text(max_size=12),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 
 
 @settings(max_examples=profile_examples(300), deadline=None)
 @given(
-    st.dictionaries(st.text(max_size=8).filter(lambda k: k not in ("cacheBytes", "cacheSourceRatio", "recordHash")),
-                    scalars, max_size=6),
+    st.dictionaries(
+        st.text(max_size=8).filter(lambda k: k not in ("cacheBytes", "cacheSourceRatio", "recordHash")),
+        scalars,
+        max_size=6,
+    ),
     st.lists(st.text(max_size=30), max_size=20),
     st.dictionaries(st.text(max_size=12), st.integers(1, 10**6), max_size=5),
     st.integers(0, 10**9),
@@ -54,8 +85,13 @@ def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, 
 
     def record():
         rec = dict(head)
-        rec.update(toolHistogram=dict(histogram), vocabulary=list(strings), cacheBytes=start[0],
-                   cacheSourceRatio=start[1], entries=[{"args": {"cacheBytes": 0, "cacheSourceRatio": 0}}])
+        rec.update(
+            toolHistogram=dict(histogram),
+            vocabulary=list(strings),
+            cacheBytes=start[0],
+            cacheSourceRatio=start[1],
+            entries=[{"args": {"cacheBytes": 0, "cacheSourceRatio": 0}}],
+        )
         return rec
 
     fast, slow = record(), record()
@@ -65,9 +101,15 @@ def test_cache_metrics_splice_equals_reencoding(head, strings, histogram, size, 
 
 @settings(max_examples=profile_examples(60), deadline=None)
 @given(
-    st.lists(st.dictionaries(st.sampled_from(["text", "role", "cacheBytes", "entries", "recordHash"]),
-                             st.one_of(st.text(max_size=40), st.integers(), st.none()), max_size=5),
-             min_size=1, max_size=400),
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["text", "role", "cacheBytes", "entries", "recordHash"]),
+            st.one_of(st.text(max_size=40), st.integers(), st.none()),
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=400,
+    ),
     st.integers(0, 10**9),
     st.text(max_size=20),
 )
@@ -82,9 +124,17 @@ def test_cache_metrics_splice_of_a_large_raw_entries_equals_reencoding(entries, 
     encoded = disk_cache.encoder.encode(entries * (2 + seal._SPLICE_MIN // one))
 
     def record(raw: bool):
-        return {"cacheVersion": 5, "kind": "shard", "sessionFile": name, "cacheBytes": 0, "cacheSourceRatio": 0,
-                "entries": msgspec.Raw(encoded) if raw else msgspec.json.decode(encoded),
-                "totalEntryCount": 3, "indexCoverage": {"complete": True, "reasons": []}, "leafId": name}
+        return {
+            "cacheVersion": 5,
+            "kind": "shard",
+            "sessionFile": name,
+            "cacheBytes": 0,
+            "cacheSourceRatio": 0,
+            "entries": msgspec.Raw(encoded) if raw else msgspec.json.decode(encoded),
+            "totalEntryCount": 3,
+            "indexCoverage": {"complete": True, "reasons": []},
+            "leafId": name,
+        }
 
     assert len(encoded) > seal._SPLICE_MIN
     fast = seal.apply_cache_metrics(record(True), size)

@@ -35,7 +35,9 @@ def _corpus(agent: Path) -> list[Path]:
         rows = [header(f"s{i + 2}", f"/p{i % 2}"), user(f"u{i}", None, f"session {i} auth token fix {'x' * i}", 1)]
         rows.append(assistant(f"a{i}", f"u{i}", [{"type": "text", "text": f"retry the login bug number {i}"}], 2))
         rows.append(bash(f"b{i}", f"a{i}", "pytest -k auth", f"{i} failed", 1, 3))
-        paths.append(write_session(agent, f"/p{i % 2}", f"2025-01-0{i + 2}_s{i + 2}.jsonl", rows, DEMO_MTIME + 100 * (i + 1)))
+        paths.append(
+            write_session(agent, f"/p{i % 2}", f"2025-01-0{i + 2}_s{i + 2}.jsonl", rows, DEMO_MTIME + 100 * (i + 1))
+        )
     return paths
 
 
@@ -57,9 +59,18 @@ def test_append_in_place_equals_a_fresh_build(tmp_path: Path):
     with path.open("a") as fh:
         for i in range(10):
             parent = "cm1" if i == 0 else f"n{i - 1}"
-            fh.write(json.dumps({"type": "message", "id": f"n{i}", "parentId": parent,
-                                 "timestamp": f"2025-01-01T00:01:{i:02d}.000Z",
-                                 "message": {"role": "user", "content": f"auth follow-up {i}"}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "id": f"n{i}",
+                        "parentId": parent,
+                        "timestamp": f"2025-01-01T00:01:{i:02d}.000Z",
+                        "message": {"role": "user", "content": f"auth follow-up {i}"},
+                    }
+                )
+                + "\n"
+            )
     after = eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
     assert next(iter(eng._states.values())) is state  # extended in place, not rebuilt
     assert after["totalMatches"] == first["totalMatches"] + 10
@@ -82,8 +93,18 @@ def test_append_after_loading_from_disk_extends_in_place(tmp_path: Path):
     state = next(iter(loaded._states.values()))
     assert state.scan is None
     with path.open("a") as fh:
-        fh.write(json.dumps({"type": "message", "id": "n0", "parentId": "cm1", "timestamp": "2025-01-01T00:01:00.000Z",
-                             "message": {"role": "user", "content": "auth again"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "n0",
+                    "parentId": "cm1",
+                    "timestamp": "2025-01-01T00:01:00.000Z",
+                    "message": {"role": "user", "content": "auth again"},
+                }
+            )
+            + "\n"
+        )
     after = loaded.recall({"query": "auth", "scope": "project"}, cwd=CWD)
     assert next(iter(loaded._states.values())) is state and state.scan is not None
     fresh = engine(agent, index_dir=str(tmp_path / "other-index"))
@@ -96,8 +117,18 @@ def test_append_on_another_branch_rebuilds_and_moves_the_lineage(tmp_path: Path)
     eng = engine(agent)
     before = eng.expand({"session": str(path), "indices": []})
     with path.open("a") as fh:
-        fh.write(json.dumps({"type": "message", "id": "alt", "parentId": "u2", "timestamp": "2025-01-01T00:02:00.000Z",
-                             "message": {"role": "user", "content": "continue the abandoned path"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "alt",
+                    "parentId": "u2",
+                    "timestamp": "2025-01-01T00:02:00.000Z",
+                    "message": {"role": "user", "content": "continue the abandoned path"},
+                }
+            )
+            + "\n"
+        )
     out = eng.recall({"query": "abandoned", "scope": "project"}, cwd=CWD)
     assert out["totalMatches"] == 2  # u2 and alt are now the active path
     assert out["items"][0]["segment"]["lineageFingerprint"] != before["lineageFingerprint"]
@@ -289,8 +320,9 @@ def test_warm_engine_notices_deleted_sessions(tmp_path: Path):
 
 def test_rewrite_far_from_the_end_then_append_is_not_taken_for_an_append(tmp_path: Path):
     agent = tmp_path / "agent"
-    rows = demo_rows() + [user(f"pad{i}", "cm1" if i == 0 else f"pad{i - 1}", "padding " * 2000, 10 + i % 40)
-                          for i in range(10)]
+    rows = demo_rows() + [
+        user(f"pad{i}", "cm1" if i == 0 else f"pad{i - 1}", "padding " * 2000, 10 + i % 40) for i in range(10)
+    ]
     path = write_session(agent, CWD, "2025-01-01_s1.jsonl", rows, DEMO_MTIME)
     eng = engine(agent)
     eng.recall({"query": "auth", "scope": "project"}, cwd=CWD)
@@ -299,8 +331,18 @@ def test_rewrite_far_from_the_end_then_append_is_not_taken_for_an_append(tmp_pat
     # Same-size rewrite of the first entry (> 64 KiB before the end), then an append.
     path.write_bytes(data.replace(b"Fix the auth login bug", b"Fix the xyzw login bug"))
     with path.open("a") as fh:
-        fh.write(json.dumps({"type": "message", "id": "tail1", "parentId": "pad9", "timestamp": "2025-01-01T00:09:00.000Z",
-                             "message": {"role": "user", "content": "appended line"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "tail1",
+                    "parentId": "pad9",
+                    "timestamp": "2025-01-01T00:09:00.000Z",
+                    "message": {"role": "user", "content": "appended line"},
+                }
+            )
+            + "\n"
+        )
     out = eng.recall({"query": "xyzw appended", "scope": "project"}, cwd=CWD)
     fresh = engine(agent, index_dir=str(tmp_path / "fresh-index"))
     assert out == fresh.recall({"query": "xyzw appended", "scope": "project"}, cwd=CWD)

@@ -44,8 +44,12 @@ def test_concurrent_calls_agree(tmp_path: Path):
     agent = tmp_path / "agent"
     _sessions(agent, 30)
     eng = engine(agent, hot_sessions=5)
-    queries = [{"query": "common session", "scope": "global"}, {"query": "rarelexeme_007", "scope": "global"},
-               {"scope": "global", "page": 2}, {"query": "words", "scope": "project"}]
+    queries = [
+        {"query": "common session", "scope": "global"},
+        {"query": "rarelexeme_007", "scope": "global"},
+        {"scope": "global", "page": 2},
+        {"query": "words", "scope": "project"},
+    ]
     expected = [engine(agent, hot_sessions=5).recall(q, cwd=CWD) for q in queries]
     results: list = [None] * 16
     errors: list = []
@@ -73,8 +77,12 @@ def test_a_symlinked_session_file_is_listed_by_no_face(tmp_path):
 
     eng = engine(tmp_path)
     cwd = "/work/proj"
-    real = write_session(tmp_path, cwd, "2025-01-01T00-00-00-000Z_s-real.jsonl",
-                         [header("s-real", cwd), user("u1", None, "parse epoch", 1)])
+    real = write_session(
+        tmp_path,
+        cwd,
+        "2025-01-01T00-00-00-000Z_s-real.jsonl",
+        [header("s-real", cwd), user("u1", None, "parse epoch", 1)],
+    )
     link = real.parent / "2025-01-01T00-00-00-000Z_s-link.jsonl"
     os.symlink(real, link)
     listed = {r["sessionFile"] for r in eng.sessions({"scope": "global"})["sessions"]}

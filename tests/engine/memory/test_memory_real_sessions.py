@@ -75,9 +75,18 @@ def test_expand_points_at_the_right_lines(agent, fixture):
 
     assert active["lineageFingerprint"] == lineage_fingerprint("active", branch.leaf_id, branch.ids)
     # Expand re-reads full text: thinking is included even though indexing excludes it.
-    raw_thinking = [p["thinking"] for line in lines if line.strip() for p in
-                    (json.loads(line).get("message") or {}).get("content", []) if isinstance(p, dict) and p.get("type") == "thinking"]
+    raw_thinking = [
+        p["thinking"]
+        for line in lines
+        if line.strip()
+        for p in (json.loads(line).get("message") or {}).get("content", [])
+        if isinstance(p, dict) and p.get("type") == "thinking"
+    ]
     if raw_thinking:
-        texts = " ".join(e["text"] for e in eng.expand({"session": str(path), "branches": "all",
-                                                        "entryRange": {"first": 0, "last": n - 1}})["expanded"])
+        texts = " ".join(
+            e["text"]
+            for e in eng.expand({"session": str(path), "branches": "all", "entryRange": {"first": 0, "last": n - 1}})[
+                "expanded"
+            ]
+        )
         assert raw_thinking[0] in texts

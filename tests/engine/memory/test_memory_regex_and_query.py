@@ -14,9 +14,12 @@ CWD = "/home/user/rx"
 @pytest.fixture()
 def agent(tmp_path: Path) -> Path:
     agent = tmp_path / "agent"
-    rows = [header("rx1", CWD), user("u1", None, "status code 404 from src/foo.ts", 1),
-            bash("b1", "u1", "curl localhost", "code 4xx returned", 1, 2),
-            user("u2", "b1", "word " * 300, 3)]
+    rows = [
+        header("rx1", CWD),
+        user("u1", None, "status code 404 from src/foo.ts", 1),
+        bash("b1", "u1", "curl localhost", "code 4xx returned", 1, 2),
+        user("u2", "b1", "word " * 300, 3),
+    ]
     write_session(agent, CWD, "rx.jsonl", rows, 1_700_000_000)
     return agent
 
@@ -34,8 +37,13 @@ def test_literal_never_compiles_a_regex(agent):
 def test_regex_limits_and_errors(agent):
     eng = engine(agent, regex_max_pattern_bytes=4)
     out = eng.recall({"query": "abcdef", "queryMode": "regex", "scope": "project"}, cwd=CWD)
-    assert out["coverage"]["error"] == {"code": "regex_pattern_too_large", "message": "Regex pattern is 6 bytes; limit is 4."}
-    assert not out["authoritative"] and out["text"].startswith('No indexed matches for "abcdef"; query coverage is incomplete')
+    assert out["coverage"]["error"] == {
+        "code": "regex_pattern_too_large",
+        "message": "Regex pattern is 6 bytes; limit is 4.",
+    }
+    assert not out["authoritative"] and out["text"].startswith(
+        'No indexed matches for "abcdef"; query coverage is incomplete'
+    )
     eng = engine(agent, regex_max_haystack_terms=1, regex_timeout_ms=5000)
     out = eng.recall({"query": "code", "queryMode": "regex", "scope": "project"}, cwd=CWD)
     assert "regex_max_haystack_terms" in out["coverage"]["reasons"] and not out["coverage"]["complete"]
@@ -43,7 +51,9 @@ def test_regex_limits_and_errors(agent):
     out = eng.recall({"query": "zzz", "queryMode": "regex", "scope": "project"}, cwd=CWD)
     assert "regex_max_haystack_bytes" in out["coverage"]["reasons"]
     assert out["text"] == 'No indexed matches for "zzz"; query coverage is incomplete (regex_max_haystack_bytes).'
-    out = engine(agent, regex_timeout_ms=5000).recall({"query": "(unclosed", "queryMode": "regex", "scope": "project"}, cwd=CWD)
+    out = engine(agent, regex_timeout_ms=5000).recall(
+        {"query": "(unclosed", "queryMode": "regex", "scope": "project"}, cwd=CWD
+    )
     assert out["coverage"]["error"]["code"] == "invalid_regex"
 
 
@@ -77,8 +87,11 @@ def test_other_requests_answer_while_a_slow_regex_runs(tmp_path: Path):
         if event.get("milestone") and event["message"].startswith("Matching the regex"):
             in_worker.set()
 
-    thread = threading.Thread(target=lambda: slow.update(eng.recall(
-        {"query": "(a+)+$", "queryMode": "regex", "scope": "project"}, cwd=CWD, activity=activity)))
+    thread = threading.Thread(
+        target=lambda: slow.update(
+            eng.recall({"query": "(a+)+$", "queryMode": "regex", "scope": "project"}, cwd=CWD, activity=activity)
+        )
+    )
     thread.start()
     assert in_worker.wait(30), "the regex never reached its worker"
     started = time.monotonic()
@@ -101,8 +114,9 @@ def test_max_entry_chars_makes_no_match_non_authoritative(agent):
     eng = engine(agent, max_entry_chars=100)
     out = eng.recall({"query": "zzzunseen", "scope": "project"}, cwd=CWD)
     assert not out["authoritative"] and out["coverage"]["reasons"] == ["max_entry_chars"]
-    assert out["text"] == ('No indexed matches for "zzzunseen"; coverage is incomplete '
-                           "(1/1 sessions indexed; reasons: max_entry_chars).")
+    assert out["text"] == (
+        'No indexed matches for "zzzunseen"; coverage is incomplete (1/1 sessions indexed; reasons: max_entry_chars).'
+    )
     seg = eng.recall({"query": "word", "scope": "project"}, cwd=CWD)
     assert "…[truncated]" in seg["text"]
 

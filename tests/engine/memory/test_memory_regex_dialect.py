@@ -107,7 +107,9 @@ def test_recall_runs_javascript_patterns(tmp_path: Path):
             assert out["totalMatches"] == 1 and "error" not in out["coverage"], (pattern, out["coverage"])
         out = eng.recall({"query": "(?i)status", "queryMode": "regex", "scope": "project"}, cwd=CWD)
         assert out["coverage"]["error"] == {
-            "code": "invalid_regex", "message": "Invalid regular expression: /(?i)status/iu: Invalid group"}
+            "code": "invalid_regex",
+            "message": "Invalid regular expression: /(?i)status/iu: Invalid group",
+        }
         assert out["coverage"]["reasons"] == ["invalid_regex"] and out["items"] == []
     finally:
         eng.close()

@@ -98,8 +98,11 @@ def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkey
     monkeypatch.setattr(index, "digest_from_hot", spy)
     agent = tmp_path / "agent"
     for n in range(4):
-        rows = [header(f"s{n}", CWD), user("u1", None, f"topic{n} " + "long words " * 300, 1),
-                assistant("a1", "u1", [{"type": "text", "text": f"reply {n} zebra"}], 2)]
+        rows = [
+            header(f"s{n}", CWD),
+            user("u1", None, f"topic{n} " + "long words " * 300, 1),
+            assistant("a1", "u1", [{"type": "text", "text": f"reply {n} zebra"}], 2),
+        ]
         write_session(agent, CWD, f"s{n}.jsonl", rows, mtime_s=1_700_000_000 + n)
     cfg = dict(hot_sessions=2, max_entry_chars=200)
     eng = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx1"))
@@ -111,10 +114,24 @@ def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkey
         assert all(st.scan is None for st in eng._states.values())
     oldest = agent / "sessions" / os.listdir(agent / "sessions")[0] / "s0.jsonl"
     with oldest.open("a") as fh:
-        fh.write(json.dumps({"type": "message", "id": "u2", "parentId": "a1", "timestamp": "2025-01-02T00:00:00.000Z",
-                             "message": {"role": "user", "content": "appended zebra"}}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "type": "message",
+                    "id": "u2",
+                    "parentId": "a1",
+                    "timestamp": "2025-01-02T00:00:00.000Z",
+                    "message": {"role": "user", "content": "appended zebra"},
+                }
+            )
+            + "\n"
+        )
     os.utime(oldest, (1_700_000_100, 1_700_000_100))
-    queries = [{"query": q, "scope": "global", "branches": b} for q in ("zebra", "topic2 long", "appended") for b in ("active", "all")]
+    queries = [
+        {"query": q, "scope": "global", "branches": b}
+        for q in ("zebra", "topic2 long", "appended")
+        for b in ("active", "all")
+    ]
     swapped = [eng.recall(q) for q in queries]
     assert derived and all(derived)  # the demoted session was derived, not rebuilt
     fresh = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx2"))

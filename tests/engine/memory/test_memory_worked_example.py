@@ -44,8 +44,11 @@ def test_active_records_and_lineage(demo):
     out = eng.recall({"scope": f"session:{path}"}, cwd=CWD)
     seg_entries = [e for it in out["items"] for e in it["segment"]["entries"]]
     assert [(e["index"], e["entryId"], e["role"], e["toolName"]) for e in seg_entries] == [
-        (0, "u1", "user", None), (1, "a1", "assistant", "read"), (2, "r1", "toolResult", "read"),
-        (3, "b1", "bashExecution", "bash"), (4, "cm1", "custom", None),
+        (0, "u1", "user", None),
+        (1, "a1", "assistant", "read"),
+        (2, "r1", "toolResult", "read"),
+        (3, "b1", "bashExecution", "bash"),
+        (4, "cm1", "custom", None),
     ]
     texts = {e["index"]: e["text"] for e in seg_entries}
     assert texts[1] == 'Reading auth.\nTool: read({"path":"src/auth.ts"})'  # thinking excluded
@@ -64,7 +67,10 @@ def test_all_mode_includes_the_abandoned_sibling(demo):
     out = engine(agent).recall({"scope": f"session:{path}", "branches": "all", "pageSize": 100}, cwd=CWD)
     entries = [e for it in out["items"] for e in it["segment"]["entries"]]
     assert [e["entryId"] for e in entries] == ["u1", "a1", "r1", "u2", "b1", "cm1"]
-    assert out["items"][0]["segment"]["lineageFingerprint"] == "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
+    assert (
+        out["items"][0]["segment"]["lineageFingerprint"]
+        == "151b50b5d43ace9ebb84edae27b7e5d257f0207df6f0142d4e80dfe72bcdc7e2"
+    )
     active = engine(agent).recall({"query": "abandoned", "scope": "project"}, cwd=CWD)
     assert active["items"] == [] and active["text"] == 'No matches for "abandoned".'
 
@@ -85,13 +91,21 @@ def test_rendered_text_and_result(demo):
     out = engine(agent).recall({"query": "auth login", "scope": "project"}, cwd=CWD)
     assert out["totalItems"] == 2 and out["totalMatches"] == 5 and not out["hasNext"]
     assert out["authoritative"] is True
-    assert out["coverage"] == {"complete": True, "indexedSessions": 1, "eligibleSessions": 1,
-                               "staleSessions": 0, "incompleteSessions": 0, "reasons": []}
+    assert out["coverage"] == {
+        "complete": True,
+        "indexedSessions": 1,
+        "eligibleSessions": 1,
+        "staleSessions": 0,
+        "incompleteSessions": 0,
+        "reasons": [],
+    }
     segs = [it["segment"] for it in out["items"]]
     assert [s["entryRange"] for s in segs] == [{"first": 3, "last": 4}, {"first": 0, "last": 2}]
     assert round(segs[0]["score"], 4) == 0.7323 and round(segs[1]["score"], 4) == 0.6798
-    assert segs[0]["exactMatches"] == [{"index": 3, "entryId": "b1", "operationAddress": None},
-                                       {"index": 4, "entryId": "cm1", "operationAddress": None}]
+    assert segs[0]["exactMatches"] == [
+        {"index": 3, "entryId": "b1", "operationAddress": None},
+        {"index": 4, "entryId": "cm1", "operationAddress": None},
+    ]
     # The digest text exactly, plus our entry reference at the end of each entry line.
     stripped = "\n".join(line.split(" pi-entry:")[0] for line in out["text"].split("\n"))
     assert stripped == EXPECTED_TEXT
@@ -116,12 +130,35 @@ def test_cold_digest_and_pointer(demo):
     eng = engine(agent, hot_sessions=0)
     out = eng.recall({"query": "auth retry", "scope": "project"}, cwd=CWD)
     rec = json.loads((Path(eng.index_dir) / disk_cache.cache_name(str(path), "active", "digest")).read_bytes())
-    assert rec["vocabulary"] == ["1", "auth", "bash", "bug", "const", "exit", "export", "failed", "fix", "login",
-                                 "note", "path", "pnpm", "read", "reading", "retry", "src", "test", "the", "tool",
-                                 "toolresult", "ts"]
+    assert rec["vocabulary"] == [
+        "1",
+        "auth",
+        "bash",
+        "bug",
+        "const",
+        "exit",
+        "export",
+        "failed",
+        "fix",
+        "login",
+        "note",
+        "path",
+        "pnpm",
+        "read",
+        "reading",
+        "retry",
+        "src",
+        "test",
+        "the",
+        "tool",
+        "toolresult",
+        "ts",
+    ]
     assert rec["toolHistogram"] == {"bash": 1, "read": 2} and rec["errorCount"] == 0
-    assert rec["addresses"][:2] == [[0, "u1", None, "user", None, 1735689601000],
-                                    [1, "a1", None, "assistant", "read", 1735689602000]]
+    assert rec["addresses"][:2] == [
+        [0, "u1", None, "user", None, 1735689601000],
+        [1, "a1", None, "assistant", "read", 1735689602000],
+    ]
     assert rec["indexCoverage"] == {"complete": True, "vocabularyBytes": 162, "reasons": []}
     assert out["totalMatches"] == 1 and out["totalItems"] == 1
     pointer = out["items"][0]["pointer"]
@@ -136,8 +173,15 @@ def test_cold_digest_and_pointer(demo):
         f'"{pointer["sourceHash"]}", and expectedLineageFingerprint "{FP}".'
     )
     # Hydrating the pointer gives exact matches without persisting a shard.
-    hyd = eng.recall({"query": "retry", "scope": f"session:{pointer['sessionFile']}",
-                      "expectedSourceHash": pointer["sourceHash"], "expectedLineageFingerprint": FP}, cwd=CWD)
+    hyd = eng.recall(
+        {
+            "query": "retry",
+            "scope": f"session:{pointer['sessionFile']}",
+            "expectedSourceHash": pointer["sourceHash"],
+            "expectedLineageFingerprint": FP,
+        },
+        cwd=CWD,
+    )
     assert hyd["items"][0]["segment"]["exactMatches"] == [{"index": 4, "entryId": "cm1", "operationAddress": None}]
     assert hyd["items"][0]["segment"]["tier"] == "cold"
     assert not (Path(eng.index_dir) / disk_cache.cache_name(str(path), "active", "shard")).exists()
@@ -148,18 +192,38 @@ def test_expand_examples(demo):
     eng = engine(agent)
     out = eng.expand({"session": str(path), "indices": [1]})
     assert out["branches"] == "active" and out["lineageFingerprint"] == FP
-    assert out["expanded"] == [{"index": 1, "entryId": "a1", "role": "assistant", "toolName": "read",
-                                "type": "message", "timestamp": 1735689602000, "isError": False,
-                                "text": 'hmm private\nReading auth.\nTool: read({"path":"src/auth.ts"})', "line": 2,
-                                "filesTouched": ["src/auth.ts"]}]
+    assert out["expanded"] == [
+        {
+            "index": 1,
+            "entryId": "a1",
+            "role": "assistant",
+            "toolName": "read",
+            "type": "message",
+            "timestamp": 1735689602000,
+            "isError": False,
+            "text": 'hmm private\nReading auth.\nTool: read({"path":"src/auth.ts"})',
+            "line": 2,
+            "filesTouched": ["src/auth.ts"],
+        }
+    ]
     assert eng.expand({"session": str(path), "indices": [9]}) == {
-        "error": {"code": "index_out_of_bounds", "message": "Entry index 9 is outside 0..4."}}
+        "error": {"code": "index_out_of_bounds", "message": "Entry index 9 is outside 0..4."}
+    }
     assert eng.recall({"query": "zzznomatch", "scope": "project"}, cwd=CWD)["text"] == 'No matches for "zzznomatch".'
 
 
 def test_tokenizer_examples():
     assert tokenize_lexical("Ｆｕｌｌ-width ＡＢＣ, Straße ǅ x_y ① ²3 e\u0301") == [
-        "full", "width", "abc", "straße", "dž", "x_y", "1", "23", "é"]
+        "full",
+        "width",
+        "abc",
+        "straße",
+        "dž",
+        "x_y",
+        "1",
+        "23",
+        "é",
+    ]
     assert plan_memory_query("src/foo.ts Foo foo") == {"kind": "terms", "terms": ["src", "foo", "ts"]}
     assert tokenize_lexical("CAFÉ café Ωmega雪 snake_case 42") == ["café", "café", "ωmega雪", "snake_case", "42"]
     assert plan_memory_query("   ") == {"kind": "browse"}
@@ -172,10 +236,18 @@ def test_render_empty_cases():
     assert render_text([], query="q", total_items=3, index_coverage=None, **kw) == "No results on this page."
     assert render_text([], query=None, total_items=0, index_coverage=None, **kw) == "No entries in scope."
     assert render_text([], query="q", total_items=0, index_coverage=cov, **kw) == (
-        'No indexed matches for "q"; coverage is incomplete (0/1 sessions indexed; reasons: source_unavailable).')
-    assert render_text([], query="q", total_items=0, index_coverage=None, total_matches=0, segment_count=0,
-                       query_reasons=["regex_timeout"], query_complete=False) == (
-        'No indexed matches for "q"; query coverage is incomplete (regex_timeout).')
+        'No indexed matches for "q"; coverage is incomplete (0/1 sessions indexed; reasons: source_unavailable).'
+    )
+    assert render_text(
+        [],
+        query="q",
+        total_items=0,
+        index_coverage=None,
+        total_matches=0,
+        segment_count=0,
+        query_reasons=["regex_timeout"],
+        query_complete=False,
+    ) == ('No indexed matches for "q"; query coverage is incomplete (regex_timeout).')
 
 
 def test_fixture_file_is_the_worked_example(tmp_path: Path):

@@ -103,8 +103,13 @@ def test_builds_give_the_same_records_without_the_accelerator(tmp_path):
     outputs = {}
     for flag in ("1", "0"):
         out = tmp_path / f"idx{flag}"
-        run = subprocess.run([sys.executable, "-c", script, str(session), str(out)], capture_output=True, text=True,
-                             env={**os.environ, "FABRIC_LSP_NATIVE": flag}, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-c", script, str(session), str(out)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "FABRIC_LSP_NATIVE": flag},
+            timeout=120,
+        )
         assert run.returncode == 0, run.stderr
         outputs[flag] = (run.stdout.strip(), {p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs["0"][0] == "python"

@@ -18,53 +18,83 @@ from fabric_lsp.engine.memory.file_history import new_collector
 from tests.support.examples import profile_examples
 
 _SCALAR = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False),
     st.sampled_from(["", " ", "x", "a.py", "/abs/p.txt", "fabric_exec", "read", "edit", "2026-01-30T12:24:02.668Z"]),
     st.text(max_size=30),
 )
 _ANY = st.recursive(
     _SCALAR,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.sampled_from(["path", "file", "x", "files", "1"]), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["path", "file", "x", "files", "1"]), inner, max_size=3),
+    ),
     max_leaves=8,
 )
-_PART = st.fixed_dictionaries({}, optional={
-    "type": st.sampled_from(["text", "thinking", "toolCall", "image", 5]),
-    "text": st.one_of(st.text(max_size=20), _ANY), "thinking": st.one_of(st.text(max_size=10), _ANY),
-    "name": st.one_of(st.sampled_from(["read", "edit", "write", "bash"]), _ANY),
-    "id": st.sampled_from(["c1", "c2", 3]), "arguments": _ANY,
-})
+_PART = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["text", "thinking", "toolCall", "image", 5]),
+        "text": st.one_of(st.text(max_size=20), _ANY),
+        "thinking": st.one_of(st.text(max_size=10), _ANY),
+        "name": st.one_of(st.sampled_from(["read", "edit", "write", "bash"]), _ANY),
+        "id": st.sampled_from(["c1", "c2", 3]),
+        "arguments": _ANY,
+    },
+)
 _CONTENT = st.one_of(st.text(max_size=30), st.lists(st.one_of(_PART, _ANY), max_size=4), _ANY)
-_MESSAGE = st.fixed_dictionaries({}, optional={
-    "role": st.one_of(st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom", "x"]), _ANY),
-    "content": _CONTENT, "toolName": st.one_of(st.sampled_from(["read", "fabric_exec", "edit"]), _ANY),
-    "toolCallId": st.sampled_from(["c1", "c2", 3]), "isError": _ANY, "errorMessage": _ANY,
-    "timestamp": st.one_of(st.integers(0, 10**13), _ANY),
-})
+_MESSAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.one_of(st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom", "x"]), _ANY),
+        "content": _CONTENT,
+        "toolName": st.one_of(st.sampled_from(["read", "fabric_exec", "edit"]), _ANY),
+        "toolCallId": st.sampled_from(["c1", "c2", 3]),
+        "isError": _ANY,
+        "errorMessage": _ANY,
+        "timestamp": st.one_of(st.integers(0, 10**13), _ANY),
+    },
+)
 # messages of the fast path's roles, most features present (text, tool calls, errors)
 _PLAIN = st.fixed_dictionaries(
-    {"type": st.just("message"), "id": st.sampled_from(["p1", "p2", "e1"]),
-     "message": st.fixed_dictionaries(
-         {"role": st.sampled_from(["user", "assistant", "toolResult"]),
-          "content": st.one_of(st.lists(st.one_of(_PART, _ANY), max_size=4), st.text(max_size=20))},
-         optional={"toolName": st.one_of(st.sampled_from(["read", "edit", "bash"]), _ANY),
-                   "isError": st.one_of(st.booleans(), _ANY), "errorMessage": st.one_of(st.text(max_size=8), _ANY),
-                   "toolCallId": st.sampled_from(["c1", "c2"])})},
+    {
+        "type": st.just("message"),
+        "id": st.sampled_from(["p1", "p2", "e1"]),
+        "message": st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "assistant", "toolResult"]),
+                "content": st.one_of(st.lists(st.one_of(_PART, _ANY), max_size=4), st.text(max_size=20)),
+            },
+            optional={
+                "toolName": st.one_of(st.sampled_from(["read", "edit", "bash"]), _ANY),
+                "isError": st.one_of(st.booleans(), _ANY),
+                "errorMessage": st.one_of(st.text(max_size=8), _ANY),
+                "toolCallId": st.sampled_from(["c1", "c2"]),
+            },
+        ),
+    },
     optional={"parentId": st.sampled_from(["e1", None]), "timestamp": st.sampled_from(["2026-01-30T12:24:02.668Z", 7])},
 )
 _ENTRY = st.fixed_dictionaries(
     {"type": st.sampled_from(["message", "message", "message", "compaction", "custom_message", "branch_summary", "x"])},
-    optional={"id": st.sampled_from(["e1", "e2", "e3", 4]), "parentId": st.sampled_from(["e1", None, 5]),
-              "timestamp": st.one_of(st.sampled_from(["2026-01-30T12:24:02.668Z", "bad"]), _ANY),
-              "message": st.one_of(_MESSAGE, _ANY), "summary": _ANY},
+    optional={
+        "id": st.sampled_from(["e1", "e2", "e3", 4]),
+        "parentId": st.sampled_from(["e1", None, 5]),
+        "timestamp": st.one_of(st.sampled_from(["2026-01-30T12:24:02.668Z", "bad"]), _ANY),
+        "message": st.one_of(_MESSAGE, _ANY),
+        "summary": _ANY,
+    },
 )
 
 
 def _pair(limit, thinking, tool_output, cwd):
     made = []
     for _ in range(2):
-        norm = Normalizer("/s/f.jsonl", "sid", max_entry_chars=limit, index_thinking=thinking,
-                          index_tool_output=tool_output)
+        norm = Normalizer(
+            "/s/f.jsonl", "sid", max_entry_chars=limit, index_thinking=thinking, index_tool_output=tool_output
+        )
         norm.file_ops = new_collector(cwd)
         made.append(norm)
     return made
@@ -85,8 +115,13 @@ def _general(norm: Normalizer, raw, line):
 
 
 @settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(st.one_of(_PLAIN, _ENTRY), max_size=6), st.sampled_from([None, 0, 5, 2000]), st.booleans(), st.booleans(),
-       st.sampled_from(["/w", None, "rel"]))
+@given(
+    st.lists(st.one_of(_PLAIN, _ENTRY), max_size=6),
+    st.sampled_from([None, 0, 5, 2000]),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["/w", None, "rel"]),
+)
 def test_the_one_pass_records_equal_the_general_steps(entries, limit, thinking, tool_output, cwd):
     fast, general = _pair(limit, thinking, tool_output, cwd)
     for line, entry in enumerate(entries):
@@ -113,35 +148,69 @@ def test_the_fast_path_serves_the_common_entries():
 
 
 def _folded(folder: DigestFolder) -> tuple:
-    return (folder.entry_count, folder.first_ts, folder.last_ts, folder.error_count, dict(folder.tools),
-            list(folder.files), folder.addresses, folder.record(["r"]))
+    return (
+        folder.entry_count,
+        folder.first_ts,
+        folder.last_ts,
+        folder.error_count,
+        dict(folder.tools),
+        list(folder.files),
+        folder.addresses,
+        folder.record(["r"]),
+    )
 
 
 # tool calls on files and their results, with dates: what the file operations and the
 # digest's files, tools and time range are made of
-_CALL = st.fixed_dictionaries({
-    "type": st.just("toolCall"), "id": st.sampled_from(["c1", "c2", "c3"]),
-    "name": st.sampled_from(["read", "edit", "write", "bash"]),
-    "arguments": st.fixed_dictionaries({"path": st.sampled_from(["a.py", "/abs/b.py", " ", "src/c.ts"])},
-                                       optional={"files": st.lists(st.sampled_from(["x.md", "y.md"]), max_size=2)}),
-})
+_CALL = st.fixed_dictionaries(
+    {
+        "type": st.just("toolCall"),
+        "id": st.sampled_from(["c1", "c2", "c3"]),
+        "name": st.sampled_from(["read", "edit", "write", "bash"]),
+        "arguments": st.fixed_dictionaries(
+            {"path": st.sampled_from(["a.py", "/abs/b.py", " ", "src/c.ts"])},
+            optional={"files": st.lists(st.sampled_from(["x.md", "y.md"]), max_size=2)},
+        ),
+    }
+)
 _DATE = st.sampled_from(["2026-01-30T12:24:02.668Z", "2026-02-01T00:00:00Z", "2025-12-31T23:59:59.999Z"])
 _FILE_ENTRY = st.one_of(
-    st.fixed_dictionaries({"type": st.just("message"), "id": st.sampled_from(["a1", "a2"]), "timestamp": _DATE,
-                           "message": st.fixed_dictionaries({"role": st.just("assistant"),
-                                                             "content": st.lists(_CALL, max_size=3)})}),
-    st.fixed_dictionaries({"type": st.just("message"), "id": st.sampled_from(["t1", "t2"]), "timestamp": _DATE,
-                           "message": st.fixed_dictionaries({"role": st.just("toolResult"),
-                                                             "toolName": st.sampled_from(["read", "edit"]),
-                                                             "toolCallId": st.sampled_from(["c1", "c2", "c3"]),
-                                                             "isError": st.booleans(), "content": st.text(max_size=8)})}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("message"),
+            "id": st.sampled_from(["a1", "a2"]),
+            "timestamp": _DATE,
+            "message": st.fixed_dictionaries({"role": st.just("assistant"), "content": st.lists(_CALL, max_size=3)}),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("message"),
+            "id": st.sampled_from(["t1", "t2"]),
+            "timestamp": _DATE,
+            "message": st.fixed_dictionaries(
+                {
+                    "role": st.just("toolResult"),
+                    "toolName": st.sampled_from(["read", "edit"]),
+                    "toolCallId": st.sampled_from(["c1", "c2", "c3"]),
+                    "isError": st.booleans(),
+                    "content": st.text(max_size=8),
+                }
+            ),
+        }
+    ),
 )
 
 
 @settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(st.one_of(_PLAIN, _ENTRY, _FILE_ENTRY), max_size=6), st.booleans(), st.booleans(),
-       st.sampled_from(["/w", None, "rel"]),
-       st.sampled_from([0, 64]), st.sampled_from([40, 10**6]))
+@given(
+    st.lists(st.one_of(_PLAIN, _ENTRY, _FILE_ENTRY), max_size=6),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["/w", None, "rel"]),
+    st.sampled_from([0, 64]),
+    st.sampled_from([40, 10**6]),
+)
 def test_folding_entries_equals_folding_their_records(entries, thinking, tool_output, cwd, batch, vocab_bytes):
     folding, feeding = _pair(None, thinking, tool_output, cwd)
     into, of_records = DigestFolder(vocab_bytes, batch), DigestFolder(vocab_bytes, batch)
@@ -162,12 +231,32 @@ def test_folding_builds_no_record_for_the_common_entries():
     norm._record = lambda *a, **k: built.append(a) or {}  # type: ignore[method-assign]
     folder = DigestFolder(10**6)
     norm.fold({"type": "message", "id": "u", "message": {"role": "user", "content": "hello world"}}, 0, folder)
-    norm.fold({"type": "message", "id": "a", "message": {"role": "assistant", "content": [
-        {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/a.py"}}]}}, 1, folder)
-    norm.fold({"type": "message", "id": "t", "message": {"role": "toolResult", "toolName": "read", "toolCallId": "c1",
-                                                          "content": "def f(): pass"}}, 2, folder)
+    norm.fold(
+        {
+            "type": "message",
+            "id": "a",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/a.py"}}],
+            },
+        },
+        1,
+        folder,
+    )
+    norm.fold(
+        {
+            "type": "message",
+            "id": "t",
+            "message": {"role": "toolResult", "toolName": "read", "toolCallId": "c1", "content": "def f(): pass"},
+        },
+        2,
+        folder,
+    )
     assert built == []
-    assert folder.addresses == [[0, "u", None, "user", None, None], [1, "a", None, "assistant", "read", None],
-                                [2, "t", None, "toolResult", "read", None]]
+    assert folder.addresses == [
+        [0, "u", None, "user", None, None],
+        [1, "a", None, "assistant", "read", None],
+        [2, "t", None, "toolResult", "read", None],
+    ]
     assert {"hello", "world", "def", "f", "pass", "src", "a", "py"} <= set(folder.record([])["vocabulary"])
     assert [(op.path, op.outcome) for op in norm.file_ops.ops] == [("/w/src/a.py", "succeeded")]

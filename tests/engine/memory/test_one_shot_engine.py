@@ -60,8 +60,11 @@ def _answers(eng: MemoryEngine) -> list[str]:
 
 
 def _pending(eng: MemoryEngine, branches: str = "active") -> list[pending.PendingRecords]:
-    return [st.entries for st in eng.states.values()
-            if isinstance(st.entries, pending.PendingRecords) and st.branches == branches]
+    return [
+        st.entries
+        for st in eng.states.values()
+        if isinstance(st.entries, pending.PendingRecords) and st.branches == branches
+    ]
 
 
 @pytest.mark.parametrize("hot", [2, 50])

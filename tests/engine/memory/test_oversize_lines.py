@@ -23,8 +23,8 @@ from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.append import try_append
 from fabric_lsp.engine.memory.expand import ExpandConfig
 from fabric_lsp.engine.memory.json_line import cut_json, cut_note
-from fabric_lsp.engine.memory.source import decode_json_line, scan_source, stat_key
-from fabric_lsp.engine.memory.state_build import build_state, digest_from_hot, lineage_from_lines
+from fabric_lsp.engine.memory.source import decode_json_line, lineage_from_lines, scan_source, stat_key
+from fabric_lsp.engine.memory.state_build import build_state, digest_from_hot
 from fabric_lsp.engine.session.reader import MAX_JSON_DEPTH
 from tests.support.examples import profile_examples
 
@@ -46,11 +46,15 @@ def same(a: Any, b: Any) -> bool:
 # ------------------------------------------------------------------ JSON line strategies
 
 scalars = (
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=30)
 )
-values = st.recursive(scalars, lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=8), c, max_size=5),
-                      max_leaves=20)
+values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=5) | st.dictionaries(st.text(max_size=8), c, max_size=5), max_leaves=20
+)
 big_text = st.builds(lambda unit, n: unit * n, st.text(min_size=1, max_size=12), st.integers(0, 900))
 
 
@@ -63,9 +67,13 @@ def entry_objects(draw: Any) -> dict:
         "id": draw(st.text(min_size=1, max_size=10)),
         "parentId": draw(st.none() | st.text(max_size=10)),
         "timestamp": "2026-01-01T00:00:00.000Z",
-        "message": {"role": draw(st.sampled_from(["user", "assistant", "toolResult"])), "toolName": "bash",
-                    "content": [{"type": "text", "text": text}] + draw(st.lists(values, max_size=3)),
-                    "details": draw(values), "isError": draw(st.booleans())},
+        "message": {
+            "role": draw(st.sampled_from(["user", "assistant", "toolResult"])),
+            "toolName": "bash",
+            "content": [{"type": "text", "text": text}] + draw(st.lists(values, max_size=3)),
+            "details": draw(values),
+            "isError": draw(st.booleans()),
+        },
         "extra": draw(st.lists(big_text, max_size=3)),
     }
     keys = draw(st.permutations(list(members)))
@@ -76,8 +84,27 @@ def dump(value: Any, ascii_only: bool) -> bytes:
     return json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-NASTY = [b"\\", b'"', b"\xff", b"\xed\xa0\x80", b"\x01", b"[", b"]", b"{", b"}", b",", b":", b"\\ud800",
-         b"\\udc00", b"\\ud83d\\ude00", b"\\\\", b"1e999", b"NaN", b" ", b"\n"]
+NASTY = [
+    b"\\",
+    b'"',
+    b"\xff",
+    b"\xed\xa0\x80",
+    b"\x01",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b",",
+    b":",
+    b"\\ud800",
+    b"\\udc00",
+    b"\\ud83d\\ude00",
+    b"\\\\",
+    b"1e999",
+    b"NaN",
+    b" ",
+    b"\n",
+]
 
 
 @st.composite
@@ -96,7 +123,7 @@ def json_lines(draw: Any) -> bytes:
         if kind == 0:
             line = line[:at] + draw(st.sampled_from(NASTY)) + line[at:]
         elif kind == 1:
-            line = line[:at] + line[at + draw(st.integers(1, 4)):]
+            line = line[:at] + line[at + draw(st.integers(1, 4)) :]
         else:
             line = line[:at]
     return line
@@ -175,9 +202,21 @@ def test_a_cut_entry_keeps_its_envelope_and_prefixes_of_its_texts(entry: dict, a
 
 
 def test_a_cut_text_is_a_clean_prefix_and_says_where_the_rest_is():
-    text = "é€😀\\\"x" * 50_000
-    line = dump({"type": "message", "id": "big", "parentId": "p", "message": {
-        "role": "toolResult", "toolName": "bash", "content": [{"type": "text", "text": text}], "isError": True}}, False)
+    text = 'é€😀\\"x' * 50_000
+    line = dump(
+        {
+            "type": "message",
+            "id": "big",
+            "parentId": "p",
+            "message": {
+                "role": "toolResult",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": text}],
+                "isError": True,
+            },
+        },
+        False,
+    )
     for budget in range(1000, 1040):  # every cut point, mid UTF-8 sequence and mid escape included
         ok, value = cut_json(line, budget=budget, limit=SMALL_LIMIT)
         cut = value["message"]["content"][0]["text"]
@@ -192,10 +231,17 @@ def test_an_oversize_line_is_checked_whole():
     """Everything after the cut is still checked: a line Pi would not parse is no entry."""
     good = dump({"type": "custom", "id": "x", "parentId": None, "data": "a" * 50_000}, True)
     assert cut_json(good, budget=100, limit=1)[0] is True
-    for bad in (good[:-1], good[:-3] + b"\x01" + good[-3:], good[:40_000] + b"\\x" + good[40_000:],
-                good[:-1] + b',"n":NaN}', good + b"x"):
+    for bad in (
+        good[:-1],
+        good[:-3] + b"\x01" + good[-3:],
+        good[:40_000] + b"\\x" + good[40_000:],
+        good[:-1] + b',"n":NaN}',
+        good + b"x",
+    ):
         assert cut_json(bad, budget=100, limit=1) == (False, None), bad[-20:]
-    deep = b'{"type":"custom","id":"x","parentId":null,"d":' + b"[" * 600 + b'"' + b"z" * 50_000 + b'"' + b"]" * 600 + b"}"
+    deep = (
+        b'{"type":"custom","id":"x","parentId":null,"d":' + b"[" * 600 + b'"' + b"z" * 50_000 + b'"' + b"]" * 600 + b"}"
+    )
     assert cut_json(deep, budget=100, limit=1) == (False, None)
     # a lone surrogate escape far after the cut is JSON (JSON.parse reads it)
     lone = good[:-2] + b'\\ud800"}'
@@ -211,10 +257,25 @@ def rows_with_big_lines(sizes: list[int]) -> list[dict]:
     parent = "u1"
     for k, size in enumerate(sizes):
         call = f"c{k}"
-        rows.append(assistant(f"a{k}", parent, [{"type": "toolCall", "id": call, "name": "bash",
-                                                  "arguments": {"command": "cat log"}}], 2))
-        rows.append(tool_result(f"r{k}", f"a{k}", call, "bash", "logline " * (size // 8) + f"TAIL{k}", 3,
-                                details={"path": "/tmp/log", "blob": "z" * (size // 2)}))
+        rows.append(
+            assistant(
+                f"a{k}",
+                parent,
+                [{"type": "toolCall", "id": call, "name": "bash", "arguments": {"command": "cat log"}}],
+                2,
+            )
+        )
+        rows.append(
+            tool_result(
+                f"r{k}",
+                f"a{k}",
+                call,
+                "bash",
+                "logline " * (size // 8) + f"TAIL{k}",
+                3,
+                details={"path": "/tmp/log", "blob": "z" * (size // 2)},
+            )
+        )
         parent = f"r{k}"
     rows.append(assistant("z1", parent, [{"type": "text", "text": "after the big lines"}], 4))
     rows.append(user("z2", "z1", "last words", 5))
@@ -223,8 +284,19 @@ def rows_with_big_lines(sizes: list[int]) -> list[dict]:
 
 def columns(scan: source.SourceScan) -> tuple:
     lines = scan.lines
-    return (list(lines.ordinal), list(lines.line), list(lines.offset), list(lines.length), list(lines.type),
-            list(lines.id), list(lines.parent), bytes(lines.node), scan.header_id, scan.next_ordinal, scan.end_offset)
+    return (
+        list(lines.ordinal),
+        list(lines.line),
+        list(lines.offset),
+        list(lines.length),
+        list(lines.type),
+        list(lines.id),
+        list(lines.parent),
+        bytes(lines.node),
+        scan.header_id,
+        scan.next_ordinal,
+        scan.end_offset,
+    )
 
 
 @settings(max_examples=max(20, EXAMPLES // 10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -266,8 +338,9 @@ def big_session(agent: Path, size: int = 40_000) -> Path:
 
 @pytest.mark.parametrize("tier", ["hot", "cold"])
 @pytest.mark.parametrize("branches", ["active", "all"])
-def test_a_build_keeps_the_branch_whole_and_names_the_cut(tmp_path: Path, low_limit: int, tier: str, branches: str,
-                                                          monkeypatch: pytest.MonkeyPatch):
+def test_a_build_keeps_the_branch_whole_and_names_the_cut(
+    tmp_path: Path, low_limit: int, tier: str, branches: str, monkeypatch: pytest.MonkeyPatch
+):
     path = big_session(tmp_path / "agent")
     cfg = MemoryConfig(max_entry_chars=1_000_000)
     state = build_state(str(path), branches, tier, cfg, ref_id="s1", ref_cwd="/w")
@@ -314,7 +387,13 @@ def test_recall_and_expand_through_the_engine(tmp_path: Path, low_limit: int):
     assert none["authoritative"] is False and none["text"].startswith('No indexed matches for "zzqnowhere"')
     assert "max_line_bytes" in none["text"]
     browse = eng.recall({"scope": f"session:{path}", "pageSize": 100})
-    assert [e["entryId"] for item in browse["items"] for e in item["segment"]["entries"]] == ["u1", "a0", "r0", "z1", "z2"]
+    assert [e["entryId"] for item in browse["items"] for e in item["segment"]["entries"]] == [
+        "u1",
+        "a0",
+        "r0",
+        "z1",
+        "z2",
+    ]
     got = eng.expand({"session": str(path), "entryIds": ["a0", "r0", "z1"]})
     by_id = {e["entryId"]: e for e in got["expanded"]}
     assert by_id["z1"]["text"] == "after the big lines" and by_id["a0"]["text"] == 'Tool: bash({"command":"cat log"})'

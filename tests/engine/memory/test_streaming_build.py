@@ -31,11 +31,24 @@ def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, mo
 
 def _facts(state: state.SessionState) -> tuple:
     ops = state.file_ops.ops if state.file_ops is not None else None
-    return (state.persisted, state.entries, state.coverage, state.entry_count, state.source_hash,
-            state.lineage.fingerprint, state.lineage.ids, state.path_ordinals, state.session_id, state.cwd,
-            [tuple(getattr(o, f) for f in o.__struct_fields__) for o in ops] if ops is not None else None,
-            [(ln.ordinal, ln.line, ln.offset, ln.length, ln.type, ln.id, ln.parent_id) for ln in state.scan.lines],
-            state.scan.ends_complete, state.scan.end_offset, state.scan.next_line, state.scan.next_ordinal)
+    return (
+        state.persisted,
+        state.entries,
+        state.coverage,
+        state.entry_count,
+        state.source_hash,
+        state.lineage.fingerprint,
+        state.lineage.ids,
+        state.path_ordinals,
+        state.session_id,
+        state.cwd,
+        [tuple(getattr(o, f) for f in o.__struct_fields__) for o in ops] if ops is not None else None,
+        [(ln.ordinal, ln.line, ln.offset, ln.length, ln.type, ln.id, ln.parent_id) for ln in state.scan.lines],
+        state.scan.ends_complete,
+        state.scan.end_offset,
+        state.scan.next_line,
+        state.scan.next_ordinal,
+    )
 
 
 @pytest.mark.parametrize("tier", ["hot", "cold"])
@@ -49,19 +62,45 @@ def test_streaming_equals_in_memory(path, tier, branches, monkeypatch):
 
 lines_st = st.lists(
     st.one_of(
-        st.sampled_from([
-            {"type": "session", "version": 3, "id": "s-1", "cwd": "/w", "timestamp": "2025-01-01T00:00:00.000Z"},
-            {"type": "message", "id": "a1", "parentId": None, "timestamp": "2025-01-01T00:00:01.000Z",
-             "message": {"role": "user", "content": "parse epoch please"}},
-            {"type": "message", "id": "a2", "parentId": "a1", "timestamp": "2025-01-01T00:00:02.000Z",
-             "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "read",
-                                                            "arguments": {"path": "src/x.py"}}]}},
-            {"type": "message", "id": "a3", "parentId": "a2", "timestamp": "2025-01-01T00:00:03.000Z",
-             "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "read",
-                         "content": [{"type": "text", "text": "def epoch(): ü" * 30}], "isError": False}},
-            {"type": "message", "id": "b2", "parentId": "a1", "message": {"role": "user", "content": "branch"}},
-        ]).map(json.dumps),
-        st.sampled_from(["", "   ", "not json", "[1,2]", "{\"type\":\"message\"", "[" * 600 + "]" * 600]),
+        st.sampled_from(
+            [
+                {"type": "session", "version": 3, "id": "s-1", "cwd": "/w", "timestamp": "2025-01-01T00:00:00.000Z"},
+                {
+                    "type": "message",
+                    "id": "a1",
+                    "parentId": None,
+                    "timestamp": "2025-01-01T00:00:01.000Z",
+                    "message": {"role": "user", "content": "parse epoch please"},
+                },
+                {
+                    "type": "message",
+                    "id": "a2",
+                    "parentId": "a1",
+                    "timestamp": "2025-01-01T00:00:02.000Z",
+                    "message": {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/x.py"}}
+                        ],
+                    },
+                },
+                {
+                    "type": "message",
+                    "id": "a3",
+                    "parentId": "a2",
+                    "timestamp": "2025-01-01T00:00:03.000Z",
+                    "message": {
+                        "role": "toolResult",
+                        "toolCallId": "c1",
+                        "toolName": "read",
+                        "content": [{"type": "text", "text": "def epoch(): ü" * 30}],
+                        "isError": False,
+                    },
+                },
+                {"type": "message", "id": "b2", "parentId": "a1", "message": {"role": "user", "content": "branch"}},
+            ]
+        ).map(json.dumps),
+        st.sampled_from(["", "   ", "not json", "[1,2]", '{"type":"message"', "[" * 600 + "]" * 600]),
     ),
     max_size=14,
 )
@@ -75,19 +114,23 @@ def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, traili
     path.write_bytes(text.encode("utf-8"))
     mp = pytest.MonkeyPatch()
     try:
+
         def facts(stream: bool, size: int):
             try:
                 return _facts(_build(path, tier, "active", stream=stream, chunk=size, monkeypatch=mp))
             except SourceMissing as missing:
                 return ("missing", missing.reason)
+
         assert facts(True, chunk) == facts(False, 1 << 20)
     finally:
         mp.undo()
 
 
 @settings(max_examples=profile_examples(200), deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=5000), max_size=300),
-       st.lists(st.one_of(st.integers(min_value=-3, max_value=5100), st.none(), st.text(max_size=2)), max_size=50))
+@given(
+    st.lists(st.integers(min_value=0, max_value=5000), max_size=300),
+    st.lists(st.one_of(st.integers(min_value=-3, max_value=5100), st.none(), st.text(max_size=2)), max_size=50),
+)
 def test_ordinal_bitmap_answers_membership_like_a_set(ordinals, probes):
     from fabric_lsp.engine.memory.source import OrdinalSet
 

@@ -25,8 +25,15 @@ FIXTURE = "02-print-continue-errors-retries-truncation.jsonl"
 
 def run(tmp: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PI_CODING_AGENT_DIR=str(tmp / "agent"), HOME=str(tmp / "home"))
-    return subprocess.run([sys.executable, "-m", "fabric_lsp", *args], capture_output=True, text=True, env=env,
-                          cwd=tmp, input=stdin, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fabric_lsp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        input=stdin,
+        timeout=120,
+    )
 
 
 def session(tmp: Path) -> Path:
@@ -65,8 +72,9 @@ def other_users_process():
         # started as root, then it becomes nobody itself (no exec as nobody: that would
         # need every directory on the way to be searchable by nobody)
         code = "import os, sys\nos.setgid(65534)\nos.setuid(65534)\nprint('nobody', flush=True)\nsys.stdin.read()\n"
-        proc = subprocess.Popen([sys.executable, "-I", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None and proc.stdout.readline() == "nobody\n"
         yield proc.pid
         proc.kill()
@@ -93,8 +101,12 @@ def lease_files(tmp: Path) -> list[Path]:
 
 def test_pi_hold_refuses_pid_1_dead_and_other_users_pids(tmp_path, sleeper, other_users_process):
     path = session(tmp_path)
-    for pid, words in ((1, "pid` 1 is the system's init process"), (0, "positive process id"),
-                       (dead_pid(), "is running"), (other_users_process, "belongs to another user")):
+    for pid, words in (
+        (1, "pid` 1 is the system's init process"),
+        (0, "positive process id"),
+        (dead_pid(), "is running"),
+        (other_users_process, "belongs to another user"),
+    ):
         out = hold(tmp_path, path, pid)
         assert out.returncode != 0, (pid, out.stdout)
         err = json.loads(out.stdout)["error"]
@@ -134,13 +146,23 @@ def genuine(pid: int) -> dict:
     return {"uid": ident.uid, "processStart": ident.start, "startTime": ident.start_time}
 
 
-CASES = ["genuine", "pid-1", "wrong-start-time", "dead-pid", "other-user", "no-start-at-all",
-         "legacy-v1-matching", "legacy-v1-wrong-start", "renamed-to-another-pid"]
+CASES = [
+    "genuine",
+    "pid-1",
+    "wrong-start-time",
+    "dead-pid",
+    "other-user",
+    "no-start-at-all",
+    "legacy-v1-matching",
+    "legacy-v1-wrong-start",
+    "renamed-to-another-pid",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(tmp_path, sleeper, other_users_process,
-                                                                         case):
+def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(
+    tmp_path, sleeper, other_users_process, case
+):
     path = session(tmp_path)
     entries = ids(path)
     file_leaf, earlier = entries[-1], entries[len(entries) // 2]
@@ -151,8 +173,11 @@ def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(tmp_p
         write_lease(tmp_path, path, 1, earlier, **genuine(1))
     elif case == "wrong-start-time":
         g = genuine(live_pid)
-        forged = dict(g, processStart=g["processStart"][:-1] + ("7" if not g["processStart"].endswith("7") else "8"),
-                      startTime=(g["startTime"] or 0) + 1)
+        forged = dict(
+            g,
+            processStart=g["processStart"][:-1] + ("7" if not g["processStart"].endswith("7") else "8"),
+            startTime=(g["startTime"] or 0) + 1,
+        )
         write_lease(tmp_path, path, live_pid, earlier, **forged)
     elif case == "dead-pid":
         pid = dead_pid()
@@ -179,8 +204,21 @@ def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(tmp_p
     assert preview["leafId"] == (earlier if counts else file_leaf), case
     # an outside commit: blocked by a live lease only
     before = path.read_bytes()
-    out = run(tmp_path, "compact", str(path), "--wait", "--timeout", "3", "--quiet-interval", "0",
-              "--context-window", "0", "--keep-recent", "100", "--json")
+    out = run(
+        tmp_path,
+        "compact",
+        str(path),
+        "--wait",
+        "--timeout",
+        "3",
+        "--quiet-interval",
+        "0",
+        "--context-window",
+        "0",
+        "--keep-recent",
+        "100",
+        "--json",
+    )
     if counts:
         assert path.read_bytes() == before, "appended to a session a live Pi holds"
         assert "live Pi" in out.stderr, out.stderr
@@ -192,7 +230,7 @@ def test_a_forged_lease_is_stale_blocks_no_commit_and_its_leaf_is_not_used(tmp_p
         record = json.loads(out.stdout)["record"]
         assert record["status"] == "committed", record
         assert ids(path)[-1] == record["entryId"]
-        added = json.loads(path.read_bytes()[len(before):])
+        added = json.loads(path.read_bytes()[len(before) :])
         assert added["type"] == "compaction" and added["parentId"] == file_leaf, "the forged leaf was used"
         assert not lease_files(tmp_path), "a stale lease is left behind"
 

@@ -34,16 +34,45 @@ def branch(draw):
     out: list[dict] = []
     for i in range(draw(st.integers(0, 25))):
         ids = [e["id"] for e in out]
-        kind = draw(st.sampled_from(["user", "assistant", "result", "system", "custom_message", "branch_summary",
-                                     "compaction", "edit", "edit", "edit", "label"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "user",
+                    "assistant",
+                    "result",
+                    "system",
+                    "custom_message",
+                    "branch_summary",
+                    "compaction",
+                    "edit",
+                    "edit",
+                    "edit",
+                    "label",
+                ]
+            )
+        )
         if kind == "user":
             e = {"type": "message", "message": {"role": "user", "content": draw(TEXT)}}
         elif kind == "assistant":
-            e = {"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": draw(TEXT)}],
-                                                "stopReason": "stop"}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": draw(TEXT)}],
+                    "stopReason": "stop",
+                },
+            }
         elif kind == "result":
-            e = {"type": "message", "message": {"role": "toolResult", "toolCallId": "c", "toolName": "read",
-                                                "content": [{"type": "text", "text": draw(TEXT)}], "isError": False}}
+            e = {
+                "type": "message",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": "c",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": draw(TEXT)}],
+                    "isError": False,
+                },
+            }
         elif kind == "system":
             e = {"type": "message", "message": {"role": "system", "content": draw(TEXT), "sections": {"s": draw(TEXT)}}}
         elif kind == "custom_message":
@@ -51,11 +80,23 @@ def branch(draw):
         elif kind == "branch_summary":
             e = {"type": "branch_summary", "fromId": "root", "summary": draw(TEXT)}
         elif kind == "compaction":
-            e = {"type": "compaction", "summary": draw(TEXT), "tokensBefore": 1,
-                 "firstKeptEntryId": draw(st.sampled_from(["", f"e{i}", *ids]))}
+            e = {
+                "type": "compaction",
+                "summary": draw(TEXT),
+                "tokensBefore": 1,
+                "firstKeptEntryId": draw(st.sampled_from(["", f"e{i}", *ids])),
+            }
         elif kind == "edit":
-            e = {"type": "context_edit", "targetId": draw(st.sampled_from([*ids, "gone"])),
-                 "replacement": draw(st.one_of(st.none(), st.fixed_dictionaries({"content": st.one_of(TEXT, st.just([{"type": "text", "text": "r"}]))})))}
+            e = {
+                "type": "context_edit",
+                "targetId": draw(st.sampled_from([*ids, "gone"])),
+                "replacement": draw(
+                    st.one_of(
+                        st.none(),
+                        st.fixed_dictionaries({"content": st.one_of(TEXT, st.just([{"type": "text", "text": "r"}]))}),
+                    )
+                ),
+            }
         else:
             e = {"type": "label", "targetId": "e0", "label": "l"}
         out.append({"type": e.pop("type"), "id": f"e{i}", "parentId": f"e{i - 1}" if i else None, **e})
@@ -70,9 +111,9 @@ def reference_projection(path: list[dict]) -> list[tuple[str, list[dict]]]:
     else:
         comp = path[last]
         kept = [i for i in range(last) if path[i]["id"] == comp["firstKeptEntryId"]]
-        before = path[kept[0]:last] if kept else []
+        before = path[kept[0] : last] if kept else []
         before = [e for e in before if not (e["type"] == "message" and e["message"]["role"] == "system")]
-        context = [comp, *before, *path[last + 1:]]
+        context = [comp, *before, *path[last + 1 :]]
     out = []
     for k, e in enumerate(context):
         edits = [x for x in context if x["type"] == "context_edit" and x["targetId"] == e["id"]]
@@ -80,12 +121,28 @@ def reference_projection(path: list[dict]) -> list[tuple[str, list[dict]]]:
         if e["type"] == "message":
             msgs = [e["message"]]
         elif e["type"] == "custom_message":
-            msgs = [{"role": "custom", "customType": e["customType"], "content": e["content"], "display": e["display"],
-                     "details": None, "timestamp": None}]
+            msgs = [
+                {
+                    "role": "custom",
+                    "customType": e["customType"],
+                    "content": e["content"],
+                    "display": e["display"],
+                    "details": None,
+                    "timestamp": None,
+                }
+            ]
         elif e["type"] == "branch_summary":
-            msgs = [{"role": "branchSummary", "summary": e["summary"], "fromId": "root", "timestamp": None}] if e["summary"] else []
+            msgs = (
+                [{"role": "branchSummary", "summary": e["summary"], "fromId": "root", "timestamp": None}]
+                if e["summary"]
+                else []
+            )
         elif e["type"] == "compaction":
-            msgs = [] if k > 0 else [{"role": "compactionSummary", "summary": e["summary"], "tokensBefore": 1, "timestamp": None}]
+            msgs = (
+                []
+                if k > 0
+                else [{"role": "compactionSummary", "summary": e["summary"], "tokensBefore": 1, "timestamp": None}]
+            )
         else:
             msgs = []
         if edit is not None and msgs:
@@ -93,8 +150,19 @@ def reference_projection(path: list[dict]) -> list[tuple[str, list[dict]]]:
                 msgs = []
             else:
                 new = edit["replacement"]["content"]
-                msgs = [{**m, "content": ([{"type": "text", "text": new}] if isinstance(new, str) and m["role"] in ("assistant", "toolResult") else new)}
-                        if m["role"] in EDITABLE else m for m in msgs]
+                msgs = [
+                    {
+                        **m,
+                        "content": (
+                            [{"type": "text", "text": new}]
+                            if isinstance(new, str) and m["role"] in ("assistant", "toolResult")
+                            else new
+                        ),
+                    }
+                    if m["role"] in EDITABLE
+                    else m
+                    for m in msgs
+                ]
         out.append((e["id"], msgs))
     return out
 
@@ -165,7 +233,12 @@ def test_marks_off_the_active_branch_only_with_all_branches():
     rows = [
         {"type": "session", "version": 3, "id": "s", "cwd": "/"},
         {"type": "message", "id": "u1", "parentId": None, "message": {"role": "user", "content": "q"}},
-        {"type": "message", "id": "a1", "parentId": "u1", "message": {"role": "assistant", "content": [], "stopReason": "error"}},
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": {"role": "assistant", "content": [], "stopReason": "error"},
+        },
         {"type": "context_edit", "id": "x1", "parentId": "a1", "targetId": "a1", "replacement": None},
         # a second branch from u1 that replaces the question; the leaf is back on the first
         {"type": "context_edit", "id": "x2", "parentId": "u1", "targetId": "u1", "replacement": {"content": "Q!"}},
@@ -180,15 +253,29 @@ def test_marks_off_the_active_branch_only_with_all_branches():
 
 def test_replayed_system_message_patches_sections_and_tools_by_name():
     msgs = [
-        {"role": "system", "content": "", "sections": {"a": "A", "b": "B"}, "timestamp": 7,
-         "toolsAdded": [{"name": "read"}, {"name": "bash"}]},
+        {
+            "role": "system",
+            "content": "",
+            "sections": {"a": "A", "b": "B"},
+            "timestamp": 7,
+            "toolsAdded": [{"name": "read"}, {"name": "bash"}],
+        },
         {"role": "user", "content": "hi"},
-        {"role": "system", "content": "more", "sections": {"a": None, "c": "C", "b": "B2"}, "timestamp": 9,
-         "toolsRemoved": [{"name": "bash"}], "toolsAdded": [{"name": "edit"}, {"name": "read", "v": 2}]},
+        {
+            "role": "system",
+            "content": "more",
+            "sections": {"a": None, "c": "C", "b": "B2"},
+            "timestamp": 9,
+            "toolsRemoved": [{"name": "bash"}],
+            "toolsAdded": [{"name": "edit"}, {"name": "read", "v": 2}],
+        },
     ]
     assert current_system_message(msgs) == {
-        "role": "system", "content": "more", "sections": {"b": "B2", "c": "C"},
-        "toolsAdded": [{"name": "read", "v": 2}, {"name": "edit"}], "timestamp": 7,
+        "role": "system",
+        "content": "more",
+        "sections": {"b": "B2", "c": "C"},
+        "toolsAdded": [{"name": "read", "v": 2}, {"name": "edit"}],
+        "timestamp": 7,
     }
     assert current_system_message([{"role": "user", "content": "x"}]) is None
 
@@ -206,7 +293,11 @@ def test_rules_are_chosen_by_content():
         assert session_rules(old + [marker]) == "1.x"
         assert session_rules(old + [marker], "0.80") == "0.80"
     # a misshapen entry of those types proves nothing
-    for odd in ({"type": "context_edit", "payload": 1}, {"type": "usage"}, {"type": "compaction", "systemMessage": "x"}):
+    for odd in (
+        {"type": "context_edit", "payload": 1},
+        {"type": "usage"},
+        {"type": "compaction", "systemMessage": "x"},
+    ):
         assert not is_pi1x_marker(odd)
     assert session_rules(old, "1.x") == "1.x"
 
@@ -215,8 +306,17 @@ def test_branch_summary_from_id_under_both_meanings():
     ids = {"t", "leaf"}
     # Pi 0.80.6: fromId = the navigation target = parentId ("root" at the root)
     assert branch_summary_origin({"parentId": "t", "fromId": "t"}, ids) == {"targetId": "t", "abandonedLeafId": None}
-    assert branch_summary_origin({"parentId": None, "fromId": "root"}, ids) == {"targetId": None, "abandonedLeafId": None}
+    assert branch_summary_origin({"parentId": None, "fromId": "root"}, ids) == {
+        "targetId": None,
+        "abandonedLeafId": None,
+    }
     # Pi >= 0.84.3: fromId = the abandoned leaf
-    assert branch_summary_origin({"parentId": "t", "fromId": "leaf"}, ids) == {"targetId": "t", "abandonedLeafId": "leaf"}
-    assert branch_summary_origin({"parentId": None, "fromId": "leaf"}, ids) == {"targetId": None, "abandonedLeafId": "leaf"}
+    assert branch_summary_origin({"parentId": "t", "fromId": "leaf"}, ids) == {
+        "targetId": "t",
+        "abandonedLeafId": "leaf",
+    }
+    assert branch_summary_origin({"parentId": None, "fromId": "leaf"}, ids) == {
+        "targetId": None,
+        "abandonedLeafId": "leaf",
+    }
     assert branch_summary_origin({"parentId": "t", "fromId": "unknown"}, ids)["abandonedLeafId"] is None

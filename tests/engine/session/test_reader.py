@@ -24,8 +24,18 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00
 def entry(eid: str, parent: str | None, text: str = "hi") -> bytes:
     import json
 
-    return (json.dumps({"type": "message", "id": eid, "parentId": parent, "timestamp": "t",
-                        "message": {"role": "user", "content": text}}) + "\n").encode()
+    return (
+        json.dumps(
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": "t",
+                "message": {"role": "user", "content": text},
+            }
+        )
+        + "\n"
+    ).encode()
 
 
 def accounted(log) -> bool:
@@ -43,7 +53,16 @@ def test_partial_last_line_is_not_an_entry() -> None:
 
 def test_malformed_blank_oversize_and_no_id_are_counted() -> None:
     big = entry("c", "b", "x" * 5000)
-    data = HEADER + b"not json\n" + b"   \n" + entry("a", None) + b'{"type":"message"}\n' + b"[1,2]\n" + entry("b", "a") + big
+    data = (
+        HEADER
+        + b"not json\n"
+        + b"   \n"
+        + entry("a", None)
+        + b'{"type":"message"}\n'
+        + b"[1,2]\n"
+        + entry("b", "a")
+        + big
+    )
     log = parse_session_bytes(data, max_line_bytes=1000)
     s = log.stats
     assert (s.malformed, s.blank, s.oversize, s.no_id, s.non_object) == (1, 1, 1, 1, 1)
@@ -72,8 +91,7 @@ def test_incremental_read_continues_numbering(tmp_path) -> None:
     first = read_session(p)
     with open(p, "ab") as fp:
         fp.write(entry("b", "a") + entry("c", "b"))
-    more = read_session(p, start_offset=first.size, start_line=first.stats.lines,
-                        start_ordinal=len(first.records))
+    more = read_session(p, start_offset=first.size, start_line=first.stats.lines, start_ordinal=len(first.records))
     full = read_session(p)
     assert [(r.id, r.line, r.offset, r.ordinal) for r in first.records + more.records] == [
         (r.id, r.line, r.offset, r.ordinal) for r in full.records
@@ -87,7 +105,14 @@ def test_first_parsed_line_must_be_a_header() -> None:
 
 
 def test_duplicate_ids_resolve_to_last_record_and_missing_parent_ends_walk() -> None:
-    data = HEADER + entry("a", None, "one") + entry("b", "a") + entry("a", None, "two") + entry("c", "gone") + entry("d", "c")
+    data = (
+        HEADER
+        + entry("a", None, "one")
+        + entry("b", "a")
+        + entry("a", None, "two")
+        + entry("c", "gone")
+        + entry("d", "c")
+    )
     tree = SessionTree.from_records(parse_session_bytes(data).records)
     assert tree.by_id["a"].raw["message"]["content"] == "two"
     assert tree.leaf_id == "d"
@@ -114,13 +139,28 @@ def test_non_utf8_and_lone_surrogate_lines_parse_like_javascript() -> None:
 
 line = st.one_of(
     st.binary(max_size=80).filter(lambda b: b"\n" not in b),
-    st.sampled_from([HEADER.rstrip(b"\n"), entry("a", None).rstrip(b"\n"), entry("b", "a").rstrip(b"\n"),
-                     b"{}", b"null", b'{"id":5}', b'{"type":"message","id":"x","parentId":"x"}', b"   "]),
+    st.sampled_from(
+        [
+            HEADER.rstrip(b"\n"),
+            entry("a", None).rstrip(b"\n"),
+            entry("b", "a").rstrip(b"\n"),
+            b"{}",
+            b"null",
+            b'{"id":5}',
+            b'{"type":"message","id":"x","parentId":"x"}',
+            b"   ",
+        ]
+    ),
 )
 
 
 @settings(max_examples=profile_examples(300), deadline=None)
-@given(st.lists(line, max_size=30), st.binary(max_size=40).filter(lambda b: b"\n" not in b), st.integers(16, 200), st.integers(1, 64))
+@given(
+    st.lists(line, max_size=30),
+    st.binary(max_size=40).filter(lambda b: b"\n" not in b),
+    st.integers(16, 200),
+    st.integers(1, 64),
+)
 def test_garbage_never_raises_and_every_line_is_accounted_for(lines, tail, max_line, chunk) -> None:
     data = b"\n".join(lines) + (b"\n" if lines else b"") + tail
     log = parse_session_bytes(data, max_line_bytes=max_line)

@@ -26,13 +26,29 @@ def test_utf16_length_counts_astral_characters_twice() -> None:
 
 def test_estimate_per_role() -> None:
     assert estimate_tokens({"role": "user", "content": "abcde"}) == 2
-    assert estimate_tokens({"role": "user", "content": [{"type": "text", "text": "abcd"},
-                                                         {"type": "image", "data": "", "mimeType": "image/png"}]}) == 1201
+    assert (
+        estimate_tokens(
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "abcd"}, {"type": "image", "data": "", "mimeType": "image/png"}],
+            }
+        )
+        == 1201
+    )
     call = {"type": "toolCall", "id": "c", "name": "read", "arguments": {"path": "é😀"}}
     # "read" (4) + '{"path":"é😀"}' (14 UTF-16 units)
-    assert estimate_tokens({"role": "assistant", "content": [{"type": "text", "text": "ab"},
-                                                             {"type": "thinking", "thinking": "cd"}, call]}) == 6
-    assert estimate_tokens({"role": "bashExecution", "command": "ls", "output": "a\nb", "excludeFromContext": True}) == 2
+    assert (
+        estimate_tokens(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "ab"}, {"type": "thinking", "thinking": "cd"}, call],
+            }
+        )
+        == 6
+    )
+    assert (
+        estimate_tokens({"role": "bashExecution", "command": "ls", "output": "a\nb", "excludeFromContext": True}) == 2
+    )
     assert estimate_tokens({"role": "compactionSummary", "summary": "x" * 9}) == 3
     assert estimate_tokens({"role": "toolResult", "content": None}) == 0
     assert estimate_tokens({"role": "somethingElse", "content": "xxxx"}) == 0
@@ -49,11 +65,26 @@ def test_context_estimate_anchors_on_last_valid_usage() -> None:
     assert estimate_context_tokens(msgs[:1]) == 10
     assert calculate_context_tokens({"totalTokens": 0, "input": 1, "output": 2, "cacheRead": 3, "cacheWrite": 4}) == 10
     # an assistant without usage is no checkpoint
-    assert estimate_context_tokens([{"role": "assistant", "content": [{"type": "text", "text": "abcd"}], "stopReason": "stop"}]) == 1
+    assert (
+        estimate_context_tokens(
+            [{"role": "assistant", "content": [{"type": "text", "text": "abcd"}], "stopReason": "stop"}]
+        )
+        == 1
+    )
 
 
 def test_js_number_formats() -> None:
-    cases = {1.0: "1", 0.5: "0.5", 1e21: "1e+21", 1e-7: "1e-7", 1.5e-6: "0.0000015", 123456789012345680000.0: "123456789012345680000", 2.0**60: "1152921504606847000", -2.25: "-2.25", 10**21: "1e+21"}
+    cases = {
+        1.0: "1",
+        0.5: "0.5",
+        1e21: "1e+21",
+        1e-7: "1e-7",
+        1.5e-6: "0.0000015",
+        123456789012345680000.0: "123456789012345680000",
+        2.0**60: "1152921504606847000",
+        -2.25: "-2.25",
+        10**21: "1e+21",
+    }
     for value, text in cases.items():
         assert js_number(value) == text
 
@@ -73,8 +104,10 @@ def test_js_stringify_matches_json_stringify_shape() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5).filter(lambda k: not k[:1].isdigit()), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(max_size=5).filter(lambda k: not k[:1].isdigit()), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
