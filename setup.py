@@ -20,6 +20,10 @@ from setuptools import Extension, setup
 
 PURE = os.environ.get("FABRIC_LSP_PURE", "").strip() not in ("", "0")
 
-setup(ext_modules=[] if PURE else [
-    Extension("fabric_lsp.engine._native", ["fabric_lsp/engine/_native.c"], optional=True),
-])
+setup(
+    ext_modules=[]
+    if PURE
+    else [
+        Extension("fabric_lsp.engine._native", ["fabric_lsp/engine/_native.c"], optional=True),
+    ]
+)
