@@ -160,10 +160,6 @@ class Engines:
         pusher.request()
         return True
 
-    def auto_pusher(self) -> AutoPush | None:
-        with self._lock:
-            return self._autopush
-
     def _auto_push_once(self) -> Any:
         report = self.team().push(self.memory())
         counts = report.counts()
@@ -241,12 +237,6 @@ class Engines:
         except Exception:
             log.exception("starting the intents engine failed")
         self.resume_background_index()  # after a settings change: index with the new engine
-
-    def start_background_index(self, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
-        """Index every session in the background (engine/memory/background.py), now and for
-        every memory engine built after a settings change; `sink` gets its events."""
-        self.enable_background_index(sink)
-        self.resume_background_index()
 
     def enable_background_index(self, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Cheap (no engine is built): from now on every memory engine gets its background

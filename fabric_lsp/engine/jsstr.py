@@ -71,10 +71,6 @@ def js_trim(s: str) -> str:
     return s.strip(JS_WS_CHARS)
 
 
-def js_trim_start(s: str) -> str:
-    return s.lstrip(JS_WS_CHARS)
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_WS = re.compile("[^" + re.escape(JS_WS_CHARS) + "]")
 

@@ -61,10 +61,6 @@ class LiveItem:
         self.user = user  # a user message (what the overflow rule keeps verbatim)
 
 
-def last_compaction_index(branch: Any) -> int:
-    return facts(branch).last_compaction()
-
-
 def live_start(branch: Any, lc: int, ids: list[Any] | None = None) -> int:
     if lc < 0:
         return 0

@@ -210,9 +210,6 @@ class CompactController:
     def in_flight(self) -> bool:
         return self._flight is not None
 
-    def has_pending(self) -> bool:
-        return self.store.load(self.session_path).pending is not None
-
     # -- the committed path ---------------------------------------------------------
 
     def maybe_commit(self, commit_fn: CommitFn, *, abort: CancelToken | None = None) -> dict[str, Any] | None:

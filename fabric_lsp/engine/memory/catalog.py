@@ -79,14 +79,6 @@ def scope_kind(scope: Any) -> tuple[str, str | None]:
     raise ValueError(f'scope: unknown scope "{scope}"; expected session, project, global or session:<id-or-path>')
 
 
-def branches_of(value: Any, field: str = "branches") -> str:
-    if value is None:
-        return "active"
-    if value not in ("active", "all"):
-        raise ValueError(f'{field}: must be "active" or "all"')
-    return value
-
-
 def safe_nonneg_int(v: Any) -> bool:
     if isinstance(v, bool):
         return False

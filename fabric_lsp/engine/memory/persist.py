@@ -4,7 +4,6 @@ from a record. Below the builds (state_build.py) and appends (append.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -300,10 +299,3 @@ def state_from_record(
     else:
         _adopt_digest(state, record)
     return state
-
-
-def remove_file_quiet(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

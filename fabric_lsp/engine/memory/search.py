@@ -153,16 +153,6 @@ class SegmentItem:
     matched_count: int
 
 
-@dataclass
-class SearchResult:
-    items: list[Any]  # SegmentItem | DigestHit, globally ranked
-    total_matches: int
-    segment_count: int
-    reasons: list[str]
-    error: JsonObject | None = None
-    complete: bool = True
-
-
 # ---- scoring ---------------------------------------------------------------------------
 
 
@@ -346,16 +336,6 @@ def group_and_rank(
         else:
             total += 1
     return ranked, len(items), total, segs, capped
-
-
-def page_bounds(page: Any, page_size: Any, max_page_size: int, default_size: int = 25) -> tuple[int, int]:
-    p = int(math.floor(page)) if isinstance(page, (int, float)) and not isinstance(page, bool) and page >= 1 else 1
-    ps = (
-        min(int(math.floor(page_size)), max_page_size)
-        if isinstance(page_size, (int, float)) and not isinstance(page_size, bool) and page_size >= 1
-        else default_size
-    )
-    return p, ps
 
 
 # ---- wire objects and text ------------------------------------------------------------

@@ -421,10 +421,6 @@ def read_source(path: str) -> bytes | None:
         return None
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def lineage_from_lines(
     lines: ScanLines, branches: str, leaf_override: str | None = None
 ) -> tuple[Lineage, Sequence[int]]:

@@ -167,10 +167,6 @@ def count_terms(text: str) -> tuple[dict[str, int], int]:
     return mixed, sum(mixed.values())
 
 
-def lexical_term_counts(text: str) -> Counter[str]:
-    return Counter(tokenize_lexical(text))
-
-
 def reference_tokenize(text: str) -> list[str]:
     """The digest's definition, code point by code point (slow; the oracle for tests)."""
     normalized = unicodedata.normalize("NFKC", text)

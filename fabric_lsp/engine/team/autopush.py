@@ -51,12 +51,6 @@ class AutoPush:
             self._asked += 1
         self._wake.set()
 
-    def wait_pushed(self, timeout: float | None = None) -> bool:
-        """Block until every request made so far is covered by a finished push."""
-        with self._done:
-            target = self._asked
-            return self._done.wait_for(lambda: self._served >= target or self._stopped, timeout)
-
     def stop(self, timeout: float | None = 10.0) -> None:
         with self._lock:
             self._stopped = True
