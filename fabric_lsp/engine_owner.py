@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fabric_lsp import protocol
 from fabric_lsp.config import ServerConfig
-from fabric_lsp.engine.activity import ActivitySink, CancelToken
+from fabric_lsp.engine.activity import ActivityEvent, ActivitySink, CancelToken, IndexingEvent
 from fabric_lsp.engine.session import AmbiguousSession, SessionNotFound, resolve_session
 from fabric_lsp.engine.session.lease import LeaseBook
 
@@ -90,7 +90,7 @@ class Engines:
         self._intents: IntentsService | None = None
         self._team: TeamEngine | None = None
         self._autopush: AutoPush | None = None
-        self._index_sink: Callable[[dict[str, Any]], None] | None = None
+        self._index_sink: ActivitySink | None = None
         self._index_enabled = False
         # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
         # The server sets its worker-process pool here (engine/procpool.py).
@@ -126,13 +126,13 @@ class Engines:
         if engine.config.enabled and engine.background is None:
             BackgroundIndexer(engine, self._indexer_event).start()
 
-    def _indexer_event(self, event: dict[str, Any]) -> None:
+    def _indexer_event(self, event: ActivityEvent) -> None:
         """The background indexer's events (its thread): to the server's sink, and when
         everything is indexed, a `team.autoPush` push (engine/team/autopush.py)."""
         sink = self._index_sink
         if sink is not None:
             sink(event)
-        if isinstance(event, dict) and event.get("type") == "indexing" and event.get("phase") == "idle":
+        if isinstance(event, IndexingEvent) and event.phase == "idle":
             try:
                 self.request_auto_push()
             except Exception:
@@ -238,7 +238,7 @@ class Engines:
             log.exception("starting the intents engine failed")
         self.resume_background_index()  # after a settings change: index with the new engine
 
-    def enable_background_index(self, sink: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def enable_background_index(self, sink: ActivitySink | None = None) -> None:
         """Cheap (no engine is built): from now on every memory engine gets its background
         indexer when it is made, so a request that comes first already sees it pending."""
         with self._lock:

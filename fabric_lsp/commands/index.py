@@ -23,6 +23,7 @@ from fabric_lsp.commands.face import (
     fail,
     project_dir,
 )
+from fabric_lsp.engine.activity import ActivityEvent, ProgressEvent
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -46,12 +47,12 @@ class _Bar:
         self.live = bool(getattr(stream, "isatty", lambda: False)())
         self.shown = False
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        if not self.live or event.get("type") != "progress":
+    def __call__(self, event: ActivityEvent) -> None:
+        if not self.live or not isinstance(event, ProgressEvent):
             return
-        pct = int(event.get("percentage") or 0)
+        pct = event.percentage or 0
         filled = pct * 30 // 100
-        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {pct:3d}% {event.get('message', '')}\x1b[K")
+        self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {pct:3d}% {event.message}\x1b[K")
         self.stream.flush()
         self.shown = True
 

@@ -1,4 +1,4 @@
-"""Engine-side activity and cancellation, as plain Python objects.
+"""Engine-side activity and cancellation: typed events and a token.
 
 The engine reports what it is doing through an `ActivitySink` callback and checks a
 `CancelToken` at safe points. Neither knows about LSP: `handlers/request_runner.py` turns
@@ -11,13 +11,33 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Literal
 
-# An activity event is a plain dict shaped as the `fabric/activity` notification params:
-#   {"type": "progress", "message": str, "percentage"?: int}
-#   {"type": "entity", "kind": str, "id": str, ...}
-#   {"type": "metrics", ...}
-ActivitySink = Callable[[dict[str, Any]], None]
+import msgspec
+
+
+class ProgressEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """What an engine call is doing now: `$/progress` reports and `fabric/activity`
+    progress events (protocol.ActivityProgress) are made of it."""
+
+    message: str
+    percentage: int | None = None  # 0..100
+    milestone: bool = False  # a phase began: sent even within the server's 50 ms throttle
+
+
+class IndexingEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A pass of the background indexer (memory/background.py): `begin`, `end`, and `idle`
+    when nothing is left to index (editors refresh partial answers then)."""
+
+    phase: Literal["begin", "end", "idle"]
+    total: int
+    indexed: int
+    built: int = 0
+    cancelled: bool = False
+
+
+ActivityEvent = ProgressEvent | IndexingEvent
+ActivitySink = Callable[[ActivityEvent], None]
 
 
 class Cancelled(Exception):
@@ -56,9 +76,5 @@ def report(sink: ActivitySink | None, message: str, percentage: int | None = Non
     sends it even within its 50 ms throttle."""
     if sink is None:
         return
-    event: dict[str, Any] = {"type": "progress", "message": message}
-    if percentage is not None:
-        event["percentage"] = max(0, min(100, int(percentage)))
-    if milestone:
-        event["milestone"] = True
-    sink(event)
+    pct = None if percentage is None else max(0, min(100, int(percentage)))
+    sink(ProgressEvent(message=message, percentage=pct, milestone=milestone))

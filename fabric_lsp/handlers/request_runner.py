@@ -27,7 +27,7 @@ from pygls.exceptions import (
 )
 
 from fabric_lsp import protocol
-from fabric_lsp.engine.activity import Cancelled, CancelToken
+from fabric_lsp.engine.activity import ActivityEvent, ActivitySink, Cancelled, CancelToken, ProgressEvent
 from fabric_lsp.engine_owner import DomainError
 from fabric_lsp.handlers.scheduling import run_heavy
 from fabric_lsp.server import EncodedResult
@@ -59,7 +59,7 @@ class RequestProgress:
         self._started: asyncio.Task[Any] | None = None
         self._begun = False
         self._ended = False
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[ProgressEvent] = []
         self._last_report = 0.0
         self._last_message: str | None = None
         self._last_pct = 0
@@ -103,40 +103,33 @@ class RequestProgress:
             self.server.work_done_progress.tokens.pop(token, None)
 
     # called from worker threads
-    def sink(self, event: dict[str, Any]) -> None:
-        if not isinstance(event, dict):
-            return
-        self.server.call_in_loop(self._on_event, dict(event))
+    def sink(self, event: ActivityEvent) -> None:
+        if isinstance(event, ProgressEvent):  # (an indexing event belongs to BackgroundProgress)
+            self.server.call_in_loop(self._on_event, event)
 
-    def _on_event(self, event: dict[str, Any]) -> None:
+    def _on_event(self, event: ProgressEvent) -> None:
         if self._ended:
             return
-        is_progress = event.get("type") == "progress"
         now = time.monotonic()
-        # entity and metrics events always go out; progress ones at most every 50 ms
-        milestone = bool(event.get("milestone"))
-        if (
-            not is_progress
-            or milestone
-            or event.get("percentage") == 100
-            or now - self._last_activity >= REPORT_INTERVAL_S
-        ):
-            if is_progress:
-                self._last_activity = now
-            activity = dict(event)
-            activity.setdefault("request", self.method)
-            self.server.protocol.notify(protocol.ACTIVITY, activity)
-        if not is_progress:
-            return
+        # at most every 50 ms, but a milestone and the end of a count always go out
+        if event.milestone or event.percentage == 100 or now - self._last_activity >= REPORT_INTERVAL_S:
+            self._last_activity = now
+            activity = protocol.ActivityProgress(
+                message=event.message,
+                percentage=event.percentage,
+                milestone=True if event.milestone else None,
+                request=self.method,
+            )
+            self.server.protocol.notify(protocol.ACTIVITY, protocol.to_wire(activity))
         if not self._begun:
             self._buffer = [event]  # only the latest matters before begin
             return
-        self._report(event, force=milestone)
+        self._report(event, force=event.milestone)
 
-    def _report(self, event: dict[str, Any], *, force: bool = False) -> None:
+    def _report(self, event: ProgressEvent, *, force: bool = False) -> None:
         now = time.monotonic()
-        message = str(event.get("message") or "")
-        pct = event.get("percentage")
+        message = event.message
+        pct = event.percentage
         if not force and now - self._last_report < REPORT_INTERVAL_S and pct != 100:
             return
         if message == self._last_message and pct is None:
@@ -184,36 +177,35 @@ class BackgroundProgress:
         self.server = server
         self.current: RequestProgress | None = None
 
-    def sink(self, event: dict[str, Any]) -> None:  # from the indexer's thread
-        if isinstance(event, dict):
-            self.server.call_in_loop(self._on_event, dict(event))
+    def sink(self, event: ActivityEvent) -> None:  # from the indexer's thread
+        self.server.call_in_loop(self._on_event, event)
 
-    def _on_event(self, event: dict[str, Any]) -> None:
-        if event.get("type") != "indexing":
+    def _on_event(self, event: ActivityEvent) -> None:
+        if isinstance(event, ProgressEvent):
             if self.current is not None:
                 self.current._on_event(event)
             return
-        if event.get("phase") == "idle":  # nothing left to index: partial answers may be refreshed
+        if event.phase == "idle":  # nothing left to index: partial answers may be refreshed
             self.server.protocol.notify(
                 protocol.ACTIVITY,
                 {
                     "type": "metrics",
                     "request": self.METHOD,
                     "complete": True,
-                    "indexedSessions": int(event.get("indexed") or 0),
-                    "eligibleSessions": int(event.get("total") or 0),
+                    "indexedSessions": event.indexed,
+                    "eligibleSessions": event.total,
                 },
             )
             return
-        if event.get("phase") == "begin":
+        if event.phase == "begin":
             if self.current is not None:  # never two open passes
                 asyncio.ensure_future(self.current.end("done"))
             self.current = RequestProgress(self.server, self.METHOD, self.TITLE, None, create=True)
             self.current.start()
             return
         current, self.current = self.current, None
-        total, indexed = int(event.get("total") or 0), int(event.get("indexed") or 0)
-        message = f"Indexed {indexed}/{total} sessions" + (" (stopped)" if event.get("cancelled") else "")
+        total, indexed = event.total, event.indexed
+        message = f"Indexed {indexed}/{total} sessions" + (" (stopped)" if event.cancelled else "")
         if current is not None:
             asyncio.ensure_future(current.end(message))
         self.server.protocol.notify(
@@ -243,7 +235,7 @@ async def run_request(
     server: FabricServer,
     method: str,
     raw_params: Any,
-    work: Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any],
+    work: Callable[[Any, CancelToken, ActivitySink], Any],
     *,
     title: str,
     long: bool = True,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from pygls.exceptions import JsonRpcException
 
-from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engine.activity import ActivityEvent, ActivitySink, CancelToken
 
 if TYPE_CHECKING:
     from fabric_lsp.server import FabricServer
@@ -44,10 +44,10 @@ class _Shared:
     future: asyncio.Future[Any]
     token: CancelToken
     waiters: int = 0
-    sinks: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+    sinks: list[ActivitySink] = field(default_factory=list)
     job: asyncio.Future[Any] | None = None
 
-    def sink(self, event: dict[str, Any]) -> None:
+    def sink(self, event: ActivityEvent) -> None:
         for s in list(self.sinks):
             s(event)
 
@@ -65,8 +65,8 @@ async def run_heavy(
     server: FabricServer,
     method: str,
     params: Any,
-    work: Callable[[Any, CancelToken, Callable[[dict[str, Any]], None]], Any],
-    sink: Callable[[dict[str, Any]], None],
+    work: Callable[[Any, CancelToken, ActivitySink], Any],
+    sink: ActivitySink,
 ) -> Any:
     """Run (or join) the heavy computation of `method` with `params`."""
     inflight: dict[bytes, _Shared] = server.heavy_inflight

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from fabric_lsp.engine.activity import report
 from fabric_lsp.handlers import request_runner
 
 FAULTS: dict[str, str] = dict(
@@ -29,7 +30,7 @@ def _injected(method: str, kind: str) -> Any:
         step = 0
         while time.monotonic() < deadline:
             cancel.check()
-            activity({"type": "progress", "message": f"Injected slow work, step {step}", "percentage": min(99, step)})
+            report(activity, f"Injected slow work, step {step}", min(99, step))
             step += 1
             time.sleep(0.02)  # the simulated engine's unit of work
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fabric_lsp.engine import procpool
-from fabric_lsp.engine.activity import Cancelled, CancelToken
+from fabric_lsp.engine.activity import Cancelled, CancelToken, ProgressEvent
 from fabric_lsp.engine.procpool import ProcessPool, WorkerDied
 
 TASKS_DIR = Path(__file__).parent / "procpool_child"
@@ -34,7 +34,7 @@ def test_results_and_events_come_from_a_child(pool):
     got = pool.run("echo", {"x": [1, 2.5, "\ud800"]}, None, events.append)
     assert got["kwargs"] == {"x": [1, 2.5, "\ud800"]}  # a lone surrogate survives the trip
     assert got["pid"] != os.getpid() and pool.pids() == [got["pid"]]
-    assert events == [{"type": "progress", "message": "echo", "percentage": 50}]
+    assert events == [ProgressEvent(message="echo", percentage=50)]  # typed, across the pipe
     again = pool.run("echo", {}, None, None)
     assert again["pid"] == got["pid"]  # the child stays
 

@@ -32,10 +32,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from fabric_lsp.engine.activity import Cancelled, CancelToken, check, report
+from fabric_lsp.engine.activity import ActivitySink, Cancelled, CancelToken, IndexingEvent, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
 from .catalog import all_refs, forget_vanished, hot_files, scope_refs, want_leaf
@@ -55,7 +54,7 @@ PROGRESS_INTERVAL_S = 0.1
 # when the indexer stops (shutdown).
 SNAPSHOT_IDLE_S = 2.0
 
-Sink = Callable[[dict[str, Any]], None]
+Sink = ActivitySink
 
 
 class BackgroundIndexer:
@@ -162,7 +161,7 @@ class BackgroundIndexer:
             if summary is not None:  # everything is indexed now: answers given meanwhile may be refreshed
                 self._emit(
                     self.sink,
-                    {"type": "indexing", "phase": "idle", "total": summary["total"], "indexed": summary["indexed"]},
+                    IndexingEvent(phase="idle", total=summary["total"], indexed=summary["indexed"]),
                 )
             if not self._persist_when_idle():
                 continue  # new work came first
@@ -235,9 +234,7 @@ class BackgroundIndexer:
                         if worked:
                             summary["loaded"] += 1
         if todo:
-            self._emit(
-                sink, {"type": "indexing", "phase": "begin", "total": summary["total"], "indexed": summary["indexed"]}
-            )
+            self._emit(sink, IndexingEvent(phase="begin", total=summary["total"], indexed=summary["indexed"]))
             try:
                 self._progress(sink, summary, force=True)
                 self._build(todo, summary, sink, cancel)
@@ -245,14 +242,13 @@ class BackgroundIndexer:
                 summary["seconds"] = time.monotonic() - started
                 self._emit(
                     sink,
-                    {
-                        "type": "indexing",
-                        "phase": "end",
-                        "total": summary["total"],
-                        "indexed": summary["indexed"],
-                        "built": summary["built"],
-                        "cancelled": bool(cancel is not None and cancel.cancelled),
-                    },
+                    IndexingEvent(
+                        phase="end",
+                        total=summary["total"],
+                        indexed=summary["indexed"],
+                        built=summary["built"],
+                        cancelled=bool(cancel is not None and cancel.cancelled),
+                    ),
                 )
         # Every session of the scope was looked at: a global pass knows which restored
         # term-table slots no session claimed. The snapshot is written when it changed.
@@ -422,7 +418,7 @@ class BackgroundIndexer:
 
     # -- events -------------------------------------------------------------------------
 
-    def _emit(self, sink: Sink | None, event: dict[str, Any]) -> None:
+    def _emit(self, sink: Sink | None, event: IndexingEvent) -> None:
         if sink is None:
             return
         try:

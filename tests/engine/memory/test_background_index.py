@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import engine, header, user, write_session
 
-from fabric_lsp.engine.activity import CancelToken
+from fabric_lsp.engine.activity import ActivityEvent, CancelToken, IndexingEvent, ProgressEvent
 from fabric_lsp.engine.memory import background as background_mod
 from fabric_lsp.engine.memory import index as index_mod
 from fabric_lsp.engine.memory.background import BackgroundIndexer
@@ -76,12 +76,12 @@ def test_background_indexer_indexes_everything_and_answers_stay_honest(tmp_path:
     assert {"indexing_in_progress", "max_sync_sessions"} <= set(cov["reasons"])
     assert cov["indexedSessions"] == 5  # the per-call budget, built synchronously as the reference does
     assert not during["text"].startswith("No matches")
-    events: list[dict] = []
+    events: list[ActivityEvent] = []
     summary = indexer.run_once(sink=events.append)
     assert summary["built"] == 35 and summary["indexed"] == 40
-    assert [e["phase"] for e in events if e["type"] == "indexing"] == ["begin", "end"]
-    progress = [e for e in events if e["type"] == "progress"]
-    assert progress and progress[-1]["message"] == "Indexing 40/40 sessions"
+    assert [e.phase for e in events if isinstance(e, IndexingEvent)] == ["begin", "end"]
+    progress = [e for e in events if isinstance(e, ProgressEvent)]
+    assert progress and progress[-1].message == "Indexing 40/40 sessions"
     assert indexer.run_once()["built"] == 0  # nothing left: the verification pass
     indexer.pending = False
     out = eng.recall({"query": "oldest_rare_fact", "scope": "global"}, cwd=CWD)
@@ -96,9 +96,9 @@ def test_indexing_resumes_after_restart_without_redoing_finished_sessions(tmp_pa
     stop = CancelToken()
     seen: list[dict] = []
 
-    def sink(event: dict) -> None:
+    def sink(event: ActivityEvent) -> None:
         seen.append(event)
-        if event["type"] == "progress" and event["message"].startswith("Indexing 10/"):
+        if isinstance(event, ProgressEvent) and event.message.startswith("Indexing 10/"):
             stop.cancel()  # stop part-way: a shutdown in the middle of a pass
 
     indexer = BackgroundIndexer(eng, workers=1)
@@ -114,8 +114,8 @@ def test_indexing_resumes_after_restart_without_redoing_finished_sessions(tmp_pa
             assert type(err).__name__ == "Cancelled"
     finally:
         bg.PROGRESS_INTERVAL_S = old
-    assert [e["phase"] for e in seen if e["type"] == "indexing"] == ["begin", "end"]
-    assert seen[-1]["cancelled"] is True
+    assert [e.phase for e in seen if isinstance(e, IndexingEvent)] == ["begin", "end"]
+    assert isinstance(seen[-1], IndexingEvent) and seen[-1].cancelled is True
     restarted = engine(agent, hot_sessions=2)
     summary = BackgroundIndexer(restarted, workers=1).run_once()
     assert summary["loaded"] == 10 and summary["built"] == 14 and summary["indexed"] == 24
@@ -128,8 +128,8 @@ def test_a_session_appended_during_indexing_ends_up_current(tmp_path: Path):
     target = files[0]  # the oldest: a cold session
     appended = threading.Event()
 
-    def sink(event: dict) -> None:
-        if event["type"] == "progress" and not appended.is_set():
+    def sink(event: ActivityEvent) -> None:
+        if isinstance(event, ProgressEvent) and not appended.is_set():
             with target.open("a", encoding="utf-8") as fh:
                 fh.write(
                     json.dumps(

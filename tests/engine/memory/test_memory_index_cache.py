@@ -207,7 +207,7 @@ def test_cancel_leaves_no_partial_record(tmp_path: Path):
     eng = engine(agent, hot_sessions=2)
     with pytest.raises(Cancelled):
         eng.recall({"query": "auth", "scope": "global"}, cwd=CWD, cancel=token, activity=sink)
-    assert seen[0]["message"].startswith("Indexing 0/")
+    assert seen[0].message.startswith("Indexing 0/")
     index = Path(eng.index_dir)
     for p in index.iterdir() if index.exists() else []:
         assert not p.name.startswith(".tmp-")
@@ -407,7 +407,7 @@ def test_cancel_during_a_parallel_build(tmp_path: Path):
     token = CancelToken()
 
     def sink(event):
-        if event["message"].startswith("Indexing 1/"):
+        if event.message.startswith("Indexing 1/"):
             token.cancel()
 
     eng = engine(agent, hot_sessions=1)

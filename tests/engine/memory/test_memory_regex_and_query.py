@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from memory_kit import bash, engine, header, user, write_session
 
+from fabric_lsp.engine.activity import ProgressEvent
+
 CWD = "/home/user/rx"
 
 
@@ -83,8 +85,8 @@ def test_other_requests_answer_while_a_slow_regex_runs(tmp_path: Path):
     slow: dict = {}
     in_worker = threading.Event()
 
-    def activity(event: dict) -> None:
-        if event.get("milestone") and event["message"].startswith("Matching the regex"):
+    def activity(event: ProgressEvent) -> None:
+        if event.milestone and event.message.startswith("Matching the regex"):
             in_worker.set()
 
     thread = threading.Thread(

@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+from fabric_lsp.engine.activity import report
+
 
 class Unpicklable(Exception):
     def __init__(self, detail: str) -> None:
@@ -17,14 +19,14 @@ class Unpicklable(Exception):
 def run(name, kwargs, cancel, activity):
     if name == "echo":
         if activity is not None:
-            activity({"type": "progress", "message": "echo", "percentage": 50})
+            report(activity, "echo", 50)
         return {"pid": os.getpid(), "kwargs": kwargs}
     if name == "spin":  # an engine loop that honours its CancelToken
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             cancel.check()
             if activity is not None:
-                activity({"type": "progress", "message": "spinning"})
+                report(activity, "spinning")
             time.sleep(0.01)  # the simulated unit of work
         return "spun for 60 s"
     if name == "deaf":  # never checks its token
