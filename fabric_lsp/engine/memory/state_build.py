@@ -12,20 +12,17 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Callable, Container, Iterable, Iterator
-
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import disk_cache
 from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
-from .file_history import new_collector
 from .entry_text import Normalizer
-from .records import HotRecords
+from .file_history import new_collector
 from .persist import finish_state, write_records
-from .state import SessionState, SourceMissing
+from .records import HotRecords
 from .search import HotIndex, postings_of
 from .source import (
-    lineage_from_lines,
     CONTENT_TYPES,
     Lineage,
     OrdinalSet,
@@ -33,16 +30,18 @@ from .source import (
     SourceScan,
     StatKey,
     decode_json_line,
+    lineage_from_lines,
     read_source,
     scan_source,
     stat_key,
 )
+from .state import SessionState, SourceMissing
 from .tokenize import unique_terms
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
-    Cancel = Optional[Callable[[], None]]
+    Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
@@ -75,11 +74,11 @@ def _entries_from(
     data: bytes,
     base: int,
     lines: ScanLines,
-    ordinals: Optional[Container[int]],
+    ordinals: Container[int] | None,
     *,
     cancel: Cancel = None,
-    kept: Optional[dict[int, Any]] = None,
-    rows: Optional[Iterable[int]] = None,
+    kept: dict[int, Any] | None = None,
+    rows: Iterable[int] | None = None,
     share_ids: bool = False,
 ) -> Iterator[tuple[JsonValue, int]]:
     """(decoded entry, line number) of the content lines among `rows` (default: all) of
@@ -126,12 +125,12 @@ def records_from(
     data: bytes,
     base: int,
     lines: ScanLines,
-    ordinals: Optional[Container[int]],
+    ordinals: Container[int] | None,
     norm: Normalizer,
     *,
     cancel: Cancel = None,
-    kept: Optional[dict[int, Any]] = None,
-    rows: Optional[Iterable[int]] = None,
+    kept: dict[int, Any] | None = None,
+    rows: Iterable[int] | None = None,
 ) -> Iterator[JsonObject]:
     """The records of `_entries_from`'s entries."""
     feed = norm.feed
@@ -177,7 +176,7 @@ def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tupl
 def entries_streaming(
     fh: Any,
     lines: ScanLines,
-    ordinals: Optional[Container[int]],
+    ordinals: Container[int] | None,
     *,
     cancel: Cancel = None,
     chunk_bytes: int = 0,
@@ -213,7 +212,7 @@ def entries_streaming(
 def records_streaming(
     fh: Any,
     lines: ScanLines,
-    ordinals: Optional[Container[int]],
+    ordinals: Container[int] | None,
     norm: Normalizer,
     *,
     cancel: Cancel = None,
@@ -237,7 +236,7 @@ def build_state(
     ref_cwd: str,
     cancel: Cancel = None,
     encode: bool = True,
-    live_leaf: Optional[str] = None,
+    live_leaf: str | None = None,
     searchable: bool = True,
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
@@ -259,7 +258,7 @@ def build_state(
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
     # One full decode per line, keeping content values, saves the second decode.
-    kept: Optional[dict[int, Any]] = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
+    kept: dict[int, Any] | None = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
     scan = scan_source(data, keep=kept)
     # The bytes and decoded values are handed to the one pass over the records, so they
     # are freed when it ends (before the shard is encoded), not when this returns.
@@ -298,7 +297,7 @@ def _build_streaming(
     ref_cwd: str,
     cancel: Cancel = None,
     encode: bool = True,
-    live_leaf: Optional[str] = None,
+    live_leaf: str | None = None,
     searchable: bool = True,
 ) -> SessionState:
     for _ in range(3):
@@ -349,7 +348,7 @@ def _assemble(
     ref_id: str,
     ref_cwd: str,
     encode: bool,
-    live_leaf: Optional[str],
+    live_leaf: str | None,
     searchable: bool,
 ) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
@@ -388,7 +387,7 @@ def _assemble(
         )
         norm.file_ops = state.file_ops
         records = HotRecords()
-        index: Optional[HotIndex] = HotIndex() if searchable else None  # expand needs no index
+        index: HotIndex | None = HotIndex() if searchable else None  # expand needs no index
         feed = norm.feed
         for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of records_from)
             for rec in feed(raw, line):
@@ -415,7 +414,7 @@ def _assemble(
 
 
 def build_detached(
-    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, index_dir: Optional[str] = None
+    file: str, branches: str, tier: str, cfg: Any, *, ref_id: str, ref_cwd: str, index_dir: str | None = None
 ) -> SessionState:
     """`build_state` for a worker process: the result drops the append-only bookkeeping
     (when the file grows, a hot state gets it back from the old bytes, verified against
@@ -449,7 +448,7 @@ def build_detached(
     return state
 
 
-def digest_from_hot(state: SessionState, cfg: Any) -> Optional[SessionState]:
+def digest_from_hot(state: SessionState, cfg: Any) -> SessionState | None:
     """The cold state of a session that is leaving the hot tier, derived from its hot state
     (built here or loaded from the disk cache) instead of a rebuild from source: equal to
     `build_state(..., "cold")` for the same, unchanged file.
