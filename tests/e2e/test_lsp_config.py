@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsprotocol import types
 
+from fabric_lsp import protocol
 from fabric_lsp.config import load_config
 from tests.support.examples import profile_examples
 
@@ -239,5 +240,35 @@ async def test_workspace_folder_change_moves_the_project_layers(tmp_path):
                 break
             await asyncio.sleep(0.02)
         assert cfg["memory"]["hotSessions"] == 3 and cfg["reserveTokens"] == 999
+    finally:
+        await stop(client)
+
+
+async def test_a_missing_session_dir_is_named_and_never_complete(tmp_path):
+    """Issue 34: an agent dir without sessions/ is not an empty history. Every listing
+    answer says so (reason, error naming the directory); once the directory exists, the
+    same requests are complete again."""
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    sessions = agent / "sessions"
+    client = await start(agent, "neovim@v0.11")
+    try:
+        for method, params in (
+            (protocol.RECALL, {"query": "anything", "scope": "global"}),
+            (protocol.SESSIONS, {"scope": "global"}),
+            (protocol.FILE_HISTORY, {"path": "/home/user/proj/app.py"}),
+        ):
+            out = await rpc(client, method, params)
+            cov = out["coverage"]
+            assert cov["complete"] is False and cov["reasons"] == ["session_dir_missing"], (method, cov)
+            assert cov["error"]["code"] == "session_dir_missing" and str(sessions) in cov["error"]["message"]
+            assert "PI_CODING_AGENT_DIR" in cov["error"]["message"]
+        recall = await rpc(client, protocol.RECALL, {"query": "anything", "scope": "global"})
+        assert recall["authoritative"] is False and recall["text"].startswith("No indexed matches")
+        assert str(sessions) in recall["text"]  # what a user reads names the directory too
+        sessions.mkdir()
+        again = await rpc(client, protocol.RECALL, {"query": "anything", "scope": "global"})
+        assert again["coverage"]["complete"] is True and "error" not in again["coverage"]
+        assert again["authoritative"] is True
     finally:
         await stop(client)

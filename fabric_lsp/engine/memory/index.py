@@ -35,6 +35,9 @@ from .tokenize import sort_lexical
 if TYPE_CHECKING:
     from ..json_types import JsonObject
 
+# the coverage reason (and error code) of a scope with no session dir to list (docs/recall.md)
+SESSION_DIR_MISSING = "session_dir_missing"
+
 log = logging.getLogger(__name__)
 
 # ---- lifecycle ------------------------------------------------------------------------------
@@ -509,14 +512,26 @@ def _load_index_unpaused(
         states.append(result)
         tiers.append(tier)
     eligible = len(refs)
+    missing_dir = not hydrate and not os.path.isdir(eng.session_dir)
+    if missing_dir:  # no sessions because there is no session dir: never "complete"
+        reasons.add(SESSION_DIR_MISSING)
     coverage: JsonObject = {
-        "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0,
+        "complete": cleanup_complete and eligible - indexed == 0 and incomplete == 0 and not missing_dir,
         "indexedSessions": indexed,
         "eligibleSessions": eligible,
         "staleSessions": eligible - indexed,
         "incompleteSessions": incomplete,
         "reasons": sort_lexical(reasons),
     }
+    if missing_dir:
+        coverage["error"] = {
+            "code": SESSION_DIR_MISSING,
+            "message": (
+                f"The Pi session directory {eng.session_dir} does not exist. Set the agentDir setting (the "
+                "editor's Fabric settings) or PI_CODING_AGENT_DIR to Pi's agent dir, or sessionDir in its "
+                "fabric.json; `fabric-lsp examples DIR` writes example sessions."
+            ),
+        }
     return states, tiers, coverage
 
 

@@ -477,10 +477,12 @@ def render_text(
         if index_coverage is not None and not index_coverage["complete"]:
             reasons = index_coverage["reasons"]
             tail = f"; reasons: {', '.join(reasons)}" if reasons else ""
-            return (
+            text = (
                 f'No indexed matches for "{query}"; coverage is incomplete '
                 f"({index_coverage['indexedSessions']}/{index_coverage['eligibleSessions']} sessions indexed{tail})."
             )
+            error = index_coverage.get("error")  # (only a missing session dir: deviations.md, 14)
+            return f"{text} {error['message']}" if isinstance(error, dict) else text
         if not query_complete:
             return f'No indexed matches for "{query}"; query coverage is incomplete ({", ".join(query_reasons)}).'
         return f'No matches for "{query}".'
