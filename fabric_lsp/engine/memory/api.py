@@ -13,7 +13,7 @@ sessions or every few hundred lines; it never leaves a partial cache record beca
 records are written whole (temp file + rename) only after a session is complete.
 
 This module is the façade; the work is done by functions over the engine's state
-(`core.MemoryCore`):
+(`core.MemoryState`):
 
 * `catalog.py` — which sessions a call sees: discovery, headers, scopes, the hot tier,
   the live leaves of sessions a live Pi holds, and the request fields they share;
@@ -39,7 +39,7 @@ from . import listing as _listing
 from . import recall as _recall
 from .catalog import Ref
 from .config import MemoryConfig
-from .core import MemoryCore
+from .core import MemoryState
 from .listing import SESSIONS_LIST_CAP, SESSIONS_MAX_PAGE_SIZE
 from .recall import RECALL_MAX_PAGE_SIZE
 from .state import SessionState
@@ -54,9 +54,9 @@ __all__ = [
 ]
 
 
-class MemoryEngine(MemoryCore):
+class MemoryEngine(MemoryState):
     """`MemoryEngine(config, agent_dir=..., session_dir=None, index_dir=None)`; the state
-    it holds is `MemoryCore`'s."""
+    it holds is `MemoryState`'s."""
 
     # True while this process computes one answer and exits (the CLI without a server:
     # cli_parser.main sets it around a memory read's command, and clears it after). Such

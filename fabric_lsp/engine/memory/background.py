@@ -38,7 +38,7 @@ from fabric_lsp.engine.activity import ActivitySink, Cancelled, CancelToken, Ind
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
 from .catalog import all_refs, forget_vanished, hot_files, scope_refs, want_leaf
-from .core import MemoryCore
+from .core import MemoryState
 from .index import adopt as adopt_state
 from .index import cached, cleanup_once, persist_terms
 from .source import stat_key
@@ -62,7 +62,7 @@ class BackgroundIndexer:
 
     def __init__(
         self,
-        engine: MemoryCore,
+        engine: MemoryState,
         sink: Sink | None = None,
         *,
         branches: str = "active",

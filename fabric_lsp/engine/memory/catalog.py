@@ -29,7 +29,7 @@ from fabric_lsp.engine.session.discovery import (
 from fabric_lsp.engine.session.reader import read_header
 
 from . import disk_cache
-from .core import MemoryCore
+from .core import MemoryState
 from .source import StatKey, stat_key, stat_key_of
 from .tokenize import utf16_key
 
@@ -106,7 +106,7 @@ def recency(refs: Iterable[Ref]) -> list[Ref]:
 _ORDER = attrgetter("order")
 
 
-def ref_of(eng: MemoryCore, path: str, key: StatKey | None = None) -> Ref:
+def ref_of(eng: MemoryState, path: str, key: StatKey | None = None) -> Ref:
     key = key or stat_key(path)
     hid, hcwd = header(eng, path, key)
     return Ref(
@@ -118,7 +118,7 @@ def ref_of(eng: MemoryCore, path: str, key: StatKey | None = None) -> Ref:
     )
 
 
-def header(eng: MemoryCore, path: str, key: StatKey | None) -> tuple[str | None, str | None]:
+def header(eng: MemoryState, path: str, key: StatKey | None) -> tuple[str | None, str | None]:
     ident = (key.ino, key.dev, key.mtime_ns, key.size) if key else None
     cached = eng.headers.get(path)
     if cached is not None and cached[0] == ident:
@@ -132,7 +132,7 @@ def header(eng: MemoryCore, path: str, key: StatKey | None) -> tuple[str | None,
     return hid, hcwd
 
 
-def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
+def folder_refs(eng: MemoryState, folder: str) -> list[Ref]:
     out: list[Ref] = []
     known = eng.refs
     # the session layer's listing rule, with the one lstat it made per file (no second stat)
@@ -153,7 +153,7 @@ def folder_refs(eng: MemoryCore, folder: str) -> list[Ref]:
     return out
 
 
-def all_refs(eng: MemoryCore) -> list[Ref]:
+def all_refs(eng: MemoryState) -> list[Ref]:
     refresh_live(eng)  # every call lists the sessions first: the leases are read then
     try:
         subs = list(os.scandir(eng.session_dir))
@@ -170,7 +170,7 @@ def all_refs(eng: MemoryCore) -> list[Ref]:
     return recency(refs)
 
 
-def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
+def forget_vanished(eng: MemoryState, refs: list[Ref]) -> None:
     """Drop state (and cache records) of sessions that disappeared since last seen."""
     known = {r.file for r in refs}
     for slot in [k for k in eng.states if k[0] not in known]:
@@ -184,13 +184,13 @@ def forget_vanished(eng: MemoryCore, refs: list[Ref]) -> None:
                 del cache[path]
 
 
-def project_refs(eng: MemoryCore, cwd: str | None) -> list[Ref]:
+def project_refs(eng: MemoryState, cwd: str | None) -> list[Ref]:
     if not cwd:
         return []
     return recency(folder_refs(eng, os.path.join(eng.session_dir, encode_cwd(cwd))))
 
 
-def resolve_target(eng: MemoryCore, target: str, refs: list[Ref]) -> Ref:
+def resolve_target(eng: MemoryState, target: str, refs: list[Ref]) -> Ref:
     """The session layer's one resolver (`discovery.resolve_session`: paths, `file://`
     URIs, header ids, file stems and the `<timestamp>_<id>` suffix, unique id
     prefixes), with its errors in memory's error shape (candidates in UTF-16 order)."""
@@ -204,7 +204,7 @@ def resolve_target(eng: MemoryCore, target: str, refs: list[Ref]) -> Ref:
     return known if known is not None else ref_of(eng, path)
 
 
-def scope_refs(eng: MemoryCore, kind: str, target: str | None, cwd: str | None, refs: list[Ref]) -> list[Ref]:
+def scope_refs(eng: MemoryState, kind: str, target: str | None, cwd: str | None, refs: list[Ref]) -> list[Ref]:
     if kind == "global":
         return list(refs)
     if kind == "project":
@@ -216,7 +216,7 @@ def scope_refs(eng: MemoryCore, kind: str, target: str | None, cwd: str | None, 
     return project[:1]
 
 
-def hot_files(eng: MemoryCore, refs: list[Ref], scoped: list[Ref]) -> set[str]:
+def hot_files(eng: MemoryState, refs: list[Ref], scoped: list[Ref]) -> set[str]:
     tier_refs = list(refs)
     known = {r.file for r in refs}
     tier_refs.extend(r for r in scoped if r.file not in known)
@@ -227,14 +227,14 @@ def hot_files(eng: MemoryCore, refs: list[Ref], scoped: list[Ref]) -> set[str]:
 # ---- live leaves ----------------------------------------------------------------------------
 
 
-def want_leaf(eng: MemoryCore, file: str, branches: str) -> str | None:
+def want_leaf(eng: MemoryState, file: str, branches: str) -> str | None:
     """The live leaf the active branch of `file` follows, when a live Pi holds it."""
     if branches != "active" or not eng.live_snapshot:
         return None
     return eng.live_snapshot.get(os.path.realpath(file))
 
 
-def refresh_live(eng: MemoryCore) -> None:
+def refresh_live(eng: MemoryState) -> None:
     if eng.live_leaves is None:
         return
     try:

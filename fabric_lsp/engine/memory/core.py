@@ -1,8 +1,8 @@
 """The state one memory engine holds, shared by the modules that serve its calls.
 
-`MemoryCore` is only data: where sessions and the disk cache live, the engine lock, the
+`MemoryState` is only data: where sessions and the disk cache live, the engine lock, the
 in-memory index and its caches. `catalog.py`, `index.py`, `recall.py`, `expand.py` and
-`listing.py` are functions over it; `api.MemoryEngine` (a `MemoryCore`) is the façade.
+`listing.py` are functions over it; `api.MemoryEngine` (a `MemoryState`) is the façade.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .state import SessionState
 HeaderEntry = tuple[tuple[int, int, int, int] | None, str | None, str | None]
 
 
-class MemoryCore:
+class MemoryState:
     def __init__(
         self, config: MemoryConfig, *, agent_dir: str, session_dir: str | None = None, index_dir: str | None = None
     ) -> None:

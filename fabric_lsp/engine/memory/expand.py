@@ -15,7 +15,7 @@ from fabric_lsp.protocol import ExpandParams
 
 from .catalog import Unresolved, all_refs, resolve_target, safe_nonneg_int, want_leaf
 from .config import MemoryConfig
-from .core import MemoryCore
+from .core import MemoryState
 from .state import SessionState, SourceMissing
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def stale_pointer(state: SessionState | Expansion, exp_hash: Any, exp_fp: Any) -
 
 
 def expand(
-    eng: MemoryCore,
+    eng: MemoryState,
     params: ExpandParams,
     *,
     cwd: str | None = None,
@@ -112,7 +112,7 @@ def expand(
 
 
 def _mark_context_edits(
-    eng: MemoryCore, items: list[Any], file: str, *, source_hash: str, leaf: str | None, branches: str
+    eng: MemoryState, items: list[Any], file: str, *, source_hash: str, leaf: str | None, branches: str
 ) -> None:
     """`contextEdit` on the items Pi 1.x hides or replaces (session/projection.py)."""
     from ..session.projection import file_context_edit_marks, mark_records

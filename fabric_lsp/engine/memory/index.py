@@ -25,7 +25,7 @@ from . import disk_cache, file_history, hot_cache
 from .append import try_append
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
-from .core import MemoryCore
+from .core import MemoryState
 from .pending import with_pending_records
 from .persist import state_from_record, write_records
 from .state import SessionState, SourceMissing
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 # ---- lifecycle ------------------------------------------------------------------------------
 
 
-def forget_gone(eng: MemoryCore, paths: Iterable[str]) -> None:
+def forget_gone(eng: MemoryState, paths: Iterable[str]) -> None:
     """Forget the state of the files among `paths` that are gone."""
     with eng.lock:
         states, headers = eng.states, eng.headers
@@ -55,7 +55,7 @@ def forget_gone(eng: MemoryCore, paths: Iterable[str]) -> None:
                 headers.pop(p, None)
 
 
-def drop_caches(eng: MemoryCore) -> None:
+def drop_caches(eng: MemoryState) -> None:
     with eng.lock:
         eng.states.clear()
         eng.hydrated.clear()
@@ -64,7 +64,7 @@ def drop_caches(eng: MemoryCore) -> None:
         eng.cleanup_complete = None
 
 
-def cleanup_once(eng: MemoryCore) -> bool:
+def cleanup_once(eng: MemoryState) -> bool:
     """The first look at the disk cache of this engine: the bounded cleanup, and the cold
     term table's snapshot restored (cold_index.py) before any digest is loaded."""
     complete = eng.cleanup_complete
@@ -87,7 +87,7 @@ def cleanup_once(eng: MemoryCore) -> bool:
     return complete
 
 
-def _cleanup(eng: MemoryCore) -> bool:
+def _cleanup(eng: MemoryState) -> bool:
     """The bounded cleanup (disk_cache.cleanup); a one-shot process skips it when, by name,
     there is nothing to remove (`_nothing_to_clean`)."""
     max_files, max_bytes = eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
@@ -98,7 +98,7 @@ def _cleanup(eng: MemoryCore) -> bool:
     return disk_cache.cleanup(eng.index_dir, max_files, max_bytes)
 
 
-def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool | None:
+def _nothing_to_clean(eng: MemoryState, max_files: int, max_bytes: int) -> bool | None:
     """What `disk_cache.cleanup` would return, found without reading a record, when every name
     in the index dir is a record name of a session file this engine has just listed and
     no temporary file is left; None otherwise (then the cleanup runs).
@@ -137,7 +137,7 @@ def _nothing_to_clean(eng: MemoryCore, max_files: int, max_bytes: int) -> bool |
     return inspected <= max_files and read_bytes <= max_bytes
 
 
-def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
+def persist_terms(eng: MemoryState, *, whole_pass: bool) -> bool:
     """After an indexing pass: drop the restored term-table slots nobody claimed (only
     after a `whole_pass` over every session) and write the table's snapshot when it
     changed since it was restored or last written; True when one was written. The lock
@@ -162,7 +162,7 @@ def persist_terms(eng: MemoryCore, *, whole_pass: bool) -> bool:
 # ---- the disk cache -------------------------------------------------------------------------
 
 
-def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionState | None:
+def from_disk(eng: MemoryState, ref: Ref, branches: str, tier: str) -> SessionState | None:
     kind = "shard" if tier == "hot" else "digest"
     name = disk_cache.cache_name(ref.file, branches, kind)
     limit = eng.config.max_sync_source_bytes if kind == "shard" else eng.config.max_cold_cache_bytes
@@ -216,7 +216,7 @@ def from_disk(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> SessionSta
 # ---- fresh states ---------------------------------------------------------------------------
 
 
-def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[SessionState | None, bool]:
+def cached(eng: MemoryState, ref: Ref, branches: str, tier: str) -> tuple[SessionState | None, bool]:
     """A fresh state without a full build (memory, in-place append, or disk), or None.
     Raises SourceMissing. A session a live Pi holds is only ever built on its live leaf
     (in memory; the disk cache keeps the file's own leaf)."""
@@ -274,7 +274,7 @@ def cached(eng: MemoryCore, ref: Ref, branches: str, tier: str) -> tuple[Session
     return None, False
 
 
-def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: CancelToken | None) -> SessionState:
+def hydrated_state(eng: MemoryState, ref: Ref, branches: str, cancel: CancelToken | None) -> SessionState:
     """A cold session's records for explicit hydration: built like a hot shard but
     never persisted and never promoted (kept in a small in-memory LRU)."""
     slot = (ref.file, branches)
@@ -301,7 +301,7 @@ def hydrated_state(eng: MemoryCore, ref: Ref, branches: str, cancel: CancelToken
     return state
 
 
-def adopt(eng: MemoryCore, state: SessionState) -> None:
+def adopt(eng: MemoryState, state: SessionState) -> None:
     if state.live_leaf is None:  # the disk cache holds the file's own leaf only
         write_records(eng.index_dir, state)
         state.persisted = b""  # on disk now; memory keeps only what queries need
@@ -309,7 +309,7 @@ def adopt(eng: MemoryCore, state: SessionState) -> None:
 
 
 def build_many(
-    eng: MemoryCore,
+    eng: MemoryState,
     todo: list[tuple[Ref, str]],
     branches: str,
     cancel: CancelToken | None,
@@ -377,7 +377,7 @@ def build_many(
 
 
 def load_index(
-    eng: MemoryCore,
+    eng: MemoryState,
     refs: list[Ref],
     hot: set[str],
     branches: str,
@@ -394,7 +394,7 @@ def load_index(
 
 
 def _load_index_unpaused(
-    eng: MemoryCore,
+    eng: MemoryState,
     refs: list[Ref],
     hot: set[str],
     branches: str,
@@ -536,7 +536,7 @@ def _load_index_unpaused(
 
 
 def _take_from_indexer(
-    eng: MemoryCore,
+    eng: MemoryState,
     waiting: list[tuple[Ref, str]],
     branches: str,
     resolved: dict[str, Any],
@@ -570,7 +570,7 @@ def _take_from_indexer(
 
 
 def indexed_states(
-    eng: MemoryCore,
+    eng: MemoryState,
     scope: str,
     cwd: str | None,
     branches: str,

@@ -11,7 +11,7 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken
 from fabric_lsp.protocol import SessionsParams
 
 from .catalog import Unresolved, all_refs, forget_vanished, hot_files, scope_kind, scope_refs
-from .core import MemoryCore
+from .core import MemoryState
 from .index import load_index
 from .tokenize import sort_lexical
 
@@ -20,7 +20,7 @@ SESSIONS_MAX_PAGE_SIZE = 200
 
 
 def sessions(
-    eng: MemoryCore,
+    eng: MemoryState,
     params: SessionsParams,
     *,
     cwd: str | None = None,

@@ -25,7 +25,7 @@ from .catalog import (
     scope_refs,
 )
 from .cold_index import TermsSet, score_digests_inverted
-from .core import MemoryCore
+from .core import MemoryState
 from .expand import stale_pointer
 from .index import load_index
 from .records import HotRecords, snapshot, texts_of
@@ -65,7 +65,7 @@ class RecallEcho:
 
 
 def recall(
-    eng: MemoryCore,
+    eng: MemoryState,
     params: RecallParams,
     *,
     cwd: str | None = None,
@@ -144,7 +144,7 @@ def recall(
     )
 
 
-def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) -> JsonObject:
+def _mark_context_edits(eng: MemoryState, result: JsonObject, states: list[Any]) -> JsonObject:
     """`contextEdit` on the segment entries Pi 1.x hides or replaces (session/projection.py):
     read from each shown session's file, when it still has the bytes the index read."""
     from ..session.projection import file_context_edit_marks, mark_records
@@ -168,7 +168,7 @@ def _mark_context_edits(eng: MemoryCore, result: JsonObject, states: list[Any]) 
 
 
 def run_search(
-    eng: MemoryCore,
+    eng: MemoryState,
     plan: JsonObject,
     echo: RecallEcho,
     views: list[HotView],
@@ -259,7 +259,7 @@ def run_search(
 
 
 def regex_search(
-    eng: MemoryCore,
+    eng: MemoryState,
     pattern: str,
     views: list[HotView],
     digests: list[DigestView],
@@ -339,7 +339,7 @@ def regex_search(
     return located, hits, reasons, None
 
 
-def score_cold(eng: MemoryCore, digests: list[DigestView], terms: list[str]) -> tuple[list[DigestHit], bool]:
+def score_cold(eng: MemoryState, digests: list[DigestView], terms: list[str]) -> tuple[list[DigestHit], bool]:
     """Cold pointer hits from the inverted term -> sessions map when every digest is
     held by the term table (else the per-digest scan, e.g. for detached views)."""
     slots = [d.vocab_set.slot if isinstance(d.vocab_set, TermsSet) else None for d in digests]

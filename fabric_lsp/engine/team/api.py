@@ -10,7 +10,7 @@ from typing import Any
 
 from fabric_lsp.engine.memory.catalog import Ref
 from fabric_lsp.engine.memory.config import MemoryConfig
-from fabric_lsp.engine.memory.core import MemoryCore
+from fabric_lsp.engine.memory.core import MemoryState
 from fabric_lsp.protocol import EXPAND, RECALL, ExpandParams, RecallParams, as_params
 
 from .db import TeamUnavailable, connect
@@ -48,7 +48,7 @@ def _error_result(params: RecallParams, code: str, message: str) -> dict[str, An
 
 class TeamEngine:
     def __init__(
-        self, settings: TeamSettings, memory: MemoryConfig, local: Callable[[], MemoryCore] | None = None
+        self, settings: TeamSettings, memory: MemoryConfig, local: Callable[[], MemoryState] | None = None
     ) -> None:
         self.settings = settings
         self.memory_config = memory
@@ -125,7 +125,7 @@ class TeamEngine:
 
     def push(
         self,
-        core: MemoryCore,
+        core: MemoryState,
         *,
         scope: str = "global",
         cwd: str | None = None,

@@ -30,7 +30,7 @@ import msgspec
 from fabric_lsp.engine.memory import disk_cache, file_history
 from fabric_lsp.engine.memory.catalog import Ref, all_refs, project_refs
 from fabric_lsp.engine.memory.config import MemoryConfig
-from fabric_lsp.engine.memory.core import MemoryCore
+from fabric_lsp.engine.memory.core import MemoryState
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.state import SourceMissing
@@ -313,7 +313,7 @@ def push(
     conn: Any,
     settings: TeamSettings,
     cfg: MemoryConfig,
-    core: MemoryCore,
+    core: MemoryState,
     *,
     scope: str = "global",
     cwd: str | None = None,
