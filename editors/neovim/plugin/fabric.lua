@@ -110,6 +110,17 @@ vim.api.nvim_create_autocmd('LspAttach', {
   end,
 })
 
+-- A team recall item in the quickfix list names fabric://team/<member>/<session>/<entry>:
+-- jumping there (or :edit) shows its stored entry from the team database.
+vim.api.nvim_create_autocmd('BufReadCmd', {
+  group = group,
+  pattern = 'fabric://team/*',
+  desc = 'Fabric: the stored entry of a team recall item',
+  callback = function(ev)
+    require('fabric.team').read(ev.buf)
+  end,
+})
+
 -- The client attaches only to session JSONL and fabric:// buffers; in notes (markdown) `gd`
 -- on a reference still jumps, through fabric/expand (the server starts on first use).
 vim.api.nvim_create_autocmd('FileType', {

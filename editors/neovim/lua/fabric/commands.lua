@@ -71,7 +71,7 @@ end
 local subcommands = {}
 
 subcommands.recall = {
-  desc = 'search past sessions (scope=session|project|global|session:<id>): a picker (! = quickfix list)',
+  desc = 'search past sessions (scope=session|project|global|session:<id>|team|team:<member>): a picker (! = quickfix list)',
   complete_arg = function(arglead)
     return require('fabric.recall').complete(arglead)
   end,

@@ -42,7 +42,8 @@ M.defaults = {
   progress = 'echo',
   recall = {
     -- 'auto': the current session JSONL buffer when there is one, else 'project'.
-    -- Any protocol scope works: 'session', 'project', 'global', 'session:<id-or-path>'.
+    -- Any protocol scope works: 'session', 'project', 'global', 'session:<id-or-path>',
+    -- 'team', 'team:<member>' (the team database: :help fabric-team).
     scope = 'auto',
     page_size = 25,
     -- What choosing a picker item opens: 'expand' (scratch buffer) or 'jsonl' (the file at its line).
@@ -135,10 +136,10 @@ M.rules = {
   recall = {
     scope = {
       function(v)
-        return vim.tbl_contains({ 'auto', 'session', 'project', 'global' }, v)
-          or (type(v) == 'string' and v:match('^session:.+') ~= nil)
+        return vim.tbl_contains({ 'auto', 'session', 'project', 'global', 'team' }, v)
+          or (type(v) == 'string' and (v:match('^session:.+') ~= nil or v:match('^team:.+') ~= nil))
       end,
-      "one of 'auto', 'session', 'project', 'global' or 'session:<id-or-path>'",
+      "one of 'auto', 'session', 'project', 'global', 'session:<id-or-path>', 'team' or 'team:<member>'",
     },
     page_size = { function(v) return is_int(v, 1, 100) end, 'an integer from 1 to 100' },
     open = { open_ok, 'one of ' .. open_expect },

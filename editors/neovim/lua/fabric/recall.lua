@@ -3,6 +3,7 @@ local config = require('fabric.config')
 local lsp = require('fabric.lsp')
 local match = require('fabric.match')
 local refs = require('fabric.refs')
+local team = require('fabric.team')
 local ui = require('fabric.ui')
 
 local M = {}
@@ -22,7 +23,8 @@ function M.scope()
 end
 
 ---Picker items of a fabric/recall result: one per matched entry of each segment (the first
----entry when none is marked), one per cold pointer, and "next page" when there is one.
+---entry when none is marked), one per cold pointer, and "next page" when there is one. An
+---item of a team answer carries the `member` and `machine` that pushed its session.
 ---@param result table
 ---@param query? string the query as typed (`/pattern/` for a regex); default result.query
 ---@return table[]
@@ -55,6 +57,8 @@ function M.items(result, query)
           timestamp = ui.present(e.timestamp) and e.timestamp or nil,
           text = e.text,
           query = query,
+          member = ui.present(seg.member) and seg.member or nil,
+          machine = ui.present(seg.machine) and seg.machine or nil,
         }
       end
     elseif item.kind == 'pointer' and type(item.pointer) == 'table' then
@@ -98,6 +102,10 @@ function M.display(item, width)
     who = who .. ':' .. item.toolName
   end
   local head = ('%s/%s  [%s]  '):format(item.sessionId:sub(1, 8), item.entryId, who)
+  if item.member then
+    -- a team item: who pushed it, from which machine
+    head = team.label(item) .. '  ' .. head
+  end
   local room = width and math.max(24, width - vim.fn.strdisplaywidth(head)) or 100
   local snippet = match.snippet(item.text, item.query, room, 'center')
   local spans = {}
@@ -141,9 +149,20 @@ function M.previewer()
       end
       return cb(lines, spans, 'older session')
     end
-    local key = table.concat({ item.sessionFile, item.entryId, tostring(item.sourceHash) }, '\0')
+    local key = table.concat({ item.member or '', item.sessionFile, item.entryId, tostring(item.sourceHash) }, '\0')
     if cache[key] then
       return cb(cache[key].lines, cache[key].spans, cache[key].title)
+    end
+    if item.member then
+      -- a team item: the stored entry, from the team database
+      return team.fetch(item, function(err, lines)
+        local title = item.member .. ': ' .. refs.format(item.sessionId, item.entryId)
+        if err then
+          return cb({ 'Fabric expand: ' .. err }, {}, title)
+        end
+        cache[key] = { lines = lines, spans = match.body_spans(lines, item.query), title = title }
+        cb(cache[key].lines, cache[key].spans, title)
+      end)
     end
     local params = { session = item.sessionFile, entryIds = { item.entryId }, expectedSourceHash = item.sourceHash }
     lsp.request('fabric/expand', params, function(err, result)
@@ -161,10 +180,14 @@ function M.previewer()
   end
 end
 
----Open a chosen entry: the expanded entry in a scratch buffer, or its JSONL line.
+---Open a chosen entry: the expanded entry in a scratch buffer, or its JSONL line. A team
+---item has no file here: always its stored entry (fabric.team).
 ---@param item table
 ---@param done fun(ok: boolean, msg: string?)
 function M.open(item, done)
+  if item.member then
+    return team.open(item, done, { query = item.query })
+  end
   if config.get().recall.open == 'jsonl' then
     refs.open_jsonl(item.sessionFile, item.line)
     return done(true)
@@ -185,6 +208,8 @@ local function scope_words(scope, cwd)
     return 'session (the current one)'
   elseif type(scope) == 'string' and vim.startswith(scope, 'session:') then
     return 'session ' .. vim.fn.fnamemodify(scope:sub(#'session:' + 1), ':t')
+  elseif type(scope) == 'string' and vim.startswith(scope, 'team:') then
+    return ('team member %s'):format(scope:sub(#'team:' + 1))
   end
   return tostring(scope)
 end
@@ -255,6 +280,9 @@ function M.live_source(query, params)
         if err or type(result) ~= 'table' then
           return cb({})
         end
+        if team.is_scope(p.scope) then
+          team.remember(result)
+        end
         cb(M.items(result, text))
       end)
     end,
@@ -284,6 +312,30 @@ function M.run(query, opts)
       return ui.done('recall', false, err)
     end
     local cov = type(result.coverage) == 'table' and result.coverage or {}
+    if team.is_scope(params.scope) then
+      team.remember(result)
+    end
+    if type(cov.error) == 'table' and #(result.items or {}) == 0 then
+      -- The server says why it could not answer (an invalid or timed-out regex; for a team
+      -- scope the database down, team.url unset, …): one error naming what to do; the
+      -- quickfix list is left as it was.
+      return ui.done('recall', false, no_match_message(result))
+    end
+    if cov.eligibleSessions == 0 and team.is_scope(params.scope) then
+      local member = params.scope:match('^team:(.+)$')
+      local msg
+      if member then
+        local known = vim.tbl_keys(team.members)
+        table.sort(known)
+        msg = ('Fabric recall: member %s has pushed no sessions to the team database'):format(member)
+          .. (#known > 0 and (' (members seen: ' .. table.concat(known, ', ') .. ')') or '')
+      else
+        msg = 'Fabric recall: the team database has no sessions yet; `fabric-lsp team push` sends '
+          .. 'the sessions of the projects in team.projects (:help fabric-team)'
+      end
+      ui.notify(msg, vim.log.levels.WARN)
+      return ui.done('recall', true, 'no sessions in scope')
+    end
     if cov.eligibleSessions == 0 and params.scope ~= 'global' and type(cov.error) ~= 'table' then
       -- Nothing to search here: say where that was and what the global scope holds.
       return require('fabric.sessions').list('global', function(gerr, global)
@@ -303,7 +355,21 @@ function M.run(query, opts)
     if opts.bang then
       local qf = {}
       for _, item in ipairs(items) do
-        if item.kind == 'entry' then
+        if item.kind == 'entry' and item.member then
+          -- A team item has no file here: its entry opens in a fabric://team/… buffer
+          -- (filled by the BufReadCmd of plugin/fabric.lua) with the stored text.
+          qf[#qf + 1] = {
+            filename = team.register(item),
+            lnum = 1,
+            col = 1,
+            text = ('[%s] %s %s %s'):format(
+              item.role or '?',
+              team.label(item),
+              refs.format(item.sessionId, item.entryId),
+              match.snippet(item.text, query, 200)
+            ),
+          }
+        elseif item.kind == 'entry' then
           qf[#qf + 1] = {
             filename = item.sessionFile,
             lnum = (item.line or 0) + 1,
@@ -326,9 +392,6 @@ function M.run(query, opts)
       vim.fn.setqflist({}, ' ', { title = 'Fabric recall: ' .. query, items = qf, context = { fabric_query = query } })
       if #qf == 0 then
         ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
-        if type(result.coverage) == 'table' and type(result.coverage.error) == 'table' then
-          return ui.done('recall', false, no_match_message(result))
-        end
       else
         vim.cmd('botright copen')
         match.highlight_quickfix(query)
@@ -336,10 +399,6 @@ function M.run(query, opts)
       return ui.done('recall', true)
     end
     if #items == 0 then
-      if type(result.coverage) == 'table' and type(result.coverage.error) == 'table' then
-        -- e.g. an invalid or timed-out regex: a failure, not "no matches".
-        return ui.done('recall', false, no_match_message(result))
-      end
       ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
       return ui.done('recall', true)
     end
@@ -374,13 +433,14 @@ function M.run(query, opts)
   end)
 end
 
-M.SCOPES = { 'session', 'project', 'global' }
+M.SCOPES = { 'session', 'project', 'global', 'team' }
 
----Whether `scope` is a recall scope the server takes.
+---Whether `scope` is a recall scope the server takes: session, project, global,
+---session:<id-or-path>, team (the team database, docs/team.md) or team:<member>.
 ---@param scope string
 ---@return boolean
 function M.valid_scope(scope)
-  return vim.tbl_contains(M.SCOPES, scope) or scope:match('^session:.+') ~= nil
+  return vim.tbl_contains(M.SCOPES, scope) or scope:match('^session:.+') ~= nil or scope:match('^team:.+') ~= nil
 end
 
 ---Split `scope=<scope>` (anywhere among the words) off a :Fabric recall argument.
@@ -397,7 +457,8 @@ function M.parse_args(args)
   end)
   rest = vim.trim(rest)
   if scope and not M.valid_scope(scope) then
-    return '', nil, ('unknown scope %q: scope=session, scope=project, scope=global or scope=session:<id-or-path>'):format(scope)
+    return '', nil, ('unknown scope %q: scope=session, scope=project, scope=global, scope=session:<id-or-path>, '
+      .. 'scope=team or scope=team:<member>'):format(scope)
   end
   if scope and vim.startswith(scope, 'session:') then
     local target = scope:sub(#'session:' + 1)
@@ -408,7 +469,8 @@ function M.parse_args(args)
   return rest, scope, nil
 end
 
----Completion of :Fabric recall's arguments: `scope=…`.
+---Completion of :Fabric recall's arguments: `scope=…`; `scope=team:<member>` for the
+---members seen in this session's team answers (the server has no request listing them).
 ---@param arglead string
 ---@return string[]
 function M.complete(arglead)
@@ -422,6 +484,14 @@ function M.complete(arglead)
   if vim.startswith(arglead, 'scope=session:') or arglead == 'scope=session' then
     for _, id in ipairs(vim.tbl_keys(require('fabric.sessions').known_ids)) do
       local c = 'scope=session:' .. id
+      if vim.startswith(c, arglead) then
+        out[#out + 1] = c
+      end
+    end
+  end
+  if vim.startswith(arglead, 'scope=team:') or arglead == 'scope=team' then
+    for member in pairs(team.members) do
+      local c = 'scope=team:' .. member
       if vim.startswith(c, arglead) then
         out[#out + 1] = c
       end

@@ -4,11 +4,21 @@ local ui = require('fabric.ui')
 
 local M = {}
 
----Lines for a fabric/expand result.
+---Lines for a fabric/expand result. A team result (`member`: pushed by a member of the
+---team, docs/team.md) starts with who pushed it from which machine and the server's note
+---that the full source lives there, and names its session file as that machine's.
 ---@param result table
 ---@return string[]
 function M.expanded(result)
   local lines = {}
+  local team = ui.present(result.member)
+  local machine = team and ui.present(result.machine) and result.machine or nil
+  if team then
+    lines[#lines + 1] = ('Team member: %s · machine: %s'):format(result.member, machine or '?')
+    local note = ui.present(result.note) and result.note
+      or "stored normalized entries from the team database; the full source lives on the member's machine"
+    lines[#lines + 1] = ('%s (%s)'):format(note, machine or 'the member\'s machine')
+  end
   for i, e in ipairs(result.expanded or {}) do
     if i > 1 then
       vim.list_extend(lines, { '', '---', '' })
@@ -26,7 +36,13 @@ function M.expanded(result)
     end
     meta[#meta + 1] = ('index %s'):format(tostring(e.index))
     lines[#lines + 1] = table.concat(meta, ' · ')
-    lines[#lines + 1] = ('%s:%d'):format(result.sessionFile or '?', (e.line or 0) + 1)
+    if team then
+      -- not a path of this machine: no `file:line` to jump to
+      lines[#lines + 1] = ('source: line %d of %s on %s'):format(
+        (e.line or 0) + 1, result.sessionFile or result.sessionId or '?', machine or "the member's machine")
+    else
+      lines[#lines + 1] = ('%s:%d'):format(result.sessionFile or '?', (e.line or 0) + 1)
+    end
     if ui.present(e.operationAddress) then
       lines[#lines + 1] = 'operation: ' .. e.operationAddress
     end

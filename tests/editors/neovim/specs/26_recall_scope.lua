@@ -67,14 +67,17 @@ H.check('an unknown scope is an error naming the valid ones', function()
   H.eq(false, done.ok, 'fails')
   H.contains(done.message, 'unknown scope "everywhere"')
   H.contains(done.message, 'scope=global')
+  H.contains(done.message, 'scope=team:<member>')
 end)
 
 H.check(':Fabric recall completes scope=', function()
-  H.eq({ 'scope=global', 'scope=project', 'scope=session' },
+  H.eq({ 'scope=global', 'scope=project', 'scope=session', 'scope=team' },
     vim.fn.getcompletion('Fabric recall scope=', 'cmdline'), 'after scope=')
   H.eq({ 'scope=global' }, vim.fn.getcompletion('Fabric recall scope=g', 'cmdline'), 'scope=g')
-  H.eq({ 'scope=global', 'scope=project', 'scope=session' },
+  H.eq({ 'scope=global', 'scope=project', 'scope=session', 'scope=team' },
     vim.fn.getcompletion('Fabric recall! sc', 'cmdline'), 'with a bang')
+  -- the team database (test_nvim_team.py has the members)
+  H.eq({ 'scope=team' }, vim.fn.getcompletion('Fabric recall scope=te', 'cmdline'), 'scope=te')
 end)
 
 H.finish()
