@@ -265,8 +265,10 @@ try {
     await page.locator('.statusbar-item', { hasText: 'Restricted Mode' }).first().waitFor({ state: 'hidden' });
     // The restart runs the workspace's own server command, in the extension's storage dir.
     const deadline = Date.now() + STEP_MS;
-    while (!fs.existsSync(ranMarker) && Date.now() < deadline) await page.waitForTimeout(200);
-    assert(fs.existsSync(ranMarker), 'the workspace\'s server command did not run after trust was granted');
+    // The command's shell creates the marker, then writes its cwd: wait for the line.
+    const written = () => fs.existsSync(ranMarker) && fs.readFileSync(ranMarker, 'utf8').endsWith('\n');
+    while (!written() && Date.now() < deadline) await page.waitForTimeout(200);
+    assert(written(), 'the workspace\'s server command did not run after trust was granted');
     const cwd = fs.readFileSync(ranMarker, 'utf8').trim();
     assert(!cwd.startsWith(repo) && cwd.startsWith(server.userData), `the server runs in the extension's storage, not the project: ${cwd}`);
     await page.locator('.statusbar-item', { hasText: 'Fabric: ready' }).first().waitFor({ state: 'visible' });
