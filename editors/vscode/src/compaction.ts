@@ -1,5 +1,6 @@
 // Compaction preview documents and the compaction intents (request / status / cancel),
 // with a status bar item while an intent is pending and a notification on commit.
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { LanguageClient } from 'vscode-languageclient/node';
@@ -7,6 +8,8 @@ import { Fabric, errorMessage } from './fabric';
 import {
   CommittedNotification, Intent, Method, PreviewResult, SessionsResult, StatusResult, isDomainError,
 } from './protocol';
+import { parseEntries } from './jsonl';
+import { confirmation, planModel } from './plan';
 import { PreviewInputs, describeRecord, describeStatus, renderPreview, shortId } from './render';
 import { SessionChoice, chooseSession } from './sessions';
 import { previewOverrides } from './server';
@@ -92,6 +95,9 @@ export class Intents implements vscode.Disposable {
   private readonly changes = new vscode.EventEmitter<string>();
   /** Fired with a session file whose intent changed (requested, cancelled, committed). */
   readonly onDidChange = this.changes.event;
+  private readonly commits = new vscode.EventEmitter<string>();
+  /** Fired with a session file when a compaction of it was committed (or failed). */
+  readonly onDidCommit = this.commits.event;
 
   constructor(private readonly fabric: Fabric) {
     this.item = vscode.window.createStatusBarItem('fabric.intent', vscode.StatusBarAlignment.Left, 9);
@@ -105,6 +111,7 @@ export class Intents implements vscode.Disposable {
       const label = this.pending.get(n.session)?.label ?? path.basename(n.session);
       this.pending.delete(n.session);
       this.changes.fire(n.session);
+      this.commits.fire(n.session);
       this.refresh();
       const text = `Fabric: compaction of ${label} ${describeRecord(n.record)}`;
       const show = n.record.status === 'failed' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
@@ -169,6 +176,8 @@ export class Intents implements vscode.Disposable {
     if (!choice) return;
     const inputs = await askInstructions(`Fabric: Request Compaction — ${choice.label}`);
     if (!inputs) return;
+    const ask = vscode.workspace.getConfiguration('fabric').get<boolean>('compact.confirm', true);
+    if (ask && !(await this.confirm(choice, inputs))) return;
     try {
       const res = await this.fabric.request<{ pending: Intent }>(Method.compactRequest, {
         session: choice.session,
@@ -178,12 +187,52 @@ export class Intents implements vscode.Disposable {
       });
       if (isDomainError(res)) throw new Error(`${res.error.code}: ${res.error.message}`);
       this.track(choice.session, choice.label, res.pending);
+      // The status bar item shows the pending intent from now on; this is the one message.
       void vscode.window.showInformationMessage(
-        `Fabric: compaction requested for ${choice.label}; it is committed at the next settled boundary.`,
+        `Fabric: compaction of ${choice.label} requested; Fabric commits it when the session is next settled.`,
       );
     } catch (err) {
       void vscode.window.showErrorMessage(`Fabric: compaction request failed: ${errorMessage(err)}`);
     }
+  }
+
+  /**
+   * Asks before a request is sent (`fabric.compact.confirm`): a modal naming the session,
+   * the entries replaced and the tokens saved, from a preview with the settings the commit
+   * uses (no preview overrides) and the request's instructions. True to send.
+   */
+  private async confirm(choice: SessionChoice, inputs: PreviewInputs): Promise<boolean> {
+    let result: PreviewResult;
+    try {
+      result = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `Fabric: what would a compaction of ${choice.label} do?`, cancellable: true },
+        (_p, token) => this.fabric.request<PreviewResult>(Method.compactionPreview, {
+          session: choice.session,
+          ...(inputs.instructions ? { instructions: inputs.instructions } : {}),
+          ...(inputs.preserve ? { preserve: inputs.preserve } : {}),
+        }, token),
+      );
+    } catch (err) {
+      const go = await vscode.window.showWarningMessage(
+        `Could not preview the compaction of “${choice.label}”. Request it anyway?`,
+        { modal: true, detail: `${errorMessage(err)}\n\nA compaction is appended to the session file and cannot be undone from the editor.` },
+        'Request Anyway',
+      );
+      return go === 'Request Anyway';
+    }
+    if (isDomainError(result)) {
+      void vscode.window.showErrorMessage(`Fabric: ${result.error.message}`);
+      return false;
+    }
+    let text = '';
+    try {
+      text = await fs.promises.readFile(result.sessionFile, 'utf8');
+    } catch {
+      // Unreadable now: the question names the entries without their lines.
+    }
+    const q = confirmation(planModel(result, parseEntries(text)), choice.label, result.tokensBefore);
+    const go = await vscode.window.showWarningMessage(q.message, { modal: true, detail: q.detail }, q.action);
+    return go === q.action;
   }
 
   async status(target?: SessionChoice): Promise<void> {
@@ -225,6 +274,7 @@ export class Intents implements vscode.Disposable {
 
   dispose(): void {
     this.changes.dispose();
+    this.commits.dispose();
     if (this.timer) clearInterval(this.timer);
     for (const d of this.subscriptions.splice(0)) d.dispose();
     this.item.dispose();

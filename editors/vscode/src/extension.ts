@@ -13,22 +13,23 @@ import { fileHistoryCommand, showFileHistory } from './fileHistory';
 import { RecallPicker } from './recall';
 import { expandEntryCommand, openJsonlAt } from './expand';
 import { Intents, ShowPreview, previewCompaction } from './compaction';
-import { pickSessionInfo } from './sessions';
+import { choiceOf, pickSession } from './sessions';
 import { RecallView } from './recallView';
 import { SessionsTree, sessionOfNode } from './sessionsTree';
 import { PlanView } from './planView';
 import { CurrentSession } from './currentSession';
-import type { SessionInfo } from './protocol';
+import { type ActivityEvent, Method, type SessionInfo, isIndexComplete } from './protocol';
 
 let fabric: Fabric | undefined;
 
 async function sessionsCommand(f: Fabric, intents: Intents, show: ShowPreview, recall: RecallView): Promise<void> {
-  const info = await pickSessionInfo(f, 'Fabric: Sessions');
-  if (!info) return;
-  const target = { session: info.sessionFile, sessionId: info.sessionId, label: info.sessionId };
+  const picked = await pickSession(f, 'Fabric: Sessions');
+  if (!picked) return;
+  const { info, title } = picked;
+  const target = { session: info.sessionFile, sessionId: info.sessionId, label: title };
   const action = await vscode.window.showQuickPick(
     ['Open JSONL', 'Preview Compaction', 'Recall in this session…', 'Request Compaction…', 'Compaction Status'],
-    { title: `Fabric: session ${info.sessionId}`, placeHolder: 'What to do with this session' },
+    { title: `Fabric: ${title}`, placeHolder: `What to do with session ${info.sessionId}` },
   );
   switch (action) {
     case 'Open JSONL': return openJsonlAt(info.sessionFile, 0);
@@ -65,20 +66,35 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const recall = new RecallView(f);
   const sessions = new SessionsTree(f);
   const current = new CurrentSession(f);
-  const target = (info: SessionInfo) => ({ session: info.sessionFile, sessionId: info.sessionId, label: info.sessionId });
+  const target = (info: SessionInfo) => ({ session: info.sessionFile, sessionId: info.sessionId, label: sessions.titleOf(info) });
   const plan: PlanView = new PlanView(f, {
-    request: (session, sessionId) => { void intents.request({ session, sessionId, label: sessionId }); },
+    request: (session, sessionId) => { void intents.request(choiceOf(session, sessionId)); },
     refresh: (session) => { void previewCompaction(f, false, { session, label: session }, show); },
   });
   const show: ShowPreview = async (result, inputs) => {
     await plan.show(result, inputs);
     current.remember(result);
   };
+  // A tree action gets its row; a key binding (Enter in the Sessions view) gets nothing: the selected row.
   const withSession = (fn: (info: SessionInfo) => unknown) => (arg?: unknown) => {
-    const info = sessionOfNode(arg);
+    const info = sessionOfNode(arg) ?? (arg === undefined ? sessions.selectedSession() : undefined);
     return info ? fn(info) : undefined;
   };
   intents.onDidChange((session) => { sessions.forget(session); current.schedule(); });
+  // Views that stay true: a commit changes the session (its plan, its row); the end of
+  // background indexing completes answers that were partial.
+  intents.onDidCommit((session) => {
+    if (plan.shownSession() === session) plan.refreshShown();
+    void sessions.reload();
+  });
+  f.onDidStart((client) => {
+    context.subscriptions.push(client.onNotification(Method.activity, (e: ActivityEvent) => {
+      if (!isIndexComplete(e)) return;
+      output.info('background indexing complete: refreshing partial answers');
+      void sessions.reload();
+      void recall.refreshIfPartial();
+    }));
+  });
   const picker = () => new RecallPicker(f, (r, m, sc) => recall.showResult(r, m, sc));
   context.subscriptions.push(
     output,

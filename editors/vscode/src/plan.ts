@@ -211,6 +211,47 @@ export function planModel(r: PreviewResult, entries: EntryLine[], inputs: { inst
   };
 }
 
+/** The question asked before a compaction request is sent (a modal: `message`, `detail`). */
+export interface Confirmation {
+  message: string;
+  detail: string;
+  /** The button that sends the request. */
+  action: string;
+}
+
+/**
+ * What a compaction of the session titled `title` would do, from a preview computed with
+ * the settings the commit uses: the entries replaced, the tokens saved, and that it is
+ * permanent. When the preview finds nothing to compact, it says why (the server refuses
+ * such a request, or, after a compaction, waits for the next turn).
+ */
+export function confirmation(model: PlanModel, title: string, tokensBefore: number | null | undefined): Confirmation {
+  const name = `“${title}”`;
+  if (model.outcome !== 'compacted') {
+    const why = model.sentence.replace(/^Nothing would be compacted: /, '').replace(/^Fabric would cancel this compaction: /, '');
+    return {
+      message: `Nothing to compact in ${name} now. Request a compaction anyway?`,
+      detail: `The preview says: ${why}\n\nThe server refuses a request it cannot honour; after a compaction, the request waits for the next turn.`,
+      action: 'Request Anyway',
+    };
+  }
+  const summarized = model.ranges.find((x) => x.kind === 'summarized');
+  const kept = model.ranges.find((x) => x.kind === 'kept');
+  const after = model.marks.find((m) => m.kind === 'after')?.tokens;
+  const what = summarized
+    ? `${fmt(summarized.count)} entr${summarized.count === 1 ? 'y' : 'ies'} (${linesText(summarized.firstLine, summarized.lastLine)})`
+    : 'the older entries';
+  const keep = kept ? `, keeping the last ${fmt(kept.count)} as they are` : '';
+  const saved = after !== undefined && tokensBefore != null
+    ? ` About ${fmt(tokensBefore)} → ${fmt(after)} tokens in context: ${fmt(Math.max(0, tokensBefore - after))} tokens saved.`
+    : '';
+  return {
+    message: `Compact ${name}?`,
+    detail: `Replaces ${what} with a summary${keep}.${saved}\n\nThe compaction is appended to the session file when the session is settled (a live Pi commits it itself). It cannot be undone from the editor.`,
+    action: 'Compact',
+  };
+}
+
 /** A text bar of `width` cells: `tokens` of `max`. */
 export function textBar(tokens: number, max: number, width = 24): string {
   const filled = max > 0 ? Math.max(0, Math.min(width, Math.round((tokens / max) * width))) : 0;
@@ -359,6 +400,7 @@ h2 { font-size: 1.15em; margin: 10px 0 6px; } .id { color: var(--vscode-descript
 .actions button { margin: 0 6px 6px 0; color: var(--vscode-button-secondaryForeground); background: var(--vscode-button-secondaryBackground); border: none; padding: 3px 8px; border-radius: 2px; cursor: pointer; }
 details { margin: 8px 0; } summary { font-weight: 600; cursor: pointer; margin-bottom: 6px; }
 .muted, .note { color: var(--vscode-descriptionForeground); }
+.stale { padding: 6px 8px; border-left: 3px solid var(--vscode-editorWarning-foreground); background: var(--vscode-inputValidation-warningBackground); }
 .strip { display: flex; height: 12px; border-radius: 3px; overflow: hidden; margin: 4px 0 8px; background: var(--vscode-editorWidget-background); }
 .seg.earlier, .swatch.earlier { background: #8a8a8a; } .seg.summarized, .swatch.summarized { background: #d19a2e; } .seg.kept, .swatch.kept { background: #3b8eea; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; }

@@ -48,6 +48,8 @@ export class PlanView implements vscode.WebviewViewProvider, vscode.Disposable {
   /** Fired with every plan shown (the status bar reads it). */
   readonly onDidShow = this.listeners.event;
   private readonly disposables: vscode.Disposable[] = [];
+  /** A change of the shown plan's session file makes the plan stale. */
+  private stale = false;
 
   constructor(
     private readonly fabric: Fabric,
@@ -65,13 +67,46 @@ export class PlanView implements vscode.WebviewViewProvider, vscode.Disposable {
   }
 
   private body(): string {
-    return this.shown ? planHtmlBody(this.shown.model) : EMPTY;
+    if (!this.shown) return EMPTY;
+    const banner = this.stale
+      ? '<p class="stale"><strong>This plan is out of date:</strong> the session file changed since it was computed. '
+        + '<button data-action="refresh">Refresh</button></p>'
+      : '';
+    return banner + planHtmlBody(this.shown.model);
   }
+
+  /** The session whose plan is shown, if any. */
+  shownSession(): string | undefined {
+    return this.shown?.model.sessionFile;
+  }
+
+  /** Re-run the preview of the shown session (after a commit of it, or by the user). */
+  refreshShown(): void {
+    if (this.shown) this.actions.refresh(this.shown.model.sessionFile);
+  }
+
+  /** `size`: bytes of the file the plan was computed from; a session only grows, so a
+   * different size (not a touch of its mtime) is a change. One stat a second of one file
+   * (node's polling watcher: it works for files outside the workspace, and it is watching
+   * as soon as this returns). */
+  private watch(file: string, size: number): void {
+    this.unwatch();
+    this.stale = false;
+    const listener = (cur: fs.Stats) => {
+      if (this.stale || cur.size === size) return;
+      this.stale = true;
+      this.render();
+    };
+    fs.watchFile(file, { interval: 1000, persistent: false }, listener);
+    this.unwatch = () => fs.unwatchFile(file, listener);
+  }
+
+  private unwatch: () => void = () => undefined;
 
   private render(): void {
     if (this.view) this.view.webview.html = planPage(this.view.webview, this.body());
     if (this.panel) this.panel.webview.html = planPage(this.panel.webview, this.body());
-    if (this.view) this.view.description = this.shown ? shortId(this.shown.model.sessionId) : undefined;
+    if (this.view) this.view.description = this.shown ? `${shortId(this.shown.model.sessionId)}${this.stale ? ' · out of date' : ''}` : undefined;
   }
 
   /** Show a preview result; the JSONL is read for the cut map's lines. */
@@ -83,6 +118,7 @@ export class PlanView implements vscode.WebviewViewProvider, vscode.Disposable {
       // A session we cannot read: the plan shows no cut map.
     }
     this.shown = { model: planModel(result, parseEntries(text), inputs), result };
+    this.watch(result.sessionFile, Buffer.byteLength(text));
     this.listeners.fire(this.shown);
     if (where === 'panel') {
       this.openPanel();
@@ -124,6 +160,7 @@ export class PlanView implements vscode.WebviewViewProvider, vscode.Disposable {
   }
 
   dispose(): void {
+    this.unwatch();
     this.panel?.dispose();
     this.listeners.dispose();
     for (const d of this.disposables.splice(0)) d.dispose();

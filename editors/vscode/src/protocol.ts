@@ -11,7 +11,20 @@ export const Method = {
   compactCancel: 'fabric/compact/cancel',
   compactionCommitted: 'fabric/compactionCommitted',
   fileHistory: 'fabric/fileHistory',
+  activity: 'fabric/activity',
 } as const;
+
+/** The background indexer's `fabric/activity` metrics event; `complete` once nothing is left to index. */
+export interface ActivityEvent {
+  type: 'progress' | 'entity' | 'metrics';
+  request?: string;
+  complete?: boolean;
+}
+
+/** True for the event that says the whole history is indexed (docs/protocol.md, Notifications). */
+export function isIndexComplete(e: ActivityEvent | undefined): boolean {
+  return e?.type === 'metrics' && e.request === 'fabric/backgroundIndex' && e.complete === true;
+}
 
 export interface FileOperation {
   sessionId: string;

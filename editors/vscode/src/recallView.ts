@@ -128,6 +128,13 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     if (opts.reveal) await vscode.commands.executeCommand('fabric.recall.focus');
   }
 
+  /** Re-run the search shown when its answer was partial because indexing was still running. */
+  async refreshIfPartial(): Promise<void> {
+    const first = this.results[0];
+    if (!first || first.coverage.complete || !first.coverage.reasons.includes('indexing_in_progress')) return;
+    await this.refresh();
+  }
+
   async refresh(): Promise<void> {
     const pages = Math.max(1, this.results.length);
     this.results = [];

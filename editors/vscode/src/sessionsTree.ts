@@ -2,10 +2,9 @@
 // first user goal, with date, size, entries, tier and a mark when a live Pi holds it.
 // Pages of `fabric/sessions` load on demand ("Load more"), so every session is reachable
 // and the counts say how many are loaded of how many exist.
-import * as fs from 'node:fs';
 import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
-import { firstUserGoal } from './jsonl';
+import { readGoal } from './sessions';
 import { Method, SessionInfo, SessionsResult, StatusResult, isDomainError } from './protocol';
 import { formatTime, shortId } from './render';
 
@@ -19,21 +18,6 @@ type Node =
 
 export function sizeText(bytes: number): string {
   return bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
-}
-
-/** The first user goal of a session file (the first 64 KiB are enough for Pi's header and first turn). */
-async function readGoal(file: string, max: number): Promise<string> {
-  let handle: fs.promises.FileHandle | undefined;
-  try {
-    handle = await fs.promises.open(file, 'r');
-    const buf = Buffer.alloc(64 * 1024);
-    const { bytesRead } = await handle.read(buf, 0, buf.length, 0);
-    return firstUserGoal(buf.subarray(0, bytesRead).toString('utf8'), max);
-  } catch {
-    return '';
-  } finally {
-    await handle?.close();
-  }
 }
 
 export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Disposable {
@@ -52,6 +36,11 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
 
   constructor(private readonly fabric: Fabric) {
     this.view = vscode.window.createTreeView('fabric.sessions', { treeDataProvider: this, showCollapseAll: true });
+    // Enter previews the selected session (package.json keybindings); on a project row it
+    // keeps its usual meaning (expand/collapse).
+    this.view.onDidChangeSelection((e) => {
+      void vscode.commands.executeCommand('setContext', 'fabricLsp.sessionSelected', e.selection[0]?.kind === 'session');
+    });
     fabric.onDidStart(() => { void this.reload(); });
   }
 
@@ -170,7 +159,7 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
       }
       case 'session': {
         const s = node.info;
-        const title = this.titles.get(`${s.sessionFile}@${s.mtime}`) || `session ${shortId(s.sessionId)}`;
+        const title = this.titleOf(s);
         const st = this.status.get(s.sessionFile);
         const item = new vscode.TreeItem(title, vscode.TreeItemCollapsibleState.None);
         const when = formatTime(s.lastTs ?? s.firstTs ?? null).slice(0, 16);
@@ -184,9 +173,12 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
         if (st?.heldBy) tip.appendText(`Held by a live Pi (pid ${st.heldBy.pid}) since ${formatTime(st.heldBy.since)}: Pi commits compactions.\n`);
         if (st?.pending) tip.appendText(`Compaction pending since ${formatTime(st.pending.requestedAt)}.\n`);
         item.tooltip = tip;
+        tip.appendText('\nEnter or the eye button previews its compaction.');
         item.contextValue = st?.pending ? 'fabricSession.pending' : 'fabricSession';
         item.id = `session:${s.sessionFile}`;
-        item.command = { command: 'fabricLsp.sessionsView.preview', title: 'Preview Compaction', arguments: [node] };
+        // No `command`: selecting a row (click, arrow keys, type-to-find) only selects it;
+        // a preview runs from Enter, the eye button or the context menu (a preview of a big
+        // session takes a while, and arrowing through the list must not start one per row).
         return item;
       }
       case 'more': {
@@ -199,6 +191,17 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
       case 'note':
         return new vscode.TreeItem(node.text);
     }
+  }
+
+  /** The title a session row shows (its first user goal, else a short id). */
+  titleOf(info: SessionInfo): string {
+    return this.titles.get(`${info.sessionFile}@${info.mtime}`) || `session ${shortId(info.sessionId)}`;
+  }
+
+  /** The session of the selected row, for commands run by key (Enter) without an argument. */
+  selectedSession(): SessionInfo | undefined {
+    const node = this.view.selection[0];
+    return node?.kind === 'session' ? node.info : undefined;
   }
 
   dispose(): void {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
 import { ENTRY_REF, parseEntryInput, referenceAt } from '../src/refs.ts';
 import { LatestOnly } from '../src/latest.ts';
-import { escapeMarkdown } from '../src/plan.ts';
+import { confirmation, escapeMarkdown, planModel } from '../src/plan.ts';
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
@@ -16,6 +16,35 @@ import * as path from 'node:path';
 import { piDirExists, piDirs, sessionPatterns } from '../src/agentDir.ts';
 import { pickServerSettings, restrictedSettings, settingValue } from '../src/trust.ts';
 import { expandHome, programKind, setSpawnDir, spawnDir } from '../src/spawnDir.ts';
+
+describe('confirmation (asked before a compaction request is sent)', () => {
+  const jsonl = ['{"type":"session","id":"S1"}',
+    ...['A0', 'B1', 'Z9', 'K1', 'L9'].map((id, i, all) => JSON.stringify({ type: 'message', id, parentId: i ? all[i - 1] : null }))].join('\n');
+  const base = { sessionId: 'S1', sessionFile: '/s/a.jsonl', sourceHash: 'ab', leafId: 'L9', tokensBefore: 20194 };
+  test('names the session by title, the entries replaced and the tokens saved', () => {
+    const r = { ...base, outcome: 'compacted', summary: 'x', firstKeptEntryId: 'K1',
+      details: { coverage: { liveCutRange: { first: 'A0', last: 'Z9' } }, budget: { projectedTokensAfter: 3684 } } };
+    const q = confirmation(planModel(r, parseEntries(jsonl)), 'Fix the parser', r.tokensBefore);
+    assert.equal(q.message, 'Compact “Fix the parser”?');
+    assert.equal(q.action, 'Compact');
+    for (const part of ['Replaces 3 entries (lines 2–4) with a summary, keeping the last 2 as they are.',
+      'About 20,194 → 3,684 tokens in context: 16,510 tokens saved.', 'cannot be undone']) {
+      assert.ok(q.detail.includes(part), `missing ${part}: ${q.detail}`);
+    }
+  });
+  test('without a token estimate it says nothing about tokens', () => {
+    const r = { ...base, tokensBefore: null, outcome: 'compacted', summary: 'x', firstKeptEntryId: 'K1', details: {} };
+    const q = confirmation(planModel(r, parseEntries(jsonl)), 'T', null);
+    assert.ok(!q.detail.includes('tokens'), q.detail);
+  });
+  test('nothing to compact: says why, and asks whether to request anyway', () => {
+    const r = { ...base, outcome: 'skipped', reason: 'Nothing to compact (session too small)' };
+    const q = confirmation(planModel(r, parseEntries(jsonl)), 'T', r.tokensBefore);
+    assert.equal(q.action, 'Request Anyway');
+    assert.ok(q.message.startsWith('Nothing to compact in “T” now.'), q.message);
+    assert.ok(q.detail.startsWith('The preview says: Nothing to compact (session too small).'), q.detail);
+  });
+});
 
 /** Deterministic pseudo-random strings over an alphabet rich in backticks and newlines. */
 function* strings(count, seed = 7) {

@@ -8,7 +8,7 @@ from vscode_support import EXTENSION
 
 from fabric_lsp import config
 
-CLIENT_ONLY = ("server.", "trace.", "recall.", "preview.")
+CLIENT_ONLY = ("server.", "trace.", "recall.", "preview.", "compact.")
 
 
 def _properties() -> dict[str, dict]:

@@ -100,6 +100,16 @@ async function runCommand(title) {
   }
 }
 
+/** The modal dialog VS Code shows for `showWarningMessage(…, {modal: true})`: its text, then a click on `button`. */
+async function answerDialog(button) {
+  const box = page.locator('.monaco-dialog-box').first();
+  await box.waitFor({ state: 'visible' });
+  const text = clean(await box.innerText());
+  await box.locator('.monaco-button', { hasText: button }).first().click();
+  await box.waitFor({ state: 'hidden' });
+  return text;
+}
+
 async function quickPickRows() {
   const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
   return (await rows.allInnerTexts()).map(clean);
@@ -404,6 +414,41 @@ try {
     await shot('preview-instructions');
   });
 
+  await check('Request Compaction… asks first (title, entries, tokens); Cancel sends nothing', async () => {
+    await closeAllEditors();
+    const file = tmp.files['02'];
+    const id = header(file).id;
+    const before = fs.readFileSync(file);
+    await runCommand('Fabric: Request Compaction…');
+    const picked = await waitForRows((r) => r.some((t) => t.includes(id)), 'the session picker');
+    const row = picked.find((t) => t.includes(id)).trim();
+    // Sessions are named by their first user goal, not by id or file name.
+    assert(/^Please fix the failing tests in the calc project/.test(row), `picker row titled by its goal: ${row}`);
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(picked.findIndex((t) => t.includes(id))).click();
+    await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    await page.locator('.monaco-dialog-box').first().waitFor({ state: 'visible' });
+    await shot('compact-confirm');
+    const text = await answerDialog('Cancel');
+    assert(text.includes('Compact “Please fix the failing tests in the calc project”?'), `the question names the session: ${text}`);
+    assert(/Replaces [\d,]+ entries \(lines \d+–\d+\) with a summary/.test(text), `entries replaced: ${text}`);
+    assert(/[\d,]+ tokens saved/.test(text) && text.includes('cannot be undone'), `tokens saved, permanent: ${text}`);
+    // Nothing was sent: the server has no intent for the session, and the file is as it was.
+    await runCommand('Notifications: Clear All Notifications');
+    await runCommand('Fabric: Compaction Status');
+    await waitForRows((r) => r.some((t) => t.includes(id)), 'the session picker');
+    const rows = await quickPickRows();
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id))).click();
+    const status = page.locator('.notification-toast', { hasText: /Fabric: Please fix the failing tests/ }).first();
+    await status.waitFor({ state: 'visible' });
+    const said = clean(await status.innerText());
+    assert(said.includes('nothing pending'), `no pending intent after Cancel: ${said}`);
+    assert(Buffer.compare(before, fs.readFileSync(file)) === 0, 'the session file is byte-identical');
+    await page.keyboard.press('Escape');
+  });
+
   await check('Cancel Compaction withdraws a pending intent', async () => {
     await closeAllEditors();
     // 02: 05 has nothing to compact at 4000 kept tokens, and such a request is refused
@@ -420,6 +465,7 @@ try {
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
     await page.keyboard.press('Enter');
+    await answerDialog('Compact');
     const pending = page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first();
     await pending.waitFor({ state: 'visible' });
     // A fresh mtime restarts the server's quiet interval, so the commit cannot win the
@@ -436,6 +482,7 @@ try {
 
   await check('Request Compaction… shows the pending intent, then the commit notification', async () => {
     await closeAllEditors();
+    await runCommand('Notifications: Clear All Notifications');
     const file01 = tmp.files['02'];
     const id01 = header(file01).id;
     const linesBefore = fs.readFileSync(file01, 'utf8').split('\n').filter(Boolean).length;
@@ -454,13 +501,20 @@ try {
     await input.fill('divide(a, 0) raises ZeroDivisionError');
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 2' }).waitFor({ state: 'visible' });
+    await page.keyboard.press('Enter');
+    await page.locator('.monaco-dialog-box').first().waitFor({ state: 'visible' });
     // Restart the quiet interval just before the request goes out, so the pending state
     // lasts long enough to be seen even on a slow machine.
     const again = new Date();
     fs.utimesSync(file01, again, again);
-    await page.keyboard.press('Enter');
+    const asked = await answerDialog('Compact');
+    assert(/Replaces [\d,]+ entries/.test(asked), `the question: ${asked}`);
     await page.locator('.statusbar-item', { hasText: 'Fabric: compaction pending' }).first().waitFor({ state: 'visible' });
     await shot('intent-pending');
+    // The request is announced once (the status bar item carries it from now on).
+    const requested = page.locator('.notification-toast', { hasText: /compaction of .* requested/ });
+    await requested.first().waitFor({ state: 'visible' });
+    assert((await requested.count()) === 1, `one "requested" message, not ${await requested.count()}`);
     const toast = page.locator('.notification-toast', { hasText: /compaction of .* committed/ }).first();
     await toast.waitFor({ state: 'visible', timeout: 45_000 });
     await shot('intent-committed');
