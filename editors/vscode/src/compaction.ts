@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { LanguageClient } from 'vscode-languageclient/node';
-import { Fabric, errorMessage } from './fabric';
+import { Fabric, errorMessage, showDomainError } from './fabric';
 import {
   CommittedNotification, Intent, Method, PreviewResult, SessionsResult, StatusResult, isDomainError,
 } from './protocol';
@@ -71,7 +71,7 @@ export async function previewCompaction(fabric: Fabric, withInstructions: boolea
     return;
   }
   if (isDomainError(result)) {
-    void vscode.window.showErrorMessage(`Fabric: ${result.error.code}: ${result.error.message}`);
+    await showDomainError(fabric, 'compaction preview', result.error);
     return;
   }
   if (show) {
@@ -221,7 +221,7 @@ export class Intents implements vscode.Disposable {
       return go === 'Request Anyway';
     }
     if (isDomainError(result)) {
-      void vscode.window.showErrorMessage(`Fabric: ${result.error.message}`);
+      await showDomainError(this.fabric, 'compaction preview', result.error);
       return false;
     }
     let text = '';

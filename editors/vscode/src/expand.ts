@@ -1,6 +1,6 @@
 // Expanding entries into read-only documents, and opening session JSONL files at a line.
 import * as vscode from 'vscode';
-import { Fabric, errorMessage } from './fabric';
+import { Fabric, errorMessage, showDomainError } from './fabric';
 import { ExpandResult, Method, Segment, SegmentEntry, isDomainError } from './protocol';
 import { parseEntryInput, referenceAt } from './refs';
 import { renderExpand, shortId } from './render';
@@ -25,8 +25,7 @@ export async function expandAndShow(fabric: Fabric, params: Record<string, unkno
     return false;
   }
   if (isDomainError(result)) {
-    const candidates = result.error.candidates?.length ? ` Candidates: ${result.error.candidates.join(', ')}` : '';
-    void vscode.window.showErrorMessage(`Fabric: ${result.error.code}: ${result.error.message}${candidates}`);
+    await showDomainError(fabric, 'expand', result.error);
     return false;
   }
   await fabric.docs.show(title, `expand-${JSON.stringify(params)}`, renderExpand(result), vscode.ViewColumn.Active, 'md', preserveFocus);

@@ -1,6 +1,7 @@
 // The extension's state: one language client (recreated on restart), the status bar and
 // a request helper that every command goes through.
 import * as vscode from 'vscode';
+import { ACTION_LABELS, type DomainError, errorLine, explainError } from './errors';
 import { LanguageClient, ResponseError, State, WorkDoneProgress } from 'vscode-languageclient/node';
 import type { WorkDoneProgressBegin, WorkDoneProgressReport, WorkDoneProgressEnd } from 'vscode-languageclient/node';
 import {
@@ -268,4 +269,18 @@ export class Fabric implements vscode.Disposable {
 export function errorMessage(err: unknown): string {
   if (err instanceof ResponseError) return `${err.message} (code ${err.code})`;
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * A domain error as one message that says what is wrong and what to do, with its action as
+ * a button; the code goes to the log. `what`: the operation, for the log line.
+ */
+export async function showDomainError(fabric: Fabric, what: string, error: DomainError): Promise<void> {
+  fabric.output.info(`${what}: ${error.code}: ${error.message}`);
+  const e = explainError(error);
+  const buttons = e.action === 'setAgentDir' || e.action === 'pickSession' ? [ACTION_LABELS[e.action]] : [];
+  const chosen = await vscode.window.showErrorMessage(`Fabric: ${errorLine(e)}`, ...buttons);
+  if (chosen === undefined) return;
+  if (e.action === 'setAgentDir') await vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.agentDir');
+  else if (e.action === 'pickSession') await vscode.commands.executeCommand('fabricLsp.sessions');
 }

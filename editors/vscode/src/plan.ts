@@ -6,7 +6,7 @@
 import type { PreviewResult, QaReport } from './protocol';
 import { type EntryLine, branchOf } from './jsonl.ts';
 
-export type RangeKind = 'earlier' | 'summarized' | 'kept';
+export type RangeKind = 'earlier' | 'settings' | 'summarized' | 'kept';
 
 export interface CutRange {
   kind: RangeKind;
@@ -60,6 +60,7 @@ const num = (v: unknown): number | undefined => (typeof v === 'number' && Number
 
 const TITLES: Record<RangeKind, string> = {
   earlier: 'Compacted earlier (the model sees its summary)',
+  settings: 'Settings before the conversation (not summarized)',
   summarized: 'Summarized by this compaction',
   kept: 'Kept verbatim (the recent tail)',
 };
@@ -100,6 +101,15 @@ export function cutMap(r: PreviewResult, entries: EntryLine[]): Pick<PlanModel, 
     let b = cut?.last !== undefined ? pos.get(cut.last) : undefined;
     if (a === undefined) a = live;
     if (b === undefined) b = keptAt !== undefined ? keptAt - 1 : branch.length - 1;
+    // Entries between the live start and the cut (model_change, thinking_level_change, …
+    // before the first message) carry no conversation: the summary does not cover them.
+    if (a > live) {
+      const before = range('settings', branch, live, a - 1);
+      if (before) {
+        const types = [...new Set(branch.slice(live, a).map((e) => e.type))].join(', ');
+        ranges.push({ ...before, title: `${TITLES.settings}: ${types}` });
+      }
+    }
     const summarized = range('summarized', branch, a, b);
     if (summarized) ranges.push(summarized);
     if (keptAt !== undefined) {
@@ -169,16 +179,55 @@ function budgetOf(r: PreviewResult): Pick<PlanModel, 'rows' | 'marks' | 'window'
   return { rows, marks, window, limitNote };
 }
 
+const QA_CLASS: Record<string, string> = { content: 'fact', address: 'entry address' };
+const EXPECTED = /^summary does not contain expected answer ("(?:[^"\\]|\\.)*")$/;
+
+/**
+ * One line per missed answer. The engine reports each probe (a fact and its entry address
+ * are two probes of one answer) as `summary does not contain expected answer "<JSON>"`,
+ * often of a quoted turn: shown once, unquoted, with what was checked.
+ */
+export function qaFailureLines(failures: unknown[]): string[] {
+  const order: string[] = [];
+  const checked = new Map<string, Set<string>>();
+  for (const f of failures) {
+    let text: string;
+    let cls: string | undefined;
+    if (typeof f === 'string') {
+      text = f;
+    } else {
+      const o = (f ?? {}) as { reason?: unknown; class?: unknown };
+      text = typeof o.reason === 'string' ? o.reason : JSON.stringify(f);
+      cls = typeof o.class === 'string' ? o.class : undefined;
+      const m = EXPECTED.exec(text);
+      if (m) {
+        try {
+          let answer = JSON.parse(m[1]) as string;
+          if (answer.length >= 2 && answer.startsWith('"') && answer.endsWith('"')) answer = answer.slice(1, -1);
+          text = `Not in the summary: “${answer}”`;
+        } catch {
+          // Not JSON after all: shown as the engine wrote it.
+        }
+      }
+    }
+    if (!checked.has(text)) {
+      checked.set(text, new Set());
+      order.push(text);
+    }
+    if (cls) checked.get(text)!.add(QA_CLASS[cls] ?? cls);
+  }
+  return order.map((t) => {
+    const c = [...checked.get(t)!];
+    return c.length ? `${t} (${c.join(' and ')})` : t;
+  });
+}
+
 function qaOf(qa: QaReport | null | undefined): Pick<PlanModel, 'qaLine' | 'qaFailures'> {
   if (!qa) return { qaLine: 'The QA check was not run.', qaFailures: [] };
   const probes = num((qa as unknown as { probes?: unknown }).probes);
   const line = `QA: ${pct(qa.score)} of ${probes !== undefined ? `${probes} ` : ''}questions about the summarized part are answered by the summary `
     + `(facts ${pct(qa.contentScore)}, entry addresses ${pct(qa.addressScore)}); ${qa.failures.length} missed.`;
-  const failures = qa.failures.map((f) => {
-    if (typeof f === 'string') return f;
-    const o = f as { reason?: unknown; id?: unknown };
-    return typeof o.reason === 'string' ? o.reason : JSON.stringify(f);
-  });
+  const failures = qaFailureLines(qa.failures);
   return { qaLine: line, qaFailures: failures };
 }
 
@@ -402,7 +451,7 @@ details { margin: 8px 0; } summary { font-weight: 600; cursor: pointer; margin-b
 .muted, .note { color: var(--vscode-descriptionForeground); }
 .stale { padding: 6px 8px; border-left: 3px solid var(--vscode-editorWarning-foreground); background: var(--vscode-inputValidation-warningBackground); }
 .strip { display: flex; height: 12px; border-radius: 3px; overflow: hidden; margin: 4px 0 8px; background: var(--vscode-editorWidget-background); }
-.seg.earlier, .swatch.earlier { background: #8a8a8a; } .seg.summarized, .swatch.summarized { background: #d19a2e; } .seg.kept, .swatch.kept { background: #3b8eea; }
+.seg.earlier, .swatch.earlier { background: #8a8a8a; } .seg.settings, .swatch.settings { background: #b4b4b4; } .seg.summarized, .swatch.summarized { background: #d19a2e; } .seg.kept, .swatch.kept { background: #3b8eea; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; }
 ul.ranges { list-style: none; padding-left: 0; margin: 0; } ul.ranges li { margin: 0 0 6px; line-height: 1.4; }
 a.line { color: var(--vscode-textLink-foreground); text-decoration: none; } a.line:hover { text-decoration: underline; }

@@ -8,6 +8,7 @@ import { snippetFor } from './match';
 import { activeSession } from './sessions';
 import { openEntry, openJsonlAt } from './expand';
 import { LatestOnly } from './latest';
+import { ACTION_LABELS, type ErrorAction, explainError, reasonText } from './errors';
 
 type Scope = 'session' | 'project' | 'global';
 
@@ -18,7 +19,12 @@ interface RecallPick extends vscode.QuickPickItem {
   segment?: Segment;
   entry?: SegmentEntry;
   pointer?: Pointer;
+  /** An item that does something about an empty or failed answer. */
+  action?: ErrorAction;
 }
+
+const LITERAL_PLACEHOLDER = 'Search past Pi sessions: literal words (the regex button switches mode)';
+const REGEX_PLACEHOLDER = 'Search past Pi sessions: a regular expression (the regex button switches back to words)';
 
 const OPEN_JSONL: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('go-to-file'), tooltip: 'Open the session JSONL at this entry' };
 const OPEN_EXPANDED: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('open-preview'), tooltip: 'Open the expanded entry' };
@@ -84,7 +90,7 @@ export class RecallPicker {
 
   async run(initialQuery?: string): Promise<void> {
     const qp = vscode.window.createQuickPick<RecallPick>();
-    qp.placeholder = 'Search past Pi sessions (literal words; the regex button switches mode)';
+    qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
     qp.matchOnDescription = false;
     qp.matchOnDetail = false;
     qp.buttons = [SCOPE_BUTTON, REGEX_BUTTON, AS_DOCUMENT];
@@ -152,6 +158,7 @@ export class RecallPicker {
         this.scope = this.scope === 'session' ? 'project' : this.scope === 'project' ? 'global' : 'session';
       } else if (button === REGEX_BUTTON) {
         this.regex = !this.regex;
+        qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
       } else if (button === AS_DOCUMENT) {
         if (this.last) {
           // The server's rendering is plain text: a .txt document, never Markdown.
@@ -172,6 +179,22 @@ export class RecallPicker {
     qp.onDidAccept(() => {
       const item = qp.selectedItems[0];
       if (!item) return;
+      if (item.action) {
+        if (item.action === 'useLiteral') {
+          this.regex = false;
+          qp.placeholder = LITERAL_PLACEHOLDER;
+        } else if (item.action === 'searchGlobal') {
+          this.sessionScope = undefined;
+          this.scope = 'global';
+        } else {
+          qp.hide();
+          if (item.action === 'setAgentDir') void vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.agentDir');
+          return;
+        }
+        this.updateTitle(qp);
+        latest.now(qp.value);
+        return;
+      }
       if (item.pointer) {
         // A cold pointer: narrow the search to that session.
         this.sessionScope = item.pointer.sessionFile;
@@ -201,6 +224,30 @@ export class RecallPicker {
     qp.title = `Fabric: Recall — ${scope}${this.regex ? ' — regex' : ''}${note}`;
   }
 
+  /** What an answer without items says: the error with what to do, or why nothing matched. */
+  private emptyItems(result: RecallResult): RecallPick[] {
+    const c = result.coverage;
+    if (c.error) {
+      this.fabric.output.debug(`recall: ${c.error.code}: ${c.error.message}`);
+      const e = explainError(c.error, { pattern: this.regex ? result.query : undefined });
+      const out: RecallPick[] = [{ label: `$(error) ${e.text}`, detail: e.hint, alwaysShow: true }];
+      if (e.action) out.push({ label: `$(arrow-right) ${ACTION_LABELS[e.action]}`, action: e.action, alwaysShow: true });
+      return out;
+    }
+    if (c.eligibleSessions === 0 && result.scope !== 'global') {
+      return [{
+        label: `No Pi sessions in this ${result.scope === 'project' ? 'project' : 'scope'}`,
+        alwaysShow: true,
+      }, { label: `$(globe) ${ACTION_LABELS.searchGlobal}`, action: 'searchGlobal', alwaysShow: true }];
+    }
+    const searched = `${c.indexedSessions} of ${c.eligibleSessions} session${c.eligibleSessions === 1 ? '' : 's'} searched`;
+    return [{
+      label: result.authoritative ? 'No matches' : '$(warning) No matches so far',
+      description: c.complete ? searched : `${searched}: ${c.reasons.map(reasonText).join('; ') || 'the index is not complete'}`,
+      alwaysShow: true,
+    }];
+  }
+
   private toItems(result: RecallResult): RecallPick[] {
     const items: RecallPick[] = [];
     for (const item of result.items) {
@@ -208,14 +255,7 @@ export class RecallPicker {
       else items.push(pointerItem(item.pointer));
     }
     if (items.length === 0) {
-      const why = result.coverage.complete
-        ? 'coverage complete'
-        : `coverage incomplete: ${result.coverage.reasons.join(', ') || 'index not complete'}`;
-      items.push({
-        label: result.authoritative ? 'No matches' : '$(warning) No matches (not authoritative)',
-        description: why,
-        alwaysShow: true,
-      });
+      items.push(...this.emptyItems(result));
     } else if (result.hasNext) {
       items.push({
         label: `$(ellipsis) ${result.totalItems - result.pageSize} more results: refine the query`,

@@ -3,6 +3,7 @@
 // terms highlighted; counts in the view's description, coverage as a one-line message;
 // next / previous match; scope and mode toggles; refresh; more pages on demand.
 import * as vscode from 'vscode';
+import { errorLine, explainError, reasonText } from './errors';
 import { Fabric, errorMessage } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
@@ -29,18 +30,12 @@ interface EntryNode {
 
 const ROLE_ICON: Record<string, string> = { user: 'account', assistant: 'hubot', toolResult: 'output', bashExecution: 'terminal' };
 
-/** A calm one-line note about coverage ('' when complete). */
+/** A calm one-line note about coverage ('' when complete); an error says what to do. */
 export function coverageNote(result: RecallResult): string {
   const c = result.coverage;
-  if (c.error) return `${c.error.code}: ${c.error.message}`;
+  if (c.error) return errorLine(explainError(c.error, { pattern: result.queryMode === 'regex' ? result.query : undefined }));
   if (c.complete) return '';
-  const reasons: Record<string, string> = {
-    max_entry_chars: 'long entries are indexed only up to memory.maxEntryChars',
-    max_line_bytes: 'an entry on a session line over 64 MiB is read only up to a cut',
-    stale: 'some sessions changed since they were indexed',
-    cold: 'older sessions are searched by digest (pointers)',
-  };
-  const why = c.reasons.map((r) => reasons[r] ?? r.replace(/_/g, ' ')).join('; ');
+  const why = c.reasons.map(reasonText).join('; ');
   return `${c.indexedSessions} of ${c.eligibleSessions} sessions searched${why ? ` — ${why}` : ''}.`;
 }
 

@@ -5,6 +5,8 @@
 import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
 import { readGoal } from './sessions';
+import { explainError } from './errors';
+import { currentPiDirs } from './server';
 import { Method, SessionInfo, SessionsResult, StatusResult, isDomainError } from './protocol';
 import { formatTime, shortId } from './render';
 
@@ -30,6 +32,8 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
   private hasNext = true;
   private loading: Promise<void> | undefined;
   private error: string | undefined;
+  /** What the server says about the session dir (it does not exist), named in the empty view. */
+  private dirError: string | undefined;
   private readonly titles = new Map<string, string>();
   private readonly status = new Map<string, StatusResult>();
   private projects: Node[] = [];
@@ -70,6 +74,7 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
         this.fabric.request<SessionsResult>(Method.sessions, { scope: 'global', page: this.page + 1, pageSize: SESSIONS_PAGE_SIZE }));
       this.page = res.page;
       this.total = res.totalItems;
+      this.dirError = res.coverage.error ? explainError(res.coverage.error).text : undefined;
       this.hasNext = res.hasNext;
       const known = new Set(this.sessions.map((s) => s.sessionFile));
       this.sessions.push(...res.sessions.filter((s) => !known.has(s.sessionFile)));
@@ -95,9 +100,12 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
     this.view.description = this.total > 0
       ? `${this.sessions.length === this.total ? this.total : `${this.sessions.length} of ${this.total}`} sessions`
       : undefined;
+    const empty = !this.error && this.total === 0 && !this.hasNext;
     this.view.message = this.error
       ? `Could not list sessions: ${this.error}`
-      : this.total === 0 && !this.hasNext ? 'No Pi sessions found in the session directory.' : undefined;
+      : empty ? (this.dirError ?? `No Pi sessions in ${currentPiDirs().sessionDirs.join(', ')}.`) : undefined;
+    // The welcome view (package.json viewsWelcome) offers "Set Agent Dir…" under the message.
+    void vscode.commands.executeCommand('setContext', 'fabricLsp.noSessions', empty);
     this.changed.fire(undefined);
   }
 

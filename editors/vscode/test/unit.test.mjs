@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
 import { ENTRY_REF, parseEntryInput, referenceAt } from '../src/refs.ts';
 import { LatestOnly } from '../src/latest.ts';
-import { confirmation, escapeMarkdown, planModel } from '../src/plan.ts';
+import { explainError, reasonText } from '../src/errors.ts';
+import { confirmation, escapeMarkdown, planModel, qaFailureLines } from '../src/plan.ts';
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
@@ -16,6 +17,58 @@ import * as path from 'node:path';
 import { piDirExists, piDirs, sessionPatterns } from '../src/agentDir.ts';
 import { pickServerSettings, restrictedSettings, settingValue } from '../src/trust.ts';
 import { expandHome, programKind, setSpawnDir, spawnDir } from '../src/spawnDir.ts';
+
+describe('plan: every branch entry is in the cut map; QA misses once each', () => {
+  test('settings entries before the first message are their own range', () => {
+    const ids = ['M0', 'T1', 'A0', 'B1', 'K1', 'L9'];
+    const types = ['model_change', 'thinking_level_change', 'message', 'message', 'message', 'message'];
+    const jsonl = ['{"type":"session","id":"S1"}', ...ids.map((id, i) => JSON.stringify({ type: types[i], id, parentId: i ? ids[i - 1] : null }))].join('\n');
+    const m = planModel({ sessionId: 'S1', sessionFile: '/s/a.jsonl', sourceHash: 'ab', leafId: 'L9', tokensBefore: 10, outcome: 'compacted',
+      summary: 'x', firstKeptEntryId: 'K1', details: { coverage: { liveCutRange: { first: 'A0', last: 'B1' } } } }, parseEntries(jsonl));
+    assert.deepEqual(m.ranges.map((r) => [r.kind, r.count]), [['settings', 2], ['summarized', 2], ['kept', 2]]);
+    assert.equal(m.ranges.reduce((n, r) => n + r.count, 0), m.branchLength);
+    assert.match(m.ranges[0].title, /model_change, thinking_level_change/);
+  });
+  test('a fact and its address probe of one answer are one line, unquoted', () => {
+    const reason = `summary does not contain expected answer ${JSON.stringify(JSON.stringify('CI is red: assert 0.9999 == 1.0'))}`;
+    const lines = qaFailureLines([
+      { id: 'earlier-turn-count:126', class: 'content', reason },
+      { id: 'earlier-turn-address:126', class: 'address', reason },
+      { id: 'x', class: 'address', reason: 'summary does not contain expected answer "source entries 8087f660 → ce3f1cf0"' },
+      'missing x',
+    ]);
+    assert.deepEqual(lines, [
+      'Not in the summary: “CI is red: assert 0.9999 == 1.0” (fact and entry address)',
+      'Not in the summary: “source entries 8087f660 → ce3f1cf0” (entry address)',
+      'missing x',
+    ]);
+  });
+});
+
+describe('errors that help', () => {
+  test('an invalid regex names the pattern and the reason, and offers literal words', () => {
+    const e = explainError({ code: 'invalid_regex', message: 'Invalid regular expression: /foo(/iu: Unterminated group' }, { pattern: 'foo(' });
+    assert.equal(e.text, 'The regular expression “foo(” is not valid: Unterminated group.');
+    assert.equal(e.action, 'useLiteral');
+  });
+  test('an unknown session says what was asked for and how to name one', () => {
+    const e = explainError({ code: 'session_not_found', message: 'Session not found: nonsense' });
+    assert.equal(e.text, 'No Pi session matches “nonsense”.');
+    assert.match(e.hint, /at least 8 characters/);
+    assert.equal(e.action, 'pickSession');
+  });
+  test('a missing session dir keeps the server\'s message (it names the dir) and offers the setting', () => {
+    const message = 'The Pi session directory /nope/sessions does not exist. Set the agentDir setting …';
+    assert.deepEqual(explainError({ code: 'session_dir_missing', message }), { text: message, action: 'setAgentDir' });
+  });
+  test('no code reaches the text; unknown reasons read as words', () => {
+    for (const code of ['stale_pointer', 'index_out_of_bounds', 'source_unavailable']) {
+      assert.ok(!explainError({ code, message: 'Something happened' }).text.includes(code));
+    }
+    assert.equal(reasonText('some_new_reason'), 'some new reason');
+    assert.match(reasonText('indexing_in_progress'), /searched again when indexing completes/);
+  });
+});
 
 describe('confirmation (asked before a compaction request is sent)', () => {
   const jsonl = ['{"type":"session","id":"S1"}',

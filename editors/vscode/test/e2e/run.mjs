@@ -302,6 +302,39 @@ try {
     await waitForEditor((t) => t.includes(`reference: pi-entry:${id02}/${entryId}`), 'the expanded entry of that line');
   });
 
+  await check('errors say what is wrong and what to do, without internal codes', async () => {
+    await closeAllEditors();
+    await runCommand('Fabric: Recall…');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Fabric: Recall' }).waitFor({ state: 'visible' });
+    await page.locator('.quick-input-widget .quick-input-titlebar .codicon-regex').first().click();
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'regex' }).waitFor({ state: 'visible' });
+    const input = page.locator('.quick-input-widget input');
+    assert(/a regular expression/.test(await input.getAttribute('placeholder')), 'the placeholder says regex');
+    await input.pressSequentially('foo(', { delay: 30 });
+    const rows = await waitForRows((r) => r.some((t) => t.includes('is not valid')), 'the regex error');
+    const said = rows.join(' | ');
+    assert(said.includes('The regular expression “foo(” is not valid: Unterminated group.'), `names the pattern and the reason: ${said}`);
+    assert(!said.includes('invalid_regex') && !said.includes('not authoritative'), `no internal codes: ${said}`);
+    await shot('recall-regex-error');
+    // Its action switches to literal words and searches again.
+    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'Search Literal Words' }).first().click();
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'regex' }).waitFor({ state: 'hidden' });
+    await waitForRows((r) => r.length > 0 && !r.some((t) => t.includes('is not valid')), 'a literal search');
+    await page.keyboard.press('Escape');
+    await runCommand('Notifications: Clear All Notifications');
+    await runCommand('Fabric: Expand Entry…');
+    await page.locator('.quick-input-widget', { hasText: 'pi-entry:<session>/<entryId>' }).waitFor({ state: 'visible' });
+    await input.fill('nonsense/abc');
+    await page.keyboard.press('Enter');
+    const toast = page.locator('.notification-toast', { hasText: 'No Pi session matches “nonsense”' }).first();
+    await toast.waitFor({ state: 'visible' });
+    const text = clean(await toast.innerText());
+    assert(!text.includes('session_not_found') && text.includes('Choose a Session…'), `message and action: ${text}`);
+    // An error toast with a button stays until dismissed: later clicks must not land on it.
+    await runCommand('Notifications: Clear All Notifications');
+    await toast.waitFor({ state: 'hidden' });
+  });
+
   await check('Expand Entry… opens an entry by reference', async () => {
     await closeAllEditors();
     await runCommand('Fabric: Expand Entry…');

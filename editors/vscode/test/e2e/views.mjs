@@ -242,6 +242,7 @@ try {
     await runCommand('Fabric: Show Log');
     await page.locator('.part.panel', { hasText: 'Output' }).first().waitFor({ state: 'visible' });
     await waitForWebview((t) => t.includes('No compaction plan yet'), 'the empty plan after selecting (no preview ran)');
+    await runCommand('View: Hide Panel');
     await row.click();
     await page.keyboard.press('Enter');
     const { frame, text } = await waitForWebview((t) => t.includes('Compaction plan') && t.includes('01a18ac0'), 'the plan');
@@ -250,6 +251,14 @@ try {
       'In context now', 'Projected after compaction', 'Never more than', 'QA:', 'Summary, exactly as committed', '[Session Goal]']) {
       assert(text.includes(part), `plan shows ${part}: ${text.slice(0, 1500)}`);
     }
+    // Every entry of the branch is in one range of the cut map (issue 34, finding 7).
+    const branchLength = Number(/Cut map · ([\d,]+) entries on the branch/.exec(text)[1].replace(/,/g, ''));
+    const counted = [...text.matchAll(/^([\d,]+) entries?:/gm)].reduce((n, m) => n + Number(m[1].replace(/,/g, '')), 0);
+    assert(text.includes('Settings before the conversation') && counted === branchLength, `ranges cover ${counted} of ${branchLength}: ${text.slice(0, 1500)}`);
+    // QA misses: one line per answer, not a doubly quoted string per probe.
+    const misses = text.split('\n').filter((l) => l.startsWith('Not in the summary'));
+    assert(misses.length > 0 && misses.every((l) => !l.includes('""') && !l.includes('\\"')), `QA lines: ${misses.slice(0, 4).join(' | ')}`);
+    assert(new Set(misses).size === misses.length, `each miss once: ${misses.join(' | ')}`);
     // Collapse the sessions pane so the plan gets the sidebar's height for the picture.
     await pane('Sessions').locator('.pane-header').click();
     await shot('plan');
