@@ -54,10 +54,11 @@ export function explainError(err: DomainError, context: { pattern?: string } = {
       };
     }
     case 'ambiguous_session': {
-      const n = err.candidates?.length ?? 0;
+      // The server's message names the prefix and the matching ids; the candidates are files.
+      const files = (err.candidates ?? []).map((c) => c.split(/[\\/]/).pop() ?? c);
       return {
-        text: `${message.replace(/\.$/, '')}${n ? ` (${n} sessions)` : ''}.`,
-        hint: n ? `Type more characters of the id: ${err.candidates!.slice(0, 5).join(', ')}${n > 5 ? ', …' : ''}` : 'Type more characters of the id.',
+        text: message.endsWith('.') ? message : `${message}.`,
+        hint: files.length ? `Or name the file: ${files.slice(0, 5).join(', ')}${files.length > 5 ? ', …' : ''}.` : undefined,
         action: 'pickSession',
       };
     }

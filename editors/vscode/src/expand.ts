@@ -2,7 +2,8 @@
 import * as vscode from 'vscode';
 import { Fabric, errorMessage, showDomainError } from './fabric';
 import { ExpandResult, Method, Segment, SegmentEntry, isDomainError } from './protocol';
-import { parseEntryInput, referenceAt } from './refs';
+import { entryIdsOnLines, parseEntryInput, referenceAt } from './entryInput';
+import * as fs from 'node:fs';
 import { renderExpand, shortId } from './render';
 import { activeSession, sessionHeader } from './sessions';
 
@@ -37,7 +38,7 @@ export async function openEntry(fabric: Fabric, segment: Segment, entry: Segment
   await expandAndShow(
     fabric,
     { session: segment.sessionFile, branches: segment.branches, ...selector },
-    `Entry ${entry.entryId ?? `#${entry.index}`} — ${shortId(segment.sessionId)}`,
+    `Entry ${entry.entryId ?? `line ${entry.line + 1}`} — ${shortId(segment.sessionId)}`,
   );
 }
 
@@ -66,7 +67,7 @@ export async function expandEntryCommand(fabric: Fabric, arg?: unknown): Promise
   if (!value) {
     value = await vscode.window.showInputBox({
       title: 'Fabric: Expand Entry',
-      prompt: 'pi-entry:<session>/<entryId>, <session>/<entryId>, <session>#<index>[-<last>], or <entryId> / <entryId>/<n> in the open session',
+      prompt: 'pi-entry:<session>/<entryId>, <session>/<entryId>, <session>#<line>[-<last>] (JSONL lines), or <entryId> / <entryId>/<n> in the open session',
       placeHolder: 'pi-entry:<sessionId>/<entryId>',
       value: referenceAtCursor(),
       ignoreFocusOut: true,
@@ -90,5 +91,44 @@ export async function expandEntryCommand(fabric: Fabric, arg?: unknown): Promise
   if (session.startsWith('/') && !sessionHeader(session)) {
     void vscode.window.showWarningMessage(`Fabric: ${session} does not start with a Pi session header`);
   }
-  await expandAndShow(fabric, { session, ...parsed.selector }, `Entry ${parsed.label}`);
+  let selector = parsed.selector;
+  if (parsed.lines) {
+    const ids = await entriesOnLines(fabric, session, parsed.lines.first, parsed.lines.last);
+    if (typeof ids === 'string') {
+      void vscode.window.showErrorMessage(`Fabric: ${ids}`);
+      return;
+    }
+    if (ids === undefined) return;
+    selector = { entryIds: ids };
+  }
+  await expandAndShow(fabric, { session, ...selector }, `Entry ${parsed.label}`);
+}
+
+/**
+ * The entry ids on JSONL lines `first`..`last` of a session (a path, id or id prefix: the
+ * server resolves ids to the file through an expand of its first entry). undefined when the
+ * server's answer was already shown as an error.
+ */
+async function entriesOnLines(fabric: Fabric, session: string, first: number, last: number): Promise<string[] | string | undefined> {
+  let file = session;
+  if (!session.startsWith('/')) {
+    let res: ExpandResult | { error: { code: string; message: string } };
+    try {
+      res = await fabric.request<ExpandResult>(Method.expand, { session, indices: [0] });
+    } catch (err) {
+      return `expand failed: ${errorMessage(err)}`;
+    }
+    if (isDomainError(res)) {
+      await showDomainError(fabric, 'expand', res.error);
+      return undefined;
+    }
+    file = res.sessionFile;
+  }
+  let text: string;
+  try {
+    text = await fs.promises.readFile(file, 'utf8');
+  } catch (err) {
+    return `cannot read ${file}: ${errorMessage(err)}`;
+  }
+  return entryIdsOnLines(text, first, last, file);
 }

@@ -25,7 +25,7 @@ export async function showFileHistory(fabric: Fabric, result: FileHistoryResult)
   await expandAndShow(
     fabric,
     { session: op.sessionFile, branches: result.branches, indices: [op.index] },
-    `${op.action} ${op.operationAddress ?? op.entryId ?? `#${op.index}`}`,
+    `${op.action} ${op.operationAddress ?? op.entryId ?? (op.line !== undefined ? `line ${op.line + 1}` : `entry index ${op.index}`)}`,
   );
 }
 

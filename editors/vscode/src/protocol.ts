@@ -32,6 +32,8 @@ export interface FileOperation {
   cwd: string | null;
   entryId: string | null;
   index: number;
+  /** 0-based line of the entry in sessionFile (absent when the index does not know it). */
+  line?: number;
   operationAddress?: string;
   action: 'read' | 'edit' | 'write';
   toolName: string;

@@ -294,7 +294,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     const ok = await expandAndShow(
       this.fabric,
       { session: node.segment.sessionFile, branches: node.segment.branches, ...selector },
-      `Entry ${node.entry.entryId ?? `#${node.entry.index}`} — ${shortId(node.segment.sessionId)}`,
+      `Entry ${node.entry.entryId ?? `line ${node.entry.line + 1}`} — ${shortId(node.segment.sessionId)}`,
       preserveFocus,
     );
     const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.scheme === 'fabric' && e.document.uri.path.startsWith('/Entry '))

@@ -11,7 +11,7 @@ export function fileHistoryItems(result: FileHistoryResult): { label: string; de
   return result.items.map((op) => ({
     label: `${op.action}${op.outcome === 'failed' ? ' (failed)' : ''}`,
     description: `${shortId(op.sessionId)} · ${formatTime(op.timestamp)}${op.operationRef ? ` · via ${op.operationRef}` : ''}`,
-    detail: op.ref ?? `${op.sessionFile} #${op.index}`,
+    detail: op.ref ?? `${op.sessionFile}${op.line !== undefined ? ` line ${op.line + 1}` : ''}`,
     operation: op,
   }));
 }
@@ -62,7 +62,7 @@ function entrySection(sessionId: string, e: ExpandedEntry): string {
     e.timestamp ? `- time: ${formatTime(e.timestamp)}` : undefined,
     `- reference: ${entryRef(sessionId, e.entryId)}`,
     e.operationAddress ? `- operation address: \`${e.operationAddress}\`` : undefined,
-    `- index ${e.index}, line ${e.line + 1}`,
+    `- line ${e.line + 1} (entry index ${e.index})`,
   ].filter((l): l is string => l !== undefined);
   return [`## ${roleLabel(e)} · ${formatTime(e.timestamp) || 'no time'}`, '', ...meta, '', fence(e.text, 'text'), ''].join('\n');
 }

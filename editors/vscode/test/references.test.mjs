@@ -34,7 +34,7 @@ test('formatted references parse back', () => {
 });
 
 describe('Expand Entry… input (src/refs.ts) goes through the same parser', async () => {
-  const { parseEntryInput } = await import('../src/refs.ts');
+  const { parseEntryInput } = await import('../src/entryInput.ts');
   test('a bare entry id and an operation address use the open session file', () => {
     assert.deepEqual(parseEntryInput('97e8c51f', '/s/x.jsonl').selector, { entryIds: ['97e8c51f'] });
     assert.equal(parseEntryInput('97e8c51f', '/s/x.jsonl').session, '/s/x.jsonl');

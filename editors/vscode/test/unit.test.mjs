@@ -3,7 +3,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
-import { ENTRY_REF, parseEntryInput, referenceAt } from '../src/refs.ts';
+import { entryIdsOnLines, parseEntryInput, referenceAt } from '../src/entryInput.ts';
+import { REFERENCE_IN_TEXT } from '../src/references.ts';
 import { LatestOnly } from '../src/latest.ts';
 import { explainError, reasonText } from '../src/errors.ts';
 import { confirmation, escapeMarkdown, planModel, qaFailureLines } from '../src/plan.ts';
@@ -56,6 +57,12 @@ describe('errors that help', () => {
     assert.equal(e.text, 'No Pi session matches “nonsense”.');
     assert.match(e.hint, /at least 8 characters/);
     assert.equal(e.action, 'pickSession');
+  });
+  test('an ambiguous prefix keeps the server\'s message (it lists the ids) and names the files once', () => {
+    const e = explainError({ code: 'ambiguous_session', message: 'Session id prefix "01a22a5b" matches 2 sessions: a, b; use more characters',
+      candidates: ['/s/p/02-x.jsonl', '/s/p/03-y.jsonl'] });
+    assert.equal(e.text, 'Session id prefix "01a22a5b" matches 2 sessions: a, b; use more characters.');
+    assert.equal(e.hint, 'Or name the file: 02-x.jsonl, 03-y.jsonl.');
   });
   test('a missing session dir keeps the server\'s message (it names the dir) and offers the setting', () => {
     const message = 'The Pi session directory /nope/sessions does not exist. Set the agentDir setting …';
@@ -271,7 +278,7 @@ describe('renderExpand', () => {
         timestamp: 1796006946810, isError: true, text: 'boom', line: 16, operationAddress: 'op:1' }],
     });
     for (const part of ['# Session S1', '## toolResult (bash) · ', '— error', 'reference: pi-entry:S1/E3',
-      'operation address: `op:1`', 'index 3, line 17', '```text\nboom\n```']) {
+      'operation address: `op:1`', 'line 17 (entry index 3)', '```text\nboom\n```']) {
       assert.ok(md.includes(part), `missing ${part}\n${md}`);
     }
   });
@@ -292,12 +299,15 @@ describe('entry references', () => {
       { session: '01a2-b', selector: { entryIds: ['662cb756'] }, label: '01a2-b 662cb756' });
     assert.deepEqual(parseEntryInput('/tmp/s.jsonl/e1').selector, { entryIds: ['e1'] });
     assert.equal(parseEntryInput('/tmp/s.jsonl/e1').session, '/tmp/s.jsonl');
-    assert.deepEqual(parseEntryInput('S#4').selector, { indices: [4] });
-    assert.deepEqual(parseEntryInput('S#4-9').selector, { entryRange: { first: 4, last: 9 } });
+    // `#N` is JSONL line N, the number every view shows as "line N" (`#L12` too).
+    assert.deepEqual(parseEntryInput('S#4').lines, { first: 4, last: 4 });
+    assert.deepEqual(parseEntryInput('S#L4-L9').lines, { first: 4, last: 9 });
+    assert.equal(parseEntryInput('01a18ac0#452').label, '01a18ac0 line 452');
   });
   test('bad inputs name the problem', () => {
     assert.match(parseEntryInput(''), /Enter/);
     assert.match(parseEntryInput('S#9-4'), /before its start/);
+    assert.match(parseEntryInput('S#0'), /start at 1/);
     assert.match(parseEntryInput('pi-entry:-bad/x'), /valid/);
     assert.match(parseEntryInput('just-words'), /Use pi-entry/);
   });
@@ -309,8 +319,18 @@ describe('entry references', () => {
     assert.equal(referenceAt('x pi-entry:S3/E4 y', 17), undefined);
     assert.equal(referenceAt('x pi-entry:S3/E4 y', 16), 'pi-entry:S3/E4');
   });
+  test('lines map to the entries on them (the header and bad lines are not entries)', () => {
+    const text = '{"type":"session","id":"S"}\n{"type":"message","id":"a"}\nnot json\n{"type":"message","id":"b"}\n';
+    assert.deepEqual(entryIdsOnLines(text, 2, 2, 'f'), ['a']);
+    assert.deepEqual(entryIdsOnLines(text, 1, 4, 'f'), ['a', 'b']);
+    assert.match(entryIdsOnLines(text, 3, 3, 'f'), /line 3 is not a session entry in f/);
+    assert.match(entryIdsOnLines(text, 9, 9, 'f'), /has 4 lines; there is no line 9/);
+  });
+  test('a reference needs a boundary before it (the grammar\'s rule)', () => {
+    assert.equal(referenceAt('xpi-entry:S3/E4', 5), undefined);
+  });
   test('the regex matches the documented syntax only', () => {
-    const re = new RegExp(`^${ENTRY_REF.source}$`);
+    const re = new RegExp(`^${REFERENCE_IN_TEXT.source}$`);
     assert.ok(re.test('pi-entry:abc/def:1.2-3'));
     assert.ok(!re.test('pi-entry:/def'));
     assert.ok(!re.test('pi-entry:_a/b'));
@@ -368,12 +388,13 @@ describe('fileHistoryItems', () => {
       entryId: 'e1', index: 3, action: 'edit', toolName: 'edit', outcome: 'succeeded', timestamp: Date.UTC(2026, 0, 2, 3, 4, 5),
       ref: 'pi-entry:01a182b4-aaaa-7000-8000-000000000000/e1', ...over });
     const rows = fileHistoryItems({ path: '/p/a.py', branches: 'active', totalSessions: 1, totalItems: 2, hasNext: false,
-      items: [op({}), op({ action: 'read', outcome: 'failed', operationRef: 'pi.read', operationAddress: 'r1/0', ref: null, index: 9 })] });
+      items: [op({}), op({ action: 'read', outcome: 'failed', operationRef: 'pi.read', operationAddress: 'r1/0', ref: null, index: 9, line: 11 })] });
     assert.deepEqual(rows.map((r) => r.label), ['edit', 'read (failed)']);
     assert.equal(rows[0].description, '01a182b4 · 2026-01-02 03:04:05');
     assert.equal(rows[0].detail, 'pi-entry:01a182b4-aaaa-7000-8000-000000000000/e1');
     assert.ok(rows[1].description.endsWith('via pi.read'));
-    assert.equal(rows[1].detail, '/s/a.jsonl #9');
+    // Lines as every view shows them (1-based), never a bare `#index`.
+    assert.equal(rows[1].detail, '/s/a.jsonl line 12');
     assert.equal(rows[1].operation.index, 9);
   });
 });

@@ -346,6 +346,14 @@ try {
     assert(text.includes(`pi-entry:${id02}/662cb756`), `reference shown: ${text.slice(0, 400)}`);
     assert(text.includes('line 17'), `line shown: ${text.slice(0, 400)}`);
     await shot('expand');
+    // The line it shows can be typed back: `<session>#17` is that entry (issue 34, finding 6).
+    await closeAllEditors();
+    await runCommand('Fabric: Expand Entry…');
+    await input.waitFor({ state: 'visible' });
+    await input.fill(`${id02}#17`);
+    await page.keyboard.press('Enter');
+    const again = await waitForEditor((t) => t.includes('Add a CHANGELOG entry'), 'the entry on line 17');
+    assert(again.includes(`pi-entry:${id02}/662cb756`) && again.includes('line 17'), `#17 is line 17: ${again.slice(0, 400)}`);
   });
 
   await check('hover previews an entry reference (served by the server)', async () => {
