@@ -6,12 +6,13 @@ its own file. No module here may import pygls or lsprotocol.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 
 def registry() -> dict[str, Any]:
+    import importlib
+    import pkgutil  # (here: a memory read imports this package, never the registry)
+
     found: dict[str, Any] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")

@@ -8,7 +8,6 @@ domain error (stale pointer, not found, ambiguous, out of bounds), 2 on invalid 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -152,6 +151,8 @@ def _run_recall(args: argparse.Namespace) -> int:
     else:
         reasons = [r for r in cov.get("reasons", []) if r != "max_entry_chars"]
         if result["totalItems"] == 0 and not reasons:
+            import json  # (here: `--json` answers never load it)
+
             _write(f"No matches for {json.dumps(args.query)}" if args.query is not None else "Nothing to browse")
             _write(f" in {_sessions_phrase(cov['indexedSessions'])} of scope {args.scope}.\n")
             wider = _wider_scope_hint(args)

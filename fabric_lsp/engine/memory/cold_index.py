@@ -29,6 +29,7 @@ import sys
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate, pairwise
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, cast, overload
 
@@ -42,6 +43,7 @@ from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 SNAPSHOT_NAME = disk_cache.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
 _SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
 _KEY_BYTES = disk_cache.VOCABULARY_KEY_BYTES
+_SCANNED_LOOKUPS = 32  # lookups a restored table answers by scanning its names (`_term_id`)
 
 
 def _le(values: array[int]) -> bytes:
@@ -75,9 +77,13 @@ class ColdTermTable:
     """Interned terms, per-slot term-id arrays and term -> slots postings."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
+        # term -> id and term id -> ascending live-or-dead slots (`ids`, `postings`); a
+        # restored snapshot leaves both unmade until something needs them whole (`restore`)
+        self._ids: dict[str, int] | None = {}
         self.names: list[str] = []
-        self.postings: list[array[int]] = []  # term id -> ascending live-or-dead slots
+        self._postings: list[array[int]] | None = []
+        self._packed: tuple[array[int], array[int]] | None = None  # (every posting, each term's start)
+        self._lookups = 0  # terms looked up by name while `_ids` is unmade
         self.slots: dict[int, array[int]] = {}  # live slot -> term ids (vocabulary order)
         self.keys: dict[int, bytes] = {}  # slot -> its vocabulary's key, where known
         self.claimable: dict[bytes, list[int]] = {}  # restored slots no state holds yet
@@ -87,6 +93,41 @@ class ColdTermTable:
 
     def __len__(self) -> int:
         return len(self.slots)
+
+    @property
+    def ids(self) -> dict[str, int]:
+        """term -> term id (made on first use after a restore)."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = dict(zip(self.names, range(len(self.names))))
+        return ids
+
+    @property
+    def postings(self) -> list[array[int]]:
+        """term id -> the ascending slots (live or dead) holding it (split per term on
+        first use after a restore; `sessions_with` reads a restored table's unsplit)."""
+        postings = self._postings
+        if postings is None:
+            assert self._packed is not None
+            flat, starts = self._packed
+            postings = self._postings = [flat[a:b] for a, b in pairwise(starts)]
+            self._packed = None
+        return postings
+
+    def _term_id(self, term: str) -> int | None:
+        ids = self._ids
+        if ids is not None:
+            return ids.get(term)
+        # A restored table answers its first lookups by a scan of the names (a C loop, about
+        # a millisecond at 100,000 terms), so a process answering one query never pays for
+        # the whole dict; a table asked more often makes it.
+        self._lookups += 1
+        if self._lookups > _SCANNED_LOOKUPS:
+            return self.ids.get(term)
+        try:
+            return self.names.index(term)
+        except ValueError:
+            return None
 
     def add(self, vocabulary: Iterable[str], key: bytes | None = None) -> int:
         """A new slot holding `vocabulary` (its order is kept); `key`: its vocabulary key
@@ -210,11 +251,13 @@ class ColdTermTable:
             post_lens, post_slots = _from_le(post_lens_b), _from_le(post_slots_b)
             if len(names) != n or sum(slot_lens) != len(slot_ids) or sum(post_lens) != len(post_slots):
                 return False
-            if (slot_ids and max(slot_ids) >= n) or (post_slots and max(post_slots) >= k):
+            if slot_ids and max(slot_ids) >= n:
                 return False
-            ids = dict(zip(names, range(n)))
-            if len(ids) != n:
-                return False
+            # Not checked here, to restore in time proportional to the slots rather than the
+            # terms (a process answering one query restores the table for a few lookups):
+            # that the names are distinct and that postings name slots below `k`. The seal
+            # proves the bytes are `encode_snapshot`'s, which writes both so; and a posting
+            # naming no held slot is ignored by every reader (they filter by held slots).
         except (ValueError, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return False
         slots: dict[int, array[int]] = {}
@@ -222,13 +265,10 @@ class ColdTermTable:
         for slot, size in enumerate(slot_lens):
             slots[slot] = slot_ids[at : at + size]
             at += size
-        postings: list[array[int]] = []
-        at = 0
-        for size in post_lens:
-            postings.append(post_slots[at : at + size])
-            at += size
         keys = [key_bytes[i : i + _KEY_BYTES] for i in range(0, len(key_bytes), _KEY_BYTES)]
-        self.ids, self.names, self.postings, self.slots = ids, names, postings, slots
+        self.names, self.slots = names, slots
+        self._ids, self._postings, self._lookups = None, None, 0  # made when needed: `ids`, `postings`
+        self._packed = (post_slots, array("Q", accumulate(post_lens, initial=0)))
         self.keys = dict(enumerate(keys))
         claimable: dict[bytes, list[int]] = {}
         for slot, key in enumerate(keys):
@@ -244,9 +284,13 @@ class ColdTermTable:
 
     def sessions_with(self, term: str) -> array[int]:
         """Slots (live or dead: the caller filters by its own scope) that contain `term`."""
-        tid = self.ids.get(term)
+        tid = self._term_id(term)
         if tid is None:
             return array("I")
+        packed = self._packed
+        if packed is not None:
+            flat, starts = packed
+            return flat[starts[tid] : starts[tid + 1]]
         return self.postings[tid]
 
     def terms_set(self, slot: int) -> TermsSet:
@@ -410,7 +454,7 @@ def keep_on_server(state: Any, *, interned: bool) -> None:
     drop = ("vocabulary", "addresses") if interned else ("addresses",)
     state.digest = {k: v for k, v in state.digest.items() if k not in drop}
     if state.normalizer is None:
-        state.file_ops = packed(state.file_ops)
+        state.map_file_ops(packed)  # (a table not read yet is packed once it is)
 
 
 class StateTable(dict[tuple[str, str], "SessionState"]):

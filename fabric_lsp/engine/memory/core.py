@@ -12,14 +12,16 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
 from .cold_index import ColdTermTable, StateTable
 from .config import MemoryConfig
-from .regex_worker import RegexRunner
 from .state import SessionState
+
+if TYPE_CHECKING:
+    from .regex_worker import RegexRunner
 
 # a session file's cached header: ((ino, dev, mtime_ns, size) or None, id, cwd)
 HeaderEntry = tuple[tuple[int, int, int, int] | None, str | None, str | None]
@@ -65,13 +67,16 @@ class MemoryState:
         # the Ref of each listed session file, by path, with the stat identity it was made for
         self._refs: dict[str, tuple[tuple[int, int, int, int, int], Any]] = {}
         self._cleanup_complete: bool | None = None
+        # A one-shot engine's listing of the index dir (index._nothing_to_clean): a record
+        # name it did not hold is not there to remove (index.remove_listed); None: unknown
+        self.listed_names: frozenset[str] | None = None
         # the term table's version last restored from or written to its snapshot
         self.terms_persisted = -1
         # when a call last began or ended, or the engine was made (time.monotonic): see idle_seconds
         self.last_call = time.monotonic()
         self.calls = 0  # memory calls running now
         self._calls_lock = threading.Lock()
-        self._regex = RegexRunner()
+        self._regex = _RegexOnDemand()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
         # live session follows the live leaf), refreshed at every call (`live_snapshot`).
@@ -126,8 +131,8 @@ class MemoryState:
 
     @property
     def regex(self) -> RegexRunner:
-        """The regex worker (regex_worker.py)."""
-        return self._regex
+        """The regex worker (regex_worker.py), made on first use."""
+        return self._regex.runner()
 
     @contextmanager
     def call(self) -> Generator[None, None, None]:
@@ -152,3 +157,29 @@ class MemoryState:
         """True while a background indexer has sessions left to index."""
         indexer = self.background
         return indexer is not None and indexer.pending
+
+
+class _RegexOnDemand:
+    """The engine's regex worker, made (and regex_worker.py with its process machinery
+    imported) when a regex query first needs it: a process answering one literal query
+    never loads it. `close` stops it when it was made."""
+
+    def __init__(self) -> None:
+        self._made: RegexRunner | None = None
+        self._lock = threading.Lock()  # (regex queries run outside the engine lock)
+
+    def runner(self) -> RegexRunner:
+        made = self._made
+        if made is None:
+            with self._lock:
+                made = self._made
+                if made is None:
+                    from .regex_worker import RegexRunner
+
+                    made = self._made = RegexRunner()
+        return made
+
+    def close(self) -> None:
+        made = self._made
+        if made is not None:
+            made.close()

@@ -308,7 +308,6 @@ class StoredVocabulary:
 
 
 _top_raw = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_raw_list = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _decode_without(data: bytes, left_out: str | None, keep_raw: str | None = None) -> JsonObject | None:
@@ -324,13 +323,52 @@ def _decode_without(data: bytes, left_out: str | None, keep_raw: str | None = No
         return None
 
 
+_RawField = msgspec.Raw | msgspec.UnsetType
+
+
+class _ShardTop(msgspec.Struct):
+    """The top level of a shard record (`persist.shard_record`, sealed) in one pass over its
+    bytes: `entries` as undecoded records, every other value undecoded until it is read."""
+
+    cacheVersion: _RawField = msgspec.UNSET
+    kind: _RawField = msgspec.UNSET
+    sessionFile: _RawField = msgspec.UNSET
+    sessionId: _RawField = msgspec.UNSET
+    mtime: _RawField = msgspec.UNSET
+    size: _RawField = msgspec.UNSET
+    sourceHash: _RawField = msgspec.UNSET
+    branches: _RawField = msgspec.UNSET
+    lineageFingerprint: _RawField = msgspec.UNSET
+    policy: _RawField = msgspec.UNSET
+    cacheBytes: _RawField = msgspec.UNSET
+    cacheSourceRatio: _RawField = msgspec.UNSET
+    entries: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
+    totalEntryCount: _RawField = msgspec.UNSET
+    indexCoverage: _RawField = msgspec.UNSET
+    tier: _RawField = msgspec.UNSET
+    engine: _RawField = msgspec.UNSET
+    statKey: _RawField = msgspec.UNSET
+    leafId: _RawField = msgspec.UNSET
+    cwd: _RawField = msgspec.UNSET
+    recordHash: _RawField = msgspec.UNSET
+
+
+_shard_top = msgspec.json.Decoder(_ShardTop)
+_SHARD_FIELDS = _ShardTop.__struct_fields__
+
+
 def _decode_shard(data: bytes) -> JsonObject | None:
     """A shard record with `entries` left as a list of undecoded records (`msgspec.Raw`
     views of `data`): the caller decodes them one at a time (`shard_entry`), so a large
-    shard's records are never all held as dicts at once."""
+    shard's records are never all held as dicts at once. (A key no shard record has is
+    left out: the record's version and engine checks decide whether it is ours.)"""
     try:
-        top = _top_raw.decode(data)
-        rec = {k: (_raw_list.decode(v) if k == "entries" else _any.decode(v)) for k, v in top.items()}
+        top = _shard_top.decode(data)
+        rec: JsonObject = {}
+        for k in _SHARD_FIELDS:
+            v = getattr(top, k)
+            if v is not msgspec.UNSET:
+                rec[k] = v if k == "entries" else _any.decode(v)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return rec
@@ -374,6 +412,48 @@ def remove(index_dir: str | None, name: str) -> None:
 
 def read_cache_file(index_dir: str | None, name: str, max_bytes: int) -> bytes | None:
     return owned(index_dir).read(name, max_bytes)
+
+
+def nothing_to_clean(
+    index_dir: str | None, files: list[str], max_files: int, max_bytes: int
+) -> tuple[bool | None, frozenset[str] | None]:
+    """What `cleanup` would return, found without reading a record, when every name in the
+    index dir is a record name of one of `files` (the session files just listed) and no
+    temporary file is left; None otherwise (then the cleanup runs). Also the names the
+    listing holds (None: no listing), which a one-shot engine's loads consult before
+    removing a record of the other tier (index.remove_listed).
+
+    The cleanup reads and checks every record (0.1–0.3 s at 200 MB), which a process
+    answering one query pays on every run. Beside records of such names it only removes
+    what a load removes anyway when it meets it (a record of another version, unsealed or
+    unparseable: `index.from_disk`), so skipping it changes no answer, and the directory
+    stays bounded: a name of a session that is gone, or a temporary file, runs the cleanup.
+    Its result depends on the listing only (the count of records and their summed size
+    against the budgets), so it is computed from the listing."""
+    folder = owned(index_dir)
+    listing = folder.listing()
+    if listing is None:
+        return True, None  # (cleanup: nothing of ours to inspect)
+    names = frozenset(name for name, _st in listing)
+    if not files:
+        return None, names  # nothing listed yet: nothing to tell records of live sessions by
+    # every record name is the file's `cache_base` and a suffix of its branch mode and kind
+    base = cache_base(files[0])
+    suffixes = [
+        cache_name(files[0], branches, kind)[len(base) :] for branches in ("active", "all") for kind in RECORD_KINDS
+    ]
+    expected = {b + suffix for b in map(cache_base, files) for suffix in suffixes}
+    inspected = read_bytes = 0
+    for name, st in listing:
+        if folder.is_temp(name):
+            return None, names
+        if not name.endswith(".json") or not _stat.S_ISREG(st.st_mode):
+            continue  # (the snapshot, or not a file: the cleanup leaves these alone too)
+        if name not in expected:
+            return None, names
+        inspected += 1
+        read_bytes += st.st_size
+    return inspected <= max_files and read_bytes <= max_bytes, names
 
 
 def cleanup(index_dir: str | None, max_files: int, max_bytes: int) -> bool:

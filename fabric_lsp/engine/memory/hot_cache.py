@@ -21,6 +21,7 @@ from __future__ import annotations
 import binascii
 import sys
 from array import array
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .state import SessionState
 
 RECORD_KIND = "hotIndex"
+_STR: frozenset[type] = frozenset((str,))
 FORMAT = 1
 
 
@@ -166,15 +168,19 @@ def load_record(data: bytes, shard: dict[str, Any], file: str, branches: str, ke
         return None
     if entry_count and (not seg_starts or seg_starts[0] != 0 or max(seg_of) >= len(seg_starts)):
         return None
-    postings: dict[str, Any] = {}
-    pos = 0
-    term: Any
-    for term, n in zip(cast("list[Any]", terms), counts):
-        if not isinstance(term, str) or n == 0:
-            return None
-        # the forms `HotIndex.build` leaves: one bare int, a short list, else an array
-        postings[term] = flat[pos] if n == 1 else (flat[pos : pos + n].tolist() if n <= 8 else flat[pos : pos + n])
-        pos += n
+    if 0 in counts or not set(map(type, cast("list[Any]", terms))) <= _STR:
+        return None
+    ends = list(accumulate(counts))
+    # the forms `HotIndex.build` leaves: one bare int, a short list, else an array
+    postings: dict[str, Any] = dict(
+        zip(
+            cast("list[str]", terms),
+            [
+                flat[a] if b - a == 1 else (flat[a:b].tolist() if b - a <= 8 else flat[a:b])
+                for a, b in zip([0, *ends[:-1]], ends)
+            ],
+        )
+    )
     if len(postings) != len(counts):
         return None  # a repeated term
     return HotIndex(

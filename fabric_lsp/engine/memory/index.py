@@ -13,23 +13,22 @@ from __future__ import annotations
 import gc
 import logging
 import os
-import stat
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
-from fabric_lsp.engine.owned_dir import DirRefused, OwnedDir
+from fabric_lsp.engine.owned_dir import DirRefused
 
-from . import disk_cache, file_history, hot_cache
+from . import disk_cache, hot_cache
 from .append import try_append
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
 from .cold_index import SNAPSHOT_NAME, encode_snapshot
 from .core import MemoryState
 from .pending import with_pending_records
-from .persist import state_from_record, write_records
+from .persist import read_file_ops, state_from_record, write_records
 from .state import SessionState, SourceMissing
-from .state_build import build_state, digest_from_hot
+from .state_build import build_state, digest_from_hot, file_ops_reader
 from .tokenize import sort_lexical
 
 if TYPE_CHECKING:
@@ -89,52 +88,13 @@ def cleanup_once(eng: MemoryState) -> bool:
 
 def _cleanup(eng: MemoryState) -> bool:
     """The bounded cleanup (disk_cache.cleanup); a one-shot process skips it when, by name,
-    there is nothing to remove (`_nothing_to_clean`)."""
+    there is nothing to remove (`disk_cache.nothing_to_clean`)."""
     max_files, max_bytes = eng.config.max_cache_cleanup_files, eng.config.max_sync_source_bytes
     if getattr(eng, "one_shot", False):
-        complete = _nothing_to_clean(eng, max_files, max_bytes)
+        complete, eng.listed_names = disk_cache.nothing_to_clean(eng.index_dir, list(eng.refs), max_files, max_bytes)
         if complete is not None:
             return complete
     return disk_cache.cleanup(eng.index_dir, max_files, max_bytes)
-
-
-def _nothing_to_clean(eng: MemoryState, max_files: int, max_bytes: int) -> bool | None:
-    """What `disk_cache.cleanup` would return, found without reading a record, when every name
-    in the index dir is a record name of a session file this engine has just listed and
-    no temporary file is left; None otherwise (then the cleanup runs).
-
-    The cleanup reads and checks every record (0.1–0.3 s at 200 MB), which a process
-    answering one query pays on every run. Beside records of such names it only removes
-    what a load removes anyway when it meets it (a record of another version, unsealed or
-    unparseable: `from_disk`), so skipping it changes no answer, and the directory stays
-    bounded: a name of a session that is gone, or a temporary file, runs the cleanup. Its
-    result depends on the listing only (the count of records and their summed size
-    against the budgets), so it is computed from the listing."""
-    listing = disk_cache.owned(eng.index_dir).listing()
-    if listing is None:
-        return True  # (disk_cache.cleanup: nothing of ours to inspect)
-    files = list(eng.refs)
-    if not files:
-        return None  # nothing listed yet: nothing to tell records of live sessions by
-    # every record name is the file's `cache_base` and a suffix of its branch mode and kind
-    base = disk_cache.cache_base(files[0])
-    suffixes = [
-        disk_cache.cache_name(files[0], branches, kind)[len(base) :]
-        for branches in ("active", "all")
-        for kind in disk_cache.RECORD_KINDS
-    ]
-    expected = {b + suffix for b in map(disk_cache.cache_base, files) for suffix in suffixes}
-    inspected = read_bytes = 0
-    for name, st in listing:
-        if OwnedDir.is_temp(name):
-            return None
-        if not name.endswith(".json") or not stat.S_ISREG(st.st_mode):
-            continue  # (the snapshot, or not a file: the cleanup leaves these alone too)
-        if name not in expected:
-            return None
-        inspected += 1
-        read_bytes += st.st_size
-    return inspected <= max_files and read_bytes <= max_bytes
 
 
 def persist_terms(eng: MemoryState, *, whole_pass: bool) -> bool:
@@ -200,17 +160,33 @@ def from_disk(eng: MemoryState, ref: Ref, branches: str, tier: str) -> SessionSt
     if state is None:
         disk_cache.remove(eng.index_dir, name)
         return None
-    files = disk_cache.read_cache_file(
-        eng.index_dir, file_history.cache_name(ref.file, branches), eng.config.max_sync_source_bytes
-    )
-    state.file_ops = file_history.load_record(files, state) if files is not None else None
-    if state.file_ops is None:
-        return None  # no table for exactly this source: rebuild (and rewrite both)
+    if getattr(eng, "one_shot", False):
+        # A process answering one query reads a file-operation table only when the query
+        # does (file history): recall, expand and sessions never read them.
+        state.defer_file_ops(
+            file_ops_reader(
+                ref.file, branches, state, ref_id=ref.id, ref_cwd=ref.cwd, index_dir=eng.index_dir, cfg=eng.config
+            )
+        )
+    else:
+        state.file_ops = read_file_ops(eng.index_dir, eng.config.max_sync_source_bytes, ref.file, branches, state)
+        if state.file_ops is None:
+            return None  # no table for exactly this source: rebuild (and rewrite both)
     if kind == "shard" and state.hot_index is not hot_index:
         data = hot_cache.encode_record(state)  # built from the records: kept for the next load
         if data is not None:
             disk_cache.write_atomic(eng.index_dir, hot_cache.cache_name(ref.file, branches), data)
     return state
+
+
+def remove_listed(eng: MemoryState, name: str) -> None:
+    """Remove the record `name` from the disk cache, unless a one-shot engine's listing of
+    it shows no such name (`MemoryState.listed_names`: each removal costs a few system
+    calls, and after a load there are two per session). A record written since the listing
+    is left in place: it is only kept tidy, never read without its checks."""
+    listed = eng.listed_names
+    if listed is None or name in listed:
+        disk_cache.remove(eng.index_dir, name)
 
 
 # ---- fresh states ---------------------------------------------------------------------------
@@ -258,11 +234,9 @@ def cached(eng: MemoryState, ref: Ref, branches: str, tier: str) -> tuple[Sessio
         loaded = from_disk(eng, ref, branches, tier)
         if loaded is not None:
             states[slot] = loaded
-            disk_cache.remove(
-                eng.index_dir, disk_cache.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard")
-            )
+            remove_listed(eng, disk_cache.cache_name(ref.file, branches, "digest" if tier == "hot" else "shard"))
             if tier != "hot":
-                disk_cache.remove(eng.index_dir, hot_cache.cache_name(ref.file, branches))
+                remove_listed(eng, hot_cache.cache_name(ref.file, branches))
             return loaded, True
         if state is not None and tier == "cold" and state.key == key:
             # Leaving the hot tier: derive the digest instead of re-reading the source.

@@ -203,6 +203,12 @@ def write_records(index_dir: str | None, state: SessionState) -> None:
     disk_cache.remove(index_dir, other)
 
 
+def read_file_ops(index_dir: str | None, limit: int, file: str, branches: str, state: SessionState) -> Any:
+    """The disk cache's file-operation table for exactly `state`'s source, or None."""
+    data = disk_cache.read_cache_file(index_dir, file_history.cache_name(file, branches), limit)
+    return file_history.load_record(data, state) if data is not None else None
+
+
 def shard_bytes(state: SessionState) -> bytes:
     """The whole sealed shard record of a hot state (tests; `write_records` streams it)."""
     return b"".join(bytes(p) for p in shard_pieces(state))

@@ -10,7 +10,7 @@ state_build.py; imports only the layers below it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,13 +66,36 @@ class SessionState:
     entries_json: bytes = b""  # the encoded `entries` list, extended in place on append
     entries_encoded: int = 0  # how many entries `entries_json` holds (or `entries_bytes` counts)
     entries_bytes: int = 0  # the encoded length of a large `entries` list written streaming
-    file_ops: Any = None  # file_history.FileOpsCollector: this lineage's typed file operations
+    # file_history.FileOpsCollector: this lineage's typed file operations (a property below:
+    # a state loaded by a one-shot process reads its table only when asked, `defer_file_ops`)
+    file_ops: Any = None
     # cold, once held by the engine: the vocabulary lives in a shared cold_index.ColdTermTable
     cold_slot: int | None = None
     cold_table: Any = None
     view_cache: Any = None  # (what the view was made from ..., DigestView): see digest_view
     written: bool = False  # its disk cache records were written where it was built (a builder child)
     vocab_key: bytes | None = None  # a cold digest's vocabulary key, when its builder computed it (cold_index)
+
+    def defer_file_ops(self, load: Callable[[], Any]) -> None:
+        """Leave the file-operation table unread until `file_ops` is first read: then
+        `load()` gives it (a process answering one recall never reads the tables)."""
+        self.__dict__["_file_ops_load"] = load
+
+    def file_ops_deferred(self) -> bool:
+        """True while the table is left to `defer_file_ops`' loader (not read yet)."""
+        return self.__dict__.get("_file_ops_load") is not None
+
+    def map_file_ops(self, fn: Callable[[Any], Any]) -> None:
+        """`file_ops = fn(file_ops)`: now, or when a deferred table is read."""
+        load: Callable[[], Any] | None = self.__dict__.get("_file_ops_load")
+        if load is None:
+            self.file_ops = fn(self.file_ops)
+        else:
+            self.defer_file_ops(lambda: fn(load()))
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.file_ops  # noqa: B018 (a deferred table is read: a loader does not pickle)
+        return self.__dict__
 
     def hot_view(self, tier: str | None = None) -> HotView:
         assert self.entries is not None and self.hot_index is not None
@@ -154,3 +177,22 @@ class SessionState:
             vocabulary,
             self.vocab_set,
         )
+
+
+def _get_file_ops(state: SessionState) -> Any:
+    d = state.__dict__
+    load = d.get("_file_ops_load")
+    if load is not None:
+        d["_file_ops_load"] = None
+        d["_file_ops"] = load()
+    return d.get("_file_ops")
+
+
+def _set_file_ops(state: SessionState, value: Any) -> None:
+    state.__dict__["_file_ops_load"] = None  # (set: whatever was deferred is replaced)
+    state.__dict__["_file_ops"] = value
+
+
+# `file_ops` stays a dataclass field (the constructor takes it); reads and writes go
+# through this property, so a deferred table is read on first use (`defer_file_ops`).
+SessionState.file_ops = property(_get_file_ops, _set_file_ops)  # type: ignore[assignment]

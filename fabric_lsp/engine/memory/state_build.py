@@ -14,12 +14,12 @@ from array import array
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from . import disk_cache
+from . import disk_cache, file_history
 from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
 from .entry_text import Normalizer
 from .file_history import new_collector
-from .persist import finish_state, write_records
+from .persist import finish_state, read_file_ops, write_records
 from .records import HotRecords
 from .search import HotIndex, postings_of
 from .source import (
@@ -553,3 +553,30 @@ def digest_from_hot(state: SessionState, cfg: Any) -> SessionState | None:
     finish_state(cold, cfg, True)
     cold.normalizer = cold.folder = None
     return cold
+
+
+def file_ops_reader(
+    file: str, branches: str, state: SessionState, *, ref_id: str, ref_cwd: str, index_dir: str | None, cfg: Any
+) -> Callable[[], Any]:
+    """The deferred read of a loaded `state`'s file-operation table (a one-shot engine's:
+    `SessionState.defer_file_ops`). When the disk cache has no table for exactly this
+    source (where a server rebuilds the state, and both records), it is built from the
+    source and written; None only when the source no longer holds the bytes the state was
+    loaded for. (The disk cache holds states of the file's own leaf only.)"""
+
+    def read() -> Any:
+        table = read_file_ops(index_dir, cfg.max_sync_source_bytes, file, branches, state)
+        if table is not None:
+            return table
+        try:
+            built = build_state(
+                file, branches, state.tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd, encode=False, searchable=False
+            )
+        except SourceMissing:
+            return None
+        if built.file_ops is None or built.source_hash != state.source_hash or built.key != state.key:
+            return None
+        disk_cache.write_atomic(index_dir, file_history.cache_name(file, branches), file_history.encode_record(built))
+        return built.file_ops
+
+    return read
