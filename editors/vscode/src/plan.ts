@@ -327,25 +327,48 @@ export function fenceBlock(text: string, info = 'text'): string {
   return `${marks}${info}\n${text}${text.endsWith('\n') ? '' : '\n'}${marks}`;
 }
 
-function fileLink(file: string, line: number, label: string): string {
-  // A file URI with a line fragment: the Markdown preview opens the JSONL at that line.
-  const uri = `file://${encodeURI(file).replace(/[()]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}#L${line + 1}`;
-  return `[${escapeMarkdown(label)}](<${uri}>)`;
+/**
+ * A link to `line` of `file`. Markdown renderers refuse `file:` links (markdown-it's link
+ * validation shows them as text), so a document written to disk links by a path relative
+ * to its own directory `from` (the preview opens the JSONL at `#L<line>`); without `from`,
+ * or across drives, a file URI.
+ */
+function fileLink(file: string, line: number, label: string, from?: string): string {
+  const enc = (p: string) => encodeURI(p).replace(/[()#?]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  let target: string | undefined;
+  if (from !== undefined) {
+    const rel = relativePath(from, file);
+    if (rel !== undefined) target = rel.split('/').map(enc).join('/');
+  }
+  target ??= `file://${enc(file.replace(/\\/g, '/').replace(/^(?=[A-Za-z]:)/, '/'))}`;
+  return `[${escapeMarkdown(label)}](<${target}#L${line + 1}>)`;
 }
 
-export function planMarkdown(m: PlanModel): string {
+/** `to` relative to the directory `from` with `/` separators; undefined across drives. */
+export function relativePath(from: string, to: string): string | undefined {
+  const parts = (p: string) => p.replace(/\\/g, '/').split('/').filter((x, i) => x !== '' || i === 0);
+  const a = parts(from);
+  const b = parts(to);
+  if ((a[0] ?? '').toLowerCase() !== (b[0] ?? '').toLowerCase()) return undefined;
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i += 1;
+  return [...a.slice(i).map(() => '..'), ...b.slice(i)].join('/');
+}
+
+/** The plan as Markdown; `linkFrom`: the directory the document is written to (see fileLink). */
+export function planMarkdown(m: PlanModel, linkFrom?: string): string {
   const out: string[] = [`# Compaction plan — ${escapeMarkdown(m.sessionId)}`, '', escapeMarkdown(m.sentence), ''];
   if (m.instructions) out.push(`Instructions: ${escapeMarkdown(m.instructions)}`, '');
   if (m.preserve?.length) out.push(`Preserve: ${m.preserve.length} item(s)`, '');
   out.push('## Cut map', '', `The branch has ${fmt(m.branchLength)} entries.`, '');
   for (const r of m.ranges) {
-    out.push(`- **${escapeMarkdown(r.title)}**: ${fmt(r.count)} entries, ${fileLink(m.sessionFile, r.firstLine, `${r.firstId} (line ${r.firstLine + 1})`)}`
-      + ` → ${fileLink(m.sessionFile, r.lastLine, `${r.lastId} (line ${r.lastLine + 1})`)}`);
+    out.push(`- **${escapeMarkdown(r.title)}**: ${fmt(r.count)} entries, ${fileLink(m.sessionFile, r.firstLine, `${r.firstId} (line ${r.firstLine + 1})`, linkFrom)}`
+      + ` → ${fileLink(m.sessionFile, r.lastLine, `${r.lastId} (line ${r.lastLine + 1})`, linkFrom)}`);
   }
   if (m.ranges.length === 0) out.push('- (no entries on this branch)');
   if (m.liveStart) {
     out.push('', `The live window ${m.liveStart.afterCompaction ? 'starts after the last compaction, at' : 'starts at the beginning of the branch,'} `
-      + `${fileLink(m.sessionFile, m.liveStart.line, `${m.liveStart.id} (line ${m.liveStart.line + 1})`)}.`);
+      + `${fileLink(m.sessionFile, m.liveStart.line, `${m.liveStart.id} (line ${m.liveStart.line + 1})`, linkFrom)}.`);
   }
   out.push('', '## Budget', '');
   const max = Math.max(m.window ?? 0, ...m.rows.map((r) => r.tokens));

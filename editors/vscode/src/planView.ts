@@ -140,9 +140,23 @@ export class PlanView implements vscode.WebviewViewProvider, vscode.Disposable {
     this.render();
   }
 
+  /**
+   * The plan as a Markdown file in the extension's own storage (`plans/<session id>.md`,
+   * rewritten each time), shown in the Markdown preview: its cut-map links are paths
+   * relative to it, which the preview opens at their JSONL lines (a virtual document's
+   * `file:` links would render as text).
+   */
   async openMarkdown(): Promise<void> {
     if (!this.shown) return;
-    const uri = this.fabric.docs.set(`Compaction Plan — ${shortId(this.shown.model.sessionId)}`, `plan-${this.shown.model.sessionFile}`, planMarkdown(this.shown.model), 'md');
+    const dir = vscode.Uri.joinPath(this.fabric.context.globalStorageUri, 'plans');
+    const uri = vscode.Uri.joinPath(dir, `${this.shown.model.sessionId.replace(/[^A-Za-z0-9_.-]/g, '_')}.md`);
+    try {
+      await fs.promises.mkdir(dir.fsPath, { recursive: true, mode: 0o700 });
+      await fs.promises.writeFile(uri.fsPath, planMarkdown(this.shown.model, dir.fsPath), { mode: 0o600 });
+    } catch (err) {
+      void vscode.window.showErrorMessage(`Fabric: cannot write the plan to ${uri.fsPath}: ${err instanceof Error ? err.message : String(err)}`);
+      return;
+    }
     await vscode.commands.executeCommand('markdown.showPreview', uri);
   }
 

@@ -7,7 +7,7 @@ import { entryIdsOnLines, parseEntryInput, referenceAt } from '../src/entryInput
 import { REFERENCE_IN_TEXT } from '../src/references.ts';
 import { LatestOnly } from '../src/latest.ts';
 import { explainError, reasonText } from '../src/errors.ts';
-import { confirmation, escapeMarkdown, planModel, qaFailureLines } from '../src/plan.ts';
+import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, relativePath } from '../src/plan.ts';
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
@@ -74,6 +74,22 @@ describe('errors that help', () => {
     }
     assert.equal(reasonText('some_new_reason'), 'some new reason');
     assert.match(reasonText('indexing_in_progress'), /searched again when indexing completes/);
+  });
+});
+
+describe('plan as a Markdown file: links a renderer accepts', () => {
+  test('relative paths from the document, across drives a file URI', () => {
+    assert.equal(relativePath('/home/u/.store/plans', '/home/u/.pi/agent/sessions/a b.jsonl'), '../../.pi/agent/sessions/a b.jsonl');
+    assert.equal(relativePath('C:\\Users\\u\\store', 'C:\\Users\\u\\.pi\\s.jsonl'), '../.pi/s.jsonl');
+    assert.equal(relativePath('C:\\store', 'D:\\s.jsonl'), undefined);
+  });
+  test('cut-map links are relative to the file, with the line as #L<n>, and never file:', () => {
+    const jsonl = ['{"type":"session","id":"S1"}', ...['A0', 'K1'].map((id, i, all) => JSON.stringify({ type: 'message', id, parentId: i ? all[i - 1] : null }))].join('\n');
+    const m = planModel({ sessionId: 'S1', sessionFile: '/p/sessions/(x) #1.jsonl', sourceHash: 'h', leafId: 'K1', tokensBefore: 1,
+      outcome: 'compacted', summary: 's', firstKeptEntryId: 'K1', details: {} }, parseEntries(jsonl));
+    const md = planMarkdown(m, '/p/store/plans');
+    assert.ok(md.includes('(<../../sessions/%28x%29%20%231.jsonl#L2>)'), md);
+    assert.ok(!md.includes('file:'), md);
   });
 });
 

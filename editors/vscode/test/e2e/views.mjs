@@ -273,6 +273,23 @@ try {
       return { ok: t.includes(`"id":"${entryId}"`), value: t };
     });
     assert(editor.includes(entryId), `JSONL line ${line} shown`);
+    // "Open as Markdown": the same plan in the Markdown preview, its cut-map links are links
+    // (not raw text) and open the JSONL at their line (issue 34, finding 5).
+    await frame.locator('button[data-action="markdown"]').first().click();
+    const md = await waitForWebview((t) => t.includes('The branch has') && t.includes('Summarized by this compaction'), 'the Markdown preview');
+    const links = md.frame.locator('a', { hasText: /\(line \d+\)/ });
+    await links.first().waitFor({ state: 'visible' });
+    const href = await links.nth(1).getAttribute('data-href') ?? await links.nth(1).getAttribute('href');
+    assert(href && !href.startsWith('file:') && /#L\d+$/.test(href), `a relative link with its line: ${href}`);
+    assert(!md.text.includes('](<'), 'no link shown as raw Markdown');
+    await shot('plan-markdown');
+    const mdLabel = await links.nth(1).innerText();
+    const mdId = mdLabel.split(' ')[0];
+    await links.nth(1).click();
+    await until('the JSONL at the Markdown link\'s line', async () => {
+      const t = await editorText().catch(() => '');
+      return { ok: t.includes(`"id":"${mdId}"`), value: t };
+    });
   });
 
   await check('the status bar shows the current session: tokens vs window', async () => {
