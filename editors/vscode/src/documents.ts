@@ -23,7 +23,8 @@ export class VirtualDocuments implements vscode.TextDocumentContentProvider {
   }
 
   /** Store `text` under a `fabric:` URI (firing a change when it was shown before). */
-  set(title: string, key: string, text: string, ext: 'md' | 'txt' = 'md'): vscode.Uri {
+  /** `ext`: the document's extension, which picks its language ('md', 'txt', a source file's). */
+  set(title: string, key: string, text: string, ext = 'md'): vscode.Uri {
     const safeTitle = title.replace(/[\\/:*?"<>|#]+/g, ' ').trim() || 'Fabric';
     const uri = vscode.Uri.from({ scheme: VIRTUAL_SCHEME, path: `/${safeTitle}.${ext}`, query: key });
     const known = this.contents.has(uri.toString());

@@ -18,7 +18,8 @@ import { RecallView } from './recallView';
 import { SessionsTree, sessionOfNode } from './sessionsTree';
 import { PlanView } from './planView';
 import { CurrentSession } from './currentSession';
-import { type ActivityEvent, Method, type SessionInfo, isIndexComplete } from './protocol';
+import { PiTimeline, openOperation, registerTimeline } from './timeline';
+import { type ActivityEvent, type FileOperation, Method, type SessionInfo, isIndexComplete } from './protocol';
 
 let fabric: Fabric | undefined;
 
@@ -83,16 +84,22 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   intents.onDidChange((session) => { sessions.forget(session); current.schedule(); });
   // Views that stay true: a commit changes the session (its plan, its row); the end of
   // background indexing completes answers that were partial.
+  const timeline = new PiTimeline(f);
+  const timelineRegistration = registerTimeline(f, timeline);
+  if (timelineRegistration) context.subscriptions.push(timelineRegistration);
+  context.subscriptions.push(timeline);
   intents.onDidCommit((session) => {
     if (plan.shownSession() === session) plan.refreshShown();
-    void sessions.reload();
+    void sessions.refresh();
+    timeline.refresh();
   });
   f.onDidStart((client) => {
     context.subscriptions.push(client.onNotification(Method.activity, (e: ActivityEvent) => {
       if (!isIndexComplete(e)) return;
       output.info('background indexing complete: refreshing partial answers');
-      void sessions.reload();
+      void sessions.refresh();
       void recall.refreshIfPartial();
+      timeline.refresh();
     }));
   });
   const picker = () => new RecallPicker(f, (r, m, sc) => recall.showResult(r, m, sc));
@@ -147,6 +154,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     command('fabricLsp.plan.openInEditor', () => plan.openPanel()),
     command('fabricLsp.plan.openMarkdown', () => plan.openMarkdown()),
     command('fabricLsp.fileHistory', (arg?: unknown) => fileHistoryCommand(f, arg)),
+    command('fabricLsp.timeline.open', (op?: unknown, branches?: unknown, file?: unknown) =>
+      op && typeof file === 'string' ? openOperation(f, op as FileOperation, typeof branches === 'string' ? branches : 'active', file) : undefined),
     command('fabricLsp.requestCompaction', () => intents.request()),
     command('fabricLsp.compactionStatus', () => intents.status()),
     command('fabricLsp.cancelCompaction', () => intents.cancel()),

@@ -34,6 +34,8 @@ export interface FileOperation {
   index: number;
   /** 0-based line of the entry in sessionFile (absent when the index does not know it). */
   line?: number;
+  /** The Pi tool call (its id in the assistant entry's content). */
+  toolCallId?: string;
   operationAddress?: string;
   action: 'read' | 'edit' | 'write';
   toolName: string;

@@ -60,6 +60,52 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
     await this.loadMore();
   }
 
+  /**
+   * Re-read the pages loaded so far and swap them in at once (a commit or the end of
+   * indexing changed counts): the tree keeps its pages, its expanded projects and its
+   * selection; nothing flashes empty.
+   */
+  async refresh(): Promise<void> {
+    if (this.loading) await this.loading.catch(() => undefined);
+    if (this.page === 0) return this.reload();
+    const pages = this.page;
+    this.loading = (async () => {
+      const fresh: SessionInfo[] = [];
+      let last: SessionsResult | undefined;
+      try {
+        for (let page = 1; page <= pages; page += 1) {
+          const res = await this.fabric.request<SessionsResult>(Method.sessions, { scope: 'global', page, pageSize: SESSIONS_PAGE_SIZE });
+          last = res;
+          fresh.push(...res.sessions);
+          await this.readTitles(res.sessions);
+          if (!res.hasNext) break;
+        }
+      } catch (err) {
+        this.error = errorMessage(err);
+        this.group();
+        return;
+      }
+      if (!last) return;
+      const seen = new Set<string>();
+      this.sessions = fresh.filter((s) => !seen.has(s.sessionFile) && seen.add(s.sessionFile));
+      this.page = last.page;
+      this.total = last.totalItems;
+      this.hasNext = last.hasNext;
+      this.dirError = last.coverage.error ? explainError(last.coverage.error).text : undefined;
+      this.error = undefined;
+      this.status.clear();
+      this.group();
+    })().finally(() => { this.loading = undefined; });
+    return this.loading;
+  }
+
+  private async readTitles(sessions: SessionInfo[]): Promise<void> {
+    await Promise.all(sessions.map(async (s) => {
+      const key = `${s.sessionFile}@${s.mtime}`;
+      if (!this.titles.has(key)) this.titles.set(key, await readGoal(s.sessionFile, 48));
+    }));
+  }
+
   loadMore(): Promise<void> {
     if (!this.loading) {
       this.loading = this.fetchPage().finally(() => { this.loading = undefined; });
@@ -78,10 +124,7 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
       this.hasNext = res.hasNext;
       const known = new Set(this.sessions.map((s) => s.sessionFile));
       this.sessions.push(...res.sessions.filter((s) => !known.has(s.sessionFile)));
-      await Promise.all(res.sessions.map(async (s) => {
-        const key = `${s.sessionFile}@${s.mtime}`;
-        if (!this.titles.has(key)) this.titles.set(key, await readGoal(s.sessionFile, 48));
-      }));
+      await this.readTitles(res.sessions);
       this.error = undefined;
     } catch (err) {
       this.error = errorMessage(err);

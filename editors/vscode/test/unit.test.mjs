@@ -7,6 +7,7 @@ import { entryIdsOnLines, parseEntryInput, referenceAt } from '../src/entryInput
 import { REFERENCE_IN_TEXT } from '../src/references.ts';
 import { LatestOnly } from '../src/latest.ts';
 import { explainError, reasonText } from '../src/errors.ts';
+import { editTexts, lineAt } from '../src/editDiff.ts';
 import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, relativePath } from '../src/plan.ts';
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
@@ -43,6 +44,28 @@ describe('plan: every branch entry is in the cut map; QA misses once each', () =
       'Not in the summary: “source entries 8087f660 → ce3f1cf0” (entry address)',
       'missing x',
     ]);
+  });
+});
+
+describe('Timeline: the before and after of a Pi edit', () => {
+  const entry = (calls) => JSON.stringify({ type: 'message', id: 'a1', message: { role: 'assistant', content: calls } });
+  test('Pi 1.x edits, Pi 0.80.6 oldText/newText, write, and the call picked by id', () => {
+    const v1 = entry([{ type: 'toolCall', id: 't1', name: 'read', arguments: { path: 'x' } },
+      { type: 'toolCall', id: 't2', name: 'edit', arguments: { path: 'x', edits: [{ oldText: 'a', newText: 'b' }, { oldText: 'c', newText: 'd' }] } }]);
+    const two = editTexts(v1, 't2');
+    assert.equal(two.tool, 'edit');
+    assert.ok(two.before.includes('replacement 1 of 2') && two.before.includes('a') && two.after.includes('d'), JSON.stringify(two));
+    assert.deepEqual(editTexts(entry([{ type: 'toolCall', id: 'e', name: 'edit', arguments: { path: 'x', oldText: 'o', newText: 'n' } }])),
+      { before: 'o', after: 'n', tool: 'edit' });
+    assert.deepEqual(editTexts(entry([{ type: 'toolCall', id: 'w', name: 'write', arguments: { path: 'x', content: 'all' } }]), 'w'),
+      { before: '', after: 'all', tool: 'write' });
+    assert.equal(editTexts(v1, 't1'), undefined);
+    assert.equal(editTexts('not json'), undefined);
+  });
+  test('lineAt reads one line (0-based)', () => {
+    assert.equal(lineAt('h\nl1\nl2', 1), 'l1');
+    assert.equal(lineAt('h\nl1\nl2', 2), 'l2');
+    assert.equal(lineAt('h\n', 5), '');
   });
 });
 

@@ -353,7 +353,7 @@ try {
 
   await check('a source file Pi sessions edited shows the file-history CodeLens; clicking it reaches the entry', async () => {
     await page.keyboard.press('Escape');
-    await page.keyboard.press('Control+P');
+    await runCommand('Go to File...');
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible' });
     await input.fill('orbit/tle.py');
@@ -420,6 +420,29 @@ try {
       return { ok: n > entriesBefore, value: n };
     });
     await shot('plan-after-commit');
+  });
+
+  await check('the Timeline lists the Pi sessions that edited the open file; an edit opens as a diff', async () => {
+    // orbit/tle.py in the editor, then the Explorer's Timeline view.
+    await page.keyboard.press('Escape');
+    // Its tab is open since the CodeLens check.
+    await page.locator('.editor-group-container .tab', { hasText: 'tle.py' }).first().click();
+    await page.locator('.editor-group-container.active .tab.active', { hasText: 'tle.py' }).first().waitFor({ state: 'visible' });
+    await runCommand('Explorer: Focus on Timeline View');
+    const timeline = page.locator('.part.sidebar .pane', { has: page.locator('.pane-header', { hasText: 'Timeline' }) }).first();
+    const item = timeline.locator('.monaco-list-row', { hasText: 'Pi edit' }).first();
+    await item.waitFor({ state: 'visible' });
+    const text = clean(await item.innerText());
+    assert(/Pi edit/.test(text) && text.includes('01b1820f'), `a Pi edit with its session: ${text}`);
+    await shot('timeline');
+    await item.click();
+    await page.locator('.editor-group-container.active .tab.active', { hasText: 'Pi edited' }).first().waitFor({ state: 'visible' });
+    const diff = await until('the diff editor', async () => {
+      const t = clean((await page.locator('.editor-group-container.active .view-lines').allInnerTexts()).join('\n'));
+      return { ok: t.includes('items must not be a string'), value: t };
+    });
+    assert(diff.includes('items must not be a string'), `the diff shows the edit's new text: ${diff.slice(0, 400)}`);
+    await shot('timeline-diff');
   });
 
   await check('the Getting started walkthrough is contributed', async () => {
