@@ -3,6 +3,7 @@
 // the file's URI only; the server reads the saved file from disk (bounded). Nothing is
 // sent for a file until the user hovers an entry reference or a JSONL line, or a lens is due.
 import * as vscode from 'vscode';
+import { withOpenLink } from './hoverLink';
 import type { Fabric } from './fabric';
 
 const LENS_MAX_CHARS = 4 * 1024 * 1024;
@@ -50,7 +51,7 @@ export class Bridge implements vscode.Disposable {
       textDocument: { uri: client.code2ProtocolConverter.asUri(doc.uri) },
       position: client.code2ProtocolConverter.asPosition(pos),
     }, token).catch(() => null);
-    return result ? client.protocol2CodeConverter.asHover(result as any) : undefined;
+    return withOpenLink(result ? client.protocol2CodeConverter.asHover(result as any) : undefined, doc, pos);
   }
 
   private async definition(doc: vscode.TextDocument, pos: vscode.Position, token: vscode.CancellationToken) {

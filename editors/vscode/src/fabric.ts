@@ -229,13 +229,18 @@ export class Fabric implements vscode.Disposable {
         ? `the fabric-lsp server is not running: ${this.failure}`
         : 'the fabric-lsp server is not running (see "Fabric: Show Log", or run "Fabric: Restart Server")');
     }
+    const t0 = Date.now();
     try {
       // Pass the token only when there is one: vscode-jsonrpc treats a trailing
       // `undefined` as a second parameter and would send the params as an array.
-      return token
+      const result = token
         ? await client.sendRequest<R>(method, params, token)
         : await client.sendRequest<R>(method, params);
+      // What was asked and how it went, so the log tells what happened after "ready".
+      this.output.info(`${method}: ${requestSummary(params, result)} in ${Date.now() - t0} ms`);
+      return result;
     } catch (err) {
+      this.output.info(`${method}: ${token?.isCancellationRequested ? 'cancelled' : `failed: ${errorMessage(err)}`} after ${Date.now() - t0} ms`);
       if (err instanceof ResponseError && err.code === -32601) {
         throw new Error(`${method} is not available in this server (${err.message})`);
       }
@@ -283,4 +288,21 @@ export async function showDomainError(fabric: Fabric, what: string, error: Domai
   if (chosen === undefined) return;
   if (e.action === 'setAgentDir') await vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.agentDir');
   else if (e.action === 'pickSession') await vscode.commands.executeCommand('fabricLsp.sessions');
+}
+
+/** One log line about a request: its subject and its outcome (never a result's text). */
+export function requestSummary(params: unknown, result: unknown): string {
+  const p = (params ?? {}) as Record<string, unknown>;
+  const r = (result ?? {}) as Record<string, unknown>;
+  const subject = typeof p.query === 'string' ? `“${p.query}”${p.scope ? ` (${String(p.scope)})` : ''}`
+    : typeof p.session === 'string' ? p.session : typeof p.path === 'string' ? p.path : '';
+  const error = (r.error as { code?: string } | undefined)?.code ?? (r.coverage as { error?: { code?: string } } | undefined)?.error?.code;
+  const outcome = error ? `error ${error}`
+    : typeof r.totalMatches === 'number' ? `${r.totalMatches} matches`
+    : typeof r.outcome === 'string' ? r.outcome
+    : Array.isArray(r.sessions) ? `${r.sessions.length} sessions`
+    : Array.isArray(r.items) ? `${r.items.length} items`
+    : Array.isArray(r.expanded) ? `${r.expanded.length} entries`
+    : 'done';
+  return subject ? `${subject} → ${outcome}` : outcome;
 }

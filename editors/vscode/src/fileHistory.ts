@@ -1,9 +1,9 @@
 // `fabric.fileHistory`: what past Pi sessions did to a file. The server's CodeLens runs
 // the command (registered by the language client); the middleware in server.ts hands its
-// result here, and a QuickPick of the operations opens the picked entry expanded.
+// result here, and a QuickPick of the operations opens the picked one (an edit as a diff).
 import * as vscode from 'vscode';
 import { Fabric, errorMessage } from './fabric';
-import { expandAndShow } from './expand';
+import { openOperation } from './timeline';
 import { FileHistoryResult, Method } from './protocol';
 import { fileHistoryItems } from './render';
 
@@ -21,12 +21,8 @@ export async function showFileHistory(fabric: Fabric, result: FileHistoryResult)
     matchOnDetail: true,
   });
   if (!picked) return;
-  const op = picked.operation;
-  await expandAndShow(
-    fabric,
-    { session: op.sessionFile, branches: result.branches, indices: [op.index] },
-    `${op.action} ${op.operationAddress ?? op.entryId ?? (op.line !== undefined ? `line ${op.line + 1}` : `entry index ${op.index}`)}`,
-  );
+  // An edit or write opens as a diff of the tool call (as in the Timeline), a read its entry.
+  await openOperation(fabric, picked.operation, result.branches, result.path);
 }
 
 /** The palette command: the history of the active editor's file (or of `path`). */

@@ -2,6 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { withOpenLink } from './hoverLink';
 import {
   LanguageClient, LanguageClientOptions, ServerOptions, CloseAction, ErrorAction,
 } from 'vscode-languageclient/node';
@@ -278,6 +279,8 @@ export function createClient(
     },
     initializationFailedHandler: () => false,
     middleware: {
+      // A hover on an entry gets a link that opens it.
+      provideHover: async (doc, pos, token, next) => withOpenLink(await next(doc, pos, token), doc, pos),
       // The file-history CodeLens runs `fabric.fileHistory`: show what it answers.
       executeCommand: async (command, args, next) => {
         const result = await next(command, args);

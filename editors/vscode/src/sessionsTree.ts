@@ -102,7 +102,7 @@ export class SessionsTree implements vscode.TreeDataProvider<Node>, vscode.Dispo
   private async readTitles(sessions: SessionInfo[]): Promise<void> {
     await Promise.all(sessions.map(async (s) => {
       const key = `${s.sessionFile}@${s.mtime}`;
-      if (!this.titles.has(key)) this.titles.set(key, await readGoal(s.sessionFile, 48));
+      if (!this.titles.has(key)) this.titles.set(key, await readGoal(s.sessionFile, 120));
     }));
   }
 

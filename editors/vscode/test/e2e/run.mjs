@@ -390,6 +390,12 @@ try {
     const text = clean(await hover.first().innerText());
     assert(/CHANGELOG/.test(text) && text.includes('662cb756'), `hover text: ${text.slice(0, 400)}`);
     await shot('hover');
+    // The hover's link opens the entry (issue 34, finding 8: not just "expand the entry").
+    const link = hover.first().locator('a', { hasText: 'Open the entry' }).first();
+    const href = (await link.getAttribute('data-href')) ?? (await link.getAttribute('href')) ?? '';
+    assert(href.startsWith('command:fabricLsp.expandEntry?') && decodeURIComponent(href).includes('662cb756'), `the link opens this entry: ${href}`);
+    await link.click();
+    await waitForEditor((t) => t.includes('Add a CHANGELOG entry') && t.includes('reference: pi-entry:'), 'the entry opened from the hover');
     await page.mouse.move(10, 10);
   });
 

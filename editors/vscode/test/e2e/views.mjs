@@ -369,7 +369,8 @@ try {
     await row.waitFor({ state: 'visible' });
     const items = (await page.locator('.quick-input-list .monaco-list-row').allInnerTexts()).map(clean);
     assert(items.some((t) => /edit/.test(t)), `history items: ${items.join(' | ')}`);
-    await page.keyboard.press('Enter');
+    // A read opens its entry (an edit opens as a diff: the Timeline check below).
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: /^\s*read/ }).first().click();
     const text = await until('the expanded entry', async () => {
       const t = await editorText().catch(() => '');
       return { ok: t.includes('tle.py') && t.includes(LENS_SESSION.slice(0, 8)), value: t };
