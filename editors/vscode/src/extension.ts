@@ -118,13 +118,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     command('fabricLsp.expandEntry', (ref?: unknown) => expandEntryCommand(f, ref)),
     command('fabricLsp.sessions', () => sessionsCommand(f, intents, show, recall)),
     // Recall results view.
+    // With a query (scripts, the walkthrough): that search. Else search as you type.
     command('fabricLsp.recallView.search', async (query?: unknown) => {
-      const q = typeof query === 'string' ? query : await vscode.window.showInputBox({
-        title: `Fabric: Recall (${recall.scopeLabel()}${recall.mode === 'regex' ? ', regex' : ''})`,
-        prompt: recall.mode === 'regex' ? 'A regular expression' : 'Literal words (every word is a term)',
-        value: recall.query,
-      });
-      if (q !== undefined) await recall.search(q, { reveal: true });
+      if (typeof query === 'string') await recall.search(query, { reveal: true });
+      else recall.searchLive();
     }),
     command('fabricLsp.recallView.refresh', () => recall.refresh()),
     command('fabricLsp.recallView.scope', () => recall.chooseScope()),

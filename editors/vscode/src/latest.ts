@@ -44,4 +44,11 @@ export class LatestOnly<Q> {
     this.running?.cancel();
     this.running = undefined;
   }
+
+  /** Start the pending search now, if a keystroke is waiting for its delay (a search in
+   * flight is left to finish): what was typed last is what the results show. */
+  flush(query: Q): void {
+    if (this.timer === undefined) return;
+    this.now(query);
+  }
 }

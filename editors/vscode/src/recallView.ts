@@ -4,6 +4,7 @@
 // next / previous match; scope and mode toggles; refresh; more pages on demand.
 import * as vscode from 'vscode';
 import { errorLine, explainError, reasonText } from './errors';
+import { LatestOnly } from './latest';
 import { Fabric, errorMessage } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
@@ -356,6 +357,76 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     this.sessionScope = undefined;
     this.updateTitle();
     if (this.query) await this.refresh();
+  }
+
+  /**
+   * Search as you type, like the Search view: an input whose every keystroke (debounced,
+   * the search in flight cancelled) re-runs the search into this view, with buttons for
+   * the scope and regex/literal, and the pattern checked as it is typed (the server's
+   * error, when it has one, replaces the check's). Enter keeps the results and closes it.
+   */
+  searchLive(): void {
+    const box = vscode.window.createInputBox();
+    const cfg = vscode.workspace.getConfiguration('fabric');
+    const scopeButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: 'Switch scope (session → project → global)' };
+    const regexButton = (): vscode.QuickInputButton => ({
+      iconPath: new vscode.ThemeIcon(this.mode === 'regex' ? 'regex' : 'whole-word'),
+      tooltip: this.mode === 'regex' ? 'Regular expression (click for literal words)' : 'Literal words (click for a regular expression)',
+    });
+    const label = () => {
+      box.title = `Fabric: Recall into the Results view — ${this.scopeLabel()}${this.mode === 'regex' ? ' — regex' : ''}`;
+      box.placeholder = this.mode === 'regex' ? 'A regular expression (case-insensitive)' : 'Literal words (every word is a term)';
+      box.buttons = [scopeButton, regexButton()];
+    };
+    const check = (q: string): boolean => {
+      if (this.mode !== 'regex' || !q) {
+        box.validationMessage = undefined;
+        return true;
+      }
+      try {
+        new RegExp(q, 'iu');
+        box.validationMessage = undefined;
+        return true;
+      } catch (err) {
+        box.validationMessage = `Not a valid regular expression: ${err instanceof Error ? err.message.replace(/^Invalid regular expression: /, '') : String(err)}`;
+        return false;
+      }
+    };
+    const latest = new LatestOnly<string>(cfg.get<number>('recall.debounceMs') ?? 200, (q, seq) => {
+      void this.search(q).then(() => {
+        const error = latest.isLatest(seq) ? this.results[0]?.coverage.error : undefined;
+        if (error) box.validationMessage = errorLine(explainError(error, { pattern: this.mode === 'regex' ? q : undefined }));
+      });
+      return { cancel: () => this.running?.cancel() };
+    });
+    label();
+    box.value = this.query;
+    box.onDidChangeValue((q) => { if (check(q)) latest.input(q); });
+    box.onDidTriggerButton((b) => {
+      if (b === scopeButton) {
+        this.sessionScope = undefined;
+        this.scope = this.scope === 'session' ? 'project' : this.scope === 'project' ? 'global' : 'session';
+      } else {
+        this.mode = this.mode === 'regex' ? 'literal' : 'regex';
+        void this.setContext();
+      }
+      label();
+      this.updateTitle();
+      if (check(box.value)) latest.now(box.value);
+    });
+    box.onDidAccept(() => {
+      if (check(box.value) && box.value !== this.query) latest.now(box.value);
+      box.hide();
+      void vscode.commands.executeCommand('fabric.recall.focus');
+    });
+    // Closing keeps the search of what was typed last running: the view shows its answer.
+    box.onDidHide(() => {
+      if (check(box.value)) latest.flush(box.value);
+      box.dispose();
+    });
+    // The results stay in view while typing; clicking one keeps the box (Escape closes it).
+    box.ignoreFocusOut = true;
+    void vscode.commands.executeCommand('fabric.recall.focus').then(() => box.show(), () => box.show());
   }
 
   async searchSession(sessionFile: string): Promise<void> {

@@ -409,6 +409,19 @@ describe('LatestOnly (Recall… live search)', () => {
     assert.deepEqual(events.at(-1), ['cancel', 'ab', 2]);
   });
 
+  test('flush() starts a waiting keystroke now and leaves a running search alone', () => {
+    const { events, latest } = recorder(10_000);
+    latest.now('a');
+    latest.flush('a');
+    assert.deepEqual(events, [['start', 'a', 1]], 'nothing waiting: the running search is kept');
+    latest.input('ab');
+    latest.flush('ab');
+    assert.deepEqual(events.slice(1), [['cancel', 'a', 1], ['start', 'ab', 2]]);
+    latest.flush('ab');
+    assert.equal(events.length, 3, 'flushed once');
+    latest.cancel();
+  });
+
   test('now() skips the delay; cancel() stops a pending delay', async () => {
     const { events, latest } = recorder(20);
     latest.input('x');

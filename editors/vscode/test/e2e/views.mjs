@@ -301,19 +301,42 @@ try {
   await check('Recall Results view: snippets centred on the match, terms highlighted', async () => {
     await runCommand('Fabric: Search into Recall Results…');
     const input = page.locator('.quick-input-widget input');
-    await input.waitFor({ state: 'visible' });
-    await input.fill('ZeroDivisionError');
-    await page.keyboard.press('Enter');
-    const r = await until('recall results', async () => {
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Recall into the Results view' }).waitFor({ state: 'visible' });
+    // Search as you type: the view fills while the input is still open (no Enter).
+    await input.pressSequentially('ZeroDivisionError', { delay: 25 });
+    const r = await until('recall results while typing', async () => {
       const list = await rows('Recall Results');
       return { ok: list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: list };
     });
+    assert(await input.isVisible(), 'the query input is still open');
+    await page.keyboard.press('Enter');
+    await input.waitFor({ state: 'hidden' });
     assert(r.some((t) => /^session 01a18ac0/.test(t) && /matching entr/.test(t)), `session rows: ${r.slice(0, 5).join(' | ')}`);
     const highlights = (await pane('Recall Results').locator('.monaco-list-row .label-name .highlight').allInnerTexts()).map(clean);
     assert(highlights.length >= 3 && highlights.every((h) => h.toLowerCase() === 'zerodivisionerror'), `highlights: ${highlights.join(', ')}`);
     const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
     assert(/“ZeroDivisionError” · global · \d+ matches in \d+ sessions/.test(header), `description: ${header}`);
     await shot('recall-view');
+  });
+
+  await check('the live query checks a regular expression as it is typed', async () => {
+    await runCommand('Fabric: Search into Recall Results…');
+    const input = page.locator('.quick-input-widget input');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Recall into the Results view' }).waitFor({ state: 'visible' });
+    await page.locator('.quick-input-widget .quick-input-titlebar .codicon-whole-word').first().click();
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'regex' }).waitFor({ state: 'visible' });
+    await input.fill('Zero(Division');
+    const message = page.locator('.quick-input-widget .quick-input-message', { hasText: 'Not a valid regular expression' });
+    await message.waitFor({ state: 'visible' });
+    await shot('recall-live-regex');
+    // Back to literal words and the earlier query; the view shows its results again.
+    await page.locator('.quick-input-widget .quick-input-titlebar .codicon-regex').first().click();
+    await input.fill('ZeroDivisionError');
+    await page.keyboard.press('Enter');
+    await until('the literal results again', async () => {
+      const list = await rows('Recall Results');
+      return { ok: list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: list };
+    });
   });
 
   await check('a recall result opens its expanded entry with the match in view', async () => {
