@@ -1,8 +1,10 @@
 """The one owner of engine instances, and the face-neutral engine calls.
 
 The server's handlers and the CLI both call the methods here with the decoded protocol
-params Struct and get the method's result Struct back (`protocol.to_result`: a result the
-schema does not describe is an error); each face encodes that Struct (`protocol.to_wire`),
+params Struct and get the method's result Struct back, built by the engine (a preview's,
+which comes from a worker process as plain JSON, is checked by `protocol.result_from_json`:
+a result the schema does not describe is an error); each face encodes that Struct
+(`protocol.to_wire`),
 so `fabric-lsp preview --json` and `fabric/compactionPreview` are the same bytes for the
 same settings and params. No pygls
 import: the server passes in how to notify and where to close engines.
@@ -349,7 +351,7 @@ class Engines:
             from fabric_lsp.engine.compaction.tasks import run_task
 
             runner = run_task
-        return protocol.to_result(method, runner(name, kwargs, cancel, activity))
+        return protocol.result_from_json(method, runner(name, kwargs, cancel, activity))
 
     def recall(
         self,
@@ -359,9 +361,8 @@ class Engines:
         activity: ActivitySink | None = None,
     ) -> protocol.RecallResult:
         if p.scope == "team" or p.scope.startswith("team:"):
-            return protocol.to_result(protocol.RECALL, self.team().recall(p))
-        result = self.memory().recall(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
-        return protocol.to_result(protocol.RECALL, result)
+            return self.team().recall(p)
+        return self.memory().recall(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
 
     def expand(
         self,
@@ -371,9 +372,8 @@ class Engines:
         activity: ActivitySink | None = None,
     ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
         if p.member is not None:  # a team item (docs/team.md)
-            return protocol.to_result(protocol.EXPAND, self.team().expand(p))
-        result = self.memory().expand(p, cwd=cwd, cancel=cancel, activity=activity)
-        return protocol.to_result(protocol.EXPAND, result)
+            return self.team().expand(p)
+        return self.memory().expand(p, cwd=cwd, cancel=cancel, activity=activity)
 
     def sessions(
         self,
@@ -382,8 +382,7 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.SessionsResult:
-        result = self.memory().sessions(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
-        return protocol.to_result(protocol.SESSIONS, result)
+        return self.memory().sessions(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
 
     def file_history(
         self,
@@ -392,8 +391,7 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.FileHistoryResult:
-        result = self.memory().file_history(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
-        return protocol.to_result(protocol.FILE_HISTORY, result)
+        return self.memory().file_history(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
 
     def compact_request(
         self,
@@ -464,21 +462,18 @@ class Engines:
 def intent_request(
     service: IntentsService, path: str, p: protocol.CompactRequestParams
 ) -> protocol.CompactRequestResult:
-    args = protocol.params_to_dict(p)
-    args.pop("session", None)
     try:
-        result = service.request(path, args)
+        return service.request(path, p)
     except ValueError as err:  # seed 001's bounds message (the Struct's bounds come first)
         raise protocol.InvalidParams(f"{protocol.COMPACT_REQUEST}: {err}") from None
-    return protocol.to_result(protocol.COMPACT_REQUEST, result)
 
 
 def intent_status(service: IntentsService, path: str) -> protocol.CompactStatusResult:
-    return protocol.to_result(protocol.COMPACT_STATUS, service.status(path))
+    return service.status(path)
 
 
 def intent_cancel(service: IntentsService, path: str) -> protocol.CompactCancelResult:
-    return protocol.to_result(protocol.COMPACT_CANCEL, service.cancel(path))
+    return service.cancel(path)
 
 
 def _close(engine: Any) -> None:

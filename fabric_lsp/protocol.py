@@ -3,9 +3,9 @@ params and result type (see docs/protocol.md).
 
 Params are strict: `decode_params` rejects unknown keys, wrong types, out-of-range values
 and two selectors where one is allowed, with a message that names the field and the
-rule. Results are what the engines return as plain dicts; the result Structs here are the
-schema (docs/protocol.schema.json is generated from them) and tests check engine output
-against them. This module (with its parts protocol_types.py and protocol_results.py) imports only
+rule. The engines take the params Structs and build the result Structs here themselves
+(docs/protocol.schema.json is generated from them); `result_from_json` checks a result that
+crossed a process edge as plain JSON. This module (with its parts protocol_types.py and protocol_results.py) imports only
 msgspec, so the CLI and the engines may use it.
 """
 
@@ -463,36 +463,44 @@ def _without_surrogates(value: Any) -> Any:
     return value
 
 
-def params_to_dict(params: Struct) -> dict[str, Any]:
-    """Wire-shaped (camelCase) dict of decoded params with defaults filled in and unset
-    optionals dropped, without the progress token; this is what the engines receive."""
-    out: dict[str, Any] = {}
-    for field, name in zip(params.__struct_fields__, params.__struct_encode_fields__):
-        value = getattr(params, field)
-        if value is None or name == "workDoneToken":
-            continue
-        out[name] = msgspec.to_builtins(value)
+def params_json(params: Struct) -> dict[str, Any]:
+    """The JSON params object a client sends for decoded `params`: camelCase keys, values
+    left at their default and the progress token left out. `decode_params` of it gives
+    back an equal Struct (without the token): how the CLI asks a running server."""
+    out: dict[str, Any] = msgspec.to_builtins(params)
+    out.pop("workDoneToken", None)
     return out
 
 
 class ResultContractError(RuntimeError):
-    """An engine result that does not fit its method's result type (a bug, never input)."""
+    """A result read as plain JSON from another process that does not fit its method's
+    result type (a bug there, never input)."""
 
 
-def to_result(method: str, result: Any) -> Any:
+def result_from_json(method: str, value: Any) -> Any:
     """The method's result Struct (`RESULT_TYPES[method]`; a domain error `{error: {...}}`
-    of expand: `ExpandErrorResult`) of an engine's result object; ResultContractError
-    naming the method and the field when it does not fit (a wrong type, a key the Struct
-    does not declare). Every face (server, CLI, Pi bridge) gets its results from here,
-    so nothing reaches a client that the schema does not describe, and every face
-    encodes the same Struct."""
+    of expand: `ExpandErrorResult`) of a result that crossed a process edge as plain JSON
+    (a preview worker process's answer, a running server's answer on the local socket);
+    ResultContractError naming the method and the field when it does not fit (a wrong
+    type, a key the Struct does not declare). In-process engines build the result Structs
+    themselves; nothing reaches a client that the schema does not describe."""
     kind = RESULT_TYPES[method]
-    if method == EXPAND and isinstance(result, dict) and "error" in result:
+    if method == EXPAND and isinstance(value, dict) and "error" in value:
         kind = ExpandErrorResult
-    if isinstance(result, kind):
-        return result
+    return struct_from_json(kind, value, method)
+
+
+_S = TypeVar("_S")
+
+
+def struct_from_json(kind: type[_S], value: Any, method: str) -> _S:
+    """`value` (plain JSON from another process: a worker's answer, a state file another
+    process wrote) as the wire Struct `kind`; ResultContractError naming `method` and the
+    field when it does not fit."""
+    if isinstance(value, kind):
+        return value
     try:
-        return msgspec.convert(result, kind)
+        return msgspec.convert(value, kind)
     except msgspec.ValidationError as err:
         m = _AT_PATH.match(str(err))
         where = (m.group("path") or "").lstrip(".") if m else ""
@@ -500,6 +508,45 @@ def to_result(method: str, result: Any) -> Any:
         raise ResultContractError(
             f"{method}: the result does not fit the wire contract{' at ' + where if where else ''}: {rule}"
         ) from None
+
+
+def coverage_error(code: str, message: str) -> Coverage:
+    """The coverage of an answer that stopped at `code` before any session was read."""
+    return Coverage(
+        complete=False,
+        indexed_sessions=0,
+        eligible_sessions=0,
+        stale_sessions=0,
+        incomplete_sessions=0,
+        reasons=[code],
+        error=CoverageError(code=code, message=message),
+    )
+
+
+def index_coverage(
+    index: Mapping[str, Any],
+    *,
+    complete: bool | None = None,
+    reasons: list[str] | None = None,
+    incomplete_sessions: int | None = None,
+    error: CoverageError | None = None,
+) -> Coverage:
+    """An answer's coverage from the memory index's coverage record (engine/memory/index.py
+    keeps it with the wire's keys: `complete`, `indexedSessions`, ..., `reasons`, `error?`),
+    with the answer's own `complete`, `reasons`, `incompleteSessions` and `error` where
+    given (else the index's)."""
+    index_error = index.get("error")
+    if error is None and index_error is not None:
+        error = CoverageError(code=index_error["code"], message=index_error["message"])
+    return Coverage(
+        complete=bool(index["complete"]) if complete is None else complete,
+        indexed_sessions=index["indexedSessions"],
+        eligible_sessions=index["eligibleSessions"],
+        stale_sessions=index["staleSessions"],
+        incomplete_sessions=index["incompleteSessions"] if incomplete_sessions is None else incomplete_sessions,
+        reasons=list(index["reasons"]) if reasons is None else reasons,
+        error=error,
+    )
 
 
 def to_wire(value: Any) -> Any:

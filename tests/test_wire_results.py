@@ -58,18 +58,20 @@ def test_branch_summary_preview_fits_the_contract() -> None:
     assert round_trip(result, protocol.BranchSummaryPreviewResult) == result
 
 
-def test_to_result_names_the_method_and_field_of_a_result_off_the_contract() -> None:
+def test_result_from_json_names_the_method_and_field_of_a_result_off_the_contract() -> None:
+    """A result that crossed a process edge as plain JSON (a preview worker's answer, a
+    running server's) is checked against its method's Struct."""
     good = {"error": {"code": "session_not_found", "message": "Session not found: x"}}
-    converted = protocol.to_result(protocol.EXPAND, good)
+    converted = protocol.result_from_json(protocol.EXPAND, good)
     assert isinstance(converted, protocol.ExpandErrorResult)
     assert protocol.to_wire(converted) == good
     with pytest.raises(protocol.ResultContractError, match=r"fabric/expand: .* at error\.code"):
-        protocol.to_result(protocol.EXPAND, {"error": {"code": 7, "message": "m"}})
+        protocol.result_from_json(protocol.EXPAND, {"error": {"code": 7, "message": "m"}})
     with pytest.raises(protocol.ResultContractError, match=r"fabric/sessions: .*wire contract"):
-        protocol.to_result(protocol.SESSIONS, {"sessions": "not a list"})
+        protocol.result_from_json(protocol.SESSIONS, {"sessions": "not a list"})
     # results are strict: a key the Struct does not declare never reaches a client
     with pytest.raises(protocol.ResultContractError, match=r"fabric/compact/cancel: .*unknown field `extra`"):
-        protocol.to_result(protocol.COMPACT_CANCEL, {"cancelled": True, "extra": 1})
+        protocol.result_from_json(protocol.COMPACT_CANCEL, {"cancelled": True, "extra": 1})
 
 
 def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> None:
@@ -94,7 +96,7 @@ def test_the_engine_entry_points_return_the_result_structs(tmp_path: Path) -> No
             out = getattr(engines, name)(protocol.decode_params(method, params), *args)
             assert isinstance(out, protocol.RESULT_TYPES[method]), (method, type(out))
             wire = protocol.to_wire(out)
-            assert protocol.to_wire(protocol.to_result(method, wire)) == wire
+            assert protocol.to_wire(protocol.result_from_json(method, wire)) == wire
             return out
 
         sessions = call(protocol.SESSIONS, "sessions", {"scope": "global"}, None)
@@ -121,7 +123,7 @@ def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> 
     serialize = FabricServer().protocol._serialize_message
     results = [
         protocol.to_wire(
-            protocol.to_result(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))
+            protocol.result_from_json(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))
         ),
         {"a": [float("inf"), float("nan"), -0.0, 1e21, "é\u2028\ud800"], "b": None, "c": {"d": [True, 2**60]}},
     ]

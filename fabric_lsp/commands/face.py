@@ -309,7 +309,7 @@ class _ServerFirstEngines:
         from fabric_lsp import protocol
 
         answer = ask_server(
-            self._args, self._command, protocol.params_to_dict(p), method=protocol.FILE_HISTORY, quiet=True
+            self._args, self._command, protocol.params_json(p), method=protocol.FILE_HISTORY, quiet=True
         )
         if answer is None:
             return self._local().file_history(p, cwd, cancel, activity)

@@ -265,7 +265,7 @@ def _wait_for_commit(
         record = service.maybe_commit(path)
         if record is not None:
             return record, None
-        status = service.status(path)
+        status = protocol.to_wire(service.status(path))
         if status.get("pending") != intent:
             last = status.get("last")
             # Another process (a server, the live Pi) may have committed it meanwhile.

@@ -32,16 +32,12 @@ def test_schema_covers_every_method_and_notification():
             assert definition.get("additionalProperties") is False, name
 
 
-def test_params_to_dict_fills_defaults_and_drops_token():
-    p = protocol.decode_params(protocol.RECALL, {"query": "x", "workDoneToken": "t"})
-    assert protocol.params_to_dict(p) == {
-        "query": "x",
-        "queryMode": "literal",
-        "scope": "session",
-        "branches": "active",
-        "page": 1,
-        "pageSize": 25,
-    }
+def test_params_json_leaves_out_defaults_and_the_token():
+    p = protocol.decode_params(protocol.RECALL, {"query": "x", "scope": "global", "page": 1, "workDoneToken": "t"})
+    assert protocol.params_json(p) == {"query": "x", "scope": "global"}
+    assert protocol.decode_params(protocol.RECALL, protocol.params_json(p)) == msgspec.structs.replace(
+        p, work_done_token=None
+    )
 
 
 @pytest.mark.parametrize("method", sorted(protocol.PARAMS_TYPES))
@@ -98,5 +94,5 @@ def test_decoder_either_accepts_or_names_the_problem(method, params):
         assert str(err).startswith(method + ": ")
         return
     # accepted params round-trip through the wire shape
-    again = protocol.decode_params(method, protocol.params_to_dict(decoded))
-    assert protocol.params_to_dict(again) == protocol.params_to_dict(decoded)
+    again = protocol.decode_params(method, protocol.params_json(decoded))
+    assert again == msgspec.structs.replace(decoded, work_done_token=None)

@@ -20,9 +20,10 @@ from fabric_lsp.engine.fabric_payloads import (
     read_branch_details,
     read_execution_trace,
 )
-from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.session.discovery import encode_cwd
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE = REPO / "fabric_lsp" / "engine"
@@ -136,7 +137,7 @@ def test_deeply_nested_trace_is_listed_by_preview_and_expanded_by_address(tmp_pa
         assert f"- mcp.github.search → failed [entry {address}]" in preview["summary"]
         assert f"- mcp.github.search: boom{n} [entry {address}]" in preview["summary"]
 
-    eng = MemoryEngine(MemoryConfig(), agent_dir=str(agent))
+    eng = WireMemoryEngine(MemoryConfig(), agent_dir=str(agent))
     out = eng.expand({"session": str(path), "operationAddresses": addresses})
     assert "error" not in out, out
     got = {e["operationAddress"]: e for e in out["expanded"]}
@@ -154,7 +155,7 @@ def test_a_trace_nested_too_deep_is_absent_for_both_engines(tmp_path):
     agent, path = _write(tmp_path, _rows({"trace": _trace((13, 15))}))
     preview = preview_compaction(path, keep_recent_tokens=1, context_window=0)
     assert "r1/0" not in preview["summary"] and "r1/1" not in preview["summary"]
-    eng = MemoryEngine(MemoryConfig(), agent_dir=str(agent))
+    eng = WireMemoryEngine(MemoryConfig(), agent_dir=str(agent))
     out = eng.expand({"session": str(path), "operationAddresses": ["r1/0"]})
     assert out["error"]["code"] == "address_not_found"
 

@@ -22,8 +22,8 @@ from realpi_kit import (
 )
 
 from fabric_lsp.engine.intents.boundary import finished_turn
-from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import read_session
+from tests.support.wire import WireIntentsService
 
 pytestmark = pytest.mark.realpi
 
@@ -81,7 +81,7 @@ def test_boundary_matches_pi_agent_settled(tmp_path, real_pi):  # noqa: F811
             sessions = sorted((agent / "sessions").glob("*/*.jsonl"))
             assert len(sessions) == 1
             path = sessions[0]
-            svc = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.5)
+            svc = WireIntentsService(state_dir=tmp_path / "state", quiet_interval_s=0.5)
             mid = finished_turn(read_session(path), 0.5)
             assert not mid.finished and "toolUse" in mid.why
             time.sleep(0.7)  # quiet for the interval, but still mid-turn

@@ -26,7 +26,6 @@ from realpi_kit import (
     write_agent_dir,
 )
 
-from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import (
     SessionTree,
     build_context_messages,
@@ -34,6 +33,7 @@ from fabric_lsp.engine.session import (
     estimate_tokens,
     read_session,
 )
+from tests.support.wire import WireIntentsService
 
 pytestmark = pytest.mark.realpi
 
@@ -47,7 +47,7 @@ def quiet(path: Path) -> None:
 
 def commit(tmp_path: Path, path: Path, options=LEGACY_CUT, **params) -> dict:
     quiet(path)
-    svc = IntentsService(
+    svc = WireIntentsService(
         state_dir=tmp_path / "state", quiet_interval_s=0.1, compaction_options_provider=lambda _p: options
     )
     svc.request(path, params)

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from reliability_kit import ORBIT, RawServer, example_agent, long_run, session_files
 
-from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from fabric_lsp.engine.memory.api import MemoryConfig
+from tests.support.wire import WireMemoryEngine
 
 RACE_SECONDS = 60.0 if long_run() else 4.0
 
@@ -256,7 +257,7 @@ def test_changes_during_indexing_and_expansion(tmp_path):
     agent = example_agent(tmp_path / "agent")
     path = next(p for p in session_files(agent) if "orbit" in str(p) and p.stat().st_size > 100_000)
     base = path.read_bytes()
-    engine = MemoryEngine(MemoryConfig(), agent_dir=str(agent))
+    engine = WireMemoryEngine(MemoryConfig(), agent_dir=str(agent))
     writer = Writer(path, base, seed=5, seconds=RACE_SECONDS)
     writer.start()
     checked: dict[str, int] = {"recall": 0, "expand": 0}
@@ -316,7 +317,7 @@ def test_rewrite_outside_the_tail_then_append_is_detected(tmp_path):
     from the end must not be taken for a pure append."""
     agent = example_agent(tmp_path / "agent")
     path = next(p for p in session_files(agent) if "orbit" in str(p) and p.stat().st_size > 100_000)
-    engine = MemoryEngine(MemoryConfig(), agent_dir=str(agent))
+    engine = WireMemoryEngine(MemoryConfig(), agent_dir=str(agent))
     try:
         v0 = path.read_bytes()
         engine.recall({"query": "test", "scope": f"session:{path}"})

@@ -22,6 +22,7 @@ from fabric_lsp.engine.intents.commit import recover_marker
 from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import SessionTree, read_session
+from tests.support.wire import WireIntentsService
 
 REAL_SESSIONS = Path(__file__).resolve().parents[1] / "fixtures" / "real-sessions"
 LEGACY_CUT = {"keep_recent_tokens": 100, "context_window": 0}
@@ -43,7 +44,7 @@ def _age(path: Path, seconds: float = 60.0) -> None:
 
 def _service(tmp_path: Path) -> tuple[IntentsService, list]:
     got: list = []
-    svc = IntentsService(
+    svc = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=0.2,
         compaction_options_provider=lambda _p: LEGACY_CUT,

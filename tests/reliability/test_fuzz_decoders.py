@@ -44,6 +44,7 @@ from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.state_build import build_state
 from fabric_lsp.engine.session import iter_session, parse_session_bytes
 from tests.support.examples import profile_examples
+from tests.support.wire import WireMemoryEngine
 
 # Totals over every example run in this process (printed by bench/reliability/fuzz_long.py).
 COUNTS: Counter[str] = Counter()
@@ -357,9 +358,9 @@ def test_wire_params_decode_or_name_the_problem(method: str, params: Any) -> Non
         COUNTS["wire.rejected"] += 1
         return
     assert isinstance(decoded, protocol.PARAMS_TYPES[method])
-    wire = protocol.params_to_dict(decoded)
+    wire = protocol.params_json(decoded)
     # decoding what we would send gives the same params (the strict decoder is a fixed point)
-    assert protocol.params_to_dict(protocol.decode_params(method, wire)) == wire
+    assert protocol.decode_params(method, wire) == msgspec.structs.replace(decoded, work_done_token=None)
     COUNTS["wire.accepted"] += 1
 
 
@@ -372,7 +373,7 @@ def _memory_engine() -> tuple[MemoryEngine, list[str]]:
         from reliability_kit import session_files as files
 
         agent = example_agent(_TMP / "agent")
-        _ENGINE["engine"] = MemoryEngine(MemoryConfig(regex_timeout_ms=200), agent_dir=str(agent))
+        _ENGINE["engine"] = WireMemoryEngine(MemoryConfig(regex_timeout_ms=200), agent_dir=str(agent))
         _ENGINE["files"] = [str(p) for p in files(agent)]
     return _ENGINE["engine"], _ENGINE["files"]
 
@@ -400,7 +401,7 @@ def test_memory_engine_behind_the_wire_decoder(data: Any, method: str, pick: int
         return
     call = {protocol.RECALL: engine.recall, protocol.EXPAND: engine.expand, protocol.SESSIONS: engine.sessions}[method]
     try:
-        result = call(protocol.params_to_dict(decoded), cwd="/home/user/projects/orbit")
+        result = call(decoded, cwd="/home/user/projects/orbit")
     except ValueError:  # the server answers these as InvalidParams
         COUNTS["engine.invalid_params"] += 1
         return

@@ -22,6 +22,7 @@ import pytest
 from reliability_kit import RawServer, RpcError, example_agent, server_env, session_files
 
 from fabric_lsp.engine.session import SessionTree, read_session
+from tests.support.wire import WireMemoryEngine
 
 ZERO_POS = {"line": 0, "character": 0}
 
@@ -324,11 +325,11 @@ def test_session_scope_takes_every_path_expand_takes(agent, tmp_path):
 
 
 def test_a_session_list_cut_by_max_sessions_is_not_complete(agent):
-    from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+    from fabric_lsp.engine.memory.api import MemoryConfig
 
     cfg = {"max_entry_chars": 1_000_000}  # the example has long entries: only the cap may cut
-    full = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent)).sessions({"scope": "global"})
+    full = WireMemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent)).sessions({"scope": "global"})
     assert full["coverage"]["complete"] is True and full["totalItems"] == len(session_files(agent))
-    cut = MemoryEngine(MemoryConfig(max_sessions=2, **cfg), agent_dir=str(agent)).sessions({"scope": "global"})
+    cut = WireMemoryEngine(MemoryConfig(max_sessions=2, **cfg), agent_dir=str(agent)).sessions({"scope": "global"})
     assert cut["totalItems"] == 2
     assert cut["coverage"]["complete"] is False and "max_sessions" in cut["coverage"]["reasons"]

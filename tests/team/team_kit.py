@@ -14,6 +14,7 @@ from fabric_lsp.engine.team.settings import TeamSettings
 from tests.support.sessions import append_rows as append_rows  # the one session builder, re-exported
 from tests.support.sessions import assistant, bash, header, user
 from tests.support.sessions import write_session as write_session
+from tests.support.wire import WireMemoryEngine, WireTeamEngine
 
 ALL_HOT = 100_000
 
@@ -26,9 +27,9 @@ def member_engine(
     url: str, member: str, projects: list[str], agent_dir: Path, cfg: MemoryConfig | None = None
 ) -> tuple[TeamEngine, MemoryEngine]:
     cfg = cfg or memory_config()
-    local = MemoryEngine(cfg, agent_dir=str(agent_dir), index_dir=str(agent_dir.parent / f"index-{member}"))
+    local = WireMemoryEngine(cfg, agent_dir=str(agent_dir), index_dir=str(agent_dir.parent / f"index-{member}"))
     settings = TeamSettings(url=url, member=member, projects=tuple(projects))
-    return TeamEngine(settings, cfg, lambda: local), local
+    return WireTeamEngine(settings, cfg, lambda: local), local
 
 
 def local_global(local: MemoryEngine, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from fabric_lsp.engine.team.push import PushError
 from fabric_lsp.engine.team.schema import SCHEMA
 from fabric_lsp.engine.team.settings import TeamSettings
 from tests.support.examples import profile_examples
+from tests.support.wire import WireMemoryEngine, WireTeamEngine
 
 LEDGER = "/home/user/projects/ledger"
 ORBIT = "/home/user/projects/orbit"
@@ -311,10 +312,9 @@ def test_unreachable_database_is_a_clear_answer_and_local_recall_works(tmp_path:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = memory_config()
-    from fabric_lsp.engine.memory.api import MemoryEngine
 
-    local = MemoryEngine(cfg, agent_dir=str(examples), index_dir=str(tmp_path / "idx"))
-    team = TeamEngine(
+    local = WireMemoryEngine(cfg, agent_dir=str(examples), index_dir=str(tmp_path / "idx"))
+    team = WireTeamEngine(
         TeamSettings(url=f"postgresql://alice:pw@127.0.0.1:{port}/fabric", member="a"), cfg, lambda: local
     )
     res = team.recall({"query": "test", "scope": "team"})
@@ -323,7 +323,7 @@ def test_unreachable_database_is_a_clear_answer_and_local_recall_works(tmp_path:
     assert "pw" not in err["message"] and "local recall keeps working" in err["message"]
     assert res["items"] == [] and not res["authoritative"]
     assert local.recall({"query": "test", "scope": "global"})["totalItems"] > 0
-    unset = TeamEngine(TeamSettings(), cfg).recall({"query": "x", "scope": "team"})
+    unset = WireTeamEngine(TeamSettings(), cfg).recall({"query": "x", "scope": "team"})
     assert unset["coverage"]["error"]["code"] == "team_not_configured"
     assert "team.url" in unset["coverage"]["error"]["message"]
 

@@ -143,10 +143,18 @@ def validate_request_arguments(params: object) -> dict[str, Any]:
                 args["preserve"] = list(preserve)
     if errors:
         raise ValueError(INVALID_ARGUMENTS_PREFIX + "; ".join(errors[:5]))
+    check_request(args.get("instructions"), args.get("preserve"))
+    return args
+
+
+def check_request(instructions: str | None, preserve: Sequence[str] | None) -> None:
+    """The checks after the schema layer, in the seed's order: the bounds (prefixed with
+    `Invalid compact.request arguments: `), then the encoded-size trial (the raw encoder
+    message). What `fabric/compact/request` runs on its decoded params, whose Struct is
+    the schema layer."""
     try:
-        check_bounds(args.get("instructions"), args.get("preserve"))
+        check_bounds(instructions, preserve)
     except ValueError as err:
         raise ValueError(INVALID_ARGUMENTS_PREFIX + str(err)) from None
-    if "preserve" in args:
-        encode_typed_request(args.get("instructions"), args["preserve"])  # raw message on failure
-    return args
+    if preserve is not None:
+        encode_typed_request(instructions, preserve)  # raw message on failure

@@ -1,7 +1,9 @@
 """IntentsService: compaction intents for sessions seen from an editor (the server's API).
 
-Results are plain dicts shaped as protocol.md's `Intent`, `CommitRecord` and the
-status/cancel results. One controller per session; the state lives in `state_dir`
+The wire calls take the decoded params and return the result Structs of protocol.py;
+the pending intent and the last record come from the session's state file, which other
+processes (a live Pi, `fabric-lsp compact`) write too, so they are checked against the
+contract as they are read (`protocol.struct_from_json`). One controller per session; the state lives in `state_dir`
 (beside the index), so pending intents survive a restart and are shared with other
 processes (a second editor's server, `fabric-lsp compact`).
 
@@ -30,10 +32,22 @@ from fabric_lsp.engine.intents.boundary import TurnVerdict, finished_turn, tail_
 from fabric_lsp.engine.intents.bridge import claim_is_live
 from fabric_lsp.engine.intents.commit import ComputeFn, attempt_commit, default_compute, recover_marker
 from fabric_lsp.engine.intents.controller import CommitOutcome, CompactController, Deferred
-from fabric_lsp.engine.intents.limits import validate_request_arguments
+from fabric_lsp.engine.intents.limits import check_request
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import parse_session_bytes
 from fabric_lsp.engine.session.lease import Lease, LeaseBook
+from fabric_lsp.protocol import (
+    COMPACT_REQUEST,
+    COMPACT_STATUS,
+    CommitRecord,
+    CompactCancelResult,
+    CompactRequestParams,
+    CompactRequestResult,
+    CompactStatusResult,
+    Intent,
+    LeaseHolder,
+    struct_from_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,47 +112,54 @@ class IntentsService:
 
     # -- the wire API ---------------------------------------------------------------
 
-    def request(self, session_path: str | os.PathLike[str], params: dict[str, Any]) -> dict[str, Any]:
-        """Record (replace) the pending intent. Raises ValueError with the seed's message."""
+    def request(self, session_path: str | os.PathLike[str], params: CompactRequestParams) -> CompactRequestResult:
+        """Record (replace) the pending intent of the decoded `params` (their Struct is the
+        schema layer; `params.session` is the caller's, `session_path` is what it resolved
+        to). Raises ValueError with the seed's bounds message."""
         path = normalize_session_path(session_path)
-        args = validate_request_arguments(params)
+        check_request(params.instructions, params.preserve)
         self.store.ensure_dir()  # the state directory exists once anyone asked (0700)
+        args: dict[str, Any] = {}
+        if params.instructions is not None:
+            args["instructions"] = params.instructions
+        if params.preserve is not None:
+            args["preserve"] = list(params.preserve)
         refusal = self.refusal(path, args)
         if refusal is not None:
             raise RequestRefused(refusal)
         intent = self._controller(path).request(
             default_requested_by=DEFAULT_REQUESTED_BY,
-            reason=args.get("reason"),
-            instructions=args.get("instructions"),
+            reason=params.reason,
+            instructions=params.instructions,
             preserve=args.get("preserve"),
-            requested_by=args.get("requestedBy"),
+            requested_by=params.requested_by,
         )
         with self._lock:
             self._watch.add(path)
             self._unsettled_sig.pop(path, None)
         self._wake.set()
-        return {"pending": intent}
+        return CompactRequestResult(pending=struct_from_json(Intent, intent, COMPACT_REQUEST))
 
-    def status(self, session_path: str | os.PathLike[str]) -> dict[str, Any]:
+    def status(self, session_path: str | os.PathLike[str]) -> CompactStatusResult:
         path = normalize_session_path(session_path)
         self._recover(path)
-        out = self._controller(path).status()
-        out["settled"] = self.is_settled(path)
+        state = self._controller(path).status()
+        pending, last = state.get("pending"), state.get("last")
         holder = self.holder(path)
-        if holder is not None:
-            out["heldBy"] = {"pid": holder.pid, "since": holder.since, "leafId": holder.leaf_id}
-        holders = self.holders(path)
-        if holders:  # every live Pi on the file (two fork it: docs/pi.md), oldest hold first
-            out["holders"] = [
-                {
-                    "pid": h.pid,
-                    "since": h.since,
-                    "leafId": h.leaf_id,
-                    **({"piVersion": h.pi_version} if h.pi_version else {}),
-                }
+        holders = self.holders(path)  # every live Pi on the file (two fork it: docs/pi.md), oldest hold first
+        return CompactStatusResult(
+            pending=struct_from_json(Intent, pending, COMPACT_STATUS) if pending is not None else None,
+            last=struct_from_json(CommitRecord, last, COMPACT_STATUS) if last is not None else None,
+            settled=self.is_settled(path),
+            held_by=LeaseHolder(pid=holder.pid, since=holder.since, leaf_id=holder.leaf_id)
+            if holder is not None
+            else None,
+            holders=[
+                LeaseHolder(pid=h.pid, since=h.since, leaf_id=h.leaf_id, pi_version=h.pi_version or None)
                 for h in holders
             ]
-        return out
+            or None,
+        )
 
     def refusal(self, session_path: str | os.PathLike[str], args: dict[str, Any] | None = None) -> str | None:
         """Why a compaction request on this session cannot be honoured now, or None.
@@ -202,10 +223,10 @@ class IntentsService:
             return None
         return self.leases.live(normalize_session_path(session_path))
 
-    def cancel(self, session_path: str | os.PathLike[str]) -> dict[str, Any]:
+    def cancel(self, session_path: str | os.PathLike[str]) -> CompactCancelResult:
         """Clear the pending intent. `cancelled` is True when one was pending."""
         path = normalize_session_path(session_path)
-        return {"cancelled": self._controller(path).cancel()}
+        return CompactCancelResult(cancelled=self._controller(path).cancel())
 
     def maybe_commit(self, session_path: str | os.PathLike[str]) -> dict[str, Any] | None:
         """Attempt a commit now, at the current state of the file (the boundary and quiet

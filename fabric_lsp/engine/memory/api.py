@@ -1,7 +1,7 @@
 """Memory engine API used by the server and the CLI: `recall`, `expand`, `sessions`.
 
-Results are plain dicts shaped exactly as the `fabric/recall`, `fabric/expand` and
-`fabric/sessions` result objects of the wire contract. The engine keeps a warm
+Each call returns its method's result Struct of the wire contract (protocol.py), built by
+the query module. The engine keeps a warm
 in-memory index (one derived state per session and branch mode) that is kept fresh by
 `stat` (size, mtime_ns, ctime_ns, inode): unchanged files are neither read nor hashed,
 grown files are extended in place after their old tail is verified, and anything else
@@ -97,7 +97,7 @@ class MemoryEngine(MemoryState):
         cwd: str | None = None,
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.RecallResult:
         p = protocol.as_params(protocol.RECALL, protocol.RecallParams, params)
         with self.call():
             return _recall.recall(self, p, cwd=cwd, cancel=cancel, activity=activity)
@@ -109,7 +109,7 @@ class MemoryEngine(MemoryState):
         cwd: str | None = None,
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.ExpandResult | protocol.ExpandErrorResult:
         p = protocol.as_params(protocol.EXPAND, protocol.ExpandParams, params)
         with self.call():
             return _expand.expand(self, p, cwd=cwd, cancel=cancel, activity=activity)
@@ -121,7 +121,7 @@ class MemoryEngine(MemoryState):
         cwd: str | None = None,
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.SessionsResult:
         p = protocol.as_params(protocol.SESSIONS, protocol.SessionsParams, params)
         with self.call():
             return _listing.sessions(self, p, cwd=cwd, cancel=cancel, activity=activity)
@@ -133,7 +133,7 @@ class MemoryEngine(MemoryState):
         cwd: str | None = None,
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
-    ) -> dict[str, Any]:
+    ) -> protocol.FileHistoryResult:
         """The `fabric/fileHistory` result (see file_history.py)."""
         p = protocol.as_params(protocol.FILE_HISTORY, protocol.FileHistoryParams, params)
         with self.call():

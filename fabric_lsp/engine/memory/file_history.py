@@ -35,7 +35,13 @@ import msgspec
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.references import format_reference
-from fabric_lsp.protocol import FileHistoryParams
+from fabric_lsp.protocol import (
+    FileHistoryParams,
+    FileHistoryResult,
+    FileHistorySession,
+    FileOperation,
+    index_coverage,
+)
 
 from . import disk_cache, seal
 from .tokenize import sort_lexical, utf16_key
@@ -474,30 +480,23 @@ def _ref(session_id: str, entry_id: str | None) -> str | None:
         return None
 
 
-def _item(state: SessionState, op: FileOp) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "sessionId": state.session_id,
-        "sessionFile": state.file,
-        "cwd": state.cwd,
-        "entryId": op.entry_id,
-        "index": op.index,
-    }
-    if op.line is not None:
-        item["line"] = op.line
-    if op.operation_address is not None:
-        item["operationAddress"] = op.operation_address
-    item.update(
-        action=op.action,
-        toolName=op.tool_name,
-        outcome=op.outcome,
+def _item(state: SessionState, op: FileOp) -> FileOperation:
+    return FileOperation(
+        session_id=state.session_id,
+        session_file=state.file,
+        cwd=state.cwd,
+        entry_id=op.entry_id,
+        index=op.index,
+        line=op.line,
+        operation_address=op.operation_address,
+        action=op.action,  # type: ignore[arg-type]  # read | edit | write (the collector's)
+        tool_name=op.tool_name,
+        outcome=op.outcome,  # type: ignore[arg-type]  # lookup: completed operations only
         timestamp=op.timestamp,
         ref=_ref(state.session_id, op.entry_id),
+        tool_call_id=op.tool_call_id,
+        operation_ref=op.operation_ref,
     )
-    if op.tool_call_id is not None:
-        item["toolCallId"] = op.tool_call_id
-    if op.operation_ref is not None:
-        item["operationRef"] = op.operation_ref
-    return item
 
 
 class IndexedSessions(Protocol):
@@ -518,7 +517,7 @@ def file_history(
     cwd: str | None = None,
     cancel: CancelToken | None = None,
     activity: ActivitySink | None = None,
-) -> dict[str, Any]:
+) -> FileHistoryResult:
     """The `fabric/fileHistory` result: every completed read/edit/write of one path in the
     scoped sessions, newest first (timestamp, then session file, then record index),
     paged, with per-session counts and the index coverage (plus this table's reasons).
@@ -546,38 +545,39 @@ def file_history(
                 incomplete += 1
                 reasons |= mine
     found.sort(key=lambda t: (_timestamp_key(t[1].timestamp), utf16_key(t[0].file), -t[1].index, -t[2]))
-    sessions: dict[str, dict[str, Any]] = {}
+    sessions: dict[str, FileHistorySession] = {}
     for st, op, _seq in found:
         row = sessions.get(st.file)
         if row is None:  # the first one seen is the session's newest operation
-            sessions[st.file] = {
-                "sessionId": st.session_id,
-                "sessionFile": st.file,
-                "cwd": st.cwd,
-                "count": 1,
-                "lastAction": op.action,
-                "lastTimestamp": op.timestamp,
-            }
+            sessions[st.file] = FileHistorySession(
+                session_id=st.session_id,
+                session_file=st.file,
+                cwd=st.cwd,
+                count=1,
+                last_action=op.action,  # type: ignore[arg-type]  # read | edit | write
+                last_timestamp=op.timestamp,
+            )
         else:
-            row["count"] += 1
+            row.count += 1
     start = (page - 1) * page_size
-    cov = dict(coverage)
-    cov["incompleteSessions"] = incomplete
-    cov["reasons"] = sort_lexical(reasons)
-    cov["complete"] = coverage["staleSessions"] == 0 and not reasons
-    return {
-        "path": path,
-        "scope": scope,
-        "branches": branches,
-        "page": page,
-        "pageSize": page_size,
-        "totalSessions": len(sessions),
-        "totalItems": len(found),
-        "hasNext": start + page_size < len(found),
-        "items": [_item(st, op) for st, op, _ in found[start : start + page_size]],
-        "sessions": list(sessions.values()),
-        "coverage": cov,
-    }
+    return FileHistoryResult(
+        path=path,
+        scope=scope,
+        branches=branches,
+        page=page,
+        page_size=page_size,
+        total_sessions=len(sessions),
+        total_items=len(found),
+        has_next=start + page_size < len(found),
+        items=[_item(st, op) for st, op, _ in found[start : start + page_size]],
+        sessions=list(sessions.values()),
+        coverage=index_coverage(
+            coverage,
+            complete=coverage["staleSessions"] == 0 and not reasons,
+            reasons=sort_lexical(reasons),
+            incomplete_sessions=incomplete,
+        ),
+    )
 
 
 def is_under(path: str, folder: str | None) -> bool:

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
-from fabric_lsp.protocol import RecallParams
+from fabric_lsp.protocol import (
+    Branches,
+    CoverageError,
+    PointerItem,
+    RecallParams,
+    RecallResult,
+    coverage_error,
+    index_coverage,
+)
+from fabric_lsp.protocol import SegmentItem as SegmentResultItem
 
 from .catalog import (
     Unresolved,
@@ -39,10 +48,10 @@ from .search import (
     SegmentItem,
     bm25_located,
     group_and_rank,
-    pointer_object,
+    pointer_result,
     render_text,
     score_digests,
-    segment_object,
+    segment_result,
 )
 from .tokenize import plan_memory_query, sort_lexical, utf16_key
 
@@ -57,7 +66,7 @@ class RecallEcho:
     """The request fields every `fabric/recall` answer repeats, a search or an error."""
 
     scope: str
-    branches: str
+    branches: Branches
     query: str | None
     mode: str
     page: int
@@ -71,7 +80,7 @@ def recall(
     cwd: str | None = None,
     cancel: CancelToken | None = None,
     activity: ActivitySink | None = None,
-) -> JsonObject:
+) -> RecallResult:
     """The answer to `params`, decoded and checked by the wire contract (protocol.py:
     types, bounds and the cross-field rules), so nothing here checks them again."""
     query, mode, branches, scope = params.query, params.query_mode, params.branches, params.scope
@@ -100,7 +109,7 @@ def recall(
             st = states[0]
             stale = stale_pointer(st, exp_hash, exp_fp)
             if stale is not None:
-                return recall_error(echo, "stale_pointer", stale["message"])
+                return recall_error(echo, "stale_pointer", stale)
             if rng is not None and rng[1] >= st.entry_count:
                 return recall_error(
                     echo,
@@ -144,26 +153,27 @@ def recall(
     )
 
 
-def _mark_context_edits(eng: MemoryState, result: JsonObject, states: list[Any]) -> JsonObject:
+def _mark_context_edits(eng: MemoryState, result: RecallResult, states: list[Any]) -> RecallResult:
     """`contextEdit` on the segment entries Pi 1.x hides or replaces (session/projection.py):
     read from each shown session's file, when it still has the bytes the index read."""
-    from ..session.projection import file_context_edit_marks, mark_records
+    from ..session.projection import file_context_edit_marks
     from .catalog import want_leaf
+    from .expand import mark_context_edits
 
     leaves = {st.file: st.lineage.leaf_id for st in states}
     marks: dict[tuple[Any, ...], Any] = {}
-    for item in result.get("items") or ():
-        seg = item.get("segment") if item.get("kind") == "segment" else None
-        if seg is None:
+    for item in result.items:
+        if not isinstance(item, SegmentResultItem):
             continue
-        file, branches = seg["sessionFile"], seg["branches"]
-        key = (file, seg["sourceHash"], branches)
+        seg = item.segment
+        file, branches = seg.session_file, seg.branches
+        key = (file, seg.source_hash, branches)
         if key not in marks:
             leaf = leaves.get(file)
             if leaf is None:
                 leaf = want_leaf(eng, file, "active")
-            marks[key] = file_context_edit_marks(file, source_hash=seg["sourceHash"], leaf_id=leaf, branches=branches)
-        mark_records(seg["entries"], marks[key])
+            marks[key] = file_context_edit_marks(file, source_hash=seg.source_hash, leaf_id=leaf, branches=branches)
+        mark_context_edits(seg.entries, marks[key])
     return result
 
 
@@ -176,7 +186,7 @@ def run_search(
     *,
     index_cov: JsonObject,
     activity: ActivitySink | None = None,
-) -> JsonObject:
+) -> RecallResult:
     scope, branches, query, mode = echo.scope, echo.branches, echo.query, echo.mode
     page, page_size = echo.page, echo.page_size
     q_reasons: set[str] = set()
@@ -221,11 +231,12 @@ def run_search(
         q_reasons.add("candidate_item_budget")
         q_complete = False
     page_items = items[start : start + page_size]
-    coverage = dict(index_cov)
-    coverage["complete"] = bool(index_cov["complete"] and q_complete)
-    coverage["reasons"] = sort_lexical(set(index_cov["reasons"]) | q_reasons)
-    if q_error is not None:
-        coverage["error"] = q_error
+    coverage = index_coverage(
+        index_cov,
+        complete=bool(index_cov["complete"] and q_complete),
+        reasons=sort_lexical(set(index_cov["reasons"]) | q_reasons),
+        error=CoverageError(code=q_error["code"], message=q_error["message"]) if q_error is not None else None,
+    )
     text = render_text(
         page_items,
         query=query if not browse else None,
@@ -236,26 +247,26 @@ def run_search(
         query_reasons=sort_lexical(q_reasons),
         query_complete=q_complete,
     )
-    return {
-        "scope": scope,
-        "branches": branches,
-        "query": query if query is not None else None,
-        "queryMode": mode,
-        "page": page,
-        "pageSize": page_size,
-        "totalItems": total_items,
-        "totalMatches": total_matches,
-        "hasNext": start + page_size < total_items,
-        "authoritative": coverage["complete"],
-        "coverage": coverage,
-        "items": [
-            {"kind": "segment", "segment": segment_object(it)}
+    return RecallResult(
+        scope=scope,
+        branches=branches,
+        query=query,
+        query_mode=mode,
+        page=page,
+        page_size=page_size,
+        total_items=total_items,
+        total_matches=total_matches,
+        has_next=start + page_size < total_items,
+        authoritative=coverage.complete,
+        coverage=coverage,
+        items=[
+            SegmentResultItem(segment=segment_result(it))
             if isinstance(it, SegmentItem)
-            else {"kind": "pointer", "pointer": pointer_object(it)}
+            else PointerItem(pointer=pointer_result(it))
             for it in page_items
         ],
-        "text": text,
-    }
+        text=text,
+    )
 
 
 def regex_search(
@@ -348,30 +359,22 @@ def score_cold(eng: MemoryState, digests: list[DigestView], terms: list[str]) ->
     return score_digests(digests, terms)
 
 
-def recall_error(echo: RecallEcho, code: str, message: str) -> JsonObject:
-    return {
-        "scope": echo.scope or "session",
-        "branches": echo.branches,
-        "query": echo.query,
-        "queryMode": echo.mode,
-        "page": echo.page,
-        "pageSize": echo.page_size,
-        "totalItems": 0,
-        "totalMatches": 0,
-        "hasNext": False,
-        "authoritative": False,
-        "coverage": {
-            "complete": False,
-            "indexedSessions": 0,
-            "eligibleSessions": 0,
-            "staleSessions": 0,
-            "incompleteSessions": 0,
-            "reasons": [code],
-            "error": {"code": code, "message": message},
-        },
-        "items": [],
-        "text": message,
-    }
+def recall_error(echo: RecallEcho, code: str, message: str) -> RecallResult:
+    return RecallResult(
+        scope=echo.scope or "session",
+        branches=echo.branches,
+        query=echo.query,
+        query_mode=echo.mode,
+        page=echo.page,
+        page_size=echo.page_size,
+        total_items=0,
+        total_matches=0,
+        has_next=False,
+        authoritative=False,
+        coverage=coverage_error(code, message),
+        items=[],
+        text=message,
+    )
 
 
 def snapshot_view(view: HotView) -> HotView:

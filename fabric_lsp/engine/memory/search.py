@@ -18,7 +18,9 @@ from array import array
 from collections import Counter
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+from fabric_lsp.protocol import Branches, ExactMatch, Pointer, ResultEntryRange, Segment, SegmentEntry, Tier
 
 from ..jsstr import iso_ms, js_stringify
 from .tokenize import count_terms, tokenize_lexical, utf16_key
@@ -340,66 +342,69 @@ def group_and_rank(
 
 # ---- wire objects and text ------------------------------------------------------------
 
-_ENTRY_FIELDS = (
-    "index",
-    "entryId",
-    "parentId",
-    "type",
-    "role",
-    "toolName",
-    "timestamp",
-    "isError",
-    "truncated",
-    "text",
-)
 
-
-def segment_object(item: SegmentItem) -> JsonObject:
+def segment_result(item: SegmentItem) -> Segment:
+    """The wire `Segment` of a ranked segment (its entries and exact matches)."""
     v = item.view
-    entries: list[JsonObject] = []
-    exact: list[JsonObject] = []
+    entries: list[SegmentEntry] = []
+    exact: list[ExactMatch] = []
     for pos in range(item.start, item.end):
         rec = v.entries[pos]
         matched = item.matched is None or pos in item.matched
-        obj = {k: rec.get(k) for k in _ENTRY_FIELDS}
-        obj["matched"] = matched
-        obj["line"] = rec.get("line", -1)
-        entries.append(obj)
+        entries.append(
+            SegmentEntry(
+                index=rec["index"],
+                entry_id=rec.get("entryId"),
+                parent_id=rec.get("parentId"),
+                type=rec.get("type"),
+                role=rec.get("role"),
+                tool_name=rec.get("toolName"),
+                timestamp=rec.get("timestamp"),
+                is_error=rec["isError"],
+                truncated=rec["truncated"],
+                text=rec["text"],
+                matched=matched,
+                line=rec.get("line", -1),
+            )
+        )
         if matched:
             exact.append(
-                {"index": rec["index"], "entryId": rec.get("entryId"), "operationAddress": rec.get("operationAddress")}
+                ExactMatch(
+                    index=rec["index"], entry_id=rec.get("entryId"), operation_address=rec.get("operationAddress")
+                )
             )
     first = v.entries[item.start]["index"]
     last = v.entries[item.end - 1]["index"]
-    return {
-        "tier": v.tier,
-        "sessionId": v.session_id,
-        "sessionFile": v.session_file,
-        "sourceHash": v.source_hash,
-        "branches": v.branches,
-        "lineageFingerprint": v.lineage_fingerprint,
-        "entryRange": {"first": first, "last": last},
-        "score": item.score,
-        "matchedCount": item.matched_count,
-        "exactMatches": exact,
-        "entries": entries,
-    }
+    return Segment(
+        tier=cast("Tier", v.tier),
+        session_id=v.session_id,
+        session_file=v.session_file,
+        source_hash=v.source_hash,
+        branches=cast("Branches", v.branches),
+        lineage_fingerprint=v.lineage_fingerprint,
+        entry_range=ResultEntryRange(first=first, last=last),
+        score=item.score,
+        matched_count=item.matched_count,
+        exact_matches=exact,
+        entries=entries,
+    )
 
 
-def pointer_object(hit: DigestHit) -> JsonObject:
+def pointer_result(hit: DigestHit) -> Pointer:
+    """The wire `Pointer` of a cold session's digest hit."""
     d = hit.view
-    return {
-        "tier": "cold",
-        "sessionId": d.session_id,
-        "sessionFile": d.session_file,
-        "sourceHash": d.source_hash,
-        "branches": d.branches,
-        "lineageFingerprint": d.lineage_fingerprint,
-        "matchedTerms": list(hit.matched_terms),
-        "score": hit.score,
-        "cwd": d.cwd,
-        "lastTs": d.last_ts,
-    }
+    return Pointer(
+        tier="cold",
+        session_id=d.session_id,
+        session_file=d.session_file,
+        source_hash=d.source_hash,
+        branches=cast("Branches", d.branches),
+        lineage_fingerprint=d.lineage_fingerprint,
+        matched_terms=list(hit.matched_terms),
+        score=hit.score,
+        cwd=d.cwd,
+        last_ts=d.last_ts,
+    )
 
 
 def entry_reference(session_id: str, rec: JsonObject) -> str | None:

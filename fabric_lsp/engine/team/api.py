@@ -11,7 +11,18 @@ from typing import Any
 from fabric_lsp.engine.memory.catalog import Ref
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryState
-from fabric_lsp.protocol import EXPAND, RECALL, ExpandParams, RecallParams, as_params
+from fabric_lsp.protocol import (
+    EXPAND,
+    RECALL,
+    ExpandErrorBody,
+    ExpandErrorResult,
+    ExpandParams,
+    ExpandResult,
+    RecallParams,
+    RecallResult,
+    as_params,
+    coverage_error,
+)
 
 from .db import TeamUnavailable, connect
 from .push import BRANCHES, Progress, PushReport, policy_of, push, stat_text
@@ -20,30 +31,26 @@ from .schema import SCHEMA
 from .settings import TeamSettings, TeamSettingsError, machine_name
 
 
-def _error_result(params: RecallParams, code: str, message: str) -> dict[str, Any]:
-    return {
-        "scope": params.scope,
-        "branches": params.branches,
-        "query": params.query,
-        "queryMode": params.query_mode,
-        "page": params.page,
-        "pageSize": params.page_size,
-        "totalItems": 0,
-        "totalMatches": 0,
-        "hasNext": False,
-        "authoritative": False,
-        "coverage": {
-            "complete": False,
-            "indexedSessions": 0,
-            "eligibleSessions": 0,
-            "staleSessions": 0,
-            "incompleteSessions": 0,
-            "reasons": [code],
-            "error": {"code": code, "message": message},
-        },
-        "items": [],
-        "text": message,
-    }
+def _error_result(params: RecallParams, code: str, message: str) -> RecallResult:
+    return RecallResult(
+        scope=params.scope,
+        branches=params.branches,
+        query=params.query,
+        query_mode=params.query_mode,
+        page=params.page,
+        page_size=params.page_size,
+        total_items=0,
+        total_matches=0,
+        has_next=False,
+        authoritative=False,
+        coverage=coverage_error(code, message),
+        items=[],
+        text=message,
+    )
+
+
+def _unavailable(message: str) -> ExpandErrorResult:
+    return ExpandErrorResult(error=ExpandErrorBody(code="source_unavailable", message=message))
 
 
 class TeamEngine:
@@ -96,12 +103,12 @@ class TeamEngine:
 
     # -- calls ---------------------------------------------------------------------------
 
-    def recall(self, params: RecallParams | Mapping[str, Any]) -> dict[str, Any]:
+    def recall(self, params: RecallParams | Mapping[str, Any]) -> RecallResult:
         params = as_params(RECALL, RecallParams, params)
         member = team_scope(params.scope)  # ValueError for "team:" (invalid params)
         try:
 
-            def run(conn: Any) -> dict[str, Any]:
+            def run(conn: Any) -> RecallResult:
                 stale = self._local_stale(conn) if member in ("", self.settings.member) else 0
                 return team_recall(conn, params, local_stale=stale)
 
@@ -111,14 +118,14 @@ class TeamEngine:
         except TeamUnavailable as err:
             return _error_result(params, err.code, err.message)
 
-    def expand(self, params: ExpandParams | Mapping[str, Any]) -> dict[str, Any]:
+    def expand(self, params: ExpandParams | Mapping[str, Any]) -> ExpandResult | ExpandErrorResult:
         params = as_params(EXPAND, ExpandParams, params)
         try:
             return self._run(lambda conn: team_expand(conn, params))
         except TeamSettingsError as err:
-            return {"error": {"code": "source_unavailable", "message": str(err)}}
+            return _unavailable(str(err))
         except TeamUnavailable as err:
-            return {"error": {"code": "source_unavailable", "message": err.message}}
+            return _unavailable(err.message)
 
     def status(self, member: str | None = None) -> list[dict[str, Any]]:
         return self._run(lambda conn: team_status(conn, member))

@@ -16,7 +16,7 @@ session hot (recall.run_search over HotViews), plus `member` and `machine` on ea
    ordered sum are bit-identical to the local ones); segments take their best entry's
    score; the 10,000-item cap, the totals and the page come from one ordered window.
 4. *Assembly* (Python): the page's segments' records are fetched and rendered by the
-   engine's own `search.segment_object` / `search.render_text`.
+   engine's own `search.segment_result` / `search.render_text`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,20 @@ from fabric_lsp.engine.memory.search import (
     HotView,
     SegmentItem,
     render_text,
-    segment_object,
+    segment_result,
 )
 from fabric_lsp.engine.memory.tokenize import plan_memory_query, sort_lexical
-from fabric_lsp.protocol import ExpandParams, RecallParams
+from fabric_lsp.protocol import (
+    ExpandErrorBody,
+    ExpandErrorCode,
+    ExpandErrorResult,
+    ExpandParams,
+    ExpandResult,
+    RecallParams,
+    RecallResult,
+    index_coverage,
+)
+from fabric_lsp.protocol import SegmentItem as SegmentResultItem
 
 from .push import decode_record
 from .schema import SCHEMA
@@ -176,7 +186,7 @@ def _idf(n: int, df: int) -> float:
 
 def team_recall(
     conn: Any, params: RecallParams, *, local_stale: int = 0, local_stale_reasons: list[str] | None = None
-) -> dict[str, Any]:
+) -> RecallResult:
     """`fabric/recall` with a team scope, over the connection `conn`. `local_stale`:
     sessions of this member whose local files changed since they were pushed (a coverage
     reason, `team_push_stale`, like a stale local index). `params` is decoded and checked
@@ -246,9 +256,11 @@ def team_recall(
         "reasons": sort_lexical(reasons),
     }
     q_complete = not q_reasons
-    coverage = dict(index_cov)
-    coverage["complete"] = bool(index_cov["complete"] and q_complete)
-    coverage["reasons"] = sort_lexical(set(index_cov["reasons"]) | q_reasons)
+    coverage = index_coverage(
+        index_cov,
+        complete=bool(index_cov["complete"] and q_complete),
+        reasons=sort_lexical(set(index_cov["reasons"]) | q_reasons),
+    )
     page_items = [it for it, _ in items]
     text = render_text(
         page_items,
@@ -260,26 +272,26 @@ def team_recall(
         query_reasons=sort_lexical(q_reasons),
         query_complete=q_complete,
     )
-    out_items: list[dict[str, Any]] = []
+    out_items: list[SegmentResultItem] = []
     for it, who in items:
-        seg = segment_object(it)
-        seg["member"], seg["machine"] = who
-        out_items.append({"kind": "segment", "segment": seg})
-    return {
-        "scope": scope,
-        "branches": branches,
-        "query": query,
-        "queryMode": mode,
-        "page": page,
-        "pageSize": page_size,
-        "totalItems": total_items,
-        "totalMatches": total_matches,
-        "hasNext": start + page_size < total_items,
-        "authoritative": coverage["complete"],
-        "coverage": coverage,
-        "items": out_items,
-        "text": text,
-    }
+        seg = segment_result(it)
+        seg.member, seg.machine = who
+        out_items.append(SegmentResultItem(segment=seg))
+    return RecallResult(
+        scope=scope,
+        branches=branches,
+        query=query,
+        query_mode=mode,
+        page=page,
+        page_size=page_size,
+        total_items=total_items,
+        total_matches=total_matches,
+        has_next=start + page_size < total_items,
+        authoritative=coverage.complete,
+        coverage=coverage,
+        items=list(out_items),
+        text=text,
+    )
 
 
 def _capped(conn: Any, base: dict[str, Any]) -> bool:
@@ -291,7 +303,7 @@ def _capped(conn: Any, base: dict[str, Any]) -> bool:
 
 def _assemble(conn: Any, page_rows: list[tuple[Any, ...]], browse: bool) -> list[tuple[SegmentItem, tuple[str, str]]]:
     """The page's segments as the engine's SegmentItems over views of exactly their
-    records (so `segment_object` and `render_text` are the local ones)."""
+    records (so `segment_result` and `render_text` are the local ones)."""
     if not page_rows:
         return []
     skeys = [r[3] for r in page_rows]
@@ -364,7 +376,11 @@ def team_status(conn: Any, member: str | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
+def _error(code: ExpandErrorCode, message: str, candidates: list[str] | None = None) -> ExpandErrorResult:
+    return ExpandErrorResult(error=ExpandErrorBody(code=code, message=message, candidates=candidates))
+
+
+def team_expand(conn: Any, params: ExpandParams) -> ExpandResult | ExpandErrorResult:
     """`fabric/expand` of a team item: `member` + `session` (id or the pushed file path),
     `indices` / `entryIds` / `operationAddresses` / `entryRange`. Answers with the stored
     (normalized, possibly truncated) records and says where the full source is."""
@@ -377,29 +393,15 @@ def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
         (member, session, session),
     ).fetchall()
     if not rows:
-        return {
-            "error": {
-                "code": "session_not_found",
-                "message": f'Session "{session}" of member "{member}" is not in the team database.',
-            }
-        }
+        return _error("session_not_found", f'Session "{session}" of member "{member}" is not in the team database.')
     if len(rows) > 1:
-        return {
-            "error": {
-                "code": "ambiguous_session",
-                "message": f'Session "{session}" matches {len(rows)} pushed files.',
-                "candidates": sorted(r[2] for r in rows),
-            }
-        }
+        return _error(
+            "ambiguous_session", f'Session "{session}" matches {len(rows)} pushed files.', sorted(r[2] for r in rows)
+        )
     skey, sid, sfile, shash, sbranches, fp, rec_sid, machine, count = rows[0]
     exp_hash = params.expected_source_hash
     if exp_hash is not None and exp_hash != shash:
-        return {
-            "error": {
-                "code": "stale_pointer",
-                "message": f"The pushed session has sourceHash {shash}, not {exp_hash}; recall again.",
-            }
-        }
+        return _error("stale_pointer", f"The pushed session has sourceHash {shash}, not {exp_hash}; recall again.")
     records = [
         decode_record(r[0], sfile, rec_sid)
         for r in conn.execute(f"SELECT rec FROM {SCHEMA}.entries WHERE skey = %s ORDER BY pos", (skey,)).fetchall()
@@ -410,12 +412,7 @@ def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
         by_index = {rec["index"]: rec for rec in records}
         missing = [i for i in wanted if i not in by_index]
         if missing:
-            return {
-                "error": {
-                    "code": "index_out_of_bounds",
-                    "message": f"Entry index {missing[0]} is not among the {count} pushed entries.",
-                }
-            }
+            return _error("index_out_of_bounds", f"Entry index {missing[0]} is not among the {count} pushed entries.")
         selected = [by_index[i] for i in dict.fromkeys(wanted)]
     elif params.entry_ids is not None or params.operation_addresses is not None:
         key = "entryId" if params.entry_ids is not None else "operationAddress"
@@ -424,30 +421,25 @@ def team_expand(conn: Any, params: ExpandParams) -> dict[str, Any]:
         for v in dict.fromkeys(values):
             found = [rec for rec in records if rec.get(key) == v]
             if not found:
-                return {"error": {"code": "address_not_found", "message": f'Address "{v}" was not found.'}}
+                return _error("address_not_found", f'Address "{v}" was not found.')
             if len(found) > 1:
-                return {
-                    "error": {
-                        "code": "ambiguous_address",
-                        "message": f'Address "{v}" resolves to {len(found)} records.',
-                    }
-                }
+                return _error("ambiguous_address", f'Address "{v}" resolves to {len(found)} records.')
             selected.extend(found)
     else:  # the wire contract asks for exactly one selector
         rng = params.entry_range
         assert rng is not None
         selected = [rec for rec in records if rng.first <= rec["index"] <= rng.last]
-    from fabric_lsp.engine.memory.expand import _expanded_item  # pyright: ignore[reportPrivateUsage]
+    from fabric_lsp.engine.memory.expand import expanded_entry
 
-    return {
-        "session": session,
-        "sessionId": sid,
-        "sessionFile": sfile,
-        "sourceHash": shash,
-        "branches": sbranches,
-        "lineageFingerprint": fp,
-        "expanded": [_expanded_item(rec) for rec in selected],
-        "member": member,
-        "machine": machine,
-        "note": TEAM_SOURCE_NOTE,
-    }
+    return ExpandResult(
+        session=session,
+        session_id=sid,
+        session_file=sfile,
+        source_hash=shash,
+        branches=sbranches,
+        lineage_fingerprint=fp,
+        expanded=[expanded_entry(rec) for rec in selected],
+        member=member,
+        machine=machine,
+        note=TEAM_SOURCE_NOTE,
+    )

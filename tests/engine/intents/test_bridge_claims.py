@@ -13,9 +13,9 @@ from pathlib import Path
 
 from fabric_lsp.engine.intents.bridge import claim_intent, finish_claim
 from fabric_lsp.engine.intents.controller import CompactController
-from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session.lease import LeaseBook
+from tests.support.wire import WireIntentsService
 
 HEADER = {
     "type": "session",
@@ -64,7 +64,7 @@ def test_one_claim_at_a_time_and_a_dead_claimant_frees_the_intent(tmp_path):
 def test_finish_records_committed_failed_and_quiet_outcomes(tmp_path):
     store = IntentStore(tmp_path / "state")
     path = session(tmp_path)
-    svc = IntentsService(state_dir=tmp_path / "state")
+    svc = WireIntentsService(state_dir=tmp_path / "state")
     for error, expected in (
         ("Nothing to compact (session too small)", None),
         ("Already compacted", None),
@@ -106,7 +106,7 @@ def test_a_record_written_by_another_process_is_announced_within_a_second(tmp_pa
         heard.append((p, record))
         got.set()
 
-    server = IntentsService(
+    server = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=0.1,
         on_committed=on_committed,

@@ -9,8 +9,8 @@ import pytest
 from intents_kit import REAL_SESSIONS, age, line, session_writer  # noqa: F401 (fixture)
 
 from fabric_lsp.engine.intents.boundary import ERROR_QUIET_S, finished_turn
-from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.session import read_session
+from tests.support.wire import WireIntentsService
 
 
 @pytest.mark.parametrize("path", sorted(REAL_SESSIONS.glob("*.jsonl")), ids=lambda p: p.name[:2])
@@ -120,7 +120,7 @@ def test_cycle_and_non_session_are_not_settled(tmp_path, session_writer):
 def test_settled_needs_the_quiet_interval(tmp_path):
     path = tmp_path / "s.jsonl"
     shutil.copy(REAL_SESSIONS / "01-print-default-tools.jsonl", path)
-    service = IntentsService(state_dir=tmp_path / "state", quiet_interval_s=30.0)
+    service = WireIntentsService(state_dir=tmp_path / "state", quiet_interval_s=30.0)
     os.utime(path)  # just written
     assert service.status(path)["settled"] is False
     age(path, 29.0)

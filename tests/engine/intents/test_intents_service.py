@@ -14,9 +14,9 @@ from intents_kit import REAL_SESSIONS, SessionWriter, age, line
 
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.intents.commit import append_line, compaction_entry, entry_line
-from fabric_lsp.engine.intents.service import IntentsService
 from fabric_lsp.engine.intents.store import IntentStore
 from fabric_lsp.engine.session import SessionTree, build_context_messages, estimate_tokens, read_session
+from tests.support.wire import WireIntentsService
 
 LEGACY_CUT = {"keep_recent_tokens": 100, "context_window": 0}
 
@@ -31,7 +31,7 @@ def copy_fixture(tmp_path, name: str):
 
 def service(tmp_path, options=LEGACY_CUT, **kw):
     got: list[tuple[str, dict]] = []
-    svc = IntentsService(
+    svc = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=kw.pop("quiet", 0.2),
         compaction_options_provider=(lambda _p: options) if options is not None else None,
@@ -222,7 +222,7 @@ def test_background_thread_commits_and_notifies(tmp_path):
     base = len(compactions(path))
     done = threading.Event()
     records = []
-    svc = IntentsService(
+    svc = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=0.1,
         compaction_options_provider=lambda _p: LEGACY_CUT,
@@ -248,7 +248,7 @@ def test_pending_intent_survives_a_restart(tmp_path):
     age(path)
     done = threading.Event()
     got = []
-    second = IntentsService(
+    second = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=0.1,
         compaction_options_provider=lambda _p: LEGACY_CUT,
@@ -452,7 +452,7 @@ def test_running_service_commits_an_intent_recorded_by_another_process(tmp_path)
     path = copy_fixture(tmp_path, "06")
     done = threading.Event()
     got = []
-    svc = IntentsService(
+    svc = WireIntentsService(
         state_dir=tmp_path / "state",
         quiet_interval_s=0.1,
         compaction_options_provider=lambda _p: LEGACY_CUT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from fabric_lsp.engine.memory.api import MemoryConfig
 
 # the one session builder (tests/support/sessions.py), re-exported: memory tests import it from here
 from tests.support.sessions import assistant as assistant
@@ -15,6 +15,7 @@ from tests.support.sessions import tool_result as tool_result
 from tests.support.sessions import ts as ts
 from tests.support.sessions import user as user
 from tests.support.sessions import write_session as write_session
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
 REAL_SESSIONS = REPO / "tests" / "fixtures" / "real-sessions"
@@ -54,5 +55,6 @@ def demo_rows() -> list[dict]:
 DEMO_MTIME = 1735689700
 
 
-def engine(agent_dir: Path, **cfg: Any) -> MemoryEngine:
-    return MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent_dir))
+def engine(agent_dir: Path, **cfg: Any) -> WireMemoryEngine:
+    """A memory engine whose calls answer with the wire JSON (tests/support/wire.py)."""
+    return WireMemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent_dir))

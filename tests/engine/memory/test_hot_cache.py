@@ -29,6 +29,7 @@ from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.source import stat_key
 from tests.support.agent import EXAMPLES_AGENT, examples_agent
 from tests.support.examples import profile_examples
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = EXAMPLES_AGENT
@@ -126,20 +127,20 @@ def _terms_files(index_dir: Path) -> list[Path]:
 
 def test_restart_answers_the_same_without_tokenizing_again(tmp_path, monkeypatch):
     agent, index_dir = _agent(tmp_path), tmp_path / "index"
-    first = _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
+    first = _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
     sidecars = _terms_files(index_dir)
     shards = list(index_dir.glob("*.jsonl.json"))
     assert sidecars and len(sidecars) == len(shards)
     added: list[int] = []
     real_add = search.HotIndex.add
     monkeypatch.setattr(search.HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
-    assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
+    assert _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added == []  # every hot index came from its sidecar
 
 
 def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     agent, index_dir = _agent(tmp_path), tmp_path / "index"
-    first = _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
+    first = _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
     victim = _terms_files(index_dir)[0]
     good = victim.read_bytes()
     added: list[int] = []
@@ -148,7 +149,7 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     # a flipped byte breaks the seal
     at = good.index(b'"postings":"') + 14
     victim.write_bytes(good[:at] + (b"B" if good[at : at + 1] != b"B" else b"C") + good[at + 1 :])
-    assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
+    assert _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added and victim.read_bytes() == good  # rebuilt, and the good sidecar written again
     # a sealed sidecar of another engine format
     added.clear()
@@ -157,13 +158,13 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     rec["engine"] = "someone-else/1"
     del rec["recordHash"]
     victim.write_bytes(seal.apply_cache_metrics(rec, 0))
-    assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
+    assert _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added and victim.read_bytes() == good
 
 
 def test_an_append_rewrites_the_sidecar_with_the_shard(tmp_path):
     agent, index_dir = _agent(tmp_path), tmp_path / "index"
-    eng = MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))
+    eng = WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))
     _recall(eng)
     session = sorted(agent.glob("sessions/*/*.jsonl"))[-1]
     lines = session.read_bytes().splitlines(keepends=True)
@@ -188,12 +189,12 @@ def test_an_append_rewrites_the_sidecar_with_the_shard(tmp_path):
     assert key is not None
     loaded = hot_cache.load_record(data, record, str(session), "active", key)
     assert loaded is not None and shape(loaded) == shape(hot_state(session).hot_index or HotIndex())
-    assert _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)), "zanzibar quokka") == warm
+    assert _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)), "zanzibar quokka") == warm
 
 
 def test_cleanup_keeps_live_sidecars_and_removes_orphans(tmp_path):
     agent, index_dir = _agent(tmp_path), tmp_path / "index"
-    _recall(MemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
+    _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir)))
     before = _terms_files(index_dir)
     gone = sorted(agent.glob("sessions/*/*.jsonl"))[0]
     orphan = index_dir / hot_cache.cache_name(str(gone), "active")

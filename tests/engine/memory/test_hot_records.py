@@ -24,6 +24,7 @@ from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.records import BASE_KEYS, HotRecords, snapshot, texts_of
 from fabric_lsp.engine.memory.source import stat_key
 from tests.support.examples import profile_examples
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob("*/*.jsonl"))
@@ -183,20 +184,20 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
     def recall(eng: MemoryEngine) -> dict:
         return eng.recall({"query": "the", "scope": "global", "pageSize": 100})
 
-    eng = MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))
+    eng = WireMemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))
     first = recall(eng)
     name = disk_cache.cache_name(str(session), "active", "shard")
     on_disk = (index_dir / name).read_bytes()
     assert on_disk == persist.shard_bytes(_state(session))
     # a restarted engine loads the streamed shard: same answer
-    assert recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))) == first
+    assert recall(WireMemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(index_dir))) == first
     # append the rest; the warm engine extends in place, a fresh one rebuilds: same answer and cache
     with open(session, "ab") as fh:
         fh.write(b"".join(lines[len(lines) // 2 :]))
     extended = recall(eng)
     extended_disk = (index_dir / name).read_bytes()
     fresh_dir = tmp_path / "fresh"
-    rebuilt = recall(MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(fresh_dir)))
+    rebuilt = recall(WireMemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=str(fresh_dir)))
     assert json.dumps(extended, sort_keys=True) == json.dumps(rebuilt, sort_keys=True)
     assert extended_disk == (fresh_dir / name).read_bytes()
     state = persist.state_from_record(

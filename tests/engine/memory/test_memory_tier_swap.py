@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS, assistant, bash, header, tool_result, user, write_session
 from test_memory_fabric_records import _rows as fabric_rows
 
-from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from fabric_lsp.engine.memory.api import MemoryConfig
 from fabric_lsp.engine.memory.state_build import build_state, digest_from_hot
 from tests.support.examples import profile_examples
+from tests.support.wire import WireMemoryEngine
 
 CWD = "/home/user/swap"
 
@@ -105,11 +106,11 @@ def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkey
         ]
         write_session(agent, CWD, f"s{n}.jsonl", rows, mtime_s=1_700_000_000 + n)
     cfg = dict(hot_sessions=2, max_entry_chars=200)
-    eng = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx1"))
+    eng = WireMemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx1"))
     eng.recall({"query": "zebra", "scope": "global"})
     if restart:  # hot states loaded from the disk cache
         eng.close()
-        eng = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx1"))
+        eng = WireMemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx1"))
         eng.recall({"query": "zebra", "scope": "global"})
         assert all(st.scan is None for st in eng._states.values())
     oldest = agent / "sessions" / os.listdir(agent / "sessions")[0] / "s0.jsonl"
@@ -134,7 +135,7 @@ def test_engine_tier_swap_gives_rebuild_results_and_cache(tmp_path: Path, monkey
     ]
     swapped = [eng.recall(q) for q in queries]
     assert derived and all(derived)  # the demoted session was derived, not rebuilt
-    fresh = MemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx2"))
+    fresh = WireMemoryEngine(MemoryConfig(**cfg), agent_dir=str(agent), index_dir=str(tmp_path / "idx2"))
     assert swapped == [fresh.recall(q) for q in queries]
     one = {n: (tmp_path / "idx1" / n).read_bytes() for n in os.listdir(tmp_path / "idx1")}
     two = {n: (tmp_path / "idx2" / n).read_bytes() for n in os.listdir(tmp_path / "idx2")}

@@ -21,6 +21,7 @@ import pytest
 from fabric_lsp.engine.memory import disk_cache, pending
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from tests.support.agent import examples_agent
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
 ORBIT = "/home/user/projects/orbit"
@@ -33,7 +34,7 @@ def agent(tmp_path: Path) -> Path:
 
 
 def _engine(agent: Path, cfg: MemoryConfig, *, one_shot: bool) -> MemoryEngine:
-    eng = MemoryEngine(cfg, agent_dir=str(agent), index_dir=str(agent.parent / "index"))
+    eng = WireMemoryEngine(cfg, agent_dir=str(agent), index_dir=str(agent.parent / "index"))
     eng.one_shot = one_shot
     return eng
 

@@ -25,6 +25,7 @@ import pytest
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
 from fabric_lsp.engine.memory.cold_index import ColdTermTable
 from tests.support.agent import examples_agent
+from tests.support.wire import WireMemoryEngine
 
 REPO = Path(__file__).resolve().parents[3]
 ORBIT = "/home/user/projects/orbit"
@@ -37,7 +38,7 @@ def agent(tmp_path: Path) -> Path:
 
 
 def _engine(agent: Path, *, one_shot: bool, hot: int = 2) -> MemoryEngine:
-    eng = MemoryEngine(MemoryConfig(hot_sessions=hot), agent_dir=str(agent), index_dir=str(agent.parent / "index"))
+    eng = WireMemoryEngine(MemoryConfig(hot_sessions=hot), agent_dir=str(agent), index_dir=str(agent.parent / "index"))
     eng.one_shot = one_shot
     return eng
 
@@ -86,7 +87,7 @@ def test_a_missing_or_stale_table_is_built_from_the_source(agent, damage):
             p.write_bytes(saved[tables[(tables.index(p) + 1) % len(tables)]])
     eng = _engine(agent, one_shot=True)
     recalled = eng.recall({"query": "orbit anomaly", "scope": "global"}, cwd=ORBIT)
-    assert recalled["coverage"]["complete"] if isinstance(recalled, dict) else recalled.coverage.complete
+    assert recalled["coverage"]["complete"]
     assert _history(eng) == history
     assert {p: p.read_bytes() for p in tables} == saved  # each written again, as a server writes it
     assert _history(_engine(agent, one_shot=False)) == history
@@ -128,8 +129,7 @@ literal = eng.recall({{"query": "orbit anomaly", "scope": "global"}}, cwd={ORBIT
 out["literal"] = "fabric_lsp.engine.memory.regex_worker" in sys.modules
 regex = eng.recall({{"query": "orb[i]t", "queryMode": "regex", "scope": "global"}}, cwd={ORBIT!r})
 out["regex"] = "fabric_lsp.engine.memory.regex_worker" in sys.modules
-total = regex["totalItems"] if isinstance(regex, dict) else regex.total_items
-out["hits"] = total
+out["hits"] = regex.total_items
 eng.close()
 print(json.dumps(out))
 """
