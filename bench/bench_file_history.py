@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from msgspec import to_builtins
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -108,7 +110,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-fh-index-") as index_dir:
         eng = MemoryEngine(MemoryConfig(), agent_dir=str(agent), index_dir=index_dir)
         t0 = time.perf_counter()
-        first = eng.file_history({"path": target})
+        first = to_builtins(eng.file_history({"path": target}))
         first_s = time.perf_counter() - t0
         engine_warm = timed(lambda: eng.file_history({"path": target, "pageSize": 1}), args.requests)
         eng.close()

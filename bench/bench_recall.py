@@ -231,7 +231,7 @@ def main() -> int:
         "baseline_decode_all_s": round(decode_s, 3),
         "first_query_s": round(first_s, 3),
         "first_query_vs_decode": round(first_s / decode_s, 2),
-        "first_query_coverage": first_result["coverage"] if first_result else None,
+        "first_query_coverage": msgspec.to_builtins(first_result.coverage) if first_result else None,
         "baseline_decode_all_cpu_s": round(statistics.median(decode_cpu), 3),
         "first_query_cpu_s": round(statistics.median(first_cpu), 3),
         "first_query_cpu_vs_decode_cpu": round(statistics.median(first_cpu) / statistics.median(decode_cpu), 2),
@@ -242,7 +242,7 @@ def main() -> int:
         "warm_max_ms": round(max(warm), 2),
         "after_append_hot_ms": round(after_hot_ms, 2),
         "after_append_cold_ms": round(after_cold_ms, 2),
-        "after_append_found": res_hot["totalMatches"],
+        "after_append_found": res_hot.total_matches,
         "fresh_engine_warm_disk_s": round(disk_warm_s, 3),
         "peak_rss_mb": round(rss_mb, 1),
         "loadavg": [round(x, 2) for x in load],
@@ -265,7 +265,7 @@ def main() -> int:
         print(
             f"first query, empty index: {first_s:.3f} s = {first_s / decode_s:.2f}x decode "
             f"(rounds {figures['first_query_all_s']} vs decode {figures['baseline_decode_all_s_all']}) "
-            f"(targets <= {TARGETS['first_query_s_max']:.1f} s and <= 6x) coverage={first_result['coverage']['reasons'] if first_result else None}"
+            f"(targets <= {TARGETS['first_query_s_max']:.1f} s and <= 6x) coverage={first_result.coverage.reasons if first_result else None}"
         )
         print(
             f"  CPU (incl. builder children): first query {figures['first_query_cpu_s']} s vs decode "
