@@ -320,7 +320,7 @@ subcommands.compact = {
         return ui.done('compact', err == nil, err or 'dismissed')
       end
       local label = sessions.label(session)
-      if not require('fabric.config').get().confirm_compact then
+      if not require('fabric.config').get().compact.confirm then
         return request_compaction(session, args, label)
       end
       -- Ask first, with what the commit would do: a preview at the server's settings (the

@@ -34,9 +34,12 @@ M.defaults = {
   -- 'snacks', 'telescope', 'fzf-lua': that picker; when it is not installed, a replaced
   --   vim.ui.select, else the float.
   picker = 'auto',
-  -- :Fabric compact asks first (vim.ui.select naming the session, the entries replaced and
-  -- the tokens saved, from a compaction preview); false: request without asking.
-  confirm_compact = true,
+  compact = {
+    -- :Fabric compact asks first (vim.ui.select naming the session, the entries replaced and
+    -- the tokens saved, from a compaction preview); false: request without asking.
+    -- (VS Code: fabric.compact.confirm. The old name `confirm_compact` still works, with a warning.)
+    confirm = true,
+  },
   -- Where work-done progress goes: 'echo' (echo area), 'notify', or 'none'.
   -- require('fabric').status() always returns it for a statusline.
   progress = 'echo',
@@ -46,8 +49,10 @@ M.defaults = {
     -- 'team', 'team:<member>' (the team database: :help fabric-team).
     scope = 'auto',
     page_size = 25,
-    -- What choosing a picker item opens: 'expand' (scratch buffer) or 'jsonl' (the file at its line).
-    open = 'expand',
+    -- What choosing a picker item opens: 'expanded' (the entry in a scratch buffer) or 'jsonl'
+    -- (the file at its line). (VS Code: fabric.recall.openAs. The old `open = 'expand'` still
+    -- works, with a warning.)
+    open_as = 'expanded',
   },
   -- The compaction budget of :Fabric preview (each key optional; unset = the server's
   -- default: compaction.contextWindow / targetContextRatio of its settings, Pi's
@@ -109,7 +114,8 @@ local function one_of(...)
 end
 
 local progress_ok, progress_expect = one_of('echo', 'notify', 'none')
-local open_ok, open_expect = one_of('expand', 'jsonl')
+local open_ok, open_expect = one_of('expanded', 'jsonl')
+local old_open_ok, old_open_expect = one_of('expand', 'jsonl')
 local picker_ok, picker_expect = one_of('auto', 'select', 'float', 'snacks', 'telescope', 'fzf-lua')
 
 ---Per key: {check, what it expects} or a nested table of those (for recall, compaction).
@@ -130,6 +136,10 @@ M.rules = {
   settings = { function(v) return type(v) == 'table' end, 'a table of server settings (:help fabric-setup)' },
   autostart = { function(v) return type(v) == 'boolean' end, 'true or false' },
   keymaps = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  compact = {
+    confirm = { function(v) return type(v) == 'boolean' end, 'true or false' },
+  },
+  -- Old names, still read (M.get moves them to the new ones and says so once).
   confirm_compact = { function(v) return type(v) == 'boolean' end, 'true or false' },
   picker = { picker_ok, 'one of ' .. picker_expect },
   progress = { progress_ok, 'one of ' .. progress_expect },
@@ -142,7 +152,8 @@ M.rules = {
       "one of 'auto', 'session', 'project', 'global', 'session:<id-or-path>', 'team' or 'team:<member>'",
     },
     page_size = { function(v) return is_int(v, 1, 100) end, 'an integer from 1 to 100' },
-    open = { open_ok, 'one of ' .. open_expect },
+    open_as = { open_ok, 'one of ' .. open_expect },
+    open = { old_open_ok, 'one of ' .. old_open_expect },
   },
   compaction = {
     contextWindow = { function(v) return is_int(v, 0) end, 'an integer >= 0 (0 = no model metadata)' },
@@ -297,6 +308,7 @@ function M.get()
     end
   end
   local opts = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), user)
+  M.rename_old_options(user, opts)
   -- Lists replace, never merge index-wise.
   for _, key in ipairs({ 'cmd', 'filetypes', 'root_markers' }) do
     if user[key] ~= nil then
@@ -307,6 +319,45 @@ function M.get()
     opts.cmd = { opts.cmd }
   end
   return opts
+end
+
+-- One name per concept in every client (VS Code: fabric.compact.confirm, fabric.recall.openAs).
+-- An old name still works: its value moves to the new one (unless that is set too: then the
+-- new one wins), and a warning says what to write instead, once per session.
+local OLD_OPEN = { expand = 'expanded', jsonl = 'jsonl' }
+
+function M.rename_old_options(user, opts)
+  local function warn(msg)
+    if not reported[msg] then
+      reported[msg] = true
+      vim.notify('fabric: ' .. msg, vim.log.levels.WARN)
+    end
+  end
+  if user.confirm_compact ~= nil then
+    local new_set = type(user.compact) == 'table' and user.compact.confirm ~= nil
+    if not new_set then
+      opts.compact.confirm = user.confirm_compact
+    end
+    warn(('`confirm_compact = %s` is now `compact = { confirm = %s }`%s'):format(
+      tostring(user.confirm_compact),
+      tostring(user.confirm_compact),
+      new_set and '; `compact.confirm` is set too and wins' or ''
+    ))
+  end
+  opts.confirm_compact = nil
+  local old = type(user.recall) == 'table' and user.recall.open or nil
+  if old ~= nil then
+    local new_set = user.recall.open_as ~= nil
+    if not new_set then
+      opts.recall.open_as = OLD_OPEN[old]
+    end
+    warn(("`recall.open = '%s'` is now `recall.open_as = '%s'`%s"):format(
+      old,
+      OLD_OPEN[old],
+      new_set and '; `recall.open_as` is set too and wins' or ''
+    ))
+  end
+  opts.recall.open = nil
 end
 
 ---The fabric/compactionPreview params of :Fabric preview (without `session`): the

@@ -188,7 +188,7 @@ function M.open(item, done)
   if item.member then
     return team.open(item, done, { query = item.query })
   end
-  if config.get().recall.open == 'jsonl' then
+  if config.get().recall.open_as == 'jsonl' then
     refs.open_jsonl(item.sessionFile, item.line)
     return done(true)
   end

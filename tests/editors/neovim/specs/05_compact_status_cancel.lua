@@ -4,7 +4,7 @@
 local H = dofile(os.getenv('FABRIC_TEST_HARNESS'))
 
 -- No confirmation here (25_compact_confirm.lua tests it): the request goes straight out.
-vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, confirm_compact = false }
+vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, compact = { confirm = false } }
 -- Pi's own settings keep little, so these sessions have something to compact (a request
 -- Pi could not honour, "Nothing to compact", is refused when it is made).
 vim.fn.writefile({ '{"compaction": {"keepRecentTokens": 100}}' }, os.getenv('FABRIC_TEST_AGENT') .. '/settings.json')

@@ -42,7 +42,7 @@ vim.cmd.wincmd('p')
 H.check(':Fabric compact is committed and notified', function()
   H.messages = {}
   local confirm = H.pick_with(function(items)
-    return vim.fn.index(items, 'Compact now') + 1 -- the confirmation (confirm_compact, the default)
+    return vim.fn.index(items, 'Compact now') + 1 -- the confirmation (compact.confirm, the default)
   end)
   H.eq(true, H.fabric('Fabric compact keep the open questions').ok, 'compact ok')
   H.eq('fabric.confirm', confirm.kind, 'asked first')

@@ -44,9 +44,9 @@ H.check('vim.g.fabric that is not a table says so', function()
 end)
 
 H.check(':checkhealth fabric lists the problems', function()
-  vim.g.fabric = { recall = { open = 'tab' } }
+  vim.g.fabric = { recall = { open_as = 'tab' } }
   vim.cmd('checkhealth fabric')
-  H.contains(H.lines(0), 'vim.g.fabric.recall.open: expected one of')
+  H.contains(H.lines(0), 'vim.g.fabric.recall.open_as: expected one of')
   vim.cmd('bwipeout')
   vim.g.fabric = nil
 end)

@@ -1,6 +1,6 @@
 -- Issue 34, "irreversible actions ask first" and finding 11: `:Fabric compact` confirms with
 -- vim.ui.select naming the session (its Pi name), the entries replaced and the tokens saved
--- (from the preview); cancelling leaves the file byte-identical; `confirm_compact = false`
+-- (from the preview); cancelling leaves the file byte-identical; `compact.confirm = false`
 -- skips the question; the result is shown once. A session with nothing to compact says so
 -- (the server's reason) and `:Fabric status` shows what happened to the last request.
 -- The server waits 10 minutes of quiet before a commit, so a request stays pending.
@@ -102,8 +102,8 @@ H.check('confirming records the request, reported once', function()
   H.eq(true, H.fabric('Fabric cancel').ok, 'cancel ok')
 end)
 
-H.check('confirm_compact = false requests without asking', function()
-  vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, confirm_compact = false }
+H.check('compact.confirm = false requests without asking', function()
+  vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, compact = { confirm = false } }
   local rec = H.pick_with(function()
     error('vim.ui.select must not be called')
   end)
@@ -135,7 +135,7 @@ H.check('nothing to compact: the reason is shown and status says so (confirming)
 end)
 
 H.check("nothing to compact: the server's refusal is shown and status says so (no confirmation)", function()
-  vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, confirm_compact = false }
+  vim.g.fabric = { settings = { compaction = { commitQuietMs = 600000 } }, compact = { confirm = false } }
   H.messages = {}
   local done = H.fabric('Fabric compact')
   H.eq(true, done.ok, 'ok')

@@ -108,10 +108,10 @@ H.check('vim.ui.select: choosing a team row opens its stored entry, with member 
   H.eq(want, vim.tbl_filter(in_body, H.match_marks(0)), 'matches highlighted')
 end)
 
-H.check("recall.open = 'jsonl' still opens a team row's stored entry (no file to jump to)", function()
+H.check("recall.open_as = 'jsonl' still opens a team row's stored entry (no file to jump to)", function()
   vim.cmd('silent! only')
   vim.cmd.enew()
-  vim.g.fabric = { picker = 'select', recall = { open = 'jsonl' } }
+  vim.g.fabric = { picker = 'select', recall = { open_as = 'jsonl' } }
   H.pick_with(function()
     return 1
   end)
