@@ -80,7 +80,7 @@ vim.api.nvim_create_autocmd('LspProgress', {
 local function map_gd(buf)
   if require('fabric.config').get().keymaps then
     vim.keymap.set('n', 'gd', function()
-      require('fabric.refs').goto_definition()
+      require('fabric.buffers').goto_definition()
     end, { buffer = buf, desc = 'Fabric: go to the entry reference under the cursor' })
   end
 end

@@ -1,7 +1,7 @@
 -- The :Fabric command: one entry point, subcommands, completion.
 local lsp = require('fabric.lsp')
 local references = require('fabric.references')
-local refs = require('fabric.refs')
+local buffers = require('fabric.buffers')
 local sessions = require('fabric.sessions')
 local ui = require('fabric.ui')
 local views = require('fabric.views')
@@ -99,7 +99,7 @@ subcommands.expand = {
         return done(false, short)
       end
       if not session then
-        local here = refs.session_at_hand(0)
+        local here = buffers.session_at_hand(0)
         if not here then
           return done(
             false,
@@ -115,11 +115,11 @@ subcommands.expand = {
         or { entryIds = { parsed.entry } }
       return M.expand_entries(session, selector, done)
     end
-    local ref = refs.under_cursor()
+    local ref = buffers.under_cursor()
     if ref then
       return M.expand_entries(ref.session_id, { entryIds = { ref.entry_id } }, done)
     end
-    local here = refs.session_of_buffer(0)
+    local here = buffers.session_of_buffer(0)
     if not here then
       return done(false, 'no entry reference under the cursor and this is not a session JSONL buffer')
     end
@@ -129,7 +129,7 @@ subcommands.expand = {
     end
     local ids = {}
     for lnum = first, last do
-      local id = refs.entry_id_at(0, lnum)
+      local id = buffers.entry_id_at(0, lnum)
       if id then
         ids[#ids + 1] = id
       end
@@ -501,7 +501,7 @@ subcommands.sessions = {
         end,
         on_choice = function(choice)
           if choice then
-            refs.open_jsonl(choice.sessionFile, 0)
+            buffers.open_jsonl(choice.sessionFile, 0)
           end
           ui.done('sessions', true, choice and nil or 'dismissed')
         end,
@@ -578,10 +578,10 @@ subcommands.history = {
 subcommands.branchsummary = {
   desc = 'preview the branch summary Pi would write when moving to an entry (default: the entry on the cursor line)',
   run = function(args)
-    local here = refs.session_at_hand(0)
+    local here = buffers.session_at_hand(0)
     local target, from = args:match('^(%S+)%s*(%S*)$')
     if not target then
-      target = refs.session_of_buffer(0) and refs.entry_id_at(0, vim.fn.line('.')) or nil
+      target = buffers.session_of_buffer(0) and buffers.entry_id_at(0, vim.fn.line('.')) or nil
     end
     if not here then
       return ui.done('branchsummary', false, 'not a session: run it in a session JSONL buffer (or a Fabric scratch buffer of one)')
@@ -602,13 +602,13 @@ subcommands.branchsummary = {
         return ui.done('branchsummary', false, err)
       end
       local lines = {
-        '# Branch summary preview: ' .. refs.format(here.id, target),
+        '# Branch summary preview: ' .. references.format(here.id, target),
         '',
         '- outcome: ' .. tostring(result.outcome),
         '- entries summarized: ' .. tostring(result.entriesSummarized),
       }
       if ui.present(result.commonAncestorId) then
-        lines[#lines + 1] = '- common ancestor: ' .. refs.format(here.id, result.commonAncestorId)
+        lines[#lines + 1] = '- common ancestor: ' .. references.format(here.id, result.commonAncestorId)
       end
       if ui.present(result.reason) then
         lines[#lines + 1] = '- reason: ' .. tostring(result.reason)

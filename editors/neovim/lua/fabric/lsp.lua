@@ -18,7 +18,7 @@ function M.attachable(bufnr)
   if vim.startswith(name, 'fabric://') then
     return true
   end
-  if require('fabric.refs').session_of_buffer(bufnr) ~= nil then
+  if require('fabric.buffers').session_of_buffer(bufnr) ~= nil then
     return true
   end
   return M.lens_buffer(bufnr)

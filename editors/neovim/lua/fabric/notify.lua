@@ -13,8 +13,8 @@ function M.compaction_committed(params)
   local record = type(params.record) == 'table' and params.record or {}
   -- named as the other messages name a session: its Pi name and short id (no long path)
   local session = require('fabric.sessions').label(tostring(params.session), type(record.sessionId) == 'string'
-    and record.sessionId or require('fabric.refs').session_of_file(tostring(params.session)) and
-    require('fabric.refs').session_of_file(tostring(params.session)).id or nil)
+    and record.sessionId or require('fabric.buffers').session_of_file(tostring(params.session)) and
+    require('fabric.buffers').session_of_file(tostring(params.session)).id or nil)
   if record.status == 'committed' then
     local tokens = ''
     if ui.present(record.tokensBefore) then

@@ -2,7 +2,8 @@
 local config = require('fabric.config')
 local lsp = require('fabric.lsp')
 local match = require('fabric.match')
-local refs = require('fabric.refs')
+local buffers = require('fabric.buffers')
+local references = require('fabric.references')
 local team = require('fabric.team')
 local ui = require('fabric.ui')
 
@@ -15,7 +16,7 @@ function M.scope()
   if scope ~= 'auto' then
     return scope
   end
-  local here = refs.session_of_buffer(0)
+  local here = buffers.session_of_buffer(0)
   if here then
     return 'session:' .. here.path
   end
@@ -156,7 +157,7 @@ function M.previewer()
     if item.member then
       -- a team item: the stored entry, from the team database
       return team.fetch(item, function(err, lines)
-        local title = item.member .. ': ' .. refs.format(item.sessionId, item.entryId)
+        local title = item.member .. ': ' .. references.format(item.sessionId, item.entryId)
         if err then
           return cb({ 'Fabric expand: ' .. err }, {}, title)
         end
@@ -166,7 +167,7 @@ function M.previewer()
     end
     local params = { session = item.sessionFile, entryIds = { item.entryId }, expectedSourceHash = item.sourceHash }
     lsp.request('fabric/expand', params, function(err, result)
-      local title = refs.format(item.sessionId, item.entryId)
+      local title = references.format(item.sessionId, item.entryId)
       if not err and type(result) == 'table' and type(result.error) == 'table' then
         err = require('fabric.commands').domain_error(result.error)
       end
@@ -189,7 +190,7 @@ function M.open(item, done)
     return team.open(item, done, { query = item.query })
   end
   if config.get().recall.open_as == 'jsonl' then
-    refs.open_jsonl(item.sessionFile, item.line)
+    buffers.open_jsonl(item.sessionFile, item.line)
     return done(true)
   end
   require('fabric.commands').expand_entries(
@@ -365,7 +366,7 @@ function M.run(query, opts)
             text = ('[%s] %s %s %s'):format(
               item.role or '?',
               team.label(item),
-              refs.format(item.sessionId, item.entryId),
+              references.format(item.sessionId, item.entryId),
               match.snippet(item.text, query, 200)
             ),
           }
@@ -376,7 +377,7 @@ function M.run(query, opts)
             col = 1,
             text = ('[%s] %s %s'):format(
               item.role or '?',
-              refs.format(item.sessionId, item.entryId),
+              references.format(item.sessionId, item.entryId),
               match.snippet(item.text, query, 200)
             ),
           }

@@ -1,6 +1,6 @@
 -- Session lists and "which session does this command mean".
 local lsp = require('fabric.lsp')
-local refs = require('fabric.refs')
+local buffers = require('fabric.buffers')
 local ui = require('fabric.ui')
 
 local M = {}
@@ -94,7 +94,7 @@ end
 ---@param bufnr? integer
 ---@return string
 function M.project_cwd(bufnr)
-  local here = refs.session_at_hand(bufnr or 0)
+  local here = buffers.session_at_hand(bufnr or 0)
   if here and here.cwd then
     return here.cwd
   end
@@ -175,14 +175,14 @@ function M.resolve(arg, prompt, cb)
     end
     if require('fabric.references').is_path(arg) and not arg:match('^file://') then
       local st = vim.uv.fs_stat(arg)
-      if st and st.type == 'file' and not refs.session_of_file(arg) then
+      if st and st.type == 'file' and not buffers.session_of_file(arg) then
         return cb(('%s is not a Pi session: its first line is not a session header; pick one with :Fabric sessions'):format(
           vim.fn.fnamemodify(arg, ':~:.')))
       end
     end
     return cb(nil, arg)
   end
-  local here = refs.session_of_buffer(0)
+  local here = buffers.session_of_buffer(0)
   if here then
     return cb(nil, here.path)
   end

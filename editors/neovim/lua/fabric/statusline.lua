@@ -39,7 +39,7 @@ end
 ---@param bufnr integer
 ---@return string
 function M.line(bufnr)
-  local here = require('fabric.refs').session_at_hand(bufnr or 0)
+  local here = require('fabric.buffers').session_at_hand(bufnr or 0)
   if not here then
     return ''
   end
@@ -50,7 +50,7 @@ end
 ---@param bufnr integer
 ---@param cb? fun()
 function M.refresh(bufnr, cb)
-  local here = require('fabric.refs').session_at_hand(bufnr or 0)
+  local here = require('fabric.buffers').session_at_hand(bufnr or 0)
   if not here then
     return cb and cb()
   end

@@ -1,5 +1,5 @@
 -- Text of the scratch buffers: expanded entries and compaction previews.
-local refs = require('fabric.refs')
+local references = require('fabric.references')
 local ui = require('fabric.ui')
 
 local M = {}
@@ -23,7 +23,7 @@ function M.expanded(result)
     if i > 1 then
       vim.list_extend(lines, { '', '---', '' })
     end
-    lines[#lines + 1] = '# ' .. refs.format(result.sessionId, e.entryId)
+    lines[#lines + 1] = '# ' .. references.format(result.sessionId, e.entryId)
     local meta = { ('role: %s'):format(ui.present(e.role) and e.role or e.type or '?') }
     if ui.present(e.toolName) then
       meta[#meta + 1] = 'tool: ' .. e.toolName
@@ -213,11 +213,11 @@ function M.preview(result)
   end
   lines[#lines + 1] = '- session file: ' .. tostring(result.sessionFile)
   if ui.present(result.leafId) then
-    lines[#lines + 1] = '- leaf: ' .. refs.format(result.sessionId, result.leafId)
+    lines[#lines + 1] = '- leaf: ' .. references.format(result.sessionId, result.leafId)
   end
   lines[#lines + 1] = '- tokens before: ' .. tostring(result.tokensBefore)
   if ui.present(result.firstKeptEntryId) then
-    lines[#lines + 1] = '- first kept entry: ' .. refs.format(result.sessionId, result.firstKeptEntryId)
+    lines[#lines + 1] = '- first kept entry: ' .. references.format(result.sessionId, result.firstKeptEntryId)
   end
   vim.list_extend(lines, { '', sentence, '', '## Cut map', '', ('%d entries on the branch.'):format(#branch) })
   for _, r in ipairs(rows) do

@@ -130,7 +130,7 @@ H.check('gd on a reference in an expand scratch buffer jumps to the JSONL line',
   vim.api.nvim_win_set_cursor(0, { bash._lnum, 0 })
   H.eq(true, H.fabric('Fabric expand').ok, 'expand')
   vim.api.nvim_win_set_cursor(0, { 1, 20 })
-  H.truthy(require('fabric.refs').under_cursor(), 'reference under cursor')
+  H.truthy(require('fabric.buffers').under_cursor(), 'reference under cursor')
   -- The scratch buffer is attached to the client, so K is the server's hover there too.
   H.eq(true, vim.lsp.buf_is_attached(0, H.client().id), 'scratch buffer attached')
   H.close_floats()
@@ -141,7 +141,7 @@ H.check('gd on a reference in an expand scratch buffer jumps to the JSONL line',
   H.contains(H.lines(vim.api.nvim_win_get_buf(H.floats()[1])), bash.id)
   H.close_floats()
   local before = #H.done
-  require('fabric.refs').goto_definition()
+  require('fabric.buffers').goto_definition()
   H.wait_for('jump', function()
     return vim.api.nvim_buf_get_name(0) == s01
   end, 15000)
