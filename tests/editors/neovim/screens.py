@@ -15,8 +15,22 @@ from pathlib import Path
 
 # xterm's 16 colours (the palette a terminal without a theme shows)
 _BASE16 = [
-    "#000000", "#cd0000", "#00cd00", "#cdcd00", "#0000ee", "#cd00cd", "#00cdcd", "#e5e5e5",
-    "#7f7f7f", "#ff0000", "#00ff00", "#ffff00", "#5c5cff", "#ff00ff", "#00ffff", "#ffffff",
+    "#000000",
+    "#cd0000",
+    "#00cd00",
+    "#cdcd00",
+    "#0000ee",
+    "#cd00cd",
+    "#00cdcd",
+    "#e5e5e5",
+    "#7f7f7f",
+    "#ff0000",
+    "#00ff00",
+    "#ffff00",
+    "#5c5cff",
+    "#ff00ff",
+    "#00ffff",
+    "#ffffff",
 ]
 _FG, _BG = "#d4d4d4", "#1e1e1e"
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")
@@ -163,8 +177,17 @@ class Tmux:
 
     def start(self, command: list[str], cwd: Path) -> None:
         self.run(
-            "-f", "/dev/null", "new-session", "-d", "-x", str(self.width), "-y", str(self.height),
-            "-c", str(cwd), *command,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            str(self.width),
+            "-y",
+            str(self.height),
+            "-c",
+            str(cwd),
+            *command,
         )
 
     def keys(self, *keys: str) -> None:
@@ -197,11 +220,19 @@ def png(html_text: str, out: Path, width: int, height: int) -> None:
     page.write_text(html_text, encoding="utf-8")
     proc = subprocess.run(
         [
-            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            f"--user-data-dir={out.parent / '.chromium'}", f"--window-size={width},{height}",
-            f"--screenshot={out}", page.as_uri(),
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={out.parent / '.chromium'}",
+            f"--window-size={width},{height}",
+            f"--screenshot={out}",
+            page.as_uri(),
         ],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     page.unlink()
     if proc.returncode != 0 or not out.is_file():

@@ -25,8 +25,20 @@ from test_neovim import ROOT, nvim_binary
 
 pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
-IGNORE = shutil.ignore_patterns(".git", ".venv", ".tools", "node_modules", "build", "dist", "*.egg-info",
-                                "__pycache__", ".pytest_cache", ".hypothesis", "*.so", "server")
+IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    ".tools",
+    "node_modules",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    "*.so",
+    "server",
+)
 
 CHECK = r"""
 local buf = vim.api.nvim_get_current_buf()
@@ -67,8 +79,13 @@ def first_run_block(readme: str) -> list[str]:
 def pipx_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = tmp_path_factory.mktemp("pipx") / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
-    out = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                          "pipx"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "pipx"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return env_dir / "bin"
 
@@ -89,15 +106,30 @@ def test_readme_first_run_shows_the_codelens_in_neovim(pipx_bin: Path, tmp_path:
     wrapper.write_text(
         "#!/bin/sh\n"
         f"exec '{nvim_binary()}' --headless --clean -n -i NONE --cmd 'set rtp^={clone / 'editors' / 'neovim'}' "
-        f"\"$@\" -c 'luafile {tmp_path / 'check.lua'}'\n")
+        f"\"$@\" -c 'luafile {tmp_path / 'check.lua'}'\n"
+    )
     wrapper.chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PI_", "FABRIC_", "VIRTUAL_ENV", "PYTHON", "NVIM", "VIM", "XDG_", "PIPX_"))}
-    env.update(HOME=str(home), PATH=os.pathsep.join([str(wrapper_dir), str(pipx_bin), str(home / ".local" / "bin"),
-                                                     "/usr/local/bin", "/usr/bin", "/bin"]))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PI_", "FABRIC_", "VIRTUAL_ENV", "PYTHON", "NVIM", "VIM", "XDG_", "PIPX_"))
+    }
+    env.update(
+        HOME=str(home),
+        PATH=os.pathsep.join(
+            [str(wrapper_dir), str(pipx_bin), str(home / ".local" / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]
+        ),
+    )
     script = "set -euo pipefail\n" + "\n".join(run) + "\n"
-    proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     report = f"script:\n{script}\nexit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-6000:]}"
     assert proc.returncode == 0, report
     assert "ok - the fabric client attached" in proc.stdout, report

@@ -89,9 +89,7 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
     server = server_binary()
     tmp = ws["tmp"]
     env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("NVIM", "VIM", "XDG_", "PI_", "FABRIC_"))
+        key: value for key, value in os.environ.items() if not key.startswith(("NVIM", "VIM", "XDG_", "PI_", "FABRIC_"))
     }
     env.update(
         HOME=str(tmp / "home"),
@@ -125,7 +123,7 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
         if line.strip() == "-- rtp: none":
             on_rtp = False
         if line.startswith("-- env: "):
-            key, _, value = line[len("-- env: "):].strip().partition("=")
+            key, _, value = line[len("-- env: ") :].strip().partition("=")
             env[key] = value
     env["FABRIC_TEST_PLUGIN"] = str(PLUGIN)
     argv = [
@@ -151,7 +149,9 @@ def run_spec(spec: Path, ws: dict[str, Path]) -> subprocess.CompletedProcess[str
             timeout=RUN_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{spec.name}: nvim did not finish in {RUN_TIMEOUT_S} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}")
+        pytest.fail(
+            f"{spec.name}: nvim did not finish in {RUN_TIMEOUT_S} s\nstdout:\n{exc.stdout}\nstderr:\n{exc.stderr}"
+        )
 
 
 def test_neovim_is_0_11() -> None:

@@ -55,8 +55,17 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
     )
     tmux = Tmux(f"fabric-shots-{os.getpid()}", WIDTH, HEIGHT, env)
     nvim = [
-        str(nvim_binary()), "--clean", "-n", "-i", "NONE",
-        "--cmd", f"set rtp^={PLUGIN}", "--cmd", "set termguicolors", "--cmd", "set winborder=rounded",
+        str(nvim_binary()),
+        "--clean",
+        "-n",
+        "-i",
+        "NONE",
+        "--cmd",
+        f"set rtp^={PLUGIN}",
+        "--cmd",
+        "set termguicolors",
+        "--cmd",
+        "set winborder=rounded",
         "orbit/tle.py",
     ]
 
@@ -92,7 +101,11 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
         tmux.keys("Escape", "gg")
         # :Fabric preview on the session file — the compaction plan.
         tmux.keys(":Fabric preview", "Enter")
-        tmux.wait_for("the compaction preview", lambda s: "# Compaction preview" in s and "Compacting now would replace" in s, timeout=60)
+        tmux.wait_for(
+            "the compaction preview",
+            lambda s: "# Compaction preview" in s and "Compacting now would replace" in s,
+            timeout=60,
+        )
         shot("preview")
         tmux.keys(":only", "Enter")
         # :Fabric sessions — every session, titled.

@@ -56,7 +56,12 @@ def test_manifest_has_what_the_vsix_needs():
     # Activation: never "*"; the Fabric views and commands, Pi projects and session files.
     events = m["activationEvents"]
     assert "*" not in events
-    assert {"onView:fabric.sessions", "onView:fabric.recall", "onView:fabric.plan", "onCommand:fabricLsp.selectServer"} <= set(events)
+    assert {
+        "onView:fabric.sessions",
+        "onView:fabric.recall",
+        "onView:fabric.plan",
+        "onCommand:fabricLsp.selectServer",
+    } <= set(events)
     commands = {c["command"] for c in m["contributes"]["commands"]}
     assert {e.removeprefix("onCommand:") for e in events if e.startswith("onCommand:")} <= commands
     props = m["contributes"]["configuration"]["properties"]
@@ -109,13 +114,20 @@ def test_vsix_contains_license_icon_images_and_the_universal_server(vsix: Path):
         assert f"extension/{link}" in names, f"README image {link} is not in the VSIX"
     # one universal server wheel, no platform-specific one
     assert re.fullmatch(r"fabric_lsp-[0-9.]+-py3-none-any\.whl", manifest["wheel"]), manifest["wheel"]
-    assert [n for n in names if re.match(r"extension/server/fabric_lsp-", n)] == [f"extension/server/{manifest['wheel']}"]
-    with zipfile.ZipFile(vsix) as z, zipfile.ZipFile(__import__("io").BytesIO(z.read(f"extension/server/{manifest['wheel']}"))) as w:
+    assert [n for n in names if re.match(r"extension/server/fabric_lsp-", n)] == [
+        f"extension/server/{manifest['wheel']}"
+    ]
+    with (
+        zipfile.ZipFile(vsix) as z,
+        zipfile.ZipFile(__import__("io").BytesIO(z.read(f"extension/server/{manifest['wheel']}"))) as w,
+    ):
         inside = w.namelist()
     assert not [n for n in inside if n.endswith((".so", ".pyd", ".pyc"))], "the universal wheel carries compiled files"
     assert len([n for n in inside if n.startswith("fabric_lsp/examples/agent/sessions/")]) == 7
     assert manifest["accelerator"] is False
-    house = {n.removeprefix("extension/server/wheelhouse/") for n in names if n.startswith("extension/server/wheelhouse/")}
+    house = {
+        n.removeprefix("extension/server/wheelhouse/") for n in names if n.startswith("extension/server/wheelhouse/")
+    }
     assert set(manifest["wheelhouse"]) == house
     assert manifest["builtOn"] == sysconfig.get_platform()
     assert manifest["pip"] in house
@@ -126,8 +138,14 @@ def test_vsix_contains_license_icon_images_and_the_universal_server(vsix: Path):
     msgspec = [n for n in house if n.startswith("msgspec-")]
     for v in PYTHONS:
         tag = f"cp{v.replace('.', '')}-cp{v.replace('.', '')}-"
-        for platform in ("macosx_11_0_arm64", "_x86_64.whl", "win_amd64", "manylinux_2_17_x86_64", "manylinux_2_17_aarch64",
-                         "musllinux_1_2_x86_64"):
+        for platform in (
+            "macosx_11_0_arm64",
+            "_x86_64.whl",
+            "win_amd64",
+            "manylinux_2_17_x86_64",
+            "manylinux_2_17_aarch64",
+            "musllinux_1_2_x86_64",
+        ):
             assert any(tag in n and platform in n for n in msgspec), (v, platform, msgspec)
     # node_modules are bundled into dist/extension.js, not shipped.
     assert not any("/node_modules/" in n for n in names)
@@ -135,10 +153,28 @@ def test_vsix_contains_license_icon_images_and_the_universal_server(vsix: Path):
 
 def _resolves(server: Path, house: Path, tags: list[str], python: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     """`pip install --dry-run` of fabric-lsp for another platform and Python, from the wheelhouse alone."""
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index",
-            "--only-binary=:all:", "--find-links", str(server), "--find-links", str(house),
-            *[a for t in tags for a in ("--platform", t)], "--python-version", python, "--implementation", "cp",
-            "--target", str(tmp / f"target-{tags[0]}-{python}"), "fabric-lsp"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--no-index",
+        "--only-binary=:all:",
+        "--find-links",
+        str(server),
+        "--find-links",
+        str(house),
+        *[a for t in tags for a in ("--platform", t)],
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--target",
+        str(tmp / f"target-{tags[0]}-{python}"),
+        "fabric-lsp",
+    ]
     return subprocess.run(argv, env=_clean_pip_env(tmp), capture_output=True, text=True, timeout=300)
 
 
@@ -176,8 +212,12 @@ def _python(version: str) -> str | None:
     found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
     found += [p for p in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}") if os.path.exists(p)]
     for candidate in found:
-        out = subprocess.run([candidate, "-c", "import sys, venv, ensurepip; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [candidate, "-c", "import sys, venv, ensurepip; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if out.returncode == 0 and out.stdout.strip() == version:
             return candidate
     return None
@@ -197,33 +237,71 @@ def test_offline_install_from_the_vsix_answers_initialize_and_recall(server: Pat
     subprocess.run([python, "-m", "venv", str(venv)], check=True, env=env, timeout=180)
     py = venv / "bin" / "python"
     proc = subprocess.run(
-        [str(py), "-I", "-m", "pip", "install", "--no-index", "--find-links", str(server / "wheelhouse"),
-         str(server / manifest["wheel"])],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(py),
+            "-I",
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--find-links",
+            str(server / "wheelhouse"),
+            str(server / manifest["wheel"]),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"Processing .*wheelhouse.*msgspec-", proc.stdout), proc.stdout
     installed = time.monotonic() - t0
-    probe = subprocess.run([str(py), "-I", "-c", "import sys, importlib.util as u; print('%d.%d' % sys.version_info[:2]);"
-                            " print(u.find_spec('fabric_lsp.engine._native') is None)"],
-                           env=env, capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [
+            str(py),
+            "-I",
+            "-c",
+            "import sys, importlib.util as u; print('%d.%d' % sys.version_info[:2]);"
+            " print(u.find_spec('fabric_lsp.engine._native') is None)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.stdout.split() == [version, "True"], probe.stdout + probe.stderr  # pure Python, this interpreter
     agent = tmp_path / "agent"
-    examples = subprocess.run([str(venv / "bin" / "fabric-lsp"), "examples", str(agent)], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120)
+    examples = subprocess.run(
+        [str(venv / "bin" / "fabric-lsp"), "examples", str(agent)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert examples.returncode == 0, examples.stderr
     project = agent / "projects" / "orbit"
-    client = StdioLspClient([str(venv / "bin" / "fabric-lsp")], env={**env, "PI_CODING_AGENT_DIR": str(agent)},
-                            stderr=subprocess.DEVNULL)
+    client = StdioLspClient(
+        [str(venv / "bin" / "fabric-lsp")], env={**env, "PI_CODING_AGENT_DIR": str(agent)}, stderr=subprocess.DEVNULL
+    )
     try:
-        init = client.request("initialize", {"processId": None, "rootUri": project.as_uri(), "capabilities": {},
-                                             "workspaceFolders": [{"uri": project.as_uri(), "name": "orbit"}]})
+        init = client.request(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": project.as_uri(),
+                "capabilities": {},
+                "workspaceFolders": [{"uri": project.as_uri(), "name": "orbit"}],
+            },
+        )
         assert init["serverInfo"]["name"] == "fabric-lsp" and init["serverInfo"]["version"] == manifest["version"]
         client.notify("initialized", {})
         recall = client.request("fabric/recall", {"query": "convert_anomaly", "scope": "project", "pageSize": 5})
         assert recall["items"], recall
         files = {i["segment"]["sessionFile"] for i in recall["items"] if i.get("kind") == "segment"}
-        assert files and all(f.startswith(str(agent / "sessions" / "--")) and "orbit" in f for f in files), recall["items"][0]
+        assert files and all(f.startswith(str(agent / "sessions" / "--")) and "orbit" in f for f in files), recall[
+            "items"
+        ][0]
     finally:
         assert client.close() == 0
     print(f"Python {version}: offline install {installed:.1f} s, total {time.monotonic() - t0:.1f} s")
@@ -238,9 +316,19 @@ def test_install_without_ensurepip_runs_pip_from_the_bundled_wheel(server: Path,
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env, timeout=120)
     house = server / "wheelhouse"
     proc = subprocess.run(
-        [str(venv / "bin" / "python"), str(house / manifest["pip"] / "pip"), "install", "--no-index",
-         "--find-links", str(house), str(server / manifest["wheel"])],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(venv / "bin" / "python"),
+            str(house / manifest["pip"] / "pip"),
+            "install",
+            "--no-index",
+            "--find-links",
+            str(house),
+            str(server / manifest["wheel"]),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (venv / "bin" / "fabric-lsp").exists()

@@ -23,8 +23,12 @@ pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
 def _python(version: str) -> str | None:
     for candidate in sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}"))):
-        out = subprocess.run([candidate, "-c", "import sys, venv, ensurepip; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [candidate, "-c", "import sys, venv, ensurepip; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if out.returncode == 0 and out.stdout.strip() == version:
             return candidate
     return None
@@ -50,26 +54,44 @@ def test_readme_first_run_in_vscode_with_each_python_first_on_path(vscode_tools,
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "FABRIC_"))}
     env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
-    out = subprocess.run(["bash", "-euc", examples[0]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        ["bash", "-euc", examples[0]], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # `PI_CODING_AGENT_DIR=<dir> code <folder>`, `~` as the shell expands it
     m = re.fullmatch(r"PI_CODING_AGENT_DIR=(\S+)\s+code\s+(\S+)", code[0])
     assert m, code[0]
     agent, folder = (a.replace("~", str(home), 1) if a.startswith("~") else a for a in m.groups())
     assert (Path(folder) / "orbit" / "tle.py").is_file()
-    proc = run_node(vscode_tools, [
-        "test/e2e/firstrun.mjs",
-        "--vsix", str(vsix),
-        "--code-server", vscode_tools["codeServer"],
-        "--chromium", vscode_tools["chromium"],
-        "--python", python,
-        "--agent-dir", agent,
-        "--folder", folder,
-        *(["--screenshots", os.environ["FABRIC_VSCODE_SCREENSHOTS"]] if os.environ.get("FABRIC_VSCODE_SCREENSHOTS") else []),
-    ], 600)
+    proc = run_node(
+        vscode_tools,
+        [
+            "test/e2e/firstrun.mjs",
+            "--vsix",
+            str(vsix),
+            "--code-server",
+            vscode_tools["codeServer"],
+            "--chromium",
+            vscode_tools["chromium"],
+            "--python",
+            python,
+            "--agent-dir",
+            agent,
+            "--folder",
+            folder,
+            *(
+                ["--screenshots", os.environ["FABRIC_VSCODE_SCREENSHOTS"]]
+                if os.environ.get("FABRIC_VSCODE_SCREENSHOTS")
+                else []
+            ),
+        ],
+        600,
+    )
     assert proc.returncode == 0, report(proc)
     assert " 0 failed" in proc.stdout, report(proc)
-    for name in ("the bundled server installs offline with the Python first on PATH",
-                 "orbit/tle.py of the examples' project shows the file-history CodeLens",
-                 "Recall… is answered by the bundled server"):
+    for name in (
+        "the bundled server installs offline with the Python first on PATH",
+        "orbit/tle.py of the examples' project shows the file-history CodeLens",
+        "Recall… is answered by the bundled server",
+    ):
         assert f"ok - {name}" in proc.stdout, report(proc)

@@ -36,9 +36,18 @@ def node_binary() -> str:
 
 def test_reference_grammar_table_in_node() -> None:
     proc = subprocess.run(
-        [node_binary(), "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON", "--test", "--test-reporter=spec",
-         "test/references.test.mjs"],
-        cwd=EXTENSION, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        [
+            node_binary(),
+            "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+            "--test",
+            "--test-reporter=spec",
+            "test/references.test.mjs",
+        ],
+        cwd=EXTENSION,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, report(proc)
     assert "fail 0" in proc.stdout, report(proc)

@@ -62,8 +62,11 @@ def test_preview_overrides_are_compaction_preview_params_the_server_accepts():
     for key in preview:
         assert props[f"fabric.preview.{key}"]["default"] is None
         assert "settings.json" in props[f"fabric.preview.{key}"]["markdownDescription"]
-    params = msgspec.convert({"session": "x", "keepRecentTokens": 1000, "reserveTokens": 2000},
-                             protocol.CompactionPreviewParams, str_keys=True)
+    params = msgspec.convert(
+        {"session": "x", "keepRecentTokens": 1000, "reserveTokens": 2000},
+        protocol.CompactionPreviewParams,
+        str_keys=True,
+    )
     assert (params.keep_recent_tokens, params.reserve_tokens) == (1000, 2000)
     assert "fabric.compaction.contextWindow" in props and "fabric.compaction.targetContextRatio" in props
     assert not {"fabric.preview.contextWindow", "fabric.preview.targetContextRatio"} & set(props)

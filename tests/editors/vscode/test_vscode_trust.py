@@ -23,10 +23,14 @@ CHECKS = (
 def test_untrusted_workspace_settings_never_reach_the_server(vscode_tools, vsix, tmp_path):
     args = [
         "test/e2e/trust.mjs",
-        "--vsix", str(vsix),
-        "--code-server", vscode_tools["codeServer"],
-        "--chromium", vscode_tools["chromium"],
-        "--screenshots", os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(tmp_path / "shots")),
+        "--vsix",
+        str(vsix),
+        "--code-server",
+        vscode_tools["codeServer"],
+        "--chromium",
+        vscode_tools["chromium"],
+        "--screenshots",
+        os.environ.get("FABRIC_VSCODE_SCREENSHOTS", str(tmp_path / "shots")),
     ]
     proc = run_node(vscode_tools, args, 420)
     assert proc.returncode == 0, report(proc)
