@@ -24,6 +24,7 @@ from fabric_lsp.protocol import (
 )
 from fabric_lsp.protocol import SegmentItem as SegmentResultItem
 
+from ..jsstr import utf16_sort_key
 from .catalog import (
     Unresolved,
     all_refs,
@@ -53,7 +54,7 @@ from .search import (
     score_digests,
     segment_result,
 )
-from .tokenize import plan_memory_query, sort_lexical, utf16_key
+from .tokenize import plan_memory_query, sort_lexical
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject
@@ -197,7 +198,7 @@ def run_search(
     hits: list[DigestHit] = []
     if browse:
         remaining = CANDIDATE_ENTRIES
-        order = sorted(range(len(views)), key=lambda i: (-views[i].mtime, utf16_key(views[i].session_file)))
+        order = sorted(range(len(views)), key=lambda i: (-views[i].mtime, utf16_sort_key(views[i].session_file)))
         for vn in order:
             n = len(views[vn].entries)
             if n == 0:

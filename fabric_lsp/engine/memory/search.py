@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from fabric_lsp.protocol import Branches, ExactMatch, Pointer, ResultEntryRange, Segment, SegmentEntry, Tier
 
-from ..jsstr import iso_ms, js_stringify
-from .tokenize import count_terms, tokenize_lexical, utf16_key
+from ..jsstr import iso_ms, js_stringify, utf16_sort_key
+from .tokenize import count_terms, tokenize_lexical
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject
@@ -291,7 +291,7 @@ def _segments_for(view: HotView, matched: dict[int, float] | None, browse: bool)
 
 def _file_key(path: str) -> Any:
     # Code point order equals JS `<` order unless astral characters are present.
-    return path if max(path, default="\0") <= "\uffff" else utf16_key(path)
+    return path if max(path, default="\0") <= "\uffff" else utf16_sort_key(path)
 
 
 def _item_key(item: Any) -> tuple[Any, ...]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
+from ..jsstr import utf16_sort_key
 
 
 def _py_count_elements(mapping: dict[str, int], iterable: Iterable[str]) -> None:  # pragma: no cover
@@ -183,9 +184,8 @@ def reference_tokenize(text: str) -> list[str]:
     return out
 
 
-def utf16_key(s: str) -> bytes:
-    """Sort key giving JS `<` order (UTF-16 code units)."""
-    return s.encode("utf-16-be", "surrogatepass")
+# The one UTF-16 sort key (JS `<` order) is jsstr's; memory's modules import it from here.
+utf16_key = utf16_sort_key
 
 
 def sort_lexical(items: Iterable[str]) -> list[str]:
@@ -194,7 +194,7 @@ def sort_lexical(items: Iterable[str]) -> list[str]:
     out = sorted(items)
     joined = "".join(out)
     if not joined.isascii() and len(joined.encode("utf-16-le", "surrogatepass")) != 2 * len(joined):
-        out.sort(key=utf16_key)
+        out.sort(key=utf16_sort_key)
     return out
 
 

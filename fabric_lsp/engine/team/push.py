@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from fabric_lsp.engine.jsstr import utf16_sort_key
 from fabric_lsp.engine.memory import disk_cache, file_history
 from fabric_lsp.engine.memory.catalog import Ref, all_refs, project_refs
 from fabric_lsp.engine.memory.config import MemoryConfig
@@ -67,11 +68,6 @@ def policy_of(cfg: MemoryConfig) -> str:
 def stat_text(ref: Ref) -> str:
     key = ref.key
     return "" if key is None else ",".join(str(v) for v in key.as_list())
-
-
-def file_key(path: str) -> bytes:
-    """The UTF-16 sort key the local ranking uses for paths (memcmp order = JS `<`)."""
-    return path.encode("utf-16-be", "surrogatepass")
 
 
 # ---- records -------------------------------------------------------------------------------
@@ -506,7 +502,7 @@ def write_prepared(
             "entry_count = excluded.entry_count, total_len = excluded.total_len, seg_count = excluded.seg_count, "
             "records_hash = excluded.records_hash, complete = excluded.complete, reasons = excluded.reasons, "
             "first_ts = excluded.first_ts, last_ts = excluded.last_ts, gen = excluded.gen, pushed_at = now()",
-            (skey, member, machine, ref.file, file_key(ref.file), BRANCHES, *ready["row"]),
+            (skey, member, machine, ref.file, utf16_sort_key(ref.file), BRANCHES, *ready["row"]),
         )
         # COPY cannot write a table under row-level security: rows are copied into
         # session-private staging tables and moved with one INSERT each (checked by RLS).
