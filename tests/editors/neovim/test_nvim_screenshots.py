@@ -106,6 +106,13 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
             lambda s: "# Compaction preview" in s and "Compacting now would replace" in s,
             timeout=60,
         )
+        screen = tmux.screen()
+        # Every branch entry is in one range: the two settings entries before the first
+        # message are named, not left out (issue 34, finding 7).
+        assert (
+            "- settings before the conversation (not summarized): model_change, thinking_level_change: 2 entries"
+            in screen
+        ), screen
         shot("preview")
         tmux.keys(":only", "Enter")
         # :Fabric sessions — every session, titled.

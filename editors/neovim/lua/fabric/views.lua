@@ -120,6 +120,19 @@ function M.cut_map(result)
   if result.outcome == 'compacted' then
     local a = type(cut) == 'table' and pos[cut.first] or live
     local b = type(cut) == 'table' and pos[cut.last] or (kept and kept - 1 or #branch)
+    -- Entries between the live start and the cut (model_change, thinking_level_change, …
+    -- before the first message) carry no conversation: the summary does not cover them.
+    if a and a > live then
+      local types, seen_type = {}, {}
+      for i = live, a - 1 do
+        local t = tostring(branch[i].type)
+        if not seen_type[t] then
+          seen_type[t] = true
+          types[#types + 1] = t
+        end
+      end
+      add('settings', 'settings before the conversation (not summarized): ' .. table.concat(types, ', '), live, a - 1)
+    end
     add('summarized', 'summarized by this compaction', a, b)
     if kept then
       add('kept', 'kept verbatim (the recent tail)', kept, #branch)
