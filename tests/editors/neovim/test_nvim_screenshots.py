@@ -10,6 +10,7 @@ The same colours and text as the terminal: see screens.py."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,24 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
             in screen
         ), screen
         shot("preview")
+        # Entry ids in the preview: K shows the entry, gd jumps to its line (finding 15).
+        tmux.keys("/9faf909a", "Enter", "K")
+        tmux.wait_for("the entry float", lambda s: "# pi-entry:01a18ac0-60ba-7a1f-9785-c60c123c3fed/9faf909a" in s)
+        shot("preview-entry")
+        tmux.keys("Escape", "gd")
+        tmux.wait_for("the session file", lambda s: '"type":"thinking_level_change"' in s)
+        # The ruler of the JSONL window: the cursor is on the entry's line (4).
+        tmux.wait_for("the jump to the entry's line", lambda s: re.search(r"\.jsonl\s+4,1\s", s) is not None)
+        # The cut is marked in the session file: a virtual line above the first kept entry.
+        tmux.keys(":689", "Enter", "zz")
+        tmux.wait_for(
+            "the cut mark",
+            lambda s: (
+                "compaction preview: 685 entries (lines 4–688) above are summarized; from here on 122 are kept verbatim"
+                in s
+            ),
+        )
+        shot("cut-mark")
         tmux.keys(":only", "Enter")
         # :Fabric sessions — every session, titled.
         tmux.keys(":Fabric sessions", "Enter")
@@ -121,7 +140,7 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
         shot("sessions")
     finally:
         tmux.stop()
-    for name in ("codelens", "history", "recall", "entry", "hover", "preview", "sessions"):
+    for name in ("codelens", "history", "recall", "entry", "hover", "preview", "preview-entry", "cut-mark", "sessions"):
         assert (shots / f"nvim-{name}.png").stat().st_size > 10_000, name
 
 

@@ -98,10 +98,70 @@ end
 ---`gd`: the server's textDocument/definition on a reference in a buffer the client is attached
 ---to; through fabric/expand (which knows the entry's line) elsewhere; the built-in `gd`
 ---when the cursor is on no reference.
+---A bare entry id under the cursor in a buffer of one session (a compaction preview, whose
+---b:fabric_session names its file): "9faf909a (line 4)" in the cut map, "[entry 2fa6b38a]"
+---in the summary.
+---@return {session: string, entry_id: string}?
+function M.bare_id_under_cursor()
+  local session = vim.b.fabric_session
+  if type(session) ~= 'string' or session == '' then
+    return nil
+  end
+  local word = vim.fn.expand('<cword>')
+  if word:match('^%x%x%x%x%x%x%x%x$') then
+    return { session = session, entry_id = word }
+  end
+end
+
+---The entry `id` of `session` through fabric/expand; `done(err, entry, result)`.
+local function expand_one(session, id, done)
+  require('fabric.lsp').request('fabric/expand', { session = session, entryIds = { id } }, function(err, result)
+    if err then
+      return done(err)
+    end
+    if type(result) == 'table' and type(result.error) == 'table' then
+      return done(result.error.message)
+    end
+    done(nil, result.expanded and result.expanded[1], result)
+  end)
+end
+
+---`K` in a compaction preview: a bare entry id opens a float with the entry; anything else
+---is the LSP hover.
+function M.hover()
+  local bare = M.bare_id_under_cursor()
+  if not bare then
+    return vim.lsp.buf.hover()
+  end
+  expand_one(bare.session, bare.entry_id, function(err, entry, result)
+    if err or not entry then
+      return require('fabric.ui').done('hover', false, err or ('no entry ' .. bare.entry_id))
+    end
+    local lines = {
+      '# ' .. references.format(result.sessionId, entry.entryId or bare.entry_id),
+      ('%s · %s · line %d'):format(tostring(entry.role or entry.type), tostring(entry.timestamp or ''), (entry.line or 0) + 1),
+      '',
+    }
+    vim.list_extend(lines, vim.split(tostring(entry.text or ''), '\n', { plain = true }))
+    vim.lsp.util.open_floating_preview(vim.list_slice(lines, 1, 40), 'markdown', { focus_id = 'fabric_entry' })
+  end)
+end
+
 function M.goto_definition()
   local ref = M.under_cursor()
   if not ref then
-    vim.cmd('normal! gd')
+    local bare = M.bare_id_under_cursor()
+    if not bare then
+      vim.cmd('normal! gd')
+      return
+    end
+    expand_one(bare.session, bare.entry_id, function(err, entry, result)
+      if err or not entry then
+        return require('fabric.ui').done('definition', false, err or ('no entry ' .. bare.entry_id))
+      end
+      M.open_jsonl(result.sessionFile, entry.line or 0)
+      require('fabric.ui').done('definition', true)
+    end)
     return
   end
   local attached = vim.lsp.get_clients({ name = 'fabric', bufnr = 0 })[1]

@@ -171,6 +171,13 @@ function M.render_preview(result, params, show)
     ui.replace(buf, lines)
   end
   vim.b[buf].fabric_preview_params = params
+  views.mark_cut(result)
+  if show and require('fabric.config').get().keymaps then
+    -- K on a bare entry id (cut map, summary) shows the entry; gd (LspAttach) jumps to it.
+    vim.keymap.set('n', 'K', function()
+      require('fabric.buffers').hover()
+    end, { buffer = buf, desc = 'Fabric: the entry under the cursor' })
+  end
   return buf
 end
 

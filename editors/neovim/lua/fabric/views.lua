@@ -143,6 +143,43 @@ function M.cut_map(result)
   return rows, branch, branch[live], after_compaction
 end
 
+local cut_ns = vim.api.nvim_create_namespace('fabric_cut')
+
+---Mark the cut of a compaction preview in its session file's buffer (when loaded): a
+---virtual line above the first entry kept verbatim. Cleared when the preview compacts nothing.
+---@param result table fabric/compactionPreview result
+function M.mark_cut(result)
+  local file = type(result.sessionFile) == 'string' and vim.fs.normalize(result.sessionFile) or nil
+  if not file then
+    return
+  end
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.fs.normalize(vim.api.nvim_buf_get_name(buf)) == file then
+      vim.api.nvim_buf_clear_namespace(buf, cut_ns, 0, -1)
+      if result.outcome == 'compacted' then
+        local rows = M.cut_map(result)
+        local summarized, kept
+        for _, r in ipairs(rows) do
+          if r.kind == 'summarized' then
+            summarized = r
+          elseif r.kind == 'kept' then
+            kept = r
+          end
+        end
+        if kept and kept.first.line <= vim.api.nvim_buf_line_count(buf) then
+          local what = summarized
+              and ('%d entries (lines %d–%d) above are summarized'):format(summarized.count, summarized.first.line, summarized.last.line)
+            or 'the entries above are summarized'
+          vim.api.nvim_buf_set_extmark(buf, cut_ns, kept.first.line - 1, 0, {
+            virt_lines = { { { ('── compaction preview: %s; from here on %d are kept verbatim ──'):format(what, kept.count), 'Comment' } } },
+            virt_lines_above = true,
+          })
+        end
+      end
+    end
+  end
+end
+
 ---The budget in plain words: one line per fact.
 function M.budget_lines(result)
   local details = type(result.details) == 'table' and result.details or {}
