@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _last_timestamp_ms(data: bytes) -> int | None:
+def last_timestamp_ms(data: bytes) -> int | None:
     tail = data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
     try:
         stamp = json.loads(tail).get("timestamp")
@@ -130,7 +130,7 @@ def plan_examples(dest: Path, *, projects: bool = True) -> dict[str, tuple[bytes
         if projects:
             data = _rewrite_session(data, moves, dest / "sessions", folders)
             folder = folders.get(folder, folder)
-        plan[f"sessions/{folder}/{f.name}"] = (data, _last_timestamp_ms(data))
+        plan[f"sessions/{folder}/{f.name}"] = (data, last_timestamp_ms(data))
     return plan
 
 
