@@ -103,7 +103,7 @@ H.check('progress = "notify" sends begin and end through vim.notify', function()
   H.truthy(ok, 'begin and end notified: ' .. vim.inspect(H.messages))
 end)
 
-H.check('recall with open = "jsonl" jumps to the entry line in the session file', function()
+H.check('recall with open_as = "jsonl" jumps to the entry line in the session file', function()
   vim.g.fabric = { recall = { open_as = 'jsonl' } }
   vim.cmd.edit(vim.fn.fnameescape(s03))
   local rec = H.pick_with(function()
