@@ -40,6 +40,11 @@ export function coverageNote(result: RecallResult): string {
   return `${c.indexedSessions} of ${c.eligibleSessions} sessions searched${why ? ` — ${why}` : ''}.`;
 }
 
+/** A match's identity across answers: its session file and entry. */
+function matchKey(node: EntryNode): string {
+  return `${node.segment.sessionFile}#${node.entry.entryId ?? `@${node.entry.index}`}`;
+}
+
 export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<Node | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
@@ -53,6 +58,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   private roots: Node[] = [];
   private flat: EntryNode[] = [];
   private current = -1;
+  /** The current match across a refresh (its pages arrive one by one). */
+  private keep: string | undefined;
   private running: vscode.CancellationTokenSource | undefined;
   private readonly highlight: vscode.TextEditorDecorationType;
 
@@ -112,12 +119,16 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     this.mode = mode;
     if (sessionScope !== undefined) this.sessionScope = sessionScope;
     this.results = [result];
+    this.current = -1;
+    this.keep = undefined;
     this.rebuild();
   }
 
   async search(query: string, opts: { reveal?: boolean } = {}): Promise<void> {
     this.query = query;
     this.results = [];
+    this.current = -1;
+    this.keep = undefined;
     this.rebuild();
     if (!query.trim()) return;
     await this.fetch(1);
@@ -133,8 +144,14 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
 
   async refresh(): Promise<void> {
     const pages = Math.max(1, this.results.length);
+    this.keep = this.current >= 0 && this.current < this.flat.length ? matchKey(this.flat[this.current]) : undefined;
+    this.current = -1;
     this.results = [];
-    for (let p = 1; p <= pages; p += 1) if (!(await this.fetch(p))) break;
+    try {
+      for (let p = 1; p <= pages; p += 1) if (!(await this.fetch(p))) break;
+    } finally {
+      this.keep = undefined;
+    }
   }
 
   async loadMore(): Promise<void> {
@@ -176,6 +193,9 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   }
 
   private rebuild(): void {
+    // F4 goes on from the match shown, also after a refresh re-ran the search
+    const shown = this.current >= 0 && this.current < this.flat.length;
+    const keep = shown ? matchKey(this.flat[this.current]) : this.keep;
     const bySession = new Map<string, Extract<Node, { kind: 'session' }>>();
     const roots: Node[] = [];
     this.flat = [];
@@ -217,10 +237,14 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       roots.push({ kind: 'note', text: last.authoritative ? 'No matches.' : 'No matches (the search was not complete, see the note above).' });
     }
     this.roots = roots;
-    this.current = -1;
+    this.current = keep === undefined ? -1 : this.flat.findIndex((e) => matchKey(e) === keep);
+    const restored = !shown && this.current >= 0 ? this.flat[this.current] : undefined;
+    if (this.current >= 0) this.keep = undefined;
     this.updateTitle();
     void this.setContext();
     this.changed.fire(undefined);
+    // the refreshed rows are new: select the current match again (not on "Load more")
+    if (restored && this.view.visible) void this.view.reveal(restored, { select: true, focus: false }).then(undefined, () => undefined);
   }
 
   getChildren(node?: Node): Node[] {

@@ -250,7 +250,14 @@ try {
       const deadline = Date.now() + STEP_MS;
       let text = '';
       while (Date.now() < deadline) {
-        text = clean(await panel.first().innerText().catch(() => ''));
+        // the line is near the top, the log follows its end: read it page by page from the top
+        await panel.first().click().catch(() => undefined);
+        await page.keyboard.press('Control+Home');
+        text = '';
+        for (let pageNo = 0; pageNo < 6 && !/from bundled server, Python 3\.\d+/.test(text); pageNo += 1) {
+          text += `\n${clean(await panel.first().innerText().catch(() => ''))}`;
+          await page.keyboard.press('PageDown');
+        }
         if (/from bundled server, Python 3\.\d+/.test(text)) break;
         await page.waitForTimeout(300);
       }

@@ -139,6 +139,16 @@ async function until(what, fn) {
   throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 800)}`);
 }
 /** The pane (view) of the sidebar titled `title`. */
+/** How many recall answers the extension has logged (its Output channel, on disk). */
+function recallsLogged() {
+  const logs = path.join(server.userData, 'logs');
+  let n = 0;
+  for (const f of fs.existsSync(logs) ? fs.readdirSync(logs, { recursive: true }) : []) {
+    if (!String(f).endsWith(path.join('fabric-lsp.fabric-lsp', 'Fabric.log'))) continue;
+    n += (fs.readFileSync(path.join(logs, String(f)), 'utf8').match(/\] fabric\/recall: /g) ?? []).length;
+  }
+  return n;
+}
 const pane = (title) => page.locator('.part.sidebar .pane', { has: page.locator('.pane-header', { hasText: title }) }).first();
 async function rows(title) {
   return (await pane(title).locator('.monaco-list-row').allInnerTexts()).map(clean);
@@ -333,9 +343,11 @@ try {
     await page.locator('.quick-input-widget .quick-input-titlebar .codicon-regex').first().click();
     await input.fill('ZeroDivisionError');
     await page.keyboard.press('Enter');
+    // the answer to what was typed last (not the one to "Zero(Division" still on screen)
     await until('the literal results again', async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
       const list = await rows('Recall Results');
-      return { ok: list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: list };
+      return { ok: header.includes('“ZeroDivisionError”') && list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: [header, ...list] };
     });
   });
 
@@ -354,6 +366,7 @@ try {
     const selected = async () => clean(await pane('Recall Results').locator('.monaco-list-row.selected').first().innerText().catch(() => ''));
     const tab = async () => clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
     const before = await selected();
+    assert(before !== '', 'the opened result is the selected row');
     const tabBefore = await tab();
     await page.keyboard.press('F4');
     const after = await until('the next match selected', async () => {
@@ -362,8 +375,22 @@ try {
     });
     await until('the next entry opened', async () => ({ ok: (await tab()) !== tabBefore }));
     await page.keyboard.press('Shift+F4');
-    await until('back to the first match', async () => ({ ok: (await selected()) === before }));
+    await until('back to the first match', async () => { const s = await selected(); return { ok: s === before, value: `${s} | tab ${await tab()}` }; });
     assert(after !== before, 'moved');
+    // a refresh (as when indexing completes) keeps the current match (the second one):
+    // F4 then goes on to the third, not back to the first
+    await page.keyboard.press('F4');
+    await until('the second match again', async () => ({ ok: (await selected()) === after, value: await selected() }));
+    const answered = recallsLogged();
+    await pane('Recall Results').locator('.pane-header').hover();
+    await pane('Recall Results').locator('.pane-header .codicon-refresh').first().click();
+    await until('the search run again', async () => ({ ok: recallsLogged() > answered, value: recallsLogged() }));
+    await until('the current match selected again after the refresh', async () => ({ ok: (await selected()) === after, value: await selected() }));
+    await page.keyboard.press('F4');
+    await until('the third match', async () => {
+      const s = await selected();
+      return { ok: s !== '' && s !== before && s !== after, value: s };
+    });
   });
 
   await check('recall results as a document are plain text (.txt)', async () => {
