@@ -339,6 +339,14 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       for (const s of matchSpans(text, this.query, this.mode)) ranges.push(new vscode.Range(doc.positionAt(s.start), doc.positionAt(s.end)));
     }
     editor.setDecorations(this.highlight, ranges);
+    if (onlyLine !== undefined) {
+      // A JSONL line: its start (type, id, time) in view, not its first match hundreds of
+      // columns to the right; the matches are marked on the line and in the ruler.
+      const start = new vscode.Position(Math.min(onlyLine, doc.lineCount - 1), 0);
+      editor.selection = new vscode.Selection(start, start);
+      editor.revealRange(new vscode.Range(start, start), vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+      return;
+    }
     // The entry text starts after its fence; the first match there is the one to show.
     const fenceLine = Math.max(0, doc.getText().split('\n').findIndex((l) => /^`{3,}text$/.test(l)));
     const first = ranges.find((r) => r.start.line > fenceLine) ?? ranges[0];

@@ -393,6 +393,22 @@ try {
     });
   });
 
+  await check('a result opened as its JSONL line shows the line from its start', async () => {
+    const row = pane('Recall Results').locator('.monaco-list-row', { hasText: 'sum(value) E ZeroDivisionError' }).first();
+    await row.hover();
+    await row.locator('.action-label.codicon-go-to-file').first().click();
+    await until('the session file open', async () => ({ ok: /\.jsonl/.test(clean(await page.locator('.editor-group-container.active .tab.active').first().innerText())) }));
+    const status = page.locator('.statusbar-item', { hasText: /Ln \d+, Col \d+/ }).first();
+    const where = await until('the cursor at the start of the line', async () => {
+      const t = clean(await status.innerText().catch(() => ''));
+      return { ok: /Ln \d+, Col 1$/.test(t), value: t };
+    });
+    const lines = page.locator('.editor-group-container.active .view-lines').first();
+    const text = clean(await lines.innerText());
+    assert(text.includes('{"type":"message"'), `the line's start in view (${where}): ${text.slice(0, 300)}`);
+    await shot('recall-jsonl');
+  });
+
   await check('recall results as a document are plain text (.txt)', async () => {
     await runCommand('Fabric: Open Recall Results as Text');
     await until('a .txt tab', async () => {
