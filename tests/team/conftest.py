@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,3 +144,38 @@ def team_db(pg_cluster: Cluster) -> Cluster:
     finally:
         conn.close()
     return pg_cluster
+
+
+# the bundled examples' projects, as each member pushes them (two_members_pushed)
+LEDGER = "/home/user/projects/ledger"
+ORBIT = "/home/user/projects/orbit"
+
+
+@pytest.fixture
+def two_members_pushed(team_db: Cluster, tmp_path: Path) -> Iterator[tuple[Cluster, list[Any]]]:
+    """alice pushed the ledger examples, bob the orbit ones, each from an agent dir of its
+    own under `tmp_path/<name>-machine/` (the editor tests delete them: that machine is
+    elsewhere). Yields the cluster and `(team engine, local engine, agent dir)` per member;
+    the tables are emptied first."""
+    import psycopg
+
+    from fabric_lsp.commands.examples import write_examples
+    from fabric_lsp.engine.team.schema import SCHEMA
+    from tests.team.team_kit import member_engine
+
+    with psycopg.connect(team_db.url(), autocommit=True) as conn:
+        conn.execute(
+            f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
+            f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members"
+        )
+    engines = []
+    for name, projects in (("alice", [LEDGER]), ("bob", [ORBIT + "*"])):
+        agent = tmp_path / f"{name}-machine" / "agent"
+        write_examples(agent)
+        team, local = member_engine(team_db.member_url(name), f"{name}@test", projects, agent)
+        assert team.push(local).counts().get("new", 0) > 0
+        engines.append((team, local, agent))
+    yield team_db, engines
+    for team, local, _agent in engines:
+        team.close()
+        local.close()

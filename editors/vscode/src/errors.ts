@@ -4,7 +4,7 @@
 // import), so the unit tests load this file directly.
 
 /** Something the editor can do about an error (the caller maps it to a button). */
-export type ErrorAction = 'useLiteral' | 'searchGlobal' | 'setAgentDir' | 'pickSession';
+export type ErrorAction = 'useLiteral' | 'searchGlobal' | 'setAgentDir' | 'pickSession' | 'teamSettings';
 
 export interface Explained {
   text: string;
@@ -24,6 +24,7 @@ export const ACTION_LABELS: Record<ErrorAction, string> = {
   searchGlobal: 'Search All Sessions',
   setAgentDir: 'Set Agent Dir…',
   pickSession: 'Choose a Session…',
+  teamSettings: 'Team Settings…',
 };
 
 /** The part of an engine message after its first `: ` prefix when it repeats the code. */
@@ -64,6 +65,18 @@ export function explainError(err: DomainError, context: { pattern?: string } = {
     }
     case 'session_dir_missing':
       return { text: message, action: 'setAgentDir' };
+    case 'team_not_configured':
+      return {
+        text: `Team recall is not set up: ${message.replace(/\.$/, '')}.`,
+        hint: 'Set fabric.team.url (and fabric.team.member) in your user settings; local recall keeps working.',
+        action: 'teamSettings',
+      };
+    case 'team_unavailable':
+      return {
+        text: `The team database cannot be reached: ${message.replace(/\.$/, '')}.`,
+        hint: 'Check fabric.team.url and that the database server is up.',
+        action: 'teamSettings',
+      };
     default:
       return { text: message.endsWith('.') ? message : `${message}.` };
   }
@@ -85,6 +98,10 @@ const REASONS: Record<string, string> = {
   max_sync_sessions: 'more sessions than one call indexes (memory.maxSyncSessions); the rest are indexed in the background',
   max_sync_source_bytes: 'more session data than one call indexes (memory.maxSyncSourceBytes); the rest is indexed in the background',
   regex_timeout: 'the regular expression took too long on some texts',
+  team_push_stale: 'your newest sessions are not pushed yet (fabric-lsp team push)',
+  team_branches_not_pushed: 'the team database holds the active branches only',
+  candidate_entry_budget: 'the team search stopped at its candidate budget (refine the query)',
+  candidate_item_budget: 'the team search stopped at its candidate budget (refine the query)',
 };
 
 /** A coverage reason in words (unknown codes: the code with spaces). */

@@ -37,8 +37,9 @@ export async function openEntry(fabric: Fabric, segment: Segment, entry: Segment
   const selector = entry.entryId ? { entryIds: [entry.entryId] } : { indices: [entry.index] };
   await expandAndShow(
     fabric,
-    { session: segment.sessionFile, branches: segment.branches, ...selector },
-    `Entry ${entry.entryId ?? `line ${entry.line + 1}`} — ${shortId(segment.sessionId)}`,
+    // a team item: the stored entry from the team database (docs/team.md)
+    { session: segment.sessionFile, branches: segment.branches, ...selector, ...(segment.member ? { member: segment.member } : {}) },
+    `Entry ${entry.entryId ?? `line ${entry.line + 1}`} — ${segment.member ? `${segment.member} · ` : ''}${shortId(segment.sessionId)}`,
   );
 }
 

@@ -123,6 +123,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (typeof query === 'string') await recall.search(query, { reveal: true });
       else recall.searchLive();
     }),
+    // The team database's sessions (docs/team.md): the Results view, scope team.
+    command('fabricLsp.recallTeam', async (query?: unknown) => {
+      recall.sessionScope = undefined;
+      recall.scope = 'team';
+      if (typeof query === 'string') await recall.search(query, { reveal: true });
+      else recall.searchLive();
+    }),
     command('fabricLsp.recallView.refresh', () => recall.refresh()),
     command('fabricLsp.recallView.scope', () => recall.chooseScope()),
     command('fabricLsp.recallView.useRegex', () => recall.toggleMode()),

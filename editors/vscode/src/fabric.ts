@@ -9,6 +9,7 @@ import {
   setRestrictedSettings,
 } from './server';
 import { setSpawnDir } from './spawnDir';
+import { teamConfigured } from './scopes';
 import { VirtualDocuments } from './documents';
 import { Installer, readBundle } from './bundled';
 
@@ -276,6 +277,11 @@ export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** Whether the user set a team database (`fabric.team.url`; scopes.ts). */
+export function teamOn(): boolean {
+  return teamConfigured(vscode.workspace.getConfiguration('fabric').get('team.url'));
+}
+
 /**
  * A domain error as one message that says what is wrong and what to do, with its action as
  * a button; the code goes to the log. `what`: the operation, for the log line.
@@ -283,11 +289,12 @@ export function errorMessage(err: unknown): string {
 export async function showDomainError(fabric: Fabric, what: string, error: DomainError): Promise<void> {
   fabric.output.info(`${what}: ${error.code}: ${error.message}`);
   const e = explainError(error);
-  const buttons = e.action === 'setAgentDir' || e.action === 'pickSession' ? [ACTION_LABELS[e.action]] : [];
+  const buttons = e.action === 'setAgentDir' || e.action === 'pickSession' || e.action === 'teamSettings' ? [ACTION_LABELS[e.action]] : [];
   const chosen = await vscode.window.showErrorMessage(`Fabric: ${errorLine(e)}`, ...buttons);
   if (chosen === undefined) return;
   if (e.action === 'setAgentDir') await vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.agentDir');
   else if (e.action === 'pickSession') await vscode.commands.executeCommand('fabricLsp.sessions');
+  else if (e.action === 'teamSettings') await vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.team');
 }
 
 /** One log line about a request: its subject and its outcome (never a result's text). */

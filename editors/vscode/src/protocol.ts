@@ -113,6 +113,9 @@ export interface Segment {
   score: number;
   matchedCount: number;
   entries: SegmentEntry[];
+  /** A team answer's item (docs/team.md): who pushed the session, from which machine. */
+  member?: string | null;
+  machine?: string | null;
 }
 
 export interface Pointer {
@@ -180,6 +183,10 @@ export interface ExpandResult {
   branches: string;
   lineageFingerprint: string;
   expanded: ExpandedEntry[];
+  /** A team expand: the member who pushed it, the machine, and where the full source is. */
+  member?: string | null;
+  machine?: string | null;
+  note?: string | null;
 }
 
 export interface QaReport {

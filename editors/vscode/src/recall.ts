@@ -1,7 +1,7 @@
 // Fabric: Recall… — a QuickPick with live, debounced search. Each keystroke cancels the
 // request in flight ($/cancelRequest via the cancellation token) before a new one starts.
 import * as vscode from 'vscode';
-import { Fabric, errorMessage } from './fabric';
+import { Fabric, errorMessage, teamOn } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
 import { snippetFor } from './match';
@@ -9,8 +9,7 @@ import { activeSession } from './sessions';
 import { openEntry, openJsonlAt } from './expand';
 import { LatestOnly } from './latest';
 import { ACTION_LABELS, type ErrorAction, explainError, reasonText } from './errors';
-
-type Scope = 'session' | 'project' | 'global';
+import { type Scope, nextScope, scopeTooltip, teamLabel } from './scopes';
 
 /** Makes every search's workDoneToken unique in this extension host. */
 let searchCount = 0;
@@ -28,20 +27,22 @@ const REGEX_PLACEHOLDER = 'Search past Pi sessions: a regular expression (the re
 
 const OPEN_JSONL: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('go-to-file'), tooltip: 'Open the session JSONL at this entry' };
 const OPEN_EXPANDED: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('open-preview'), tooltip: 'Open the expanded entry' };
-const SCOPE_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: 'Switch scope (session → project → global)' };
+const SCOPE_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: scopeTooltip(false) };
 const REGEX_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('regex'), tooltip: 'Toggle regex search' };
 const AS_DOCUMENT: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('file-text'), tooltip: 'Open these results as a text document' };
 
 function entryItems(segment: Segment, query: string, mode: 'literal' | 'regex'): RecallPick[] {
   const session = shortId(segment.sessionId);
   const entries = segment.entries.filter((e) => e.matched);
+  const team = teamLabel(segment.member, segment.machine);
   return (entries.length > 0 ? entries : segment.entries.slice(0, 1)).map((entry) => ({
     label: `${entry.isError ? '$(error)' : '$(comment)'} ${roleLabel(entry)} · ${formatTime(entry.timestamp) || 'no time'}`,
-    description: `session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}`,
+    description: `${team ? `$(organization) ${team} · ` : ''}session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}`,
     // Centred on the first match (a tool result's match is rarely on its first line).
     detail: snippetFor(entry.text, query, mode, 160).text || '(empty)',
     alwaysShow: true,
-    buttons: [OPEN_EXPANDED, OPEN_JSONL],
+    // a team entry's file is on the member's machine: no JSONL button
+    buttons: segment.member ? [OPEN_EXPANDED] : [OPEN_EXPANDED, OPEN_JSONL],
     segment,
     entry,
   }));
@@ -93,7 +94,8 @@ export class RecallPicker {
     qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
     qp.matchOnDescription = false;
     qp.matchOnDetail = false;
-    qp.buttons = [SCOPE_BUTTON, REGEX_BUTTON, AS_DOCUMENT];
+    const scopeButton: vscode.QuickInputButton = { ...SCOPE_BUTTON, tooltip: scopeTooltip(teamOn()) };
+    qp.buttons = [scopeButton, REGEX_BUTTON, AS_DOCUMENT];
     const cfg = vscode.workspace.getConfiguration('fabric');
     const debounceMs = cfg.get<number>('recall.debounceMs') ?? 200;
     const pageSize = cfg.get<number>('recall.pageSize') ?? 25;
@@ -153,9 +155,9 @@ export class RecallPicker {
 
     qp.onDidChangeValue(schedule);
     qp.onDidTriggerButton((button) => {
-      if (button === SCOPE_BUTTON) {
+      if (button === scopeButton) {
         this.sessionScope = undefined;
-        this.scope = this.scope === 'session' ? 'project' : this.scope === 'project' ? 'global' : 'session';
+        this.scope = nextScope(this.scope, teamOn());
       } else if (button === REGEX_BUTTON) {
         this.regex = !this.regex;
         qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
@@ -173,7 +175,7 @@ export class RecallPicker {
     qp.onDidTriggerItemButton(({ button, item }) => {
       if (!item.segment || !item.entry) return;
       qp.hide();
-      if (button === OPEN_JSONL) void openJsonlAt(item.segment.sessionFile, item.entry.line);
+      if (button === OPEN_JSONL && !item.segment.member) void openJsonlAt(item.segment.sessionFile, item.entry.line);
       else void openEntry(this.fabric, item.segment, item.entry);
     });
     qp.onDidAccept(() => {
@@ -189,6 +191,7 @@ export class RecallPicker {
         } else {
           qp.hide();
           if (item.action === 'setAgentDir') void vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.agentDir');
+          if (item.action === 'teamSettings') void vscode.commands.executeCommand('workbench.action.openSettings', 'fabric.team');
           return;
         }
         this.updateTitle(qp);
@@ -204,7 +207,7 @@ export class RecallPicker {
       }
       if (!item.segment || !item.entry) return;
       qp.hide();
-      if (openAs === 'jsonl') void openJsonlAt(item.segment.sessionFile, item.entry.line);
+      if (openAs === 'jsonl' && !item.segment.member) void openJsonlAt(item.segment.sessionFile, item.entry.line);
       else void openEntry(this.fabric, item.segment, item.entry);
     });
     qp.onDidHide(() => {

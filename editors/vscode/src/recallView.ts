@@ -5,18 +5,19 @@
 import * as vscode from 'vscode';
 import { errorLine, explainError, reasonText } from './errors';
 import { LatestOnly } from './latest';
-import { Fabric, errorMessage } from './fabric';
+import { Fabric, errorMessage, teamOn } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
 import { matchSpans, snippetFor } from './match';
 import { activeSession } from './sessions';
 import { expandAndShow, openJsonlAt } from './expand';
+import { Scope, nextScope, scopeTooltip, teamLabel } from './scopes';
 
-export type Scope = 'session' | 'project' | 'global';
+export type { Scope } from './scopes';
 export type Mode = 'literal' | 'regex';
 
 type Node =
-  | { kind: 'session'; sessionId: string; sessionFile: string; cold: boolean; entries: EntryNode[]; pointer?: Pointer }
+  | { kind: 'session'; sessionId: string; sessionFile: string; cold: boolean; entries: EntryNode[]; pointer?: Pointer; member?: string; machine?: string }
   | EntryNode
   | { kind: 'more' }
   | { kind: 'note'; text: string };
@@ -40,9 +41,9 @@ export function coverageNote(result: RecallResult): string {
   return `${c.indexedSessions} of ${c.eligibleSessions} sessions searched${why ? ` — ${why}` : ''}.`;
 }
 
-/** A match's identity across answers: its session file and entry. */
+/** A match's identity across answers: its member (team), session file and entry. */
 function matchKey(node: EntryNode): string {
-  return `${node.segment.sessionFile}#${node.entry.entryId ?? `@${node.entry.index}`}`;
+  return `${node.segment.member ?? ''}#${node.segment.sessionFile}#${node.entry.entryId ?? `@${node.entry.index}`}`;
 }
 
 export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposable {
@@ -203,10 +204,15 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       for (const item of result.items) {
         if (item.kind === 'segment') {
           const seg = item.segment;
-          let node = bySession.get(seg.sessionFile);
+          // a team answer may hold two members' sessions under one path
+          const key = seg.member ? `${seg.member}\u0000${seg.sessionFile}` : seg.sessionFile;
+          let node = bySession.get(key);
           if (!node) {
-            node = { kind: 'session', sessionId: seg.sessionId, sessionFile: seg.sessionFile, cold: seg.tier === 'cold', entries: [] };
-            bySession.set(seg.sessionFile, node);
+            node = {
+              kind: 'session', sessionId: seg.sessionId, sessionFile: seg.sessionFile, cold: seg.tier === 'cold', entries: [],
+              ...(seg.member ? { member: seg.member, machine: seg.machine ?? undefined } : {}),
+            };
+            bySession.set(key, node);
             roots.push(node);
           }
           const matched = seg.entries.filter((e) => e.matched);
@@ -260,12 +266,13 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     switch (node.kind) {
       case 'session': {
         const count = node.entries.length;
-        const item = new vscode.TreeItem(`session ${shortId(node.sessionId)}`, vscode.TreeItemCollapsibleState.Expanded);
+        const team = teamLabel(node.member, node.machine);
+        const item = new vscode.TreeItem(`${node.member ? `${node.member} · ` : ''}session ${shortId(node.sessionId)}`, vscode.TreeItemCollapsibleState.Expanded);
         item.description = node.pointer
           ? `older session · matches ${node.pointer.matchedTerms.join(', ')}`
-          : `${count} matching entr${count === 1 ? 'y' : 'ies'}${node.cold ? ' · older session' : ''}`;
-        item.iconPath = new vscode.ThemeIcon(node.pointer ? 'archive' : 'history');
-        item.tooltip = node.sessionFile;
+          : `${count} matching entr${count === 1 ? 'y' : 'ies'}${node.cold ? ' · older session' : ''}${node.machine ? ` · ${node.machine}` : ''}`;
+        item.iconPath = new vscode.ThemeIcon(node.pointer ? 'archive' : node.member ? 'organization' : 'history');
+        item.tooltip = team ? `pushed by ${team} to the team database\n${node.sessionFile} (on that machine)` : node.sessionFile;
         item.contextValue = node.pointer ? 'fabricRecallPointer' : 'fabricRecallSession';
         if (node.pointer) {
           item.collapsibleState = vscode.TreeItemCollapsibleState.None;
@@ -287,8 +294,9 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         tip.appendText(`${roleLabel(node.entry)} · ${time || 'no time'} · ${node.segment.sessionFile}:${node.entry.line + 1}\n\n`);
         tip.appendCodeblock(snippetFor(node.entry.text, this.query, this.mode, 600).text, 'text');
         item.tooltip = tip;
-        item.contextValue = 'fabricRecallEntry';
-        item.id = `${node.segment.sessionFile}#${node.entry.index}#${node.position}`;
+        // a team entry has no file here: no "Open the JSONL Line" (docs/team.md)
+        item.contextValue = node.segment.member ? 'fabricRecallTeamEntry' : 'fabricRecallEntry';
+        item.id = `${node.segment.member ?? ''}#${node.segment.sessionFile}#${node.entry.index}#${node.position}`;
         item.command = { command: 'fabricLsp.recallView.open', title: 'Open', arguments: [node] };
         return item;
       }
@@ -309,7 +317,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   async open(node: EntryNode, how?: 'expanded' | 'jsonl', preserveFocus = false): Promise<void> {
     this.current = node.position;
     const openAs = how ?? vscode.workspace.getConfiguration('fabric').get<string>('recall.openAs') ?? 'expanded';
-    if (openAs === 'jsonl') {
+    const member = node.segment.member ?? undefined;
+    if (openAs === 'jsonl' && !member) {
       await openJsonlAt(node.segment.sessionFile, node.entry.line);
       const editor = vscode.window.activeTextEditor;
       if (editor) this.decorate(editor, node.entry.line);
@@ -318,8 +327,9 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     const selector = node.entry.entryId ? { entryIds: [node.entry.entryId] } : { indices: [node.entry.index] };
     const ok = await expandAndShow(
       this.fabric,
-      { session: node.segment.sessionFile, branches: node.segment.branches, ...selector },
-      `Entry ${node.entry.entryId ?? `line ${node.entry.line + 1}`} — ${shortId(node.segment.sessionId)}`,
+      // a team item: the stored entry from the team database (its file is on the member's machine)
+      { session: node.segment.sessionFile, branches: node.segment.branches, ...selector, ...(member ? { member } : {}) },
+      `Entry ${node.entry.entryId ?? `line ${node.entry.line + 1}`} — ${member ? `${member} · ` : ''}${shortId(node.segment.sessionId)}`,
       preserveFocus,
     );
     const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.scheme === 'fabric' && e.document.uri.path.startsWith('/Entry '))
@@ -382,6 +392,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       { label: 'session', description: 'the active session JSONL file', scope: 'session' },
       { label: 'project', description: 'sessions recorded for the workspace folder', scope: 'project' },
       { label: 'global', description: 'every session under the session directory', scope: 'global' },
+      { label: 'team', description: 'every member’s pushed sessions (the team database, fabric.team.url)', scope: 'team' },
     ].map((p) => ({ ...p, picked: p.scope === this.scope && !this.sessionScope })) as (vscode.QuickPickItem & { scope: Scope })[];
     const chosen = await vscode.window.showQuickPick(picks, { title: 'Fabric: Recall scope', placeHolder: `now: ${this.scopeLabel()}` });
     if (!chosen) return;
@@ -400,7 +411,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   searchLive(): void {
     const box = vscode.window.createInputBox();
     const cfg = vscode.workspace.getConfiguration('fabric');
-    const scopeButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: 'Switch scope (session → project → global)' };
+    const scopeButton: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('filter'), tooltip: scopeTooltip(teamOn()) };
     const regexButton = (): vscode.QuickInputButton => ({
       iconPath: new vscode.ThemeIcon(this.mode === 'regex' ? 'regex' : 'whole-word'),
       tooltip: this.mode === 'regex' ? 'Regular expression (click for literal words)' : 'Literal words (click for a regular expression)',
@@ -437,7 +448,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     box.onDidTriggerButton((b) => {
       if (b === scopeButton) {
         this.sessionScope = undefined;
-        this.scope = this.scope === 'session' ? 'project' : this.scope === 'project' ? 'global' : 'session';
+        this.scope = nextScope(this.scope, teamOn());
       } else {
         this.mode = this.mode === 'regex' ? 'literal' : 'regex';
         void this.setContext();

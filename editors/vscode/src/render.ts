@@ -1,5 +1,6 @@
 // Markdown renderings of server results for the read-only virtual documents.
 // Pure functions (no vscode import) so the same text is produced everywhere.
+import { teamLabel } from './scopes.ts';
 import type {
   CommitRecord, ExpandResult, ExpandedEntry, FileHistoryResult, FileOperation, PreviewResult, StatusResult,
 } from './protocol';
@@ -68,14 +69,17 @@ function entrySection(sessionId: string, e: ExpandedEntry): string {
 }
 
 export function renderExpand(result: ExpandResult): string {
+  // A team expand (docs/team.md): who pushed it; the file is on that member's machine.
+  const team = result.member ? teamLabel(result.member, result.machine) : '';
   const lines = [
     `# Session ${result.sessionId}`,
     '',
-    `- file: \`${result.sessionFile}\``,
+    ...(team ? [`- pushed by: ${team}`, `- file (on that machine): \`${result.sessionFile}\``] : [`- file: \`${result.sessionFile}\``]),
     `- branches: ${result.branches}`,
     `- source hash: \`${result.sourceHash}\``,
     `- entries: ${result.expanded.length}`,
     '',
+    ...(team && result.note ? [`> ${result.note}`, ''] : []),
   ];
   for (const e of result.expanded) lines.push(entrySection(result.sessionId, e));
   return lines.join('\n');

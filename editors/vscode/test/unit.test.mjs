@@ -12,6 +12,7 @@ import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, 
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
+import { isTeamScope, nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -320,6 +321,52 @@ describe('renderExpand', () => {
       'operation address: `op:1`', 'line 17 (entry index 3)', '```text\nboom\n```']) {
       assert.ok(md.includes(part), `missing ${part}\n${md}`);
     }
+  });
+});
+
+describe('team recall (docs/team.md)', () => {
+  test('a team expand names who pushed it and where the full source is', () => {
+    const md = renderExpand({
+      session: '/home/bob/.pi/s.jsonl', sessionId: 'S1', sessionFile: '/home/bob/.pi/s.jsonl', sourceHash: 'h', branches: 'active',
+      lineageFingerprint: 'f', member: 'bob@test', machine: 'build-02', note: 'stored normalized entries; the full source lives on the member\'s machine',
+      expanded: [{ index: 3, entryId: 'E3', role: 'user', type: 'message', timestamp: 1796006946810, text: 'hi', line: 4 }],
+    });
+    assert.ok(md.includes('- pushed by: bob@test (machine build-02)\n- file (on that machine): `/home/bob/.pi/s.jsonl`'), md);
+    assert.ok(md.includes("> stored normalized entries; the full source lives on the member's machine"), md);
+    const local = renderExpand({ session: '/s', sessionId: 'S1', sessionFile: '/s', sourceHash: 'h', branches: 'active', lineageFingerprint: 'f', expanded: [] });
+    assert.ok(local.includes('- file: `/s`') && !local.includes('pushed by'), local);
+  });
+  test('the scope button reaches team only when a team database is set', () => {
+    const walk = (team) => {
+      const seen = ['session'];
+      for (let i = 0; i < 4; i += 1) seen.push(nextScope(seen[seen.length - 1], team));
+      return seen;
+    };
+    assert.deepEqual(walk(false), ['session', 'project', 'global', 'session', 'project']);
+    assert.deepEqual(walk(true), ['session', 'project', 'global', 'team', 'session']);
+    assert.equal(nextScope('team', false), 'session');
+    assert.match(scopeTooltip(true), /global → team\)$/);
+    assert.equal(teamConfigured(null), false);
+    assert.equal(teamConfigured('  '), false);
+    assert.equal(teamConfigured('postgresql://db/fabric'), true);
+  });
+  test('team labels and scopes', () => {
+    assert.equal(teamLabel('bob@test', 'build-02'), 'bob@test (machine build-02)');
+    assert.equal(teamLabel('bob@test', null), 'bob@test');
+    assert.equal(teamLabel(null, 'x'), '');
+    assert.equal(isTeamScope('team'), true);
+    assert.equal(isTeamScope('team:bob@test'), true);
+    assert.equal(isTeamScope('global'), false);
+    assert.equal(isTeamScope(undefined), false);
+  });
+  test('a team error says what to do', () => {
+    const down = explainError({ code: 'team_unavailable', message: 'the team database connection failed: refused; local recall keeps working' });
+    assert.equal(down.action, 'teamSettings');
+    assert.match(down.text, /^The team database cannot be reached: /);
+    const unset = explainError({ code: 'team_not_configured', message: 'team.url is not set' });
+    assert.equal(unset.action, 'teamSettings');
+    assert.match(unset.hint, /fabric\.team\.url/);
+    assert.equal(reasonText('team_push_stale'), 'your newest sessions are not pushed yet (fabric-lsp team push)');
   });
 });
 

@@ -18,23 +18,18 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from fabric_lsp.commands.examples import write_examples
-from fabric_lsp.engine.team.schema import SCHEMA
 from tests.editors.neovim.test_neovim import run_spec
 from tests.editors.neovim.test_neovim import workspace as workspace  # the fixture
 from tests.team.conftest import pg_cluster as pg_cluster  # the fixtures (a private cluster)
 from tests.team.conftest import team_db as team_db
-from tests.team.team_kit import member_engine
+from tests.team.conftest import two_members_pushed as two_members_pushed
 
 pytestmark = [pytest.mark.editor, pytest.mark.postgres]
 
 HERE = Path(__file__).resolve().parent
 SPECS = HERE / "team_specs"
-LEDGER = "/home/user/projects/ledger"
-ORBIT = "/home/user/projects/orbit"
 QUERY = "test"
 
 
@@ -75,25 +70,8 @@ def _plugin_items(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def pushed(team_db: Any, tmp_path: Path) -> Any:
-    """alice pushed the ledger examples, bob the orbit ones, each from its own agent dir,
-    which is gone afterwards (that machine is elsewhere)."""
-    with psycopg.connect(team_db.url(), autocommit=True) as conn:
-        conn.execute(
-            f"TRUNCATE {SCHEMA}.postings, {SCHEMA}.entries, {SCHEMA}.segments, {SCHEMA}.file_ops, "
-            f"{SCHEMA}.sessions, {SCHEMA}.pushes, {SCHEMA}.members"
-        )
-    engines = []
-    for name, projects in (("alice", [LEDGER]), ("bob", [ORBIT + "*"])):
-        agent = tmp_path / f"{name}-machine" / "agent"
-        write_examples(agent)
-        team, local = member_engine(team_db.member_url(name), f"{name}@test", projects, agent)
-        assert team.push(local).counts().get("new", 0) > 0
-        engines.append((team, local, agent))
-    yield team_db, engines
-    for team, local, _agent in engines:
-        team.close()
-        local.close()
+def pushed(two_members_pushed: Any) -> Any:
+    return two_members_pushed
 
 
 def test_team_recall_in_every_picker_and_quickfix(pushed: Any, workspace: dict[str, Path]) -> None:
