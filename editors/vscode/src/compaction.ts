@@ -10,7 +10,7 @@ import {
 } from './protocol';
 import { parseEntries } from './jsonl';
 import { confirmation, planModel } from './plan';
-import { PreviewInputs, describeRecord, describeStatus, renderPreview, shortId } from './render';
+import { PreviewInputs, describeRecord, renderPreview, renderStatus, shortId } from './render';
 import { SessionChoice, chooseSession } from './sessions';
 import { previewOverrides } from './server';
 
@@ -242,7 +242,8 @@ export class Intents implements vscode.Disposable {
       const res = await this.fabric.request<StatusResult>(Method.compactStatus, { session: choice.session });
       if (isDomainError(res)) throw new Error(`${res.error.code}: ${res.error.message}`);
       this.track(choice.session, choice.label, res.pending ?? undefined);
-      void vscode.window.showInformationMessage(`Fabric: ${choice.label}: ${describeStatus(res)}`);
+      // a document that stays (asked again, the same document shows the new answer)
+      await this.fabric.docs.show(`Compaction status — ${choice.label}`, `status-${choice.session}`, renderStatus(choice.label, choice.session, res));
     } catch (err) {
       void vscode.window.showErrorMessage(`Fabric: compaction status failed: ${errorMessage(err)}`);
     }

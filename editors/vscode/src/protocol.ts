@@ -251,6 +251,8 @@ export interface StatusResult {
   settled: boolean;
   /** The live Pi that holds the session: it commits the pending intent. */
   heldBy?: LeaseHolder | null;
+  /** Every live Pi that holds the session, oldest hold first. */
+  holders?: LeaseHolder[] | null;
 }
 
 export interface CommittedNotification {

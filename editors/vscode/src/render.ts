@@ -112,15 +112,31 @@ export function describeRecord(rec: CommitRecord): string {
   return `committed${by} at ${formatTime(rec.at)}${tokens}`;
 }
 
-export function describeStatus(s: StatusResult): string {
-  const parts: string[] = [];
-  if (s.pending) {
-    parts.push(`pending since ${formatTime(s.pending.requestedAt)} (requested by ${s.pending.requestedBy})`);
+/**
+ * `fabric/compact/status` as a document that stays open (not a toast that vanishes): what
+ * is pending and who asked, whether the session is settled, which live Pi holds it (and so
+ * commits), and the last commit.
+ */
+export function renderStatus(label: string, session: string, s: StatusResult): string {
+  const lines = [`# Compaction status — ${label}`, '', `- session: \`${session}\``];
+  const p = s.pending;
+  if (p) {
+    lines.push(`- **pending**: requested by ${p.requestedBy} at ${formatTime(p.requestedAt)}`);
+    if (p.reason) lines.push(`  - reason: ${p.reason}`);
+    if (p.instructions) lines.push(`  - instructions: ${p.instructions}`);
+    if (p.preserve?.length) lines.push(`  - preserve: ${p.preserve.join('; ')}`);
   } else {
-    parts.push('nothing pending');
+    lines.push('- nothing pending');
   }
-  parts.push(s.settled ? 'session settled' : 'session busy');
-  if (s.heldBy) parts.push(`held by a live Pi (pid ${s.heldBy.pid}): Pi commits`);
-  if (s.last) parts.push(`last: ${describeRecord(s.last)}`);
-  return parts.join('; ');
+  lines.push(s.settled
+    ? '- the session is settled: a compaction can be committed now'
+    : '- the session is busy (Pi is in a turn): a pending compaction waits for a safe boundary');
+  const holders = s.holders?.length ? s.holders : s.heldBy ? [s.heldBy] : [];
+  lines.push(holders.length
+    ? `- held by a live Pi (${holders.map((h) => `pid ${h.pid}`).join(', ')}): that Pi commits a pending compaction`
+    : '- no live Pi holds it: fabric-lsp commits a pending compaction by one safe append');
+  lines.push(s.last
+    ? `- last: ${describeRecord(s.last)}`
+    : '- no compaction asked for from an editor has been committed or has failed yet');
+  return `${lines.join('\n')}\n`;
 }

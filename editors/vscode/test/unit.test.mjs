@@ -2,7 +2,7 @@
 // results and the entry-reference inputs. node 24 loads the .ts sources directly.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, snippet, describeRecord } from '../src/render.ts';
+import { fence, fileHistoryItems, formatTime, renderExpand, renderPreview, renderStatus, snippet, describeRecord } from '../src/render.ts';
 import { entryIdsOnLines, parseEntryInput, referenceAt } from '../src/entryInput.ts';
 import { REFERENCE_IN_TEXT } from '../src/references.ts';
 import { LatestOnly } from '../src/latest.ts';
@@ -367,6 +367,29 @@ describe('team recall (docs/team.md)', () => {
     assert.equal(unset.action, 'teamSettings');
     assert.match(unset.hint, /fabric\.team\.url/);
     assert.equal(reasonText('team_push_stale'), 'your newest sessions are not pushed yet (fabric-lsp team push)');
+  });
+});
+
+describe('renderStatus: the status as a document', () => {
+  test('pending with its inputs, the holder that commits, the last commit', () => {
+    const md = renderStatus('Fix the tests', '/s/a.jsonl', {
+      pending: { requestedBy: 'vscode', requestedAt: '2026-11-30T04:16:09Z', instructions: 'keep the API', preserve: ['tle.py', 'frames.py'] },
+      settled: false,
+      holders: [{ pid: 42, since: 1 }, { pid: 43, since: 2 }],
+      last: { at: '2026-11-30T04:00:00Z', requestedBy: 'u', status: 'committed', tokensBefore: 20194, estimatedTokensAfter: 791, committedBy: 'pi' },
+    });
+    for (const part of ['# Compaction status — Fix the tests', '- session: `/s/a.jsonl`',
+      '- **pending**: requested by vscode at 2026-11-30 04:16:09', '  - instructions: keep the API', '  - preserve: tle.py; frames.py',
+      'busy (Pi is in a turn)', 'held by a live Pi (pid 42, pid 43): that Pi commits',
+      '- last: committed by Pi at 2026-11-30 04:00:00 (20,194 → ~791 tokens)']) {
+      assert.ok(md.includes(part), `missing ${part}\n${md}`);
+    }
+  });
+  test('nothing pending, no holder', () => {
+    const md = renderStatus('S', '/s', { settled: true, heldBy: null });
+    assert.ok(md.includes('- nothing pending') && md.includes('settled: a compaction can be committed now'), md);
+    assert.ok(md.includes('no live Pi holds it: fabric-lsp commits'), md);
+    assert.ok(md.includes('no compaction asked for from an editor'), md);
   });
 });
 

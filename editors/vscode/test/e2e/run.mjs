@@ -405,7 +405,8 @@ try {
     const rows = await waitForRows((r) => r.length >= 6 && r.some((t) => t.includes(id02)), 'six sessions');
     assert(rows.every((t) => /entries/.test(t)), `rows: ${rows.join(' | ')}`);
     await shot('sessions');
-    // Choosing a session offers what to do with it; Compaction Status answers in a toast.
+    // Choosing a session offers what to do with it; Compaction Status answers in a document
+    // that stays open (not a toast that vanishes).
     const id01 = header(tmp.files['01']).id;
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id01))).click();
     const actions = await waitForRows((r) => r.some((t) => t.includes('Compaction Status')), 'the session actions');
@@ -413,7 +414,9 @@ try {
       assert(actions.some((t) => t.includes(a)), `action ${a}: ${actions.join(' | ')}`);
     }
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'Compaction Status' }).first().click();
-    await page.locator('.notification-toast', { hasText: /nothing pending; session (settled|busy)/ }).first().waitFor({ state: 'visible' });
+    const status = await waitForEditor((t) => t.includes('# Compaction status —') && t.includes('nothing pending'), 'the status document');
+    assert(/the session is (settled|busy)/.test(status) && status.includes(tmp.files['01'].split('/').pop()), `status: ${status.slice(0, 600)}`);
+    assert(/Compaction status — /.test(await activeTabTitle()), `the tab: ${await activeTabTitle()}`);
   });
 
   await check('Preview Compaction renders summary, cut point, budget and QA', async () => {
@@ -488,10 +491,8 @@ try {
     await waitForRows((r) => r.some((t) => t.includes(id)), 'the session picker');
     const rows = await quickPickRows();
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id))).click();
-    const status = page.locator('.notification-toast', { hasText: /Fabric: Please fix the failing tests/ }).first();
-    await status.waitFor({ state: 'visible' });
-    const said = clean(await status.innerText());
-    assert(said.includes('nothing pending'), `no pending intent after Cancel: ${said}`);
+    const said = await waitForEditor((t) => t.includes('# Compaction status — Please fix the failing tests'), 'the status document');
+    assert(said.includes('nothing pending'), `no pending intent after Cancel: ${said.slice(0, 600)}`);
     assert(Buffer.compare(before, fs.readFileSync(file)) === 0, 'the session file is byte-identical');
     await page.keyboard.press('Escape');
   });
