@@ -34,7 +34,9 @@ function M.expanded(result)
     if e.isError then
       meta[#meta + 1] = 'error'
     end
-    meta[#meta + 1] = ('index %s'):format(tostring(e.index))
+    -- one meaning per number: "line N" is the JSONL line everywhere (`#N` types it back);
+    -- the protocol's entry index (`indices`) is labelled as such
+    meta[#meta + 1] = ('line %d (entry index %s)'):format((e.line or 0) + 1, tostring(e.index))
     lines[#lines + 1] = table.concat(meta, ' · ')
     if team then
       -- not a path of this machine: no `file:line` to jump to

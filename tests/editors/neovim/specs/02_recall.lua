@@ -54,6 +54,8 @@ H.check('recall in a session buffer: picker lists matched entries; choosing one 
   H.eq('nofile', vim.bo.buftype, 'buftype')
   local lines = H.lines(0)
   H.eq(('# pi-entry:%s/%s'):format(header.id, chosen.entryId), lines[1], 'heading')
+  -- one meaning per number: the JSONL line, and the entry index labelled as such
+  H.contains(lines[2], ('line %d (entry index %d)'):format(chosen.line + 1, chosen.index), 'line and entry index')
   H.contains(lines, ('%s:%d'):format(s03, chosen.line + 1), 'file:line')
   H.contains(lines, 'ZeroDivisionError')
   H.eq(s03, vim.b.fabric_session, 'b:fabric_session')
