@@ -126,6 +126,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     // The team database's sessions (docs/team.md): the Results view, scope team.
     command('fabricLsp.recallTeam', async (query?: unknown) => {
       recall.sessionScope = undefined;
+      recall.teamMember = undefined;
       recall.scope = 'team';
       if (typeof query === 'string') await recall.search(query, { reveal: true });
       else recall.searchLive();

@@ -55,6 +55,10 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   scope: Scope;
   /** A session the search is narrowed to (a cold pointer, or "Recall in this session"). */
   sessionScope: string | undefined;
+  /** With the team scope: one member's sessions alone ("team:<member>", docs/team.md). */
+  teamMember: string | undefined;
+  /** Members seen in team answers of this window (the scope list offers each). */
+  private readonly members = new Set<string>();
   private results: RecallResult[] = [];
   private roots: Node[] = [];
   private flat: EntryNode[] = [];
@@ -90,11 +94,13 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       const active = activeSession();
       return active ? `session:${active.session}` : 'project';
     }
+    if (this.scope === 'team' && this.teamMember) return `team:${this.teamMember}`;
     return this.scope;
   }
 
   scopeLabel(): string {
     if (this.sessionScope) return `session ${shortId(this.sessionScope.split(/[\\/]/).pop() ?? this.sessionScope)}`;
+    if (this.scope === 'team' && this.teamMember) return `team ${this.teamMember}`;
     return this.scope;
   }
 
@@ -204,6 +210,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       for (const item of result.items) {
         if (item.kind === 'segment') {
           const seg = item.segment;
+          if (seg.member) this.members.add(seg.member);
           // a team answer may hold two members' sessions under one path
           const key = seg.member ? `${seg.member}\u0000${seg.sessionFile}` : seg.sessionFile;
           let node = bySession.get(key);
@@ -388,15 +395,20 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   }
 
   async chooseScope(): Promise<void> {
-    const picks: (vscode.QuickPickItem & { scope: Scope })[] = [
+    type Pick = vscode.QuickPickItem & { scope: Scope; member?: string };
+    const picks: Pick[] = [
       { label: 'session', description: 'the active session JSONL file', scope: 'session' },
       { label: 'project', description: 'sessions recorded for the workspace folder', scope: 'project' },
       { label: 'global', description: 'every session under the session directory', scope: 'global' },
       { label: 'team', description: 'every member’s pushed sessions (the team database, fabric.team.url)', scope: 'team' },
-    ].map((p) => ({ ...p, picked: p.scope === this.scope && !this.sessionScope })) as (vscode.QuickPickItem & { scope: Scope })[];
+      // one member's sessions alone, for each member seen in a team answer so far
+      ...[...this.members].sort().map((m): Pick => ({ label: `team: ${m}`, description: `${m}’s pushed sessions alone`, scope: 'team', member: m })),
+    ];
+    for (const p of picks) p.picked = p.scope === this.scope && p.member === (this.scope === 'team' ? this.teamMember : undefined) && !this.sessionScope;
     const chosen = await vscode.window.showQuickPick(picks, { title: 'Fabric: Recall scope', placeHolder: `now: ${this.scopeLabel()}` });
     if (!chosen) return;
     this.scope = chosen.scope;
+    this.teamMember = chosen.member;
     this.sessionScope = undefined;
     this.updateTitle();
     if (this.query) await this.refresh();
@@ -448,6 +460,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     box.onDidTriggerButton((b) => {
       if (b === scopeButton) {
         this.sessionScope = undefined;
+        this.teamMember = undefined;
         this.scope = nextScope(this.scope, teamOn());
       } else {
         this.mode = this.mode === 'regex' ? 'literal' : 'regex';

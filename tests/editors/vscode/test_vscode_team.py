@@ -57,6 +57,9 @@ def test_team_recall_in_the_results_view(
         {"member": first["member"], "session": first["sessionFile"], "entryIds": [rows[0]["entryId"]]}
     )
     assert "error" not in expanded, expanded
+    other = next(m for m in ("alice@test", "bob@test") if m != first["member"])
+    only_other = _rows(alice.recall({"scope": f"team:{other}", "query": QUERY, "page": 1, "pageSize": 25}))
+    assert only_other and {r["member"] for r in only_other} == {other}
     for _team, local, agent in engines:
         local.close()
         shutil.rmtree(agent.parent)  # the pushing machine's files are not here
@@ -69,6 +72,7 @@ def test_team_recall_in_the_results_view(
                 "machine": socket.gethostname(),
                 "items": rows,
                 "first": {"member": first["member"], "note": expanded["note"]},
+                "onlyOther": only_other,
             }
         ),
         encoding="utf-8",
@@ -103,5 +107,6 @@ def test_team_recall_in_the_results_view(
     for name in (
         '"Recall in the Team…" shows each session under the member who pushed it',
         "a team entry opens as the stored entry, with who pushed it from which machine",
+        "the scope list narrows to one member seen in the answer (team:<member>)",
     ):
         assert any(line.startswith(f"ok - {name}") for line in proc.stdout.splitlines()), f"{name!r}\n{report(proc)}"

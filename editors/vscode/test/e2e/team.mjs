@@ -193,6 +193,27 @@ try {
     assert(tab.includes(expect.first.member), `the tab names the member: ${tab}`);
     await shot('team-entry');
   });
+
+  await check('the scope list narrows to one member seen in the answer (team:<member>)', async () => {
+    const other = members.find((m) => m !== expect.items[0].member);
+    await runCommand('Fabric: Recall Scope…');
+    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: `team: ${other}` }).first();
+    await row.waitFor({ state: 'visible' });
+    await row.click();
+    await until(`the answer of team:${other}`, async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      return { ok: header.includes(`team ${other}`), value: header };
+    });
+    await pane('Recall Results').locator('.pane-header').hover();
+    await pane('Recall Results').locator('.pane-header .codicon-collapse-all').first().click();
+    const sessions = await until('only that member\'s sessions', async () => {
+      const r = await rows('Recall Results');
+      return { ok: r.length > 0 && r.every((t) => t.startsWith(`${other} · session `) || /^Load more/.test(t)), value: r };
+    });
+    const want = new Set(expect.onlyOther.map((i) => short(i.sessionId)));
+    const shown = new Set(sessions.filter((t) => !/^Load more/.test(t)).map((t) => t.split(' · session ')[1].slice(0, 8)));
+    assert([...shown].every((id) => want.has(id)), `sessions of ${other}: ${[...shown].join(', ')} (want ${[...want].join(', ')})`);
+  });
 } catch (err) {
   failed += 1;
   console.log('not ok - harness');
