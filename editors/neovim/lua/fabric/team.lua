@@ -196,6 +196,7 @@ function M.read(buf)
   end
   ui.replace(buf, { ('Loading the team entry of %s…'):format(M.label(item)) })
   bo.filetype = 'markdown'
+  ui.plain_underscores(buf)
   M.fetch(item, function(err, lines, result)
     if not vim.api.nvim_buf_is_valid(buf) then
       return

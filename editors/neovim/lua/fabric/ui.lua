@@ -132,9 +132,23 @@ function M.scratch(name, lines, opts)
   end
   if opts.filetype then
     bo.filetype = opts.filetype
+    M.plain_underscores(buf)
   end
   M.show(buf)
   return buf
+end
+
+---In a Markdown scratch buffer of ours, an underscore inside a word (`test_tle.py`, a
+---session file's `…914Z_01a18ac0…`) is text, not the Markdown syntax's error (Vim's
+---markdown.vim marks every one red). Only Vim syntax highlighting is affected.
+---@param buf integer
+function M.plain_underscores(buf)
+  if vim.bo[buf].filetype ~= 'markdown' then
+    return
+  end
+  vim.api.nvim_buf_call(buf, function()
+    vim.cmd([[syntax match fabricWordUnderscore /\w\@<=_\w\@=/ containedin=ALL]])
+  end)
 end
 
 ---Replace the text of the scratch buffer `buf` (read-only again after), wherever it is shown.

@@ -59,6 +59,10 @@ H.check('recall in a session buffer: picker lists matched entries; choosing one 
   H.contains(lines, ('%s:%d'):format(s03, chosen.line + 1), 'file:line')
   H.contains(lines, 'ZeroDivisionError')
   H.eq(s03, vim.b.fabric_session, 'b:fabric_session')
+  -- an underscore inside a word (the session file's `…Z_01…`) is text, not a Markdown error
+  local lnum = H.truthy(vim.fn.search([[\w_\w]], 'nw'), 'a line with an underscore inside a word')
+  local col = vim.fn.getline(lnum):find('%w_%w') + 1
+  H.truthy(vim.fn.synIDattr(vim.fn.synID(lnum, col, 1), 'name') ~= 'markdownError', 'no markdownError on the underscore')
 end)
 
 H.check('recall shows progress: begin … end on one token', function()
