@@ -16,11 +16,6 @@ export function scopeTooltip(team: boolean): string {
   return `Switch scope (session → project → global${team ? ' → team' : ''})`;
 }
 
-/** Whether a wire scope searches the team database ("team" or "team:<member>"). */
-export function isTeamScope(scope: string | undefined): boolean {
-  return scope === 'team' || (scope?.startsWith('team:') ?? false);
-}
-
 /** Who pushed a team item, and from where: "alice@laptop (machine build-02)". */
 export function teamLabel(member: string | null | undefined, machine: string | null | undefined): string {
   if (!member) return '';

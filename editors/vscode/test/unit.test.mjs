@@ -12,7 +12,7 @@ import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, 
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
-import { isTeamScope, nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
+import { nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -350,14 +350,10 @@ describe('team recall (docs/team.md)', () => {
     assert.equal(teamConfigured('  '), false);
     assert.equal(teamConfigured('postgresql://db/fabric'), true);
   });
-  test('team labels and scopes', () => {
+  test('team labels', () => {
     assert.equal(teamLabel('bob@test', 'build-02'), 'bob@test (machine build-02)');
     assert.equal(teamLabel('bob@test', null), 'bob@test');
     assert.equal(teamLabel(null, 'x'), '');
-    assert.equal(isTeamScope('team'), true);
-    assert.equal(isTeamScope('team:bob@test'), true);
-    assert.equal(isTeamScope('global'), false);
-    assert.equal(isTeamScope(undefined), false);
   });
   test('a team error says what to do', () => {
     const down = explainError({ code: 'team_unavailable', message: 'the team database connection failed: refused; local recall keeps working' });

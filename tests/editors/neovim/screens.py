@@ -9,6 +9,7 @@ import html
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,24 +217,26 @@ def png(html_text: str, out: Path, width: int, height: int) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise AssertionError("chromium is missing (scripts/deps/vscode.sh installs it)")
-    page = out.with_suffix(".html")
-    page.write_text(html_text, encoding="utf-8")
-    proc = subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            f"--user-data-dir={out.parent / '.chromium'}",
-            f"--window-size={width},{height}",
-            f"--screenshot={out}",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    page.unlink()
+    # the page and Chromium's profile in a directory of their own, never beside the
+    # pictures (FABRIC_NVIM_SCREENSHOTS may be editors/neovim/images)
+    with tempfile.TemporaryDirectory(prefix="fabric-nvim-shot-") as tmp:
+        page = Path(tmp) / "screen.html"
+        page.write_text(html_text, encoding="utf-8")
+        proc = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={Path(tmp) / 'chromium'}",
+                f"--window-size={width},{height}",
+                f"--screenshot={out}",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     if proc.returncode != 0 or not out.is_file():
         raise AssertionError(f"chromium did not write {out}: {proc.stderr[-2000:]}")

@@ -142,6 +142,9 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
         tmux.stop()
     for name in ("codelens", "history", "recall", "entry", "hover", "preview", "preview-entry", "cut-mark", "sessions"):
         assert (shots / f"nvim-{name}.png").stat().st_size > 10_000, name
+    # nothing but the pictures lands where they go (it may be editors/neovim/images)
+    others = sorted(p.name for p in shots.iterdir() if not (p.is_file() and p.name.endswith(".png")))
+    assert not others, f"the screenshot dir got more than pictures: {others}"
 
 
 if __name__ == "__main__":  # pragma: no cover - a helper to look at one screen

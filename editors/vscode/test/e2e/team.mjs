@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { serverCommand } from '../fixtures.mjs';
 import { startCodeServer } from './codeServer.mjs';
+import { assert, clean, harness } from './harness.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -37,11 +38,8 @@ for (const key of ['vsix', 'code-server', 'agent-dir', 'team-url', 'member', 'ex
 }
 const expect = JSON.parse(fs.readFileSync(opts.expect, 'utf8'));
 
-const STEP_MS = 30_000;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
-let passed = 0;
-let failed = 0;
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-team-'));
 const workspace = path.join(root, 'ws');
 fs.mkdirSync(workspace);
@@ -50,52 +48,9 @@ const failDir = path.join(root, 'failures');
 fs.mkdirSync(shotDir, { recursive: true });
 fs.mkdirSync(failDir, { recursive: true });
 
+const ui = harness({ shotDir, failDir });
+const { check, until, shot, runCommand, pane, rows } = ui;
 let page;
-const clean = (s) => String(s ?? '').replace(/\s+/g, ' ').trim();
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  } catch (err) {
-    failed += 1;
-    console.log(`not ok - ${name}`);
-    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-    const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
-    await page?.screenshot({ path: file }).catch(() => undefined);
-    console.log(`#   screenshot: ${file}`);
-  }
-}
-async function until(what, probe, ms = STEP_MS) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    last = await probe();
-    if (last.ok) return last.value;
-    await page.waitForTimeout(200);
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 1500)}`);
-}
-async function shot(name) {
-  await page.screenshot({ path: path.join(shotDir, `vscode-${name}.png`) });
-}
-const pane = (title) => page.locator('.part.sidebar .pane', { has: page.locator('.pane-header', { hasText: title }) }).first();
-async function rows(title) {
-  return (await pane(title).locator('.monaco-list-row').allInnerTexts()).map(clean);
-}
-async function runCommand(title) {
-  await page.keyboard.press('F1');
-  const input = page.locator('.quick-input-widget input');
-  await input.waitFor({ state: 'visible' });
-  await input.fill(`>${title}`);
-  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-  await row.waitFor({ state: 'visible' });
-  await row.click();
-}
 const short = (id) => (id.length > 13 ? id.slice(0, 8) : id);
 
 let server;
@@ -123,7 +78,8 @@ try {
       '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
   });
   page = context.pages()[0] ?? await context.newPage();
-  page.setDefaultTimeout(STEP_MS);
+  ui.page = page;
+  page.setDefaultTimeout(30_000);
 
   await check('workbench loads and the extension reports ready', async () => {
     await page.goto(`${server.url}/?folder=${encodeURIComponent(workspace)}`, { timeout: 60_000 });
@@ -215,14 +171,14 @@ try {
     assert([...shown].every((id) => want.has(id)), `sessions of ${other}: ${[...shown].join(', ')} (want ${[...want].join(', ')})`);
   });
 } catch (err) {
-  failed += 1;
+  ui.failed += 1;
   console.log('not ok - harness');
   console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
 } finally {
   await context?.close().catch(() => undefined);
   await server?.stop().catch(() => undefined);
-  if (!opts.keep && failed === 0) fs.rmSync(root, { recursive: true, force: true });
+  if (!opts.keep && ui.failed === 0) fs.rmSync(root, { recursive: true, force: true });
   else console.log(`# kept ${root}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  console.log(`${ui.passed} passed, ${ui.failed} failed`);
+  process.exit(ui.failed === 0 ? 0 : 1);
 }

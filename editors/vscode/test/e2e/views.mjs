@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { repoRoot, serverCommand } from '../fixtures.mjs';
 import { startCodeServer } from './codeServer.mjs';
+import { assert, clean, harness } from './harness.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -32,8 +33,6 @@ const STEP_MS = 30_000;
 const GENERATED = 130;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
-let passed = 0;
-let failed = 0;
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-views-'));
 const agentDir = path.join(root, 'agent');
@@ -85,60 +84,8 @@ fs.mkdirSync(shotDir, { recursive: true });
 fs.mkdirSync(failDir, { recursive: true });
 
 let page;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  } catch (err) {
-    failed += 1;
-    console.log(`not ok - ${name}`);
-    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-    const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
-    await page?.screenshot({ path: file }).catch(() => undefined);
-    console.log(`#   screenshot: ${file}`);
-    await page?.keyboard.press('Escape').catch(() => undefined);
-  }
-}
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
-const clean = (s) => s.replace(/\u00a0/g, ' ');
-async function shot(name) {
-  await page.waitForTimeout(400);
-  await page.screenshot({ path: path.join(shotDir, `vscode-${name}.png`) });
-}
-async function runCommand(title) {
-  for (let attempt = 1; ; attempt += 1) {
-    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 5000 }).catch(() => page.keyboard.press('Escape'));
-    await page.keyboard.press('F1');
-    const input = page.locator('.quick-input-widget input');
-    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-    try {
-      await input.waitFor({ state: 'visible', timeout: 5000 });
-      await input.fill(`>${title}`, { timeout: 5000 });
-      await row.waitFor({ state: 'visible', timeout: 5000 });
-      await page.keyboard.press('Enter');
-      return;
-    } catch (err) {
-      await page.keyboard.press('Escape');
-      if (attempt >= 3) throw new Error(`command "${title}" not in the palette: ${err.message}`);
-      await page.waitForTimeout(1000);
-    }
-  }
-}
-async function until(what, fn) {
-  const deadline = Date.now() + STEP_MS;
-  let last;
-  while (Date.now() < deadline) {
-    last = await fn().catch((e) => ({ error: String(e) }));
-    if (last && last.ok) return last.value;
-    await page.waitForTimeout(250);
-  }
-  throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(last).slice(0, 800)}`);
-}
-/** The pane (view) of the sidebar titled `title`. */
+const ui = harness({ shotDir, failDir, stepMs: STEP_MS });
+const { check, until, shot, runCommand, pane, rows } = ui;
 /** How many recall answers the extension has logged (its Output channel, on disk). */
 function recallsLogged() {
   const logs = path.join(server.userData, 'logs');
@@ -148,10 +95,6 @@ function recallsLogged() {
     n += (fs.readFileSync(path.join(logs, String(f)), 'utf8').match(/\] fabric\/recall: /g) ?? []).length;
   }
   return n;
-}
-const pane = (title) => page.locator('.part.sidebar .pane', { has: page.locator('.pane-header', { hasText: title }) }).first();
-async function rows(title) {
-  return (await pane(title).locator('.monaco-list-row').allInnerTexts()).map(clean);
 }
 async function waitForWebview(pred, what) {
   return until(what, async () => {
@@ -190,6 +133,7 @@ try {
       '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
   });
   page = context.pages()[0] ?? await context.newPage();
+  ui.page = page;
   page.setDefaultTimeout(STEP_MS);
 
   await check('workbench loads and the extension reports ready', async () => {
@@ -365,8 +309,13 @@ try {
   await check('F4 / Shift+F4 step to the next and previous match', async () => {
     const selected = async () => clean(await pane('Recall Results').locator('.monaco-list-row.selected').first().innerText().catch(() => ''));
     const tab = async () => clean(await page.locator('.editor-group-container.active .tab.active').first().innerText());
-    const before = await selected();
-    assert(before !== '', 'the opened result is the selected row');
+    // start from a result opened by a click (selected, and the current match)
+    await pane('Recall Results').locator('.monaco-list-row', { has: page.locator('.highlight') }).first().click();
+    const before = await until('the clicked result selected', async () => {
+      const s = await selected();
+      return { ok: s !== '', value: s };
+    });
+    await page.waitForFunction(() => /^Entry /.test(document.querySelector('.editor-group-container.active .tab.active')?.textContent ?? ''));
     const tabBefore = await tab();
     await page.keyboard.press('F4');
     const after = await until('the next match selected', async () => {
@@ -521,15 +470,15 @@ try {
     await shot('walkthrough');
   });
 } catch (err) {
-  failed += 1;
+  ui.failed += 1;
   console.log('not ok - harness');
   console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
 } finally {
   await context?.close().catch(() => undefined);
   await server?.stop().catch(() => undefined);
   log(`done; screenshots in ${shotDir}`);
-  if (!opts.keep && failed === 0) fs.rmSync(root, { recursive: true, force: true });
+  if (!opts.keep && ui.failed === 0) fs.rmSync(root, { recursive: true, force: true });
   else console.log(`# kept ${root}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  console.log(`${ui.passed} passed, ${ui.failed} failed`);
+  process.exit(ui.failed === 0 ? 0 : 1);
 }
