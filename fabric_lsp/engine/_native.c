@@ -14,6 +14,10 @@
  * The point is to make no Python object for a repeated piece: each piece is hashed and
  * looked up in a private open-addressing table over the input bytes, and only distinct
  * pieces become objects. The scan runs without the GIL.
+ *
+ * index_text(data, postings, base, pack) -> int: one hot record's ASCII text counted the
+ * same way and added to a hot index's postings (`HotIndex.add`, search.py); -1 for text
+ * with a non-ASCII piece, which the Python path indexes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,6 +28,7 @@
 /* 0: separator (ASCII, not a word byte); 1: ASCII word byte; 2: non-ASCII byte */
 static unsigned char byte_kind[256];
 static unsigned char ascii_lower[256];
+static PyObject *append_name; /* "append", interned at import */
 
 typedef struct {
     uint64_t hash;
@@ -207,9 +212,280 @@ done:
     return result;
 }
 
+/* ---- index_text, add_counts: one record's terms straight into a hot index's postings ----
+ *
+ * index_text(data: bytes, postings: dict, base: int, pack) -> int | dict
+ *
+ * Counts the pieces of `data` (as `pieces` splits them) in first-seen order. When every
+ * piece is ASCII (each one a whole lowercased token), adds each term t with count tf to
+ * `postings` as `HotIndex.add` does (`add_posting` below) and returns the number of
+ * tokens. Otherwise it changes nothing and returns the piece counts as a dict in
+ * first-seen order: a lowercased ASCII piece as str, a piece with a non-ASCII byte as
+ * bytes (the caller tokenizes those with NFKC, then calls add_counts).
+ *
+ * add_counts(postings: dict, counts: dict, base: int, pack) -> None: every (term, tf) of
+ * `counts`, in its order, added to `postings` the same way.
+ *
+ * A term's postings: absent -> the int `base | tf`; an int -> [old, new]; a list -> the
+ * new value appended, and the list replaced by `pack(list)` once it holds 64; anything
+ * else (the packed array) -> `.append(new)`. */
+
+typedef struct {
+    const unsigned char *ptr;
+    Py_ssize_t len;
+    uint64_t hash;
+    uint64_t head;
+    Py_ssize_t count;
+    int mixed;
+} Term;
+
+typedef struct {
+    int32_t *cells; /* -1: empty; else an index into terms */
+    size_t mask;
+    Term *terms;
+    size_t used, cap;
+} Counts;
+
+static int counts_init(Counts *c, size_t capacity) {
+    c->cells = (int32_t *)malloc(capacity * sizeof(int32_t));
+    c->terms = (Term *)malloc((capacity / 2) * sizeof(Term));
+    if (c->cells == NULL || c->terms == NULL) return -1;
+    memset(c->cells, 0xff, capacity * sizeof(int32_t));
+    c->mask = capacity - 1;
+    c->used = 0;
+    c->cap = capacity / 2;
+    return 0;
+}
+
+static int counts_grow(Counts *c) {
+    size_t capacity = (c->mask + 1) * 2;
+    int32_t *cells = (int32_t *)malloc(capacity * sizeof(int32_t));
+    Term *terms = (Term *)realloc(c->terms, (capacity / 2) * sizeof(Term));
+    if (terms != NULL) c->terms = terms;
+    if (cells == NULL || terms == NULL) {
+        free(cells);
+        return -1;
+    }
+    memset(cells, 0xff, capacity * sizeof(int32_t));
+    for (size_t t = 0; t < c->used; t++) {
+        size_t j = (size_t)terms[t].hash & (capacity - 1);
+        while (cells[j] >= 0) j = (j + 1) & (capacity - 1);
+        cells[j] = (int32_t)t;
+    }
+    free(c->cells);
+    c->cells = cells;
+    c->mask = capacity - 1;
+    c->cap = capacity / 2;
+    return 0;
+}
+
+/* An ASCII piece and a piece with a non-ASCII byte never hold the same bytes, so both
+ * kinds share the table (each kind always hashed its own way). */
+static int counts_add(Counts *c, const unsigned char *ptr, Py_ssize_t len, uint64_t hash, uint64_t head, int mixed) {
+    size_t j = (size_t)hash & c->mask;
+    for (;;) {
+        int32_t t = c->cells[j];
+        if (t < 0) break;
+        Term *e = &c->terms[t];
+        if (e->hash == hash && e->len == len && e->head == head
+            && (len <= 8 || memcmp(e->ptr + 8, ptr + 8, (size_t)(len - 8)) == 0)) {
+            e->count++;
+            return 0;
+        }
+        j = (j + 1) & c->mask;
+    }
+    if (c->used >= (size_t)INT32_MAX) return -1;
+    c->cells[j] = (int32_t)c->used;
+    Term *e = &c->terms[c->used++];
+    e->ptr = ptr;
+    e->len = len;
+    e->hash = hash;
+    e->head = head;
+    e->count = 1;
+    e->mixed = mixed;
+    if (c->used >= c->cap) return counts_grow(c);
+    return 0;
+}
+
+/* `scan`'s pieces and hashes, counted in first-seen order; -1 when out of memory. */
+static int count_pieces(const unsigned char *data, Py_ssize_t n, unsigned char *lower, Counts *c, Py_ssize_t *tokens,
+                        int *any_mixed) {
+    Py_ssize_t i = 0, total = 0;
+    while (i < n) {
+        while (i < n && byte_kind[data[i]] == 0) i++;
+        if (i >= n) break;
+        Py_ssize_t start = i;
+        unsigned char seen = 0;
+        uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
+        unsigned shift = 0, full = 0;
+        while (i < n) {
+            unsigned char b = data[i], k = byte_kind[b];
+            if (k == 0) break;
+            seen |= k;
+            b = ascii_lower[b];
+            lower[i] = b;
+            word |= (uint64_t)b << shift;
+            shift += 8;
+            if (shift == 64) {
+                if (!full) {
+                    head = word;
+                    full = 1;
+                }
+                h = (h ^ word) * 0x9fb21c651e98df25ULL;
+                h ^= h >> 29;
+                word = 0;
+                shift = 0;
+            }
+            i++;
+        }
+        Py_ssize_t len = i - start;
+        if (seen & 2) {
+            *any_mixed = 1;
+            if (counts_add(c, data + start, len, piece_hash(data + start, len), piece_head(data + start, len), 1) < 0)
+                return -1;
+        } else {
+            h = mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)len);
+            if (counts_add(c, lower + start, len, h, full ? head : word, 0) < 0) return -1;
+        }
+        total++;
+    }
+    *tokens = total;
+    return 0;
+}
+
+/* One term's posting `value` added to `postings` (the rule above); -1 on error. */
+static int add_posting(PyObject *postings, PyObject *term, PyObject *value, PyObject *pack) {
+    PyObject *plist = PyDict_GetItemWithError(postings, term); /* borrowed */
+    if (plist == NULL) {
+        if (PyErr_Occurred()) return -1;
+        return PyDict_SetItem(postings, term, value);
+    }
+    if (PyLong_CheckExact(plist)) {
+        PyObject *pair = PyList_New(2);
+        if (pair == NULL) return -1;
+        Py_INCREF(plist);
+        PyList_SET_ITEM(pair, 0, plist);
+        Py_INCREF(value);
+        PyList_SET_ITEM(pair, 1, value);
+        int rc = PyDict_SetItem(postings, term, pair);
+        Py_DECREF(pair);
+        return rc;
+    }
+    if (PyList_CheckExact(plist)) {
+        if (PyList_Append(plist, value) < 0) return -1;
+        if (PyList_GET_SIZE(plist) != 64) return 0;
+        PyObject *packed = PyObject_CallOneArg(pack, plist);
+        if (packed == NULL) return -1;
+        int rc = PyDict_SetItem(postings, term, packed);
+        Py_DECREF(packed);
+        return rc;
+    }
+    PyObject *r = PyObject_CallMethodOneArg(plist, append_name, value);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Four arguments, args[dict_at] a dict, args[2] the base; -1 with TypeError else. */
+static int parse_index_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t dict_at, const char *usage,
+                            unsigned long long *base) {
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "%s takes 4 arguments", usage);
+        return -1;
+    }
+    if (!PyDict_CheckExact(args[dict_at])) {
+        PyErr_Format(PyExc_TypeError, "%s: postings must be a dict", usage);
+        return -1;
+    }
+    *base = PyLong_AsUnsignedLongLong(args[2]);
+    if (*base == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    return 0;
+}
+
+static PyObject *native_index_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    unsigned long long base;
+    if (parse_index_args(args, nargs, 1, "index_text(data, postings, base, pack)", &base) < 0) return NULL;
+    PyObject *postings = args[1], *pack = args[3];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *data = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len, tokens = 0;
+    unsigned char *lower = (unsigned char *)malloc(n > 0 ? (size_t)n : 1);
+    Counts c = {0};
+    PyObject *result = NULL, *pieces = NULL;
+    int any_mixed = 0;
+    if (lower == NULL || counts_init(&c, 256) < 0 || count_pieces(data, n, lower, &c, &tokens, &any_mixed) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (any_mixed) {
+        pieces = PyDict_New();
+        if (pieces == NULL) goto done;
+    }
+    for (size_t t = 0; t < c.used; t++) {
+        Term *e = &c.terms[t];
+        PyObject *term;
+        if (e->mixed) {
+            term = PyBytes_FromStringAndSize((const char *)e->ptr, e->len);
+        } else {
+            term = PyUnicode_New(e->len, 127);
+            if (term != NULL) memcpy(PyUnicode_1BYTE_DATA(term), e->ptr, (size_t)e->len);
+        }
+        if (term == NULL) goto done;
+        PyObject *value = pieces != NULL ? PyLong_FromSsize_t(e->count)
+                                         : PyLong_FromUnsignedLongLong(base | (unsigned long long)e->count);
+        int bad = value == NULL
+                  || (pieces != NULL ? PyDict_SetItem(pieces, term, value) : add_posting(postings, term, value, pack)) < 0;
+        Py_DECREF(term);
+        Py_XDECREF(value);
+        if (bad) goto done;
+    }
+    if (pieces != NULL) {
+        result = pieces;
+        pieces = NULL;
+    } else {
+        result = PyLong_FromSsize_t(tokens);
+    }
+done:
+    Py_XDECREF(pieces);
+    free(c.cells);
+    free(c.terms);
+    free(lower);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *native_add_counts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    unsigned long long base;
+    if (parse_index_args(args, nargs, 0, "add_counts(postings, counts, base, pack)", &base) < 0) return NULL;
+    PyObject *postings = args[0], *counts = args[1], *pack = args[3];
+    if (!PyDict_CheckExact(counts)) {
+        PyErr_SetString(PyExc_TypeError, "add_counts: counts must be a dict");
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *term, *tf;
+    while (PyDict_Next(counts, &pos, &term, &tf)) {
+        unsigned long long n = PyLong_AsUnsignedLongLong(tf);
+        if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+        PyObject *value = PyLong_FromUnsignedLongLong(base | n);
+        if (value == NULL) return NULL;
+        int rc = add_posting(postings, term, value, pack);
+        Py_DECREF(value);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
+    {"index_text", (PyCFunction)(void (*)(void))native_index_text, METH_FASTCALL,
+     "index_text(data, postings, base, pack) -> tokens added, or (nothing changed) the piece counts when a piece is not ASCII"},
+    {"add_counts", (PyCFunction)(void (*)(void))native_add_counts, METH_FASTCALL,
+     "add_counts(postings, counts, base, pack) -> None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -224,5 +500,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         byte_kind[b] = (unsigned char)(b >= 0x80 ? 2 : (word ? 1 : 0));
         ascii_lower[b] = (unsigned char)((b >= 'A' && b <= 'Z') ? b + 32 : b);
     }
+    append_name = PyUnicode_InternFromString("append");
+    if (append_name == NULL) return NULL;
     return PyModule_Create(&native_module);
 }

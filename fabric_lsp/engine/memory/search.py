@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from fabric_lsp.protocol import Branches, ExactMatch, Pointer, ResultEntryRange, Segment, SegmentEntry, Tier
 
 from ..jsstr import iso_ms, js_stringify, utf16_sort_key
-from .tokenize import count_terms, tokenize_lexical
+from .tokenize import count_terms, finish_piece_counts, native_index_text, tokenize_lexical
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject
@@ -37,6 +37,13 @@ SEGMENT_ROLES = frozenset({"user", "bashExecution", "compaction"})
 
 _SESSION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENTRY_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
+
+_index_text, _add_counts = native_index_text()
+
+
+def _pack(plist: list[int]) -> array[int]:
+    return array("Q", plist)
+
 
 # A term's postings in a HotIndex: one packed int, then a list, then an array('Q').
 Postings: TypeAlias = "int | list[int] | array[int]"
@@ -58,23 +65,35 @@ class HotIndex:
 
     def add(self, record: JsonObject) -> None:
         idx = len(self.doc_len)
-        counts, length = count_terms(record["text"])
+        base = idx << 32
+        text = record["text"]
+        postings: dict[str, Any] = self.postings  # Any: `type(...) is int` does not narrow the else branch
+        if _index_text is not None:
+            # the same counts and postings as the loop below, in C; a text with non-ASCII
+            # pieces comes back as its piece counts, which the tokenizer finishes
+            done = _index_text(text.encode("utf-8", "surrogatepass"), postings, base, _pack)
+            if type(done) is int:
+                length = done
+            else:
+                counts = finish_piece_counts(done)
+                _add_counts(postings, counts, base, _pack)
+                length = sum(counts.values())
+        else:
+            counts, length = count_terms(text)
+            get = postings.get
+            for term, tf in counts.items():
+                plist = get(term)
+                if plist is None:
+                    postings[term] = base | tf
+                elif type(plist) is int:
+                    postings[term] = [plist, base | tf]
+                else:
+                    plist.append(base | tf)
+                    if len(plist) == 64:
+                        postings[term] = array("Q", plist)
         length = max(1, length)
         self.doc_len.append(length)
         self.total_len += length
-        postings: dict[str, Any] = self.postings  # Any: `type(...) is int` does not narrow the else branch
-        get = postings.get
-        base = idx << 32
-        for term, tf in counts.items():
-            plist = get(term)
-            if plist is None:
-                postings[term] = base | tf
-            elif type(plist) is int:
-                postings[term] = [plist, base | tf]
-            else:
-                plist.append(base | tf)
-                if len(plist) == 64:
-                    postings[term] = array("Q", plist)
         if idx == 0 or record.get("role") in SEGMENT_ROLES:
             self.seg_starts.append(idx)
         self.seg_of.append(len(self.seg_starts) - 1)

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
 from ..jsstr import utf16_sort_key
@@ -102,6 +102,29 @@ def _slow_piece(piece: str) -> list[str]:
     if _LOWER_FIRST_UNSAFE[0] not in normalized and _LOWER_FIRST_UNSAFE[1] not in normalized:
         return _WORD.findall(normalized.lower())
     return [run.lower() for run in _WORD.findall(normalized)]
+
+
+def native_index_text() -> tuple[Any, Any]:
+    """The C accelerator's `index_text` and `add_counts` (a hot record's terms counted into
+    its index's postings: `HotIndex.add`), or (None, None) without it."""
+    if _native is None:
+        return None, None
+    return _native.index_text, _native.add_counts
+
+
+def finish_piece_counts(pieces: dict[str | bytes, int]) -> dict[str, int]:
+    """Term counts in first-seen order (as `term_counts`) from piece counts in first-seen
+    order: a lowercased ASCII piece (str) is a term, a piece with a non-ASCII byte (bytes)
+    is tokenized with NFKC and the Unicode scan."""
+    counts: dict[str, int] = {}
+    get = counts.get
+    for piece, n in pieces.items():
+        if type(piece) is str:
+            counts[piece] = get(piece, 0) + n
+        else:
+            for token in _slow_piece(cast(bytes, piece).decode("utf-8", "surrogatepass")):
+                counts[token] = get(token, 0) + n
+    return counts
 
 
 def unique_terms(text: str) -> set[str]:

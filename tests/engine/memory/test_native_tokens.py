@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import tokenize
+from fabric_lsp.engine.memory import search, tokenize
+from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.tokenize import (
     _MIXED_TABLE,
     reference_tokenize,
@@ -85,9 +86,73 @@ def test_native_pieces_on_large_inputs_with_many_distinct_pieces():
         _native.pieces("text")  # type: ignore[arg-type]
 
 
-def test_builds_give_the_same_records_without_the_accelerator(tmp_path):
-    """A cold build of a real session with FABRIC_LSP_NATIVE=0 (the pure-Python path)
-    writes byte-identical cache records."""
+def _index_in_python(texts: list[str]) -> HotIndex:
+    """HotIndex.add's loop, without the accelerator (`search._index_text` off)."""
+    saved = search._index_text
+    search._index_text = None
+    try:
+        return HotIndex.build({"text": t, "role": "user" if i % 3 == 0 else "assistant"} for i, t in enumerate(texts))
+    finally:
+        search._index_text = saved
+
+
+@needs_native
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(st.lists(st.one_of(texts, st.sampled_from(["a b a", "A a", "x_1 X_1 x_1", "", "  ", "b"])), max_size=140))
+def test_native_index_text_builds_the_python_index(records):
+    """`index_text` (ASCII records, in C) gives the same postings, in the same order (the
+    persisted index keeps it), the same lengths and segments as the Python loop, also once
+    a term's list passes 64 entries and is packed."""
+    assert search._index_text is not None
+    native = HotIndex.build({"text": t, "role": "user" if i % 3 == 0 else "assistant"} for i, t in enumerate(records))
+    python = _index_in_python(records)
+    assert list(native.postings) == list(python.postings)
+    assert [(k, type(v), list(postings_of(v))) for k, v in native.postings.items()] == [
+        (k, type(v), list(postings_of(v))) for k, v in python.postings.items()
+    ]
+    assert (native.doc_len, native.total_len, native.seg_starts, native.seg_of) == (
+        python.doc_len,
+        python.total_len,
+        python.seg_starts,
+        python.seg_of,
+    )
+
+
+@needs_native
+def test_native_index_text_arguments_and_non_ascii():
+    from array import array
+
+    postings: dict = {}
+    assert _native.index_text(b"Hello, hello WORLD_x 12", postings, 3 << 32, array) == 4
+    assert postings == {"hello": (3 << 32) | 2, "world_x": (3 << 32) | 1, "12": (3 << 32) | 1}
+    # a piece with a non-ASCII byte: nothing changes; the piece counts in first-seen order
+    # come back (the tokenizer finishes them, then add_counts)
+    pieces = _native.index_text("Bar caf\u00e9 bar CAF\u00e9".encode(), postings, 4 << 32, array)
+    assert list(pieces.items()) == [("bar", 2), ("caf\u00e9".encode(), 1), ("CAF\u00e9".encode(), 1)]
+    assert len(postings) == 3
+    _native.add_counts(postings, {"hello": 1, "new": 2}, 4 << 32, array)
+    assert postings["hello"] == [(3 << 32) | 2, (4 << 32) | 1] and postings["new"] == (4 << 32) | 2
+    assert _native.index_text(b"", postings, 5 << 32, array) == 0
+    with pytest.raises(TypeError):
+        _native.index_text(b"a", [], 0, array)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _native.index_text(b"a", {})  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        _native.add_counts({}, [], 0, array)  # type: ignore[arg-type]
+    # a term in 200 records: an int, a list, packed into an array at 64, then appended to
+    texts = ["common a", "common b", "common \u00e9"] * 67
+    native = HotIndex.build({"text": t} for t in texts)
+    python = _index_in_python(texts)
+    assert type(native.postings["common"]) is array and len(native.postings["common"]) == 201
+    assert [(k, type(v), list(postings_of(v))) for k, v in native.postings.items()] == [
+        (k, type(v), list(postings_of(v))) for k, v in python.postings.items()
+    ]
+
+
+@pytest.mark.parametrize("tier", ["cold", "hot"])
+def test_builds_give_the_same_records_without_the_accelerator(tmp_path, tier):
+    """A cold or hot build of a real session with FABRIC_LSP_NATIVE=0 (the pure-Python
+    path) writes byte-identical cache records."""
     from pathlib import Path
 
     session = next(iter(sorted((Path(__file__).resolve().parents[2] / "fixtures" / "real-sessions").rglob("*.jsonl"))))
@@ -98,13 +163,13 @@ def test_builds_give_the_same_records_without_the_accelerator(tmp_path):
         "from fabric_lsp.engine.memory import disk_cache, tokenize\n"
         "disk_cache.claim_index_dir(sys.argv[2], agent_dir='/nonexistent/agent', session_dir='/nonexistent/agent/sessions')\n"
         "print('native' if tokenize._native is not None else 'python')\n"
-        "build_detached(sys.argv[1], 'active', 'cold', MemoryConfig(), ref_id='x', ref_cwd='/', index_dir=sys.argv[2])\n"
+        "build_detached(sys.argv[1], 'active', sys.argv[3], MemoryConfig(), ref_id='x', ref_cwd='/', index_dir=sys.argv[2])\n"
     )
     outputs = {}
     for flag in ("1", "0"):
         out = tmp_path / f"idx{flag}"
         run = subprocess.run(
-            [sys.executable, "-c", script, str(session), str(out)],
+            [sys.executable, "-c", script, str(session), str(out), tier],
             capture_output=True,
             text=True,
             env={**os.environ, "FABRIC_LSP_NATIVE": flag},
