@@ -58,6 +58,9 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from fabric_lsp import preview_workers
+
+    preview_workers.prestart()  # its start overlaps the imports below (preview_workers.py)
     from fabric_lsp.app import run_server  # lazy: only `serve` needs pygls
     from fabric_lsp.engine import alloc
 

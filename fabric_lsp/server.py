@@ -32,7 +32,7 @@ from pygls.protocol import (
 from pygls.protocol import default_converter as _pygls_default_converter
 from pygls.uris import to_fs_path
 
-from fabric_lsp import __version__
+from fabric_lsp import __version__, preview_workers
 from fabric_lsp.config import ServerConfig, load_config
 from fabric_lsp.engine.activity import CancelToken
 from fabric_lsp.engine_owner import Engines
@@ -323,7 +323,7 @@ class FabricServer(LanguageServer):
         )
         # Previews are computed in worker processes, so they never hold this process'
         # GIL (the reader, the loop and cheap requests keep it): engine/procpool.py.
-        self.preview_pool = preview_pool_from_env()
+        self.preview_pool = preview_workers.pool_from_env()
         if self.preview_pool is not None:
             self.engines.preview_runner = self.preview_pool.run
 
@@ -448,20 +448,6 @@ class FabricServer(LanguageServer):
 
     def default_cwd(self) -> str | None:
         return str(self.workspace_root) if self.workspace_root is not None else None
-
-
-PREVIEW_TASKS = "fabric_lsp.engine.compaction.tasks:run_task"
-
-
-def preview_pool_from_env() -> Any:
-    """The previews' worker-process pool (min(2, CPUs) children; one started right after
-    `initialized`, the second when two previews run at once), or None with `FABRIC_LSP_PREVIEW_POOL=0`: previews then run in this
-    process' heavy threads."""
-    if os.environ.get("FABRIC_LSP_PREVIEW_POOL", "1").strip() == "0":
-        return None
-    from fabric_lsp.engine.procpool import ProcessPool
-
-    return ProcessPool(PREVIEW_TASKS, size=min(2, os.cpu_count() or 1))
 
 
 def workspace_root_of(params: types.InitializeParams) -> Path | None:

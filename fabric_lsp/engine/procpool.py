@@ -19,7 +19,8 @@ Wire, both ways length-prefixed pickles:
 
 Children:
 
-* start on the first task (at most `size` of them), at normal priority, and stay;
+* start on the first task (at most `size` of them), at normal priority, and stay; the
+  first may have been started before the pool (`prestart`), which it then adopts;
 * run one task at a time; a cancel sets the task's CancelToken in the child, whose engine
   stops at its next check (`Cancelled`); a child that has not stopped `CANCEL_GRACE_S`
   after the cancel is killed and replaced;
@@ -46,6 +47,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from . import alloc
 from .activity import ActivitySink, Cancelled, CancelToken
 from .childproc import FrameBuffer, pack, read_frame, spawn, stop
 
@@ -96,8 +98,8 @@ def _rebuild(data: bytes | None, type_name: str, text: str, remote_tb: str, is_v
 
 
 class _Worker:
-    def __init__(self, dispatch: str) -> None:
-        self.proc = spawn(_CHILD.format(dispatch=dispatch), stderr=None)
+    def __init__(self, dispatch: str, tuned_alloc: bool = True) -> None:
+        self.proc = spawn(_CHILD.format(dispatch=dispatch), stderr=None, tuned_alloc=tuned_alloc)
         self.frames = FrameBuffer()
         self.pid = self.proc.pid
         assert self.proc.stdout is not None
@@ -153,11 +155,43 @@ class _Died(Exception):
     pass
 
 
+# Children started by `prestart` before their pool exists, by (dispatch, tuned_alloc).
+_prestarted: dict[tuple[str, bool], _Worker] = {}
+_prestart_lock = threading.Lock()
+
+
+def prestart(dispatch: str, *, tuned_alloc: bool = True) -> None:
+    """Start one child for `dispatch` now, before the pool that will use it exists: a
+    server calls this first thing, so the child's interpreter start and imports overlap
+    the server's own, and the pool's first child is this one (`ProcessPool._checkout`).
+    At most one per dispatch; a child that cannot start is left to the pool to report."""
+    key = (dispatch, tuned_alloc)
+    with _prestart_lock:
+        if key in _prestarted:
+            return
+        try:
+            _prestarted[key] = _Worker(dispatch, tuned_alloc)
+        except OSError:
+            pass
+
+
+def _take_prestarted(dispatch: str, tuned_alloc: bool) -> _Worker | None:
+    with _prestart_lock:
+        worker = _prestarted.pop((dispatch, tuned_alloc), None)
+    if worker is not None and not worker.alive():
+        worker.kill()  # (it died before its pool needed it: a fresh one is started instead)
+        return None
+    return worker
+
+
 class ProcessPool:
     """`run(name, kwargs, cancel, activity)` in one of at most `size` child interpreters."""
 
-    def __init__(self, dispatch: str, size: int, *, start_timeout: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self, dispatch: str, size: int, *, start_timeout: float = START_TIMEOUT_S, tuned_alloc: bool = True
+    ) -> None:
         self.dispatch = dispatch
+        self.tuned_alloc = tuned_alloc  # False: the children keep glibc's own mmap threshold (alloc.py)
         self.size = max(1, size)
         self.start_timeout = start_timeout
         self.unavailable: str | None = None  # why no child can be started
@@ -229,7 +263,8 @@ class ProcessPool:
             self._closed = True
             workers, self._all, self._idle = list(self._all), set(), []
             self._cond.notify_all()
-        for w in workers:
+        early = _take_prestarted(self.dispatch, self.tuned_alloc)  # (one this pool never needed)
+        for w in workers if early is None else [*workers, early]:
             w.kill()
 
     # -- internals ------------------------------------------------------------------
@@ -265,7 +300,7 @@ class ProcessPool:
                     break
                 self._cond.wait(POLL_S)
         try:
-            worker = _Worker(self.dispatch)
+            worker = _take_prestarted(self.dispatch, self.tuned_alloc) or _Worker(self.dispatch, self.tuned_alloc)
         except OSError as err:
             self._start_failed(f"cannot start a worker process: {err}")
         else:
@@ -429,3 +464,5 @@ def child_main(dispatch_ref: str) -> None:
             send(reply)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
             send(("raise", task_id, *_describe(exc)))
+        del reply
+        alloc.trim()  # an idle child gives back what its task left in the heap

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,77 @@ def test_warm_starts_one_child_that_the_first_task_uses(pool):
     assert pool.pids() == [got["pid"]]
     pool.warm()  # a child exists: nothing more is started
     assert pool.pids() == [got["pid"]]
+
+
+def _wait_exit(worker: procpool._Worker) -> int:
+    return worker.proc.wait(timeout=30)
+
+
+def test_a_prestarted_child_is_the_pools_first(monkeypatch):
+    """`prestart` (the server calls it before its own imports) starts a child before any
+    pool exists; the pool's first task (or its warm-up) adopts that very child, with the
+    allocator setting asked for, and no second one is started."""
+    monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procpool.prestart(DISPATCH, tuned_alloc=False)
+    early = procpool._prestarted[(DISPATCH, False)]
+    procpool.prestart(DISPATCH, tuned_alloc=False)  # at most one per dispatch
+    assert procpool._prestarted[(DISPATCH, False)] is early
+    other = ProcessPool(DISPATCH, size=2)  # the server's setting differs: not this pool's child
+    p = ProcessPool(DISPATCH, size=2, tuned_alloc=False)
+    try:
+        assert other.run("echo", {}, None, None)["pid"] != early.pid
+        got = p.run("echo", {}, None, None)
+        assert got["pid"] == early.pid and p.pids() == [early.pid]
+        assert (DISPATCH, False) not in procpool._prestarted
+        with open(f"/proc/{early.pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+        assert not any(v.startswith(b"MALLOC_MMAP_THRESHOLD_=") for v in env)  # glibc's own threshold
+    finally:
+        p.close()
+        other.close()
+    assert _wait_exit(early) < 0  # killed with its pool
+
+
+def test_a_prestarted_child_that_died_is_replaced_and_an_unused_one_is_stopped(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    procpool.prestart(DISPATCH)
+    dead = procpool._prestarted[(DISPATCH, True)]
+    dead.proc.kill()
+    _wait_exit(dead)
+    p = ProcessPool(DISPATCH, size=1)
+    try:
+        got = p.run("echo", {}, None, None)
+        assert got["pid"] != dead.pid and p.unavailable is None  # a fresh child, not "unavailable"
+    finally:
+        p.close()
+    procpool.prestart(DISPATCH)
+    unused = procpool._prestarted[(DISPATCH, True)]
+    ProcessPool(DISPATCH, size=1).close()  # the server exits before its first preview
+    assert _wait_exit(unused) < 0 and (DISPATCH, True) not in procpool._prestarted
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_an_idle_child_gives_its_heap_back(monkeypatch):
+    """With glibc's own threshold (the preview workers') a task's freed blocks stay in the
+    heap as holes; the child trims it after each task (alloc.trim), so an idle child does
+    not hold a finished preview's memory."""
+    monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = ProcessPool(DISPATCH, size=1, tuned_alloc=False)
+    try:
+        pid = p.run("echo", {}, None, None)["pid"]
+        before = _rss_mb(pid)
+        assert p.run("holes", {}, None, None) > 0
+        deadline = time.monotonic() + 30
+        while _rss_mb(pid) > before + 40 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the trim runs right after the answer is sent
+        assert _rss_mb(pid) <= before + 40, (before, _rss_mb(pid))  # ~150 MB were allocated
+    finally:
+        p.close()

@@ -218,6 +218,39 @@ def test_cancelled_queued_previews_answer_cancelled_and_never_run(tmp_path):
         srv.stop()
 
 
+def test_the_preview_worker_starts_with_the_server_and_computes_the_first_preview(tmp_path):
+    """`fabric-lsp serve` starts its first preview worker before its own imports
+    (fabric_lsp/preview_workers.py), so it already runs when `initialize` is answered; the
+    first preview is computed in that very process and no second one is started for it.
+    With FABRIC_LSP_PREVIEW_POOL=0 there is none."""
+    agent, session = big_agent(tmp_path)
+    srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
+    try:
+        srv.call("initialize", {"processId": None, "capabilities": {}, "rootUri": None}, timeout=60)
+        early = srv.preview_workers()
+        assert len(early) == 1, early  # before `initialized`: started with the process
+        with open(f"/proc/{early[0]}/environ", "rb") as fh:
+            assert not any(v.startswith(b"MALLOC_MMAP_THRESHOLD_=") for v in fh.read().split(b"\0"))
+        srv.notify("initialized", {})
+        first = srv.request("fabric/compactionPreview", {"session": session, "workDoneToken": "p"})
+        wait_for("the preview reports progress", lambda: progress_reports(srv, "p") > 0)
+        assert srv.preview_workers() == early  # computing in the early worker, no other started
+        assert "result" in srv.wait(first, timeout=300)
+        assert srv.preview_workers() == early
+    finally:
+        srv.stop()
+    off = RawServer(
+        agent,
+        stderr_path=tmp_path / "off.log",
+        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0", FABRIC_LSP_PREVIEW_POOL="0"),
+    )
+    try:
+        off.call("initialize", {"processId": None, "capabilities": {}, "rootUri": None}, timeout=60)
+        assert off.preview_workers() == []
+    finally:
+        off.stop()
+
+
 def test_a_killed_worker_is_replaced_and_the_preview_still_answered(tmp_path):
     import os
     import signal
@@ -226,8 +259,8 @@ def test_a_killed_worker_is_replaced_and_the_preview_still_answered(tmp_path):
     srv = RawServer(agent, stderr_path=tmp_path / "server.log", env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"))
     try:
         srv.initialize(ORBIT)
-        # one worker is started right after `initialized` (the first preview does not wait for it)
-        wait_for("a preview worker started after initialized", lambda: len(srv.preview_workers()) == 1)
+        # one worker is started with the server (the first preview does not wait for it)
+        wait_for("a preview worker started with the server", lambda: len(srv.preview_workers()) == 1)
         warmed = srv.preview_workers()
         first = srv.request("fabric/compactionPreview", {"session": session, "workDoneToken": "k"})
         wait_for("the preview reports progress", lambda: progress_reports(srv, "k") > 0)

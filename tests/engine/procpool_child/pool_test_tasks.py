@@ -38,4 +38,12 @@ def run(name, kwargs, cancel, activity):
         raise Unpicklable("detail")
     if name == "die":
         os._exit(3)
+    if name == "holes":  # ~150 MB of malloc'd blocks, one in 64 kept: the heap keeps holes
+        blocks = [bytes(1500) for _ in range(100_000)]
+        _kept.extend(blocks[::64])
+        del blocks
+        return len(_kept)
     raise KeyError(name)
+
+
+_kept: list[bytes] = []
