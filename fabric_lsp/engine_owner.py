@@ -364,6 +364,9 @@ class Engines:
             return self.team().recall(p)
         return self.memory().recall(p, cwd=p.cwd or cwd, cancel=cancel, activity=activity)
 
+    def team_members(self) -> protocol.TeamMembersResult:
+        return self.team().members()
+
     def expand(
         self,
         p: protocol.ExpandParams,

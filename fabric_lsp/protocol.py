@@ -120,6 +120,9 @@ from fabric_lsp.protocol_results import (
 from fabric_lsp.protocol_results import (
     SessionsResult as SessionsResult,
 )
+from fabric_lsp.protocol_results import (
+    TeamMembersResult as TeamMembersResult,
+)
 from fabric_lsp.protocol_types import (
     _ACTIVITY as _ACTIVITY,
 )
@@ -170,6 +173,7 @@ COMPACT_REQUEST = "fabric/compact/request"
 COMPACT_STATUS = "fabric/compact/status"
 COMPACT_CANCEL = "fabric/compact/cancel"
 FILE_HISTORY = "fabric/fileHistory"
+TEAM_MEMBERS = "fabric/teamMembers"
 
 # server -> client notifications
 ACTIVITY = "fabric/activity"
@@ -207,6 +211,12 @@ class EntryRange(Struct, **_PARAMS):
 # ---------------------------------------------------------------------------------------
 # Params
 # ---------------------------------------------------------------------------------------
+
+
+class TeamMembersParams(Struct, **_PARAMS):
+    """`fabric/teamMembers`: no parameters but the optional `workDoneToken`."""
+
+    work_done_token: ProgressToken | None = None
 
 
 class SessionsParams(Struct, **_PARAMS):
@@ -369,6 +379,7 @@ PARAMS_TYPES: dict[str, type[Struct]] = {
     COMPACT_STATUS: CompactSessionParams,
     COMPACT_CANCEL: CompactSessionParams,
     FILE_HISTORY: FileHistoryParams,
+    TEAM_MEMBERS: TeamMembersParams,
 }
 
 RESULT_TYPES: dict[str, Any] = {
@@ -381,6 +392,7 @@ RESULT_TYPES: dict[str, Any] = {
     COMPACT_STATUS: CompactStatusResult,
     COMPACT_CANCEL: CompactCancelResult,
     FILE_HISTORY: FileHistoryResult,
+    TEAM_MEMBERS: TeamMembersResult,
 }
 
 NOTIFICATION_TYPES: dict[str, Any] = {
@@ -508,45 +520,6 @@ def struct_from_json(kind: type[_S], value: Any, method: str) -> _S:
         raise ResultContractError(
             f"{method}: the result does not fit the wire contract{' at ' + where if where else ''}: {rule}"
         ) from None
-
-
-def coverage_error(code: str, message: str) -> Coverage:
-    """The coverage of an answer that stopped at `code` before any session was read."""
-    return Coverage(
-        complete=False,
-        indexed_sessions=0,
-        eligible_sessions=0,
-        stale_sessions=0,
-        incomplete_sessions=0,
-        reasons=[code],
-        error=CoverageError(code=code, message=message),
-    )
-
-
-def index_coverage(
-    index: Mapping[str, Any],
-    *,
-    complete: bool | None = None,
-    reasons: list[str] | None = None,
-    incomplete_sessions: int | None = None,
-    error: CoverageError | None = None,
-) -> Coverage:
-    """An answer's coverage from the memory index's coverage record (engine/memory/index.py
-    keeps it with the wire's keys: `complete`, `indexedSessions`, ..., `reasons`, `error?`),
-    with the answer's own `complete`, `reasons`, `incompleteSessions` and `error` where
-    given (else the index's)."""
-    index_error = index.get("error")
-    if error is None and index_error is not None:
-        error = CoverageError(code=index_error["code"], message=index_error["message"])
-    return Coverage(
-        complete=bool(index["complete"]) if complete is None else complete,
-        indexed_sessions=index["indexedSessions"],
-        eligible_sessions=index["eligibleSessions"],
-        stale_sessions=index["staleSessions"],
-        incomplete_sessions=index["incompleteSessions"] if incomplete_sessions is None else incomplete_sessions,
-        reasons=list(index["reasons"]) if reasons is None else reasons,
-        error=error,
-    )
 
 
 def to_wire(value: Any) -> Any:

@@ -1,8 +1,10 @@
 """The result and notification Structs of the wire contract (fabric_lsp/protocol.py):
-what the engines return and the server sends. Imports only msgspec."""
+what the engines return and the server sends, and the two builders of an answer's
+coverage (`coverage_error`, `index_coverage`). Imports only msgspec."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from msgspec import Struct
@@ -251,6 +253,22 @@ class FileHistoryResult(Struct, **_RESULT):
     coverage: Coverage
 
 
+class TeamMember(Struct, **_RESULT):
+    """One member of the team database: the machines it pushed from, its pushed sessions
+    and entries (active branches), and its last push."""
+
+    member: str
+    machines: list[str]
+    sessions: int
+    entries: int
+    last_pushed_at: str  # ISO 8601, the database's clock
+
+
+class TeamMembersResult(Struct, **_RESULT):
+    members: list[TeamMember]  # by member name (code point order)
+    error: CoverageError | None = None  # team_not_configured | team_unavailable: members is []
+
+
 class CompactionPreviewResult(Struct, **_RESULT):
     session_id: str
     session_file: str
@@ -353,3 +371,45 @@ class ActivityMetrics(Struct, tag_field="type", tag="metrics", **_ACTIVITY):
 
 
 ActivityParams = ActivityEntity | ActivityProgress | ActivityMetrics
+
+
+# ---- the coverage objects the engines build
+
+
+def coverage_error(code: str, message: str) -> Coverage:
+    """The coverage of an answer that stopped at `code` before any session was read."""
+    return Coverage(
+        complete=False,
+        indexed_sessions=0,
+        eligible_sessions=0,
+        stale_sessions=0,
+        incomplete_sessions=0,
+        reasons=[code],
+        error=CoverageError(code=code, message=message),
+    )
+
+
+def index_coverage(
+    index: Mapping[str, Any],
+    *,
+    complete: bool | None = None,
+    reasons: list[str] | None = None,
+    incomplete_sessions: int | None = None,
+    error: CoverageError | None = None,
+) -> Coverage:
+    """An answer's coverage from the memory index's coverage record (engine/memory/index.py
+    keeps it with the wire's keys: `complete`, `indexedSessions`, ..., `reasons`, `error?`),
+    with the answer's own `complete`, `reasons`, `incompleteSessions` and `error` where
+    given (else the index's)."""
+    index_error = index.get("error")
+    if error is None and index_error is not None:
+        error = CoverageError(code=index_error["code"], message=index_error["message"])
+    return Coverage(
+        complete=bool(index["complete"]) if complete is None else complete,
+        indexed_sessions=index["indexedSessions"],
+        eligible_sessions=index["eligibleSessions"],
+        stale_sessions=index["staleSessions"],
+        incomplete_sessions=index["incompleteSessions"] if incomplete_sessions is None else incomplete_sessions,
+        reasons=list(index["reasons"]) if reasons is None else reasons,
+        error=error,
+    )

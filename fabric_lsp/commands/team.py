@@ -79,6 +79,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     st.add_argument("--member", help="only this member's sessions")
     st.add_argument("--json", action="store_true", help="print the list as JSON")
     add_settings_arguments(st)
+    mb = sub.add_parser("members", help="who pushed: machines, sessions, entries, last push per member")
+    mb.add_argument("--json", action="store_true", help="print fabric/teamMembers' answer as JSON")
+    add_settings_arguments(mb)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -93,6 +96,8 @@ def _run(args: argparse.Namespace) -> int:
             return _migrate(args)
         if command == "push":
             return _push(args)
+        if command == "members":
+            return _members(args)
         return _status(args)
     except CliError as err:
         print(err.message, file=sys.stderr)
@@ -212,6 +217,34 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _members(args: argparse.Namespace) -> int:
+    """The server's `fabric/teamMembers` answer (the same bytes with --json)."""
+    from fabric_lsp.engine.memory.api import MemoryConfig
+    from fabric_lsp.engine.team.api import TeamEngine
+
+    cfg, settings = _settings(args, "members")
+    team = TeamEngine(settings, MemoryConfig.from_settings(dict(cfg.memory)))
+    try:
+        result = team.members()
+    finally:
+        team.close()
+    code = 0 if result.error is None else (2 if result.error.code == "team_not_configured" else 1)
+    if args.json:
+        _emit(result)
+        return code
+    if result.error is not None:
+        print(f"fabric-lsp team members: {result.error.code}: {result.error.message}", file=sys.stderr)
+        return code
+    if not result.members:
+        print("nobody has pushed yet (fabric-lsp team push)")
+    for m in result.members:
+        print(
+            f"{m.member}  {m.sessions} sessions  {m.entries} entries  last push {m.last_pushed_at}  "
+            f"on {', '.join(m.machines)}"
+        )
+    return 0
+
+
 SUBCOMMANDS = {
-    "team": ("team recall on PostgreSQL: migrate | push | status (docs/team.md)", _args, _run),
+    "team": ("team recall on PostgreSQL: migrate | push | status | members (docs/team.md)", _args, _run),
 }

@@ -126,3 +126,71 @@ def test_team_settings_are_user_level_only(tmp_path: Path) -> None:
     (agent / "fabric.json").write_text(json.dumps({"team": {"projects": "/x/*"}}))
     cfg = load_config(workspace_root=project, init_options={"agentDir": str(agent)})
     assert cfg.team is None and any("team.projects: must be a list" in w for w in cfg.warnings)
+
+
+def test_team_members_from_the_engine_the_server_and_the_cli(two_members_pushed: Any, tmp_path: Path) -> None:
+    """`fabric/teamMembers` (the editors' `team:<member>` lists) and `fabric-lsp team
+    members --json` give the same bytes: each member with its machines, pushed sessions,
+    entries and last push, by name; checked against the sessions `team status` lists."""
+    import sys
+
+    from fabric_lsp import protocol
+    from fabric_lsp.commands.demo import StdioLspClient
+    from fabric_lsp.engine.team.settings import machine_name
+
+    cluster, engines = two_members_pushed
+    alice_team = engines[0][0]
+    expected = [
+        (m, len(rows), sum(r["entryCount"] for r in rows))
+        for m in ("alice@test", "bob@test")
+        for rows in [alice_team.status(m)]
+    ]
+    assert all(n > 0 for _m, n, _e in expected)
+    engine_answer = protocol.to_wire(alice_team.members())
+    got = [(m["member"], m["sessions"], m["entries"]) for m in engine_answer["members"]]
+    assert got == expected, (got, expected)
+    assert all(m["machines"] == [machine_name()] and m["lastPushedAt"] for m in engine_answer["members"])
+    assert "error" not in engine_answer
+
+    # a reader's machine: bob's role may read every member's rows
+    reader = tmp_path / "reader" / "agent"
+    reader.mkdir(parents=True)
+    _fabric_json(reader, {"url": cluster.member_url("bob"), "member": "bob@test"})
+    cli = _cli("team", "members", "--json", agent=reader)
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == engine_answer
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["PI_CODING_AGENT_DIR"] = str(reader)
+    client = StdioLspClient([sys.executable, "-m", "fabric_lsp"], env=env)
+    try:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": {}})
+        client.notify("initialized", {})
+        served = client.request(protocol.TEAM_MEMBERS, {})
+        assert client.request(protocol.TEAM_MEMBERS, None) == served  # no params is the same
+    finally:
+        client.close()
+    assert json.dumps(served) == json.dumps(json.loads(cli.stdout))  # same keys, same order
+    text = _cli("team", "members", agent=reader)
+    assert text.returncode == 0 and text.stdout.splitlines()[0].startswith("alice@test  ")
+    assert f"on {machine_name()}" in text.stdout
+
+    # not configured: a clear answer, no exception; exit 2 on the command line
+    bare = tmp_path / "bare" / "agent"
+    bare.mkdir(parents=True)
+    res = _cli("team", "members", "--json", agent=bare)
+    answer = json.loads(res.stdout)
+    assert res.returncode == 2 and answer["members"] == [] and answer["error"]["code"] == "team_not_configured"
+    res = _cli("team", "members", agent=bare)
+    assert res.returncode == 2 and "team_not_configured" in res.stderr and "team.url" in res.stderr
+
+
+def test_team_members_when_the_database_is_down(agent: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _fabric_json(agent, {"url": f"postgresql://alice:secret@127.0.0.1:{port}/fabric"})
+    res = _cli("team", "members", "--json", agent=agent)
+    answer = json.loads(res.stdout)
+    assert res.returncode == 1 and answer["error"]["code"] == "team_unavailable" and "secret" not in res.stdout

@@ -11,6 +11,7 @@ export const Method = {
   compactCancel: 'fabric/compact/cancel',
   compactionCommitted: 'fabric/compactionCommitted',
   fileHistory: 'fabric/fileHistory',
+  teamMembers: 'fabric/teamMembers',
   activity: 'fabric/activity',
 } as const;
 
@@ -24,6 +25,20 @@ export interface ActivityEvent {
 /** True for the event that says the whole history is indexed (docs/protocol.md, Notifications). */
 export function isIndexComplete(e: ActivityEvent | undefined): boolean {
   return e?.type === 'metrics' && e.request === 'fabric/backgroundIndex' && e.complete === true;
+}
+
+/** `fabric/teamMembers`: who pushed to the team database (docs/team.md). */
+export interface TeamMember {
+  member: string;
+  machines: string[];
+  sessions: number;
+  entries: number;
+  lastPushedAt: string;
+}
+
+export interface TeamMembersResult {
+  members: TeamMember[];
+  error?: { code: string; message: string };
 }
 
 export interface FileOperation {

@@ -6,12 +6,12 @@ import * as vscode from 'vscode';
 import { errorLine, explainError, reasonText } from './errors';
 import { LatestOnly } from './latest';
 import { Fabric, errorMessage, teamOn } from './fabric';
-import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
+import { Method, Pointer, RecallResult, Segment, SegmentEntry, TeamMembersResult } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
 import { matchSpans, snippetFor } from './match';
 import { activeSession } from './sessions';
 import { expandAndShow, openJsonlAt } from './expand';
-import { Scope, nextScope, scopeTooltip, teamLabel } from './scopes';
+import { Scope, memberDescription, nextScope, scopeTooltip, teamLabel } from './scopes';
 
 export type { Scope } from './scopes';
 export type Mode = 'literal' | 'regex';
@@ -396,13 +396,20 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
 
   async chooseScope(): Promise<void> {
     type Pick = vscode.QuickPickItem & { scope: Scope; member?: string };
+    const known = await this.teamMembers();
     const picks: Pick[] = [
       { label: 'session', description: 'the active session JSONL file', scope: 'session' },
       { label: 'project', description: 'sessions recorded for the workspace folder', scope: 'project' },
       { label: 'global', description: 'every session under the session directory', scope: 'global' },
       { label: 'team', description: 'every member’s pushed sessions (the team database, fabric.team.url)', scope: 'team' },
-      // one member's sessions alone, for each member seen in a team answer so far
-      ...[...this.members].sort().map((m): Pick => ({ label: `team: ${m}`, description: `${m}’s pushed sessions alone`, scope: 'team', member: m })),
+      // one member's sessions alone: every member the database knows (fabric/teamMembers),
+      // and any seen in a team answer since
+      ...[...new Set([...known.keys(), ...this.members])].sort().map((m): Pick => ({
+        label: `team: ${m}`,
+        description: known.get(m) ?? `${m}’s pushed sessions alone`,
+        scope: 'team',
+        member: m,
+      })),
     ];
     for (const p of picks) p.picked = p.scope === this.scope && p.member === (this.scope === 'team' ? this.teamMember : undefined) && !this.sessionScope;
     const chosen = await vscode.window.showQuickPick(picks, { title: 'Fabric: Recall scope', placeHolder: `now: ${this.scopeLabel()}` });
@@ -412,6 +419,23 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     this.sessionScope = undefined;
     this.updateTitle();
     if (this.query) await this.refresh();
+  }
+
+  /** member → a short description ("12 sessions · 340 entries · laptop"), from the
+   *  server's fabric/teamMembers when a team database is set; empty otherwise or when it
+   *  cannot answer (the scope list then offers the members seen in answers). */
+  private async teamMembers(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (!teamOn()) return out;
+    try {
+      const res = await this.fabric.request<TeamMembersResult>(Method.teamMembers, {});
+      for (const m of res.members) {
+        out.set(m.member, memberDescription(m));
+      }
+    } catch {
+      // an older server or a failed request: the members seen in answers still show
+    }
+    return out;
   }
 
   /**

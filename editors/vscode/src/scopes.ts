@@ -28,3 +28,11 @@ export function teamLabel(member: string | null | undefined, machine: string | n
 export function teamConfigured(url: unknown): boolean {
   return typeof url === 'string' && url.trim() !== '';
 }
+
+/** A `team: <member>` scope's description in the scope list, from `fabric/teamMembers`:
+ * "12 sessions · 340 entries · laptop, build-02". */
+export function memberDescription(m: { sessions: number; entries: number; machines: string[] }): string {
+  const sessions = `${m.sessions} session${m.sessions === 1 ? '' : 's'}`;
+  const entries = `${m.entries} entr${m.entries === 1 ? 'y' : 'ies'}`;
+  return [sessions, entries, m.machines.join(', ')].filter((s) => s !== '').join(' · ');
+}

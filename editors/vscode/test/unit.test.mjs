@@ -12,7 +12,7 @@ import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, 
 import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
-import { nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
+import { memberDescription, nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -354,6 +354,10 @@ describe('team recall (docs/team.md)', () => {
     assert.equal(teamLabel('bob@test', 'build-02'), 'bob@test (machine build-02)');
     assert.equal(teamLabel('bob@test', null), 'bob@test');
     assert.equal(teamLabel(null, 'x'), '');
+  });
+  test('a team member in the scope list: sessions, entries, machines', () => {
+    assert.equal(memberDescription({ sessions: 12, entries: 340, machines: ['laptop', 'build-02'] }), '12 sessions · 340 entries · laptop, build-02');
+    assert.equal(memberDescription({ sessions: 1, entries: 1, machines: [] }), '1 session · 1 entry');
   });
   test('a team error says what to do', () => {
     const down = explainError({ code: 'team_unavailable', message: 'the team database connection failed: refused; local recall keeps working' });

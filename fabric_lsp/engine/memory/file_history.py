@@ -40,8 +40,8 @@ from fabric_lsp.protocol import (
     FileHistoryResult,
     FileHistorySession,
     FileOperation,
-    index_coverage,
 )
+from fabric_lsp.protocol_results import index_coverage
 
 from . import disk_cache, seal
 from .tokenize import sort_lexical, utf16_key

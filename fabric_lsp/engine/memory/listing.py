@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
-from fabric_lsp.protocol import SessionInfo, SessionsParams, SessionsResult, coverage_error, index_coverage
+from fabric_lsp.protocol import SessionInfo, SessionsParams, SessionsResult
+from fabric_lsp.protocol_results import coverage_error, index_coverage
 
 from .catalog import Unresolved, all_refs, forget_vanished, hot_files, scope_kind, scope_refs
 from .core import MemoryState

@@ -19,10 +19,9 @@ from fabric_lsp.protocol import (
     PointerItem,
     RecallParams,
     RecallResult,
-    coverage_error,
-    index_coverage,
 )
 from fabric_lsp.protocol import SegmentItem as SegmentResultItem
+from fabric_lsp.protocol_results import coverage_error, index_coverage
 
 from ..jsstr import utf16_sort_key
 from .catalog import (

@@ -14,19 +14,21 @@ from fabric_lsp.engine.memory.core import MemoryState
 from fabric_lsp.protocol import (
     EXPAND,
     RECALL,
+    CoverageError,
     ExpandErrorBody,
     ExpandErrorResult,
     ExpandParams,
     ExpandResult,
     RecallParams,
     RecallResult,
+    TeamMembersResult,
     as_params,
-    coverage_error,
 )
+from fabric_lsp.protocol_results import coverage_error
 
 from .db import TeamUnavailable, connect
 from .push import BRANCHES, Progress, PushReport, policy_of, push, stat_text
-from .query import team_expand, team_recall, team_scope, team_status
+from .query import team_expand, team_members, team_recall, team_scope, team_status
 from .schema import SCHEMA
 from .settings import TeamSettings, TeamSettingsError, machine_name
 
@@ -126,6 +128,16 @@ class TeamEngine:
             return _unavailable(str(err))
         except TeamUnavailable as err:
             return _unavailable(err.message)
+
+    def members(self) -> TeamMembersResult:
+        """Who pushed what (`fabric/teamMembers`, `fabric-lsp team members`); a database
+        that is not configured or not reachable is an answer that says so."""
+        try:
+            return TeamMembersResult(members=self._run(team_members))
+        except TeamSettingsError as err:
+            return TeamMembersResult(members=[], error=CoverageError(code="team_not_configured", message=str(err)))
+        except TeamUnavailable as err:
+            return TeamMembersResult(members=[], error=CoverageError(code=err.code, message=err.message))
 
     def status(self, member: str | None = None) -> list[dict[str, Any]]:
         return self._run(lambda conn: team_status(conn, member))

@@ -44,11 +44,11 @@ from fabric_lsp.protocol import (
     ExpandResult,
     RecallParams,
     RecallResult,
-    index_coverage,
 )
 from fabric_lsp.protocol import SegmentItem as SegmentResultItem
+from fabric_lsp.protocol_results import TeamMember, index_coverage
 
-from .push import decode_record
+from .push import BRANCHES, decode_record
 from .schema import SCHEMA
 
 TEAM_SOURCE_NOTE = "stored normalized entries from the team database; the full source lives on the member's machine"
@@ -372,6 +372,21 @@ def team_status(conn: Any, member: str | None = None) -> list[dict[str, Any]]:
             "reasons": list(r[11]),
             "pushedAt": r[12].isoformat(),
         }
+        for r in rows
+    ]
+
+
+def team_members(conn: Any) -> list[TeamMember]:
+    """Every member with sessions in the database (active branches, as recall searches),
+    by name in code point order: its machines (sorted), sessions, entries and last push."""
+    rows = conn.execute(
+        f'SELECT member, array_agg(DISTINCT machine COLLATE "C" ORDER BY machine COLLATE "C"), count(*), '
+        f"coalesce(sum(entry_count), 0), max(pushed_at) FROM {SCHEMA}.sessions WHERE branches = %s "
+        'GROUP BY member ORDER BY member COLLATE "C"',
+        (BRANCHES,),
+    ).fetchall()
+    return [
+        TeamMember(member=r[0], machines=list(r[1]), sessions=r[2], entries=int(r[3]), last_pushed_at=r[4].isoformat())
         for r in rows
     ]
 

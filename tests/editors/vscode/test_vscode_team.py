@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from vscode_support import report, run_node
 
+from fabric_lsp import protocol
 from tests.team.conftest import pg_cluster as pg_cluster  # the fixtures (a private cluster)
 from tests.team.conftest import team_db as team_db
 from tests.team.conftest import two_members_pushed as two_members_pushed
@@ -73,6 +74,8 @@ def test_team_recall_in_the_results_view(
                 "items": rows,
                 "first": {"member": first["member"], "note": expanded["note"]},
                 "onlyOther": only_other,
+                # fabric/teamMembers' answer: the scope list offers these before any team search
+                "members": protocol.to_wire(alice.members())["members"],
             }
         ),
         encoding="utf-8",

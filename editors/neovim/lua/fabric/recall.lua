@@ -326,10 +326,11 @@ function M.run(query, opts)
       local member = params.scope:match('^team:(.+)$')
       local msg
       if member then
+        team.fetch_members()
         local known = vim.tbl_keys(team.members)
         table.sort(known)
         msg = ('Fabric recall: member %s has pushed no sessions to the team database'):format(member)
-          .. (#known > 0 and (' (members seen: ' .. table.concat(known, ', ') .. ')') or '')
+          .. (#known > 0 and (' (members: ' .. table.concat(known, ', ') .. ')') or '')
       else
         msg = 'Fabric recall: the team database has no sessions yet; `fabric-lsp team push` sends '
           .. 'the sessions of the projects in team.projects (:help fabric-team)'
@@ -471,7 +472,7 @@ function M.parse_args(args)
 end
 
 ---Completion of :Fabric recall's arguments: `scope=…`; `scope=team:<member>` for the
----members seen in this session's team answers (the server has no request listing them).
+---members the team database knows (fabric/teamMembers) and those team answers named.
 ---@param arglead string
 ---@return string[]
 function M.complete(arglead)
@@ -491,6 +492,7 @@ function M.complete(arglead)
     end
   end
   if vim.startswith(arglead, 'scope=team:') or arglead == 'scope=team' then
+    team.fetch_members()
     for member in pairs(team.members) do
       local c = 'scope=team:' .. member
       if vim.startswith(c, arglead) then

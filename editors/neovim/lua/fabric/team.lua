@@ -8,10 +8,33 @@ local ui = require('fabric.ui')
 
 local M = {}
 
----Member names seen in team answers of this Neovim session (completion of
----`scope=team:<member>`; the server has no request that lists the members).
+---Member names for the completion of `scope=team:<member>`: those the team database
+---knows (fabric/teamMembers, `M.fetch_members`) and those seen in team answers.
 ---@type table<string, boolean>
 M.members = {}
+
+---Add the members the team database knows (fabric/teamMembers) to `M.members`. Asked of
+---a running server only, and synchronously (a completion function cannot wait for a
+---callback), for at most `timeout_ms`; nothing changes when there is no server, no team
+---database, or no answer in time.
+---@param timeout_ms? integer
+function M.fetch_members(timeout_ms)
+  local client = lsp.get_client()
+  if not client or not client.initialized or client:is_stopped() then
+    return
+  end
+  -- (an empty Lua table would be sent as `[]`: params are an object)
+  local ok, resp = pcall(client.request_sync, client, 'fabric/teamMembers', vim.empty_dict(), timeout_ms or 500, 0)
+  local result = ok and type(resp) == 'table' and resp.result or nil
+  if type(result) ~= 'table' or type(result.members) ~= 'table' then
+    return
+  end
+  for _, m in ipairs(result.members) do
+    if type(m) == 'table' and type(m.member) == 'string' and m.member ~= '' then
+      M.members[m.member] = true
+    end
+  end
+end
 
 ---Whether `scope` is a team scope: 'team' or 'team:<member>'.
 ---@param scope any

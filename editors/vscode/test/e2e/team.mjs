@@ -98,6 +98,21 @@ try {
     return all.nth(at + 1);
   }
 
+  await check('before any team answer, the scope list offers every member the database knows (fabric/teamMembers)', async () => {
+    await runCommand('Fabric: Recall Scope…');
+    const list = page.locator('.quick-input-widget .quick-input-list');
+    for (const m of expect.members) {
+      const row = list.locator('.monaco-list-row', { hasText: `team: ${m.member}` }).first();
+      await row.waitFor({ state: 'visible' });
+      const text = clean(await row.innerText());
+      const want = `${m.sessions} session${m.sessions === 1 ? '' : 's'} · ${m.entries} entr`;
+      assert(text.includes(want) && text.includes(m.machines[0]), `${m.member}: "${want}" and its machine in: ${text}`);
+    }
+    await shot('team-scopes');
+    await page.keyboard.press('Escape');
+    await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
+  });
+
   await check('"Recall in the Team…" shows each session under the member who pushed it', async () => {
     await runCommand('Fabric: Recall in the Team…');
     const box = page.locator('.quick-input-widget');

@@ -22,6 +22,12 @@ H.check('scope=team without team.url: one error naming team.url', function()
   H.contains(loud[1].msg, 'team.url')
 end)
 
+H.check('scope=team completes without members, quietly (no team database to ask)', function()
+  H.messages = {}
+  H.eq({ 'scope=team' }, vim.fn.getcompletion('Fabric recall scope=team', 'cmdline'), 'scope=team')
+  H.eq({}, H.messages, 'no message while completing')
+end)
+
 H.check('local recall keeps working', function()
   local rec = H.pick_with(function()
     return nil
