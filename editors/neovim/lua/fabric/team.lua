@@ -13,16 +13,24 @@ local M = {}
 ---@type table<string, boolean>
 M.members = {}
 
+local asked_at = nil ---@type integer? (vim.uv.now() of the last fetch_members request)
+
 ---Add the members the team database knows (fabric/teamMembers) to `M.members`. Asked of
 ---a running server only, and synchronously (a completion function cannot wait for a
----callback), for at most `timeout_ms`; nothing changes when there is no server, no team
----database, or no answer in time.
+---callback), for at most `timeout_ms`, and at most once in 5 s (each <Tab> would ask
+---again, and a database that does not answer would hold each one); nothing changes when
+---there is no server, no team database, or no answer in time.
 ---@param timeout_ms? integer
 function M.fetch_members(timeout_ms)
   local client = lsp.get_client()
   if not client or not client.initialized or client:is_stopped() then
     return
   end
+  local now = vim.uv.now()
+  if asked_at and now - asked_at < 5000 then
+    return
+  end
+  asked_at = now
   -- (an empty Lua table would be sent as `[]`: params are an object)
   local ok, resp = pcall(client.request_sync, client, 'fabric/teamMembers', vim.empty_dict(), timeout_ms or 500, 0)
   local result = ok and type(resp) == 'table' and resp.result or nil
