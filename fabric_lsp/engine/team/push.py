@@ -23,6 +23,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -202,7 +203,10 @@ def prepare(task: PushTask) -> dict[str, Any]:
         for si in range(first_new_seg, len(seg_starts))
     ).encode("utf-8")
     rows: list[str] = []
-    for term, pos_l, tf_l, dl_l, seg_l in _postings_rows(index, start):
+    # in term order (the database's C collation is code point order): each session's rows
+    # then extend its primary key (skey, term, gen) at the right and sweep the term index
+    # once, instead of landing at random pages of both
+    for term, pos_l, tf_l, dl_l, seg_l in sorted(_postings_rows(index, start), key=itemgetter(0)):
         rows.append(
             f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
             f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n"
@@ -485,7 +489,8 @@ def write_prepared(
     conn: Any, skey: uuid.UUID, ready: dict[str, Any], ref: Ref, *, member: str, machine: str
 ) -> tuple[int, int]:
     """Write one prepared session's rows in one transaction; (entries sent, posting rows sent)."""
-    full = ready["action"] != "append"
+    # a session pushed before and now replaced loses its old rows; a new one has none
+    full = ready["action"] == "replace"
     with conn.transaction():
         if full:
             for table in ("postings", "entries", "segments", "file_ops"):
