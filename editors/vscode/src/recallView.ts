@@ -396,8 +396,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
 
   async chooseScope(): Promise<void> {
     type Pick = vscode.QuickPickItem & { scope: Scope; member?: string };
-    const known = await this.teamMembers();
-    const picks: Pick[] = [
+    const picks = (known: Map<string, string>): Pick[] => [
       { label: 'session', description: 'the active session JSONL file', scope: 'session' },
       { label: 'project', description: 'sessions recorded for the workspace folder', scope: 'project' },
       { label: 'global', description: 'every session under the session directory', scope: 'global' },
@@ -411,8 +410,37 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         member: m,
       })),
     ];
-    for (const p of picks) p.picked = p.scope === this.scope && p.member === (this.scope === 'team' ? this.teamMember : undefined) && !this.sessionScope;
-    const chosen = await vscode.window.showQuickPick(picks, { title: 'Fabric: Recall scope', placeHolder: `now: ${this.scopeLabel()}` });
+    const same = (a: Pick, scope: Scope | undefined, member: string | undefined) => a.scope === scope && a.member === member;
+    const qp = vscode.window.createQuickPick<Pick>();
+    qp.title = 'Fabric: Recall scope';
+    qp.placeholder = `now: ${this.scopeLabel()}`;
+    qp.items = picks(new Map());
+    const now = this.sessionScope ? undefined : qp.items.find((p) => same(p, this.scope, this.scope === 'team' ? this.teamMember : undefined));
+    if (now) qp.activeItems = [now];
+    let open = true;
+    if (teamOn()) {
+      // The list shows at once; the members the database knows join it when the server
+      // answers (a database that does not answer holds only this busy mark, not the list).
+      qp.busy = true;
+      void this.teamMembers().then((known) => {
+        if (!open) return;
+        const active = qp.activeItems[0];
+        qp.items = picks(known);
+        const again = active && qp.items.find((p) => same(p, active.scope, active.member));
+        if (again) qp.activeItems = [again];
+        qp.busy = false;
+      });
+    }
+    const chosen = await new Promise<Pick | undefined>((resolve) => {
+      qp.onDidAccept(() => {
+        resolve(qp.selectedItems[0] ?? qp.activeItems[0]);
+        qp.hide();
+      });
+      qp.onDidHide(() => resolve(undefined));
+      qp.show();
+    });
+    open = false;
+    qp.dispose();
     if (!chosen) return;
     this.scope = chosen.scope;
     this.teamMember = chosen.member;
