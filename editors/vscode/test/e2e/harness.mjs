@@ -17,20 +17,25 @@ export const clean = (s) => String(s ?? '').replace(/\u00a0/g, ' ');
 export function harness({ shotDir, failDir, stepMs = 30_000 }) {
   const ui = { page: undefined, passed: 0, failed: 0 };
 
+  /** Run one named check; true when it passed (a later check may depend on it). */
   ui.check = async (name, fn) => {
     const t0 = Date.now();
     try {
       await fn();
       ui.passed += 1;
       console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+      return true;
     } catch (err) {
       ui.failed += 1;
       console.log(`not ok - ${name}`);
       console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-      const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
-      await ui.page?.screenshot({ path: file }).catch(() => undefined);
-      console.log(`#   screenshot: ${file}`);
-      await ui.page?.keyboard.press('Escape').catch(() => undefined);
+      if (ui.page) {
+        const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-').slice(0, 80)}.png`);
+        await ui.page.screenshot({ path: file }).catch(() => undefined);
+        console.log(`#   screenshot: ${file}`);
+        await ui.page.keyboard.press('Escape').catch(() => undefined);
+      }
+      return false;
     }
   };
 

@@ -28,6 +28,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { startCodeServer } from './codeServer.mjs';
+import { assert, clean, harness } from './harness.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -46,36 +47,15 @@ if (!opts.vsix || !opts['code-server']) {
 const STEP_MS = 30_000;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
-let passed = 0;
-let failed = 0;
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'fabric-readme-'));
 const failDir = path.join(root, 'failures');
 const shotDir = opts.screenshots ? path.resolve(opts.screenshots) : path.join(root, 'shots');
 fs.mkdirSync(failDir, { recursive: true });
 fs.mkdirSync(shotDir, { recursive: true });
-const clean = (s) => s.replace(/\u00a0/g, ' ');
-function assert(cond, message) { if (!cond) throw new Error(message); }
 
 let page;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`not ok - ${name}`);
-    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-    if (page) {
-      const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-').slice(0, 80)}.png`);
-      await page.screenshot({ path: file }).catch(() => undefined);
-      console.log(`#   screenshot: ${file}`);
-    }
-    return false;
-  }
-}
+const ui = harness({ shotDir, failDir, stepMs: STEP_MS });
+const { check } = ui;
 
 /** The Extensions view searched for "@installed fabric" (replacing a restored query), and
  * the Fabric entry clicked: its details page opens. */
@@ -136,6 +116,7 @@ try {
       '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
   });
   page = context.pages()[0] ?? await context.newPage();
+  ui.page = page;
   page.setDefaultTimeout(STEP_MS);
   // Console messages and requests of every frame, the webview's included.
   page.on('console', (msg) => consoleLines.push(`[${msg.type()}] ${msg.text()}`));
@@ -274,7 +255,7 @@ try {
     await page.screenshot({ path: path.join(shotDir, 'vscode-extension-details-link-forms.png') });
   });
 } catch (err) {
-  failed += 1;
+  ui.failed += 1;
   console.log('not ok - harness');
   console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
 } finally {
@@ -282,11 +263,11 @@ try {
   await context?.close().catch(() => undefined);
   await server?.stop().catch(() => undefined);
   const csLog = path.join(root, 'cs', 'code-server.log');
-  if (failed > 0 && fs.existsSync(csLog)) {
+  if (ui.failed > 0 && fs.existsSync(csLog)) {
     console.log(fs.readFileSync(csLog, 'utf8').split('\n').slice(-30).map((l) => `# code-server: ${l}`).join('\n'));
   }
-  if (!opts.keep && failed === 0) fs.rmSync(root, { recursive: true, force: true });
+  if (!opts.keep && ui.failed === 0) fs.rmSync(root, { recursive: true, force: true });
   else console.log(`# kept ${root}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  console.log(`${ui.passed} passed, ${ui.failed} failed`);
+  process.exit(ui.failed === 0 ? 0 : 1);
 }
