@@ -70,7 +70,7 @@ def trim() -> bool:
     """Give the heap's free memory back to the system (glibc's `malloc_trim(0)`; elsewhere
     nothing). A long-lived child running with glibc's own threshold calls it after each
     task: the heap keeps the holes a large task leaves (a preview worker idled at 201 MB
-    after previewing a 300 MB session without it, 61 MB with it)."""
+    after previewing a 300 MB session twice without it, 46 MB with it)."""
     global _trim
     if not sys.platform.startswith("linux"):
         return False

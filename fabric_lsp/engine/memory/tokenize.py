@@ -106,10 +106,13 @@ def _slow_piece(piece: str) -> list[str]:
 
 def native_index_text() -> tuple[Any, Any]:
     """The C accelerator's `index_text` and `add_counts` (a hot record's terms counted into
-    its index's postings: `HotIndex.add`), or (None, None) without it."""
-    if _native is None:
+    its index's postings: `HotIndex.add`), or (None, None) without them (no accelerator,
+    or one compiled from an older source, as an editable checkout keeps until rebuilt)."""
+    index_text = getattr(_native, "index_text", None)
+    add_counts = getattr(_native, "add_counts", None)
+    if index_text is None or add_counts is None:
         return None, None
-    return _native.index_text, _native.add_counts
+    return index_text, add_counts
 
 
 def finish_piece_counts(pieces: dict[str | bytes, int]) -> dict[str, int]:

@@ -180,3 +180,17 @@ def test_builds_give_the_same_records_without_the_accelerator(tmp_path, tier):
     assert outputs["0"][0] == "python"
     assert outputs["1"][0] == ("native" if _native is not None else "python")
     assert outputs["1"][1] and outputs["1"][1] == outputs["0"][1]
+
+
+def test_an_accelerator_from_an_older_source_leaves_the_python_path(monkeypatch):
+    """An editable checkout keeps the extension it was built with until it is rebuilt: one
+    without `index_text` must not break the memory engine; the hot index then takes the
+    Python loop (same postings)."""
+
+    class OldNative:
+        pieces = staticmethod(_native.pieces) if _native is not None else None
+
+    monkeypatch.setattr(tokenize, "_native", OldNative())
+    assert tokenize.native_index_text() == (None, None)
+    monkeypatch.setattr(tokenize, "_native", None)
+    assert tokenize.native_index_text() == (None, None)
