@@ -18,6 +18,9 @@
  * index_text(data, postings, base, pack) -> int: one hot record's ASCII text counted the
  * same way and added to a hot index's postings (`HotIndex.add`, search.py); -1 for text
  * with a non-ASCII piece, which the Python path indexes.
+ *
+ * intern_terms(...): a cold session's vocabulary into the cold term table
+ * (`ColdTermTable.add`, memory/cold_index.py), the same ids, names and postings.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,6 +32,7 @@
 static unsigned char byte_kind[256];
 static unsigned char ascii_lower[256];
 static PyObject *append_name; /* "append", interned at import */
+static PyObject *copy_name;   /* "__copy__", interned at import */
 
 typedef struct {
     uint64_t hash;
@@ -479,6 +483,71 @@ static PyObject *native_add_counts(PyObject *self, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* ---- intern_terms: a cold session's vocabulary into the cold term table ----
+ *
+ * intern_terms(terms: list[str], ids: dict, names: list, postings: list, slot: int,
+ *              proto: array) -> bytes
+ *
+ * `ColdTermTable.add`'s loop (memory/cold_index.py): for each term in order, a term absent
+ * from `ids` gets the next id (len(names)): ids[term] = id, names.append(term),
+ * postings.append(proto.__copy__()) (`proto` is array('I', [slot])); a present one gets
+ * postings[id].append(slot). Returns the terms' ids as native uint32 bytes (the slot's
+ * array('I')). A term repeated in `terms` is new only once, as in the Python loop. */
+static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "intern_terms(terms, ids, names, postings, slot, proto) takes 6 arguments");
+        return NULL;
+    }
+    PyObject *terms = args[0], *ids = args[1], *names = args[2], *postings = args[3], *slot = args[4],
+             *proto = args[5];
+    if (!PyList_CheckExact(terms) || !PyDict_CheckExact(ids) || !PyList_CheckExact(names)
+        || !PyList_CheckExact(postings)) {
+        PyErr_SetString(PyExc_TypeError, "intern_terms: terms, names and postings must be lists, ids a dict");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(terms);
+    uint32_t *out = (uint32_t *)malloc(n > 0 ? (size_t)n * sizeof(uint32_t) : 1);
+    if (out == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *term = PyList_GET_ITEM(terms, i);
+        PyObject *tid = PyDict_GetItemWithError(ids, term); /* borrowed */
+        if (tid == NULL) {
+            if (PyErr_Occurred()) goto done;
+            Py_ssize_t fresh = PyList_GET_SIZE(names);
+            if (fresh > (Py_ssize_t)UINT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "intern_terms: more than 2**32 terms");
+                goto done;
+            }
+            PyObject *id_obj = PyLong_FromSsize_t(fresh);
+            if (id_obj == NULL) goto done;
+            int bad = PyDict_SetItem(ids, term, id_obj) < 0 || PyList_Append(names, term) < 0;
+            Py_DECREF(id_obj);
+            if (bad) goto done;
+            PyObject *arr = PyObject_CallMethodNoArgs(proto, copy_name);
+            if (arr == NULL) goto done;
+            bad = PyList_Append(postings, arr) < 0;
+            Py_DECREF(arr);
+            if (bad) goto done;
+            out[i] = (uint32_t)fresh;
+        } else {
+            Py_ssize_t at = PyLong_AsSsize_t(tid);
+            if (at < 0 && PyErr_Occurred()) goto done;
+            PyObject *arr = PyList_GetItem(postings, at); /* borrowed; IndexError when out of range */
+            if (arr == NULL) goto done;
+            PyObject *r = PyObject_CallMethodOneArg(arr, append_name, slot);
+            if (r == NULL) goto done;
+            Py_DECREF(r);
+            out[i] = (uint32_t)at;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)out, n * (Py_ssize_t)sizeof(uint32_t));
+done:
+    free(out);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -486,6 +555,8 @@ static PyMethodDef native_methods[] = {
      "index_text(data, postings, base, pack) -> tokens added, or (nothing changed) the piece counts when a piece is not ASCII"},
     {"add_counts", (PyCFunction)(void (*)(void))native_add_counts, METH_FASTCALL,
      "add_counts(postings, counts, base, pack) -> None"},
+    {"intern_terms", (PyCFunction)(void (*)(void))native_intern_terms, METH_FASTCALL,
+     "intern_terms(terms, ids, names, postings, slot, proto) -> the terms' ids as uint32 bytes"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -501,6 +572,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         ascii_lower[b] = (unsigned char)((b >= 'A' && b <= 'Z') ? b + 32 : b);
     }
     append_name = PyUnicode_InternFromString("append");
-    if (append_name == NULL) return NULL;
+    copy_name = PyUnicode_InternFromString("__copy__");
+    if (append_name == NULL || copy_name == NULL) return NULL;
     return PyModule_Create(&native_module);
 }

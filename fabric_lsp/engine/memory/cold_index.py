@@ -39,10 +39,12 @@ from . import disk_cache
 from .disk_cache import StoredVocabulary, vocabulary_key
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
+from .tokenize import native_intern_terms
 
 SNAPSHOT_NAME = disk_cache.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
 _SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
 _KEY_BYTES = disk_cache.VOCABULARY_KEY_BYTES
+_intern_terms = native_intern_terms()
 _SCANNED_LOOKUPS = 32  # lookups a restored table answers by scanning its names (`_term_id`)
 
 
@@ -139,6 +141,10 @@ class ColdTermTable:
             self.keys[slot] = key
         ids, names, postings = self.ids, self.names, self.postings
         terms = vocabulary if isinstance(vocabulary, list) else list(vocabulary)
+        if _intern_terms is not None and type(terms) is list:
+            # the loop below in C (the same ids, names and postings; test_native_tokens.py)
+            self.slots[slot] = array("I", _intern_terms(terms, ids, names, postings, slot, array("I", (slot,))))
+            return slot
         # The known terms' ids and their postings' appends run as C loops (map); only
         # the terms new to the table take a Python step (a new id, in vocabulary order).
         found: list[int | None] = list(map(ids.get, terms))

@@ -115,6 +115,12 @@ def native_index_text() -> tuple[Any, Any]:
     return index_text, add_counts
 
 
+def native_intern_terms() -> Any:
+    """The C accelerator's `intern_terms` (a cold vocabulary into the cold term table:
+    `ColdTermTable.add`), or None without it (or from an older source)."""
+    return getattr(_native, "intern_terms", None)
+
+
 def finish_piece_counts(pieces: dict[str | bytes, int]) -> dict[str, int]:
     """Term counts in first-seen order (as `term_counts`) from piece counts in first-seen
     order: a lowercased ASCII piece (str) is a term, a piece with a non-ASCII byte (bytes)

@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -120,8 +121,6 @@ def test_native_index_text_builds_the_python_index(records):
 
 @needs_native
 def test_native_index_text_arguments_and_non_ascii():
-    from array import array
-
     postings: dict = {}
     assert _native.index_text(b"Hello, hello WORLD_x 12", postings, 3 << 32, array) == 4
     assert postings == {"hello": (3 << 32) | 2, "world_x": (3 << 32) | 1, "12": (3 << 32) | 1}
@@ -191,6 +190,39 @@ def test_an_accelerator_from_an_older_source_leaves_the_python_path(monkeypatch)
         pieces = staticmethod(_native.pieces) if _native is not None else None
 
     monkeypatch.setattr(tokenize, "_native", OldNative())
-    assert tokenize.native_index_text() == (None, None)
+    assert tokenize.native_index_text() == (None, None) and tokenize.native_intern_terms() is None
     monkeypatch.setattr(tokenize, "_native", None)
-    assert tokenize.native_index_text() == (None, None)
+    assert tokenize.native_index_text() == (None, None) and tokenize.native_intern_terms() is None
+
+
+@needs_native
+@settings(max_examples=profile_examples(200), deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["a", "b", "c", "d", "é", "x_1", "zz", ""]) | st.text(max_size=4), max_size=30),
+        max_size=12,
+    )
+)
+def test_native_intern_terms_builds_the_python_term_table(vocabularies):
+    """`ColdTermTable.add` with `intern_terms` (in C) leaves the same ids, names, postings
+    and slot arrays as its Python loop, repeated terms within a vocabulary included."""
+    from fabric_lsp.engine.memory import cold_index
+
+    def build(native: bool) -> cold_index.ColdTermTable:
+        saved = cold_index._intern_terms
+        cold_index._intern_terms = saved if native else None
+        try:
+            table = cold_index.ColdTermTable()
+            for i, v in enumerate(vocabularies):
+                assert table.add(v) == i
+            return table
+        finally:
+            cold_index._intern_terms = saved
+
+    assert cold_index._intern_terms is not None
+    c, py = build(True), build(False)
+    assert c.ids == py.ids and list(c.ids) == list(py.ids) and c.names == py.names
+    assert [list(p) for p in c.postings] == [list(p) for p in py.postings]
+    assert all(type(p) is array for p in c.postings)
+    assert {k: list(v) for k, v in c.slots.items()} == {k: list(v) for k, v in py.slots.items()}
+    assert all(v.typecode == "I" for v in c.slots.values())
