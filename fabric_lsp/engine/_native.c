@@ -118,46 +118,70 @@ static inline uint64_t piece_head(const unsigned char *p, Py_ssize_t n) {
 }
 
 
-/* The scan: lowercased ASCII pieces are written to `lower` (same offsets as `data`) and
- * hashed as they are read, eight bytes per step; pieces with a non-ASCII byte are
- * referenced in `data` itself and hashed again from it (they are few). */
-static int scan(const unsigned char *data, Py_ssize_t n, unsigned char *lower, Table *words, Table *mixed) {
-    Py_ssize_t i = 0;
+/* One piece of the text: lowercased ASCII ones are written to `lower` (same offsets as
+ * `data`) and hashed as they are read, eight bytes per step; a piece with a non-ASCII byte
+ * is referenced in `data` itself and hashed again from it (they are few). */
+typedef struct {
+    const unsigned char *ptr;
+    Py_ssize_t len;
+    uint64_t hash;
+    uint64_t head;
+    int mixed;
+} Piece;
+
+/* The next piece of `data` from `*at` into `p` (0 when none is left); `*at` moves past it. */
+static inline int next_piece(const unsigned char *data, Py_ssize_t n, Py_ssize_t *at, unsigned char *lower, Piece *p) {
+    Py_ssize_t i = *at;
+    while (i < n && byte_kind[data[i]] == 0) i++;
+    if (i >= n) {
+        *at = i;
+        return 0;
+    }
+    Py_ssize_t start = i;
+    unsigned char seen = 0;
+    uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
+    unsigned shift = 0, full = 0;
     while (i < n) {
-        while (i < n && byte_kind[data[i]] == 0) i++;
-        if (i >= n) break;
-        Py_ssize_t start = i;
-        unsigned char seen = 0;
-        uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
-        unsigned shift = 0, full = 0;
-        while (i < n) {
-            unsigned char b = data[i], k = byte_kind[b];
-            if (k == 0) break;
-            seen |= k;
-            b = ascii_lower[b];
-            lower[i] = b;
-            word |= (uint64_t)b << shift;
-            shift += 8;
-            if (shift == 64) {
-                if (!full) {
-                    head = word;
-                    full = 1;
-                }
-                h = (h ^ word) * 0x9fb21c651e98df25ULL;
-                h ^= h >> 29;
-                word = 0;
-                shift = 0;
+        unsigned char b = data[i], k = byte_kind[b];
+        if (k == 0) break;
+        seen |= k;
+        b = ascii_lower[b];
+        lower[i] = b;
+        word |= (uint64_t)b << shift;
+        shift += 8;
+        if (shift == 64) {
+            if (!full) {
+                head = word;
+                full = 1;
             }
-            i++;
+            h = (h ^ word) * 0x9fb21c651e98df25ULL;
+            h ^= h >> 29;
+            word = 0;
+            shift = 0;
         }
-        Py_ssize_t len = i - start;
-        if (seen & 2) {
-            if (table_add(mixed, data + start, len, piece_hash(data + start, len), piece_head(data + start, len)) < 0)
-                return -1;
-        } else {
-            h = mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)len);
-            if (table_add(words, lower + start, len, h, full ? head : word) < 0) return -1;
-        }
+        i++;
+    }
+    *at = i;
+    p->len = i - start;
+    p->mixed = (seen & 2) != 0;
+    if (p->mixed) {
+        p->ptr = data + start;
+        p->hash = piece_hash(p->ptr, p->len);
+        p->head = piece_head(p->ptr, p->len);
+    } else {
+        p->ptr = lower + start;
+        p->hash = mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)p->len);
+        p->head = full ? head : word;
+    }
+    return 1;
+}
+
+/* The scan of `pieces`: each distinct piece once, by kind. */
+static int scan(const unsigned char *data, Py_ssize_t n, unsigned char *lower, Table *words, Table *mixed) {
+    Py_ssize_t at = 0;
+    Piece p;
+    while (next_piece(data, n, &at, lower, &p)) {
+        if (table_add(p.mixed ? mixed : words, p.ptr, p.len, p.hash, p.head) < 0) return -1;
     }
     return 0;
 }
@@ -314,43 +338,11 @@ static int counts_add(Counts *c, const unsigned char *ptr, Py_ssize_t len, uint6
 /* `scan`'s pieces and hashes, counted in first-seen order; -1 when out of memory. */
 static int count_pieces(const unsigned char *data, Py_ssize_t n, unsigned char *lower, Counts *c, Py_ssize_t *tokens,
                         int *any_mixed) {
-    Py_ssize_t i = 0, total = 0;
-    while (i < n) {
-        while (i < n && byte_kind[data[i]] == 0) i++;
-        if (i >= n) break;
-        Py_ssize_t start = i;
-        unsigned char seen = 0;
-        uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
-        unsigned shift = 0, full = 0;
-        while (i < n) {
-            unsigned char b = data[i], k = byte_kind[b];
-            if (k == 0) break;
-            seen |= k;
-            b = ascii_lower[b];
-            lower[i] = b;
-            word |= (uint64_t)b << shift;
-            shift += 8;
-            if (shift == 64) {
-                if (!full) {
-                    head = word;
-                    full = 1;
-                }
-                h = (h ^ word) * 0x9fb21c651e98df25ULL;
-                h ^= h >> 29;
-                word = 0;
-                shift = 0;
-            }
-            i++;
-        }
-        Py_ssize_t len = i - start;
-        if (seen & 2) {
-            *any_mixed = 1;
-            if (counts_add(c, data + start, len, piece_hash(data + start, len), piece_head(data + start, len), 1) < 0)
-                return -1;
-        } else {
-            h = mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)len);
-            if (counts_add(c, lower + start, len, h, full ? head : word, 0) < 0) return -1;
-        }
+    Py_ssize_t at = 0, total = 0;
+    Piece p;
+    while (next_piece(data, n, &at, lower, &p)) {
+        *any_mixed |= p.mixed;
+        if (counts_add(c, p.ptr, p.len, p.hash, p.head, p.mixed) < 0) return -1;
         total++;
     }
     *tokens = total;

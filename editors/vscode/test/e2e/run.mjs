@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { header, makeAgentDir, serverCommand } from '../fixtures.mjs';
 import { startCodeServer } from './codeServer.mjs';
+import { assert, clean, harness } from './harness.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -34,8 +35,6 @@ const STEP_MS = 30_000;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
 class Done extends Error {}
-let passed = 0;
-let failed = 0;
 
 const tmp = makeAgentDir('fabric-e2e-');
 const failDir = path.join(tmp.root, 'failures');
@@ -44,61 +43,8 @@ fs.mkdirSync(failDir, { recursive: true });
 fs.mkdirSync(shotDir, { recursive: true });
 
 let page;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`not ok - ${name}`);
-    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-    if (page) {
-      const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
-      await page.screenshot({ path: file }).catch(() => undefined);
-      console.log(`#   screenshot: ${file}`);
-    }
-    // Leave no half-open picker behind for the next check.
-    if (page) await page.keyboard.press('Escape').catch(() => undefined);
-    return false;
-  }
-}
-
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
-
-const clean = (s) => s.replace(/\u00a0/g, ' ');
-
-async function shot(name) {
-  await page.waitForTimeout(300);
-  await page.screenshot({ path: path.join(shotDir, `vscode-${name}.png`) });
-}
-
-/** Run a palette command by its title, retrying while the extension registers it. */
-async function runCommand(title) {
-  for (let attempt = 1; ; attempt += 1) {
-    // Let a closing picker finish first: F1 on a widget that is going away is lost.
-    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 5000 })
-      .catch(() => page.keyboard.press('Escape'));
-    await page.keyboard.press('F1');
-    const input = page.locator('.quick-input-widget input');
-    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-    try {
-      await input.waitFor({ state: 'visible', timeout: 5000 });
-      await input.fill(`>${title}`, { timeout: 5000 });
-      await row.waitFor({ state: 'visible', timeout: 5000 });
-      await page.keyboard.press('Enter');
-      return;
-    } catch (err) {
-      await page.keyboard.press('Escape');
-      if (attempt >= 3) throw new Error(`command "${title}" not in the palette: ${err.message}`);
-      await page.waitForTimeout(1000);
-    }
-  }
-}
+const ui = harness({ shotDir, failDir, stepMs: STEP_MS });
+const { check, runCommand, shot } = ui;
 
 /** The modal dialog VS Code shows for `showWarningMessage(…, {modal: true})`: its text, then a click on `button`. */
 async function answerDialog(button) {
@@ -211,6 +157,7 @@ try {
       '--disable-dev-shm-usage'],
   });
   page = context.pages()[0] ?? await context.newPage();
+  ui.page = page;
   page.setDefaultTimeout(STEP_MS);
   page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
   page.on('pageerror', (err) => consoleErrors.push(String(err)));
@@ -597,7 +544,7 @@ try {
   });
 } catch (err) {
   if (!(err instanceof Done)) {
-    failed += 1;
+    ui.failed += 1;
     console.log(`not ok - harness`);
     console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
   }
@@ -609,12 +556,12 @@ try {
   await context?.close().catch(() => undefined);
   await server?.stop().catch(() => undefined);
   const csLog = path.join(tmp.root, 'cs', 'code-server.log');
-  if (failed > 0 && fs.existsSync(csLog)) {
+  if (ui.failed > 0 && fs.existsSync(csLog)) {
     console.log(fs.readFileSync(csLog, 'utf8').split('\n').slice(-30).map((l) => `# code-server: ${l}`).join('\n'));
   }
   log(`done; screenshots in ${shotDir}`);
-  if (!opts.keep && failed === 0) tmp.cleanup();
+  if (!opts.keep && ui.failed === 0) tmp.cleanup();
   else console.log(`# kept ${tmp.root}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  console.log(`${ui.passed} passed, ${ui.failed} failed`);
+  process.exit(ui.failed === 0 ? 0 : 1);
 }

@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import { makeAgentDir, serverCommand } from '../fixtures.mjs';
 import { startCodeServer } from './codeServer.mjs';
+import { assert, clean, harness } from './harness.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -33,8 +34,6 @@ if (!opts.vsix || !opts['code-server']) {
 const STEP_MS = 30_000;
 const started = Date.now();
 const log = (msg) => console.log(`# [${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
-let passed = 0;
-let failed = 0;
 
 const tmp = makeAgentDir('fabric-trust-');
 const failDir = path.join(tmp.root, 'failures');
@@ -89,53 +88,8 @@ const victimBefore = snapshot(victim);
 const repoBefore = snapshot(repo);
 
 let page;
-async function check(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok - ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`not ok - ${name}`);
-    console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
-    if (page) {
-      const file = path.join(failDir, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
-      await page.screenshot({ path: file }).catch(() => undefined);
-      console.log(`#   screenshot: ${file}`);
-      await page.keyboard.press('Escape').catch(() => undefined);
-    }
-    return false;
-  }
-}
-
-function assert(cond, message) {
-  if (!cond) throw new Error(message);
-}
-
-const clean = (s) => s.replace(/\u00a0/g, ' ');
-
-async function runCommand(title) {
-  for (let attempt = 1; ; attempt += 1) {
-    await page.locator('.quick-input-widget').waitFor({ state: 'hidden', timeout: 5000 })
-      .catch(() => page.keyboard.press('Escape'));
-    await page.keyboard.press('F1');
-    const input = page.locator('.quick-input-widget input');
-    const row = page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first();
-    try {
-      await input.waitFor({ state: 'visible', timeout: 5000 });
-      await input.fill(`>${title}`, { timeout: 5000 });
-      await row.waitFor({ state: 'visible', timeout: 5000 });
-      await page.keyboard.press('Enter');
-      return;
-    } catch (err) {
-      await page.keyboard.press('Escape');
-      if (attempt >= 3) throw new Error(`command "${title}" not in the palette: ${err.message}`);
-      await page.waitForTimeout(1000);
-    }
-  }
-}
+const ui = harness({ shotDir, failDir, stepMs: STEP_MS });
+const { check, runCommand } = ui;
 
 async function editorText() {
   const lines = page.locator('.editor-group-container.active .monaco-editor .view-lines').first();
@@ -210,6 +164,7 @@ try {
       '--disable-dev-shm-usage'],
   });
   page = context.pages()[0] ?? await context.newPage();
+  ui.page = page;
   page.setDefaultTimeout(STEP_MS);
   page.on('console', (msg) => { if (msg.type() === 'error') consoleErrors.push(msg.text()); });
   page.on('pageerror', (err) => consoleErrors.push(String(err)));
@@ -287,7 +242,7 @@ try {
     await page.screenshot({ path: path.join(shotDir, 'vscode-trust-trusted.png') });
   });
 } catch (err) {
-  failed += 1;
+  ui.failed += 1;
   console.log('not ok - harness');
   console.log(String(err?.stack ?? err).split('\n').map((l) => `#   ${l}`).join('\n'));
 } finally {
@@ -298,12 +253,12 @@ try {
   await context?.close().catch(() => undefined);
   await server?.stop().catch(() => undefined);
   const csLog = path.join(tmp.root, 'cs', 'code-server.log');
-  if (failed > 0 && fs.existsSync(csLog)) {
+  if (ui.failed > 0 && fs.existsSync(csLog)) {
     console.log(fs.readFileSync(csLog, 'utf8').split('\n').slice(-30).map((l) => `# code-server: ${l}`).join('\n'));
   }
   log(`done; screenshots in ${shotDir}`);
-  if (!opts.keep && failed === 0) tmp.cleanup();
+  if (!opts.keep && ui.failed === 0) tmp.cleanup();
   else console.log(`# kept ${tmp.root}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  console.log(`${ui.passed} passed, ${ui.failed} failed`);
+  process.exit(ui.failed === 0 ? 0 : 1);
 }
