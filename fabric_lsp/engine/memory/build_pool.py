@@ -28,6 +28,9 @@ from ..childproc import pack, spawn, stop
 TaskArgs = tuple[Any, ...]
 Reply = tuple[str, Any]
 
+# Windows' select() waits on sockets only, not on a child's pipes: no pool there.
+PIPES_POLLABLE = os.name != "nt"
+
 _CHILD = r"""
 import gc, os, pickle, struct, sys
 if os.environ.get("FABRIC_LSP_BUILD_NICE"):
@@ -55,6 +58,23 @@ while True:
 """
 
 
+def _widen_pipe(fd: int) -> None:
+    """Let a reply pipe hold 1 MiB instead of Linux's 64 KiB: a hot state of several
+    megabytes then crosses in a few reads and wakeups, not hundreds. Best effort (other
+    systems, or a lower `/proc/sys/fs/pipe-max-size`, keep their default)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return
+    setsz = getattr(fcntl, "F_SETPIPE_SZ", None)  # (Linux only)
+    if setsz is None:
+        return
+    try:
+        fcntl.fcntl(fd, setsz, 1 << 20)
+    except OSError:
+        pass
+
+
 class _Child:
     def __init__(self, nice: int = 0, code: str = _CHILD) -> None:
         # glibc's own mmap threshold, not the server's fixed one (alloc.py): a builder frees
@@ -62,7 +82,12 @@ class _Child:
         # fixed 256 KiB threshold each one is a fresh mapping whose pages the kernel zeroes
         # again (about 9% of a 1 GB index's wall time, mostly system time; docs/performance.md)
         self.proc = spawn(code, env_extra={"FABRIC_LSP_BUILD_NICE": str(nice)} if nice else None, tuned_alloc=False)
-        self.buf = bytearray()
+        fd = self.fileno()
+        os.set_blocking(fd, False)  # `pump` reads what there is, never waits
+        _widen_pipe(fd)
+        self.head = b""  # the reply's length prefix, while incomplete
+        self.reply: bytearray | None = None  # the reply being read, allocated once at its size
+        self.got = 0
         self.task: Any | None = None
 
     def send(self, key: Any, task: TaskArgs) -> None:
@@ -75,20 +100,34 @@ class _Child:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
 
-    def pump(self) -> bytes | None:
+    def pump(self) -> bytearray | None:
         """Read what is available; the pickled reply once complete (not decoded: the
-        caller sends the next task first). Raises EOFError."""
-        chunk = os.read(self.fileno(), 1 << 20)
-        if not chunk:
-            raise EOFError
-        self.buf.extend(chunk)
-        if len(self.buf) >= 8:
-            (n,) = struct.unpack("<Q", self.buf[:8])
-            if len(self.buf) >= 8 + n:
-                payload = bytes(self.buf[8 : 8 + n])
-                del self.buf[: 8 + n]
-                return payload
-        return None
+        caller sends the next task first). Raises EOFError. The reply is read straight
+        into one buffer of its announced size: no chunk is copied again."""
+        fd = self.fileno()
+        while True:
+            reply = self.reply
+            try:
+                if reply is None:
+                    chunk = os.read(fd, 8 - len(self.head))
+                    if not chunk:
+                        raise EOFError
+                    self.head += chunk
+                    if len(self.head) < 8:
+                        continue
+                    (n,) = struct.unpack("<Q", self.head)
+                    self.head, self.reply, self.got = b"", bytearray(n), 0
+                    reply = self.reply
+                elif self.got < len(reply):
+                    k = os.readv(fd, [memoryview(reply)[self.got :]])
+                    if not k:
+                        raise EOFError
+                    self.got += k
+            except BlockingIOError:
+                return None
+            if self.got == len(reply):
+                self.reply = None
+                return reply
 
     def kill(self) -> None:
         stop(self.proc)
@@ -142,6 +181,10 @@ def run_batch(
     child (else the arguments of `sessions.build_detached`). Returns the keys whose child
     died (the caller builds those itself)."""
     queue = list(tasks)
+    if not PIPES_POLLABLE:
+        # the caller builds everything itself (the same states, one at a time; `skip`
+        # asked once for each, as if it were about to be sent)
+        return [k for k, _ in queue if skip is None or not skip(k)]
     children: list[_Child] = []
     failed: list[Any] = []
     try:

@@ -117,3 +117,58 @@ def test_a_cold_state_from_a_child_is_what_the_server_keeps_of_a_local_build(tmp
     assert isinstance(ops_local, PackedFileOps)
     assert ops_sent.data == ops_local.data and ops_sent.paths == ops_local.paths
     assert ops_sent.lookup(next(iter(ops_sent.paths))) == ops_local.lookup(next(iter(ops_local.paths)))
+
+
+def test_replies_of_any_size_arrive_whole_and_in_order():
+    """Replies cross the pipe straight into a buffer of their announced size, in pieces
+    as small as the pipe gives: sizes around the pipe's capacities and several megabytes."""
+    sizes = [0, 1, 7, 8, 9, 65_535, 65_536, 65_537, 1 << 20, (1 << 20) + 1, 5_000_003, 12_345_678]
+    got: dict[int, object] = {}
+
+    def on_result(key: int, reply: tuple[str, object]) -> None:
+        assert key not in got
+        got[key] = reply
+
+    failed = build_pool.run_batch(
+        ((i, ("builtins:bytes", (n,))) for i, n in enumerate(sizes)), 2, on_result, lambda: None, calls=True
+    )
+    assert failed == []
+    assert sorted(got) == list(range(len(sizes)))
+    for i, n in enumerate(sizes):
+        assert got[i] == ("ok", bytes(n))
+
+
+def test_without_pollable_pipes_the_caller_builds_everything_asking_skip_once(tmp_path: Path, monkeypatch):
+    """Where a child's pipe cannot be waited on (Windows), no child is started: every
+    session is built by the caller, and `skip` is asked exactly once for each."""
+    monkeypatch.setattr(build_pool, "PIPES_POLLABLE", False)
+    started: list[object] = []
+    monkeypatch.setattr(build_pool, "spawn", lambda *a, **k: started.append(a))
+    files = _files(tmp_path, 4)
+
+    class _Ref:
+        def __init__(self, file: str) -> None:
+            self.file = file
+
+    refs = [(_Ref(f), "cold") for f in files]
+    asked: list[str] = []
+    built: list[str] = []
+
+    def skip(ref: _Ref, tier: str) -> bool:
+        asked.append(ref.file)
+        return ref.file == files[1]
+
+    skipped = build_pool.build_split(
+        refs,
+        [],
+        task=lambda ref, tier: _task(ref.file),
+        workers=2,
+        build_here=lambda ref, tier: built.append(ref.file),
+        on_built=lambda ref, tier, state: built.append("from a child: " + ref.file),
+        check_cancel=lambda: None,
+        skip=skip,
+    )
+    assert started == []
+    assert sorted(asked) == sorted(files)
+    assert [r.file for r, _ in skipped] == [files[1]]
+    assert sorted(built) == sorted(f for f in files if f != files[1])
