@@ -118,6 +118,7 @@ class Engines:
                 )
                 # held sessions follow the live Pi's leaf (docs/pi.md, "Live lineage")
                 self._memory.live_leaves = self.leases().live_leaves
+                self._memory.watch_folders()  # (lives as long as this server: list by notices)
                 if self._index_enabled:  # (the indexer before any request: answers say it is pending)
                     self._start_indexer(self._memory)
             return self._memory

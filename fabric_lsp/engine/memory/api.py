@@ -75,6 +75,17 @@ class MemoryEngine(MemoryState):
         if indexer is not None:
             indexer.kick()
 
+    def watch_folders(self) -> bool:
+        """For an engine that lives as long as its server: list a project folder again only
+        when inotify says something happened in it (dir_watch.py), not with one stat per
+        session file per call. True when notices are available here; answers are the same
+        either way. `close` ends the watch."""
+        if self.dir_watch is None:
+            from .dir_watch import DirWatch
+
+            self.dir_watch = DirWatch.open()
+        return self.dir_watch is not None
+
     def drop_caches(self) -> None:
         index.drop_caches(self)
 
@@ -83,6 +94,10 @@ class MemoryEngine(MemoryState):
         if indexer is not None:
             indexer.stop()
         self._regex.close()
+        with self.listing_lock:  # (calls list under it: never on a closed watch)
+            watch, self.dir_watch, self.listing = self.dir_watch, None, None
+            if watch is not None:
+                watch.close()
 
     # -- the calls ------------------------------------------------------------------------------
 

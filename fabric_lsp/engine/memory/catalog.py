@@ -155,6 +155,12 @@ def folder_refs(eng: MemoryState, folder: str) -> list[Ref]:
 
 def all_refs(eng: MemoryState) -> list[Ref]:
     refresh_live(eng)  # every call lists the sessions first: the leases are read then
+    if eng.dir_watch is not None:
+        with eng.listing_lock:
+            watch = eng.dir_watch
+            if watch is not None and watch.watch(eng.session_dir):
+                return _watched_refs(eng, watch)
+            eng.listing = None  # (no notices for the session dir: everything by stat, as below)
     try:
         subs = list(os.scandir(eng.session_dir))
     except OSError:
@@ -168,6 +174,72 @@ def all_refs(eng: MemoryState) -> list[Ref]:
         if is_dir:
             refs.extend(folder_refs(eng, sub.path))
     return recency(refs)
+
+
+class FolderListing:
+    """A long-lived engine's listing, kept between calls while inotify vouches for it
+    (dir_watch.py): the project folders, each folder's Refs, the folders watched, the
+    folders with notices not yet acted on, and the merged list (None: to be merged)."""
+
+    __slots__ = ("folders", "merged", "pending", "subs", "watched")
+
+    def __init__(self, subs: list[str]) -> None:
+        self.subs = subs
+        self.folders: dict[str, list[Ref]] = {}
+        self.watched: set[str] = set()
+        self.pending: set[str] = set()
+        self.merged: list[Ref] | None = None
+
+
+def _drain(eng: MemoryState, watch: Any) -> FolderListing | None:
+    """Take the notices since the last call into the listing; None when there is no
+    listing to keep (never made, track lost, or the session dir itself changed)."""
+    changed = watch.changed()
+    listing = eng.listing
+    if listing is None or changed is None or eng.session_dir in changed:
+        eng.listing = None
+        return None
+    listing.pending |= changed
+    return listing
+
+
+def _watched_refs(eng: MemoryState, watch: Any) -> list[Ref]:
+    """`all_refs` with notices: a folder is listed and stat'ed again only when something
+    happened in it since it was last listed (or it could not be watched)."""
+    listing = _drain(eng, watch)
+    if listing is None:
+        # (the session dir is watched already: a folder made from here on is noticed)
+        try:
+            entries = list(os.scandir(eng.session_dir))
+        except OSError:
+            return []
+        subs: list[str] = []
+        for sub in entries:
+            try:
+                if sub.is_dir():  # (follows a symlinked project folder, as isdir did)
+                    subs.append(sub.path)
+            except OSError:
+                continue
+        listing = eng.listing = FolderListing(subs)
+        for folder in subs:
+            if watch.watch(folder):  # watched before it is listed: no change falls between
+                listing.watched.add(folder)
+    for folder in listing.subs:
+        _listed_folder(eng, listing, folder)
+    if listing.merged is None:
+        listing.merged = recency(ref for folder in listing.subs for ref in listing.folders[folder])
+    return list(listing.merged)
+
+
+def _listed_folder(eng: MemoryState, listing: FolderListing, folder: str) -> list[Ref]:
+    refs = listing.folders.get(folder)
+    if refs is None or folder in listing.pending or folder not in listing.watched:
+        listing.pending.discard(folder)
+        fresh = folder_refs(eng, folder)
+        if refs is None or len(fresh) != len(refs) or any(a is not b for a, b in zip(fresh, refs)):
+            listing.folders[folder] = refs = fresh
+            listing.merged = None
+    return refs
 
 
 def forget_vanished(eng: MemoryState, refs: list[Ref]) -> None:
@@ -187,7 +259,15 @@ def forget_vanished(eng: MemoryState, refs: list[Ref]) -> None:
 def project_refs(eng: MemoryState, cwd: str | None) -> list[Ref]:
     if not cwd:
         return []
-    return recency(folder_refs(eng, os.path.join(eng.session_dir, encode_cwd(cwd))))
+    folder = os.path.join(eng.session_dir, encode_cwd(cwd))
+    if eng.listing is not None:
+        with eng.listing_lock:
+            watch, listing = eng.dir_watch, eng.listing
+            if watch is not None and listing is not None and folder in listing.folders:
+                listing = _drain(eng, watch)
+                if listing is not None:
+                    return recency(_listed_folder(eng, listing, folder))
+    return recency(folder_refs(eng, folder))
 
 
 def resolve_target(eng: MemoryState, target: str, refs: list[Ref]) -> Ref:

@@ -85,6 +85,13 @@ class MemoryState:
         # First builds of large cold sets use a small process pool (0/1 = never).
         self.parallel_workers = min(2, os.cpu_count() or 1)
         self.parallel_min_bytes = 16 * 1024 * 1024
+        # A long-lived engine's notices of changes in the session folders (dir_watch.py,
+        # `MemoryEngine.watch_folders`) and the listing they keep (catalog.FolderListing);
+        # None: every call stats every session file.
+        # (`listing_lock` guards both: expand lists without the engine lock)
+        self.dir_watch: Any = None
+        self.listing: Any = None
+        self.listing_lock = threading.Lock()
 
     # -- the shared state, for the modules that are functions over this core -------------
     # (the same objects; tests still read the underscore names)

@@ -60,6 +60,7 @@ def drop_caches(eng: MemoryState) -> None:
         eng.hydrated.clear()
         eng.headers.clear()
         eng.refs.clear()
+        eng.listing = None
         eng.cleanup_complete = None
 
 
