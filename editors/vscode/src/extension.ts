@@ -15,6 +15,7 @@ import { expandEntryCommand, openJsonlAt } from './expand';
 import { Intents, ShowPreview, previewCompaction } from './compaction';
 import { choiceOf, pickSession } from './sessions';
 import { RecallView } from './recallView';
+import { RecallSearchView } from './recallSearchView';
 import { SessionsTree, sessionOfNode } from './sessionsTree';
 import { PlanView } from './planView';
 import { CurrentSession } from './currentSession';
@@ -65,6 +66,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const command = (id: string, fn: (...args: unknown[]) => unknown) =>
     vscode.commands.registerCommand(id, fn);
   const recall = new RecallView(f);
+  const searchBox = new RecallSearchView(recall);
   const sessions = new SessionsTree(f);
   const current = new CurrentSession(f);
   const target = (info: SessionInfo) => ({ session: info.sessionFile, sessionId: info.sessionId, label: sessions.titleOf(info) });
@@ -108,6 +110,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     docs,
     intents,
     recall,
+    searchBox,
     sessions,
     plan,
     current,

@@ -159,3 +159,14 @@ export function positionAt(text: string, offset: number): { line: number; charac
   }
   return { line, character: offset - lineStart };
 }
+
+/** Why `pattern` is not a regular expression the search can run (JavaScript's own
+ *  reading, case-insensitive, Unicode), or undefined when it is one. */
+export function regexProblem(pattern: string): string | undefined {
+  try {
+    new RegExp(pattern, 'iu');
+    return undefined;
+  } catch (err) {
+    return `Not a valid regular expression: ${err instanceof Error ? err.message.replace(/^Invalid regular expression: /, '') : String(err)}`;
+  }
+}

@@ -8,7 +8,7 @@ import { LatestOnly } from './latest';
 import { Fabric, errorMessage, teamOn } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry, TeamMembersResult } from './protocol';
 import { formatTime, roleLabel, shortId } from './render';
-import { matchSpans, snippetFor } from './match';
+import { matchSpans, regexProblem, snippetFor } from './match';
 import { activeSession } from './sessions';
 import { expandAndShow, openJsonlAt } from './expand';
 import { Scope, memberDescription, nextScope, scopeTooltip, teamLabel } from './scopes';
@@ -67,6 +67,14 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   private keep: string | undefined;
   private running: vscode.CancellationTokenSource | undefined;
   private readonly highlight: vscode.TextEditorDecorationType;
+  private readonly stateChanged = new vscode.EventEmitter<void>();
+  /** Fired whenever the query, scope, mode, answer or live message changes (the Recall
+   *  Search box shows them). */
+  readonly onDidChangeState = this.stateChanged.event;
+  /** What the search box shows under the query: the regex check's or the server's error
+   *  for what was typed last, else nothing. */
+  liveMessage: string | undefined;
+  private live: LatestOnly<string> | undefined;
 
   constructor(private readonly fabric: Fabric) {
     this.scope = vscode.workspace.getConfiguration('fabric').get<Scope>('recall.scope') ?? 'project';
@@ -116,8 +124,61 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     this.view.description = parts.join(' · ');
     const note = total ? coverageNote(total) : '';
     this.view.message = !this.query
-      ? 'Search past Pi sessions: use the search button above, or “Fabric: Recall…”.'
+      ? 'Search past Pi sessions: type in the Recall Search box above, or use “Fabric: Recall…”.'
       : note || undefined;
+    this.stateChanged.fire();
+  }
+
+  /** The Recall Search box's keystroke (`input`: debounced) or Enter (`now`): the query
+   *  checked as it is typed, searched into this view, the search in flight cancelled; the
+   *  server's error for the latest query becomes `liveMessage`. */
+  typed(query: string, how: 'input' | 'now'): void {
+    const problem = this.mode === 'regex' && query ? regexProblem(query) : undefined;
+    if (problem !== this.liveMessage) {
+      this.liveMessage = problem;
+      this.stateChanged.fire();
+    }
+    if (problem) return;
+    const live = this.live ?? new LatestOnly<string>(vscode.workspace.getConfiguration('fabric').get<number>('recall.debounceMs') ?? 200, (q, seq) => {
+      void this.search(q).then(() => {
+        if (!live.isLatest(seq)) return;
+        const error = this.results[0]?.coverage.error;
+        this.liveMessage = error ? errorLine(explainError(error, { pattern: this.mode === 'regex' ? q : undefined })) : undefined;
+        this.stateChanged.fire();
+      });
+      return { cancel: () => this.running?.cancel() };
+    });
+    this.live = live;
+    if (how === 'now') live.now(query);
+    else live.input(query);
+  }
+
+  /** The scopes the search box offers: `[value, label]`, value as `setScope` takes it. */
+  scopeChoices(): [string, string][] {
+    const out: [string, string][] = [['session', 'session'], ['project', 'project'], ['global', 'global']];
+    if (teamOn()) {
+      out.push(['team', 'team']);
+      for (const m of [...this.members].sort()) out.push([`team:${m}`, `team: ${m}`]);
+    }
+    if (this.sessionScope) out.unshift([`session:${this.sessionScope}`, this.scopeLabel()]);
+    return out;
+  }
+
+  /** The value of `scopeChoices` now chosen. */
+  scopeValue(): string {
+    if (this.sessionScope) return `session:${this.sessionScope}`;
+    return this.scope === 'team' && this.teamMember ? `team:${this.teamMember}` : this.scope;
+  }
+
+  /** Choose a scope by its `scopeChoices` value, and search again. */
+  async setScope(value: string): Promise<void> {
+    if (value === this.scopeValue()) return;
+    if (value.startsWith('session:')) return; // (the narrowed session is kept only while chosen)
+    this.sessionScope = undefined;
+    this.teamMember = value.startsWith('team:') ? value.slice('team:'.length) : undefined;
+    this.scope = (this.teamMember !== undefined ? 'team' : value) as Scope;
+    this.updateTitle();
+    if (this.query) await this.refresh();
   }
 
   /** Show an answer the Recall… picker already has (no second request). */
@@ -387,11 +448,14 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     return { index: this.current, total: this.flat.length };
   }
 
-  async toggleMode(): Promise<void> {
+  /** Literal ⇄ regex; `refresh`: search the shown query again (the search box searches
+   *  what it holds instead). */
+  async toggleMode(refresh = true): Promise<void> {
     this.mode = this.mode === 'regex' ? 'literal' : 'regex';
+    this.liveMessage = this.mode === 'regex' && this.query ? regexProblem(this.query) : undefined;
     this.updateTitle();
     await this.setContext();
-    if (this.query) await this.refresh();
+    if (refresh && this.query && !this.liveMessage) await this.refresh();
   }
 
   async chooseScope(): Promise<void> {
@@ -490,14 +554,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
         box.validationMessage = undefined;
         return true;
       }
-      try {
-        new RegExp(q, 'iu');
-        box.validationMessage = undefined;
-        return true;
-      } catch (err) {
-        box.validationMessage = `Not a valid regular expression: ${err instanceof Error ? err.message.replace(/^Invalid regular expression: /, '') : String(err)}`;
-        return false;
-      }
+      box.validationMessage = regexProblem(q);
+      return box.validationMessage === undefined;
     };
     const latest = new LatestOnly<string>(cfg.get<number>('recall.debounceMs') ?? 200, (q, seq) => {
       void this.search(q).then(() => {
@@ -557,6 +615,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   }
 
   dispose(): void {
+    this.live?.cancel();
+    this.stateChanged.dispose();
     this.running?.cancel();
     this.highlight.dispose();
     this.view.dispose();

@@ -9,7 +9,8 @@ import { LatestOnly } from '../src/latest.ts';
 import { explainError, reasonText } from '../src/errors.ts';
 import { editTexts, lineAt } from '../src/editDiff.ts';
 import { confirmation, escapeMarkdown, planMarkdown, planModel, qaFailureLines, relativePath } from '../src/plan.ts';
-import { matchSpans, queryTerms, snippetFor } from '../src/match.ts';
+import { matchSpans, queryTerms, regexProblem, snippetFor } from '../src/match.ts';
+import { searchPage } from '../src/searchPage.ts';
 import { branchOf, firstUserGoal, parseEntries } from '../src/jsonl.ts';
 import { sessionStatusText } from '../src/statusText.ts';
 import { memberDescription, nextScope, scopeTooltip, teamConfigured, teamLabel } from '../src/scopes.ts';
@@ -639,5 +640,39 @@ describe('spawned programs: never relative to the project', () => {
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('Recall Search box (issue 34: the query box in the view)', () => {
+  const state = { query: 'ZeroDivisionError', regex: false, scope: 'global', scopes: [['session', 'session'], ['project', 'project'], ['global', 'global']], message: '' };
+  test('the page holds the query, the chosen scope and the regex toggle, scripts only by nonce', () => {
+    const html = searchPage('vscode-resource:', state, 'N0NCE');
+    assert.match(html, /script-src 'nonce-N0NCE'/);
+    assert.match(html, /default-src 'none'/);
+    assert.match(html, /<input id="q"[^>]*value="ZeroDivisionError"/);
+    assert.match(html, /<option value="global" selected>global<\/option>/);
+    assert.match(html, /aria-pressed="false"/);
+    assert.equal((html.match(/<script/g) ?? []).length, 1);
+    assert.match(html, /<script nonce="N0NCE">/);
+  });
+  test('what the user typed is text, never markup', () => {
+    const html = searchPage('x', { ...state, query: '"><img src=x onerror=alert(1)>', message: '<b>bad</b>', scopes: [['team:<m>', 'team: <m>']], scope: 'team:<m>' }, 'N');
+    assert.ok(!html.includes('<img'), html);
+    assert.ok(!html.includes('<b>bad'), html);
+    assert.match(html, /value="&quot;&gt;&lt;img src=x onerror=alert\(1\)&gt;"/);
+    assert.match(html, /<option value="team:&lt;m&gt;" selected>team: &lt;m&gt;<\/option>/);
+    assert.match(html, /class="box invalid"/);
+  });
+  test('a fresh nonce per page', () => {
+    const a = searchPage('x', state).match(/nonce-([^']+)'/)[1];
+    const b = searchPage('x', state).match(/nonce-([^']+)'/)[1];
+    assert.notEqual(a, b);
+    assert.ok(a.length >= 16);
+  });
+  test('the regex check: JavaScript\'s own reading, with its reason', () => {
+    assert.equal(regexProblem('Zero(Div|Err)'), undefined);
+    assert.equal(regexProblem('\\bauth\\w+'), undefined);
+    assert.match(regexProblem('Zero(Division'), /^Not a valid regular expression: .*(Unterminated group|missing \))/i);
+    assert.match(regexProblem('a{2,1}'), /^Not a valid regular expression/);
   });
 });

@@ -295,6 +295,59 @@ try {
     });
   });
 
+  await check('the Recall Search box in the sidebar: search as you type, scope list, regex checked', async () => {
+    // The query box is in the view (a webview above Recall Results), like the Search view's.
+    const found = await until('the Recall Search box', async () => {
+      for (const frame of page.frames()) {
+        const has = await frame.evaluate(() => !!document.getElementById('q') && !!document.getElementById('scope')).catch(() => false);
+        if (has) return { ok: true, value: frame };
+      }
+      return { ok: false };
+    });
+    const box = found;
+    const q = box.locator('#q');
+    await q.fill('');
+    await q.pressSequentially('epoch', { delay: 25 });
+    await until('results for what is typed in the box (no Enter)', async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      const list = await rows('Recall Results');
+      return { ok: header.includes('“epoch”') && list.some((t) => /epoch/i.test(t)), value: [header, ...list.slice(0, 4)] };
+    });
+    // the scope list: project (the workspace's own sessions) narrows the answer
+    const shownScope = await box.locator('#scope').inputValue();
+    assert(shownScope === 'global', `the scope list shows the view's scope: ${shownScope}`);
+    await box.locator('#scope').selectOption('project');
+    await until('the project scope searched', async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      return { ok: /“epoch” · project/.test(header), value: header };
+    });
+    await box.locator('#scope').selectOption('global');
+    // regex: the pattern is checked as it is typed, the reason under the box
+    await box.locator('#regex').click();
+    await until('the regex toggle on', async () => ({ ok: (await box.locator('#regex').getAttribute('aria-pressed')) === 'true' }));
+    await q.fill('Zero(Division');
+    const msg = box.locator('#msg');
+    await until('the regex problem shown in the box', async () => {
+      const t = clean(await msg.innerText().catch(() => ''));
+      return { ok: /Not a valid regular expression/.test(t), value: t };
+    });
+    await shot('recall-search-box');
+    await q.fill('Zero(Division|Error)');
+    await until('the message gone and regex results shown', async () => {
+      const t = clean(await msg.innerText().catch(() => ''));
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      return { ok: t === '' && header.includes('“Zero(Division|Error)” (regex)'), value: [t, header] };
+    });
+    await box.locator('#regex').click();
+    await q.fill('ZeroDivisionError');
+    await q.press('Enter');
+    await until('the literal results again', async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      const list = await rows('Recall Results');
+      return { ok: header.includes('“ZeroDivisionError” · global') && list.filter((t) => t.includes('ZeroDivisionError')).length >= 3, value: [header, ...list] };
+    });
+  });
+
   await check('a recall result opens its expanded entry with the match in view', async () => {
     const row = pane('Recall Results').locator('.monaco-list-row', { has: page.locator('.highlight') }).first();
     await row.click();
