@@ -48,10 +48,10 @@ def _write(text: str) -> None:
 
 def render(result: dict[str, Any]) -> str:
     """The result for people: one line per session, then one per operation."""
-    from fabric_lsp.engine.jsstr import iso_ms
+    from fabric_lsp.engine.jsstr import iso_ms_or_none
 
     def when(ts: Any) -> str:
-        return iso_ms(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else "unknown time"
+        return iso_ms_or_none(ts) or "unknown time"
 
     lines = [
         f"{result['path']}: {result['totalItems']} operations in {result['totalSessions']} sessions"

@@ -364,10 +364,10 @@ def _run_sessions(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(result)
         return 1 if "error" in result["coverage"] else 0
-    from fabric_lsp.engine.jsstr import iso_ms
+    from fabric_lsp.engine.jsstr import iso_ms_or_none
 
     for row in result["sessions"]:
-        when = iso_ms(row["lastTs"]) if row.get("lastTs") is not None else "unknown time"
+        when = iso_ms_or_none(row.get("lastTs")) or "unknown time"
         _write(
             f"{row['sessionId']}  {row['tier']:4}  {row['entryCount']:6} entries  {when}  {row['cwd']}\n"
             f"    {row['sessionFile']}\n"

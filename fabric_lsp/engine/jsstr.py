@@ -503,7 +503,41 @@ def parse_date_ms(value: Any) -> int | None:
     return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
 
 
+_JS_DATE_LIMIT_MS = 8.64e15  # |time value| of a valid JS Date (ECMA-262 TimeClip)
+
+
+def iso_ms_or_none(ms: object) -> str | None:
+    """`new Date(ms).toISOString()` for a number; None where JavaScript throws ("Invalid
+    time value": not finite, or beyond ±8.64e15 ms) or `ms` is not a number. Exact over the
+    whole range: the time is truncated toward zero (TimeClip), years past 9999 and before 0
+    are written with a sign and six digits, as JS writes them."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        return None
+    if not math.isfinite(ms) or abs(ms) > _JS_DATE_LIMIT_MS:
+        return None
+    t = int(ms)  # toward zero
+    day, rest = divmod(t, 86_400_000)
+    # the civil date of a day number (days since 1970-01-01), proleptic Gregorian
+    z = day + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d = doy - (153 * mp + 2) // 5 + 1
+    m = mp + 3 if mp < 10 else mp - 9
+    y = yoe + era * 400 + (1 if m <= 2 else 0)
+    year = f"{y:04d}" if 0 <= y <= 9999 else f"{'+' if y > 0 else '-'}{abs(y):06d}"
+    hh, rest = divmod(rest, 3_600_000)
+    mm, rest = divmod(rest, 60_000)
+    ss, milli = divmod(rest, 1000)
+    return f"{year}-{m:02d}-{d:02d}T{hh:02d}:{mm:02d}:{ss:02d}.{milli:03d}Z"
+
+
 def iso_ms(ms: float | int) -> str:
-    """`new Date(ms).toISOString()`: always millisecond precision, UTC."""
-    dt = datetime.fromtimestamp(ms / 1000.0, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    """`new Date(ms).toISOString()`: always millisecond precision, UTC. Raises ValueError
+    where JavaScript throws RangeError (`iso_ms_or_none`)."""
+    out = iso_ms_or_none(ms)
+    if out is None:
+        raise ValueError(f"Invalid time value: {ms!r}")
+    return out

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from fabric_lsp.engine.jsstr import (
     has_unpaired_surrogate,
+    iso_ms_or_none,
     join_surrogate_pairs,
     js_keys,
     js_number,
@@ -47,6 +48,7 @@ rl.on("line", (line) => {
   else if (op === "wellFormed") out = v.isWellFormed();
   else if (op === "utf8") out = Buffer.byteLength(JSON.stringify(v), "utf8");
   else if (op === "date") { const t = Date.parse(v); out = Number.isNaN(t) ? null : t; }
+  else if (op === "iso") { try { out = new Date(v).toISOString(); } catch (e) { out = null; } }
   process.stdout.write(JSON.stringify({ out }) + "\n");
 });
 """
@@ -209,3 +211,28 @@ _PI_DATE = st.datetimes().map(
 @given(_PI_DATE)
 def test_pi_dates_parse_as_node_parses_them(node, date):
     assert parse_date_ms(date) == node("date", date)
+
+
+# time values around JavaScript Date's edges: ±8.64e15 ms, years 0 and 9999/10000, leap
+# days, fractions (truncated toward zero) and beyond the range (RangeError: None here)
+_TIME = st.one_of(
+    st.integers(-8_640_000_000_000_100, 8_640_000_000_000_100),
+    st.floats(-1e16, 1e16, allow_nan=False),
+    st.integers(-62_198_755_200_100, -62_167_219_100_000),
+    st.integers(253_402_300_700_000, 253_402_300_900_000),
+    st.sampled_from([0, -1, 1, 8.64e15, -8.64e15, 8.64e15 + 1, 9.2e21, 951_782_400_000, -0.4, -1.5, 1.9]),
+)
+
+
+@settings(
+    max_examples=profile_examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(_TIME)
+def test_iso_time_matches_node(node, value):
+    """`new Date(v).toISOString()` (None where JS throws): the cold pointer's time, the CLI's."""
+    assert iso_ms_or_none(value) == node("iso", value)
+
+
+def test_iso_time_of_what_is_not_a_number_is_none():
+    for value in (None, True, "2026-01-01", float("inf"), float("nan"), [1]):
+        assert iso_ms_or_none(value) is None

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from fabric_lsp.protocol import Branches, ExactMatch, Pointer, ResultEntryRange, Segment, SegmentEntry, Tier
 
-from ..jsstr import iso_ms, js_stringify, utf16_sort_key
+from ..jsstr import iso_ms_or_none, js_stringify, utf16_sort_key
 from .tokenize import count_terms, finish_piece_counts, native_index_text, tokenize_lexical
 
 if TYPE_CHECKING:
@@ -469,7 +469,7 @@ def _plural(n: int, word: str) -> str:
 
 def _render_digest(hit: DigestHit, browse: bool) -> str:
     d = hit.view
-    when = iso_ms(d.last_ts) if d.last_ts is not None else "unknown time"
+    when = iso_ms_or_none(d.last_ts) or "unknown time"  # (also a time JS's Date refuses)
     n = len(hit.matched_terms)
     m = "is available as a cold session pointer" if browse else f"has {_plural(n, 'matching lexical term')}"
     return (
