@@ -471,6 +471,7 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
     def __init__(self, table: ColdTermTable) -> None:
         super().__init__()
         self.table = table
+        self.version = 0  # bumped by every change (index.load_index's memo checks it)
 
     def _release(self, state: Any) -> None:
         slot = getattr(state, "cold_slot", None)
@@ -506,10 +507,12 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
             self._release(state)  # rebuilt in place (an append): take the new vocabulary
         super().__setitem__(key, state)
         self._take(state)
+        self.version += 1
 
     def __delitem__(self, key: Any) -> None:
         self._release(super().__getitem__(key))
         super().__delitem__(key)
+        self.version += 1
 
     _MISSING = object()
 
@@ -517,6 +520,7 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
         if key in self:
             state = super().pop(key)
             self._release(state)
+            self.version += 1
             return state
         if default is StateTable._MISSING:
             raise KeyError(key)
@@ -526,3 +530,4 @@ class StateTable(dict[tuple[str, str], "SessionState"]):
         for state in self.values():
             self._release(state)
         super().clear()
+        self.version += 1

@@ -92,6 +92,8 @@ class MemoryState:
         self.dir_watch: Any = None
         self.listing: Any = None
         self.listing_lock = threading.Lock()
+        # the last load_index answer that built nothing, with what it was for (index.py)
+        self.load_memo: Any = None
 
     # -- the shared state, for the modules that are functions over this core -------------
     # (the same objects; tests still read the underscore names)

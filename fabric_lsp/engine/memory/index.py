@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import operator
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -361,11 +362,31 @@ def load_index(
     cancel: CancelToken | None,
     activity: ActivitySink | None,
 ) -> tuple[list[SessionState], list[str], JsonObject]:
-    """States of the scoped sessions in scope order, their tiers, and index coverage."""
+    """States of the scoped sessions in scope order, their tiers, and index coverage.
+    A call over the very same Refs (a kept listing: catalog.FolderListing), the same hot
+    set and an unchanged state table gets the last answer that found every session fresh
+    again, without asking each session (no live Pi leaf in either)."""
+    table: Any = eng.states
+    memo = eng.load_memo
+    memo_ok = not hydrate and bool(refs) and not eng.live_snapshot
+    if (
+        memo_ok
+        and memo is not None
+        and memo[0] == (branches, table.version, len(refs))
+        and memo[1] == hot
+        and all(map(operator.is_, memo[2], refs))
+    ):
+        states, tiers, coverage = memo[3]
+        return list(states), list(tiers), {**coverage, "reasons": list(coverage["reasons"])}
+    version = table.version
     # Loading and building allocate millions of long-lived, acyclic objects: cyclic GC
     # passes over them only cost time (about half a build), so pause it meanwhile.
     with cyclic_gc_paused():
-        return _load_index_unpaused(eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+        out = _load_index_unpaused(eng, refs, hot, branches, hydrate=hydrate, cancel=cancel, activity=activity)
+    coverage = out[2]
+    fresh = table.version == version and coverage["indexedSessions"] == coverage["eligibleSessions"]
+    eng.load_memo = ((branches, version, len(refs)), set(hot), list(refs), out) if memo_ok and fresh else None
+    return list(out[0]), list(out[1]), {**coverage, "reasons": list(coverage["reasons"])}
 
 
 def _load_index_unpaused(

@@ -97,9 +97,16 @@ def test_a_watching_engine_lists_what_stat_lists_after_any_changes(tmp_path_fact
                 tmp.write_text(target.read_text() + json.dumps(user(f"r{step}", None, "replaced", 4)) + "\n")
                 os.replace(tmp, target)
             assert _listed(watched) == _listed(plain), (step, kind)
-            # the same answers, too
+            # the same answers, too, and what an engine that never answered before says
+            # (no kept listing, no memo of a previous call: index.load_index)
             q = {"query": "shared", "scope": "global"}
-            assert watched.recall(q) == plain.recall(q)
+            fresh = engine(agent)
+            try:
+                expected = fresh.recall(q)
+            finally:
+                fresh.close()
+            assert watched.recall(q) == plain.recall(q) == expected
+            assert watched.recall(q) == expected  # (a second call: from the memo)
     finally:
         watched.close()
         plain.close()
