@@ -45,7 +45,12 @@ export class RecallSearchView implements vscode.WebviewViewProvider, vscode.Disp
         void vscode.commands.executeCommand('fabric.recall.focus');
         break;
       case 'scope': void this.recall.setScope(value); break;
-      case 'regex': void this.recall.toggleMode(false).then(() => this.recall.typed(value, 'now')); break;
+      case 'regex':
+        // (the mode flips before toggleMode's first await: the search of what the box holds
+        // starts now, in message order, never after a later keystroke's)
+        void this.recall.toggleMode(false);
+        this.recall.typed(value, 'now');
+        break;
       default: break;
     }
   }
