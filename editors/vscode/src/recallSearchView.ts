@@ -44,6 +44,7 @@ export class RecallSearchView implements vscode.WebviewViewProvider, vscode.Disp
         this.recall.typed(value, 'now');
         void vscode.commands.executeCommand('fabric.recall.focus');
         break;
+      case 'results': void vscode.commands.executeCommand('fabric.recall.focus'); break;
       case 'scope': void this.recall.setScope(value); break;
       case 'regex':
         // (the mode flips before toggleMode's first await: the search of what the box holds

@@ -54,7 +54,10 @@ function show(s) {
   box.classList.toggle('invalid', !!s.message);
 }
 q.addEventListener('input', () => vscode.postMessage({ type: 'input', value: q.value }));
-q.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') vscode.postMessage({ type: 'accept', value: q.value }); });
+q.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter') vscode.postMessage({ type: 'accept', value: q.value });
+  else if (ev.key === 'ArrowDown') { ev.preventDefault(); vscode.postMessage({ type: 'results' }); } // as in the Search view
+});
 regex.addEventListener('click', () => vscode.postMessage({ type: 'regex', value: q.value }));
 scope.addEventListener('change', () => vscode.postMessage({ type: 'scope', value: scope.value }));
 window.addEventListener('message', (ev) => {

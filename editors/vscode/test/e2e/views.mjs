@@ -313,6 +313,12 @@ try {
       const list = await rows('Recall Results');
       return { ok: header.includes('“epoch”') && list.some((t) => /epoch/i.test(t)), value: [header, ...list.slice(0, 4)] };
     });
+    // Down arrow moves to the results, as from the Search view's input
+    await q.press('ArrowDown');
+    await until('the Results view focused', async () => {
+      const focused = await page.evaluate(() => !!document.activeElement?.closest('.pane-body') && !!document.activeElement?.closest('.pane')?.querySelector('.pane-header')?.textContent?.includes('Recall Results'));
+      return { ok: focused };
+    });
     // the scope list: project (the workspace's own sessions) narrows the answer
     const shownScope = await box.locator('#scope').inputValue();
     assert(shownScope === 'global', `the scope list shows the view's scope: ${shownScope}`);
