@@ -142,8 +142,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     const live = this.live ?? new LatestOnly<string>(vscode.workspace.getConfiguration('fabric').get<number>('recall.debounceMs') ?? 200, (q, seq) => {
       void this.search(q).then(() => {
         if (!live.isLatest(seq)) return;
-        const error = this.results[0]?.coverage.error;
-        this.liveMessage = error ? errorLine(explainError(error, { pattern: this.mode === 'regex' ? q : undefined })) : undefined;
+        this.liveMessage = this.answerError(q);
         this.stateChanged.fire();
       });
       return { cancel: () => this.running?.cancel() };
@@ -151,6 +150,12 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     this.live = live;
     if (how === 'now') live.now(query);
     else live.input(query);
+  }
+
+  /** The server's error for the answer shown to `query`, as one line for the user. */
+  private answerError(query: string): string | undefined {
+    const error = this.results[0]?.coverage.error;
+    return error ? errorLine(explainError(error, { pattern: this.mode === 'regex' ? query : undefined })) : undefined;
   }
 
   /** The scopes the search box offers: `[value, label]`, value as `setScope` takes it. */
@@ -559,8 +564,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
     };
     const latest = new LatestOnly<string>(cfg.get<number>('recall.debounceMs') ?? 200, (q, seq) => {
       void this.search(q).then(() => {
-        const error = latest.isLatest(seq) ? this.results[0]?.coverage.error : undefined;
-        if (error) box.validationMessage = errorLine(explainError(error, { pattern: this.mode === 'regex' ? q : undefined }));
+        const error = latest.isLatest(seq) ? this.answerError(q) : undefined;
+        if (error) box.validationMessage = error;
       });
       return { cancel: () => this.running?.cancel() };
     });

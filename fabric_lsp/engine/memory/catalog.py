@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -161,19 +162,24 @@ def all_refs(eng: MemoryState) -> list[Ref]:
             if watch is not None and watch.watch(eng.session_dir):
                 return _watched_refs(eng, watch)
             eng.listing = None  # (no notices for the session dir: everything by stat, as below)
+    return recency(ref for folder in project_folders(eng.session_dir) for ref in folder_refs(eng, folder))
+
+
+def project_folders(session_dir: str) -> list[str]:
+    """The project folders under the session dir (a symlinked one followed, as isdir did);
+    none when it cannot be listed."""
     try:
-        subs = list(os.scandir(eng.session_dir))
+        entries = list(os.scandir(session_dir))
     except OSError:
         return []
-    refs: list[Ref] = []
-    for sub in subs:
+    folders: list[str] = []
+    for entry in entries:
         try:
-            is_dir = sub.is_dir()  # (follows a symlinked project folder, as isdir did)
+            if entry.is_dir():
+                folders.append(entry.path)
         except OSError:
             continue
-        if is_dir:
-            refs.extend(folder_refs(eng, sub.path))
-    return recency(refs)
+    return folders
 
 
 class FolderListing:
@@ -209,17 +215,7 @@ def _watched_refs(eng: MemoryState, watch: Any) -> list[Ref]:
     listing = _drain(eng, watch)
     if listing is None:
         # (the session dir is watched already: a folder made from here on is noticed)
-        try:
-            entries = list(os.scandir(eng.session_dir))
-        except OSError:
-            return []
-        subs: list[str] = []
-        for sub in entries:
-            try:
-                if sub.is_dir():  # (follows a symlinked project folder, as isdir did)
-                    subs.append(sub.path)
-            except OSError:
-                continue
+        subs = project_folders(eng.session_dir)
         listing = eng.listing = FolderListing(subs)
         for folder in subs:
             if watch.watch(folder):  # watched before it is listed: no change falls between
@@ -236,7 +232,7 @@ def _listed_folder(eng: MemoryState, listing: FolderListing, folder: str) -> lis
     if refs is None or folder in listing.pending or folder not in listing.watched:
         listing.pending.discard(folder)
         fresh = folder_refs(eng, folder)
-        if refs is None or len(fresh) != len(refs) or any(a is not b for a, b in zip(fresh, refs)):
+        if refs is None or len(fresh) != len(refs) or not all(map(operator.is_, fresh, refs)):
             listing.folders[folder] = refs = fresh
             listing.merged = None
     return refs

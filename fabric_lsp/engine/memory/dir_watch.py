@@ -71,15 +71,13 @@ class DirWatch:
         self._add = libc.inotify_add_watch
         self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         self._add.restype = ctypes.c_int
-        self._rm = libc.inotify_rm_watch
-        self._rm.argtypes = (ctypes.c_int, ctypes.c_int)
-        self._rm.restype = ctypes.c_int
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
         self.fd: int | None = fd
-        self._paths: dict[int, str] = {}  # wd -> path
-        self._wds: dict[str, int] = {}  # path -> wd
+        # wd -> the paths watched through it: two names of one directory (a symlinked
+        # project folder beside its target) share a watch, and a change is both names'
+        self._paths: dict[int, set[str]] = {}
         self._lost = False
 
     @classmethod
@@ -101,21 +99,8 @@ class DirWatch:
         wd = self._add(self.fd, os.fsencode(path), _MASK)
         if wd < 0:
             return False
-        old = self._paths.get(wd)
-        if old is not None and old != path:
-            self._wds.pop(old, None)  # two names of one directory: the newest wins
-        self._paths[wd] = path
-        self._wds[path] = wd
+        self._paths.setdefault(wd, set()).add(path)
         return True
-
-    def watching(self, path: str) -> bool:
-        return path in self._wds
-
-    def forget(self, path: str) -> None:
-        wd = self._wds.pop(path, None)
-        if wd is not None and self.fd is not None:
-            self._paths.pop(wd, None)
-            self._rm(self.fd, wd)
 
     def changed(self) -> set[str] | None:
         """The watched paths with events since the last call; None when track was lost (a
@@ -143,14 +128,12 @@ class DirWatch:
                 if mask & _IN_Q_OVERFLOW:
                     lost = True
                     continue
-                path = self._paths.get(wd)
-                if path is None:
+                paths = self._paths.get(wd)
+                if paths is None:
                     continue
-                out.add(path)
+                out |= paths
                 if mask & _IN_IGNORED:  # the directory is gone (or was unmounted)
-                    self._paths.pop(wd, None)
-                    if self._wds.get(path) == wd:
-                        del self._wds[path]
+                    del self._paths[wd]
         return None if lost else out
 
     def close(self) -> None:
@@ -158,7 +141,6 @@ class DirWatch:
         if fd is not None:
             os.close(fd)
         self._paths.clear()
-        self._wds.clear()
 
     def __del__(self) -> None:
         try:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_kit import assistant, engine, header, user, write_session
 
-from fabric_lsp.engine.memory import catalog, dir_watch
+from fabric_lsp.engine.memory import catalog
 from fabric_lsp.engine.memory.catalog import all_refs
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
@@ -226,4 +226,22 @@ def test_closing_ends_the_watch(tmp_path: Path):
     eng.close()
     assert watch.fd is None and eng.dir_watch is None and eng.listing is None
     assert _listed(eng)  # still answers, by stat
-    assert dir_watch.enabled()
+
+
+def test_a_symlinked_project_folder_and_its_target_both_see_a_change(tmp_path: Path):
+    """Two names of one directory share one inotify watch: a write through either is a
+    change of both (listed, each, as a stat-ing engine lists them)."""
+    agent = tmp_path / "agent"
+    a = _session(agent, CWDS[0], "a", "alpha", 1)
+    (agent / "sessions" / "--linked--").symlink_to(a.parent, target_is_directory=True)
+    watched, plain = _pair(agent)
+    try:
+        assert _listed(watched) == _listed(plain)
+        assert len(_listed(plain)) == 2
+        with open(a, "a") as fh:
+            fh.write(json.dumps(user("more", None, "appended", 3)) + "\n")
+        assert _listed(watched) == _listed(plain)
+        assert {size for _, size, *_ in _listed(watched)} == {a.stat().st_size}
+    finally:
+        watched.close()
+        plain.close()

@@ -70,7 +70,7 @@ def test_a_change_to_the_state_table_asks_every_session_again(tmp_path: Path, mo
     eng.close()
 
 
-def test_an_appended_session_is_seen_at_once(tmp_path: Path, monkeypatch):
+def test_an_appended_session_is_seen_at_once(tmp_path: Path):
     agent, files = _agent(tmp_path)
     eng = engine(agent)
     q = {"query": "appendedword", "scope": "global"}
