@@ -4,6 +4,7 @@ local references = require('fabric.references')
 local buffers = require('fabric.buffers')
 local sessions = require('fabric.sessions')
 local ui = require('fabric.ui')
+local stale = require('fabric.stale')
 local views = require('fabric.views')
 
 local M = {}
@@ -532,31 +533,95 @@ end
 ---or (bang) the quickfix list.
 ---@param path string
 ---@param bang boolean
+---Quickfix list title and items of a fabric/fileHistory result.
+local function history_list(path, result)
+  local items = result.items or {}
+  local title = ('Fabric history of %s: %d operations in %d sessions'):format(
+    vim.fn.fnamemodify(path, ':~:.'), tonumber(result.totalItems) or #items, tonumber(result.totalSessions) or 0)
+    .. stale.note(result)
+  local qf = {}
+  for _, op in ipairs(items) do
+    -- `line` is the 0-based line of the operation's entry in its session file.
+    local lnum = type(op.line) == 'number' and op.line + 1 or 1
+    qf[#qf + 1] = { filename = op.sessionFile, lnum = lnum, col = 1, text = M.format_operation(op), user_data = op }
+  end
+  return title, qf
+end
+
+---Search a partial history's quickfix list `qid` again (the index is complete), in place.
+local function requery_history(qid, path)
+  lsp.request('fabric/fileHistory', { path = path, pageSize = 200 }, function(err, result)
+    if err or type(result) ~= 'table' or not stale.qf_alive(qid) then
+      return
+    end
+    local title, qf = history_list(path, result)
+    vim.fn.setqflist({}, 'r', { id = qid, title = title, items = qf })
+    if stale.partial(result) then
+      stale.track({
+        label = 'the history of ' .. vim.fn.fnamemodify(path, ':~:.'),
+        still_shown = function()
+          return stale.qf_alive(qid)
+        end,
+        rerun = function()
+          requery_history(qid, path)
+        end,
+      })
+    end
+    ui.notify(('Fabric history: indexing is complete; the quickfix list of %s now covers every session (%d operation%s)')
+      :format(vim.fn.fnamemodify(path, ':~:.'), #qf, #qf == 1 and '' or 's'))
+  end)
+end
+
 function M.history(path, bang)
   lsp.request('fabric/fileHistory', { path = path, pageSize = 200 }, function(err, result)
     if err then
       return ui.done('history', false, err)
     end
     local items = result.items or {}
-    if #items == 0 then
-      ui.notify('Fabric: no Pi session read, edited or wrote ' .. path, vim.log.levels.WARN)
+    local label = 'the history of ' .. vim.fn.fnamemodify(path, ':~:.')
+    local partial = stale.partial(result)
+    if #items == 0 and not (bang and partial) then
+      ui.notify('Fabric: no Pi session read, edited or wrote ' .. path .. stale.note(result), vim.log.levels.WARN)
+      if partial then
+        stale.track({
+          label = label,
+          still_shown = function()
+            return true
+          end,
+        })
+      end
       return ui.done('history', true)
     end
-    local title = ('Fabric history of %s: %d operations in %d sessions'):format(
-      vim.fn.fnamemodify(path, ':~:.'), tonumber(result.totalItems) or #items, tonumber(result.totalSessions) or 0)
+    local title, qf = history_list(path, result)
     if bang then
-      local qf = {}
-      for _, op in ipairs(items) do
-        -- `line` is the 0-based line of the operation's entry in its session file.
-        local lnum = type(op.line) == 'number' and op.line + 1 or 1
-        qf[#qf + 1] = { filename = op.sessionFile, lnum = lnum, col = 1, text = M.format_operation(op), user_data = op }
-      end
       vim.fn.setqflist({}, ' ', { title = title, items = qf })
+      if partial then
+        local qid = vim.fn.getqflist({ id = 0 }).id
+        stale.track({
+          label = label,
+          still_shown = function()
+            return stale.qf_alive(qid)
+          end,
+          rerun = function()
+            requery_history(qid, path)
+          end,
+        })
+      end
       vim.cmd('botright copen')
       return ui.done('history', true)
     end
+    local open = true
+    if partial then
+      stale.track({
+        label = label,
+        still_shown = function()
+          return open
+        end,
+      })
+    end
     vim.ui.select(items, { prompt = title, format_item = M.format_operation, kind = 'fabric.file_operation' },
       function(choice)
+        open = false
         if not choice then
           return ui.done('history', true, 'dismissed')
         end

@@ -193,8 +193,10 @@ M.handlers = {
   ['fabric/activity'] = function(_, params)
     require('fabric.progress').activity(params)
     if type(params) == 'table' and params.complete == true and params.request == 'fabric/backgroundIndex' then
-      -- The whole history is indexed now: the file-history lenses may have more to say.
+      -- The whole history is indexed now: the file-history lenses may have more to say, and
+      -- the partial answers still on screen are searched again (fabric.stale).
       M.refresh_lenses()
+      require('fabric.stale').index_complete()
     end
   end,
 }

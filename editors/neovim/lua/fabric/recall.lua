@@ -6,6 +6,7 @@ local buffers = require('fabric.buffers')
 local references = require('fabric.references')
 local team = require('fabric.team')
 local ui = require('fabric.ui')
+local stale = require('fabric.stale')
 
 local M = {}
 
@@ -290,6 +291,50 @@ function M.live_source(query, params)
   }
 end
 
+---Quickfix items of recall picker items (M.items).
+---@param items table[]
+---@param query string
+---@return table[]
+local function qf_items(items, query)
+  local qf = {}
+  for _, item in ipairs(items) do
+    if item.kind == 'entry' and item.member then
+      -- A team item has no file here: its entry opens in a fabric://team/… buffer
+      -- (filled by the BufReadCmd of plugin/fabric.lua) with the stored text.
+      qf[#qf + 1] = {
+        filename = team.register(item),
+        lnum = 1,
+        col = 1,
+        text = ('[%s] %s %s %s'):format(
+          item.role or '?',
+          team.label(item),
+          references.format(item.sessionId, item.entryId),
+          match.snippet(item.text, query, 200)
+        ),
+      }
+    elseif item.kind == 'entry' then
+      qf[#qf + 1] = {
+        filename = item.sessionFile,
+        lnum = (item.line or 0) + 1,
+        col = 1,
+        text = ('[%s] %s %s'):format(
+          item.role or '?',
+          references.format(item.sessionId, item.entryId),
+          match.snippet(item.text, query, 200)
+        ),
+      }
+    else
+      qf[#qf + 1] = {
+        filename = item.sessionFile,
+        lnum = 1,
+        col = 1,
+        text = '[older session] matches: ' .. table.concat(item.matchedTerms, ', '),
+      }
+    end
+  end
+  return qf
+end
+
 ---Run a recall and show it.
 ---@param query string
 ---@param opts {bang?: boolean, scope?: string, page?: integer}
@@ -354,44 +399,29 @@ function M.run(query, opts)
       end)
     end
     local items = M.items(result, query)
+    -- An answer that waits on the background indexer says so, and is searched again (or
+    -- said to be stale) once the index is complete (fabric.stale).
+    local partial = stale.partial(result)
+    local label = ('recall %q'):format(query)
     if opts.bang then
-      local qf = {}
-      for _, item in ipairs(items) do
-        if item.kind == 'entry' and item.member then
-          -- A team item has no file here: its entry opens in a fabric://team/… buffer
-          -- (filled by the BufReadCmd of plugin/fabric.lua) with the stored text.
-          qf[#qf + 1] = {
-            filename = team.register(item),
-            lnum = 1,
-            col = 1,
-            text = ('[%s] %s %s %s'):format(
-              item.role or '?',
-              team.label(item),
-              references.format(item.sessionId, item.entryId),
-              match.snippet(item.text, query, 200)
-            ),
-          }
-        elseif item.kind == 'entry' then
-          qf[#qf + 1] = {
-            filename = item.sessionFile,
-            lnum = (item.line or 0) + 1,
-            col = 1,
-            text = ('[%s] %s %s'):format(
-              item.role or '?',
-              references.format(item.sessionId, item.entryId),
-              match.snippet(item.text, query, 200)
-            ),
-          }
-        else
-          qf[#qf + 1] = {
-            filename = item.sessionFile,
-            lnum = 1,
-            col = 1,
-            text = '[older session] matches: ' .. table.concat(item.matchedTerms, ', '),
-          }
-        end
+      local qf = qf_items(items, query)
+      vim.fn.setqflist({}, ' ', {
+        title = 'Fabric recall: ' .. query .. stale.note(result),
+        items = qf,
+        context = { fabric_query = query },
+      })
+      if partial then
+        local qid = vim.fn.getqflist({ id = 0 }).id
+        stale.track({
+          label = label,
+          still_shown = function()
+            return stale.qf_alive(qid)
+          end,
+          rerun = function()
+            M.requery_quickfix(qid, query, params)
+          end,
+        })
       end
-      vim.fn.setqflist({}, ' ', { title = 'Fabric recall: ' .. query, items = qf, context = { fabric_query = query } })
       if #qf == 0 then
         ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
       else
@@ -402,13 +432,22 @@ function M.run(query, opts)
     end
     if #items == 0 then
       ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
+      if partial then
+        stale.track({
+          label = label,
+          still_shown = function()
+            return true
+          end,
+        })
+      end
       return ui.done('recall', true)
     end
     if result.hasNext then
       items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
     end
-    local title = M.title(query, params.scope, result, items)
-    require('fabric.picker').pick({
+    local title = M.title(query, params.scope, result, items) .. stale.note(result)
+    local open = true
+    local _, shown = require('fabric.picker').pick({
       items = items,
       prompt = title,
       kind = 'fabric.recall',
@@ -418,6 +457,7 @@ function M.run(query, opts)
       display = M.display,
       preview = M.previewer(),
       on_choice = function(choice)
+        open = false
         if not choice then
           return ui.done('recall', true, 'dismissed')
         end
@@ -432,6 +472,65 @@ function M.run(query, opts)
         end)
       end,
     })
+    if partial then
+      -- The float can be redrawn with the complete answer; the other pickers cannot.
+      local update = shown and shown.update
+      stale.track({
+        label = label,
+        still_shown = function()
+          return open
+        end,
+        rerun = update and function()
+          lsp.request('fabric/recall', params, function(rerr, again)
+            if rerr or type(again) ~= 'table' or not open then
+              return
+            end
+            local fresh = M.items(again, query)
+            if again.hasNext then
+              fresh[#fresh + 1] = { kind = 'next', page = (again.page or params.page) + 1 }
+            end
+            update(fresh, M.title(query, params.scope, again, fresh) .. stale.note(again))
+            ui.notify(('Fabric recall: indexing is complete; the list for %q now searches every session'):format(query))
+          end)
+        end or nil,
+      })
+    end
+  end)
+end
+
+---Search a partial answer's quickfix list `qid` again (the index is complete) and replace
+---its items in place; the list keeps its place in the quickfix stack.
+---@param qid integer
+---@param query string
+---@param params table the fabric/recall params of the partial answer
+function M.requery_quickfix(qid, query, params)
+  lsp.request('fabric/recall', params, function(err, result)
+    if err or type(result) ~= 'table' or not stale.qf_alive(qid) then
+      return
+    end
+    local qf = qf_items(M.items(result, query), query)
+    vim.fn.setqflist({}, 'r', {
+      id = qid,
+      title = 'Fabric recall: ' .. query .. stale.note(result),
+      items = qf,
+      context = { fabric_query = query },
+    })
+    if stale.partial(result) then
+      stale.track({
+        label = ('recall %q'):format(query),
+        still_shown = function()
+          return stale.qf_alive(qid)
+        end,
+        rerun = function()
+          M.requery_quickfix(qid, query, params)
+        end,
+      })
+    end
+    if vim.fn.getqflist({ id = 0 }).id == qid then
+      match.highlight_quickfix(query)
+    end
+    ui.notify(('Fabric recall: indexing is complete; the quickfix list for %q now searches every session (%d item%s)')
+      :format(query, #qf, #qf == 1 and '' or 's'))
   end)
 end
 

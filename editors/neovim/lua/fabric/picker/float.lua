@@ -25,26 +25,39 @@ end
 ---Show `spec` (fabric.picker) in a float. Returns the window and buffer.
 ---@param spec table
 ---@return integer win, integer buf
-function M.pick(spec)
+---The lines of `items` and their match spans, for lines of `room` cells.
+local function render(spec, items, room)
   local lines, spans = {}, {}
-  -- Lines fit the editor (the float is at most 4 columns narrower), up to 160 cells.
-  local room = math.max(20, math.min(vim.o.columns - 6, 160))
-  for i, item in ipairs(spec.items) do
+  for i, item in ipairs(items) do
     local line, s = spec.display(item, room)
     lines[i] = (tostring(line):gsub('[\r\n]', ' '))
     spans[i] = s or {}
   end
-  local buf = vim.api.nvim_create_buf(false, true)
-  vim.bo[buf].bufhidden = 'wipe'
-  vim.bo[buf].swapfile = false
+  return lines, spans
+end
+
+---Write `lines` into the list buffer and highlight `spans`.
+local function fill(buf, lines, spans)
+  vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable = false
-  vim.b[buf].fabric_picker = spec.kind or true
+  vim.api.nvim_buf_clear_namespace(buf, match.ns, 0, -1)
   for i, list in ipairs(spans) do
     for _, s in ipairs(list) do
       vim.api.nvim_buf_set_extmark(buf, match.ns, i - 1, s[1], { end_col = s[2], hl_group = 'FabricMatch' })
     end
   end
+end
+
+function M.pick(spec)
+  -- Lines fit the editor (the float is at most 4 columns narrower), up to 160 cells.
+  local room = math.max(20, math.min(vim.o.columns - 6, 160))
+  local lines, spans = render(spec, spec.items, room)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].swapfile = false
+  fill(buf, lines, spans)
+  vim.b[buf].fabric_picker = spec.kind or true
 
   local footer = ' <CR> open · j/k move · q close '
   local widest = vim.fn.strdisplaywidth(footer)
@@ -79,6 +92,23 @@ function M.pick(spec)
   vim.api.nvim_win_set_cursor(win, { 1, 0 })
 
   local closed = false
+  ---Show other items (and title) in the open list: the cursor stays on its row where it can.
+  function spec.update(items, prompt)
+    if closed or not vim.api.nvim_win_is_valid(win) then
+      return
+    end
+    spec.items = items
+    local new_lines, new_spans = render(spec, items, room)
+    fill(buf, new_lines, new_spans)
+    local row = math.min(vim.api.nvim_win_get_cursor(win)[1], math.max(1, #new_lines))
+    local win_cfg = { height = math.max(1, math.min(#new_lines, vim.o.lines - vim.o.cmdheight - 6)) }
+    if cfg.title and prompt then
+      win_cfg.title = ' ' .. clip(prompt, width - 4) .. ' '
+      win_cfg.title_pos = 'center'
+    end
+    vim.api.nvim_win_set_config(win, win_cfg)
+    vim.api.nvim_win_set_cursor(win, { row, 0 })
+  end
   local function finish(item)
     if closed then
       return

@@ -101,6 +101,8 @@ end
 ---Show `spec` (see the top of this file) with the configured picker.
 ---@param spec table
 ---@return string backend the backend used ('float', 'select', 'snacks', 'telescope', 'fzf-lua')
+---@return table shown the spec as shown; the float sets `shown.update(items, prompt)`, which
+---redraws the open list with other items (fabric.stale: a partial answer made complete)
 function M.pick(spec)
   local on_choice, settled = spec.on_choice, false
   spec = vim.tbl_extend('force', {}, spec, {
@@ -115,7 +117,7 @@ function M.pick(spec)
   if backend ~= 'float' and backend ~= 'select' then
     local ok, err = pcall(M.adapter(backend).pick, spec)
     if ok then
-      return backend
+      return backend, spec
     end
     if not failed[backend] then
       failed[backend] = true
@@ -130,7 +132,7 @@ function M.pick(spec)
   else
     ui_select(spec)
   end
-  return backend
+  return backend, spec
 end
 
 return M
