@@ -97,6 +97,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
   f.onDidStart((client) => {
     context.subscriptions.push(client.onNotification(Method.activity, (e: ActivityEvent) => {
+      f.showIndex(e);
       if (!isIndexComplete(e)) return;
       output.info('background indexing complete: refreshing partial answers');
       void sessions.refresh();

@@ -9,6 +9,7 @@ import {
   setRestrictedSettings,
 } from './server';
 import { setSpawnDir } from './spawnDir';
+import { type ActivityEvent, indexStatus } from './protocol';
 import { teamConfigured } from './scopes';
 import { VirtualDocuments } from './documents';
 import { Installer, readBundle } from './bundled';
@@ -29,6 +30,7 @@ export class Fabric implements vscode.Disposable {
   /** serverFingerprint() and workspace trust at the running server's start. */
   private fingerprint: string | undefined;
   private startedTrusted = false;
+  private readyTooltip = 'fabric-lsp';
 
   constructor(
     readonly context: vscode.ExtensionContext,
@@ -97,6 +99,15 @@ export class Fabric implements vscode.Disposable {
     this.startListeners.push(listener);
   }
 
+  /** The background indexer's news (`fabric/activity`) on the ready status item: "indexing
+   * 3/12 sessions" with a spinner while a pass runs, "12 sessions indexed" once the whole
+   * history is (so even a small history shows that it was indexed). */
+  showIndex(e: ActivityEvent): void {
+    const status = indexStatus(e);
+    if (!status || !this.client || this.restarting || this.status.text.includes('$(error)')) return;
+    this.setStatus(`${status.busy ? '$(sync~spin)' : '$(check)'} Fabric: ready · ${status.words}`, `${this.readyTooltip}\n${status.detail}`);
+  }
+
   private setStatus(text: string, tooltip: string): void {
     this.status.text = text;
     this.status.tooltip = tooltip;
@@ -157,7 +168,8 @@ export class Fabric implements vscode.Disposable {
       return;
     }
     const info = client.initializeResult?.serverInfo;
-    this.setStatus('$(check) Fabric: ready', `${info?.name ?? 'fabric-lsp'} ${info?.version ?? ''} via ${cmd.source}`.trim());
+    this.readyTooltip = `${info?.name ?? 'fabric-lsp'} ${info?.version ?? ''} via ${cmd.source}`.trim();
+    this.setStatus('$(check) Fabric: ready', this.readyTooltip);
     for (const listener of this.startListeners) listener(client);
   }
 

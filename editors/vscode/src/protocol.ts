@@ -15,11 +15,42 @@ export const Method = {
   activity: 'fabric/activity',
 } as const;
 
-/** The background indexer's `fabric/activity` metrics event; `complete` once nothing is left to index. */
+/** A `fabric/activity` event; the background indexer's are tagged `request: "fabric/backgroundIndex"`:
+ * progress ("Indexing N/M sessions") while a pass runs, metrics at its end, `complete` once
+ * nothing is left to index. */
 export interface ActivityEvent {
   type: 'progress' | 'entity' | 'metrics';
   request?: string;
   complete?: boolean;
+  message?: string;
+  indexedSessions?: number;
+  eligibleSessions?: number;
+}
+
+/** What the status bar says of the background indexer's event (undefined: not its news). */
+export interface IndexStatus {
+  busy: boolean;
+  words: string;
+  detail: string;
+}
+
+export function indexStatus(e: ActivityEvent | undefined): IndexStatus | undefined {
+  if (e?.request !== 'fabric/backgroundIndex') return undefined;
+  if (e.type === 'progress' && typeof e.message === 'string' && e.message !== '') {
+    return { busy: true, words: e.message.charAt(0).toLowerCase() + e.message.slice(1), detail: `${e.message}.` };
+  }
+  const n = e.indexedSessions;
+  const m = e.eligibleSessions;
+  if (e.type !== 'metrics' || typeof n !== 'number' || typeof m !== 'number') return undefined;
+  const sessions = (k: number) => `${k} session${k === 1 ? '' : 's'}`;
+  if (e.complete === true) {
+    return {
+      busy: false,
+      words: n === m ? `${sessions(m)} indexed` : `${n}/${sessions(m)} indexed`,
+      detail: `The whole history is indexed: ${n} of ${sessions(m)}; recall, file history and CodeLens answer from all of them.`,
+    };
+  }
+  return { busy: true, words: `indexed ${n}/${sessions(m)}`, detail: `Indexing the history: ${n} of ${sessions(m)} so far.` };
 }
 
 /** True for the event that says the whole history is indexed (docs/protocol.md, Notifications). */

@@ -676,3 +676,35 @@ describe('Recall Search box (issue 34: the query box in the view)', () => {
     assert.match(regexProblem('a{2,1}'), /^Not a valid regular expression/);
   });
 });
+
+describe('the status bar words of the background indexer', async () => {
+  const { indexStatus, isIndexComplete } = await import('../src/protocol.ts');
+  const bg = 'fabric/backgroundIndex';
+  test('a running pass shows its progress message with a spinner', () => {
+    assert.deepEqual(indexStatus({ type: 'progress', request: bg, message: 'Indexing 3/12 sessions' }), {
+      busy: true, words: 'indexing 3/12 sessions', detail: 'Indexing 3/12 sessions.',
+    });
+  });
+  test('a pass that ended with more to do keeps the spinner', () => {
+    const s = indexStatus({ type: 'metrics', request: bg, indexedSessions: 5, eligibleSessions: 12 });
+    assert.equal(s.busy, true);
+    assert.equal(s.words, 'indexed 5/12 sessions');
+  });
+  test('a complete index names how many sessions, also one', () => {
+    const e = { type: 'metrics', request: bg, complete: true, indexedSessions: 7, eligibleSessions: 7 };
+    assert.equal(isIndexComplete(e), true);
+    assert.deepEqual(
+      [indexStatus(e).busy, indexStatus(e).words],
+      [false, '7 sessions indexed'],
+    );
+    assert.equal(indexStatus({ ...e, indexedSessions: 1, eligibleSessions: 1 }).words, '1 session indexed');
+    assert.equal(indexStatus({ ...e, indexedSessions: 6 }).words, '6/7 sessions indexed');
+    assert.match(indexStatus(e).detail, /whole history is indexed: 7 of 7 sessions/);
+  });
+  test('other activity is not the indexer\'s news', () => {
+    assert.equal(indexStatus({ type: 'progress', request: 'fabric/recall', message: 'Indexing 1/1 sessions' }), undefined);
+    assert.equal(indexStatus({ type: 'metrics', request: bg }), undefined);
+    assert.equal(indexStatus({ type: 'entity', request: bg }), undefined);
+    assert.equal(indexStatus(undefined), undefined);
+  });
+});

@@ -178,6 +178,15 @@ try {
   });
   if (!ready) throw new Error('the extension never reported ready; later checks would only time out');
 
+  await check('a small history shows that it was indexed: the status item says "N sessions indexed"', async () => {
+    // The background indexer's passes end with `complete: true` (fabric/activity): on six
+    // sessions it is over in well under a second, too fast for a progress notification.
+    const n = Object.keys(tmp.files).length;
+    const item = page.locator('.statusbar-item', { hasText: `Fabric: ready · ${n} sessions indexed` }).first();
+    await item.waitFor({ timeout: 60_000 });
+    log(`status item: ${await item.innerText()}`);
+  });
+
   const configurationCheck = async (trusted) => {
     await runCommand('Fabric: Reload Configuration');
     const text = await waitForEditor((t) => t.includes('effective server configuration'), 'the configuration document');

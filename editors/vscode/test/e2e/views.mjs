@@ -246,6 +246,16 @@ try {
     });
   });
 
+  await check(`the server's status item says when the whole history is indexed (${allSessions} sessions)`, async () => {
+    const item = page.locator('.statusbar-item', { hasText: `Fabric: ready · ${allSessions} sessions indexed` }).first();
+    await item.waitFor({ state: 'visible', timeout: 60_000 });
+    await item.hover();
+    const tip = page.locator('.monaco-hover, .workbench-hover', { hasText: 'whole history is indexed' }).first();
+    await tip.waitFor({ state: 'visible' });
+    assert(clean(await tip.innerText()).includes(`${allSessions} of ${allSessions} sessions`), await tip.innerText());
+    await page.mouse.move(0, 0);
+  });
+
   await check('the status bar shows the current session: tokens vs window', async () => {
     const item = page.locator('.statusbar-item', { hasText: /\d+k\/200k/ }).first();
     await item.waitFor({ state: 'visible' });
