@@ -48,6 +48,19 @@ function entryItems(segment: Segment, query: string, mode: 'literal' | 'regex'):
   }));
 }
 
+/** A QuickPick sorts the items whose label matches the typed text ahead of the others
+ * (`sortByLabel`, true by default): the server's ranking would be lost whenever a label
+ * ("fabricOperation (read) · <time>") contains a query word. `sortByLabel` is not in the
+ * typed API; VS Code 1.139 takes it from any extension, an older one may refuse it (it
+ * was a proposal), and then the picker works as before. */
+function keepServerOrder(qp: vscode.QuickPick<RecallPick>): void {
+  try {
+    (qp as vscode.QuickPick<RecallPick> & { sortByLabel?: boolean }).sortByLabel = false;
+  } catch {
+    // (an API proposal this extension does not declare)
+  }
+}
+
 function pointerItem(pointer: Pointer): RecallPick {
   return {
     label: `$(archive) session ${shortId(pointer.sessionId)} · ${formatTime(pointer.lastTs) || 'cold'}`,
@@ -93,7 +106,10 @@ export class RecallPicker {
     const qp = vscode.window.createQuickPick<RecallPick>();
     qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
     qp.matchOnDescription = false;
-    qp.matchOnDetail = false;
+    keepServerOrder(qp);
+    // VS Code highlights where the typed words occur in the snippet (every item is
+    // `alwaysShow`, so this filters nothing); a regex is not literal text to highlight.
+    qp.matchOnDetail = !this.regex;
     const scopeButton: vscode.QuickInputButton = { ...SCOPE_BUTTON, tooltip: scopeTooltip(teamOn()) };
     qp.buttons = [scopeButton, REGEX_BUTTON, AS_DOCUMENT];
     const cfg = vscode.workspace.getConfiguration('fabric');
@@ -161,6 +177,7 @@ export class RecallPicker {
       } else if (button === REGEX_BUTTON) {
         this.regex = !this.regex;
         qp.placeholder = this.regex ? REGEX_PLACEHOLDER : LITERAL_PLACEHOLDER;
+        qp.matchOnDetail = !this.regex;
       } else if (button === AS_DOCUMENT) {
         if (this.last) {
           // The server's rendering is plain text: a .txt document, never Markdown.
@@ -185,6 +202,7 @@ export class RecallPicker {
         if (item.action === 'useLiteral') {
           this.regex = false;
           qp.placeholder = LITERAL_PLACEHOLDER;
+          qp.matchOnDetail = true;
         } else if (item.action === 'searchGlobal') {
           this.sessionScope = undefined;
           this.scope = 'global';

@@ -283,6 +283,41 @@ try {
     await shot('recall-view');
   });
 
+  await check('Recall…: the server\'s order is kept and the typed word is highlighted in the snippets', async () => {
+    await runCommand('Fabric: Recall…');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Fabric: Recall' }).waitFor({ state: 'visible' });
+    const input = page.locator('.quick-input-widget input');
+    // "read" is also in the labels of the read operations ("fabricOperation (read) · <time>"):
+    // VS Code's own sort by label must not move them ahead of the ranked answer.
+    await input.pressSequentially('read', { delay: 25 });
+    const pickRows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+    const picked = await until('recall results in the picker', async () => {
+      const texts = (await pickRows.allInnerTexts()).map(clean);
+      return { ok: texts.length >= 6 && texts.every((t) => /session [0-9a-f]{8}/.test(t)), value: texts };
+    });
+    // The same answer fills the Results view, one row per session in the server's order.
+    const viewSessions = await until('the same answer in the Results view', async () => {
+      const header = clean(await pane('Recall Results').locator('.pane-header').innerText());
+      const list = await rows('Recall Results');
+      const ids = list.map((t) => /^session ([0-9a-f]{8})/.exec(t)?.[1]).filter(Boolean);
+      return { ok: header.includes('“read”') && ids.length >= 2, value: ids };
+    });
+    const pickSessions = [];
+    for (const t of picked) {
+      const id = /session ([0-9a-f]{8})/.exec(t)[1];
+      if (pickSessions[pickSessions.length - 1] !== id) pickSessions.push(id);
+    }
+    const n = Math.min(pickSessions.length, viewSessions.length);
+    assert(n >= 2 && pickSessions.slice(0, n).join(' ') === viewSessions.slice(0, n).join(' '),
+      `picker order ${pickSessions.join(' ')} vs the answer's ${viewSessions.join(' ')}`);
+    // every row's snippet has its match highlighted (the labels of the read operations too)
+    const shown = await pickRows.count();
+    const marks = (await pickRows.locator('.highlight').allInnerTexts()).map(clean);
+    assert(marks.length >= shown && marks.every((m) => m.toLowerCase() === 'read'), `${shown} rows, highlights: ${marks.join(', ')}`);
+    await shot('recall-highlights');
+    await page.keyboard.press('Escape');
+  });
+
   await check('the live query checks a regular expression as it is typed', async () => {
     await runCommand('Fabric: Search into Recall Results…');
     const input = page.locator('.quick-input-widget input');
