@@ -44,10 +44,17 @@ function M.note(result)
   return ' · partial: still indexing'
 end
 
+-- At most this many are remembered (with the indexer off, `complete` never comes): the
+-- oldest is forgotten first.
+M.MAX = 50
+
 ---Remember an answer on screen that `M.partial` said waits on the indexer.
 ---@param answer fabric.ShownAnswer
 function M.track(answer)
   shown[#shown + 1] = answer
+  if #shown > M.MAX then
+    table.remove(shown, 1)
+  end
 end
 
 ---How many answers are remembered (for tests and :checkhealth).

@@ -98,4 +98,24 @@ H.check('when the index is complete, each is searched again in place', function(
   end)
 end)
 
+H.check('with no end of indexing in sight, only the newest 50 partial answers are remembered', function()
+  local stale = require('fabric.stale')
+  local reran = {}
+  for i = 1, 60 do
+    stale.track({
+      label = 'answer ' .. i,
+      still_shown = function()
+        return true
+      end,
+      rerun = function()
+        reran[#reran + 1] = i
+      end,
+    })
+  end
+  H.eq(50, stale.count(), 'remembered')
+  stale.index_complete()
+  H.eq(50, #reran, 'searched again')
+  H.eq(11, reran[1], 'the oldest ten were forgotten')
+end)
+
 H.finish()
