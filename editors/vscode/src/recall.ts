@@ -3,7 +3,7 @@
 import * as vscode from 'vscode';
 import { Fabric, errorMessage, teamOn } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry } from './protocol';
-import { formatTime, roleLabel, shortId } from './render';
+import { type SessionName, fileNote, formatTime, roleLabel, sessionNames, shortId } from './render';
 import { snippetFor } from './match';
 import { activeSession } from './sessions';
 import { openEntry, openJsonlAt } from './expand';
@@ -31,13 +31,14 @@ const SCOPE_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('
 const REGEX_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('regex'), tooltip: 'Toggle regex search' };
 const AS_DOCUMENT: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon('file-text'), tooltip: 'Open these results as a text document' };
 
-function entryItems(segment: Segment, query: string, mode: 'literal' | 'regex'): RecallPick[] {
-  const session = shortId(segment.sessionId);
+function entryItems(segment: Segment, query: string, mode: 'literal' | 'regex', names: Map<string, SessionName>): RecallPick[] {
+  const named = names.get(segment.sessionFile);
+  const session = named?.name ?? shortId(segment.sessionId);
   const entries = segment.entries.filter((e) => e.matched);
   const team = teamLabel(segment.member, segment.machine);
   return (entries.length > 0 ? entries : segment.entries.slice(0, 1)).map((entry) => ({
     label: `${entry.isError ? '$(error)' : '$(comment)'} ${roleLabel(entry)} · ${formatTime(entry.timestamp) || 'no time'}`,
-    description: `${team ? `$(organization) ${team} · ` : ''}session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}`,
+    description: `${team ? `$(organization) ${team} · ` : ''}session ${session}${segment.tier === 'cold' ? ' (cold)' : ''} · line ${entry.line + 1}${fileNote(named)}`,
     // Centred on the first match (a tool result's match is rarely on its first line).
     detail: snippetFor(entry.text, query, mode, 160).text || '(empty)',
     alwaysShow: true,
@@ -61,9 +62,10 @@ function keepServerOrder(qp: vscode.QuickPick<RecallPick>): void {
   }
 }
 
-function pointerItem(pointer: Pointer): RecallPick {
+function pointerItem(pointer: Pointer, names: Map<string, SessionName>): RecallPick {
+  const named = names.get(pointer.sessionFile);
   return {
-    label: `$(archive) session ${shortId(pointer.sessionId)} · ${formatTime(pointer.lastTs) || 'cold'}`,
+    label: `$(archive) session ${named?.name ?? shortId(pointer.sessionId)} · ${formatTime(pointer.lastTs) || 'cold'}${fileNote(named)}`,
     description: `matched: ${pointer.matchedTerms.join(', ')}`,
     detail: 'Cold session: choose to search inside it',
     alwaysShow: true,
@@ -271,9 +273,10 @@ export class RecallPicker {
 
   private toItems(result: RecallResult): RecallPick[] {
     const items: RecallPick[] = [];
+    const names = sessionNames(result.items.map((item) => (item.kind === 'segment' ? item.segment : item.pointer)));
     for (const item of result.items) {
-      if (item.kind === 'segment') items.push(...entryItems(item.segment, result.query, this.regex ? 'regex' : 'literal'));
-      else items.push(pointerItem(item.pointer));
+      if (item.kind === 'segment') items.push(...entryItems(item.segment, result.query, this.regex ? 'regex' : 'literal', names));
+      else items.push(pointerItem(item.pointer, names));
     }
     if (items.length === 0) {
       items.push(...this.emptyItems(result));

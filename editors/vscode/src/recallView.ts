@@ -7,7 +7,7 @@ import { errorLine, explainError, reasonText } from './errors';
 import { LatestOnly } from './latest';
 import { Fabric, errorMessage, teamOn } from './fabric';
 import { Method, Pointer, RecallResult, Segment, SegmentEntry, TeamMembersResult } from './protocol';
-import { formatTime, roleLabel, shortId } from './render';
+import { type SessionName, fileNote, formatTime, roleLabel, sessionNames, shortId } from './render';
 import { matchSpans, regexProblem, snippetFor } from './match';
 import { activeSession } from './sessions';
 import { expandAndShow, openJsonlAt } from './expand';
@@ -61,6 +61,8 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
   private readonly members = new Set<string>();
   private results: RecallResult[] = [];
   private roots: Node[] = [];
+  /** What each listed session is called (`sessionNames`: prefixes no other listed id shares). */
+  private names = new Map<string, SessionName>();
   private flat: EntryNode[] = [];
   private current = -1;
   /** The current match across a refresh (its pages arrive one by one). */
@@ -316,6 +318,7 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       roots.push({ kind: 'note', text: last.authoritative ? 'No matches.' : 'No matches (the search was not complete, see the note above).' });
     }
     this.roots = roots;
+    this.names = sessionNames(roots.filter((r): r is Extract<Node, { kind: 'session' }> => r.kind === 'session'));
     this.current = keep === undefined ? -1 : this.flat.findIndex((e) => matchKey(e) === keep);
     const restored = !shown && this.current >= 0 ? this.flat[this.current] : undefined;
     if (this.current >= 0) this.keep = undefined;
@@ -340,10 +343,11 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       case 'session': {
         const count = node.entries.length;
         const team = teamLabel(node.member, node.machine);
-        const item = new vscode.TreeItem(`${node.member ? `${node.member} · ` : ''}session ${shortId(node.sessionId)}`, vscode.TreeItemCollapsibleState.Expanded);
-        item.description = node.pointer
+        const named = this.names.get(node.sessionFile);
+        const item = new vscode.TreeItem(`${node.member ? `${node.member} · ` : ''}session ${named?.name ?? shortId(node.sessionId)}`, vscode.TreeItemCollapsibleState.Expanded);
+        item.description = (node.pointer
           ? `older session · matches ${node.pointer.matchedTerms.join(', ')}`
-          : `${count} matching entr${count === 1 ? 'y' : 'ies'}${node.cold ? ' · older session' : ''}${node.machine ? ` · ${node.machine}` : ''}`;
+          : `${count} matching entr${count === 1 ? 'y' : 'ies'}${node.cold ? ' · older session' : ''}${node.machine ? ` · ${node.machine}` : ''}`) + fileNote(named);
         item.iconPath = new vscode.ThemeIcon(node.pointer ? 'archive' : node.member ? 'organization' : 'history');
         item.tooltip = team ? `pushed by ${team} to the team database\n${node.sessionFile} (on that machine)` : node.sessionFile;
         item.contextValue = node.pointer ? 'fabricRecallPointer' : 'fabricRecallSession';

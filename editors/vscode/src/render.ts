@@ -33,6 +33,46 @@ export function shortId(id: string): string {
   return id.length > 13 ? id.slice(0, 8) : id;
 }
 
+/** Names for sessions listed together (a recall answer), by session file: the shortest
+ * prefix of each id, cut where a UUID group ends (8, 13, 18 or 23 characters, else the
+ * whole id), that no other id in the list starts with. Pi's ids are UUIDv7, whose first 8
+ * characters are a time in units of ~65 s, so sessions started together share them. A
+ * session id found in two files (a copied session) also gets its file's name (`file`). */
+export function sessionNames(sessions: readonly { sessionId: string; sessionFile: string }[]): Map<string, SessionName> {
+  const ids = [...new Set(sessions.map((s) => s.sessionId))];
+  const prefix = new Map<string, string>();
+  for (const id of ids) {
+    if (id.length <= 13) { prefix.set(id, id); continue; }
+    const cuts = [8, 13, 18, 23].filter((n) => n < id.length);
+    const cut = cuts.find((n) => ids.every((other) => other === id || !other.startsWith(id.slice(0, n)))) ?? id.length;
+    prefix.set(id, id.slice(0, cut));
+  }
+  const files = new Map<string, Set<string>>();
+  for (const s of sessions) {
+    const set = files.get(s.sessionId) ?? new Set<string>();
+    set.add(s.sessionFile);
+    files.set(s.sessionId, set);
+  }
+  const out = new Map<string, SessionName>();
+  for (const s of sessions) {
+    const name = prefix.get(s.sessionId) ?? shortId(s.sessionId);
+    const shared = (files.get(s.sessionId)?.size ?? 0) > 1;
+    out.set(s.sessionFile, shared ? { name, file: s.sessionFile.split(/[\\/]/).pop() } : { name });
+  }
+  return out;
+}
+
+export interface SessionName {
+  name: string;
+  /** the file's base name, when another listed file holds the same session id */
+  file?: string;
+}
+
+/** " · <file name>" when a listed session needs its file to be told apart, else "". */
+export function fileNote(n: SessionName | undefined): string {
+  return n?.file ? ` · ${n.file}` : '';
+}
+
 export function formatTime(ts: string | number | null | undefined): string {
   if (ts === null || ts === undefined || ts === '') return '';
   // Pi message timestamps are epoch milliseconds; entry timestamps are ISO strings.

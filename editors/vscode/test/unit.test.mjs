@@ -708,3 +708,37 @@ describe('the status bar words of the background indexer', async () => {
     assert.equal(indexStatus(undefined), undefined);
   });
 });
+
+describe('session names in a recall answer', async () => {
+  const { sessionNames } = await import('../src/render.ts');
+  const s = (sessionId, sessionFile) => ({ sessionId, sessionFile });
+  test('eight characters when they tell the sessions apart', () => {
+    const names = sessionNames([s('01a22a55-edc4-7a7c-a326-7243dd1f6cb8', '/a/1.jsonl'), s('01a22a5e-04f3-7d72-a761-a098d36e6869', '/a/2.jsonl')]);
+    assert.deepEqual([...names.values()].map((n) => n.name), ['01a22a55', '01a22a5e']);
+  });
+  test('UUIDv7 ids of sessions started within a minute get their next group', () => {
+    const names = sessionNames([
+      s('01a22a5b-6c55-7f8b-b403-70f78fd8b7c2', '/a/2.jsonl'),
+      s('01a22a5b-23e4-707c-bd37-182443495f96', '/a/3.jsonl'),
+      s('01a22a5d-d40e-7be4-ba13-ca9a35b030e3', '/a/6.jsonl'),
+    ]);
+    assert.deepEqual([...names.values()].map((n) => n.name), ['01a22a5b-6c55', '01a22a5b-23e4', '01a22a5d']);
+  });
+  test('ids that differ late keep more groups, down to the whole id', () => {
+    const a = '01a22a5b-23e4-707c-bd37-182443495f96';
+    const b = '01a22a5b-23e4-707c-bd37-182443495f97';
+    const c = '01a22a5b-23e4-707c-bd38-000000000000';
+    const names = sessionNames([s(a, '/a'), s(b, '/b'), s(c, '/c')]);
+    assert.deepEqual([...names.values()].map((n) => n.name), [a, b, '01a22a5b-23e4-707c-bd38']);
+  });
+  test('one id in two files names the files; short ids stay whole', async () => {
+    const id = '01a22a5b-23e4-707c-bd37-182443495f96';
+    const names = sessionNames([s(id, '/p/03-rpc.jsonl'), s(id, '/p/04-resumed.jsonl'), s('abc', '/p/x.jsonl')]);
+    assert.deepEqual([...names.values()], [
+      { name: '01a22a5b', file: '03-rpc.jsonl' }, { name: '01a22a5b', file: '04-resumed.jsonl' }, { name: 'abc' },
+    ]);
+    const { fileNote } = await import('../src/render.ts');
+    assert.equal(fileNote(names.get('/p/03-rpc.jsonl')), ' · 03-rpc.jsonl');
+    assert.equal(fileNote(names.get('/p/x.jsonl')), '');
+  });
+});

@@ -225,6 +225,9 @@ try {
     const rows = await waitForRows((r) => r.some((t) => /user/.test(t) && /rounding rules/i.test(t)), 'a recall result');
     assert(rows.some((t) => /session [0-9a-f]{8}/.test(t)), `rows show the session: ${rows.join(' | ')}`);
     assert(rows.some((t) => /\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}/.test(t)), `rows show the time: ${rows.join(' | ')}`);
+    // 03 and 04 hold one session id (04 is a copy resumed by hand): each row names its file
+    assert(rows.some((t) => /session 01a22a5b[-0-9a-f]* · line \d+ · 03-rpc/.test(t)) && rows.some((t) => /session 01a22a5b[-0-9a-f]* · line \d+ · 04-resumed/.test(t)),
+      `rows tell the two files of one session apart: ${rows.join(' | ')}`);
     await shot('recall');
     const index = rows.findIndex((t) => /user/.test(t) && /rounding rules/i.test(t));
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index).click();
