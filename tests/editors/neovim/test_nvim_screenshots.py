@@ -93,6 +93,17 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
         tmux.wait_for("the expanded entry", lambda s: "# pi-entry:01a18ac0" in s and "index 87" in s)
         shot("entry")
         tmux.keys(":only", "Enter")
+        # `/` in the recall float: a search prompt above the list; typing searches again and
+        # redraws the list in place (issue 34, finding 12).
+        tmux.keys(":Fabric recall ZeroDivisionError", "Enter")
+        tmux.wait_for("the recall picker", lambda s: 'Fabric recall "ZeroDivisionError"' in s and "/ search" in s)
+        tmux.keys("/")
+        tmux.wait_for("the search prompt", lambda s: "search as you type" in s)
+        tmux.keys("C-u", "epoch")
+        tmux.wait_for("the list for the typed text", lambda s: 'Fabric recall "epoch"' in s)
+        shot("recall-search")
+        tmux.keys("C-c")
+        tmux.wait_for("the list closed", lambda s: "search as you type" not in s and "/ search" not in s)
         # The session file: K on an entry's line shows what the entry is.
         tmux.keys(f":edit {session}", "Enter")
         tmux.wait_for("the session file", lambda s: '"type":"session"' in s)
@@ -140,7 +151,18 @@ def test_every_view_on_the_examples(tmp_path: Path) -> None:
         shot("sessions")
     finally:
         tmux.stop()
-    for name in ("codelens", "history", "recall", "entry", "hover", "preview", "preview-entry", "cut-mark", "sessions"):
+    for name in (
+        "codelens",
+        "history",
+        "recall",
+        "recall-search",
+        "entry",
+        "hover",
+        "preview",
+        "preview-entry",
+        "cut-mark",
+        "sessions",
+    ):
         assert (shots / f"nvim-{name}.png").stat().st_size > 10_000, name
     # nothing but the pictures lands where they go (it may be editors/neovim/images)
     others = sorted(p.name for p in shots.iterdir() if not (p.is_file() and p.name.endswith(".png")))

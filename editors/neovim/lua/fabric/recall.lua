@@ -285,7 +285,9 @@ function M.live_source(query, params)
         if team.is_scope(p.scope) then
           team.remember(result)
         end
-        cb(M.items(result, text))
+        local items = M.items(result, text)
+        -- (the float shows the title; the other pickers take the items only)
+        cb(items, M.title(text, p.scope, result, items) .. stale.note(result))
       end)
     end,
   }
@@ -447,13 +449,14 @@ function M.run(query, opts)
     end
     local title = M.title(query, params.scope, result, items) .. stale.note(result)
     local open = true
+    local live = M.live_source(query, params)
     local _, shown = require('fabric.picker').pick({
       items = items,
       prompt = title,
       kind = 'fabric.recall',
-      -- snacks, telescope and fzf-lua search again as you type (the float and
-      -- vim.ui.select show this answer)
-      live = M.live_source(query, params),
+      -- snacks, telescope and fzf-lua search again as you type, the float after `/`
+      -- (vim.ui.select shows this answer)
+      live = live,
       display = M.display,
       preview = M.previewer(),
       on_choice = function(choice)
@@ -481,6 +484,16 @@ function M.run(query, opts)
           return open
         end,
         rerun = update and function()
+          local typed = shown.current_query and shown.current_query() or query
+          if typed ~= query then
+            -- the float searched something else since: refresh what it shows now
+            return live.search(typed, function(fresh, title)
+              if open then
+                update(fresh, title)
+                ui.notify(('Fabric recall: indexing is complete; the list for %q now searches every session'):format(typed))
+              end
+            end)
+          end
           lsp.request('fabric/recall', params, function(rerr, again)
             if rerr or type(again) ~= 'table' or not open then
               return

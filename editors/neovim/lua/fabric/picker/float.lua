@@ -2,7 +2,8 @@
 -- highlighted (extmarks in the `fabric_match` namespace, group FabricMatch). Used when
 -- vim.ui.select is Neovim's stock one, which cannot highlight (option `picker`).
 -- Keys: <CR> (or a double click) chooses, j/k (<Down>/<Up>, <C-n>/<C-p>) move and wrap
--- around, q / <Esc> / <C-c> close; leaving the window closes it too.
+-- around, q / <Esc> / <C-c> close; leaving the window closes it too. With a live source,
+-- `/` (or `i`) opens a search prompt above the list (see open_prompt below).
 local match = require('fabric.match')
 
 local M = {}
@@ -59,7 +60,7 @@ function M.pick(spec)
   fill(buf, lines, spans)
   vim.b[buf].fabric_picker = spec.kind or true
 
-  local footer = ' <CR> open · j/k move · q close '
+  local footer = spec.live and ' <CR> open · j/k move · / search · q close ' or ' <CR> open · j/k move · q close '
   local widest = vim.fn.strdisplaywidth(footer)
   for _, l in ipairs(lines) do
     widest = math.max(widest, vim.fn.strdisplaywidth(l))
@@ -68,7 +69,8 @@ function M.pick(spec)
   local height = math.max(1, math.min(#lines, vim.o.lines - vim.o.cmdheight - 6))
   local cfg = {
     relative = 'editor',
-    row = math.max(0, math.floor((vim.o.lines - vim.o.cmdheight - height) / 2) - 1),
+    -- (a live list keeps three rows above it for its search prompt)
+    row = math.max(spec.live and 3 or 0, math.floor((vim.o.lines - vim.o.cmdheight - height) / 2) - 1),
     col = math.max(0, math.floor((vim.o.columns - width) / 2)),
     width = width,
     height = height,
@@ -101,7 +103,10 @@ function M.pick(spec)
     local new_lines, new_spans = render(spec, items, room)
     fill(buf, new_lines, new_spans)
     local row = math.min(vim.api.nvim_win_get_cursor(win)[1], math.max(1, #new_lines))
-    local win_cfg = { height = math.max(1, math.min(#new_lines, vim.o.lines - vim.o.cmdheight - 6)) }
+    -- (the list keeps its row: more rows than fit below it would make Neovim move it up,
+    -- under its search prompt)
+    local room_below = vim.o.lines - vim.o.cmdheight - cfg.row - 3
+    local win_cfg = { height = math.max(1, math.min(#new_lines, vim.o.lines - vim.o.cmdheight - 6, room_below)) }
     if cfg.title and prompt then
       win_cfg.title = ' ' .. clip(prompt, width - 4) .. ' '
       win_cfg.title_pos = 'center'
@@ -109,11 +114,15 @@ function M.pick(spec)
     vim.api.nvim_win_set_config(win, win_cfg)
     vim.api.nvim_win_set_cursor(win, { row, 0 })
   end
+  local prompt_win ---@type integer?
   local function finish(item)
     if closed then
       return
     end
     closed = true
+    if prompt_win and vim.api.nvim_win_is_valid(prompt_win) then
+      pcall(vim.api.nvim_win_close, prompt_win, true)
+    end
     if vim.api.nvim_win_is_valid(win) then
       pcall(vim.api.nvim_win_close, win, true)
     end
@@ -143,9 +152,117 @@ function M.pick(spec)
   map({ 'k', '<Up>', '<C-p>' }, function()
     move(-vim.v.count1)
   end, 'previous item')
+  -- Search as you type (a live source: `spec.live.search`): `/` opens a one-line prompt
+  -- above the list holding the query; every change searches again (after a short pause, the
+  -- newest answer wins) and redraws the list in place. <CR> opens the row under the list's
+  -- cursor, <Down>/<Up> (<C-n>/<C-p>) move it, <Esc> goes back to the list, <C-c> closes.
+  local text = spec.live and spec.live.query or ''
+  ---The search text the list shows the answer of (what was typed last).
+  function spec.current_query()
+    return text
+  end
+  local function open_prompt()
+    if closed or (prompt_win and vim.api.nvim_win_is_valid(prompt_win)) then
+      return
+    end
+    local pbuf = vim.api.nvim_create_buf(false, true)
+    vim.bo[pbuf].bufhidden = 'wipe'
+    vim.bo[pbuf].swapfile = false
+    vim.b[pbuf].fabric_picker_prompt = spec.kind or true
+    vim.api.nvim_buf_set_lines(pbuf, 0, -1, false, { text })
+    local pcfg = { relative = 'editor', row = cfg.row - 3, col = cfg.col, width = width, height = 1, style = 'minimal' }
+    if cfg.border then
+      pcfg.border = cfg.border
+    end
+    if wb ~= 'none' then
+      pcfg.title = ' search as you type '
+      pcfg.title_pos = 'left'
+    end
+    prompt_win = vim.api.nvim_open_win(pbuf, true, pcfg)
+    local seq = 0
+    vim.api.nvim_buf_attach(pbuf, false, {
+      on_lines = function()
+        seq = seq + 1
+        local mine = seq
+        vim.defer_fn(function()
+          if closed or mine ~= seq or not vim.api.nvim_buf_is_valid(pbuf) then
+            return
+          end
+          text = vim.api.nvim_buf_get_lines(pbuf, 0, 1, false)[1] or ''
+          spec.live.search(text, function(items, title)
+            if closed or mine ~= seq then
+              return
+            end
+            spec.update(items, title or ('Fabric: %q, %d row%s'):format(text, #items, #items == 1 and '' or 's'))
+          end)
+        end, 150)
+      end,
+    })
+    local function back()
+      vim.cmd('stopinsert')
+      if vim.api.nvim_win_is_valid(win) then
+        vim.api.nvim_set_current_win(win)
+      end
+      if prompt_win and vim.api.nvim_win_is_valid(prompt_win) then
+        pcall(vim.api.nvim_win_close, prompt_win, true)
+      end
+      prompt_win = nil
+    end
+    local function pmap(modes, keys, fn, desc)
+      for _, lhs in ipairs(keys) do
+        vim.keymap.set(modes, lhs, fn, { buffer = pbuf, nowait = true, silent = true, desc = 'Fabric search: ' .. desc })
+      end
+    end
+    pmap({ 'i', 'n' }, { '<CR>' }, function()
+      vim.cmd('stopinsert')
+      local item = spec.items[vim.api.nvim_win_get_cursor(win)[1]]
+      if item then
+        finish(item)
+      end
+    end, 'open the row under the cursor')
+    pmap({ 'i', 'n' }, { '<Down>', '<C-n>' }, function()
+      move(1)
+    end, 'next row')
+    pmap({ 'i', 'n' }, { '<Up>', '<C-p>' }, function()
+      move(-1)
+    end, 'previous row')
+    pmap({ 'i', 'n' }, { '<Esc>' }, back, 'back to the list')
+    pmap({ 'i', 'n' }, { '<C-c>' }, function()
+      vim.cmd('stopinsert')
+      finish(nil)
+    end, 'close')
+    -- Leaving the prompt for anything but the list closes both.
+    vim.api.nvim_create_autocmd('WinLeave', {
+      buffer = pbuf,
+      once = true,
+      callback = function()
+        vim.schedule(function()
+          if vim.api.nvim_get_current_win() ~= win then
+            finish(nil)
+          end
+        end)
+      end,
+    })
+    vim.cmd('startinsert!')
+  end
+  if spec.live then
+    map({ '/', 'i' }, open_prompt, 'search again as you type')
+  end
+
   -- Leaving the window (another window, a command that closes it) dismisses the list; after
-  -- the autocommand, where closing windows is allowed.
-  vim.api.nvim_create_autocmd({ 'WinLeave', 'BufWipeout' }, {
+  -- the autocommand, where closing windows is allowed. Its own search prompt is not away.
+  vim.api.nvim_create_autocmd('WinLeave', {
+    buffer = buf,
+    callback = function()
+      vim.schedule(function()
+        if not (prompt_win and vim.api.nvim_get_current_win() == prompt_win) then
+          finish(nil)
+        end
+      end)
+      return closed
+    end,
+  })
+  vim.api.nvim_create_autocmd('BufWipeout', {
     buffer = buf,
     once = true,
     callback = function()

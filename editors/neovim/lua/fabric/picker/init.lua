@@ -12,8 +12,9 @@
 --   prompt     the title;  kind  the vim.ui.select kind
 --   live       {query, search}?  a live source: `search(text, cb)` answers the items for
 --              another search text (cb(items), maybe later); `items` are those of
---              `query`. snacks, telescope and fzf-lua search again as you type; the float
---              and vim.ui.select show `items`
+--              `query`; `cb` may take a title as its second argument. snacks, telescope
+--              and fzf-lua search again as you type, the float once `/` opens its
+--              prompt; vim.ui.select shows `items`
 --   on_choice  fun(item?)  called once, with nil when the list is dismissed
 local config = require('fabric.config')
 
