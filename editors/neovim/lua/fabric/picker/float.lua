@@ -23,9 +23,6 @@ local function clip(text, width)
   return vim.fn.strcharpart(text, 0, math.max(1, width - 1)) .. '…'
 end
 
----Show `spec` (fabric.picker) in a float. Returns the window and buffer.
----@param spec table
----@return integer win, integer buf
 ---The lines of `items` and their match spans, for lines of `room` cells.
 local function render(spec, items, room)
   local lines, spans = {}, {}
@@ -50,6 +47,10 @@ local function fill(buf, lines, spans)
   end
 end
 
+---Show `spec` (fabric.picker) in a float. Returns the window and buffer. Sets
+---`spec.update(items, prompt?)` (redraw the open list) and `spec.current_query()`.
+---@param spec table
+---@return integer win, integer buf
 function M.pick(spec)
   -- Lines fit the editor (the float is at most 4 columns narrower), up to 160 cells.
   local room = math.max(20, math.min(vim.o.columns - 6, 160))
