@@ -87,7 +87,14 @@ def main() -> int:
     ap.add_argument(
         "--corpus", default=None, help="where generated corpora are kept (default $TMPDIR/fabric-team-bench)"
     )
+    ap.add_argument(
+        "--shared-buffers",
+        default=None,
+        help="PostgreSQL shared_buffers of the private cluster (default: the tests' 64MB), e.g. 1GB",
+    )
     args = ap.parse_args()
+    if args.shared_buffers:
+        os.environ["FABRIC_TEST_PG_SHARED_BUFFERS"] = args.shared_buffers
 
     import conftest  # tests/team/conftest.py: the private cluster
 

@@ -97,9 +97,13 @@ def pg_cluster() -> Iterator[Cluster]:
         "--locale=C.UTF-8",
         "--no-sync",
     )
+    # (bench/bench_team.py --shared-buffers sets FABRIC_TEST_PG_SHARED_BUFFERS; the tests use 64MB)
+    buffers = os.environ.get("FABRIC_TEST_PG_SHARED_BUFFERS", "64MB")
+    if not buffers.replace("MB", "").replace("GB", "").isdigit():
+        raise ValueError(f"FABRIC_TEST_PG_SHARED_BUFFERS={buffers!r}: expected a size such as 64MB or 1GB")
     opts = (
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+        f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers={buffers}"
     )
     log = os.path.join(root, "server.log")
     try:
