@@ -10,6 +10,7 @@ export class LatestOnly<Q> {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private running: Running | undefined;
   private seq = 0;
+  private stopped = false; // cancelled since the newest search started
   private readonly delayMs: number;
   private readonly start: (query: Q, seq: number) => Running;
 
@@ -29,16 +30,19 @@ export class LatestOnly<Q> {
   now(query: Q): void {
     this.cancel();
     this.seq += 1;
+    this.stopped = false;
     this.running = this.start(query, this.seq);
   }
 
   /** Whether `seq` is the newest search (older answers are dropped). */
   isLatest(seq: number): boolean {
-    return seq === this.seq;
+    return seq === this.seq && !this.stopped;
   }
 
-  /** Stop the pending delay and the running search. */
+  /** Stop the pending delay and the running search; its answer is no longer the latest
+   * (an answer that still arrives is dropped). */
   cancel(): void {
+    this.stopped = true;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.running?.cancel();

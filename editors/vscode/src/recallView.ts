@@ -140,7 +140,12 @@ export class RecallView implements vscode.TreeDataProvider<Node>, vscode.Disposa
       this.liveMessage = problem;
       this.stateChanged.fire();
     }
-    if (problem) return;
+    if (problem) {
+      // What the box holds now cannot be searched: a search started before (the mode
+      // switch's, an earlier keystroke's) must not answer for it and clear the problem.
+      this.live?.cancel();
+      return;
+    }
     const live = this.live ?? new LatestOnly<string>(vscode.workspace.getConfiguration('fabric').get<number>('recall.debounceMs') ?? 200, (q, seq) => {
       void this.search(q).then(() => {
         if (!live.isLatest(seq)) return;

@@ -493,6 +493,18 @@ describe('LatestOnly (Recall… live search)', () => {
     latest.cancel();
   });
 
+  test('a cancelled search is no longer the latest: its late answer is dropped', () => {
+    const { events, latest } = recorder(10_000);
+    latest.now('epoch');
+    assert.ok(latest.isLatest(1));
+    latest.cancel(); // (the box now holds an invalid pattern: nothing may answer for it)
+    assert.deepEqual(events, [['start', 'epoch', 1], ['cancel', 'epoch', 1]]);
+    assert.ok(!latest.isLatest(1), 'the answer of the cancelled search is dropped');
+    latest.now('next');
+    assert.ok(latest.isLatest(2) && !latest.isLatest(1));
+    latest.cancel();
+  });
+
   test('now() skips the delay; cancel() stops a pending delay', async () => {
     const { events, latest } = recorder(20);
     latest.input('x');
