@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -99,7 +100,7 @@ def pg_cluster() -> Iterator[Cluster]:
     )
     # (bench/bench_team.py --shared-buffers sets FABRIC_TEST_PG_SHARED_BUFFERS; the tests use 64MB)
     buffers = os.environ.get("FABRIC_TEST_PG_SHARED_BUFFERS", "64MB")
-    if not buffers.replace("MB", "").replace("GB", "").isdigit():
+    if not re.fullmatch(r"[0-9]+[MG]B", buffers):
         raise ValueError(f"FABRIC_TEST_PG_SHARED_BUFFERS={buffers!r}: expected a size such as 64MB or 1GB")
     opts = (
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "

@@ -178,6 +178,30 @@ function H.compactable_example(params)
   error('no example session compacts with ' .. vim.inspect(params))
 end
 
+---The ids of the matched entries the server answers for a recall of `query` inside session
+---file `session` (first page, the configured page size), in order: what a picker lists.
+function H.recall_entry_ids(session, query)
+  local answer
+  require('fabric.lsp').request('fabric/recall', {
+    scope = 'session:' .. session, page = 1, pageSize = require('fabric.config').get().recall.page_size,
+    cwd = vim.fn.getcwd(), query = query,
+  }, function(_, r)
+    answer = r
+  end)
+  H.wait_for('the recall of ' .. query, function()
+    return answer ~= nil
+  end)
+  local ids = {}
+  for _, item in ipairs(answer.items) do
+    for _, e in ipairs(item.segment and item.segment.entries or {}) do
+      if e.matched then
+        ids[#ids + 1] = e.entryId
+      end
+    end
+  end
+  return ids
+end
+
 function H.client()
   return vim.lsp.get_clients({ name = 'fabric' })[1]
 end

@@ -556,17 +556,9 @@ local function requery_history(qid, path)
     end
     local title, qf = history_list(path, result)
     vim.fn.setqflist({}, 'r', { id = qid, title = title, items = qf })
-    if stale.partial(result) then
-      stale.track({
-        label = 'the history of ' .. vim.fn.fnamemodify(path, ':~:.'),
-        still_shown = function()
-          return stale.qf_alive(qid)
-        end,
-        rerun = function()
-          requery_history(qid, path)
-        end,
-      })
-    end
+    stale.track_quickfix(result, 'the history of ' .. vim.fn.fnamemodify(path, ':~:.'), qid, function()
+      requery_history(qid, path)
+    end)
     ui.notify(('Fabric history: indexing is complete; the quickfix list of %s now covers every session (%d operation%s)')
       :format(vim.fn.fnamemodify(path, ':~:.'), #qf, #qf == 1 and '' or 's'))
   end)
@@ -582,31 +574,16 @@ function M.history(path, bang)
     local partial = stale.partial(result)
     if #items == 0 and not (bang and partial) then
       ui.notify('Fabric: no Pi session read, edited or wrote ' .. path .. stale.note(result), vim.log.levels.WARN)
-      if partial then
-        stale.track({
-          label = label,
-          still_shown = function()
-            return true
-          end,
-        })
-      end
+      stale.track_message(result, label)
       return ui.done('history', true)
     end
     local title, qf = history_list(path, result)
     if bang then
       vim.fn.setqflist({}, ' ', { title = title, items = qf })
-      if partial then
-        local qid = vim.fn.getqflist({ id = 0 }).id
-        stale.track({
-          label = label,
-          still_shown = function()
-            return stale.qf_alive(qid)
-          end,
-          rerun = function()
-            requery_history(qid, path)
-          end,
-        })
-      end
+      local qid = vim.fn.getqflist({ id = 0 }).id
+      stale.track_quickfix(result, label, qid, function()
+        requery_history(qid, path)
+      end)
       vim.cmd('botright copen')
       return ui.done('history', true)
     end

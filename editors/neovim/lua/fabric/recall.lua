@@ -337,6 +337,14 @@ local function qf_items(items, query)
   return qf
 end
 
+---`items` with a "next page" item when `result` has one more page.
+local function with_next(items, result, params)
+  if result.hasNext then
+    items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
+  end
+  return items
+end
+
 ---Run a recall and show it.
 ---@param query string
 ---@param opts {bang?: boolean, scope?: string, page?: integer}
@@ -412,18 +420,10 @@ function M.run(query, opts)
         items = qf,
         context = { fabric_query = query },
       })
-      if partial then
-        local qid = vim.fn.getqflist({ id = 0 }).id
-        stale.track({
-          label = label,
-          still_shown = function()
-            return stale.qf_alive(qid)
-          end,
-          rerun = function()
-            M.requery_quickfix(qid, query, params)
-          end,
-        })
-      end
+      local qid = vim.fn.getqflist({ id = 0 }).id
+      stale.track_quickfix(result, label, qid, function()
+        M.requery_quickfix(qid, query, params)
+      end)
       if #qf == 0 then
         ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
       else
@@ -434,19 +434,10 @@ function M.run(query, opts)
     end
     if #items == 0 then
       ui.notify('Fabric recall: ' .. no_match_message(result), vim.log.levels.WARN)
-      if partial then
-        stale.track({
-          label = label,
-          still_shown = function()
-            return true
-          end,
-        })
-      end
+      stale.track_message(result, label)
       return ui.done('recall', true)
     end
-    if result.hasNext then
-      items[#items + 1] = { kind = 'next', page = (result.page or params.page) + 1 }
-    end
+    with_next(items, result, params)
     local title = M.title(query, params.scope, result, items) .. stale.note(result)
     local open = true
     local live = M.live_source(query, params)
@@ -498,10 +489,7 @@ function M.run(query, opts)
             if rerr or type(again) ~= 'table' or not open then
               return
             end
-            local fresh = M.items(again, query)
-            if again.hasNext then
-              fresh[#fresh + 1] = { kind = 'next', page = (again.page or params.page) + 1 }
-            end
+            local fresh = with_next(M.items(again, query), again, params)
             update(fresh, M.title(query, params.scope, again, fresh) .. stale.note(again))
             ui.notify(('Fabric recall: indexing is complete; the list for %q now searches every session'):format(query))
           end)
@@ -528,17 +516,9 @@ function M.requery_quickfix(qid, query, params)
       items = qf,
       context = { fabric_query = query },
     })
-    if stale.partial(result) then
-      stale.track({
-        label = ('recall %q'):format(query),
-        still_shown = function()
-          return stale.qf_alive(qid)
-        end,
-        rerun = function()
-          M.requery_quickfix(qid, query, params)
-        end,
-      })
-    end
+    stale.track_quickfix(result, ('recall %q'):format(query), qid, function()
+      M.requery_quickfix(qid, query, params)
+    end)
     if vim.fn.getqflist({ id = 0 }).id == qid then
       match.highlight_quickfix(query)
     end

@@ -57,6 +57,39 @@ function M.track(answer)
   end
 end
 
+---Remember quickfix list `qid` when `result` is partial: `rerun()` searches it again
+---once the index is complete (while the list is still in the stack).
+---@param result table
+---@param label string
+---@param qid integer
+---@param rerun fun()
+function M.track_quickfix(result, label, qid, rerun)
+  if M.partial(result) then
+    M.track({
+      label = label,
+      still_shown = function()
+        return M.qf_alive(qid)
+      end,
+      rerun = rerun,
+    })
+  end
+end
+
+---Remember a partial answer that was only said (a "no matches" message): a warning to run
+---it again once the index is complete.
+---@param result table
+---@param label string
+function M.track_message(result, label)
+  if M.partial(result) then
+    M.track({
+      label = label,
+      still_shown = function()
+        return true
+      end,
+    })
+  end
+end
+
 ---How many answers are remembered (for tests and :checkhealth).
 ---@return integer
 function M.count()

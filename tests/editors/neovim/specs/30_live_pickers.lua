@@ -14,25 +14,7 @@ H.open_attached(s03)
 ---The entry ids the server answers for a recall of `query` in session 03 (what the picker
 ---must list after the query is typed), in order.
 local function server_ids(query)
-  local answer
-  require('fabric.lsp').request('fabric/recall', {
-    scope = 'session:' .. s03, page = 1, pageSize = require('fabric.config').get().recall.page_size,
-    cwd = vim.fn.getcwd(), query = query,
-  }, function(_, r)
-    answer = r
-  end)
-  H.wait_for('the recall of ' .. query, function()
-    return answer ~= nil
-  end)
-  local ids = {}
-  for _, item in ipairs(answer.items) do
-    for _, e in ipairs(item.segment and item.segment.entries or {}) do
-      if e.matched then
-        ids[#ids + 1] = e.entryId
-      end
-    end
-  end
-  return ids
+  return H.recall_entry_ids(s03, query)
 end
 
 local function line_ids(lines)
