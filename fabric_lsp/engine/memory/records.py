@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 BASE_KEYS = (
     "sessionFile",
@@ -56,6 +56,16 @@ def _select(pos: int | slice, n: int) -> int | range:
     if not 0 <= pos < n:
         raise IndexError("record index out of range")
     return pos
+
+
+class RecordSink(Protocol):
+    """What a hot build hands each record to, in order, as the record is built (the same
+    dict the state's `HotRecords` gives back later, without rebuilding it from there)."""
+
+    def start(self) -> None:
+        """A build (or a streaming build's new attempt) begins: forget what was seen."""
+
+    def __call__(self, rec: Record, /) -> None: ...
 
 
 class HotRecords(Sequence[Record]):

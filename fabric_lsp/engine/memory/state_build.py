@@ -20,7 +20,7 @@ from .digest_fold import DigestFolder
 from .entry_text import Normalizer
 from .file_history import new_collector
 from .persist import finish_state, read_file_ops, write_records
-from .records import HotRecords
+from .records import HotRecords, RecordSink
 from .search import HotIndex, postings_of
 from .source import (
     CONTENT_TYPES,
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
+
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
@@ -238,9 +239,11 @@ def build_state(
     encode: bool = True,
     live_leaf: str | None = None,
     searchable: bool = True,
+    sink: RecordSink | None = None,
 ) -> SessionState:
     """Build from source. Raises SourceMissing(reason) when the source is unavailable or
-    changes while it is read."""
+    changes while it is read. `sink` (tier hot) sees each record as it is built, besides
+    the state keeping it (`RecordSink`)."""
     first = stat_key(file)
     if first is not None and first.size > SINGLE_PASS_MAX_BYTES:
         return _build_streaming(
@@ -254,6 +257,7 @@ def build_state(
             encode=encode,
             live_leaf=live_leaf,
             searchable=searchable,
+            sink=sink,
         )
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
@@ -284,6 +288,7 @@ def build_state(
         encode=encode,
         live_leaf=live_leaf,
         searchable=searchable,
+        sink=sink,
     )
 
 
@@ -299,6 +304,7 @@ def _build_streaming(
     encode: bool = True,
     live_leaf: str | None = None,
     searchable: bool = True,
+    sink: RecordSink | None = None,
 ) -> SessionState:
     for _ in range(3):
         key = stat_key(file)
@@ -327,6 +333,7 @@ def _build_streaming(
                     encode=encode,
                     live_leaf=live_leaf,
                     searchable=searchable,
+                    sink=sink,
                 )
         except OSError:
             raise SourceMissing("source_unavailable") from None
@@ -350,6 +357,7 @@ def _assemble(
     encode: bool,
     live_leaf: str | None,
     searchable: bool,
+    sink: RecordSink | None = None,
 ) -> SessionState:
     lineage, path_ordinals = lineage_from_lines(scan.lines, branches, live_leaf)
     if live_leaf is not None:
@@ -389,11 +397,15 @@ def _assemble(
         records = HotRecords()
         index: HotIndex | None = HotIndex() if searchable else None  # expand needs no index
         feed = norm.feed
+        if sink is not None:
+            sink.start()  # (a streaming build that starts again starts its sink again)
         for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of records_from)
             for rec in feed(raw, line):
                 records.append(rec)
                 if index is not None:
                     index.add(rec)
+                if sink is not None:
+                    sink(rec)
         state.entries, state.hot_index, state.normalizer = records, index, norm
     else:
         norm = Normalizer(

@@ -9,6 +9,18 @@ from .schema import LATEST, current_version
 
 CONNECT_TIMEOUT_S = 5
 
+# Per-connection settings, each best effort.
+SESSION_SETTINGS = (
+    # No JIT: the team queries run in milliseconds, but on a large history (2 GB pushed)
+    # their estimated cost passes jit_above_cost, and compiling them took ~1.3 s per query
+    # (EXPLAIN ANALYZE: JIT 1,293 ms of 1,297 ms).
+    "SET jit = off",
+    # lz4 instead of pglz for the values PostgreSQL compresses (posting arrays and records
+    # over ~2 kB): a push's server CPU falls by a fifth to a third (docs/team.md, "Speed").
+    # Servers built without lz4 refuse the value and keep pglz; reading needs nothing.
+    "SET default_toast_compression = lz4",
+)
+
 
 class TeamUnavailable(Exception):
     """The team database cannot be used now (down, unreachable, refused, not migrated)."""
@@ -47,14 +59,14 @@ def connect(url: str, *, autocommit: bool = True, check_schema: bool = True) -> 
             f"the team database at {redact(url)} is unavailable: {detail}; local recall keeps working "
             "(check team.url, that the server is up, and your credentials)",
         ) from None
-    try:
-        # No JIT for this session: the team queries run in milliseconds, but on a large
-        # history (2 GB pushed) their estimated cost passes jit_above_cost, and compiling
-        # them took ~1.3 s per query (EXPLAIN ANALYZE: JIT 1,293 ms of 1,297 ms).
-        conn.execute("SET jit = off")
-    except psycopg.Error:  # a server without JIT settings: nothing to turn off
-        if not autocommit:
-            conn.rollback()
+    for setting in SESSION_SETTINGS:
+        try:
+            conn.execute(setting)
+            if not autocommit:
+                conn.commit()
+        except psycopg.Error:  # a server without the setting or the value keeps its default
+            if not autocommit:
+                conn.rollback()
     if check_schema:
         try:
             version = current_version(conn)

@@ -21,28 +21,19 @@ import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any
 
-import msgspec
-
 from fabric_lsp.engine.jsstr import utf16_sort_key
-from fabric_lsp.engine.memory import disk_cache, file_history
+from fabric_lsp.engine.memory import disk_cache
 from fabric_lsp.engine.memory.catalog import Ref, all_refs, project_refs
 from fabric_lsp.engine.memory.config import MemoryConfig
 from fabric_lsp.engine.memory.core import MemoryState
-from fabric_lsp.engine.memory.records import HotRecords
-from fabric_lsp.engine.memory.search import HotIndex, postings_of
-from fabric_lsp.engine.memory.state import SourceMissing
-from fabric_lsp.engine.memory.state_build import build_state
 
+from .prepare import BRANCHES, PREPARE, PushTask, prepare
 from .schema import SCHEMA
 from .settings import TeamSettings, machine_name
-
-BRANCHES = "active"  # the branch mode pushed (docs/team.md: `branches: "all"` is not pushed)
-_encode = msgspec.json.Encoder().encode
 
 Progress = Callable[[int, int, str], None]
 
@@ -69,152 +60,6 @@ def policy_of(cfg: MemoryConfig) -> str:
 def stat_text(ref: Ref) -> str:
     key = ref.key
     return "" if key is None else ",".join(str(v) for v in key.as_list())
-
-
-# ---- records -------------------------------------------------------------------------------
-
-
-def encode_record(rec: dict[str, Any], session_file: str, record_sid: str) -> bytes:
-    """A record as stored: without its session file and id when they are the session's
-    (rebuilt by `decode_record`), else whole, wrapped in a one-element list."""
-    keys = iter(rec)
-    if (
-        next(keys, None) == "sessionFile"
-        and next(keys, None) == "sessionId"
-        and rec["sessionFile"] == session_file
-        and rec["sessionId"] == record_sid
-    ):
-        rest = dict(rec)
-        del rest["sessionFile"], rest["sessionId"]
-        return _encode(rest)
-    return _encode([rec])
-
-
-def decode_record(data: str | bytes, session_file: str, record_sid: str) -> dict[str, Any]:
-    value = msgspec.json.decode(data)
-    if isinstance(value, list):
-        return value[0]  # type: ignore[no-any-return]
-    out: dict[str, Any] = {"sessionFile": session_file, "sessionId": record_sid}
-    out.update(value)
-    return out
-
-
-PREPARE = "fabric_lsp.engine.team.push:prepare"  # the builders' task (memory/build_pool.py)
-
-
-def _copy_text(value: str) -> str:
-    """A value in COPY's text format (backslash, tab, newline and CR escaped)."""
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        value = value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return value
-
-
-@dataclass(frozen=True)
-class PushTask:
-    """One session to prepare (pickled to a builder)."""
-
-    file: str
-    cfg: MemoryConfig
-    ref_id: str
-    ref_cwd: str
-    skey: str
-    policy: str
-    old: tuple[int, str, int, bool] | None
-    dry_run: bool
-
-
-def prepare(task: PushTask) -> dict[str, Any]:
-    """One session made ready to send, in a builder process or here: built from source as
-    the local hot index builds it (`sessions.build_state`, tier hot), its action decided
-    against what is pushed (`old` = (entry count, records hash, gen, same policy), or
-    None when nothing is), and the rows to send as COPY text (none with `dry_run`).
-    `{"missing": reason}` when the source is unavailable."""
-    file, cfg, skey, policy, old, dry_run = task.file, task.cfg, task.skey, task.policy, task.old, task.dry_run
-    ref_id, ref_cwd = task.ref_id, task.ref_cwd
-    try:
-        state = build_state(file, BRANCHES, "hot", cfg, ref_id=ref_id, ref_cwd=ref_cwd, encode=False)
-    except SourceMissing as missing:
-        return {"missing": missing.reason}
-    entries = state.entries if state.entries is not None else HotRecords()
-    record_sid = entries[0]["sessionId"] if len(entries) and isinstance(entries[0].get("sessionId"), str) else ""
-    prefix_n = old[0] if old is not None and old[3] else None
-    h = hashlib.sha256()
-    prefix: str | None = None
-    encoded: list[bytes] = []
-    for i, rec in enumerate(entries):
-        if i == prefix_n:
-            prefix = h.hexdigest()
-        data = encode_record(rec, state.file, record_sid)
-        encoded.append(data)
-        h.update(data)
-        h.update(b"\n")
-    if prefix_n is not None and prefix_n == len(encoded):
-        prefix = h.hexdigest()
-    n = len(encoded)
-    if old is None:
-        action, start, gen = "new", 0, 0
-    elif prefix_n is not None and prefix == old[1] and n >= old[0]:
-        action, start, gen = "append", old[0], old[2] + 1
-    else:
-        action, start, gen = "replace", 0, 0
-    out: dict[str, Any] = {
-        "action": action,
-        "start": start,
-        "gen": gen,
-        "n": n,
-        "sessionId": state.session_id,
-        "cwd": state.cwd,
-    }
-    if dry_run:
-        return out
-    index = state.hot_index
-    assert index is not None
-    seg_starts = index.seg_starts
-    out["row"] = (
-        state.session_id,
-        record_sid,
-        state.cwd,
-        state.source_hash,
-        state.lineage.fingerprint,
-        state.lineage.leaf_id,
-        state.mtime,
-        state.size,
-        ",".join(str(v) for v in state.key.as_list()),
-        policy,
-        n,
-        index.total_len,
-        len(seg_starts),
-        h.hexdigest(),
-        bool(state.coverage["complete"]),
-        list(state.coverage["reasons"]),
-        _json_text(state.first_ts),
-        _json_text(state.last_ts),
-        gen,
-    )
-    dl = index.doc_len
-    out["entries"] = "".join(
-        f"{skey}\t{pos}\t{dl[pos]}\t{_copy_text(encoded[pos].decode('utf-8'))}\n" for pos in range(start, n)
-    ).encode("utf-8")
-    first_new_seg = (
-        0 if action != "append" else next((si for si, st in enumerate(seg_starts) if st >= start), len(seg_starts))
-    )
-    out["segments"] = "".join(
-        f"{skey}\t{si}\t{seg_starts[si]}\t{entries.index_at(seg_starts[si])}\n"
-        for si in range(first_new_seg, len(seg_starts))
-    ).encode("utf-8")
-    rows: list[str] = []
-    # in term order (the database's C collation is code point order): each session's rows
-    # then extend its primary key (skey, term, gen) at the right and sweep the term index
-    # once, instead of landing at random pages of both
-    for term, pos_l, tf_l, dl_l, seg_l in sorted(_postings_rows(index, start), key=itemgetter(0)):
-        rows.append(
-            f"{skey}\t{_copy_text(term)}\t{gen}\t{_int_array(pos_l)}\t{_int_array(tf_l)}\t"
-            f"{_int_array(dl_l)}\t{_int_array(seg_l)}\n"
-        )
-    out["postings"] = "".join(rows).encode("utf-8")
-    out["postingsCount"] = len(rows)
-    out["fileOps"] = file_history.encode_record(state) if state.file_ops is not None else None
-    return out
 
 
 # ---- the plan ------------------------------------------------------------------------------
@@ -415,23 +260,6 @@ def delete_session(conn: Any, skey: uuid.UUID) -> None:
             conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE skey = %s", (skey,))
 
 
-def _postings_rows(index: HotIndex, start: int) -> Iterator[tuple[str, list[int], list[int], list[int], list[int]]]:
-    """(term, positions, term frequencies, entry lengths, segment numbers) of the entries
-    at or after `start`, from the engine's own inverted index."""
-    dl = index.doc_len
-    seg_of = index.seg_of
-    for term, plist in index.postings.items():
-        pos: list[int] = []
-        tf: list[int] = []
-        for p in postings_of(plist):
-            i = p >> 32
-            if i >= start:
-                pos.append(i)
-                tf.append(p & 0xFFFFFFFF)
-        if pos:
-            yield term, pos, tf, [dl[i] for i in pos], [seg_of[i] for i in pos]
-
-
 _STAGED = (
     ("entries", "skey, pos, dl, rec"),
     ("segments", "skey, seg, start_pos, start_index"),
@@ -444,14 +272,6 @@ def _staging(conn: Any) -> None:
         conn.execute(
             f"CREATE TEMP TABLE IF NOT EXISTS push_{table} (LIKE {SCHEMA}.{table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
         )
-
-
-def _int_array(values: list[int]) -> str:
-    return "{" + ",".join(map(str, values)) + "}"
-
-
-def _json_text(value: Any) -> str | None:
-    return None if value is None else _encode(value).decode("utf-8")
 
 
 def _prepare_all(
@@ -513,9 +333,11 @@ def write_prepared(
         # session-private staging tables and moved with one INSERT each (checked by RLS).
         _staging(conn)
         cur = conn.cursor()
-        for (table, cols), payload in zip(_STAGED, (ready["entries"], ready["segments"], ready["postings"])):
-            if payload:
-                with cur.copy(f"COPY pg_temp.push_{table} ({cols}) FROM STDIN") as copy:
+        formats = ("text", "text", ready.get("postingsFormat", "text"))
+        payloads = (ready["entries"], ready["segments"], ready["postings"])
+        for (table, cols), payload, fmt in zip(_STAGED, payloads, formats):
+            if payload and (fmt == "text" or ready["postingsCount"]):
+                with cur.copy(f"COPY pg_temp.push_{table} ({cols}) FROM STDIN (FORMAT {fmt})") as copy:
                     copy.write(payload)
         for table, cols in _STAGED:
             conn.execute(f"INSERT INTO {SCHEMA}.{table} ({cols}) SELECT {cols} FROM pg_temp.push_{table}")

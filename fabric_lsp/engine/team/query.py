@@ -48,7 +48,7 @@ from fabric_lsp.protocol import (
 from fabric_lsp.protocol import SegmentItem as SegmentResultItem
 from fabric_lsp.protocol_results import TeamMember, index_coverage
 
-from .push import BRANCHES, decode_record
+from .prepare import BRANCHES, decode_record
 from .schema import SCHEMA
 
 TEAM_SOURCE_NOTE = "stored normalized entries from the team database; the full source lives on the member's machine"
