@@ -21,9 +21,13 @@
  *
  * intern_terms(...): a cold session's vocabulary into the cold term table
  * (`ColdTermTable.add`, memory/cold_index.py), the same ids, names and postings.
+ *
+ * hot_record(...): one plain-shaped record into a `HotRecords`' columns
+ * (`HotRecords.append`, memory/records.py); False (nothing changed) for another shape.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,6 +544,158 @@ done:
     return result;
 }
 
+
+/* ---- hot_record: one record into a HotRecords' columns (memory/records.py) ----
+ *
+ * hot_record(rec, base_keys, kind_of, kinds, tbuf, tend, index, line, ts, eid, pid, kind)
+ *     -> bool
+ *
+ * `HotRecords.append` for the plain shape only: `rec` an exact dict of exactly the 13
+ * `base_keys` in that order (exact str keys), index and line exact ints in int64, text
+ * an exact str, entryId and parentId None or 8 lowercase hex digits, timestamp an exact
+ * int in (INT64_MIN, INT64_MAX], and a hashable kind. Then the record's kind code is
+ * found in `kind_of` (or added: kind_of[kind] = len(kinds), kinds.append(kind)), its
+ * text appended to `tbuf` as UTF-8 with surrogates passed, and tend, index, line, ts,
+ * eid, pid, kind each get their value; True. For anything else nothing is touched and
+ * False comes back: the Python code handles that record (every other shape, and the id
+ * table of other ids). tests/engine/memory/test_hot_records.py checks both agree. */
+
+static int hex_id(PyObject *v, long long *out) {
+    if (v == Py_None) {
+        *out = -1; /* records.py _NONE_ID */
+        return 1;
+    }
+    if (!PyUnicode_CheckExact(v) || PyUnicode_GET_LENGTH(v) != 8 || PyUnicode_KIND(v) != PyUnicode_1BYTE_KIND)
+        return 0;
+    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(v);
+    long long n = 0;
+    for (int i = 0; i < 8; i++) {
+        int d;
+        if (c[i] >= '0' && c[i] <= '9')
+            d = c[i] - '0';
+        else if (c[i] >= 'a' && c[i] <= 'f')
+            d = c[i] - 'a' + 10;
+        else
+            return 0;
+        n = (n << 4) | d;
+    }
+    *out = n;
+    return 1;
+}
+
+static int exact_int64(PyObject *v, long long *out) {
+    if (!PyLong_CheckExact(v)) return 0;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0 || (n == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = n;
+    return 1;
+}
+
+static int append_to(PyObject *column, PyObject *value) {
+    if (value == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(column, append_name, value);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int append_owned(PyObject *column, PyObject *value) {
+    int rc = append_to(column, value);
+    Py_XDECREF(value);
+    return rc;
+}
+
+static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError,
+                        "hot_record(rec, base_keys, kind_of, kinds, tbuf, tend, index, line, ts, eid, pid, kind) "
+                        "takes 12 arguments");
+        return NULL;
+    }
+    PyObject *rec = args[0], *base_keys = args[1], *kind_of = args[2], *kinds = args[3], *tbuf = args[4];
+    if (!PyTuple_CheckExact(base_keys) || PyTuple_GET_SIZE(base_keys) != 13 || !PyDict_CheckExact(kind_of)
+        || !PyList_CheckExact(kinds) || !PyByteArray_CheckExact(tbuf)) {
+        PyErr_SetString(PyExc_TypeError, "hot_record: base_keys a 13-tuple, kind_of a dict, kinds a list, tbuf a bytearray");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(rec) || PyDict_GET_SIZE(rec) != 13) Py_RETURN_FALSE;
+    /* the values in key order: sessionFile, sessionId, index, entryId, parentId, type,
+     * role, toolName, text, timestamp, isError, truncated, line */
+    PyObject *v[13];
+    Py_ssize_t at = 0, k = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(rec, &at, &key, &value)) {
+        PyObject *want = PyTuple_GET_ITEM(base_keys, k);
+        if (key != want) {
+            if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(want) || PyUnicode_Compare(key, want) != 0) {
+                if (PyErr_Occurred()) return NULL;
+                Py_RETURN_FALSE;
+            }
+        }
+        v[k++] = value;
+    }
+    long long index_n, line_n, ts_n, eid_n, pid_n;
+    if (!exact_int64(v[2], &index_n) || !exact_int64(v[12], &line_n) || !PyUnicode_CheckExact(v[8])
+        || !hex_id(v[3], &eid_n) || !hex_id(v[4], &pid_n) || !exact_int64(v[9], &ts_n) || ts_n == LLONG_MIN)
+        Py_RETURN_FALSE;
+    PyObject *kind_t = PyTuple_Pack(7, v[0], v[1], v[5], v[6], v[7], v[10], v[11]);
+    if (kind_t == NULL) return NULL;
+    PyObject *code = PyDict_GetItemWithError(kind_of, kind_t); /* borrowed */
+    if (code == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(kind_t);
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* unhashable: the Python path keeps it whole */
+                PyErr_Clear();
+                Py_RETURN_FALSE;
+            }
+            return NULL;
+        }
+        code = PyLong_FromSsize_t(PyList_GET_SIZE(kinds));
+        if (code == NULL || PyDict_SetItem(kind_of, kind_t, code) < 0 || PyList_Append(kinds, kind_t) < 0) {
+            Py_XDECREF(code);
+            Py_DECREF(kind_t);
+            return NULL;
+        }
+        Py_DECREF(code); /* kind_of holds it */
+    }
+    Py_INCREF(code);
+    Py_DECREF(kind_t);
+    /* the text, UTF-8 with lone surrogates passed */
+    PyObject *encoded = NULL;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(v[8], &n);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        encoded = PyUnicode_AsEncodedString(v[8], "utf-8", "surrogatepass");
+        if (encoded == NULL) {
+            Py_DECREF(code);
+            return NULL;
+        }
+        utf8 = PyBytes_AS_STRING(encoded);
+        n = PyBytes_GET_SIZE(encoded);
+    }
+    Py_ssize_t old = PyByteArray_GET_SIZE(tbuf);
+    if (PyByteArray_Resize(tbuf, old + n) < 0) {
+        Py_XDECREF(encoded);
+        Py_DECREF(code);
+        return NULL;
+    }
+    memcpy(PyByteArray_AS_STRING(tbuf) + old, utf8, (size_t)n);
+    Py_XDECREF(encoded);
+    int bad = append_owned(args[5], PyLong_FromSsize_t(old + n)) < 0 || append_to(args[6], v[2]) < 0
+              || append_to(args[7], v[12]) < 0 || append_to(args[8], v[9]) < 0
+              || append_owned(args[9], PyLong_FromLongLong(eid_n)) < 0
+              || append_owned(args[10], PyLong_FromLongLong(pid_n)) < 0 || append_to(args[11], code) < 0;
+    Py_DECREF(code);
+    if (bad) return NULL;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -549,6 +705,9 @@ static PyMethodDef native_methods[] = {
      "add_counts(postings, counts, base, pack) -> None"},
     {"intern_terms", (PyCFunction)(void (*)(void))native_intern_terms, METH_FASTCALL,
      "intern_terms(terms, ids, names, postings, slot, proto) -> the terms' ids as uint32 bytes"},
+    {"hot_record", (PyCFunction)(void (*)(void))native_hot_record, METH_FASTCALL,
+     "hot_record(rec, base_keys, kind_of, kinds, tbuf, tend, index, line, ts, eid, pid, kind) -> appended (True) "
+     "or not the plain shape (False, nothing changed)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,6 +21,8 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload
 
+from ..native import NATIVE
+
 BASE_KEYS = (
     "sessionFile",
     "sessionId",
@@ -43,6 +45,10 @@ _HEX = frozenset("0123456789abcdef")
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 
 Record = dict[str, Any]
+
+
+# `HotRecords.append` of a plain-shaped record in C (engine/_native.c), when built
+_hot_record = getattr(NATIVE, "hot_record", None)
 Kind = tuple[Any, Any, Any, Any, Any, Any, Any]  # sessionFile, sessionId, type, role, toolName, isError, truncated
 
 
@@ -132,6 +138,21 @@ class HotRecords(Sequence[Record]):
         return self._tbuf[start : self._tend[pos]].decode("utf-8", "surrogatepass")
 
     def append(self, rec: Record) -> None:
+        if _hot_record is not None and _hot_record(
+            rec,
+            BASE_KEYS,
+            self._kind_of,
+            self._kinds,
+            self._tbuf,
+            self._tend,
+            self._index,
+            self._line,
+            self._ts,
+            self._eid,
+            self._pid,
+            self._kind,
+        ):
+            return  # the plain shape, appended in C exactly as below
         pos = len(self._tend)
         keys = tuple(rec)
         if keys[:_NBASE] == BASE_KEYS:

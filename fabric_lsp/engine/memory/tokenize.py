@@ -12,7 +12,6 @@ Invariant: `tokenize_lexical` equals the code-point category scan `reference_tok
 from __future__ import annotations
 
 import collections
-import os
 import re
 import unicodedata
 from collections import Counter
@@ -21,6 +20,7 @@ from typing import Any, cast
 
 from ..jsstr import js_trim as js_trim  # JS String#trim, re-exported for memory's callers
 from ..jsstr import utf16_sort_key
+from ..native import NATIVE
 
 
 def _py_count_elements(mapping: dict[str, int], iterable: Iterable[str]) -> None:  # pragma: no cover
@@ -45,13 +45,8 @@ UNICODE_VERSION = unicodedata.unidata_version
 
 # The optional C accelerator of `unique_terms_utf8` (fabric_lsp/engine/_native.c, built at
 # install where a C compiler is at hand; the same tokens either way). FABRIC_LSP_NATIVE=0
-# turns it off (the pure-Python path).
-_native: Any = None
-if os.environ.get("FABRIC_LSP_NATIVE", "1") != "0":
-    try:
-        from fabric_lsp.engine import _native
-    except ImportError:  # not built: the pure-Python path
-        _native = None
+# turns it off (the pure-Python path): engine/native.py.
+_native: Any = NATIVE
 
 
 # Lowercasing the whole text before matching gives the same tokens as lowercasing each

@@ -209,3 +209,75 @@ def test_streamed_shard_loads_back_and_extends_like_a_rebuild(tmp_path: Path, mo
         cfg=MemoryConfig(),
     )
     assert state is not None and list(state.entries or []) == list(_state(session).entries or [])
+
+
+@st.composite
+def plain_records(draw):
+    """Records of the plain shape (what the C accelerator takes), with edge values."""
+    return {
+        "sessionFile": draw(st.sampled_from(["/s/a.jsonl", "/s/é.jsonl"])),
+        "sessionId": draw(st.sampled_from(["s-1", ""])),
+        "index": draw(st.sampled_from([0, 1, (1 << 63) - 1, -(1 << 63)]) | st.integers(0, 1 << 40)),
+        "entryId": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=8, max_size=8)),
+        "parentId": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=8, max_size=8)),
+        "type": draw(st.sampled_from(["message", "custom_message"])),
+        "role": draw(st.sampled_from([None, "user", "toolResult"])),
+        "toolName": draw(st.sampled_from([None, "bash"])),
+        "text": draw(st.text(max_size=40) | st.just("lone \ud83d surrogate \udc00") | st.just("ünï ✓ 𝄞")),
+        "timestamp": draw(st.sampled_from([-(1 << 63) + 1, (1 << 63) - 1, -(1 << 63)]) | st.integers(0, 1 << 45)),
+        "isError": draw(st.booleans() | st.just(1)),
+        "truncated": draw(st.booleans()),
+        "line": draw(st.integers(min_value=0, max_value=1 << 40)),
+    }
+
+
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(st.lists(plain_records() | records(), max_size=30))
+def test_native_append_builds_the_python_columns(recs):
+    """`HotRecords.append` through the C accelerator (`_native.hot_record`) leaves every
+    column, table and side dict exactly as the Python code does."""
+    from fabric_lsp.engine.memory import records as records_mod
+
+    native = records_mod._hot_record
+    try:
+        records_mod._hot_record = None
+        python = HotRecords(recs)
+    finally:
+        records_mod._hot_record = native
+    fast = HotRecords(recs)
+    for name in HotRecords.__slots__:
+        assert getattr(fast, name) == getattr(python, name), name
+    assert list(fast) == recs
+
+
+def test_native_append_takes_pi_records():
+    """Built here (a C compiler is on this machine), the accelerator takes a Pi record and
+    declines other shapes without touching anything."""
+    from fabric_lsp.engine.memory import records as records_mod
+
+    if records_mod._hot_record is None:
+        import pytest
+
+        pytest.skip("the C accelerator is not built")
+    rec = {
+        "sessionFile": "/s/a.jsonl",
+        "sessionId": "s",
+        "index": 3,
+        "entryId": "0a1b2c3d",
+        "parentId": None,
+        "type": "message",
+        "role": "user",
+        "toolName": None,
+        "text": "hello",
+        "timestamp": 1_700_000_000_000,
+        "isError": False,
+        "truncated": False,
+        "line": 4,
+    }
+    held = HotRecords()
+    cols = (held._tend, held._index, held._line, held._ts, held._eid, held._pid, held._kind)
+    args = (BASE_KEYS, held._kind_of, held._kinds, held._tbuf, *cols)
+    assert records_mod._hot_record(rec, *args) is True
+    for odd in ({**rec, "entryId": "u1"}, {**rec, "timestamp": None}, {**rec, "extra": 1}, {"text": "x"}):
+        assert records_mod._hot_record(odd, *args) is False
+    assert len(held) == 1 and held[0] == rec and held._eid[0] == 0x0A1B2C3D
