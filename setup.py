@@ -1,8 +1,9 @@
-"""The one compiled part: an optional C accelerator of the tokenizer (fabric_lsp/engine/_native.c).
+"""The one compiled part: an optional C accelerator of the tokenizer and of the hot records'
+columns (fabric_lsp/engine/_native.c).
 
 `optional=True`: where no C compiler or Python headers are at hand, the install goes on
-without it and the tokenizer runs its pure-Python path, which gives the same tokens
-(tests/engine/memory/test_native_tokens.py). Everything else is in pyproject.toml.
+without it and the pure-Python paths run, which give the same tokens and columns
+(tests/engine/memory/test_native_tokens.py, test_hot_records.py). Everything else is in pyproject.toml.
 
 `FABRIC_LSP_PURE=1` leaves the accelerator out, so that the wheel is the universal
 `fabric_lsp-<version>-py3-none-any.whl` (what the VS Code extension carries and installs on

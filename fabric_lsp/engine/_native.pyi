@@ -8,3 +8,18 @@ def index_text(
 def add_counts(
     postings: dict[str, Any], counts: dict[str, int], base: int, pack: Callable[[list[int]], Any], /
 ) -> None: ...
+def hot_record(
+    rec: dict[str, Any],
+    base_keys: tuple[str, ...],
+    kind_of: dict[tuple[Any, ...], int],
+    kinds: list[tuple[Any, ...]],
+    tbuf: bytearray,
+    tend: Any,
+    index: Any,
+    line: Any,
+    ts: Any,
+    eid: Any,
+    pid: Any,
+    kind: Any,
+    /,
+) -> bool: ...
