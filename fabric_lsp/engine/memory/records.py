@@ -45,11 +45,10 @@ _HEX = frozenset("0123456789abcdef")
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 63) - 1
 
 Record = dict[str, Any]
-
-
-# `HotRecords.append` of a plain-shaped record in C (engine/_native.c), when built
-_hot_record = getattr(NATIVE, "hot_record", None)
 Kind = tuple[Any, Any, Any, Any, Any, Any, Any]  # sessionFile, sessionId, type, role, toolName, isError, truncated
+
+# `HotRecords.append` of a plain-shaped record in C (engine/_native.c), when it is built
+_hot_record = getattr(NATIVE, "hot_record", None)
 
 
 def _select(pos: int | slice, n: int) -> int | range:

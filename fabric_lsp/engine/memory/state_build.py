@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
-
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
 # and at this size is no faster than the streaming build (measured: 1.80 vs 1.89 s CPU for

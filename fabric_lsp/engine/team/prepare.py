@@ -28,16 +28,11 @@ BRANCHES = "active"  # the branch mode pushed (docs/team.md: `branches: "all"` i
 _encode = msgspec.json.Encoder().encode
 
 
-def encode_record(rec: dict[str, Any], session_file: str, record_sid: str) -> bytes:
-    """A record as stored: without its session file and id when they are the session's
-    (rebuilt by `decode_record`), else whole, wrapped in a one-element list."""
-    return RecordEncoder(session_file, record_sid)(rec)
-
-
 class RecordEncoder:
-    """`encode_record` for one session: the record is encoded once and, when it starts
-    with the session's file and id, those two fields are cut from the bytes (the same
-    bytes as encoding the record without them: msgspec writes keys in order, no spaces)."""
+    """A session's records as stored (`decode_record` reads them back): a record that
+    starts with the session's file and id without those two fields, cut from its encoded
+    bytes (the same bytes as encoding the record without them: msgspec writes keys in
+    order, no spaces); any other whole, wrapped in a one-element list."""
 
     def __init__(self, session_file: str, record_sid: str) -> None:
         self.session_file, self.record_sid = session_file, record_sid
@@ -110,7 +105,8 @@ def prepare(task: PushTask) -> dict[str, Any]:
     """One session made ready to send, in a builder process or here: built from source as
     the local hot index builds it (`sessions.build_state`, tier hot), its action decided
     against what is pushed (`old` = (entry count, records hash, gen, same policy), or
-    None when nothing is), and the rows to send as COPY text (none with `dry_run`).
+    None when nothing is), and the rows to send as COPY payloads (`copy_rows`; none with
+    `dry_run`).
     `{"missing": reason}` when the source is unavailable."""
     file, cfg, skey, policy, old, dry_run = task.file, task.cfg, task.skey, task.policy, task.old, task.dry_run
     ref_id, ref_cwd = task.ref_id, task.ref_cwd
