@@ -24,6 +24,9 @@
  *
  * hot_record(...): one plain-shaped record into a `HotRecords`' columns
  * (`HotRecords.append`, memory/records.py); False (nothing changed) for another shape.
+ *
+ * gather_u32(values, at): values[at[i]] of two uint32 arrays (a team push's posting
+ * columns, team/copy_rows.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -696,6 +699,47 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
     Py_RETURN_TRUE;
 }
 
+/* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
+ *
+ * gather_u32(values, at) -> bytes: `values` and `at` buffers of native uint32 (array('I'));
+ * the result holds values[at[0]], values[at[1]], ... as native uint32. IndexError when an
+ * `at` is out of range. */
+static PyObject *native_gather_u32(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "gather_u32(values, at) takes 2 arguments");
+        return NULL;
+    }
+    Py_buffer values, at;
+    if (PyObject_GetBuffer(args[0], &values, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &at, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (values.len % 4 != 0 || at.len % 4 != 0) {
+        PyErr_SetString(PyExc_ValueError, "gather_u32: buffers of 4-byte items expected");
+        goto done;
+    }
+    Py_ssize_t nvalues = values.len / 4, n = at.len / 4;
+    result = PyBytes_FromStringAndSize(NULL, at.len);
+    if (result == NULL) goto done;
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(result);
+    const uint32_t *v = (const uint32_t *)values.buf, *a = (const uint32_t *)at.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((Py_ssize_t)a[i] >= nvalues) {
+            PyErr_Format(PyExc_IndexError, "gather_u32: position %lu out of %zd values", (unsigned long)a[i], nvalues);
+            Py_CLEAR(result);
+            goto done;
+        }
+        out[i] = v[a[i]];
+    }
+done:
+    PyBuffer_Release(&at);
+    PyBuffer_Release(&values);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -708,6 +752,8 @@ static PyMethodDef native_methods[] = {
     {"hot_record", (PyCFunction)(void (*)(void))native_hot_record, METH_FASTCALL,
      "hot_record(rec, base_keys, kind_of, kinds, tbuf, tend, index, line, ts, eid, pid, kind) -> appended (True) "
      "or not the plain shape (False, nothing changed)"},
+    {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
+     "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {NULL, NULL, 0, NULL},
 };
 

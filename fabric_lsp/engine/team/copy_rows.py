@@ -20,6 +20,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from fabric_lsp.engine.memory.search import HotIndex
+from fabric_lsp.engine.native import NATIVE
 
 # COPY binary: signature, flags, header extension length; and the trailer
 BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -34,6 +35,7 @@ _FOUR = int.from_bytes(b"\x00\x00\x00\x04", sys.byteorder)
 _ARRAY_HEAD = struct.Struct(">iiiiii")
 _I32 = struct.Struct(">i")
 ARRAYS_OK = array("I").itemsize == 4 and array("Q").itemsize == 8
+_gather_u32 = getattr(NATIVE, "gather_u32", None)  # (the optional C accelerator, engine/native.py)
 
 
 def copy_text(value: str) -> str:
@@ -85,6 +87,11 @@ def postings_text(index: HotIndex, start: int, skey: str, gen: int) -> tuple[byt
 
 
 def _gather(values: array[int], at: array[int]) -> array[int]:
+    """values[i] for each i of `at` (both array('I'))."""
+    if _gather_u32 is not None and values.itemsize == 4 and at.itemsize == 4:
+        out = array("I")
+        out.frombytes(_gather_u32(values, at))
+        return out
     if not at:
         return array("I")
     got: Any = itemgetter(*at)(values)

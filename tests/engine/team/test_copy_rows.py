@@ -155,3 +155,28 @@ def test_record_encoder_cuts_exactly_the_session_fields(file: str, sid: str, kin
     enc = msgspec.json.encode
     assert data == (enc(rest) if kind == "own" else enc([rec]))
     assert decode_record(data, file, sid) == rec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=50), st.data())
+def test_gather_is_the_python_lookup(values: list[int], data: Any) -> None:
+    """`copy_rows._gather` (through the C accelerator's gather_u32 where it is built)
+    gives values[i] for each i, as the Python lookup does; a position out of range is an
+    IndexError either way."""
+    vals = array("I", values)
+    at = array("I", data.draw(st.lists(st.integers(0, max(0, len(values) - 1)), max_size=60)) if values else [])
+    fast = copy_rows._gather(vals, at)
+    assert list(fast) == [values[i] for i in at]
+    native = copy_rows._gather_u32
+    try:
+        copy_rows._gather_u32 = None
+        assert copy_rows._gather(vals, at) == fast
+    finally:
+        copy_rows._gather_u32 = native
+    if native is not None:
+        try:
+            native(vals, array("I", [len(values)]))
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("an out-of-range position was read")
