@@ -356,6 +356,16 @@ static int count_pieces(const unsigned char *data, Py_ssize_t n, unsigned char *
     return 0;
 }
 
+/* `column.append(value)` (a list, an array); -1 on error, also when `value` is NULL (a
+ * failed allocation before the call). */
+static int append_to(PyObject *column, PyObject *value) {
+    if (value == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(column, append_name, value);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* One term's posting `value` added to `postings` (the rule above); -1 on error. */
 static int add_posting(PyObject *postings, PyObject *term, PyObject *value, PyObject *pack) {
     PyObject *plist = PyDict_GetItemWithError(postings, term); /* borrowed */
@@ -383,10 +393,7 @@ static int add_posting(PyObject *postings, PyObject *term, PyObject *value, PyOb
         Py_DECREF(packed);
         return rc;
     }
-    PyObject *r = PyObject_CallMethodOneArg(plist, append_name, value);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
-    return 0;
+    return append_to(plist, value);
 }
 
 /* Four arguments, args[dict_at] a dict, args[2] the base; -1 with TypeError else. */
@@ -535,9 +542,7 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
             if (at < 0 && PyErr_Occurred()) goto done;
             PyObject *arr = PyList_GetItem(postings, at); /* borrowed; IndexError when out of range */
             if (arr == NULL) goto done;
-            PyObject *r = PyObject_CallMethodOneArg(arr, append_name, slot);
-            if (r == NULL) goto done;
-            Py_DECREF(r);
+            if (append_to(arr, slot) < 0) goto done;
             out[i] = (uint32_t)at;
         }
     }
@@ -596,14 +601,6 @@ static int exact_int64(PyObject *v, long long *out) {
     }
     *out = n;
     return 1;
-}
-
-static int append_to(PyObject *column, PyObject *value) {
-    if (value == NULL) return -1;
-    PyObject *r = PyObject_CallMethodOneArg(column, append_name, value);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
-    return 0;
 }
 
 static int append_owned(PyObject *column, PyObject *value) {

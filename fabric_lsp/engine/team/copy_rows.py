@@ -109,7 +109,7 @@ def _pairs(col: array[int]) -> memoryview:
 
 def postings_binary(index: HotIndex, start: int, skey: bytes, gen: int) -> tuple[bytes, int]:
     """The same rows as `postings_text`, in COPY binary format (header and trailer
-    included); (payload, rows). `skey`: the session key's 16 bytes.
+    included; b"" for no rows); (payload, rows). `skey`: the session key's 16 bytes.
 
     Every term's postings are laid end to end first, so that splitting the packed
     numbers, looking up entry lengths and segments, and byte-swapping are a few array
@@ -122,6 +122,8 @@ def postings_binary(index: HotIndex, start: int, skey: bytes, gen: int) -> tuple
         terms.append(term)
         packed_all += packed
         ends.append(len(packed_all))
+    if not terms:
+        return b"", 0
     units = array("I")
     units.frombytes(packed_all.tobytes())  # per posting: tf, position (little-endian)
     pos = units[1::2] if _LITTLE else units[0::2]

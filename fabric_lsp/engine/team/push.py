@@ -333,10 +333,10 @@ def write_prepared(
         # session-private staging tables and moved with one INSERT each (checked by RLS).
         _staging(conn)
         cur = conn.cursor()
-        formats = ("text", "text", ready.get("postingsFormat", "text"))
+        formats = ("text", "text", ready["postingsFormat"])
         payloads = (ready["entries"], ready["segments"], ready["postings"])
         for (table, cols), payload, fmt in zip(_STAGED, payloads, formats):
-            if payload and (fmt == "text" or ready["postingsCount"]):
+            if payload:
                 with cur.copy(f"COPY pg_temp.push_{table} ({cols}) FROM STDIN (FORMAT {fmt})") as copy:
                     copy.write(payload)
         for table, cols in _STAGED:
