@@ -27,10 +27,14 @@
  *
  * gather_u32(values, at): values[at[i]] of two uint32 arrays (a team push's posting
  * columns, team/copy_rows.py).
+ *
+ * scan_lines(...): the line scan of a session's common lines (`scan_source`,
+ * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +44,7 @@ static unsigned char byte_kind[256];
 static unsigned char ascii_lower[256];
 static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
+static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
 
 typedef struct {
     uint64_t hash;
@@ -737,6 +742,307 @@ done:
     return result;
 }
 
+/* ---- scan_lines: the line scan's common lines (memory/source.py, `scan_source`) ----
+ *
+ * scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes,
+ *            max_depth, type_names, content) -> (status, pos, at, line_no, ordinal)
+ *
+ * Scans the complete lines of data[pos:n] (`at`: the file offset of data[pos]) exactly as
+ * `scan_source`'s loop does, for the lines whose outcome needs no Python: a blank line
+ * (empty or ASCII whitespace only) takes no ordinal; any other line of at most
+ * `max_line_bytes` bytes is decoded with `decode` (a callable given a memoryview of the
+ * line) and, when that succeeds and the value nests no deeper than `max_depth`, is added
+ * to `cols` (ordinal, line, offset, length: array('q'); type, id, parentId: lists; node
+ * flags: bytearray). With `keep` (a dict) `decode` is the full decoder: an object's
+ * `type`, `id` and `parentId` are its members, and an object whose type is in `content`
+ * is kept there by ordinal; without it `decode` gives the narrow envelope (a Struct with
+ * those three attributes) and a line of more than `max_depth` brackets is left to Python.
+ * A string type is stored as `type_names`' object for it when it has one.
+ *
+ * status 1: the complete line at `pos` is left to the Python code (a decoder refused it,
+ * it is too long or too deep, it is a session header, or the envelope found no object);
+ * status 0: every complete line before `n` is scanned and `pos` is where the partial
+ * piece after the last newline starts (possibly at `n`). Either way the columns hold
+ * exactly the lines before `pos`, and at / line_no / ordinal are the counters there.
+ * tests/engine/memory/test_native_scan.py checks it against the Python loop. */
+
+typedef struct {
+    int64_t *v;
+    Py_ssize_t n, cap;
+} I64Buf;
+
+static int i64_push(I64Buf *b, int64_t x) {
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 1024;
+        int64_t *v = (int64_t *)realloc(b->v, (size_t)cap * sizeof(int64_t));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = x;
+    return 0;
+}
+
+/* array.frombytes(the buffer), then the buffer is emptied */
+static int i64_flush(I64Buf *b, PyObject *column) {
+    int rc = 0;
+    if (b->n) {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)b->v, b->n * (Py_ssize_t)sizeof(int64_t));
+        PyObject *r = raw == NULL ? NULL : PyObject_CallMethodOneArg(column, frombytes_name, raw);
+        Py_XDECREF(raw);
+        if (r == NULL) rc = -1;
+        Py_XDECREF(r);
+    }
+    free(b->v);
+    b->v = NULL;
+    b->n = b->cap = 0;
+    return rc;
+}
+
+/* whether `v` nests lists/dicts deeper than `limit` (`depth`: v's own depth if it is one) */
+static int nests_deeper(PyObject *v, int depth, int limit) {
+    if (PyDict_Check(v)) {
+        if (depth > limit) return 1;
+        Py_ssize_t i = 0;
+        PyObject *k, *child;
+        while (PyDict_Next(v, &i, &k, &child))
+            if ((PyDict_Check(child) || PyList_Check(child)) && nests_deeper(child, depth + 1, limit)) return 1;
+    } else if (PyList_Check(v)) {
+        if (depth > limit) return 1;
+        Py_ssize_t n = PyList_GET_SIZE(v);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *child = PyList_GET_ITEM(v, i);
+            if ((PyDict_Check(child) || PyList_Check(child)) && nests_deeper(child, depth + 1, limit)) return 1;
+        }
+    }
+    return 0;
+}
+
+static int is_blank(const unsigned char *p, Py_ssize_t len) {
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned char c = p[i];
+        if (!(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c')) return 0;
+    }
+    return 1;
+}
+
+static Py_ssize_t bracket_count(const unsigned char *p, Py_ssize_t len) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++) n += (p[i] == '[') + (p[i] == '{');
+    return n;
+}
+
+/* a member of an exact dict, or None (borrowed); NULL on error */
+static PyObject *member(PyObject *d, PyObject *key) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && !PyErr_Occurred()) v = Py_None;
+    return v;
+}
+
+static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes, max_depth, "
+                        "type_names, content) takes 13 arguments");
+        return NULL;
+    }
+    PyObject *cols = args[6], *keep = args[7], *decode = args[8], *type_names = args[11], *content = args[12];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), n = PyLong_AsSsize_t(args[2]);
+    long long at = PyLong_AsLongLong(args[3]), line_no = PyLong_AsLongLong(args[4]), ordinal = PyLong_AsLongLong(args[5]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[9]);
+    long max_depth = PyLong_AsLong(args[10]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyTuple_CheckExact(cols) || PyTuple_GET_SIZE(cols) != 8 || !PyDict_CheckExact(type_names)
+        || !PyAnySet_Check(content) || !(keep == Py_None || PyDict_CheckExact(keep))) {
+        PyErr_SetString(PyExc_TypeError, "scan_lines: cols an 8-tuple, keep a dict or None, type_names a dict, content a set");
+        return NULL;
+    }
+    PyObject *types = PyTuple_GET_ITEM(cols, 4), *ids = PyTuple_GET_ITEM(cols, 5), *parents = PyTuple_GET_ITEM(cols, 6),
+             *node = PyTuple_GET_ITEM(cols, 7);
+    if (!PyList_CheckExact(types) || !PyList_CheckExact(ids) || !PyList_CheckExact(parents) || !PyByteArray_CheckExact(node)) {
+        PyErr_SetString(PyExc_TypeError, "scan_lines: the type, id and parent columns lists, the node column a bytearray");
+        return NULL;
+    }
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (pos < 0 || n > buf.len || pos > n) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "scan_lines: pos and n out of range");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)buf.buf;
+    I64Buf c_ordinal = {0}, c_line = {0}, c_offset = {0}, c_length = {0};
+    PyObject *nodes = PyByteArray_FromStringAndSize(NULL, 0);
+    int status = 0, failed = nodes == NULL;
+    while (!failed) {
+        const unsigned char *nl = (const unsigned char *)memchr(data + pos, '\n', (size_t)(n - pos));
+        if (nl == NULL) break; /* status 0: the partial piece is the caller's */
+        Py_ssize_t length = (Py_ssize_t)(nl - (data + pos));
+        const unsigned char *raw = data + pos;
+        if (length == 0 || is_blank(raw, length)) goto next; /* blank: no ordinal */
+        if (length > max_line) {
+            status = 1;
+            break;
+        }
+        PyObject *etype = Py_None, *eid = Py_None, *pid = Py_None, *value = NULL, *held = NULL;
+        if (keep == Py_None && bracket_count(raw, length) > max_depth) {
+            status = 1;
+            break;
+        }
+        PyObject *view = PyMemoryView_FromMemory((char *)raw, length, PyBUF_READ);
+        if (view == NULL) {
+            failed = 1;
+            break;
+        }
+        value = PyObject_CallOneArg(decode, view);
+        Py_DECREF(view);
+        if (value == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* e.g. KeyboardInterrupt */
+                failed = 1;
+                break;
+            }
+            PyErr_Clear(); /* refused: the Python code reads it (its fallback decoder, its verdict) */
+            status = 1;
+            break;
+        }
+        int is_object;
+        if (keep != Py_None) {
+            if (length > max_depth && nests_deeper(value, 1, (int)max_depth)) {
+                Py_DECREF(value);
+                status = 1;
+                break;
+            }
+            is_object = PyDict_CheckExact(value);
+            if (is_object) {
+                etype = member(value, type_key);
+                eid = etype == NULL ? NULL : member(value, id_key);
+                pid = eid == NULL ? NULL : member(value, parent_key);
+                if (pid == NULL) {
+                    Py_DECREF(value);
+                    failed = 1;
+                    break;
+                }
+            }
+        } else {
+            is_object = 1;
+            held = PyTuple_New(3);
+            if (held == NULL) {
+                Py_DECREF(value);
+                failed = 1;
+                break;
+            }
+            PyObject *names[3] = {type_key, id_key, parent_key};
+            for (int k = 0; k < 3; k++) {
+                PyObject *a = PyObject_GetAttr(value, names[k]);
+                if (a == NULL) {
+                    failed = 1;
+                    break;
+                }
+                PyTuple_SET_ITEM(held, k, a);
+            }
+            if (failed) {
+                Py_DECREF(held);
+                Py_DECREF(value);
+                break;
+            }
+            etype = PyTuple_GET_ITEM(held, 0);
+            eid = PyTuple_GET_ITEM(held, 1);
+            pid = PyTuple_GET_ITEM(held, 2);
+        }
+        if (is_object && PyUnicode_CheckExact(etype) && PyUnicode_CompareWithASCIIString(etype, "session") == 0) {
+            Py_XDECREF(held);
+            Py_DECREF(value);
+            status = 1; /* a header: the Python code reads it */
+            break;
+        }
+        PyObject *stored_type = Py_None;
+        int is_node = 0;
+        if (is_object) {
+            if (PyUnicode_CheckExact(etype)) {
+                PyObject *named = PyDict_GetItemWithError(type_names, etype);
+                if (named == NULL && PyErr_Occurred()) failed = 1;
+                stored_type = named != NULL ? named : etype;
+            }
+            is_node = PyUnicode_CheckExact(eid) && (pid == Py_None || PyUnicode_CheckExact(pid));
+        } else {
+            etype = eid = pid = Py_None;
+        }
+        if (!failed && (i64_push(&c_ordinal, ordinal) < 0 || i64_push(&c_line, line_no) < 0 || i64_push(&c_offset, at) < 0
+                        || i64_push(&c_length, length) < 0 || PyList_Append(types, stored_type) < 0
+                        || PyList_Append(ids, eid) < 0 || PyList_Append(parents, pid) < 0))
+            failed = 1;
+        if (!failed) {
+            Py_ssize_t old = PyByteArray_GET_SIZE(nodes);
+            if (PyByteArray_Resize(nodes, old + 1) < 0)
+                failed = 1;
+            else
+                PyByteArray_AS_STRING(nodes)[old] = (char)is_node;
+        }
+        if (!failed && keep != Py_None && is_object && PyUnicode_CheckExact(etype)) {
+            int in = PySet_Contains(content, etype);
+            if (in < 0) failed = 1;
+            if (in > 0) {
+                PyObject *o = PyLong_FromLongLong(ordinal);
+                if (o == NULL || PyDict_SetItem(keep, o, value) < 0) failed = 1;
+                Py_XDECREF(o);
+            }
+        }
+        Py_XDECREF(held);
+        Py_DECREF(value);
+        if (failed) break;
+        ordinal++;
+    next:
+        line_no++;
+        at += length + 1;
+        pos += length + 1;
+    }
+    PyBuffer_Release(&buf);
+    /* the columns get the lines scanned before an error too (an error abandons the scan) */
+    PyObject *err_type, *err_value, *err_tb;
+    PyErr_Fetch(&err_type, &err_value, &err_tb);
+    int bad = i64_flush(&c_ordinal, PyTuple_GET_ITEM(cols, 0)) < 0;
+    bad |= i64_flush(&c_line, PyTuple_GET_ITEM(cols, 1)) < 0;
+    bad |= i64_flush(&c_offset, PyTuple_GET_ITEM(cols, 2)) < 0;
+    bad |= i64_flush(&c_length, PyTuple_GET_ITEM(cols, 3)) < 0;
+    if (nodes != NULL) {
+        Py_ssize_t old = PyByteArray_GET_SIZE(node), add = PyByteArray_GET_SIZE(nodes);
+        if (add && PyByteArray_Resize(node, old + add) == 0)
+            memcpy(PyByteArray_AS_STRING(node) + old, PyByteArray_AS_STRING(nodes), (size_t)add);
+        else if (add)
+            bad = 1;
+        Py_DECREF(nodes);
+    }
+    if (err_type != NULL) {
+        PyErr_Restore(err_type, err_value, err_tb);
+        return NULL;
+    }
+    if (failed || bad) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_MemoryError, "scan_lines");
+        return NULL;
+    }
+    return Py_BuildValue("(inLLL)", status, pos, at, line_no, ordinal);
+}
+
+/* ---- js_float: a JSON number with a fraction or exponent as JavaScript reads it ----
+ *
+ * js_float(text) -> int | float: `float(text)`, given as an int when it is integral and
+ * below 1e21 in magnitude (memory/json_line.py's `js_float`, msgspec's float hook). */
+static PyObject *native_js_float(PyObject *self, PyObject *text) {
+    (void)self;
+    PyObject *value = PyFloat_FromString(text);
+    if (value == NULL) return NULL;
+    double x = PyFloat_AS_DOUBLE(value);
+    if (isfinite(x) && floor(x) == x && fabs(x) < 1e21) {
+        Py_DECREF(value);
+        return PyLong_FromDouble(x);
+    }
+    return value;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -751,6 +1057,10 @@ static PyMethodDef native_methods[] = {
      "or not the plain shape (False, nothing changed)"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
+    {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,
+     "scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes, max_depth, type_names, "
+     "content) -> (status, pos, at, line_no, ordinal)"},
+    {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -767,6 +1077,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     }
     append_name = PyUnicode_InternFromString("append");
     copy_name = PyUnicode_InternFromString("__copy__");
-    if (append_name == NULL || copy_name == NULL) return NULL;
+    frombytes_name = PyUnicode_InternFromString("frombytes");
+    type_key = PyUnicode_InternFromString("type");
+    id_key = PyUnicode_InternFromString("id");
+    parent_key = PyUnicode_InternFromString("parentId");
+    if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
+        || parent_key == NULL)
+        return NULL;
     return PyModule_Create(&native_module);
 }

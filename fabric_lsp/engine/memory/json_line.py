@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..native import NATIVE
 from ..session.reader import MAX_JSON_DEPTH, exceeds_json_depth
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ def js_float(text: str) -> float | int:
     return value
 
 
-_any_decoder = msgspec.json.Decoder(float_hook=js_float)
+# (the accelerator's js_float is the same function in C: msgspec calls it for every
+# number with a fraction or exponent)
+_any_decoder = msgspec.json.Decoder(float_hook=getattr(NATIVE, "js_float", js_float))
+whole_decoder = _any_decoder  # `decode_whole`'s first decoder (the C line scan calls it)
 
 
 def _scrub(value: JsonValue) -> Any:

@@ -20,8 +20,9 @@ import msgspec
 
 from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify
+from ..native import NATIVE
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH
-from .json_line import cut_json, decode_whole
+from .json_line import cut_json, decode_whole, whole_decoder
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -50,6 +51,8 @@ class _Envelope(msgspec.Struct):
 
 
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
+# The C line scan (None: no accelerator, or one built from an older source)
+_scan_lines: Any = getattr(NATIVE, "scan_lines", None)
 
 
 def decode_json_line(raw: bytes, *, depth_checked: bool = False) -> tuple[bool, Any]:
@@ -208,6 +211,41 @@ def scan_source(
     """
     if scan is None:
         scan = SourceScan()
+    n = len(data) if stop is None else stop
+    if _scan_lines is not None:
+        _scan_native(data, scan, base, keep, n)
+    else:
+        _scan_python(data, scan, base, keep, n)
+    return scan
+
+
+def _scan_native(data: bytes, scan: SourceScan, base: int, keep: dict[int, Any] | None, n: int) -> None:
+    """`_scan_python`'s outcome, the common lines scanned in C (`_native.scan_lines`);
+    each line the C code leaves (a header, a refused, too long or too deep line) and the
+    partial piece at the end are read by `_scan_python`, one line at a time."""
+    cols = scan.lines
+    columns = (cols.ordinal, cols.line, cols.offset, cols.length, cols.type, cols.id, cols.parent, cols.node)
+    decode = whole_decoder.decode if keep is not None else _envelope_decoder.decode
+    pos, at = 0, base
+    while True:
+        status, pos, at_next, scan.next_line, scan.next_ordinal = _scan_lines(
+            data, pos, n, at, scan.next_line, scan.next_ordinal, columns, keep, decode,
+            MAX_LINE_BYTES, MAX_JSON_DEPTH, _TYPE_NAMES, CONTENT_TYPES,
+        )  # fmt: skip
+        if at_next != at:
+            scan.end_offset = at = at_next  # (complete lines were scanned)
+        if status == 0:
+            if pos < n:
+                _scan_python(data[pos:n], scan, at, keep, n - pos)
+            return
+        end = data.index(b"\n", pos, n) + 1
+        _scan_python(data[pos:end], scan, at, keep, end - pos)
+        pos, at = end, scan.end_offset
+
+
+def _scan_python(data: bytes, scan: SourceScan, base: int, keep: dict[int, Any] | None, n: int) -> None:
+    """`scan_source`'s loop in Python (see there): the path without the accelerator, and
+    the lines the accelerator leaves."""
     cols = scan.lines
     # (the columns' appends, bound once: a call per column and line is most of the scan)
     add_ordinal, add_line, add_offset, add_length = (
@@ -221,7 +259,6 @@ def scan_source(
     content = CONTENT_TYPES
     ordinal = scan.next_ordinal
     line_no = scan.next_line
-    n = len(data) if stop is None else stop
     at = base  # the file offset of the current piece
     value: JsonValue  # decoded lines (declared: `type(...) is dict` narrows them)
     head: JsonValue
@@ -310,7 +347,6 @@ def scan_source(
         scan.end_offset = at
     scan.next_ordinal = ordinal
     scan.next_line = line_no
-    return scan
 
 
 def oversize_reasons(scan: SourceScan | None) -> list[str]:

@@ -1,0 +1,200 @@
+"""The line scan in C (`_native.scan_lines`, driven by `source._scan_native`) gives
+exactly the Python loop's scan (`source._scan_python`): every column, the kept values,
+the headers, the counters, the end offset and completeness, for any mix of lines —
+blank and whitespace-only lines, session headers, non-objects, invalid JSON, lone
+surrogate escapes, lines nested deeper than the limit, lines over the line limit, CRLF,
+a partial last line — scanned whole or from any base and stop, with and without `keep`.
+And the accelerator's `js_float` is the Python float hook's function."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memory_kit import REAL_SESSIONS
+
+from fabric_lsp.engine.memory import json_line, source
+from tests.support.examples import profile_examples
+
+needs_native = pytest.mark.skipif(source._scan_lines is None, reason="the C accelerator is not built")
+
+_ids = st.one_of(st.none(), st.text(alphabet="0123456789abcdef", min_size=8, max_size=8), st.integers(), st.just([1]))
+_types = st.one_of(
+    st.sampled_from(
+        ["message", "compaction", "branch_summary", "custom_message", "custom", "label", "session", "other"]
+    ),
+    st.none(),
+    st.integers(),
+    st.just(["message"]),
+)
+
+
+@st.composite
+def _entry_line(draw: st.DrawFn) -> bytes:
+    obj: dict[str, object] = {}
+    for key, values in (("type", _types), ("id", _ids), ("parentId", _ids)):
+        if draw(st.booleans()):
+            obj[key] = draw(values)
+    if obj.get("type") == "session" and draw(st.booleans()):
+        obj["cwd"] = draw(st.text(max_size=6))
+    if draw(st.booleans()):
+        obj["message"] = {"role": "user", "content": draw(st.text(max_size=10)), "n": draw(st.floats(allow_nan=False))}
+    return json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
+
+
+def _deep(depth: int) -> bytes:
+    return b'{"type":"message","id":"aaaaaaaa","x":' + b"[" * depth + b"]" * depth + b"}"
+
+
+_odd = st.sampled_from(
+    [
+        b"",
+        b"   ",
+        b" \t\x0b\x0c\r",
+        b"\r",
+        b"not json",
+        b"[]",
+        b"3",
+        b'"text"',
+        b"null",
+        b'{"type":"message","id":"abc\\ud800"}',  # a lone surrogate: msgspec refuses, JSON.parse reads it
+        b'{"type":"message","id":"abcdefab","x":NaN}',
+        b'{"type":"message","id":"abcdefab","parentId":null}\r',
+        b'{"type":"session","id":"s1","cwd":"/w"}',
+        b'{"type": 1e400, "id": 1.5e3}',
+        b"\xff\xfe",
+        _deep(511),
+        _deep(512),
+        _deep(513),
+        b'{"a":' + b"[" * 600 + b"]" * 600 + b', "type":"message"}',
+        b'{"type":"message","id":"abcdefab","text":"' + b"x" * 300 + b'"}',
+    ]
+)
+_lines = st.lists(st.one_of(_entry_line(), _odd), max_size=25)
+
+
+def _scan(native: bool, data: bytes, base: int, keep: dict[int, object] | None, stop: int | None) -> source.SourceScan:
+    scan = source.SourceScan()
+    n = len(data) if stop is None else stop
+    (source._scan_native if native else source._scan_python)(data, scan, base, keep, n)
+    return scan
+
+
+def _same(data: bytes, *, base: int = 0, keep: bool, stop: int | None = None) -> None:
+    kept = ({} if keep else None), ({} if keep else None)
+    a = _scan(False, data, base, kept[0], stop)
+    b = _scan(True, data, base, kept[1], stop)
+    for name in source.ScanLines.__slots__:
+        assert getattr(a.lines, name) == getattr(b.lines, name), name
+    for name in source.SourceScan.__dataclass_fields__:
+        if name != "lines":
+            assert getattr(a, name) == getattr(b, name), name
+    assert kept[0] == kept[1]
+    if keep:
+        # the same objects for the known types (one string per type, as the Python loop)
+        assert [t is source._TYPE_NAMES.get(t) for t in a.lines.type if t in source._TYPE_NAMES] == [
+            t is source._TYPE_NAMES.get(t) for t in b.lines.type if t in source._TYPE_NAMES
+        ]
+
+
+@needs_native
+@settings(max_examples=profile_examples(400), deadline=None)
+@given(_lines, st.booleans(), st.booleans(), st.integers(0, 1 << 40), st.data())
+def test_native_scan_equals_the_python_loop(lines, keep, partial, base, data):
+    blob = b"\n".join(lines) + (b"" if partial else b"\n")
+    stop = data.draw(st.one_of(st.none(), st.integers(0, len(blob))))
+    if stop is not None:
+        stop = blob.rfind(b"\n", 0, stop) + 1  # (scan_streaming stops after a newline)
+    _same(blob, base=base, keep=keep, stop=stop)
+
+
+@needs_native
+@settings(max_examples=profile_examples(100), deadline=None)
+@given(_lines, st.booleans())
+def test_native_scan_with_a_small_line_limit(lines, keep):
+    """Lines over the line limit (here 64 bytes) are left to the Python code, which cuts
+    them (`cut_json`) and names them in `oversize`."""
+    blob = b"\n".join(lines) + b"\n"
+    saved = source.MAX_LINE_BYTES
+    source.MAX_LINE_BYTES = 64
+    try:
+        _same(blob, keep=keep)
+    finally:
+        source.MAX_LINE_BYTES = saved
+
+
+_TYPE_VALUES = ["message", "compaction", "custom", "session", "other", None, 7, ["message"], {"a": 1}]
+_ID_VALUES = ["abcdefab", "", None, 5, 1.5, ["x"], {"id": "y"}, True]
+
+
+@needs_native
+@pytest.mark.parametrize("keep", [True, False])
+def test_native_scan_of_every_envelope_shape(keep):
+    """Every combination of a type, id and parentId value (each present or missing),
+    one line each, between blank, whitespace and invalid lines."""
+    missing = object()
+    lines = []
+    for etype in [*_TYPE_VALUES, missing]:
+        for eid in [*_ID_VALUES, missing]:
+            for pid in [*_ID_VALUES, missing]:
+                obj = {k: v for k, v in (("type", etype), ("id", eid), ("parentId", pid)) if v is not missing}
+                lines.append(json.dumps(obj).encode())
+                if len(lines) % 7 == 0:
+                    lines.append(b" \t")
+                if len(lines) % 11 == 0:
+                    lines.append(b"{nope")
+    _same(b"\n".join(lines) + b"\n", keep=keep)
+
+
+@needs_native
+@pytest.mark.parametrize("keep", [True, False])
+def test_native_scan_of_real_sessions(keep):
+    files = sorted(REAL_SESSIONS.glob("*.jsonl"))
+    assert files
+    for path in files:
+        _same(path.read_bytes(), keep=keep)
+
+
+@needs_native
+def test_a_scan_continues_where_the_last_one_stopped():
+    """`scan_source` onto an existing scan (an append) continues its counters and
+    columns in both paths."""
+    first = b'{"type":"session","id":"s"}\n{"type":"message","id":"aaaaaaaa"}\n\n'
+    more = b'{"type":"message","id":"bbbbbbbb","parentId":"aaaaaaaa"}\n{"type":"x"'
+    scans = []
+    for native in (False, True):
+        scan = source.SourceScan()
+        run = source._scan_native if native else source._scan_python
+        run(first, scan, 0, {}, len(first))
+        run(more, scan, len(first), {}, len(more))
+        scans.append(scan)
+    a, b = scans
+    assert [tuple(x) for x in (a.lines.ordinal, a.lines.line, a.lines.offset)] == [
+        tuple(x) for x in (b.lines.ordinal, b.lines.line, b.lines.offset)
+    ]
+    assert (a.next_ordinal, a.next_line, a.end_offset, a.ends_complete, a.header_id) == (
+        b.next_ordinal,
+        b.next_line,
+        b.end_offset,
+        b.ends_complete,
+        b.header_id,
+    )
+    assert b.lines.line.tolist() == [1, 3] and b.ends_complete is False
+
+
+@pytest.mark.skipif(not hasattr(json_line.NATIVE, "js_float"), reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(500), deadline=None)
+@given(
+    st.one_of(
+        st.floats(allow_nan=False).map(repr),
+        st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+    )
+)
+def test_native_js_float_is_the_python_hook(text):
+    a, b = json_line.js_float(text), json_line.NATIVE.js_float(text)
+    assert type(a) is type(b)
+    assert a == b or (math.isnan(a) and math.isnan(b))
+    assert json_line._any_decoder.float_hook is json_line.NATIVE.js_float
