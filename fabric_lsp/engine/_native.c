@@ -29,7 +29,8 @@
  * columns, team/copy_rows.py).
  *
  * scan_lines(...): the line scan of a session's common lines (`scan_source`,
- * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py).
+ * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
+ * deeper_than(value, limit): the session reader's depth rule (session/reader.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1027,6 +1028,26 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     return Py_BuildValue("(inLLL)", status, pos, at, line_no, ordinal);
 }
 
+/* ---- deeper_than: the session reader's depth rule (session/reader.py) ----
+ *
+ * deeper_than(value, limit) -> bool: whether `value` (a decoded JSON value) nests
+ * lists/dicts deeper than `limit`, the top container being at depth 1: exactly what
+ * `exceeds_json_depth`'s walk decides, without its budget (the walk stops at limit + 1). */
+static PyObject *native_deeper_than(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "deeper_than(value, limit) takes 2 arguments");
+        return NULL;
+    }
+    long limit = PyLong_AsLong(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    if (limit < 0 || limit > 100000) {
+        PyErr_SetString(PyExc_ValueError, "deeper_than: limit out of range");
+        return NULL;
+    }
+    return PyBool_FromLong(nests_deeper(args[0], 1, (int)limit));
+}
+
 /* ---- js_float: a JSON number with a fraction or exponent as JavaScript reads it ----
  *
  * js_float(text) -> int | float: `float(text)`, given as an int when it is integral and
@@ -1060,6 +1081,8 @@ static PyMethodDef native_methods[] = {
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,
      "scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes, max_depth, type_names, "
      "content) -> (status, pos, at, line_no, ordinal)"},
+    {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
+     "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
     {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
     {NULL, NULL, 0, NULL},
 };

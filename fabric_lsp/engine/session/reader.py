@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import msgspec
 
 from ..gcpause import cyclic_gc_paused
+from ..native import NATIVE
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -102,6 +103,8 @@ MAX_JSON_DEPTH = 512
 
 
 _WALK_FIRST_CHARS = 4096
+# The walk in C (None: no accelerator, or one built from an older source)
+_deeper_than: Any = getattr(NATIVE, "deeper_than", None)
 _WALK_BUDGET = 256  # containers
 
 
@@ -144,6 +147,8 @@ def exceeds_json_depth(
         end = len(line)
     if end - start <= limit:
         return False  # fewer characters than the limit + 1 opening brackets it would take
+    if _deeper_than is not None:
+        return _deeper_than(value, limit)  # the whole walk, in C
     if end - start > _WALK_FIRST_CHARS:
         # A long line of few containers (a tool output): walking them is far cheaper than
         # counting the brackets of every byte.

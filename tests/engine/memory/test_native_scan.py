@@ -4,7 +4,8 @@ the headers, the counters, the end offset and completeness, for any mix of lines
 blank and whitespace-only lines, session headers, non-objects, invalid JSON, lone
 surrogate escapes, lines nested deeper than the limit, lines over the line limit, CRLF,
 a partial last line — scanned whole or from any base and stop, with and without `keep`.
-And the accelerator's `js_float` is the Python float hook's function."""
+And the accelerator's `js_float` is the Python float hook's function, its `deeper_than` the
+session reader's depth walk."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
 from fabric_lsp.engine.memory import json_line, source
+from fabric_lsp.engine.session import reader
 from tests.support.examples import profile_examples
 
 needs_native = pytest.mark.skipif(source._scan_lines is None, reason="the C accelerator is not built")
@@ -198,3 +200,22 @@ def test_native_js_float_is_the_python_hook(text):
     assert type(a) is type(b)
     assert a == b or (math.isnan(a) and math.isnan(b))
     assert json_line._any_decoder.float_hook is json_line.NATIVE.js_float
+
+
+_json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3),
+    max_leaves=40,
+)
+
+
+@pytest.mark.skipif(reader._deeper_than is None, reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(500), deadline=None)
+@given(_json_values, st.integers(0, 8))
+def test_native_depth_rule_is_the_python_walk(value, limit):
+    """`_native.deeper_than` decides what the Python walk decides (`_depth_walk` without a
+    budget), at any limit; `exceeds_json_depth` uses it for lines longer than the limit."""
+    assert reader._deeper_than(value, limit) == reader._depth_walk(value, limit, None)
+    line = json.dumps(value).encode()
+    expected = len(line) > limit and bool(reader._depth_walk(value, limit, None))
+    assert reader.exceeds_json_depth(line, value, limit) == expected
