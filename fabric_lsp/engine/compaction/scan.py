@@ -478,12 +478,21 @@ class Scanned:
         return runs, cycle
 
 
+def _pass_one_over(data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
+    """A scan's sink once pass 1 is over. The sink's closure holds the scan, so keeping it
+    would make the scan a reference cycle: it would outlive the preview until the cyclic
+    GC traverses all its objects (12 ms for a 50 MB session) instead of being freed when
+    the preview lets go of it."""
+    raise RuntimeError("pass 1 of this scan is over")
+
+
 def scan_session_bytes(
     data: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, check: Callable[[], object] | None = None
 ) -> Scanned:
     out = Scanned()
     out.nodes.lines = _BytesLines(data)
     out.size, out.partial_tail_bytes = each_line(data, out.line, max_line_bytes=max_line_bytes, check=check)
+    out.line = _pass_one_over
     return out
 
 
@@ -503,6 +512,8 @@ def scan_session_file(
     except BaseException:
         fp.close()
         raise
+    finally:
+        out.line = _pass_one_over
     out.fp = fp
     out.nodes.lines = _FileLines(fp)
     return out, digest
