@@ -30,7 +30,8 @@
  *
  * scan_lines(...): the line scan of a session's common lines (`scan_source`,
  * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
- * deeper_than(value, limit): the session reader's depth rule (session/reader.py).
+ * deeper_than(value, limit): the session reader's depth rule (session/reader.py);
+ * utf16_len(s): JavaScript's `s.length` (jsstr.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1048,6 +1049,26 @@ static PyObject *native_deeper_than(PyObject *self, PyObject *const *args, Py_ss
     return PyBool_FromLong(nests_deeper(args[0], 1, (int)limit));
 }
 
+/* ---- utf16_len: JavaScript's `s.length` (jsstr.py) ----
+ *
+ * utf16_len(s) -> int: the UTF-16 code units of `s` (a str): its length plus one for
+ * each character above U+FFFF (lone surrogates count one, as `surrogatepass` encodes them). */
+static PyObject *native_utf16_len(PyObject *self, PyObject *s) {
+    (void)self;
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "utf16_len: a str expected");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *c = PyUnicode_4BYTE_DATA(s);
+        Py_ssize_t extra = 0;
+        for (Py_ssize_t i = 0; i < n; i++) extra += c[i] > 0xFFFF;
+        n += extra;
+    }
+    return PyLong_FromSsize_t(n);
+}
+
 /* ---- js_float: a JSON number with a fraction or exponent as JavaScript reads it ----
  *
  * js_float(text) -> int | float: `float(text)`, given as an int when it is integral and
@@ -1083,6 +1104,7 @@ static PyMethodDef native_methods[] = {
      "content) -> (status, pos, at, line_no, ordinal)"},
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
+    {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
     {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
     {NULL, NULL, 0, NULL},
 };

@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeGuard, cast
 
 import msgspec
+
+from .native import NATIVE
 
 # JS `\s` (WhiteSpace + LineTerminator), used by /\s+/g, trim(), trimStart().
 JS_WS_CHARS = (
@@ -38,7 +40,7 @@ MAX_SAFE_INTEGER = 9007199254740991
 _NONASCII_BASE = sys.getsizeof("\u00e9") - 2
 
 
-def utf16_len(s: str) -> int:
+def utf16_len_py(s: str) -> int:
     """JS `s.length`: UTF-16 code units (astral characters count 2)."""
     if s.isascii():
         return len(s)
@@ -46,6 +48,10 @@ def utf16_len(s: str) -> int:
     if sys.getsizeof(s) < _NONASCII_BASE + (n + 1) * 4:
         return n
     return len(s.encode("utf-16-le", "surrogatepass")) >> 1
+
+
+# (the same count in C where the accelerator is built: no UTF-16 copy of an astral text)
+utf16_len: Callable[[str], int] = getattr(NATIVE, "utf16_len", utf16_len_py)
 
 
 def utf16_prefix(s: str, units: int) -> str:

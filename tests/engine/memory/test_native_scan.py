@@ -5,7 +5,7 @@ blank and whitespace-only lines, session headers, non-objects, invalid JSON, lon
 surrogate escapes, lines nested deeper than the limit, lines over the line limit, CRLF,
 a partial last line — scanned whole or from any base and stop, with and without `keep`.
 And the accelerator's `js_float` is the Python float hook's function, its `deeper_than` the
-session reader's depth walk."""
+session reader's depth walk, its `utf16_len` JavaScript's string length."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
+from fabric_lsp.engine import jsstr
 from fabric_lsp.engine.memory import json_line, source
 from fabric_lsp.engine.session import reader
 from tests.support.examples import profile_examples
@@ -219,3 +220,12 @@ def test_native_depth_rule_is_the_python_walk(value, limit):
     line = json.dumps(value).encode()
     expected = len(line) > limit and bool(reader._depth_walk(value, limit, None))
     assert reader.exceeds_json_depth(line, value, limit) == expected
+
+
+@pytest.mark.skipif(jsstr.utf16_len is jsstr.utf16_len_py, reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(500), deadline=None)
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40) | st.text(max_size=40))
+def test_native_utf16_len_is_the_python_count(text):
+    """JavaScript's `s.length` in C equals the Python count (astral characters two units,
+    lone surrogates one) for text of every width."""
+    assert jsstr.utf16_len(text) == jsstr.utf16_len_py(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
