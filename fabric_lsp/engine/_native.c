@@ -31,7 +31,8 @@
  * scan_lines(...): the line scan of a session's common lines (`scan_source`,
  * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
  * deeper_than(value, limit): the session reader's depth rule (session/reader.py);
- * utf16_len(s): JavaScript's `s.length` (jsstr.py).
+ * utf16_len(s): JavaScript's `s.length` (jsstr.py); read_lines(...): a preview's pass-1
+ * line loop (compaction/loader.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -47,6 +48,7 @@ static unsigned char ascii_lower[256];
 static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
 static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
+static PyObject *first_name; /* "first" */
 
 typedef struct {
     uint64_t hash;
@@ -1029,6 +1031,148 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     return Py_BuildValue("(inLLL)", status, pos, at, line_no, ordinal);
 }
 
+/* ---- read_lines: a preview's pass-1 line loop (compaction/loader.py, `_stream_fp`) ----
+ *
+ * read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node,
+ *            line, check, owner) -> (pos, consumed, count)
+ *
+ * Every complete line of data[pos:] (`view` a memoryview of `data`; `consumed` the file
+ * offset of data[pos]) goes where the loop's `line(view, pos, end, max_line_bytes,
+ * offset)` would take it, `check()` (unless None) being called before every 4096th line
+ * (`count` counts them): once `owner.first` is false (the sink has read its first value),
+ * a line of at most `max_line_bytes` that `decode` (given a memoryview of the line) reads
+ * as an exact dict nesting no deeper than `max_depth`, with a str `id` and a `parentId`
+ * that is null or a str, is a tree node: `node(value, id, parentId, offset, length)`,
+ * which is what `line` does after `read_node` for it. Every other line (the first value,
+ * blank, malformed, oversize, too deep, not an object, no id) goes to `line` itself.
+ * Returns where the partial piece after the last newline starts, its file offset, and the
+ * count. tests/engine/compaction/test_native_preview_lines.py checks both ways agree. */
+static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node, line, "
+                        "check, owner) takes 12 arguments");
+        return NULL;
+    }
+    PyObject *view = args[1], *decode = args[7], *node = args[8], *line = args[9], *check = args[10], *owner = args[11];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    long long consumed = PyLong_AsLongLong(args[3]), count = PyLong_AsLongLong(args[4]);
+    PyObject *max_line_obj = args[5];
+    Py_ssize_t max_line = PyLong_AsSsize_t(max_line_obj);
+    long max_depth = PyLong_AsLong(args[6]);
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_SIMPLE) < 0) return NULL;
+    if (pos < 0 || pos > buf.len) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "read_lines: pos out of range");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len;
+    int first_over = 0, failed = 0;
+    while (!failed) {
+        const unsigned char *nl = (const unsigned char *)memchr(data + pos, '\n', (size_t)(n - pos));
+        if (nl == NULL) break;
+        Py_ssize_t end = (Py_ssize_t)(nl - data), length = end - pos;
+        count++;
+        if (check != Py_None && (count & 4095) == 0) {
+            PyObject *r = PyObject_CallNoArgs(check);
+            if (r == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+        int handled = 0;
+        if (!first_over) {
+            PyObject *first = PyObject_GetAttr(owner, first_name);
+            if (first == NULL) {
+                failed = 1;
+                break;
+            }
+            int truth = PyObject_IsTrue(first);
+            Py_DECREF(first);
+            if (truth < 0) {
+                failed = 1;
+                break;
+            }
+            first_over = !truth;
+        }
+        if (first_over && length <= max_line) {
+            PyObject *mem = PyMemoryView_FromMemory((char *)(data + pos), length, PyBUF_READ);
+            if (mem == NULL) {
+                failed = 1;
+                break;
+            }
+            PyObject *value = PyObject_CallOneArg(decode, mem);
+            Py_DECREF(mem);
+            if (value == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    failed = 1;
+                    break;
+                }
+                PyErr_Clear(); /* `line` reads it: the fallback decoder, blank or malformed */
+            } else {
+                if (PyDict_CheckExact(value) && !(length > max_depth && nests_deeper(value, 1, (int)max_depth))) {
+                    PyObject *eid = PyDict_GetItemWithError(value, id_key);
+                    PyObject *pid = eid == NULL ? NULL : PyDict_GetItemWithError(value, parent_key);
+                    if (PyErr_Occurred()) {
+                        Py_DECREF(value);
+                        failed = 1;
+                        break;
+                    }
+                    if (eid != NULL && PyUnicode_CheckExact(eid) && pid != NULL
+                        && (pid == Py_None || PyUnicode_CheckExact(pid))) {
+                        Py_INCREF(eid);
+                        Py_INCREF(pid);
+                        PyObject *off = PyLong_FromLongLong(consumed), *len = PyLong_FromSsize_t(length);
+                        PyObject *r = NULL;
+                        if (off != NULL && len != NULL) {
+                            PyObject *call[5] = {value, eid, pid, off, len};
+                            r = PyObject_Vectorcall(node, call, 5, NULL);
+                        }
+                        Py_XDECREF(off);
+                        Py_XDECREF(len);
+                        Py_DECREF(eid);
+                        Py_DECREF(pid);
+                        if (r == NULL) {
+                            Py_DECREF(value);
+                            failed = 1;
+                            break;
+                        }
+                        Py_DECREF(r);
+                        handled = 1;
+                    }
+                }
+                Py_DECREF(value);
+            }
+        }
+        if (!handled) {
+            PyObject *p = PyLong_FromSsize_t(pos), *e = PyLong_FromSsize_t(end), *off = PyLong_FromLongLong(consumed);
+            PyObject *r = NULL;
+            if (p != NULL && e != NULL && off != NULL) {
+                PyObject *call[5] = {view, p, e, max_line_obj, off};
+                r = PyObject_Vectorcall(line, call, 5, NULL);
+            }
+            Py_XDECREF(p);
+            Py_XDECREF(e);
+            Py_XDECREF(off);
+            if (r == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_DECREF(r);
+        }
+        consumed += length + 1;
+        pos = end + 1;
+    }
+    PyBuffer_Release(&buf);
+    if (failed) return NULL;
+    return Py_BuildValue("(nLL)", pos, consumed, count);
+}
+
 /* ---- deeper_than: the session reader's depth rule (session/reader.py) ----
  *
  * deeper_than(value, limit) -> bool: whether `value` (a decoded JSON value) nests
@@ -1102,6 +1246,9 @@ static PyMethodDef native_methods[] = {
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,
      "scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes, max_depth, type_names, "
      "content) -> (status, pos, at, line_no, ordinal)"},
+    {"read_lines", (PyCFunction)(void (*)(void))native_read_lines, METH_FASTCALL,
+     "read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node, line, check, owner) -> "
+     "(pos, consumed, count)"},
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
     {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
@@ -1126,8 +1273,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     type_key = PyUnicode_InternFromString("type");
     id_key = PyUnicode_InternFromString("id");
     parent_key = PyUnicode_InternFromString("parentId");
+    first_name = PyUnicode_InternFromString("first");
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
-        || parent_key == NULL)
+        || parent_key == NULL || first_name == NULL)
         return NULL;
     return PyModule_Create(&native_module);
 }

@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
 
+from fabric_lsp.engine.native import NATIVE
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH, exceeds_json_depth, parse_json_line
 
 from ..jsstr import first_line, is_blank, truncate_prefix_safe, utf16_len
@@ -74,6 +75,11 @@ class LineCounts(Protocol):
 
 # `line(data, pos, end, max_line_bytes, offset)`: one line `data[pos:end]` at file offset
 LineFn = Callable[[memoryview, int, int, int, int], None]
+# `node(value, id, parentId, offset, length)`: what a sink does with a line `read_node`
+# found a tree node (`scan.Scanned`); the accelerator's line loop calls it directly
+NodeFn = Callable[[dict[str, Any], str, "str | None", int, int], None]
+# The accelerator's line loop (None: no accelerator, or one built from an older source)
+_read_lines: Any = getattr(NATIVE, "read_lines", None)
 
 
 class Loaded:
@@ -306,15 +312,25 @@ def each_line(
     *,
     max_line_bytes: int,
     check: Callable[[], object] | None = None,
+    nodes: tuple[NodeFn, LineCounts] | None = None,
 ) -> tuple[int, int]:
     """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
     pos)`, checking `check` every 4096 lines; returns (bytes consumed, bytes of a trailing
-    line without a newline, which Pi does not read). The one line loop of both loaders."""
+    line without a newline, which Pi does not read). The one line loop of both loaders.
+    `nodes`: (the sink's `node`, the sink with its `first`): the accelerator's loop
+    (`_native.read_lines`) then runs it, handing plain node lines to `node`."""
     mv = memoryview(data)
     n = len(data)
     pos = 0
     find = data.find
     count = 0
+    if nodes is not None and _read_lines is not None:
+        # (offsets are positions here: consumed == pos)
+        node, owner = nodes
+        pos, _, count = _read_lines(
+            data, mv, 0, 0, 0, max_line_bytes, MAX_JSON_DEPTH, decode_json, node, line, check, owner
+        )
+        return pos, n - pos
     while pos < n:
         nl = find(b"\n", pos)
         if nl < 0:
@@ -367,10 +383,12 @@ def stream_hashed(
     max_line_bytes: int,
     check: Callable[[], object] | None,
     chunk_size: int,
+    node: NodeFn | None = None,
 ) -> str:
     """Feed every complete line of the open file `fp` to `line(data, pos, end,
     max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
-    sha256 hex of every byte read."""
+    sha256 hex of every byte read. `node`: the sink's `node` (see `each_line`; `out` is
+    then the sink)."""
     import hashlib
     import queue
     import threading
@@ -391,7 +409,7 @@ def stream_hashed(
     worker = threading.Thread(target=hasher, name="fabric-preview-hash", daemon=True)
     worker.start()
     try:
-        _stream_fp(fp, line, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+        _stream_fp(fp, line, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size, node=node)
     finally:
         chunks.put(None)
         worker.join()
@@ -407,11 +425,13 @@ def _stream_fp(
     max_line_bytes: int,
     check: Callable[[], object] | None,
     chunk_size: int,
+    node: NodeFn | None = None,
 ) -> None:
     buf = b""
     consumed = 0  # file offset of data[pos]
     count = 0
     dropped = -1  # >= 0 while skipping an oversize line: bytes skipped so far
+    read_lines = _read_lines if node is not None else None
     while True:
         chunk = fp.read(chunk_size)
         if not chunk:
@@ -423,6 +443,12 @@ def _stream_fp(
         pos = 0
         find = data.find
         while True:
+            if read_lines is not None and dropped < 0:
+                # every complete line left in this chunk, in C (the same calls: `each_line`)
+                pos, consumed, count = read_lines(
+                    data, mv, pos, consumed, count, max_line_bytes, MAX_JSON_DEPTH, decode_json, node, line, check, out
+                )
+                break
             nl = find(b"\n", pos)
             if nl < 0:
                 break

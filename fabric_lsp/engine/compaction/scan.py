@@ -33,7 +33,16 @@ from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_
 
 from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, facts_of, message_facts
 from .id_table import IdTable
-from .loader import INVALID_PARENT_GRAPH, LineFn, decode_json, each_line, read_node, stream_hashed, stub_output
+from .loader import (
+    INVALID_PARENT_GRAPH,
+    LineFn,
+    NodeFn,
+    decode_json,
+    each_line,
+    read_node,
+    stream_hashed,
+    stub_output,
+)
 from .normalize import Normalizer, number_events
 
 if TYPE_CHECKING:
@@ -282,6 +291,8 @@ class Scanned:
         "size",
         "fp",
         "line",
+        "node",
+        "first",
     )
 
     def __init__(self) -> None:
@@ -295,12 +306,14 @@ class Scanned:
         self.partial_tail_bytes = 0
         self.size = 0
         self.fp: IO[bytes] | None = None
-        self.line = self._sink()
+        self.first = True  # no value read yet (`read_node`'s `first`)
+        self.line, self.node = self._sink()
 
-    def _sink(self) -> LineFn:
+    def _sink(self) -> tuple[LineFn, NodeFn]:
         """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loaders'
-        line rules (`loader.read_node`), then the node's id, line, facts and speculative
-        events."""
+        line rules (`loader.read_node`), then `node(value, id, parentId, offset, length)`:
+        the node's id, line, facts and speculative events (the accelerator's line loop
+        calls `node` itself for a line that is plainly a node: `loader.read_nodes`)."""
         nodes = self.nodes
         kinds = nodes.kinds
         kinds_append = kinds.append
@@ -320,15 +333,10 @@ class Scanned:
         starts_append = spec.starts.append
         thinking = spec.thinking
         add_pi1x = nodes.add_pi1x
-        first = True
         prev: Any = None
 
-        def line(data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
-            nonlocal first, prev
-            value, eid, pid, first = read_node(self, first, data, pos, end, max_line_bytes=max_line_bytes)
-            if value is None:
-                return
-            eid = cast(str, eid)  # (read_node: a string whenever value is a node)
+        def node(value: dict[str, Any], eid: str, pid: str | None, offset: int, length: int) -> None:
+            nonlocal prev
             i = len(kinds)
             if i == 0 or pid != prev:
                 parents[i] = pid
@@ -338,7 +346,7 @@ class Scanned:
             else:
                 ids_append(eid)
             offsets_append(offset)
-            lengths_append(end - pos)
+            lengths_append(length)
             # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
             if value.get("type") == "message":
                 m: JsonValue = value.get("message")
@@ -368,7 +376,12 @@ class Scanned:
                 if nz.thinking != before:
                     thinking[i] = nz.thinking - before
 
-        return line
+        def line(data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
+            value, eid, pid, self.first = read_node(self, self.first, data, pos, end, max_line_bytes=max_line_bytes)
+            if value is not None:
+                node(value, cast(str, eid), pid, offset, end - pos)  # (read_node: eid a str for a node)
+
+        return line, node
 
     # -- the branch
     @property
@@ -478,8 +491,8 @@ class Scanned:
         return runs, cycle
 
 
-def _pass_one_over(data: memoryview, pos: int, end: int, max_line_bytes: int, offset: int) -> None:
-    """A scan's sink once pass 1 is over. The sink's closure holds the scan, so keeping it
+def _pass_one_over(*_: Any) -> None:
+    """A scan's sink once pass 1 is over. The sink's closures hold the scan, so keeping them
     would make the scan a reference cycle: it would outlive the preview until the cyclic
     GC traverses all its objects (12 ms for a 50 MB session) instead of being freed when
     the preview lets go of it."""
@@ -491,8 +504,12 @@ def scan_session_bytes(
 ) -> Scanned:
     out = Scanned()
     out.nodes.lines = _BytesLines(data)
-    out.size, out.partial_tail_bytes = each_line(data, out.line, max_line_bytes=max_line_bytes, check=check)
-    out.line = _pass_one_over
+    try:
+        out.size, out.partial_tail_bytes = each_line(
+            data, out.line, max_line_bytes=max_line_bytes, check=check, nodes=(out.node, out)
+        )
+    finally:
+        out.line, out.node = _pass_one_over, _pass_one_over
     return out
 
 
@@ -508,12 +525,14 @@ def scan_session_file(
     out = Scanned()
     fp = open(path, "rb")
     try:
-        digest = stream_hashed(fp, out.line, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size)
+        digest = stream_hashed(
+            fp, out.line, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size, node=out.node
+        )
     except BaseException:
         fp.close()
         raise
     finally:
-        out.line = _pass_one_over
+        out.line, out.node = _pass_one_over, _pass_one_over
     out.fp = fp
     out.nodes.lines = _FileLines(fp)
     return out, digest
