@@ -283,7 +283,7 @@ class Engines:
         activity: ActivitySink | None = None,
     ) -> protocol.CompactionPreviewResult:
         from fabric_lsp.engine.compaction.options import CompactionOverrides
-        from fabric_lsp.engine.compaction.tasks import COMPACTION_PREVIEW
+        from fabric_lsp.engine.compaction.task_names import COMPACTION_PREVIEW
 
         path = self.session_path(p.session)
         options = self.compaction_options(CompactionOverrides.of(p))
@@ -314,7 +314,7 @@ class Engines:
         cancel: CancelToken | None = None,
         activity: ActivitySink | None = None,
     ) -> protocol.BranchSummaryPreviewResult:
-        from fabric_lsp.engine.compaction.tasks import BRANCH_SUMMARY_PREVIEW
+        from fabric_lsp.engine.compaction.task_names import BRANCH_SUMMARY_PREVIEW
 
         path = self.session_path(p.session)
         from_id = p.from_id
@@ -336,6 +336,16 @@ class Engines:
             cancel,
             activity,
         )
+
+    def warm_previews(self) -> None:
+        """Import what a preview needs in this process — the options resolver, and the
+        engine itself when previews run here rather than in worker processes — so the
+        first preview after start does not pay for it (the server calls this after
+        `initialized`)."""
+        import fabric_lsp.engine.compaction.options  # noqa: F401
+
+        if self.preview_runner is None:
+            import fabric_lsp.engine.compaction.tasks  # noqa: F401
 
     def _preview(
         self,

@@ -82,6 +82,7 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
         ls.engine_executor.submit(ls.engines.start_background)
     if ls.preview_pool is not None:  # the first preview must not wait for a worker to start
         ls.engine_executor.submit(ls.preview_pool.warm)
+    ls.engine_executor.submit(ls.engines.warm_previews)  # nor for this process' imports
     if index_in_background:  # every session, newest first, at the lowest priority; `$/progress` per pass
         ls.engine_executor.submit(ls.engines.resume_background_index)
     from fabric_lsp.local_socket_server import serve_for_server

@@ -215,3 +215,39 @@ def test_an_idle_child_gives_its_heap_back(monkeypatch):
         assert _rss_mb(pid) <= before + 40, (before, _rss_mb(pid))  # ~150 MB were allocated
     finally:
         p.close()
+
+
+def test_the_server_names_preview_tasks_without_importing_the_engine(tmp_path):
+    """The language server hands previews to worker processes by name: naming a task
+    imports nothing of the preview engine, and `Engines.warm_previews` (run after
+    `initialized`) imports what the server itself needs for a preview — the options
+    resolver, and the engine only when previews run in the server (no worker pool)."""
+    import subprocess
+
+    script = (
+        "import sys, os\n"
+        "os.environ['PI_CODING_AGENT_DIR'] = sys.argv[1]\n"
+        "from fabric_lsp.engine.compaction.task_names import COMPACTION_PREVIEW\n"
+        "from fabric_lsp.config import load_config\n"
+        "from fabric_lsp.engine_owner import Engines\n"
+        "heavy = ('fabric_lsp.engine.compaction.api', 'fabric_lsp.engine.compaction.options')\n"
+        "print([m in sys.modules for m in heavy])\n"
+        "cfg = load_config()\n"
+        "eng = Engines(lambda: cfg)\n"
+        "eng.preview_runner = lambda *a: None  # previews in workers\n"
+        "eng.warm_previews()\n"
+        "print([m in sys.modules for m in heavy])\n"
+        "eng.preview_runner = None  # previews here\n"
+        "eng.warm_previews()\n"
+        "print([m in sys.modules for m in heavy])\n"
+    )
+    (tmp_path / "agent" / "sessions").mkdir(parents=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "agent")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["[False, False]", "[False, True]", "[True, True]"]

@@ -12,9 +12,9 @@ from typing import Any
 from fabric_lsp.engine.activity import ActivitySink, CancelToken
 
 from .api import preview_branch_summary, preview_compaction
+from .task_names import BRANCH_SUMMARY_PREVIEW, COMPACTION_PREVIEW
 
-COMPACTION_PREVIEW = "compactionPreview"
-BRANCH_SUMMARY_PREVIEW = "branchSummaryPreview"
+__all__ = ["BRANCH_SUMMARY_PREVIEW", "COMPACTION_PREVIEW", "run_task"]
 
 _TASKS = {COMPACTION_PREVIEW: preview_compaction, BRANCH_SUMMARY_PREVIEW: preview_branch_summary}
 
