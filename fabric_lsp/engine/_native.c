@@ -1006,8 +1006,13 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     }
     PyBuffer_Release(&buf);
     /* the columns get the lines scanned before an error too (an error abandons the scan) */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *raised = PyErr_GetRaisedException();
+#else
     PyObject *err_type, *err_value, *err_tb;
     PyErr_Fetch(&err_type, &err_value, &err_tb);
+    PyObject *raised = err_type;
+#endif
     int bad = i64_flush(&c_ordinal, PyTuple_GET_ITEM(cols, 0)) < 0;
     bad |= i64_flush(&c_line, PyTuple_GET_ITEM(cols, 1)) < 0;
     bad |= i64_flush(&c_offset, PyTuple_GET_ITEM(cols, 2)) < 0;
@@ -1020,8 +1025,12 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
             bad = 1;
         Py_DECREF(nodes);
     }
-    if (err_type != NULL) {
+    if (raised != NULL) {
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(raised);
+#else
         PyErr_Restore(err_type, err_value, err_tb);
+#endif
         return NULL;
     }
     if (failed || bad) {
