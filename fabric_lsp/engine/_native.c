@@ -32,7 +32,7 @@
  * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
  * deeper_than(value, limit): the session reader's depth rule (session/reader.py);
  * utf16_len(s): JavaScript's `s.length` (jsstr.py); read_lines(...): a preview's pass-1
- * line loop (compaction/loader.py).
+ * line loop (compaction/loader.py); iso_ms(value): `parse_date_ms`'s common form (jsstr.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1222,6 +1222,51 @@ static PyObject *native_utf16_len(PyObject *self, PyObject *s) {
     return PyLong_FromSsize_t(n);
 }
 
+/* ---- iso_ms: `Date.parse` of the ISO form Pi writes (jsstr.py, `parse_date_ms`) ----
+ *
+ * iso_ms(value) -> int | None: for a str of exactly the form `YYYY-MM-DDTHH:MM:SS.mmmZ`
+ * (what JavaScript's toISOString writes) naming a real instant of years 1-9999, its
+ * milliseconds since 1970-01-01T00:00:00Z (proleptic Gregorian), which is what
+ * `datetime.fromisoformat` and the epoch arithmetic of `parse_date_ms` give; None for
+ * anything else, which the Python code then reads (None here is not "not a date"). */
+static int digits(const Py_UCS1 *c, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (c[i] < '0' || c[i] > '9') return 0;
+        v = v * 10 + (c[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+static long long days_from_civil(long long y, int m, int d) {
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static PyObject *native_iso_ms(PyObject *self, PyObject *value) {
+    (void)self;
+    if (!PyUnicode_CheckExact(value) || PyUnicode_GET_LENGTH(value) != 24 || PyUnicode_KIND(value) != PyUnicode_1BYTE_KIND)
+        Py_RETURN_NONE;
+    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(value);
+    if (c[4] != '-' || c[7] != '-' || c[10] != 'T' || c[13] != ':' || c[16] != ':' || c[19] != '.' || c[23] != 'Z')
+        Py_RETURN_NONE;
+    int y, mo, d, h, mi, s, ms;
+    if (!digits(c, 4, &y) || !digits(c + 5, 2, &mo) || !digits(c + 8, 2, &d) || !digits(c + 11, 2, &h)
+        || !digits(c + 14, 2, &mi) || !digits(c + 17, 2, &s) || !digits(c + 20, 3, &ms))
+        Py_RETURN_NONE;
+    static const int month_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > month_days[mo - 1] + (mo == 2 && leap) || h > 23 || mi > 59 || s > 59)
+        Py_RETURN_NONE;
+    long long t = days_from_civil(y, mo, d) * 86400000LL + ((h * 60LL + mi) * 60LL + s) * 1000LL + ms;
+    return PyLong_FromLongLong(t);
+}
+
 /* ---- js_float: a JSON number with a fraction or exponent as JavaScript reads it ----
  *
  * js_float(text) -> int | float: `float(text)`, given as an int when it is integral and
@@ -1261,6 +1306,8 @@ static PyMethodDef native_methods[] = {
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
     {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
+    {"iso_ms", native_iso_ms, METH_O,
+     "iso_ms(value) -> ms since the epoch of a YYYY-MM-DDTHH:MM:SS.mmmZ date, else None (not decided)"},
     {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
     {NULL, NULL, 0, NULL},
 };

@@ -486,8 +486,22 @@ def js_truthy(value: Any) -> bool:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+# `parse_date_ms` of JavaScript's toISOString form in C (None: another form, or no
+# accelerator / one built from an older source)
+_iso_ms: Callable[[Any], int | None] | None = getattr(NATIVE, "iso_ms", None)
+
+
 def parse_date_ms(value: Any) -> int | None:
     """`Date.parse` for the ISO-8601 forms Pi writes; None when it is not a date."""
+    if _iso_ms is not None:
+        ms = _iso_ms(value)
+        if ms is not None:
+            return ms
+    return parse_date_ms_py(value)
+
+
+def parse_date_ms_py(value: Any) -> int | None:
+    """`parse_date_ms` in Python (every form; the oracle of the accelerator's `iso_ms`)."""
     if not isinstance(value, str):
         return None
     try:

@@ -5,7 +5,8 @@ blank and whitespace-only lines, session headers, non-objects, invalid JSON, lon
 surrogate escapes, lines nested deeper than the limit, lines over the line limit, CRLF,
 a partial last line — scanned whole or from any base and stop, with and without `keep`.
 And the accelerator's `js_float` is the Python float hook's function, its `deeper_than` the
-session reader's depth walk, its `utf16_len` JavaScript's string length."""
+session reader's depth walk, its `utf16_len` JavaScript's string length, its `iso_ms` the
+reading of JavaScript's ISO dates."""
 
 from __future__ import annotations
 
@@ -229,3 +230,66 @@ def test_native_utf16_len_is_the_python_count(text):
     """JavaScript's `s.length` in C equals the Python count (astral characters two units,
     lone surrogates one) for text of every width."""
     assert jsstr.utf16_len(text) == jsstr.utf16_len_py(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _iso_shape(draw_digits: list[str]) -> str:
+    y, mo, d, h, mi, s, ms = draw_digits
+    return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{ms}Z"
+
+
+_iso_like = st.builds(
+    lambda *parts: _iso_shape(list(parts)),
+    st.text("0123456789", min_size=4, max_size=4),
+    st.sampled_from([f"{m:02d}" for m in range(0, 14)]),
+    st.sampled_from([f"{d:02d}" for d in range(0, 33)]),
+    st.sampled_from([f"{h:02d}" for h in range(0, 26)]),
+    st.sampled_from([f"{m:02d}" for m in range(0, 62)]),
+    st.sampled_from([f"{s:02d}" for s in range(0, 62)]),
+    st.text("0123456789", min_size=3, max_size=3),
+)
+
+
+@pytest.mark.skipif(jsstr._iso_ms is None, reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(1000), deadline=None)
+@given(
+    st.one_of(
+        _iso_like,
+        _iso_like.map(lambda s: s.replace("T", " ")),
+        _iso_like.map(lambda s: s[:-1] + "+00:00"),
+        _iso_like.map(lambda s: " " + s),
+        st.text(max_size=26),
+        st.integers(),
+        st.none(),
+    )
+)
+def test_native_iso_dates_are_the_python_reading(value):
+    """`parse_date_ms` with the accelerator's `iso_ms` (JavaScript's toISOString form in C,
+    any other form and any invalid date left to Python) equals the Python reading."""
+    assert jsstr.parse_date_ms(value) == jsstr.parse_date_ms_py(value)
+    fast = jsstr._iso_ms(value)
+    assert fast is None or fast == jsstr.parse_date_ms_py(value)
+
+
+@pytest.mark.skipif(jsstr._iso_ms is None, reason="the C accelerator is not built")
+def test_native_iso_dates_at_the_calendar_edges():
+    """Leap days of century years, the first and last representable days, the epoch and
+    the millisecond before it, every month's last day and the day after it."""
+    values = [
+        "1900-02-29T00:00:00.000Z",
+        "2000-02-29T12:00:00.000Z",
+        "2100-02-29T00:00:00.000Z",
+        "2100-02-28T23:59:59.999Z",
+        "0001-01-01T00:00:00.000Z",
+        "0000-12-31T00:00:00.000Z",
+        "9999-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00.000Z",
+        "1969-12-31T23:59:59.999Z",
+        "1600-03-01T00:00:00.000Z",
+    ]
+    for year in (1999, 2024):
+        for month in range(1, 13):
+            for day in (28, 29, 30, 31, 32):
+                values.append(f"{year}-{month:02d}-{day:02d}T01:02:03.004Z")
+    for value in values:
+        assert jsstr.parse_date_ms(value) == jsstr.parse_date_ms_py(value), value
+    assert jsstr._iso_ms("2024-02-29T23:59:59.999Z") == 1709251199999
