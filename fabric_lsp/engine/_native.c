@@ -32,7 +32,10 @@
  * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
  * deeper_than(value, limit): the session reader's depth rule (session/reader.py);
  * utf16_len(s): JavaScript's `s.length` (jsstr.py); read_lines(...): a preview's pass-1
- * line loop (compaction/loader.py); iso_ms(value): `parse_date_ms`'s common form (jsstr.py).
+ * line loop (compaction/loader.py); iso_ms(value): `parse_date_ms`'s common form (jsstr.py);
+ * tool_output(content, max_units): a successful tool result's stub (compaction/loader.py);
+ * feed_message(...): normalization of the common messages (compaction/normalize.py);
+ * message_facts(...): the facts of the common messages (compaction/facts.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -49,6 +52,7 @@ static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
 static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
 static PyObject *first_name; /* "first" */
+static PyObject *text_key;   /* "text" */
 
 typedef struct {
     uint64_t hash;
@@ -1283,6 +1287,603 @@ static PyObject *native_js_float(PyObject *self, PyObject *text) {
     return value;
 }
 
+
+/* ---- tool_output: a successful tool result's stub (compaction/loader.py, `stub_output`) ----
+ *
+ * tool_output(content) -> (chars, line) | None: for a non-empty list of exact dicts each of
+ * type "text" with an exact str `text` or of type "image", Pi's estimate characters of the
+ * output (UTF-16 units of every text, 4800 per image) and the one transcript line
+ * `truncate(firstLine(text), 100)` of the "\n"-joined text (firstLine: the first text that
+ * is not blank, from its first non-whitespace character up to its first "\n"; JavaScript's
+ * whitespace); None (nothing decided) for any other content, which the Python code keeps.
+ * The truncation is done here for ASCII lines; for any other line `line` is the untruncated
+ * first line and the third item is False (the caller truncates it). */
+static int js_space(Py_UCS4 c) {
+    if (c < 0x80) return c == ' ' || (c >= 9 && c <= 13);
+    return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F
+        || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+}
+
+/* `truncate(line, max_units)` of an ASCII `line` (jsstr.truncate: JavaScript's whitespace
+ * runs collapsed to one space, trimmed; over `max_units` units, `max_units - 1` of them
+ * and an ellipsis). */
+static PyObject *ascii_truncate(const Py_UCS1 *c, Py_ssize_t n, Py_ssize_t max_units) {
+    char buf[256];
+    if (max_units < 1 || max_units > 200) return NULL;
+    Py_ssize_t out = 0, i = 0;
+    int pending = 0, over = 0;
+    while (i < n && js_space(c[i])) i++;
+    for (; i < n; i++) {
+        if (js_space(c[i])) {
+            pending = 1;
+            continue;
+        }
+        if (pending) {
+            if (out == max_units) {
+                over = 1;
+                break;
+            }
+            buf[out++] = ' ';
+            pending = 0;
+        }
+        if (out == max_units) {
+            over = 1;
+            break;
+        }
+        buf[out++] = (char)c[i];
+    }
+    if (!over) return PyUnicode_FromStringAndSize(buf, out);
+    /* max_units - 1 units, then U+2026 (a prefix ends on no space: collapse already trimmed
+       nothing there, as in JavaScript's slice of the collapsed text) */
+    PyObject *head = PyUnicode_FromStringAndSize(buf, max_units - 1);
+    if (head == NULL) return NULL;
+    PyObject *ell = PyUnicode_FromOrdinal(0x2026);
+    if (ell == NULL) {
+        Py_DECREF(head);
+        return NULL;
+    }
+    PyObject *r = PyUnicode_Concat(head, ell);
+    Py_DECREF(head);
+    Py_DECREF(ell);
+    return r;
+}
+
+static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "tool_output(content, max_units)");
+        return NULL;
+    }
+    PyObject *content = args[0];
+    Py_ssize_t max_units = PyLong_AsSsize_t(args[1]);
+    if (max_units == -1 && PyErr_Occurred()) return NULL;
+    if (!PyList_CheckExact(content) || PyList_GET_SIZE(content) == 0) Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(content);
+    long long chars = 0;
+    PyObject *first = NULL; /* borrowed: the first text that is not blank */
+    Py_ssize_t start = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *part = PyList_GET_ITEM(content, k);
+        if (!PyDict_CheckExact(part)) Py_RETURN_NONE;
+        PyObject *t = PyDict_GetItemWithError(part, type_key);
+        if (t == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        if (!PyUnicode_CheckExact(t)) Py_RETURN_NONE;
+        if (PyUnicode_CompareWithASCIIString(t, "text") == 0) {
+            PyObject *s = PyDict_GetItemWithError(part, text_key);
+            if (s == NULL) {
+                if (PyErr_Occurred()) return NULL;
+                Py_RETURN_NONE;
+            }
+            if (!PyUnicode_CheckExact(s)) Py_RETURN_NONE;
+            Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+            int kind = PyUnicode_KIND(s);
+            const void *data = PyUnicode_DATA(s);
+            chars += len;
+            if (kind == PyUnicode_4BYTE_KIND) {
+                const Py_UCS4 *c4 = (const Py_UCS4 *)data;
+                for (Py_ssize_t i = 0; i < len; i++) chars += c4[i] > 0xFFFF;
+            }
+            if (first == NULL) {
+                Py_ssize_t i = 0;
+                while (i < len && js_space(PyUnicode_READ(kind, data, i))) i++;
+                if (i < len) {
+                    first = s;
+                    start = i;
+                }
+            }
+        } else if (PyUnicode_CompareWithASCIIString(t, "image") == 0) {
+            chars += 4800;
+        } else {
+            Py_RETURN_NONE;
+        }
+    }
+    PyObject *line;
+    int done = 1;
+    if (first == NULL) {
+        line = PyUnicode_New(0, 0);
+    } else {
+        Py_ssize_t len = PyUnicode_GET_LENGTH(first);
+        Py_ssize_t end = PyUnicode_FindChar(first, '\n', start, len, 1);
+        if (end == -2) return NULL;
+        if (end < 0) end = len;
+        if (PyUnicode_IS_ASCII(first)) {
+            line = ascii_truncate(PyUnicode_1BYTE_DATA(first) + start, end - start, max_units);
+            if (line == NULL && !PyErr_Occurred()) {
+                done = 0;
+                line = PyUnicode_Substring(first, start, end);
+            }
+        } else {
+            done = 0;
+            line = PyUnicode_Substring(first, start, end);
+        }
+    }
+    if (line == NULL) return NULL;
+    PyObject *count = PyLong_FromLongLong(chars);
+    if (count == NULL) {
+        Py_DECREF(line);
+        return NULL;
+    }
+    PyObject *r = PyTuple_Pack(3, count, line, done ? Py_True : Py_False);
+    Py_DECREF(count);
+    Py_DECREF(line);
+    return r;
+}
+
+
+/* ---- feed_message: normalization of the common messages (compaction/normalize.py) ----
+ *
+ * feed_message(msg, eid, calls, events, tool_output) -> int | None: `Normalizer.feed` of a
+ * `message` entry whose message is the exact dict `msg`, for the roles `assistant` (its
+ * text and tool-call events; returns the thinking blocks seen), `user` (its event) and a
+ * `toolResult` that is not an error and not `fabric_exec` (its toolResult or bash event,
+ * pairing with `calls.get`); `events` receives the events, `calls[id]` each tool call.
+ * None, with nothing changed, for anything else (another role, a dict or list that is a
+ * subclass): the Python code normalizes it. Dicts are built with the keys in the Python
+ * code's order. */
+static PyObject *k_type, *k_entry, *k_source, *k_text, *k_tcid, *k_name, *k_args, *k_tool_name, *k_is_error,
+    *k_command, *k_exit_code, *k_line, *k_content, *k_role, *k_id, *k_arguments, *k_thinking, *k_tool_call_id,
+    *k_tool_name_field, *k_content_field, *k_is_error_field, *k_message_get, *k_newline;
+static PyObject *v_assistant_text, *v_tool_call, *v_user, *v_tool_result, *v_bash, *v_empty;
+static PyObject *k_usage, *k_total_tokens, *k_stop_reason, *k_chars;
+
+static int str_is(PyObject *v, const char *ascii) {
+    return v != NULL && PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, ascii) == 0;
+}
+
+/* a borrowed member of an exact dict, NULL when missing (error set on failure) */
+static PyObject *dget(PyObject *d, PyObject *key) { return PyDict_GetItemWithError(d, key); }
+
+static PyObject *event3(PyObject *type, PyObject *eid) {
+    PyObject *ev = PyDict_New();
+    if (ev == NULL) return NULL;
+    if (PyDict_SetItem(ev, k_type, type) < 0 || PyDict_SetItem(ev, k_entry, eid) < 0
+        || PyDict_SetItem(ev, k_source, eid) < 0) {
+        Py_DECREF(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+static int emit(PyObject *events, PyObject *ev) {
+    if (ev == NULL) return -1;
+    int r = PyList_Append(events, ev);
+    Py_DECREF(ev);
+    return r;
+}
+
+/* every dict among the items is an exact dict (so `get` is dict's own) */
+static int exact_parts(PyObject *content) {
+    Py_ssize_t n = PyList_GET_SIZE(content);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(content, i);
+        if (PyDict_Check(p) && !PyDict_CheckExact(p)) return 0;
+    }
+    return 1;
+}
+
+static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events) {
+    PyObject *content = dget(msg, k_content_field);
+    if (content == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return PyLong_FromLong(0);
+    }
+    if (!PyList_Check(content)) return PyLong_FromLong(0);
+    if (!PyList_CheckExact(content) || !exact_parts(content)) Py_RETURN_NONE;
+    long thinking = 0;
+    Py_INCREF(content);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *part = PyList_GET_ITEM(content, i);
+        if (!PyDict_Check(part)) continue;
+        Py_INCREF(part);
+        int bad = 0;
+        PyObject *pt = dget(part, k_type);
+        if (pt == NULL && PyErr_Occurred()) bad = 1;
+        else if (str_is(pt, "text")) {
+            PyObject *t = dget(part, k_text);
+            if (t == NULL && PyErr_Occurred()) bad = 1;
+            else if (t != NULL && PyUnicode_Check(t)) {
+                PyObject *ev = event3(v_assistant_text, eid);
+                if (ev == NULL || PyDict_SetItem(ev, k_text, t) < 0) {
+                    Py_XDECREF(ev);
+                    bad = 1;
+                } else if (emit(events, ev) < 0) bad = 1;
+            }
+        } else if (str_is(pt, "toolCall")) {
+            PyObject *cid = dget(part, k_id);
+            PyObject *name = cid == NULL && PyErr_Occurred() ? NULL : dget(part, k_name);
+            if (PyErr_Occurred()) bad = 1;
+            else if (cid != NULL && name != NULL && PyUnicode_Check(cid) && PyUnicode_Check(name)) {
+                PyObject *args = dget(part, k_arguments);
+                if (args == NULL && PyErr_Occurred()) bad = 1;
+                else {
+                    PyObject *owned = (args == NULL || args == Py_None) ? PyDict_New() : (Py_INCREF(args), args);
+                    PyObject *ev = owned == NULL ? NULL : event3(v_tool_call, eid);
+                    if (ev == NULL || PyDict_SetItem(ev, k_tcid, cid) < 0 || PyDict_SetItem(ev, k_name, name) < 0
+                        || PyDict_SetItem(ev, k_args, owned) < 0 || PyObject_SetItem(calls, cid, ev) < 0) {
+                        Py_XDECREF(ev);
+                        bad = 1;
+                    } else if (emit(events, ev) < 0) bad = 1;
+                    Py_XDECREF(owned);
+                }
+            }
+        } else if (str_is(pt, "thinking")) {
+            PyObject *t = dget(part, k_thinking);
+            if (t == NULL && PyErr_Occurred()) bad = 1;
+            else if (t != NULL && PyUnicode_Check(t)) thinking++;
+        }
+        Py_DECREF(part);
+        if (bad) {
+            Py_DECREF(content);
+            return NULL;
+        }
+    }
+    Py_DECREF(content);
+    return PyLong_FromLong(thinking);
+}
+
+/* content_text(content) (session/content.py) of a str or an exact list of exact dicts;
+   NULL without an error: not decided here */
+static PyObject *text_of(PyObject *content) {
+    if (content == NULL) return Py_NewRef(v_empty);
+    if (PyUnicode_Check(content)) return Py_NewRef(content);
+    if (!PyList_Check(content)) return Py_NewRef(v_empty);
+    if (!PyList_CheckExact(content) || !exact_parts(content)) return NULL;
+    PyObject *texts = PyList_New(0);
+    if (texts == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *p = PyList_GET_ITEM(content, i);
+        if (!PyDict_Check(p)) continue;
+        PyObject *pt = dget(p, k_type);
+        if (pt == NULL && PyErr_Occurred()) goto fail;
+        if (!str_is(pt, "text")) continue;
+        PyObject *t = dget(p, k_text);
+        if (t == NULL && PyErr_Occurred()) goto fail;
+        if (t != NULL && PyUnicode_Check(t) && PyList_Append(texts, t) < 0) goto fail;
+    }
+    PyObject *r = PyUnicode_Join(k_newline, texts);
+    Py_DECREF(texts);
+    return r;
+fail:
+    Py_DECREF(texts);
+    return NULL;
+}
+
+static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events, PyObject *stub_type) {
+    PyObject *err = dget(msg, k_is_error_field);
+    if (err == Py_True) Py_RETURN_NONE; /* an error's text: the Python code */
+    if (err == NULL && PyErr_Occurred()) return NULL;
+    PyObject *tname = dget(msg, k_tool_name_field);
+    if (tname == NULL && PyErr_Occurred()) return NULL;
+    if (tname == NULL || !PyUnicode_Check(tname)) tname = v_empty;
+    if (str_is(tname, "fabric_exec")) Py_RETURN_NONE; /* its trace: the Python code */
+    PyObject *tcid = dget(msg, k_tool_call_id);
+    if (tcid == NULL && PyErr_Occurred()) return NULL;
+    if (tcid == NULL || !PyUnicode_Check(tcid)) tcid = v_empty;
+    PyObject *content = dget(msg, k_content_field);
+    if (content == NULL && PyErr_Occurred()) return NULL;
+    int stub = content != NULL && Py_TYPE(content) == (PyTypeObject *)stub_type;
+    int listed = content != NULL && PyList_Check(content);
+    Py_INCREF(tname);
+    Py_INCREF(tcid);
+    Py_XINCREF(content);
+    PyObject *ev = NULL, *result = NULL;
+    PyObject *pending = PyObject_CallMethodOneArg(calls, k_message_get, tcid);
+    if (pending == NULL) goto done;
+    if (str_is(tname, "bash")) {
+        PyObject *cmd = Py_NewRef(v_empty);
+        if (pending != Py_None) {
+            PyObject *args = PyObject_GetItem(pending, k_args);
+            if (args == NULL) {
+                Py_DECREF(cmd);
+                goto done;
+            }
+            if (PyDict_Check(args)) {
+                PyObject *c = PyDict_CheckExact(args) ? Py_XNewRef(dget(args, k_command))
+                                                      : PyObject_CallMethodOneArg(args, k_message_get, k_command);
+                if (c == NULL && PyErr_Occurred()) {
+                    Py_DECREF(args);
+                    Py_DECREF(cmd);
+                    goto done;
+                }
+                if (c != NULL && PyUnicode_Check(c)) Py_SETREF(cmd, c);
+                else Py_XDECREF(c);
+            }
+            Py_DECREF(args);
+        }
+        ev = event3(v_bash, eid);
+        if (ev == NULL || PyDict_SetItem(ev, k_tcid, tcid) < 0 || PyDict_SetItem(ev, k_command, cmd) < 0
+            || PyDict_SetItem(ev, k_is_error, Py_False) < 0 || PyDict_SetItem(ev, k_exit_code, Py_None) < 0) {
+            Py_DECREF(cmd);
+            goto done;
+        }
+        Py_DECREF(cmd);
+    } else {
+        ev = event3(v_tool_result, eid);
+        if (ev == NULL || PyDict_SetItem(ev, k_tcid, tcid) < 0 || PyDict_SetItem(ev, k_tool_name, tname) < 0
+            || PyDict_SetItem(ev, k_is_error, Py_False) < 0
+            || PyDict_SetItem(ev, k_text, (stub || listed) ? Py_None : v_empty) < 0)
+            goto done;
+        if (stub) {
+            PyObject *line = PyObject_GetAttr(content, k_line);
+            if (line == NULL || PyDict_SetItemString(ev, "_line", line) < 0) {
+                Py_XDECREF(line);
+                goto done;
+            }
+            Py_DECREF(line);
+        } else if (listed && PyDict_SetItem(ev, k_content, content) < 0)
+            goto done;
+    }
+    if (PyList_Append(events, ev) < 0) goto done;
+    result = PyLong_FromLong(0);
+done:
+    Py_XDECREF(ev);
+    Py_XDECREF(pending);
+    Py_DECREF(tname);
+    Py_DECREF(tcid);
+    Py_XDECREF(content);
+    return result;
+}
+
+static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed_message(msg, eid, calls, events, tool_output)");
+        return NULL;
+    }
+    PyObject *msg = args[0], *eid = args[1], *calls = args[2], *events = args[3];
+    if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events)) Py_RETURN_NONE;
+    PyObject *role = dget(msg, k_role);
+    if (role == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
+    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) return feed_assistant(msg, eid, calls, events);
+    if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0)
+        return feed_tool_result(msg, eid, calls, events, args[4]);
+    if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
+        PyObject *content = dget(msg, k_content_field);
+        if (content == NULL && PyErr_Occurred()) return NULL;
+        PyObject *text = text_of(content);
+        if (text == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        PyObject *ev = event3(v_user, eid);
+        if (ev == NULL || PyDict_SetItem(ev, k_text, text) < 0) {
+            Py_XDECREF(ev);
+            Py_DECREF(text);
+            return NULL;
+        }
+        Py_DECREF(text);
+        if (emit(events, ev) < 0) return NULL;
+        return PyLong_FromLong(0);
+    }
+    Py_RETURN_NONE;
+}
+
+static int feed_init(void) {
+#define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
+    S(k_type, "type"); S(k_entry, "entryId"); S(k_source, "sourceEntryId"); S(k_text, "text");
+    S(k_tcid, "toolCallId"); S(k_name, "name"); S(k_args, "args"); S(k_tool_name, "toolName");
+    S(k_is_error, "isError"); S(k_command, "command"); S(k_exit_code, "exitCode"); S(k_line, "line");
+    S(k_content, "_content"); S(k_role, "role"); S(k_id, "id"); S(k_arguments, "arguments");
+    S(k_thinking, "thinking"); S(k_tool_call_id, "toolCallId"); S(k_tool_name_field, "toolName");
+    S(k_content_field, "content"); S(k_is_error_field, "isError"); S(k_message_get, "get"); S(k_newline, "\n");
+    S(v_assistant_text, "assistantText"); S(v_tool_call, "toolCall"); S(v_user, "user");
+    S(v_tool_result, "toolResult"); S(v_bash, "bash"); S(v_empty, "");
+    S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
+#undef S
+    return 0;
+}
+
+
+/* ---- message_facts: the facts of the common messages (compaction/facts.py) ----
+ *
+ * message_facts(msg, kinds, tool_output) -> (kind, tokens, usage, spans, None, deferred) |
+ * None: `facts.message_facts(entry, True)` of an entry whose message is the exact dict
+ * `msg` with the role `user`, `toolResult` or `assistant` (an assistant's only when its
+ * usage is an exact dict with a truthy exact int or float `totalTokens`), `kind` being
+ * `kinds[role]` (the shared kind tuples); None for anything else, which the Python code
+ * reads (every dict and list read here must be exact, or None). */
+
+static Py_ssize_t u16_len(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *c = PyUnicode_4BYTE_DATA(s);
+        Py_ssize_t len = n;
+        for (Py_ssize_t i = 0; i < len; i++) n += c[i] > 0xFFFF;
+    }
+    return n;
+}
+
+/* 0: read; 1: not decided here; -1: error */
+static int content_chars(PyObject *content, long long *chars) {
+    if (content == NULL) return 0;
+    if (PyUnicode_Check(content)) {
+        *chars += u16_len(content);
+        return 0;
+    }
+    if (!PyList_Check(content)) return 0;
+    if (!PyList_CheckExact(content) || !exact_parts(content)) return 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *p = PyList_GET_ITEM(content, i);
+        if (!PyDict_Check(p)) continue;
+        PyObject *pt = dget(p, k_type);
+        if (pt == NULL && PyErr_Occurred()) return -1;
+        if (str_is(pt, "text")) {
+            PyObject *t = dget(p, k_text);
+            if (t == NULL && PyErr_Occurred()) return -1;
+            if (t != NULL && PyUnicode_Check(t)) *chars += u16_len(t);
+        } else if (str_is(pt, "image"))
+            *chars += 4800;
+    }
+    return 0;
+}
+
+static PyObject *native_message_facts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "message_facts(msg, kinds, tool_output)");
+        return NULL;
+    }
+    PyObject *msg = args[0], *kinds = args[1], *stub_type = args[2];
+    if (!PyDict_CheckExact(msg) || !PyDict_CheckExact(kinds)) Py_RETURN_NONE;
+    PyObject *role = dget(msg, k_role);
+    if (role == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
+    int assistant = PyUnicode_CompareWithASCIIString(role, "assistant") == 0;
+    int result = !assistant && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
+    if (!assistant && !result && PyUnicode_CompareWithASCIIString(role, "user") != 0) Py_RETURN_NONE;
+    PyObject *kind = dget(kinds, role);
+    if (kind == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *content = dget(msg, k_content_field);
+    if (content == NULL && PyErr_Occurred()) return NULL;
+    long long chars = 0;
+    PyObject *usage = NULL, *deferred = NULL, *tokens = NULL, *spans = NULL, *out = NULL;
+    PyObject *arguments = NULL, *calls = NULL;
+    if (assistant) {
+        PyObject *u = dget(msg, k_usage);
+        if (u == NULL && PyErr_Occurred()) return NULL;
+        if (u == NULL || !PyDict_CheckExact(u)) Py_RETURN_NONE;
+        PyObject *total = dget(u, k_total_tokens);
+        if (total == NULL && PyErr_Occurred()) return NULL;
+        if (total == NULL || !(PyLong_CheckExact(total) || PyFloat_CheckExact(total))) Py_RETURN_NONE;
+        int truthy = PyObject_IsTrue(total);
+        if (truthy < 0) return NULL;
+        if (!truthy) Py_RETURN_NONE;
+        if (content != NULL && PyList_Check(content) && (!PyList_CheckExact(content) || !exact_parts(content)))
+            Py_RETURN_NONE;
+        PyObject *stop = dget(msg, k_stop_reason);
+        if (stop == NULL && PyErr_Occurred()) return NULL;
+        int ok = !(str_is(stop, "error") || str_is(stop, "aborted"));
+        usage = PyTuple_Pack(2, ok ? total : Py_None, total);
+        if (usage == NULL) return NULL;
+        arguments = PyList_New(0);
+        if (arguments == NULL) goto done;
+        if (content != NULL && PyList_Check(content)) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+                PyObject *p = PyList_GET_ITEM(content, i);
+                if (!PyDict_Check(p)) continue;
+                PyObject *pt = dget(p, k_type);
+                if (pt == NULL && PyErr_Occurred()) goto done;
+                PyObject *key = NULL;
+                if (str_is(pt, "text")) key = k_text;
+                else if (str_is(pt, "thinking")) key = k_thinking;
+                else if (str_is(pt, "toolCall")) key = k_name;
+                if (key == NULL) continue;
+                PyObject *t = dget(p, key);
+                if (t == NULL && PyErr_Occurred()) goto done;
+                if (t != NULL && PyUnicode_Check(t)) chars += u16_len(t);
+                if (key == k_name) {
+                    PyObject *a = dget(p, k_arguments);
+                    if (a == NULL && PyErr_Occurred()) goto done;
+                    if (a != NULL && PyList_Append(arguments, a) < 0) goto done;
+                }
+            }
+        }
+        if (PyList_GET_SIZE(arguments) > 0) {
+            PyObject *c = PyLong_FromLongLong(chars);
+            PyObject *tup = c == NULL ? NULL : PyList_AsTuple(arguments);
+            deferred = tup == NULL ? NULL : PyTuple_Pack(2, c, tup);
+            Py_XDECREF(c);
+            Py_XDECREF(tup);
+            if (deferred == NULL) goto done;
+            tokens = PyLong_FromLong(-1);
+        } else
+            tokens = PyLong_FromLongLong((chars + 3) / 4);
+    } else {
+        if (result && content != NULL && Py_TYPE(content) == (PyTypeObject *)stub_type) {
+            PyObject *c = PyObject_GetAttr(content, k_chars);
+            if (c == NULL) return NULL;
+            PyObject *four = PyLong_FromLong(4);
+            PyObject *neg = four == NULL ? NULL : PyNumber_Negative(c);
+            PyObject *q = neg == NULL ? NULL : PyNumber_FloorDivide(neg, four);
+            tokens = q == NULL ? NULL : PyNumber_Negative(q);
+            Py_DECREF(c);
+            Py_XDECREF(four);
+            Py_XDECREF(neg);
+            Py_XDECREF(q);
+            if (tokens == NULL) return NULL;
+        } else {
+            int r = content_chars(content, &chars);
+            if (r < 0) return NULL;
+            if (r > 0) Py_RETURN_NONE;
+            tokens = PyLong_FromLongLong((chars + 3) / 4);
+        }
+    }
+    if (tokens == NULL) goto done;
+    /* the call/result spans (exact dicts only) */
+    calls = PyList_New(0);
+    if (calls == NULL) goto done;
+    if (content != NULL && PyList_CheckExact(content)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+            PyObject *p = PyList_GET_ITEM(content, i);
+            if (!PyDict_CheckExact(p)) continue;
+            PyObject *pt = dget(p, k_type);
+            if (pt == NULL && PyErr_Occurred()) goto done;
+            if (!str_is(pt, "toolCall")) continue;
+            PyObject *cid = dget(p, k_id);
+            if (cid == NULL && PyErr_Occurred()) goto done;
+            if (cid != NULL && PyUnicode_CheckExact(cid) && PyUnicode_GET_LENGTH(cid) > 0
+                && PyList_Append(calls, cid) < 0)
+                goto done;
+        }
+    }
+    PyObject *rid = NULL;
+    if (result) {
+        rid = dget(msg, k_tool_call_id);
+        if (rid == NULL && PyErr_Occurred()) goto done;
+        if (rid != NULL && !(PyUnicode_CheckExact(rid) && PyUnicode_GET_LENGTH(rid) > 0)) rid = NULL;
+    }
+    if (PyList_GET_SIZE(calls) > 0 || rid != NULL) {
+        PyObject *tup = PyList_AsTuple(calls);
+        if (tup == NULL) goto done;
+        spans = PyTuple_Pack(2, tup, rid != NULL ? rid : Py_None);
+        Py_DECREF(tup);
+        if (spans == NULL) goto done;
+    }
+    out = PyTuple_Pack(6, kind, tokens, usage != NULL ? usage : Py_None, spans != NULL ? spans : Py_None, Py_None,
+                       deferred != NULL ? deferred : Py_None);
+done:
+    Py_XDECREF(usage);
+    Py_XDECREF(deferred);
+    Py_XDECREF(tokens);
+    Py_XDECREF(spans);
+    Py_XDECREF(arguments);
+    Py_XDECREF(calls);
+    return out;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -1309,6 +1910,12 @@ static PyMethodDef native_methods[] = {
     {"iso_ms", native_iso_ms, METH_O,
      "iso_ms(value) -> ms since the epoch of a YYYY-MM-DDTHH:MM:SS.mmmZ date, else None (not decided)"},
     {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
+    {"feed_message", (PyCFunction)(void (*)(void))native_feed_message, METH_FASTCALL,
+     "feed_message(msg, eid, calls, events, tool_output) -> thinking blocks seen, or None (not normalized here)"},
+    {"message_facts", (PyCFunction)(void (*)(void))native_message_facts, METH_FASTCALL,
+     "message_facts(msg, kinds, tool_output) -> the facts of a common message, or None (not read here)"},
+    {"tool_output", (PyCFunction)(void (*)(void))native_tool_output, METH_FASTCALL,
+     "tool_output(content, max_units) -> (chars, line, truncated) of a plain text/image tool output, else None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1330,8 +1937,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     id_key = PyUnicode_InternFromString("id");
     parent_key = PyUnicode_InternFromString("parentId");
     first_name = PyUnicode_InternFromString("first");
+    text_key = PyUnicode_InternFromString("text");
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
-        || parent_key == NULL || first_name == NULL)
+        || parent_key == NULL || first_name == NULL || text_key == NULL)
         return NULL;
+    if (feed_init() < 0) return NULL;
     return PyModule_Create(&native_module);
 }

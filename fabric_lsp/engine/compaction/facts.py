@@ -21,6 +21,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from fabric_lsp.engine.native import NATIVE
 from fabric_lsp.engine.session.context import entry_to_message
 from fabric_lsp.engine.session.projection import edit_action, is_pi1x_marker
 from fabric_lsp.engine.session.tokens import (
@@ -33,6 +34,7 @@ from fabric_lsp.engine.session.tokens import (
 
 from .details import is_fabric_v1, is_fabric_v2
 from .estimate import estimate_tokens
+from .loader import ToolOutput
 from .normalize import typed_custom_message
 
 if TYPE_CHECKING:
@@ -126,6 +128,8 @@ _OTHER_FACTS = ((OTHER, NOMSG, False), 0, None, None, None, None)
 _MODEL_CHANGE_FACTS = ((MODEL_CHANGE, NOMSG, False), 0, None, None, None, None)
 _NO_MESSAGE_FACTS = ((MESSAGE, NOMSG, False), 0, None, None, None, None)
 _MESSAGE_KINDS = {r: (MESSAGE, r, False) for r in _ROLES}
+# `message_facts` of the common roles in C (None: not built, or FABRIC_LSP_NATIVE=0)
+_message_facts: Any = getattr(NATIVE, "message_facts", None)
 SYSTEM_KIND = _MESSAGE_KINDS["system"]  # a persisted Pi 1.x system message
 CONTEXT_EDIT = "context_edit"
 EDIT_HIDE, EDIT_REPLACE, EDIT_INVALID = "hide", "replace", "invalid"
@@ -162,6 +166,10 @@ def message_facts(entry: dict[str, Any], defer: bool) -> tuple[Any, ...]:
     m: JsonValue = entry.get("message")
     if not isinstance(m, dict):
         return _NO_MESSAGE_FACTS
+    if defer and _message_facts is not None:  # the common roles in C (test_native_feed.py)
+        facts = _message_facts(m, _MESSAGE_KINDS, ToolOutput)
+        if facts is not None:
+            return facts
     r = m.get("role")
     try:
         role = _ROLES.get(r, r)

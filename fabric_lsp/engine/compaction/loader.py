@@ -80,6 +80,7 @@ LineFn = Callable[[memoryview, int, int, int, int], None]
 NodeFn = Callable[[dict[str, Any], str, "str | None", int, int], None]
 # The accelerator's line loop (None: no accelerator, or one built from an older source)
 _read_lines: Any = getattr(NATIVE, "read_lines", None)
+_tool_output: Any = getattr(NATIVE, "tool_output", None)
 
 
 class Loaded:
@@ -208,6 +209,20 @@ def stub_output(msg: dict[str, Any]) -> None:
     """Replace a successful tool result's output by what the compactor reads from it:
     Pi's estimate character count and the one transcript line
     `truncate(firstLine(text), 100)`. Only plain text/image parts are stubbed."""
+    content: JsonValue = msg.get("content")
+    if type(content) is not list or not content:
+        return
+    if _tool_output is None:
+        stub_output_py(msg)
+        return
+    out = _tool_output(content, 100)  # `stub_output_py` in C (test_native_stub.py)
+    if out is not None:
+        chars, line, done = out
+        msg["content"] = ToolOutput(chars, line if done else truncate_prefix_safe(line, 100))
+
+
+def stub_output_py(msg: dict[str, Any]) -> None:
+    """`stub_output` without the accelerator."""
     content: JsonValue = msg.get("content")
     if type(content) is not list or not content:
         return

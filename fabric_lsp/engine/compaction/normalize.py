@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import first_line, is_finite_number, js_number, js_stringify, js_trim, truncate, utf16_sort_key
+from ..native import NATIVE
 from ..session.content import content_text
 from .bounds import clip_utf8, utf8_bytes
 from .loader import ToolOutput
@@ -34,6 +35,8 @@ def read_fabric_trace(details: JsonValue) -> dict[str, Any] | None:
 
 
 _MISSING = MISSING  # absent `result` / rejected custom details
+# `Normalizer.feed` of the common messages in C (None: not built, or FABRIC_LSP_NATIVE=0)
+_feed_message: Any = getattr(NATIVE, "feed_message", None)
 
 
 # ----------------------------------------------------------------- run display
@@ -217,6 +220,11 @@ class Normalizer:
             msg: JsonValue = entry.get("message")
             if not isinstance(msg, dict):
                 return
+            if _feed_message is not None:  # the common roles in C (test_native_feed.py)
+                seen = _feed_message(msg, eid, self.calls, self.events, ToolOutput)
+                if seen is not None:
+                    self.thinking += seen
+                    return
             role = msg.get("role")
             if role == "assistant":
                 content: JsonValue = msg.get("content")
