@@ -35,7 +35,8 @@
  * line loop (compaction/loader.py); iso_ms(value): `parse_date_ms`'s common form (jsstr.py);
  * tool_output(content, max_units): a successful tool result's stub (compaction/loader.py);
  * feed_message(...): normalization of the common messages (compaction/normalize.py);
- * message_facts(...): the facts of the common messages (compaction/facts.py).
+ * message_facts(...): the facts of the common messages (compaction/facts.py);
+ * message_node(...): the three above for one pass-1 node (compaction/scan.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1348,15 +1349,7 @@ static PyObject *ascii_truncate(const Py_UCS1 *c, Py_ssize_t n, Py_ssize_t max_u
     return r;
 }
 
-static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "tool_output(content, max_units)");
-        return NULL;
-    }
-    PyObject *content = args[0];
-    Py_ssize_t max_units = PyLong_AsSsize_t(args[1]);
-    if (max_units == -1 && PyErr_Occurred()) return NULL;
+static PyObject *stub_core(PyObject *content, Py_ssize_t max_units) {
     if (!PyList_CheckExact(content) || PyList_GET_SIZE(content) == 0) Py_RETURN_NONE;
     Py_ssize_t n = PyList_GET_SIZE(content);
     long long chars = 0;
@@ -1430,6 +1423,17 @@ static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ss
     Py_DECREF(count);
     Py_DECREF(line);
     return r;
+}
+
+static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "tool_output(content, max_units)");
+        return NULL;
+    }
+    Py_ssize_t max_units = PyLong_AsSsize_t(args[1]);
+    if (max_units == -1 && PyErr_Occurred()) return NULL;
+    return stub_core(args[0], max_units);
 }
 
 
@@ -1647,13 +1651,7 @@ done:
     return result;
 }
 
-static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "feed_message(msg, eid, calls, events, tool_output)");
-        return NULL;
-    }
-    PyObject *msg = args[0], *eid = args[1], *calls = args[2], *events = args[3];
+static PyObject *feed_core(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events, PyObject *stub_type) {
     if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events)) Py_RETURN_NONE;
     PyObject *role = dget(msg, k_role);
     if (role == NULL) {
@@ -1663,7 +1661,7 @@ static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_s
     if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
     if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) return feed_assistant(msg, eid, calls, events);
     if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0)
-        return feed_tool_result(msg, eid, calls, events, args[4]);
+        return feed_tool_result(msg, eid, calls, events, stub_type);
     if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
         PyObject *content = dget(msg, k_content_field);
         if (content == NULL && PyErr_Occurred()) return NULL;
@@ -1683,6 +1681,15 @@ static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_s
         return PyLong_FromLong(0);
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed_message(msg, eid, calls, events, tool_output)");
+        return NULL;
+    }
+    return feed_core(args[0], args[1], args[2], args[3], args[4]);
 }
 
 static int feed_init(void) {
@@ -1744,13 +1751,7 @@ static int content_chars(PyObject *content, long long *chars) {
     return 0;
 }
 
-static PyObject *native_message_facts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "message_facts(msg, kinds, tool_output)");
-        return NULL;
-    }
-    PyObject *msg = args[0], *kinds = args[1], *stub_type = args[2];
+static PyObject *facts_core(PyObject *msg, PyObject *kinds, PyObject *stub_type) {
     if (!PyDict_CheckExact(msg) || !PyDict_CheckExact(kinds)) Py_RETURN_NONE;
     PyObject *role = dget(msg, k_role);
     if (role == NULL) {
@@ -1884,6 +1885,114 @@ done:
     return out;
 }
 
+static PyObject *native_message_facts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "message_facts(msg, kinds, tool_output)");
+        return NULL;
+    }
+    return facts_core(args[0], args[1], args[2]);
+}
+
+
+/* ---- message_node: a preview pass-1 node that is a common message (compaction/scan.py) ----
+ *
+ * message_node(msg, eid, calls, events, kinds, tool_output, truncate) ->
+ * (kind, tokens, usage, spans, deferred, thinking) | None: what the pass-1 sink does with
+ * a `message` node whose message is the exact dict `msg`, in one call: a successful tool
+ * result's stub (`stub_output`; `truncate(line)` truncates a line that is not ASCII), its
+ * facts (`message_facts`) and its events (`Normalizer.feed`; `thinking` = the erased
+ * thinking blocks seen). None, with nothing changed, wherever one of the three would
+ * leave the message to the Python code. */
+static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObject **content_out) {
+    int assistant = PyUnicode_CompareWithASCIIString(role, "assistant") == 0;
+    int result = !assistant && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
+    if (!assistant && !result && PyUnicode_CompareWithASCIIString(role, "user") != 0) return 0;
+    PyObject *kind = dget(kinds, role);
+    if (kind == NULL) return PyErr_Occurred() ? -1 : 0;
+    PyObject *content = dget(msg, k_content_field);
+    if (content == NULL && PyErr_Occurred()) return -1;
+    if (content != NULL && PyList_Check(content) && (!PyList_CheckExact(content) || !exact_parts(content))) return 0;
+    *content_out = content;
+    if (assistant) {
+        PyObject *u = dget(msg, k_usage);
+        if (u == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyDict_CheckExact(u)) return 0;
+        PyObject *total = dget(u, k_total_tokens);
+        if (total == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!(PyLong_CheckExact(total) || PyFloat_CheckExact(total))) return 0;
+        return PyObject_IsTrue(total);
+    }
+    if (result) {
+        PyObject *err = dget(msg, k_is_error_field);
+        if (err == NULL && PyErr_Occurred()) return -1;
+        if (err == Py_True) return 0;
+        PyObject *tname = dget(msg, k_tool_name_field);
+        if (tname == NULL && PyErr_Occurred()) return -1;
+        if (str_is(tname, "fabric_exec")) return 0;
+        return 2; /* a result to stub */
+    }
+    return 1;
+}
+
+static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "message_node(msg, eid, calls, events, kinds, tool_output, truncate)");
+        return NULL;
+    }
+    PyObject *msg = args[0], *eid = args[1], *calls = args[2], *events = args[3], *kinds = args[4];
+    PyObject *stub_type = args[5], *truncate = args[6];
+    if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events) || !PyDict_CheckExact(kinds)) Py_RETURN_NONE;
+    PyObject *role = dget(msg, k_role);
+    if (role == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
+    PyObject *content = NULL;
+    int ok = message_node_ok(msg, role, kinds, &content);
+    if (ok < 0) return NULL;
+    if (ok == 0) Py_RETURN_NONE;
+    if (ok == 2 && content != NULL && PyList_CheckExact(content)) {
+        PyObject *out = stub_core(content, 100);
+        if (out == NULL) return NULL;
+        if (out != Py_None) {
+            PyObject *line = PyTuple_GET_ITEM(out, 1);
+            PyObject *shown = PyTuple_GET_ITEM(out, 2) == Py_True ? Py_NewRef(line) : PyObject_CallOneArg(truncate, line);
+            PyObject *stub = shown == NULL ? NULL : PyObject_CallFunctionObjArgs(stub_type, PyTuple_GET_ITEM(out, 0), shown, NULL);
+            Py_XDECREF(shown);
+            Py_DECREF(out);
+            if (stub == NULL) return NULL;
+            int r = PyDict_SetItem(msg, k_content_field, stub);
+            Py_DECREF(stub);
+            if (r < 0) return NULL;
+        } else
+            Py_DECREF(out);
+    }
+    PyObject *facts = facts_core(msg, kinds, stub_type);
+    if (facts == NULL) return NULL;
+    if (facts == Py_None) {
+        Py_DECREF(facts);
+        PyErr_SetString(PyExc_SystemError, "message_node: facts left to Python after the checks");
+        return NULL;
+    }
+    PyObject *seen = feed_core(msg, eid, calls, events, stub_type);
+    if (seen == NULL || seen == Py_None) {
+        if (seen != NULL) {
+            Py_DECREF(seen);
+            PyErr_SetString(PyExc_SystemError, "message_node: events left to Python after the checks");
+        }
+        Py_DECREF(facts);
+        return NULL;
+    }
+    PyObject *r = PyTuple_Pack(6, PyTuple_GET_ITEM(facts, 0), PyTuple_GET_ITEM(facts, 1), PyTuple_GET_ITEM(facts, 2),
+                               PyTuple_GET_ITEM(facts, 3), PyTuple_GET_ITEM(facts, 5), seen);
+    Py_DECREF(facts);
+    Py_DECREF(seen);
+    return r;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -1914,6 +2023,9 @@ static PyMethodDef native_methods[] = {
      "feed_message(msg, eid, calls, events, tool_output) -> thinking blocks seen, or None (not normalized here)"},
     {"message_facts", (PyCFunction)(void (*)(void))native_message_facts, METH_FASTCALL,
      "message_facts(msg, kinds, tool_output) -> the facts of a common message, or None (not read here)"},
+    {"message_node", (PyCFunction)(void (*)(void))native_message_node, METH_FASTCALL,
+     "message_node(msg, eid, calls, events, kinds, tool_output, truncate) -> (kind, tokens, usage, spans, deferred, "
+     "thinking) of a common message node, or None (nothing changed)"},
     {"tool_output", (PyCFunction)(void (*)(void))native_tool_output, METH_FASTCALL,
      "tool_output(content, max_units) -> (chars, line, truncated) of a plain text/image tool output, else None"},
     {NULL, NULL, 0, NULL},

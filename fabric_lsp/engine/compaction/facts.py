@@ -128,6 +128,7 @@ _OTHER_FACTS = ((OTHER, NOMSG, False), 0, None, None, None, None)
 _MODEL_CHANGE_FACTS = ((MODEL_CHANGE, NOMSG, False), 0, None, None, None, None)
 _NO_MESSAGE_FACTS = ((MESSAGE, NOMSG, False), 0, None, None, None, None)
 _MESSAGE_KINDS = {r: (MESSAGE, r, False) for r in _ROLES}
+MESSAGE_KINDS = _MESSAGE_KINDS  # (role -> the shared kind of its messages)
 # `message_facts` of the common roles in C (None: not built, or FABRIC_LSP_NATIVE=0)
 _message_facts: Any = getattr(NATIVE, "message_facts", None)
 SYSTEM_KIND = _MESSAGE_KINDS["system"]  # a persisted Pi 1.x system message

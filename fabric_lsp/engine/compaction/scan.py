@@ -31,12 +31,15 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from fabric_lsp.engine.session.reader import DEFAULT_MAX_LINE_BYTES, parse_json_line
 
-from .facts import COMPACTION, EVENT_TYPES, OTHER, SYSTEM_KIND, Facts, facts_of, message_facts
+from ..jsstr import truncate_prefix_safe
+from ..native import NATIVE
+from .facts import COMPACTION, EVENT_TYPES, MESSAGE_KINDS, OTHER, SYSTEM_KIND, Facts, facts_of, message_facts
 from .id_table import IdTable
 from .loader import (
     INVALID_PARENT_GRAPH,
     LineFn,
     NodeFn,
+    ToolOutput,
     decode_json,
     each_line,
     read_node,
@@ -49,6 +52,14 @@ if TYPE_CHECKING:
     from ..json_types import JsonValue
 
     Runs = list[tuple[int, int]]  # node ranges [a, b), root→leaf
+
+
+# a common message node's stub, facts and events in one C call (`Scanned._sink`)
+_message_node: Any = getattr(NATIVE, "message_node", None)
+
+
+def _truncate_line(line: str) -> str:
+    return truncate_prefix_safe(line, 100)  # (the stub's line, `stub_output`)
 
 
 class SourceChanged(Exception):
@@ -333,6 +344,7 @@ class Scanned:
         starts_append = spec.starts.append
         thinking = spec.thinking
         add_pi1x = nodes.add_pi1x
+        message_node = _message_node
         prev: Any = None
 
         def node(value: dict[str, Any], eid: str, pid: str | None, offset: int, length: int) -> None:
@@ -350,6 +362,26 @@ class Scanned:
             # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
             if value.get("type") == "message":
                 m: JsonValue = value.get("message")
+                if message_node is not None and type(m) is dict:
+                    # the stub, facts and events below in one C call (test_native_feed.py)
+                    calls.node = i
+                    at = len(events)
+                    done = message_node(m, eid, calls, events, MESSAGE_KINDS, ToolOutput, _truncate_line)
+                    if done is not None:
+                        kind, tokens, u, sp, deferred, seen = done
+                        kinds_append(kind)
+                        tokens_append(tokens)
+                        if u is not None:
+                            usage[i] = u
+                        if sp is not None:
+                            spans[i] = sp
+                        if deferred is not None:
+                            deferred_d[i] = deferred
+                        starts_append(at)
+                        if seen:
+                            nz.thinking += seen
+                            thinking[i] = seen
+                        return
                 if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
                     stub_output(m)  # as `_stub`: its events keep one line of the output
                 kind, tokens, u, sp, comp, deferred = message_facts(value, True)

@@ -55,7 +55,9 @@ _CONTENT = st.one_of(st.lists(_PART, max_size=4), _TEXT, st.just({"type": "text"
 
 
 @st.composite
-def message(draw: st.DrawFn) -> dict[str, Any]:
+def message(draw: st.DrawFn, stubs: bool = True) -> dict[str, Any]:
+    """A `message` entry of any shape; with `stubs`, some successful tool results already
+    stubbed as pass 1 leaves them (without: plain JSON values, for a session file)."""
     role = draw(st.sampled_from(["assistant", "user", "toolResult", "toolResult", "bashExecution", "custom", None, 9]))
     m: dict[str, Any] = {}
     if role is not None or draw(st.booleans()):
@@ -88,7 +90,7 @@ def message(draw: st.DrawFn) -> dict[str, Any]:
         ):
             if draw(st.integers(0, 4)):
                 m[key] = draw(values)
-        if draw(st.booleans()):
+        if stubs and draw(st.booleans()):
             stub_output(m)  # as pass 1 does for a successful result
     return {"type": "message", "id": draw(st.sampled_from(["e1", "e2", None, 4])), "message": m}
 

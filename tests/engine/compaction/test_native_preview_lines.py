@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_compaction_properties import entry
+from test_native_feed import message
 
-from fabric_lsp.engine.compaction import loader
+from fabric_lsp.engine.compaction import facts, loader, normalize, scan
 from fabric_lsp.engine.compaction.api import preview_compaction
 from fabric_lsp.engine.compaction.scan import Scanned, scan_session_bytes, scan_session_file
 from fabric_lsp.engine.jsstr import js_stringify
@@ -96,9 +97,14 @@ def _state(scan: Scanned) -> str:
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, run) -> tuple[str, str]:
+    """`run()` with the accelerator, then with every pass-1 path of it turned off."""
     native = run()
     with monkeypatch.context() as m:
         m.setattr(loader, "_read_lines", None)
+        m.setattr(loader, "_tool_output", None)
+        m.setattr(scan, "_message_node", None)
+        m.setattr(facts, "_message_facts", None)
+        m.setattr(normalize, "_feed_message", None)
         python = run()
     return native, python
 
@@ -139,3 +145,32 @@ def test_the_native_loop_calls_the_cancel_check_as_the_python_loop(monkeypatch):
 
     with pytest.raises(Stop):
         scan_session_bytes(data, check=stop)
+
+
+@st.composite
+def message_session(draw: st.DrawFn) -> bytes:
+    """A session of messages of every shape (test_native_feed.message), some of them
+    branching, so pass 1's speculative events are the branch's or not."""
+    lines = [HEADER]
+    for i, m in enumerate(draw(st.lists(message(stubs=False), max_size=12))):
+        parent = draw(st.integers(-1, i - 1))  # mostly the line before: a branch now and then
+        if i and draw(st.integers(0, 3)):
+            parent = i - 1
+        m = dict(m, id=f"{i:08x}", parentId=f"{parent:08x}" if parent >= 0 else None)
+        lines.append(msgspec.json.encode(m))
+    return b"\n".join(lines) + b"\n"
+
+
+@needs_native
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(message_session())
+def test_native_message_nodes_leave_the_python_scan(tmp_path_factory, data):
+    """Pass 1's C call for a common message node (`_native.message_node`: its stub,
+    facts and events at once) against the Python sink, scan and preview."""
+    path = tmp_path_factory.mktemp("s") / "s.jsonl"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        a, b = _both(mp, lambda: _state(scan_session_file(str(path))[0]))
+        assert a == b
+        previews = _both(mp, lambda: json.dumps(preview_compaction(str(path), include_qa=True), sort_keys=True))
+        assert previews[0] == previews[1]
