@@ -36,7 +36,9 @@
  * tool_output(content, max_units): a successful tool result's stub (compaction/loader.py);
  * feed_message(...): normalization of the common messages (compaction/normalize.py);
  * message_facts(...): the facts of the common messages (compaction/facts.py);
- * message_node(...): the three above for one pass-1 node (compaction/scan.py).
+ * message_node(...): the three above for one pass-1 node (compaction/scan.py);
+ * plain_fields(...), collect_paths(...): a memory record's fields of a plain message
+ * (memory/entry_text.py, memory/entry_fields.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1452,6 +1454,8 @@ static PyObject *k_type, *k_entry, *k_source, *k_text, *k_tcid, *k_name, *k_args
     *k_tool_name_field, *k_content_field, *k_is_error_field, *k_message_get, *k_newline;
 static PyObject *v_assistant_text, *v_tool_call, *v_user, *v_tool_result, *v_bash, *v_empty;
 static PyObject *k_usage, *k_total_tokens, *k_stop_reason, *k_chars;
+static PyObject *k_is_error2, *k_tool_name2, *k_error_message, *k_timestamp, *k_parent_id2;
+static PyObject *v_undefined, *v_tool_result_prefix, *v_error_suffix;
 
 static int str_is(PyObject *v, const char *ascii) {
     return v != NULL && PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, ascii) == 0;
@@ -1702,6 +1706,9 @@ static int feed_init(void) {
     S(k_content_field, "content"); S(k_is_error_field, "isError"); S(k_message_get, "get"); S(k_newline, "\n");
     S(v_assistant_text, "assistantText"); S(v_tool_call, "toolCall"); S(v_user, "user");
     S(v_tool_result, "toolResult"); S(v_bash, "bash"); S(v_empty, "");
+    S(k_is_error2, "isError"); S(k_tool_name2, "toolName"); S(k_error_message, "errorMessage");
+    S(k_timestamp, "timestamp"); S(k_parent_id2, "parentId"); S(v_undefined, "undefined");
+    S(v_tool_result_prefix, "toolResult"); S(v_error_suffix, " [error]");
     S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
 #undef S
     return 0;
@@ -1993,6 +2000,309 @@ static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_s
     return r;
 }
 
+
+/* ---- plain_fields: a memory record's fields of a plain message (memory/entry_text.py) ----
+ *
+ * plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary,
+ * path_key, entry_timestamp) -> (entryId, parentId, toolName, text, timestamp, isError,
+ * truncated, filesTouched) | None: `Normalizer._plain_fields` of an entry `plain_role`
+ * admits (`role` its role), for content of exact lists and dicts, an `isError` that is
+ * absent, null or a bool, and tool-call names that are strings; None (not decided here)
+ * for anything else. `args_summary(arguments, True)` and `entry_timestamp(raw, message)`
+ * are the Python functions (the timestamp is read here when it is JavaScript's ISO form);
+ * the paths are collected here (`collect_paths`), `path_key(key)` deciding a key that is
+ * not ASCII. `limit`: None or the record text's limit in scalars. */
+
+static PyObject *native_iso_ms(PyObject *self, PyObject *value);
+
+/* a key ending in file, files, path or paths, any case (`_PATH_KEY`: `$` also matches
+   before a final newline); -1 with an error */
+static int path_key_ascii(PyObject *key, PyObject *path_key) {
+    if (!PyUnicode_IS_ASCII(key)) {
+        PyObject *m = PyObject_CallOneArg(path_key, key);
+        if (m == NULL) return -1;
+        int r = m != Py_None;
+        Py_DECREF(m);
+        return r;
+    }
+    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(key);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(key);
+    if (n > 0 && c[n - 1] == '\n') n--;
+    if (n > 0 && (c[n - 1] | 0x20) == 's') n--;
+    if (n < 4) return 0;
+    char tail[4];
+    for (int i = 0; i < 4; i++) tail[i] = (char)(c[n - 4 + i] | 0x20);
+    /* (| 0x20 maps only letters onto lowercase letters; the tails compared are letters) */
+    return memcmp(tail, "file", 4) == 0 || memcmp(tail, "path", 4) == 0;
+}
+
+static int collect_paths_c(PyObject *value, PyObject *key, PyObject *out, PyObject *path_key, int depth) {
+    if (depth > 10000) {
+        PyErr_SetString(PyExc_RecursionError, "collect_paths: nested too deep");
+        return -1;
+    }
+    if (PyUnicode_Check(value)) {
+        if (key == NULL) return 0;
+        int m = path_key_ascii(key, path_key);
+        if (m <= 0) return m;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(value), a = 0, b = n;
+        int kind = PyUnicode_KIND(value);
+        const void *data = PyUnicode_DATA(value);
+        while (a < b && js_space(PyUnicode_READ(kind, data, a))) a++;
+        while (b > a && js_space(PyUnicode_READ(kind, data, b - 1))) b--;
+        if (a == b) return 0;
+        PyObject *t = (a == 0 && b == n && PyUnicode_CheckExact(value)) ? Py_NewRef(value) : PyUnicode_Substring(value, a, b);
+        if (t == NULL) return -1;
+        PyObject *had = PyDict_SetDefault(out, t, Py_None);
+        Py_DECREF(t);
+        return had == NULL ? -1 : 0;
+    }
+    if (PyDict_Check(value)) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(value, &pos, &k, &v)) {
+            if (!PyUnicode_Check(k)) {
+                PyErr_SetString(PyExc_TypeError, "collect_paths: a key that is not a str");
+                return -1;
+            }
+            Py_INCREF(k);
+            Py_INCREF(v);
+            int r = collect_paths_c(v, k, out, path_key, depth + 1);
+            Py_DECREF(k);
+            Py_DECREF(v);
+            if (r < 0) return -1;
+        }
+        return 0;
+    }
+    if (PyList_Check(value)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+            PyObject *v = PyList_GET_ITEM(value, i);
+            Py_INCREF(v);
+            int r = collect_paths_c(v, key, out, path_key, depth + 1);
+            Py_DECREF(v);
+            if (r < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* every dict and list inside `value` is exact (so the walk reads what Python's reads) */
+static int all_exact(PyObject *value, int depth) {
+    if (depth > 10000) return 0;
+    if (PyDict_Check(value)) {
+        if (!PyDict_CheckExact(value)) return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(value, &pos, &k, &v))
+            if (!PyUnicode_CheckExact(k) || !all_exact(v, depth + 1)) return 0;
+        return 1;
+    }
+    if (PyList_Check(value)) {
+        if (!PyList_CheckExact(value)) return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++)
+            if (!all_exact(PyList_GET_ITEM(value, i), depth + 1)) return 0;
+        return 1;
+    }
+    return 1;
+}
+
+static PyObject *native_collect_paths(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "collect_paths(value, out, path_key)");
+        return NULL;
+    }
+    if (!all_exact(args[0], 0)) Py_RETURN_FALSE;
+    if (collect_paths_c(args[0], NULL, args[1], args[2], 0) < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *format_tool(PyObject *shown, PyObject *summary) {
+    /* "Tool: {shown}({summary})", summary NULL: "Tool: {shown}()" */
+    return summary == NULL ? PyUnicode_FromFormat("Tool: %U()", shown) : PyUnicode_FromFormat("Tool: %U(%U)", shown, summary);
+}
+
+static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, "
+                        "path_key, entry_timestamp)");
+        return NULL;
+    }
+    PyObject *raw = args[0], *message = args[1], *role = args[2], *limit_obj = args[5];
+    int index_tool_output = PyObject_IsTrue(args[3]), index_thinking = PyObject_IsTrue(args[4]);
+    if (index_tool_output < 0 || index_thinking < 0) return NULL;
+    if (!PyDict_CheckExact(raw) || !PyDict_CheckExact(message) || !PyUnicode_CheckExact(role)) Py_RETURN_NONE;
+    Py_ssize_t limit = 0;
+    int limited = limit_obj != Py_None;
+    if (limited) {
+        limit = PyLong_AsSsize_t(limit_obj);
+        if (limit == -1 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *flag = dget(message, k_is_error2);
+    if (flag == NULL && PyErr_Occurred()) return NULL;
+    if (flag != NULL && flag != Py_None && flag != Py_True && flag != Py_False) Py_RETURN_NONE;
+    int is_error = flag == Py_True;
+    PyObject *content = dget(message, k_content_field);
+    if (content == NULL && PyErr_Occurred()) return NULL;
+    if (content != NULL && PyList_Check(content) && (!PyList_CheckExact(content) || !exact_parts(content))) Py_RETURN_NONE;
+    PyObject *tool_name = Py_None, *text = NULL, *files = NULL, *found = NULL, *pieces = NULL, *result = NULL;
+    Py_INCREF(tool_name);
+    if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
+        text = text_of(content);
+        if (text == NULL) goto done;
+    } else if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+        PyObject *tn = dget(message, k_tool_name2);
+        if (tn == NULL && PyErr_Occurred()) goto done;
+        if (tn == NULL || !PyUnicode_CheckExact(tn)) { /* (plain_role admits only a str) */
+            Py_DECREF(tool_name);
+            Py_RETURN_NONE;
+        }
+        PyObject *prefix;
+        if (PyUnicode_GET_LENGTH(tn) > 0) {
+            Py_SETREF(tool_name, Py_NewRef(tn));
+            prefix = PyUnicode_FromFormat("toolResult(%U)%s", tn, is_error ? " [error]" : "");
+        } else
+            prefix = PyUnicode_FromString(is_error ? "toolResult [error]" : "toolResult");
+        if (prefix == NULL) goto done;
+        PyObject *body = index_tool_output ? text_of(content) : NULL;
+        if (index_tool_output && body == NULL) {
+            Py_DECREF(prefix);
+            goto done;
+        }
+        if (body != NULL && PyUnicode_GET_LENGTH(body) > 0) {
+            text = PyUnicode_FromFormat("%U: %U", prefix, body);
+            Py_DECREF(prefix);
+        } else
+            text = prefix;
+        Py_XDECREF(body);
+        if (text == NULL) goto done;
+    } else if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+        pieces = PyList_New(0);
+        if (pieces == NULL) goto done;
+        if (content != NULL && PyList_Check(content)) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+                PyObject *part = PyList_GET_ITEM(content, i);
+                if (!PyDict_Check(part)) continue;
+                PyObject *pt = dget(part, k_type);
+                if (pt == NULL && PyErr_Occurred()) goto done;
+                PyObject *piece = NULL;
+                if (str_is(pt, "text")) {
+                    PyObject *t = dget(part, k_text);
+                    if (t == NULL && PyErr_Occurred()) goto done;
+                    if (t != NULL && PyUnicode_Check(t)) piece = Py_NewRef(t);
+                } else if (str_is(pt, "toolCall")) {
+                    PyObject *name = dget(part, k_name);
+                    if (name == NULL && PyErr_Occurred()) goto done;
+                    if (name != NULL && !PyUnicode_Check(name)) { /* js_string of a non-str: Python */
+                        Py_CLEAR(tool_name);
+                        result = Py_NewRef(Py_None);
+                        goto done;
+                    }
+                    if (name != NULL && tool_name == Py_None) Py_SETREF(tool_name, Py_NewRef(name));
+                    PyObject *shown = name != NULL ? name : v_undefined;
+                    PyObject *arguments = dget(part, k_arguments);
+                    if (arguments == NULL && PyErr_Occurred()) goto done;
+                    if (arguments != NULL) {
+                        Py_INCREF(arguments);
+                        PyObject *summary = PyObject_CallFunctionObjArgs(args[6], arguments, Py_True, NULL);
+                        if (summary != NULL && !PyUnicode_Check(summary)) {
+                            Py_DECREF(summary);
+                            summary = NULL;
+                            PyErr_SetString(PyExc_TypeError, "args_summary did not return a str");
+                        }
+                        piece = summary == NULL ? NULL : format_tool(shown, summary);
+                        Py_XDECREF(summary);
+                        if (piece == NULL) {
+                            Py_DECREF(arguments);
+                            goto done;
+                        }
+                        if (found == NULL && (found = PyDict_New()) == NULL) {
+                            Py_DECREF(arguments);
+                            Py_DECREF(piece);
+                            goto done;
+                        }
+                        int r = all_exact(arguments, 0) ? collect_paths_c(arguments, NULL, found, args[7], 0) : 1;
+                        Py_DECREF(arguments);
+                        if (r != 0) {
+                            Py_DECREF(piece);
+                            if (r > 0) { /* a subclass inside: Python's walk */
+                                Py_CLEAR(tool_name);
+                                result = Py_NewRef(Py_None);
+                            }
+                            goto done;
+                        }
+                    } else {
+                        piece = format_tool(shown, NULL);
+                        if (piece == NULL) goto done;
+                    }
+                } else if (str_is(pt, "thinking") && index_thinking) {
+                    PyObject *t = dget(part, k_thinking);
+                    if (t == NULL && PyErr_Occurred()) goto done;
+                    if (t != NULL && PyUnicode_Check(t)) piece = Py_NewRef(t);
+                }
+                if (piece != NULL) {
+                    int r = PyList_Append(pieces, piece);
+                    Py_DECREF(piece);
+                    if (r < 0) goto done;
+                }
+            }
+        }
+        PyObject *err = dget(message, k_error_message);
+        if (err == NULL && PyErr_Occurred()) goto done;
+        if (err != NULL && PyUnicode_Check(err) && PyUnicode_GET_LENGTH(err) > 0) {
+            PyObject *piece = PyUnicode_FromFormat("Error: %U", err);
+            if (piece == NULL) goto done;
+            int r = PyList_Append(pieces, piece);
+            Py_DECREF(piece);
+            if (r < 0) goto done;
+        }
+        text = PyUnicode_Join(k_newline, pieces);
+        if (text == NULL) goto done;
+    } else {
+        Py_DECREF(tool_name);
+        Py_RETURN_NONE;
+    }
+    files = found != NULL && PyDict_GET_SIZE(found) > 0 ? PySequence_List(found) : PyList_New(0);
+    if (files == NULL) goto done;
+    int truncated = limited && PyUnicode_GET_LENGTH(text) > limit;
+    if (truncated) {
+        PyObject *cut = PyUnicode_Substring(text, 0, limit > 0 ? limit : 0);
+        if (cut == NULL) goto done;
+        Py_SETREF(text, cut);
+    }
+    PyObject *eid = dget(raw, id_key);
+    if (eid == NULL && PyErr_Occurred()) goto done;
+    if (eid == NULL || !PyUnicode_CheckExact(eid)) eid = Py_None;
+    PyObject *pid = dget(raw, k_parent_id2);
+    if (pid == NULL && PyErr_Occurred()) goto done;
+    if (pid == NULL || !PyUnicode_CheckExact(pid)) pid = Py_None;
+    PyObject *ts = NULL;
+    PyObject *when = dget(raw, k_timestamp);
+    if (when == NULL && PyErr_Occurred()) goto done;
+    if (when != NULL) {
+        ts = native_iso_ms(NULL, when);
+        if (ts == NULL) goto done;
+        if (ts == Py_None) Py_CLEAR(ts);
+    }
+    if (ts == NULL) {
+        ts = PyObject_CallFunctionObjArgs(args[8], raw, message, NULL);
+        if (ts == NULL) goto done;
+    }
+    result = PyTuple_Pack(8, eid, pid, tool_name, text, ts, is_error ? Py_True : Py_False, truncated ? Py_True : Py_False,
+                          files);
+    Py_DECREF(ts);
+done:
+    Py_XDECREF(tool_name);
+    Py_XDECREF(text);
+    Py_XDECREF(files);
+    Py_XDECREF(found);
+    Py_XDECREF(pieces);
+    if (result == NULL && !PyErr_Occurred()) Py_RETURN_NONE; /* (left to Python) */
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -2026,6 +2336,11 @@ static PyMethodDef native_methods[] = {
     {"message_node", (PyCFunction)(void (*)(void))native_message_node, METH_FASTCALL,
      "message_node(msg, eid, calls, events, kinds, tool_output, truncate) -> (kind, tokens, usage, spans, deferred, "
      "thinking) of a common message node, or None (nothing changed)"},
+    {"plain_fields", (PyCFunction)(void (*)(void))native_plain_fields, METH_FASTCALL,
+     "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, path_key, "
+     "entry_timestamp) -> a plain message's record fields, or None (not decided here)"},
+    {"collect_paths", (PyCFunction)(void (*)(void))native_collect_paths, METH_FASTCALL,
+     "collect_paths(value, out, path_key) -> True (the paths added to out), or False (not decided here)"},
     {"tool_output", (PyCFunction)(void (*)(void))native_tool_output, METH_FASTCALL,
      "tool_output(content, max_units) -> (chars, line, truncated) of a plain text/image tool output, else None"},
     {NULL, NULL, 0, NULL},

@@ -37,3 +37,16 @@ def message_node(
     truncate: Any,
     /,
 ) -> tuple[Any, ...] | None: ...
+def plain_fields(
+    raw: Any,
+    message: Any,
+    role: str,
+    index_tool_output: bool,
+    index_thinking: bool,
+    limit: int | None,
+    args_summary: Any,
+    path_key: Any,
+    entry_timestamp: Any,
+    /,
+) -> tuple[Any, ...] | None: ...
+def collect_paths(value: Any, out: dict[str, None], path_key: Any, /) -> bool: ...

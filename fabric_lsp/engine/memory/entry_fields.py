@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify, js_trim, parse_date_ms
+from ..native import NATIVE
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
 _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
+PATH_KEY_SEARCH = _PATH_KEY.search  # (the accelerator asks it for a key that is not ASCII)
+_collect_paths_c: Any = getattr(NATIVE, "collect_paths", None)
 _PLAIN_ROLES = frozenset({"user", "assistant", "toolResult"})  # Normalizer._feed_plain
 _ARGS_SUMMARY_SCALARS = 400
 
@@ -39,6 +42,8 @@ def args_summary(arguments: Any, present: bool) -> str:
 
 def collect_paths(value: JsonValue, key: str | None, out: dict[str, None]) -> None:
     """String values under keys ending file/files/path/paths (array items inherit the key)."""
+    if key is None and _collect_paths_c is not None and _collect_paths_c(value, out, PATH_KEY_SEARCH):
+        return  # (the walk below in C, for exact dicts and lists: test_normalize_fast_path.py)
     if isinstance(value, str):
         if key is not None and _PATH_KEY.search(key):
             trimmed = js_trim(value)

@@ -17,14 +17,25 @@ from typing import TYPE_CHECKING, Any, cast
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy
+from ..native import NATIVE
 from ..session.content import content_text
-from .entry_fields import args_summary, collect_paths, entry_timestamp, plain_role, role_of, truncate_scalars
+from .entry_fields import (
+    PATH_KEY_SEARCH,
+    args_summary,
+    collect_paths,
+    entry_timestamp,
+    plain_role,
+    role_of,
+    truncate_scalars,
+)
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue
 
 _FILE_REFS = frozenset({"pi.read", "pi.grep", "pi.find", "pi.ls", "pi.edit", "pi.write"})
 _OPERATION_JSON_BOUND = 98304
+# `Normalizer._plain_fields` in C (None: not built, or FABRIC_LSP_NATIVE=0)
+_plain_fields_c: Any = getattr(NATIVE, "plain_fields", None)
 
 
 class Normalizer:
@@ -132,6 +143,20 @@ class Normalizer:
         one pass over the content instead of through the general steps (`_fields`,
         `_message_text`), which they must equal (tests/engine/memory/test_normalize_fast_path.py):
         (entryId, parentId, toolName, text, timestamp, isError, truncated, filesTouched)."""
+        if _plain_fields_c is not None:  # this method in C for the common shapes (test_normalize_fast_path.py)
+            got = _plain_fields_c(
+                raw,
+                message,
+                role,
+                self.index_tool_output,
+                self.index_thinking,
+                self.max_entry_chars,
+                args_summary,
+                PATH_KEY_SEARCH,
+                entry_timestamp,
+            )
+            if got is not None:
+                return got
         tool_name: str | None = None
         files: list[str] = []
         flag = message.get("isError")

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fabric_lsp.engine.memory import entry_fields, entry_text
 from fabric_lsp.engine.memory.digest_fold import DigestFolder
+from fabric_lsp.engine.memory.entry_fields import collect_paths, plain_role
 from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.file_history import new_collector
 from tests.support.examples import profile_examples
@@ -260,3 +263,80 @@ def test_folding_builds_no_record_for_the_common_entries():
     ]
     assert {"hello", "world", "def", "f", "pass", "src", "a", "py"} <= set(folder.record([])["vocabulary"])
     assert [(op.path, op.outcome) for op in norm.file_ops.ops] == [("/w/src/a.py", "succeeded")]
+
+
+# argument keys the path rule (`(?:file|path)s?$`, any case) decides at its edges
+_KEYS = st.sampled_from(
+    [
+        "path",
+        "PATHS",
+        "myFile",
+        "files\n",
+        "file\n\n",
+        "filess",
+        "xpath",
+        "pa th",
+        "paths ",
+        "ſ",
+        "filſ",
+        "pathſ",
+        "FİLE",
+        "s",
+    ]
+)
+_ARGS = st.recursive(
+    st.one_of(st.sampled_from(["a.py", " b.py ", "\u3000", "", "c.py\u00a0"]), st.integers(0, 3), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=3)),
+    max_leaves=10,
+)
+_PATHS_PART = st.fixed_dictionaries(
+    {"type": st.just("toolCall"), "name": st.sampled_from(["edit", "read"]), "arguments": _ARGS}
+)
+
+
+@pytest.mark.skipif(entry_text._plain_fields_c is None, reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.one_of(_PLAIN, _ENTRY), max_size=4),
+    st.lists(_PATHS_PART, max_size=3),
+    st.sampled_from([None, -2, 0, 5, 2000]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_plain_fields_in_c_equal_python(entries, calls, limit, thinking, tool_output):
+    """`_native.plain_fields` (with the paths collected in C) against the Python method."""
+    entries = [*entries, {"type": "message", "id": "p", "message": {"role": "assistant", "content": calls}}]
+    norm = Normalizer(
+        "/s/f.jsonl", "sid", max_entry_chars=limit, index_thinking=thinking, index_tool_output=tool_output
+    )
+    for entry in entries:
+        role = plain_role(entry)
+        if role is None:
+            continue
+        a = copy.deepcopy(entry)
+        native = norm._plain_fields(a, a["message"], role)
+        b = copy.deepcopy(entry)
+        saved = entry_text._plain_fields_c, entry_fields._collect_paths_c
+        entry_text._plain_fields_c = entry_fields._collect_paths_c = None
+        try:
+            python = norm._plain_fields(b, b["message"], role)
+        finally:
+            entry_text._plain_fields_c, entry_fields._collect_paths_c = saved
+        assert repr(native) == repr(python)
+        assert [type(v) for v in native] == [type(v) for v in python]
+
+
+@pytest.mark.skipif(entry_fields._collect_paths_c is None, reason="the C accelerator is not built")
+@settings(max_examples=profile_examples(1000), deadline=None)
+@given(_ARGS)
+def test_the_paths_collected_in_c_equal_python(value):
+    native: dict[str, None] = {}
+    collect_paths(copy.deepcopy(value), None, native)
+    python: dict[str, None] = {}
+    saved = entry_fields._collect_paths_c
+    entry_fields._collect_paths_c = None
+    try:
+        collect_paths(copy.deepcopy(value), None, python)
+    finally:
+        entry_fields._collect_paths_c = saved
+    assert list(native) == list(python)
