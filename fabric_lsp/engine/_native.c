@@ -55,7 +55,7 @@ static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
 static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
 static PyObject *first_name; /* "first" */
-static PyObject *text_key;   /* "text" */
+static PyObject *k_text;     /* "text" */
 
 typedef struct {
     uint64_t hash;
@@ -1367,7 +1367,7 @@ static PyObject *stub_core(PyObject *content, Py_ssize_t max_units) {
         }
         if (!PyUnicode_CheckExact(t)) Py_RETURN_NONE;
         if (PyUnicode_CompareWithASCIIString(t, "text") == 0) {
-            PyObject *s = PyDict_GetItemWithError(part, text_key);
+            PyObject *s = PyDict_GetItemWithError(part, k_text);
             if (s == NULL) {
                 if (PyErr_Occurred()) return NULL;
                 Py_RETURN_NONE;
@@ -1449,13 +1449,12 @@ static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ss
  * None, with nothing changed, for anything else (another role, a dict or list that is a
  * subclass): the Python code normalizes it. Dicts are built with the keys in the Python
  * code's order. */
-static PyObject *k_type, *k_entry, *k_source, *k_text, *k_tcid, *k_name, *k_args, *k_tool_name, *k_is_error,
-    *k_command, *k_exit_code, *k_line, *k_content, *k_role, *k_id, *k_arguments, *k_thinking, *k_tool_call_id,
-    *k_tool_name_field, *k_content_field, *k_is_error_field, *k_message_get, *k_newline;
+/* (type_key, id_key, parent_key and k_text are the module's, made at import) */
+static PyObject *k_entry, *k_source, *k_tcid, *k_name, *k_args, *k_tool_name, *k_is_error, *k_command, *k_exit_code,
+    *k_line, *k_content, *k_role, *k_arguments, *k_thinking, *k_content_field, *k_message_get, *k_newline;
 static PyObject *v_assistant_text, *v_tool_call, *v_user, *v_tool_result, *v_bash, *v_empty;
 static PyObject *k_usage, *k_total_tokens, *k_stop_reason, *k_chars;
-static PyObject *k_is_error2, *k_tool_name2, *k_error_message, *k_timestamp, *k_parent_id2;
-static PyObject *v_undefined, *v_tool_result_prefix, *v_error_suffix;
+static PyObject *k_error_message, *k_timestamp, *v_undefined;
 
 static int str_is(PyObject *v, const char *ascii) {
     return v != NULL && PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, ascii) == 0;
@@ -1467,7 +1466,7 @@ static PyObject *dget(PyObject *d, PyObject *key) { return PyDict_GetItemWithErr
 static PyObject *event3(PyObject *type, PyObject *eid) {
     PyObject *ev = PyDict_New();
     if (ev == NULL) return NULL;
-    if (PyDict_SetItem(ev, k_type, type) < 0 || PyDict_SetItem(ev, k_entry, eid) < 0
+    if (PyDict_SetItem(ev, type_key, type) < 0 || PyDict_SetItem(ev, k_entry, eid) < 0
         || PyDict_SetItem(ev, k_source, eid) < 0) {
         Py_DECREF(ev);
         return NULL;
@@ -1507,7 +1506,7 @@ static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, P
         if (!PyDict_Check(part)) continue;
         Py_INCREF(part);
         int bad = 0;
-        PyObject *pt = dget(part, k_type);
+        PyObject *pt = dget(part, type_key);
         if (pt == NULL && PyErr_Occurred()) bad = 1;
         else if (str_is(pt, "text")) {
             PyObject *t = dget(part, k_text);
@@ -1520,7 +1519,7 @@ static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, P
                 } else if (emit(events, ev) < 0) bad = 1;
             }
         } else if (str_is(pt, "toolCall")) {
-            PyObject *cid = dget(part, k_id);
+            PyObject *cid = dget(part, id_key);
             PyObject *name = cid == NULL && PyErr_Occurred() ? NULL : dget(part, k_name);
             if (PyErr_Occurred()) bad = 1;
             else if (cid != NULL && name != NULL && PyUnicode_Check(cid) && PyUnicode_Check(name)) {
@@ -1564,7 +1563,7 @@ static PyObject *text_of(PyObject *content) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
         PyObject *p = PyList_GET_ITEM(content, i);
         if (!PyDict_Check(p)) continue;
-        PyObject *pt = dget(p, k_type);
+        PyObject *pt = dget(p, type_key);
         if (pt == NULL && PyErr_Occurred()) goto fail;
         if (!str_is(pt, "text")) continue;
         PyObject *t = dget(p, k_text);
@@ -1580,14 +1579,14 @@ fail:
 }
 
 static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events, PyObject *stub_type) {
-    PyObject *err = dget(msg, k_is_error_field);
+    PyObject *err = dget(msg, k_is_error);
     if (err == Py_True) Py_RETURN_NONE; /* an error's text: the Python code */
     if (err == NULL && PyErr_Occurred()) return NULL;
-    PyObject *tname = dget(msg, k_tool_name_field);
+    PyObject *tname = dget(msg, k_tool_name);
     if (tname == NULL && PyErr_Occurred()) return NULL;
     if (tname == NULL || !PyUnicode_Check(tname)) tname = v_empty;
     if (str_is(tname, "fabric_exec")) Py_RETURN_NONE; /* its trace: the Python code */
-    PyObject *tcid = dget(msg, k_tool_call_id);
+    PyObject *tcid = dget(msg, k_tcid);
     if (tcid == NULL && PyErr_Occurred()) return NULL;
     if (tcid == NULL || !PyUnicode_Check(tcid)) tcid = v_empty;
     PyObject *content = dget(msg, k_content_field);
@@ -1698,17 +1697,15 @@ static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_s
 
 static int feed_init(void) {
 #define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
-    S(k_type, "type"); S(k_entry, "entryId"); S(k_source, "sourceEntryId"); S(k_text, "text");
+    S(k_entry, "entryId"); S(k_source, "sourceEntryId");
     S(k_tcid, "toolCallId"); S(k_name, "name"); S(k_args, "args"); S(k_tool_name, "toolName");
     S(k_is_error, "isError"); S(k_command, "command"); S(k_exit_code, "exitCode"); S(k_line, "line");
-    S(k_content, "_content"); S(k_role, "role"); S(k_id, "id"); S(k_arguments, "arguments");
-    S(k_thinking, "thinking"); S(k_tool_call_id, "toolCallId"); S(k_tool_name_field, "toolName");
-    S(k_content_field, "content"); S(k_is_error_field, "isError"); S(k_message_get, "get"); S(k_newline, "\n");
+    S(k_content, "_content"); S(k_role, "role"); S(k_arguments, "arguments");
+    S(k_thinking, "thinking");
+    S(k_content_field, "content"); S(k_message_get, "get"); S(k_newline, "\n");
     S(v_assistant_text, "assistantText"); S(v_tool_call, "toolCall"); S(v_user, "user");
     S(v_tool_result, "toolResult"); S(v_bash, "bash"); S(v_empty, "");
-    S(k_is_error2, "isError"); S(k_tool_name2, "toolName"); S(k_error_message, "errorMessage");
-    S(k_timestamp, "timestamp"); S(k_parent_id2, "parentId"); S(v_undefined, "undefined");
-    S(v_tool_result_prefix, "toolResult"); S(v_error_suffix, " [error]");
+    S(k_error_message, "errorMessage"); S(k_timestamp, "timestamp"); S(v_undefined, "undefined");
     S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
 #undef S
     return 0;
@@ -1746,7 +1743,7 @@ static int content_chars(PyObject *content, long long *chars) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
         PyObject *p = PyList_GET_ITEM(content, i);
         if (!PyDict_Check(p)) continue;
-        PyObject *pt = dget(p, k_type);
+        PyObject *pt = dget(p, type_key);
         if (pt == NULL && PyErr_Occurred()) return -1;
         if (str_is(pt, "text")) {
             PyObject *t = dget(p, k_text);
@@ -1802,7 +1799,7 @@ static PyObject *facts_core(PyObject *msg, PyObject *kinds, PyObject *stub_type)
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
                 PyObject *p = PyList_GET_ITEM(content, i);
                 if (!PyDict_Check(p)) continue;
-                PyObject *pt = dget(p, k_type);
+                PyObject *pt = dget(p, type_key);
                 if (pt == NULL && PyErr_Occurred()) goto done;
                 PyObject *key = NULL;
                 if (str_is(pt, "text")) key = k_text;
@@ -1857,10 +1854,10 @@ static PyObject *facts_core(PyObject *msg, PyObject *kinds, PyObject *stub_type)
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
             PyObject *p = PyList_GET_ITEM(content, i);
             if (!PyDict_CheckExact(p)) continue;
-            PyObject *pt = dget(p, k_type);
+            PyObject *pt = dget(p, type_key);
             if (pt == NULL && PyErr_Occurred()) goto done;
             if (!str_is(pt, "toolCall")) continue;
-            PyObject *cid = dget(p, k_id);
+            PyObject *cid = dget(p, id_key);
             if (cid == NULL && PyErr_Occurred()) goto done;
             if (cid != NULL && PyUnicode_CheckExact(cid) && PyUnicode_GET_LENGTH(cid) > 0
                 && PyList_Append(calls, cid) < 0)
@@ -1869,7 +1866,7 @@ static PyObject *facts_core(PyObject *msg, PyObject *kinds, PyObject *stub_type)
     }
     PyObject *rid = NULL;
     if (result) {
-        rid = dget(msg, k_tool_call_id);
+        rid = dget(msg, k_tcid);
         if (rid == NULL && PyErr_Occurred()) goto done;
         if (rid != NULL && !(PyUnicode_CheckExact(rid) && PyUnicode_GET_LENGTH(rid) > 0)) rid = NULL;
     }
@@ -1931,10 +1928,10 @@ static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObj
         return PyObject_IsTrue(total);
     }
     if (result) {
-        PyObject *err = dget(msg, k_is_error_field);
+        PyObject *err = dget(msg, k_is_error);
         if (err == NULL && PyErr_Occurred()) return -1;
         if (err == Py_True) return 0;
-        PyObject *tname = dget(msg, k_tool_name_field);
+        PyObject *tname = dget(msg, k_tool_name);
         if (tname == NULL && PyErr_Occurred()) return -1;
         if (str_is(tname, "fabric_exec")) return 0;
         return 2; /* a result to stub */
@@ -2140,7 +2137,7 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
         limit = PyLong_AsSsize_t(limit_obj);
         if (limit == -1 && PyErr_Occurred()) return NULL;
     }
-    PyObject *flag = dget(message, k_is_error2);
+    PyObject *flag = dget(message, k_is_error);
     if (flag == NULL && PyErr_Occurred()) return NULL;
     if (flag != NULL && flag != Py_None && flag != Py_True && flag != Py_False) Py_RETURN_NONE;
     int is_error = flag == Py_True;
@@ -2153,7 +2150,7 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
         text = text_of(content);
         if (text == NULL) goto done;
     } else if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
-        PyObject *tn = dget(message, k_tool_name2);
+        PyObject *tn = dget(message, k_tool_name);
         if (tn == NULL && PyErr_Occurred()) goto done;
         if (tn == NULL || !PyUnicode_CheckExact(tn)) { /* (plain_role admits only a str) */
             Py_DECREF(tool_name);
@@ -2185,7 +2182,7 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
                 PyObject *part = PyList_GET_ITEM(content, i);
                 if (!PyDict_Check(part)) continue;
-                PyObject *pt = dget(part, k_type);
+                PyObject *pt = dget(part, type_key);
                 if (pt == NULL && PyErr_Occurred()) goto done;
                 PyObject *piece = NULL;
                 if (str_is(pt, "text")) {
@@ -2275,7 +2272,7 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
     PyObject *eid = dget(raw, id_key);
     if (eid == NULL && PyErr_Occurred()) goto done;
     if (eid == NULL || !PyUnicode_CheckExact(eid)) eid = Py_None;
-    PyObject *pid = dget(raw, k_parent_id2);
+    PyObject *pid = dget(raw, parent_key);
     if (pid == NULL && PyErr_Occurred()) goto done;
     if (pid == NULL || !PyUnicode_CheckExact(pid)) pid = Py_None;
     PyObject *ts = NULL;
@@ -2364,9 +2361,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     id_key = PyUnicode_InternFromString("id");
     parent_key = PyUnicode_InternFromString("parentId");
     first_name = PyUnicode_InternFromString("first");
-    text_key = PyUnicode_InternFromString("text");
+    k_text = PyUnicode_InternFromString("text");
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
-        || parent_key == NULL || first_name == NULL || text_key == NULL)
+        || parent_key == NULL || first_name == NULL || k_text == NULL)
         return NULL;
     if (feed_init() < 0) return NULL;
     return PyModule_Create(&native_module);

@@ -360,6 +360,7 @@ class Scanned:
             offsets_append(offset)
             lengths_append(length)
             # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
+            done: Any = None
             if value.get("type") == "message":
                 m: JsonValue = value.get("message")
                 if message_node is not None and type(m) is dict:
@@ -367,24 +368,13 @@ class Scanned:
                     calls.node = i
                     at = len(events)
                     done = message_node(m, eid, calls, events, MESSAGE_KINDS, ToolOutput, _truncate_line)
-                    if done is not None:
-                        kind, tokens, u, sp, deferred, seen = done
-                        kinds_append(kind)
-                        tokens_append(tokens)
-                        if u is not None:
-                            usage[i] = u
-                        if sp is not None:
-                            spans[i] = sp
-                        if deferred is not None:
-                            deferred_d[i] = deferred
-                        starts_append(at)
-                        if seen:
-                            nz.thinking += seen
-                            thinking[i] = seen
-                        return
-                if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
-                    stub_output(m)  # as `_stub`: its events keep one line of the output
-                kind, tokens, u, sp, comp, deferred = message_facts(value, True)
+                if done is not None:
+                    kind, tokens, u, sp, deferred, seen = done
+                    comp = None
+                else:
+                    if type(m) is dict and m.get("role") == "toolResult" and m.get("isError") is not True:
+                        stub_output(m)  # as `_stub`: its events keep one line of the output
+                    kind, tokens, u, sp, comp, deferred = message_facts(value, True)
             else:
                 kind, tokens, u, sp, comp, deferred = facts_of(value, True)
             kinds_append(kind)
@@ -397,6 +387,12 @@ class Scanned:
                 comps[i] = comp
             if deferred is not None:
                 deferred_d[i] = deferred
+            if done is not None:  # (its events are fed: a user, assistant or tool result message)
+                starts_append(at)
+                if seen:
+                    nz.thinking += seen
+                    thinking[i] = seen
+                return
             if kind is SYSTEM_KIND or kind[0] is OTHER or kind[0] is COMPACTION:
                 add_pi1x(i, value, kind)  # Pi 1.x markers, system estimates, context edits
             # speculative normalization (`_Speculative`; other entry types have no events)
