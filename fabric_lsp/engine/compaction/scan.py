@@ -361,6 +361,7 @@ class Scanned:
             lengths_append(length)
             # the node's facts (as Facts.add, with the tool-call argument lengths deferred)
             done: Any = None
+            at = seen = 0
             if value.get("type") == "message":
                 m: JsonValue = value.get("message")
                 if message_node is not None and type(m) is dict:
