@@ -39,6 +39,9 @@
  * message_node(...): the three above for one pass-1 node (compaction/scan.py);
  * plain_fields(...), collect_paths(...): a memory record's fields of a plain message
  * (memory/entry_text.py, memory/entry_fields.py).
+ *
+ * bm25_add(...), segment_keys(...): a hot query's BM25 scores and its segments' sort keys
+ * (memory/search.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -751,6 +754,256 @@ done:
     PyBuffer_Release(&at);
     PyBuffer_Release(&values);
     return result;
+}
+
+/* ---- bm25_add, segment_keys: a hot query's scoring and grouping (memory/search.py) ----
+ *
+ * bm25_add(scores, postings, doc_len, idf, k1p1, norm_a, norm_b) -> True, or False (not
+ * handled here: nothing changed). `postings` is one term's postings in a hot index (an
+ * int, a list or tuple of ints, or an 8-byte-item buffer such as array('Q')), each
+ * `idx << 32 | tf`; `doc_len` a 4-byte-item buffer (array('I')). For each posting in order,
+ * exactly as `bm25_located`'s loop:
+ *     scores[idx] = scores.get(idx, 0.0) + idf * (tf * k1p1) / (tf + (norm_a + norm_b * doc_len[idx]))
+ * The product `norm_b * doc_len[idx]` is rounded before it is added (no fused multiply-add),
+ * as Python rounds it, so every score is the same double. */
+static int bm25_one(PyObject *scores, uint64_t p, const uint32_t *dl, Py_ssize_t ndl, double idf, double k1p1,
+                    double norm_a, double norm_b) {
+    uint64_t idx = p >> 32;
+    double tf = (double)(p & 0xFFFFFFFFu);
+    if (idx >= (uint64_t)ndl) {
+        PyErr_SetString(PyExc_IndexError, "array index out of range");
+        return -1;
+    }
+    volatile double by_len = norm_b * (double)dl[idx];
+    double s = idf * (tf * k1p1) / (tf + (norm_a + by_len));
+    PyObject *key = PyLong_FromUnsignedLongLong(idx);
+    if (key == NULL) return -1;
+    PyObject *cur = PyDict_GetItemWithError(scores, key); /* borrowed */
+    PyObject *val;
+    if (cur == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        val = PyFloat_FromDouble(0.0 + s);
+    } else if (PyFloat_CheckExact(cur)) {
+        val = PyFloat_FromDouble(PyFloat_AS_DOUBLE(cur) + s);
+    } else {
+        PyObject *sf = PyFloat_FromDouble(s);
+        val = sf == NULL ? NULL : PyNumber_Add(cur, sf);
+        Py_XDECREF(sf);
+    }
+    if (val == NULL) {
+        Py_DECREF(key);
+        return -1;
+    }
+    int rc = PyDict_SetItem(scores, key, val);
+    Py_DECREF(key);
+    Py_DECREF(val);
+    return rc;
+}
+
+static PyObject *native_bm25_add(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "bm25_add(scores, postings, doc_len, idf, k1p1, norm_a, norm_b) takes 7 arguments");
+        return NULL;
+    }
+    PyObject *scores = args[0], *postings = args[1];
+    if (!PyDict_CheckExact(scores)) Py_RETURN_FALSE;
+    if (!PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[4]) || !PyFloat_CheckExact(args[5])
+        || !PyFloat_CheckExact(args[6]))
+        Py_RETURN_FALSE;
+    double idf = PyFloat_AS_DOUBLE(args[3]), k1p1 = PyFloat_AS_DOUBLE(args[4]);
+    double norm_a = PyFloat_AS_DOUBLE(args[5]), norm_b = PyFloat_AS_DOUBLE(args[6]);
+    int list_like = PyList_CheckExact(postings) || PyTuple_CheckExact(postings);
+    Py_buffer plist = {0};
+    int have_plist = 0;
+    if (!PyLong_CheckExact(postings) && !list_like) {
+        if (!PyObject_CheckBuffer(postings)) Py_RETURN_FALSE;
+        if (PyObject_GetBuffer(postings, &plist, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        have_plist = 1;
+        if (plist.itemsize != 8 || plist.format == NULL || (strcmp(plist.format, "Q") != 0 && strcmp(plist.format, "L") != 0)) {
+            PyBuffer_Release(&plist);
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_buffer dlb;
+    if (!PyObject_CheckBuffer(args[2]) || PyObject_GetBuffer(args[2], &dlb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        if (have_plist) PyBuffer_Release(&plist);
+        Py_RETURN_FALSE;
+    }
+    if (dlb.itemsize != 4 || dlb.format == NULL || strcmp(dlb.format, "I") != 0) {
+        PyBuffer_Release(&dlb);
+        if (have_plist) PyBuffer_Release(&plist);
+        Py_RETURN_FALSE;
+    }
+    const uint32_t *dl = (const uint32_t *)dlb.buf;
+    Py_ssize_t ndl = dlb.len / 4;
+    int rc = 0;
+    if (have_plist) {
+        const uint64_t *ps = (const uint64_t *)plist.buf;
+        Py_ssize_t n = plist.len / 8;
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = bm25_one(scores, ps[i], dl, ndl, idf, k1p1, norm_a, norm_b);
+        PyBuffer_Release(&plist);
+    } else if (list_like) {
+        /* (the list is not changed meanwhile: nothing here runs Python code) */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(postings);
+        PyObject **items = PySequence_Fast_ITEMS(postings);
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            unsigned long long p = PyLong_CheckExact(items[i]) ? PyLong_AsUnsignedLongLong(items[i]) : (unsigned long long)-1;
+            if (p == (unsigned long long)-1) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bm25_add: a posting is not a packed int");
+                rc = -1;
+                break;
+            }
+            rc = bm25_one(scores, (uint64_t)p, dl, ndl, idf, k1p1, norm_a, norm_b);
+        }
+    } else {
+        unsigned long long p = PyLong_AsUnsignedLongLong(postings);
+        if (p == (unsigned long long)-1 && PyErr_Occurred())
+            rc = -1;
+        else
+            rc = bm25_one(scores, (uint64_t)p, dl, ndl, idf, k1p1, norm_a, norm_b);
+    }
+    PyBuffer_Release(&dlb);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* segment_keys(matched, seg_of, starts, neg_mtime, base_index, file_key, vn, seq) -> list, or None
+ * (not decided here: nothing made). One hot view's matched positions (`matched`: a dict of
+ * int position -> float score, in the order the scores were first set) grouped by segment
+ * (`seg_of`: array('I') of each position's segment number; `starts`: the segments' first
+ * positions, a list of ints), as `group_and_rank`'s sort keys: for each segment with a
+ * match, in the order of its first matched position in `matched`,
+ *     (-best score, neg_mtime, 0, base_index + starts[si], file_key, seq + k, vn, si, count)
+ * where k counts the keys made. */
+static PyObject *native_segment_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "segment_keys(matched, seg_of, starts, neg_mtime, base_index, file_key, vn, seq) takes 8 arguments");
+        return NULL;
+    }
+    PyObject *matched = args[0], *starts = args[2], *neg_mtime = args[3], *file_key = args[5], *vn = args[6];
+    if (!PyDict_CheckExact(matched) || !PyList_CheckExact(starts) || !PyLong_CheckExact(args[4])
+        || !PyLong_CheckExact(args[7]))
+        Py_RETURN_NONE;
+    int overflow = 0;
+    long long base = PyLong_AsLongLongAndOverflow(args[4], &overflow);
+    if (overflow || (base == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    long long seq = PyLong_AsLongLongAndOverflow(args[7], &overflow);
+    if (overflow || (seq == -1 && PyErr_Occurred()) || seq < 0 || seq > ((long long)1 << 60)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer sb;
+    if (!PyObject_CheckBuffer(args[1]) || PyObject_GetBuffer(args[1], &sb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = NULL;
+    double *best = NULL;
+    Py_ssize_t *count = NULL, *order = NULL;
+    long long *first = NULL;
+    Py_ssize_t nseg = PyList_GET_SIZE(starts), norder = 0;
+    if (sb.itemsize != 4 || sb.format == NULL || strcmp(sb.format, "I") != 0) goto fallback;
+    const uint32_t *seg_of = (const uint32_t *)sb.buf;
+    Py_ssize_t npos = sb.len / 4;
+    size_t cap = (size_t)(nseg > 0 ? nseg : 1);
+    best = (double *)malloc(cap * sizeof(double));
+    count = (Py_ssize_t *)calloc(cap, sizeof(Py_ssize_t));
+    order = (Py_ssize_t *)malloc(cap * sizeof(Py_ssize_t));
+    first = (long long *)malloc(cap * sizeof(long long));
+    if (best == NULL || count == NULL || order == NULL || first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t si = 0; si < nseg; si++) {
+        PyObject *s = PyList_GET_ITEM(starts, si);
+        long long v = PyLong_CheckExact(s) ? PyLong_AsLongLongAndOverflow(s, &overflow) : 0;
+        if (!PyLong_CheckExact(s) || overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        first[si] = v;
+    }
+    Py_ssize_t it = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(matched, &it, &key, &value)) {
+        if (!PyLong_CheckExact(key) || !PyFloat_CheckExact(value)) goto fallback;
+        Py_ssize_t pos = PyLong_AsSsize_t(key);
+        if (pos == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto fallback;
+        }
+        if (pos < 0 || pos >= npos) goto fallback;
+        Py_ssize_t si = (Py_ssize_t)seg_of[pos];
+        if (si >= nseg) goto fallback;
+        double score = PyFloat_AS_DOUBLE(value);
+        if (count[si] == 0) {
+            order[norder++] = si;
+            best[si] = score;
+            count[si] = 1;
+        } else {
+            count[si] += 1;
+            if (score > best[si]) best[si] = score;
+        }
+    }
+    for (Py_ssize_t k = 0; k < norder; k++) {
+        long long at = first[order[k]];
+        if ((base > 0 && at > LLONG_MAX - base) || (base < 0 && at < LLONG_MIN - base)) goto fallback;
+    }
+    out = PyList_New(norder);
+    if (out == NULL) goto done;
+    for (Py_ssize_t k = 0; k < norder; k++) {
+        Py_ssize_t si = order[k];
+        PyObject *t = PyTuple_New(9);
+        if (t == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, t);
+        PyObject *neg = PyFloat_FromDouble(-best[si]);
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *pos = PyLong_FromLongLong(base + first[si]);
+        PyObject *sq = PyLong_FromLongLong(seq + k);
+        PyObject *sio = PyLong_FromSsize_t(si);
+        PyObject *cnt = PyLong_FromSsize_t(count[si]);
+        Py_INCREF(neg_mtime);
+        Py_INCREF(file_key);
+        Py_INCREF(vn);
+        PyTuple_SET_ITEM(t, 0, neg);
+        PyTuple_SET_ITEM(t, 1, neg_mtime);
+        PyTuple_SET_ITEM(t, 2, zero);
+        PyTuple_SET_ITEM(t, 3, pos);
+        PyTuple_SET_ITEM(t, 4, file_key);
+        PyTuple_SET_ITEM(t, 5, sq);
+        PyTuple_SET_ITEM(t, 6, vn);
+        PyTuple_SET_ITEM(t, 7, sio);
+        PyTuple_SET_ITEM(t, 8, cnt);
+        if (neg == NULL || zero == NULL || pos == NULL || sq == NULL || sio == NULL || cnt == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+    goto done;
+fallback:
+    Py_CLEAR(out);
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    free(best);
+    free(count);
+    free(order);
+    free(first);
+    PyBuffer_Release(&sb);
+    return out;
 }
 
 /* ---- scan_lines: the line scan's common lines (memory/source.py, `scan_source`) ----
@@ -2338,6 +2591,12 @@ static PyMethodDef native_methods[] = {
      "entry_timestamp) -> a plain message's record fields, or None (not decided here)"},
     {"collect_paths", (PyCFunction)(void (*)(void))native_collect_paths, METH_FASTCALL,
      "collect_paths(value, out, path_key) -> True (the paths added to out), or False (not decided here)"},
+    {"bm25_add", (PyCFunction)(void (*)(void))native_bm25_add, METH_FASTCALL,
+     "bm25_add(scores, postings, doc_len, idf, k1p1, norm_a, norm_b) -> True (one term's scores added), or False "
+     "(not handled here: nothing changed)"},
+    {"segment_keys", (PyCFunction)(void (*)(void))native_segment_keys, METH_FASTCALL,
+     "segment_keys(matched, seg_of, starts, neg_mtime, base_index, file_key, vn, seq) -> one view's segment sort "
+     "keys, or None (not decided here)"},
     {"tool_output", (PyCFunction)(void (*)(void))native_tool_output, METH_FASTCALL,
      "tool_output(content, max_units) -> (chars, line, truncated) of a plain text/image tool output, else None"},
     {NULL, NULL, 0, NULL},

@@ -50,3 +50,17 @@ def plain_fields(
     /,
 ) -> tuple[Any, ...] | None: ...
 def collect_paths(value: Any, out: dict[str, None], path_key: Any, /) -> bool: ...
+def bm25_add(
+    scores: dict[int, float], postings: Any, doc_len: Any, idf: float, k1p1: float, norm_a: float, norm_b: float, /
+) -> bool: ...
+def segment_keys(
+    matched: dict[int, float],
+    seg_of: Any,
+    starts: list[int],
+    neg_mtime: float,
+    base_index: int,
+    file_key: Any,
+    vn: int,
+    seq: int,
+    /,
+) -> list[tuple[Any, ...]] | None: ...

@@ -140,6 +140,24 @@ def utf16_sort_key(s: str) -> bytes:
     return s.encode("utf-16-be", "surrogatepass")
 
 
+def utf16_order_str(s: str) -> str:
+    """A str whose code point order is JS's order of `s` (UTF-16 code units), comparable
+    with any other result of this function: `s` itself when it has no character beyond
+    U+FFFF, else `s` with each such character written as its two surrogate code points
+    (which sort below U+E000–U+FFFF, as its UTF-16 units do)."""
+    if s.isascii() or max(s, default="\0") <= "\uffff":
+        return s
+    out: list[str] = []
+    for ch in s:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            out.append(chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF)))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def has_unpaired_surrogate(s: str) -> bool:
     """True when `s`, read as JS UTF-16 code units, holds a surrogate that is not half of
     a high+low pair. Strings decoded from JSON carry a pair as one code point; a str built

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from fabric_lsp.protocol import Branches, ExactMatch, Pointer, ResultEntryRange, Segment, SegmentEntry, Tier
 
-from ..jsstr import iso_ms_or_none, js_stringify, utf16_sort_key
+from ..jsstr import iso_ms_or_none, js_stringify, utf16_order_str
+from ..native import NATIVE
+from .records import HotRecords
 from .tokenize import count_terms, finish_piece_counts, native_index_text, tokenize_lexical
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ _SESSION_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _ENTRY_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*\Z")
 
 _index_text, _add_counts = native_index_text()
+# a term's BM25 contributions and a view's segment keys in C (engine/_native.c), when built
+_bm25_add = getattr(NATIVE, "bm25_add", None)
+_segment_keys_c = getattr(NATIVE, "segment_keys", None)
 
 
 def _pack(plist: list[int]) -> array[int]:
@@ -137,7 +142,11 @@ class HotView:
     def __post_init__(self) -> None:
         self.file_key = _file_key(self.session_file)
         # Records are dense: entries[i]["index"] == base_index + i (also for range slices).
-        self.base_index = self.entries[0]["index"] if self.entries else 0
+        entries = self.entries
+        if type(entries) is HotRecords:  # its column (no record built)
+            self.base_index = entries.index_at(0) if len(entries) else 0
+        else:
+            self.base_index = entries[0]["index"] if entries else 0
 
 
 @dataclass
@@ -172,6 +181,14 @@ class SegmentItem:
     score: float
     matched: Any | None  # container of matched positions (set or located map); None = all
     matched_count: int
+
+    def records(self) -> list[JsonObject]:
+        """The segment's records, read once (its wire segment and its text both show them)."""
+        recs: list[JsonObject] | None = self.__dict__.get("_records")
+        if recs is None:
+            entries = self.view.entries
+            recs = self.__dict__["_records"] = [entries[pos] for pos in range(self.start, self.end)]
+        return recs
 
 
 # ---- scoring ---------------------------------------------------------------------------
@@ -228,6 +245,8 @@ def bm25_located(
         for vn, v, kept in lists:
             scores = located.setdefault(vn, {})
             dl = v.index.doc_len
+            if _bm25_add is not None and _bm25_add(scores, kept, dl, idf, k1p1, norm_a, norm_b):
+                continue  # the loop below, in C (the same doubles)
             get = scores.get
             for p in kept:
                 idx = p >> 32
@@ -271,25 +290,35 @@ def rank_digest_hits(hits: list[tuple[DigestView, list[str]]]) -> list[DigestHit
 # ---- grouping, ranking, pagination ------------------------------------------------------
 
 
-def _segments_for(view: HotView, matched: dict[int, float] | None, browse: bool) -> list[SegmentItem]:
+def _segments_for(view: HotView, matched: dict[int, float]) -> list[SegmentItem]:
+    """A browse's segments of one view: every segment, each with its matched positions."""
     starts = view.index.seg_starts  # the index is always built over exactly view.entries
     n = len(view.entries)
     out: list[SegmentItem] = []
-    if browse:
-        assert matched is not None
-        everything = len(matched) >= n
-        for si, start in enumerate(starts):
-            end = starts[si + 1] if si + 1 < len(starts) else n
-            if everything:
-                out.append(SegmentItem(view, start, end, 0.0, None, end - start))
-            else:
-                chosen = {p for p in range(start, end) if p in matched}
-                out.append(SegmentItem(view, start, end, 0.0, chosen, len(chosen)))
-        return out
-    assert matched is not None
-    by_seg: dict[int, list[Any]] = {}  # segment number -> [best score, matched count]
-    nseg = len(starts)
+    everything = len(matched) >= n
+    for si, start in enumerate(starts):
+        end = starts[si + 1] if si + 1 < len(starts) else n
+        if everything:
+            out.append(SegmentItem(view, start, end, 0.0, None, end - start))
+        else:
+            chosen = {p for p in range(start, end) if p in matched}
+            out.append(SegmentItem(view, start, end, 0.0, chosen, len(chosen)))
+    return out
+
+
+def _segment_keys(view: HotView, vn: int, matched: dict[int, float], seq: int) -> list[tuple[Any, ...]]:
+    """A query's segments of one view (those with a matched position) as sort keys:
+    `(-best score, -mtime, 0, first index, file key, seq, vn, segment number, matched
+    count)`, in the order of each segment's first position in `matched`; `seq` numbers
+    them on from the given value. The first five are `_item_key` of the segment's item;
+    `_item_of` makes the item of a key (only the ranked page's are made)."""
+    starts = view.index.seg_starts
     seg_of = view.index.seg_of
+    if _segment_keys_c is not None:
+        keys = _segment_keys_c(matched, seg_of, starts, -view.mtime, view.base_index, view.file_key, vn, seq)
+        if keys is not None:
+            return keys
+    by_seg: dict[int, list[Any]] = {}  # segment number -> [best score, matched count]
     get = by_seg.get
     for pos, score in matched.items():
         si = seg_of[pos]
@@ -300,17 +329,33 @@ def _segments_for(view: HotView, matched: dict[int, float] | None, browse: bool)
             cur[1] += 1
             if score > cur[0]:
                 cur[0] = score
-    # Segments share the located map; which of their entries matched is looked up only
-    # when a segment is rendered (most segments are never on the page).
+    neg_mtime, base, file_key = -view.mtime, view.base_index, view.file_key
+    out: list[tuple[Any, ...]] = []
     for si, (score, count) in by_seg.items():
-        end = starts[si + 1] if si + 1 < nseg else n
-        out.append(SegmentItem(view, starts[si], end, score, matched, count))
+        out.append((-score, neg_mtime, 0, base + starts[si], file_key, seq, vn, si, count))
+        seq += 1
     return out
 
 
-def _file_key(path: str) -> Any:
-    # Code point order equals JS `<` order unless astral characters are present.
-    return path if max(path, default="\0") <= "\uffff" else utf16_sort_key(path)
+def _item_of(key: tuple[Any, ...], views: list[HotView], located: dict[int, dict[int, float]]) -> Any:
+    """The ranked item of a sort key: a `_segment_keys` key's SegmentItem (segments share
+    their view's located map; which of their entries matched is looked up only when a
+    segment is rendered), else the item the key carries."""
+    if len(key) == 9:
+        vn: int = key[6]
+        si: int = key[7]
+        count: int = key[8]
+        view = views[vn]
+        starts = view.index.seg_starts
+        end = starts[si + 1] if si + 1 < len(starts) else len(view.entries)
+        return SegmentItem(view, starts[si], end, -key[0], located[vn], count)
+    return key[6]
+
+
+def _file_key(path: str) -> str:
+    # JS `<` order as a str, comparable between any two paths (an ASCII path, told at once
+    # by `isascii`, is its own key)
+    return path if path.isascii() else utf16_order_str(path)
 
 
 def _item_key(item: Any) -> tuple[Any, ...]:
@@ -331,32 +376,53 @@ def group_and_rank(
 ) -> tuple[list[Any], int, int, int, bool]:
     """(ranked items, totalItems, totalMatches, segmentCount, item cap reached).
 
-    The ranked list holds at least the first `needed` items of the global order (all of
-    them when `needed` is None); totals always describe the whole retained stream."""
-    items: list[Any] = []
-    for vn, matched in located.items():
-        items.extend(_segments_for(views[vn], matched, browse))
-    items.extend(digest_hits)
-    if not items:
-        return [], 0, 0, 0, False
-    capped = len(items) > max_items
-    if capped or needed is None or needed * 4 >= len(items):
-        items.sort(key=_item_key)
-        if capped:
-            del items[max_items:]
-        ranked = items
-    else:
-        # Only the page is shown: select it instead of sorting everything (same order).
-        ranked = heapq.nsmallest(needed, items, key=_item_key)
+    The ranked list holds the first `needed` items of the global order (all of them when
+    `needed` is None); totals always describe the whole retained stream.
+
+    Every item is ranked by its sort key (`_item_key`) followed by a number unique to it,
+    so the order is the keys' and no two keys are ever equal; a query's segments are
+    ranked as bare keys (`_segment_keys`) and only the returned ones become items."""
+    keyed: list[tuple[Any, ...]] = []
     total = 0
     segs = 0
-    for it in items:
-        if type(it) is SegmentItem:
-            total += it.matched_count
-            segs += 1
+    for vn, matched in located.items():
+        view = views[vn]
+        if browse:
+            for item in _segments_for(view, matched):
+                keyed.append((*_item_key(item), len(keyed), item))
+                total += item.matched_count
+                segs += 1
         else:
-            total += 1
-    return ranked, len(items), total, segs, capped
+            keys = _segment_keys(view, vn, matched, len(keyed))
+            keyed.extend(keys)
+            total += len(matched)  # every matched position is in one segment
+            segs += len(keys)
+    for hit in digest_hits:
+        keyed.append((*_item_key(hit), len(keyed), hit))
+    total += len(digest_hits)
+    if not keyed:
+        return [], 0, 0, 0, False
+    capped = len(keyed) > max_items
+    if capped or needed is None or needed * 4 >= len(keyed):
+        keyed.sort()
+        if capped:
+            del keyed[max_items:]
+            total = segs = 0
+            for key in keyed:
+                if len(key) == 9:
+                    total += key[8]
+                    segs += 1
+                elif type(key[6]) is SegmentItem:
+                    total += key[6].matched_count
+                    segs += 1
+                else:
+                    total += 1
+        top = keyed if needed is None else keyed[:needed]
+    else:
+        # Only the page is shown: select it instead of sorting everything (same order).
+        top = heapq.nsmallest(needed, keyed)
+    ranked = [_item_of(key, views, located) for key in top]
+    return ranked, len(keyed), total, segs, capped
 
 
 # ---- wire objects and text ------------------------------------------------------------
@@ -367,8 +433,8 @@ def segment_result(item: SegmentItem) -> Segment:
     v = item.view
     entries: list[SegmentEntry] = []
     exact: list[ExactMatch] = []
-    for pos in range(item.start, item.end):
-        rec = v.entries[pos]
+    recs = item.records()
+    for pos, rec in zip(range(item.start, item.end), recs):
         matched = item.matched is None or pos in item.matched
         entries.append(
             SegmentEntry(
@@ -392,8 +458,8 @@ def segment_result(item: SegmentItem) -> Segment:
                     index=rec["index"], entry_id=rec.get("entryId"), operation_address=rec.get("operationAddress")
                 )
             )
-    first = v.entries[item.start]["index"]
-    last = v.entries[item.end - 1]["index"]
+    first = recs[0]["index"]
+    last = recs[-1]["index"]
     return Segment(
         tier=cast("Tier", v.tier),
         session_id=v.session_id,
@@ -438,12 +504,12 @@ def entry_reference(session_id: str, rec: JsonObject) -> str | None:
 
 def _render_segment(item: SegmentItem, browse: bool, entry_refs: bool) -> str:
     v = item.view
-    first = v.entries[item.start]["index"]
-    last = v.entries[item.end - 1]["index"]
+    recs = item.records()
+    first = recs[0]["index"]
+    last = recs[-1]["index"]
     rng = f"#{first}" if first == last else f"#{first}-#{last}"
     lines = [f"--- {rng} ({item.matched_count}/{item.end - item.start} match) ---"]
-    for pos in range(item.start, item.end):
-        rec = v.entries[pos]
+    for pos, rec in zip(range(item.start, item.end), recs):
         matched = item.matched is None or pos in item.matched
         marker = ">" if (browse or matched) else " "
         label = rec.get("role") or rec.get("type")

@@ -24,6 +24,7 @@ from fabric_lsp.engine.jsstr import (
     js_stringify,
     truncate,
     utf16_len,
+    utf16_order_str,
     utf16_sort_key,
 )
 from tests.support.examples import profile_examples
@@ -100,6 +101,17 @@ def test_string_of_values():
 def test_utf16_sort_order():
     words = ["\uffff", "😀", "a"]
     assert sorted(words, key=utf16_sort_key) == ["a", "😀", "\uffff"]
+    assert sorted(words, key=utf16_order_str) == ["a", "😀", "\uffff"]
+
+
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(st.lists(st.text(alphabet="a\x7f\u00e9\ud7ff\ue000\uffff😀\U0010ffff", max_size=6), max_size=8))
+def test_utf16_order_str_is_js_order_and_comparable_across_strings(words: list[str]) -> None:
+    # str keys for every string (mixed with ASCII ones), ordered as their UTF-16 units
+    keys = [utf16_order_str(w) for w in words]
+    assert all(type(k) is str for k in keys)
+    assert sorted(words, key=utf16_order_str) == sorted(words, key=utf16_sort_key)
+    assert all(utf16_order_str(w) == w for w in words if max(w, default="a") <= "\uffff")
 
 
 def test_clip_utf8_rules():
