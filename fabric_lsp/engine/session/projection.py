@@ -513,7 +513,9 @@ def file_context_edit_marks(
         st = os.stat(path)
     except OSError:
         return None
-    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino, leaf_id, branches, source_hash)
+    # the path as given (no `realpath`: a lstat per path component on every recall) and
+    # the file's identity and version
+    key = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, leaf_id, branches, source_hash)
     hit = _marks_cache.get(key)
     if hit is not None:
         return hit
