@@ -183,16 +183,19 @@ class FabricProtocol(LanguageServerProtocol):
         if self.writer is None:
             log.error("unable to send data: no transport")
             return
-        try:
-            body = message_json(data, self._serialize_message)
-        except Exception as err:
-            log.exception("cannot serialize an outgoing message")
-            msg_id = getattr(data, "id", None)
-            if msg_id is None or not hasattr(data, "result"):
-                return
-            error = {"code": -32603, "message": f"the result could not be serialized: {type(err).__name__}"}
-            body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error})
-        payload = body.encode(self.CHARSET)  # (an encoded result holds raw UTF-8: count bytes)
+        if type(data) is JsonRPCResponseMessage and type(data.result) is EncodedResult:
+            payload = data.result.response(data.id)  # (UTF-8 already: no text made of it)
+        else:
+            try:
+                body = message_json(data, self._serialize_message)
+            except Exception as err:
+                log.exception("cannot serialize an outgoing message")
+                msg_id = getattr(data, "id", None)
+                if msg_id is None or not hasattr(data, "result"):
+                    return
+                error = {"code": -32603, "message": f"the result could not be serialized: {type(err).__name__}"}
+                body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error})
+            payload = body.encode(self.CHARSET)  # (an encoded result holds raw UTF-8: count bytes)
         header = f"Content-Length: {len(payload)}\r\nContent-Type: {self.CONTENT_TYPE}; charset={self.CHARSET}\r\n\r\n"
         frame = (header.encode("ascii") + payload) if self._include_headers else payload
         try:
@@ -253,13 +256,22 @@ class EncodedResult:
     encoder would then walk again (about 1 ms of a 175 KB recall answer). msgspec writes
     a non-finite float as `null`, as JSON.stringify does."""
 
-    __slots__ = ("json",)
+    __slots__ = ("raw",)
 
     def __init__(self, struct: Any) -> None:
         try:
-            self.json: str = msgspec.json.encode(struct).decode("utf-8")
+            self.raw: bytes = msgspec.json.encode(struct)  # UTF-8
         except UnicodeEncodeError:  # a lone surrogate (an echoed query): JSON's \uXXXX escape
-            self.json = wire_json(msgspec.to_builtins(struct))
+            self.raw = wire_json(msgspec.to_builtins(struct)).encode("ascii")
+
+    @property
+    def json(self) -> str:
+        return self.raw.decode("utf-8")
+
+    def response(self, msg_id: Any) -> bytes:
+        """The whole response's JSON as UTF-8: `message_json`'s text, encoded, made with
+        one copy of the result (no text in between)."""
+        return b"".join((b'{"id":', json.dumps(msg_id).encode("utf-8"), b',"jsonrpc":"2.0","result":', self.raw, b"}"))
 
 
 def message_json(data: Any, serialize: Any) -> str:

@@ -3,6 +3,7 @@ protocol.py Struct and back loses no key and changes no value."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
@@ -142,3 +143,32 @@ def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> 
         == wire_json(odd, serialize)
         == '{"id": 4, "jsonrpc": "2.0", "result": {"x": {"y": [1, "two"]}}}'
     )
+
+
+@pytest.mark.parametrize("path", SESSIONS[:2], ids=lambda p: p.name[:2])
+def test_an_encoded_result_is_written_as_the_bytes_of_its_text(path: Path) -> None:
+    """A result Struct's response goes out as bytes made around msgspec's output
+    (`EncodedResult.response`): the UTF-8 of the text `message_json` makes of it, also
+    for a lone surrogate (JSON's escape) and for any id."""
+    from pygls.protocol import JsonRPCResponseMessage
+
+    from fabric_lsp.server import EncodedResult, FabricServer, message_json
+
+    serialize = FabricServer().protocol._serialize_message
+    preview = protocol.result_from_json(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))
+    odd = protocol.Coverage(
+        complete=False,
+        indexed_sessions=1,
+        eligible_sessions=2,
+        stale_sessions=0,
+        incomplete_sessions=0,
+        reasons=["é\u2028\ud800"],
+        error=None,
+    )
+    for struct in (preview, odd):
+        for msg_id in (3, "req-é", 2**60):
+            encoded = EncodedResult(struct)
+            message = JsonRPCResponseMessage(id=msg_id, jsonrpc="2.0", result=encoded)
+            text = message_json(message, serialize)
+            assert encoded.response(msg_id) == text.encode("utf-8")
+            assert json.loads(text)["result"] == msgspec.to_builtins(struct)
