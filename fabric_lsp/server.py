@@ -264,13 +264,9 @@ class EncodedResult:
         except UnicodeEncodeError:  # a lone surrogate (an echoed query): JSON's \uXXXX escape
             self.raw = wire_json(msgspec.to_builtins(struct)).encode("ascii")
 
-    @property
-    def json(self) -> str:
-        return self.raw.decode("utf-8")
-
     def response(self, msg_id: Any) -> bytes:
-        """The whole response's JSON as UTF-8: `message_json`'s text, encoded, made with
-        one copy of the result (no text in between)."""
+        """The whole response's JSON as UTF-8 (`id`, `jsonrpc`, `result`), made with one
+        copy of the result and no text in between."""
         return b"".join((b'{"id":', json.dumps(msg_id).encode("utf-8"), b',"jsonrpc":"2.0","result":', self.raw, b"}"))
 
 
@@ -280,7 +276,7 @@ def message_json(data: Any, serialize: Any) -> str:
     (protocol.to_wire), which the converter would only copy value by value (a few ms for
     a recall answer)."""
     if type(data) is JsonRPCResponseMessage and type(data.result) is EncodedResult:
-        return f'{{"id":{json.dumps(data.id)},"jsonrpc":"2.0","result":{data.result.json}}}'
+        return data.result.response(data.id).decode("utf-8")
     if type(data) is JsonRPCResponseMessage and type(data.result) is dict:
         try:
             return wire_json({"id": data.id, "jsonrpc": data.jsonrpc, "result": data.result})

@@ -146,15 +146,12 @@ def test_a_result_is_sent_as_the_same_text_without_the_converter(path: Path) -> 
 
 
 @pytest.mark.parametrize("path", SESSIONS[:2], ids=lambda p: p.name[:2])
-def test_an_encoded_result_is_written_as_the_bytes_of_its_text(path: Path) -> None:
+def test_an_encoded_result_is_written_as_the_bytes_of_its_response(path: Path) -> None:
     """A result Struct's response goes out as bytes made around msgspec's output
-    (`EncodedResult.response`): the UTF-8 of the text `message_json` makes of it, also
-    for a lone surrogate (JSON's escape) and for any id."""
-    from pygls.protocol import JsonRPCResponseMessage
+    (`EncodedResult.response`): `id`, `jsonrpc`, `result` in that order, the result's
+    values unchanged, for any id and for a lone surrogate (JSON's escape)."""
+    from fabric_lsp.server import EncodedResult
 
-    from fabric_lsp.server import EncodedResult, FabricServer, message_json
-
-    serialize = FabricServer().protocol._serialize_message
     preview = protocol.result_from_json(protocol.COMPACTION_PREVIEW, preview_compaction(str(path), include_qa=True))
     odd = protocol.Coverage(
         complete=False,
@@ -167,8 +164,9 @@ def test_an_encoded_result_is_written_as_the_bytes_of_its_text(path: Path) -> No
     )
     for struct in (preview, odd):
         for msg_id in (3, "req-é", 2**60):
-            encoded = EncodedResult(struct)
-            message = JsonRPCResponseMessage(id=msg_id, jsonrpc="2.0", result=encoded)
-            text = message_json(message, serialize)
-            assert encoded.response(msg_id) == text.encode("utf-8")
-            assert json.loads(text)["result"] == msgspec.to_builtins(struct)
+            data = EncodedResult(struct).response(msg_id)
+            message = json.loads(data.decode("utf-8"))
+            assert list(message) == ["id", "jsonrpc", "result"]
+            assert message == {"id": msg_id, "jsonrpc": "2.0", "result": msgspec.to_builtins(struct)}
+            if struct is preview:  # msgspec's own bytes, uncopied into text
+                assert data.endswith(b',"jsonrpc":"2.0","result":' + msgspec.json.encode(struct) + b"}")

@@ -848,11 +848,11 @@ static PyObject *native_bm25_add(PyObject *self, PyObject *const *args, Py_ssize
         for (Py_ssize_t i = 0; i < n && rc == 0; i++) rc = bm25_one(scores, ps[i], dl, ndl, idf, k1p1, norm_a, norm_b);
         PyBuffer_Release(&plist);
     } else if (list_like) {
-        /* (the list is not changed meanwhile: nothing here runs Python code) */
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(postings);
-        PyObject **items = PySequence_Fast_ITEMS(postings);
-        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-            unsigned long long p = PyLong_CheckExact(items[i]) ? PyLong_AsUnsignedLongLong(items[i]) : (unsigned long long)-1;
+        /* size and item read again at each step: adding to a score that is not a float
+         * runs Python code (its __add__), which could change the list */
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(postings) && rc == 0; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(postings, i);
+            unsigned long long p = PyLong_CheckExact(item) ? PyLong_AsUnsignedLongLong(item) : (unsigned long long)-1;
             if (p == (unsigned long long)-1) {
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "bm25_add: a posting is not a packed int");
                 rc = -1;

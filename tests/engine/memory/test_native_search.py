@@ -187,6 +187,10 @@ def test_bm25_add_takes_every_postings_form_and_leaves_others_to_python() -> Non
             expected[idx] = expected.get(idx, 0.0) + args[0] * (tf * args[1]) / (tf + (args[2] + args[3] * dl[idx]))
         assert _native.bm25_add(scores, postings, dl, *args) is True
         assert list(scores.items()) == list(expected.items())
+    # a score that is not a float is added to as Python adds (its own __add__)
+    scores = {1: 2}
+    assert _native.bm25_add(scores, (1 << 32) | 1, dl, *args) is True
+    assert scores == {1: 2 + args[0] * (1 * args[1]) / (1 + (args[2] + args[3] * dl[1]))}
     # not decided here (nothing changed): another doc_len type, a non-float, an unknown form
     scores = {}
     assert _native.bm25_add(scores, [1], [3, 1], *args) is False
