@@ -37,8 +37,8 @@
  * feed_message(...): normalization of the common messages (compaction/normalize.py);
  * message_facts(...): the facts of the common messages (compaction/facts.py);
  * message_node(...): the three above for one pass-1 node (compaction/scan.py);
- * plain_fields(...), collect_paths(...): a memory record's fields of a plain message
- * (memory/entry_text.py, memory/entry_fields.py).
+ * plain_fields(...), collect_paths(...), args_summary(...): a memory record's fields of a
+ * plain message (memory/entry_text.py, memory/entry_fields.py).
  *
  * bm25_add(...), segment_keys(...): a hot query's BM25 scores and its segments' sort keys
  * (memory/search.py).
@@ -2367,6 +2367,163 @@ static PyObject *native_collect_paths(PyObject *self, PyObject *const *args, Py_
     Py_RETURN_TRUE;
 }
 
+/* args_summary(arguments, limit) -> str | None: a tool call's argument summary
+ * (`entry_fields.args_summary`, memory/entry_fields.py): `JSON.stringify(arguments)` cut
+ * to `limit` Unicode scalars plus "…" when longer, written only as far as the cut (a
+ * `write` call's arguments hold a whole file; the summary keeps its first 400 scalars).
+ * None, for the Python code, when what is written up to the cut holds a float, an integer
+ * beyond JavaScript's safe range, a surrogate code point, an object key that starts with a
+ * digit (JavaScript lists integer-like keys first), a container nested deeper than
+ * SUMMARY_DEPTH or any value that is not an exact str, int, bool, None, dict or list.
+ * tests/engine/memory/test_native_args_summary.py compares it with the Python code. */
+#define SUMMARY_DEPTH 100
+
+typedef struct {
+    Py_UCS4 *buf;
+    Py_ssize_t n, cap;
+    int state; /* 0 writing; 1 the cut was passed (truncated); 2 left to Python */
+} Summary;
+
+static void sum_put(Summary *s, Py_UCS4 ch) {
+    if (s->state) return;
+    if (ch >= 0xD800 && ch <= 0xDFFF) { /* (Python joins raw pairs first: its length may differ) */
+        s->state = 2;
+        return;
+    }
+    if (s->n == s->cap) {
+        s->state = 1;
+        return;
+    }
+    s->buf[s->n++] = ch;
+}
+
+static void sum_ascii(Summary *s, const char *text) {
+    for (; *text && !s->state; text++) sum_put(s, (Py_UCS4)(unsigned char)*text);
+}
+
+static void sum_quote(Summary *s, PyObject *str) {
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    static const char hex[] = "0123456789abcdef";
+    sum_put(s, '"');
+    for (Py_ssize_t i = 0; i < len && !s->state; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '"' || c == '\\') {
+            sum_put(s, '\\');
+            sum_put(s, c);
+        } else if (c < 0x20) {
+            sum_put(s, '\\');
+            switch (c) {
+            case '\b': sum_put(s, 'b'); break;
+            case '\f': sum_put(s, 'f'); break;
+            case '\n': sum_put(s, 'n'); break;
+            case '\r': sum_put(s, 'r'); break;
+            case '\t': sum_put(s, 't'); break;
+            default:
+                sum_ascii(s, "u00");
+                sum_put(s, (Py_UCS4)hex[c >> 4]);
+                sum_put(s, (Py_UCS4)hex[c & 15]);
+            }
+        } else
+            sum_put(s, c);
+    }
+    sum_put(s, '"');
+}
+
+static void sum_value(Summary *s, PyObject *v, int depth) {
+    if (s->state) return;
+    if (PyUnicode_CheckExact(v)) {
+        sum_quote(s, v);
+    } else if (v == Py_None) {
+        sum_ascii(s, "null");
+    } else if (v == Py_True) {
+        sum_ascii(s, "true");
+    } else if (v == Py_False) {
+        sum_ascii(s, "false");
+    } else if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            s->state = 2;
+            return;
+        }
+        if (overflow || x > 9007199254740991LL || x < -9007199254740991LL) { /* (JS: a double) */
+            s->state = 2;
+            return;
+        }
+        char digits[32];
+        snprintf(digits, sizeof digits, "%lld", x);
+        sum_ascii(s, digits);
+    } else if (depth >= SUMMARY_DEPTH) {
+        s->state = 2;
+    } else if (PyDict_CheckExact(v)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *item;
+        while (PyDict_Next(v, &pos, &key, &item)) { /* every key, before the first is written */
+            if (!PyUnicode_CheckExact(key)
+                || (PyUnicode_GET_LENGTH(key) > 0 && Py_UNICODE_ISDIGIT(PyUnicode_READ_CHAR(key, 0)))) {
+                s->state = 2;
+                return;
+            }
+        }
+        sum_put(s, '{');
+        pos = 0;
+        int first = 1;
+        while (!s->state && PyDict_Next(v, &pos, &key, &item)) {
+            if (!first) sum_put(s, ',');
+            first = 0;
+            sum_quote(s, key);
+            sum_put(s, ':');
+            Py_INCREF(item);
+            sum_value(s, item, depth + 1);
+            Py_DECREF(item);
+        }
+        sum_put(s, '}');
+    } else if (PyList_CheckExact(v)) {
+        sum_put(s, '[');
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v) && !s->state; i++) {
+            if (i) sum_put(s, ',');
+            PyObject *item = PyList_GET_ITEM(v, i);
+            Py_INCREF(item);
+            sum_value(s, item, depth + 1);
+            Py_DECREF(item);
+        }
+        sum_put(s, ']');
+    } else
+        s->state = 2;
+}
+
+/* new reference: the summary, Py_None (left to Python) or NULL with an error set */
+static PyObject *summary_core(PyObject *arguments, Py_ssize_t limit) {
+    if (limit < 0) Py_RETURN_NONE;
+    Summary s = {NULL, 0, limit, 0};
+    s.buf = (Py_UCS4 *)PyMem_Malloc(sizeof(Py_UCS4) * (size_t)(limit + 2));
+    if (s.buf == NULL) return PyErr_NoMemory();
+    sum_value(&s, arguments, 0);
+    PyObject *out;
+    if (s.state == 2)
+        out = Py_NewRef(Py_None);
+    else {
+        if (s.state == 1) s.buf[s.n++] = 0x2026; /* "…" */
+        out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, s.buf, s.n);
+    }
+    PyMem_Free(s.buf);
+    return out;
+}
+
+static PyObject *native_args_summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "args_summary(arguments, limit)");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) return NULL;
+    return summary_core(args[0], limit);
+}
+
 static PyObject *format_tool(PyObject *shown, PyObject *summary) {
     /* "Tool: {shown}({summary})", summary NULL: "Tool: {shown}()" */
     return summary == NULL ? PyUnicode_FromFormat("Tool: %U()", shown) : PyUnicode_FromFormat("Tool: %U(%U)", shown, summary);
@@ -2374,12 +2531,14 @@ static PyObject *format_tool(PyObject *shown, PyObject *summary) {
 
 static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 9) {
+    if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError,
                         "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, "
-                        "path_key, entry_timestamp)");
+                        "path_key, entry_timestamp, summary_limit)");
         return NULL;
     }
+    Py_ssize_t summary_limit = PyLong_AsSsize_t(args[9]);
+    if (summary_limit == -1 && PyErr_Occurred()) return NULL;
     PyObject *raw = args[0], *message = args[1], *role = args[2], *limit_obj = args[5];
     int index_tool_output = PyObject_IsTrue(args[3]), index_thinking = PyObject_IsTrue(args[4]);
     if (index_tool_output < 0 || index_thinking < 0) return NULL;
@@ -2456,7 +2615,11 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
                     if (arguments == NULL && PyErr_Occurred()) goto done;
                     if (arguments != NULL) {
                         Py_INCREF(arguments);
-                        PyObject *summary = PyObject_CallFunctionObjArgs(args[6], arguments, Py_True, NULL);
+                        PyObject *summary = summary_core(arguments, summary_limit);
+                        if (summary == Py_None) { /* (a shape the C summary leaves to Python) */
+                            Py_DECREF(summary);
+                            summary = PyObject_CallFunctionObjArgs(args[6], arguments, Py_True, NULL);
+                        }
                         if (summary != NULL && !PyUnicode_Check(summary)) {
                             Py_DECREF(summary);
                             summary = NULL;
@@ -2589,6 +2752,8 @@ static PyMethodDef native_methods[] = {
     {"plain_fields", (PyCFunction)(void (*)(void))native_plain_fields, METH_FASTCALL,
      "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, path_key, "
      "entry_timestamp) -> a plain message's record fields, or None (not decided here)"},
+    {"args_summary", (PyCFunction)(void (*)(void))native_args_summary, METH_FASTCALL,
+     "args_summary(arguments, limit) -> JSON.stringify(arguments) cut to limit scalars (+ '…'), or None"},
     {"collect_paths", (PyCFunction)(void (*)(void))native_collect_paths, METH_FASTCALL,
      "collect_paths(value, out, path_key) -> True (the paths added to out), or False (not decided here)"},
     {"bm25_add", (PyCFunction)(void (*)(void))native_bm25_add, METH_FASTCALL,

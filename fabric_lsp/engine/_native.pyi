@@ -47,8 +47,10 @@ def plain_fields(
     args_summary: Any,
     path_key: Any,
     entry_timestamp: Any,
+    summary_limit: int,
     /,
 ) -> tuple[Any, ...] | None: ...
+def args_summary(arguments: Any, limit: int, /) -> str | None: ...
 def collect_paths(value: Any, out: dict[str, None], path_key: Any, /) -> bool: ...
 def bm25_add(
     scores: dict[int, float], postings: Any, doc_len: Any, idf: float, k1p1: float, norm_a: float, norm_b: float, /

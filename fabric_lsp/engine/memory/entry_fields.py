@@ -18,7 +18,9 @@ _PATH_KEY = re.compile(r"(?:file|path)s?$", re.IGNORECASE)
 PATH_KEY_SEARCH = _PATH_KEY.search  # (the accelerator asks it for a key that is not ASCII)
 _collect_paths_c: Any = getattr(NATIVE, "collect_paths", None)
 _PLAIN_ROLES = frozenset({"user", "assistant", "toolResult"})  # Normalizer._feed_plain
-_ARGS_SUMMARY_SCALARS = 400
+ARGS_SUMMARY_SCALARS = 400
+# `args_summary` in C, written only up to the cut (None: not built, or FABRIC_LSP_NATIVE=0)
+_args_summary_c: Any = getattr(NATIVE, "args_summary", None)
 
 
 def truncate_scalars(text: str, limit: int | None) -> tuple[str, bool]:
@@ -29,14 +31,20 @@ def truncate_scalars(text: str, limit: int | None) -> tuple[str, bool]:
 
 
 def args_summary(arguments: Any, present: bool) -> str:
+    """A tool call's arguments as a record shows them: `JSON.stringify(arguments)` cut to
+    ARGS_SUMMARY_SCALARS Unicode scalars, "…" added when cut; "" without arguments."""
     if not present:
         return ""
+    if _args_summary_c is not None:
+        fast = _args_summary_c(arguments, ARGS_SUMMARY_SCALARS)
+        if fast is not None:
+            return fast
     try:
         text = js_stringify(arguments)
     except (TypeError, ValueError, OverflowError):
         text = js_string(arguments)
-    if len(text) > _ARGS_SUMMARY_SCALARS:
-        return text[:_ARGS_SUMMARY_SCALARS] + "…"
+    if len(text) > ARGS_SUMMARY_SCALARS:
+        return text[:ARGS_SUMMARY_SCALARS] + "…"
     return text
 
 

@@ -20,6 +20,7 @@ from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy
 from ..native import NATIVE
 from ..session.content import content_text
 from .entry_fields import (
+    ARGS_SUMMARY_SCALARS,
     PATH_KEY_SEARCH,
     args_summary,
     collect_paths,
@@ -154,6 +155,7 @@ class Normalizer:
                 args_summary,
                 PATH_KEY_SEARCH,
                 entry_timestamp,
+                ARGS_SUMMARY_SCALARS,
             )
             if got is not None:
                 return got

@@ -304,7 +304,8 @@ _PATHS_PART = st.fixed_dictionaries(
     st.booleans(),
 )
 def test_the_plain_fields_in_c_equal_python(entries, calls, limit, thinking, tool_output):
-    """`_native.plain_fields` (with the paths collected in C) against the Python method."""
+    """`_native.plain_fields` (with the paths collected and the argument summaries written
+    in C) against the Python method."""
     entries = [*entries, {"type": "message", "id": "p", "message": {"role": "assistant", "content": calls}}]
     norm = Normalizer(
         "/s/f.jsonl", "sid", max_entry_chars=limit, index_thinking=thinking, index_tool_output=tool_output
@@ -316,12 +317,12 @@ def test_the_plain_fields_in_c_equal_python(entries, calls, limit, thinking, too
         a = copy.deepcopy(entry)
         native = norm._plain_fields(a, a["message"], role)
         b = copy.deepcopy(entry)
-        saved = entry_text._plain_fields_c, entry_fields._collect_paths_c
-        entry_text._plain_fields_c = entry_fields._collect_paths_c = None
+        saved = entry_text._plain_fields_c, entry_fields._collect_paths_c, entry_fields._args_summary_c
+        entry_text._plain_fields_c = entry_fields._collect_paths_c = entry_fields._args_summary_c = None
         try:
             python = norm._plain_fields(b, b["message"], role)
         finally:
-            entry_text._plain_fields_c, entry_fields._collect_paths_c = saved
+            entry_text._plain_fields_c, entry_fields._collect_paths_c, entry_fields._args_summary_c = saved
         assert repr(native) == repr(python)
         assert [type(v) for v in native] == [type(v) for v in python]
 
