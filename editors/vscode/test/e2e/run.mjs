@@ -46,12 +46,19 @@ let page;
 const ui = harness({ shotDir, failDir, stepMs: STEP_MS });
 const { check, runCommand, shot } = ui;
 
-/** The modal dialog VS Code shows for `showWarningMessage(…, {modal: true})`: its text, then a click on `button`. */
+/** The modal dialog VS Code shows for `showWarningMessage(…, {modal: true})`: its text, then a click on `button`.
+ *  A dialog without that button (another question, e.g. "Request Anyway" after a failed preview) fails the
+ *  step with the dialog's text, so a failure says which dialog came instead. */
 async function answerDialog(button) {
   const box = page.locator('.monaco-dialog-box').first();
   await box.waitFor({ state: 'visible' });
   const text = clean(await box.innerText());
-  await box.locator('.monaco-button', { hasText: button }).first().click();
+  try {
+    await box.locator('.monaco-button', { hasText: button }).first().click({ timeout: STEP_MS });
+  } catch (err) {
+    const shown = await box.innerText().then(clean, () => text);
+    throw new Error(`the dialog has no "${button}" button; it says: ${shown}\n${err.message.split('\n')[0]}`);
+  }
   await box.waitFor({ state: 'hidden' });
   return text;
 }
