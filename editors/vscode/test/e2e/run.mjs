@@ -79,6 +79,25 @@ async function waitForRows(pred, what) {
   throw new Error(`timed out waiting for ${what}; rows: ${JSON.stringify(rows).slice(0, 800)}`);
 }
 
+/**
+ * Clicks the quick pick row that includes `text` once the list has settled: the same rows
+ * in two reads 200 ms apart, none left over from the command palette. (The quick input
+ * widget reuses its rows: right after a command opens a picker, a row can still show the
+ * palette's label beside the new item's description, and an index taken then can point
+ * at another row by the time it is clicked.) Returns the settled rows.
+ */
+async function pickRow(text, what) {
+  let last = '';
+  const rows = await waitForRows((r) => {
+    const now = JSON.stringify(r);
+    const settled = now === last && r.some((t) => t.includes(text)) && !r.some((t) => t.includes('recently used'));
+    last = now;
+    return settled;
+  }, what);
+  await page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: text }).first().click();
+  return rows;
+}
+
 /** Text of the visible lines of the active editor. */
 async function editorText() {
   const lines = page.locator('.editor-group-container.active .monaco-editor .view-lines').first();
@@ -368,13 +387,13 @@ try {
   await check('Sessions… lists the fixture sessions', async () => {
     await closeAllEditors();
     await runCommand('Fabric: Sessions…');
-    const rows = await waitForRows((r) => r.length >= 6 && r.some((t) => t.includes(id02)), 'six sessions');
+    const rows = await waitForRows((r) => r.length >= 6 && r.some((t) => t.includes(id02)) && r.every((t) => /entries/.test(t)), 'six sessions');
     assert(rows.every((t) => /entries/.test(t)), `rows: ${rows.join(' | ')}`);
     await shot('sessions');
     // Choosing a session offers what to do with it; Compaction Status answers in a document
     // that stays open (not a toast that vanishes).
     const id01 = header(tmp.files['01']).id;
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id01))).click();
+    await pickRow(id01, 'the session picker');
     const actions = await waitForRows((r) => r.some((t) => t.includes('Compaction Status')), 'the session actions');
     for (const a of ['Open JSONL', 'Preview Compaction', 'Recall in this session…', 'Request Compaction…']) {
       assert(actions.some((t) => t.includes(a)), `action ${a}: ${actions.join(' | ')}`);
@@ -389,10 +408,7 @@ try {
     await closeAllEditors();
     await runCommand('Fabric: Preview Compaction');
     // No session file is active, so the command asks for one.
-    await waitForRows((r) => r.some((t) => t.includes(id02)), 'the session picker');
-    const rows = await quickPickRows();
-    const index = rows.findIndex((t) => t.includes(id02));
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(index).click();
+    await pickRow(id02, 'the session picker');
     // The plan opens in the Fabric sidebar's Compaction Plan view (a webview).
     const { frame, text } = await waitForWebview((t) => t.includes('Compaction plan') && t.includes(id02.slice(0, 8)), 'the compaction plan');
     assert(/Compacting now would replace \d+ entries/.test(text), `outcome sentence: ${text.slice(0, 600)}`);
@@ -410,9 +426,7 @@ try {
   await check('Preview Compaction with Instructions… asks for instructions and preserve items', async () => {
     await closeAllEditors();
     await runCommand('Fabric: Preview Compaction with Instructions…');
-    await waitForRows((r) => r.some((t) => t.includes(id02)), 'the session picker');
-    const rows = await quickPickRows();
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id02))).click();
+    await pickRow(id02, 'the session picker');
     const input = page.locator('.quick-input-widget input');
     await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
     await input.fill('Focus on the CHANGELOG work');
@@ -436,11 +450,10 @@ try {
     const id = header(file).id;
     const before = fs.readFileSync(file);
     await runCommand('Fabric: Request Compaction…');
-    const picked = await waitForRows((r) => r.some((t) => t.includes(id)), 'the session picker');
+    const picked = await pickRow(id, 'the session picker');
     const row = picked.find((t) => t.includes(id)).trim();
     // Sessions are named by their first user goal, not by id or file name.
     assert(/^Please fix the failing tests in the calc project/.test(row), `picker row titled by its goal: ${row}`);
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(picked.findIndex((t) => t.includes(id))).click();
     await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
@@ -454,9 +467,7 @@ try {
     // Nothing was sent: the server has no intent for the session, and the file is as it was.
     await runCommand('Notifications: Clear All Notifications');
     await runCommand('Fabric: Compaction Status');
-    await waitForRows((r) => r.some((t) => t.includes(id)), 'the session picker');
-    const rows = await quickPickRows();
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id))).click();
+    await pickRow(id, 'the session picker');
     const said = await waitForEditor((t) => t.includes('# Compaction status — Please fix the failing tests'), 'the status document');
     assert(said.includes('nothing pending'), `no pending intent after Cancel: ${said.slice(0, 600)}`);
     assert(Buffer.compare(before, fs.readFileSync(file)) === 0, 'the session file is byte-identical');
@@ -472,9 +483,7 @@ try {
     const now = new Date();
     fs.utimesSync(file05, now, now);
     await runCommand('Fabric: Request Compaction…');
-    await waitForRows((r) => r.some((t) => t.includes(id05)), 'the session picker');
-    const rows = await quickPickRows();
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id05))).click();
+    await pickRow(id05, 'the session picker');
     await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
     await page.keyboard.press('Enter');
     await page.locator('.quick-input-widget', { hasText: 'Preserve item 1' }).waitFor({ state: 'visible' });
@@ -504,9 +513,7 @@ try {
     const now = new Date();
     fs.utimesSync(file01, now, now);
     await runCommand('Fabric: Request Compaction…');
-    await waitForRows((r) => r.some((t) => t.includes(id01)), 'the session picker');
-    const rows = await quickPickRows();
-    await page.locator('.quick-input-widget .quick-input-list .monaco-list-row').nth(rows.findIndex((t) => t.includes(id01))).click();
+    await pickRow(id01, 'the session picker');
     const input = page.locator('.quick-input-widget input');
     await page.locator('.quick-input-widget', { hasText: 'Instructions for the summary' }).waitFor({ state: 'visible' });
     await input.fill('Keep the calc API stable');
