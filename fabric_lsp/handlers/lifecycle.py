@@ -23,6 +23,9 @@ log = logging.getLogger("fabric_lsp.lifecycle")
 POLL_INTERVAL_S = float(os.environ.get("FABRIC_LSP_POLL_INTERVAL", "2.0"))
 WATCH_REGISTRATION_ID = "fabric-lsp/session-files"
 CONFIG_REGISTRATION_ID = "fabric-lsp/configuration"
+# How long after `initialized` the start-up chores wait (`start_up_chores`): the editor's
+# first requests come within it and run without them.
+CHORES_DELAY_S = 0.25
 
 
 async def ask_client(request: Any, timeout: float = 5.0) -> Any:
@@ -78,20 +81,54 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
         await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
     await start_watching(ls)
     ls.initialized_done = True
-    if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
-        ls.engine_executor.submit(ls.engines.start_background)
     if ls.preview_pool is not None:  # the first preview must not wait for a worker to start
         ls.engine_executor.submit(ls.preview_pool.warm)
-    ls.engine_executor.submit(ls.engines.warm_previews)  # nor for this process' imports
     if index_in_background:  # every session, newest first, at the lowest priority; `$/progress` per pass
         ls.engine_executor.submit(ls.engines.resume_background_index)
-    from fabric_lsp.local_socket_server import serve_for_server
-
-    ls.engine_executor.submit(serve_for_server, ls)  # the CLI's memory reads, over this user's socket (docs/cli.md)
+    # The rest of start-up waits a moment and then runs one step at a time (`start_up_chores`).
+    asyncio.get_running_loop().call_later(CHORES_DELAY_S, _submit_chores, ls)
     ls.log_message(
         f"fabric-lsp {__version__} ready; sessions in {config.session_dir}; "
         f"project config {'applied' if config.trusted else 'ignored (workspace not trusted)'}"
     )
+
+
+def _submit_chores(ls: FabricServer) -> None:
+    if _shutting_down(ls):
+        return
+    try:
+        ls.engine_executor.submit(start_up_chores, ls)
+    except RuntimeError:  # the executor is shut down: the server is stopping
+        pass
+
+
+def _shutting_down(ls: FabricServer) -> bool:
+    return bool(getattr(ls.protocol, "_shutdown", False) or getattr(ls.protocol, "_shutdown_seen", False))
+
+
+def start_up_chores(ls: FabricServer) -> None:
+    """What the server sets up after `initialized` besides the preview worker and the
+    background indexer: this process' preview imports (so the first preview does not pay
+    for them), the CLI's socket (docs/cli.md) and the intents committer (intents left
+    pending by an earlier run or another process are committed without waiting for a
+    request). About 25 ms of imports and set-up, run one after another, `CHORES_DELAY_S`
+    after `initialized`: run at once in parallel threads they held the interpreter lock
+    and the import lock when the editor's first requests came, and a compaction preview
+    sent right after `initialized` waited ~30 ms for them before its worker got the task
+    (docs/performance.md, "The first preview after start")."""
+    steps: list[Any] = [ls.engines.warm_previews]
+    from fabric_lsp.local_socket_server import serve_for_server
+
+    steps.append(lambda: serve_for_server(ls))  # the CLI's memory reads, over this user's socket
+    if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
+        steps.append(ls.engines.start_background)
+    for step in steps:
+        if _shutting_down(ls):
+            return
+        try:
+            step()
+        except Exception:
+            log.exception("a start-up step failed")
 
 
 async def _register(ls: FabricServer, reg_id: str, method: str, options: Any) -> bool:

@@ -20,7 +20,8 @@ from fabric_lsp.engine.activity import ActivitySink, CancelToken, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 
-from .hook import DEFAULT_PI_SETTINGS, compaction_hook, normalize_config, tree_hook
+from .defaults import DEFAULT_PI_SETTINGS
+from .hook import compaction_hook, normalize_config, tree_hook
 from .instructions import encode_request_unchecked
 from .loader import Loaded, load_session_bytes, load_session_file
 from .options import MODEL_OVERRIDES

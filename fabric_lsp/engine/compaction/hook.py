@@ -12,6 +12,7 @@ from fabric_lsp.engine.session.projection import RULES_1X, resolve_rules
 from ..jsstr import utf16_len
 from .bounds import clip_utf8
 from .cut import compute_cut
+from .defaults import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
 from .details import build_details
 from .facts import facts
 from .instructions import PI_VCC_SENTINEL, decode_instructions
@@ -21,9 +22,6 @@ from .render import render_summary, section_headers
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
-
-DEFAULT_PI_SETTINGS = {"reserveTokens": 16384, "keepRecentTokens": 20000}
-DEFAULT_TARGET_RATIO = 0.65
 
 
 # ----------------------------------------------------------------------- config

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from .hook import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
+from .defaults import DEFAULT_PI_SETTINGS, DEFAULT_TARGET_RATIO
 
 DEFAULT_CONTEXT_WINDOW = 200000
 
