@@ -13,6 +13,12 @@ and with the fixed threshold each of those is a fresh mapping the kernel zeroes 
 (50 MB session, one child, four previews: 0.64–0.78 s against 0.58–0.63 s each, the same
 peak RSS). A child trims its heap after each task (`alloc.trim`), so an idle one does not
 keep a finished preview's memory (300 MB session: 46 MB idle, 201 MB without the trim).
+
+Each child keeps `RESERVE_MB` of the object allocator's arenas from its start
+(`alloc.reserve_object_arenas`): the first preview after start then finds its memory
+resident, as every later one does, instead of faulting in ~13,000 fresh pages for a 50 MB
+session (docs/performance.md, "The first preview after start"). An idle child holds
+about as much after its first preview anyway.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 
 TASKS = "fabric_lsp.engine.compaction.tasks:run_task"
 TUNED_ALLOC = False
+RESERVE_MB = 32
 
 
 def enabled() -> bool:
@@ -38,7 +45,7 @@ def prestart() -> None:
     if enabled():
         from fabric_lsp.engine.procpool import prestart as start
 
-        start(TASKS, tuned_alloc=TUNED_ALLOC)
+        start(TASKS, tuned_alloc=TUNED_ALLOC, reserve_mb=RESERVE_MB)
 
 
 def pool_from_env() -> Any:
@@ -48,4 +55,4 @@ def pool_from_env() -> Any:
         return None
     from fabric_lsp.engine.procpool import ProcessPool
 
-    return ProcessPool(TASKS, size=size(), tuned_alloc=TUNED_ALLOC)
+    return ProcessPool(TASKS, size=size(), tuned_alloc=TUNED_ALLOC, reserve_mb=RESERVE_MB)

@@ -57,7 +57,7 @@ START_TIMEOUT_S = 60.0  # a child's imports on a loaded machine
 CANCEL_GRACE_S = 2.0
 POLL_S = 0.05
 
-_CHILD = "from fabric_lsp.engine.procpool import child_main; child_main({dispatch!r})"
+_CHILD = "from fabric_lsp.engine.procpool import child_main; child_main({dispatch!r}, {reserve_mb!r})"
 
 Dispatch = Callable[[str, dict[str, Any], CancelToken | None, ActivitySink | None], Any]
 
@@ -98,8 +98,9 @@ def _rebuild(data: bytes | None, type_name: str, text: str, remote_tb: str, is_v
 
 
 class _Worker:
-    def __init__(self, dispatch: str, tuned_alloc: bool = True) -> None:
-        self.proc = spawn(_CHILD.format(dispatch=dispatch), stderr=None, tuned_alloc=tuned_alloc)
+    def __init__(self, dispatch: str, tuned_alloc: bool = True, reserve_mb: int = 0) -> None:
+        code = _CHILD.format(dispatch=dispatch, reserve_mb=reserve_mb)
+        self.proc = spawn(code, stderr=None, tuned_alloc=tuned_alloc)
         self.frames = FrameBuffer()
         self.pid = self.proc.pid
         assert self.proc.stdout is not None
@@ -155,29 +156,29 @@ class _Died(Exception):
     pass
 
 
-# Children started by `prestart` before their pool exists, by (dispatch, tuned_alloc).
-_prestarted: dict[tuple[str, bool], _Worker] = {}
+# Children started by `prestart` before their pool exists, by (dispatch, tuned_alloc, reserve_mb).
+_prestarted: dict[tuple[str, bool, int], _Worker] = {}
 _prestart_lock = threading.Lock()
 
 
-def prestart(dispatch: str, *, tuned_alloc: bool = True) -> None:
+def prestart(dispatch: str, *, tuned_alloc: bool = True, reserve_mb: int = 0) -> None:
     """Start one child for `dispatch` now, before the pool that will use it exists: a
     server calls this first thing, so the child's interpreter start and imports overlap
     the server's own, and the pool's first child is this one (`ProcessPool._checkout`).
     At most one per dispatch; a child that cannot start is left to the pool to report."""
-    key = (dispatch, tuned_alloc)
+    key = (dispatch, tuned_alloc, reserve_mb)
     with _prestart_lock:
         if key in _prestarted:
             return
         try:
-            _prestarted[key] = _Worker(dispatch, tuned_alloc)
+            _prestarted[key] = _Worker(dispatch, tuned_alloc, reserve_mb)
         except OSError:
             pass
 
 
-def _take_prestarted(dispatch: str, tuned_alloc: bool) -> _Worker | None:
+def _take_prestarted(dispatch: str, tuned_alloc: bool, reserve_mb: int) -> _Worker | None:
     with _prestart_lock:
-        worker = _prestarted.pop((dispatch, tuned_alloc), None)
+        worker = _prestarted.pop((dispatch, tuned_alloc, reserve_mb), None)
     if worker is not None and not worker.alive():
         worker.kill()  # (it died before its pool needed it: a fresh one is started instead)
         return None
@@ -188,10 +189,17 @@ class ProcessPool:
     """`run(name, kwargs, cancel, activity)` in one of at most `size` child interpreters."""
 
     def __init__(
-        self, dispatch: str, size: int, *, start_timeout: float = START_TIMEOUT_S, tuned_alloc: bool = True
+        self,
+        dispatch: str,
+        size: int,
+        *,
+        start_timeout: float = START_TIMEOUT_S,
+        tuned_alloc: bool = True,
+        reserve_mb: int = 0,
     ) -> None:
         self.dispatch = dispatch
         self.tuned_alloc = tuned_alloc  # False: the children keep glibc's own mmap threshold (alloc.py)
+        self.reserve_mb = reserve_mb  # object arenas each child keeps from its start (`alloc.reserve_object_arenas`)
         self.size = max(1, size)
         self.start_timeout = start_timeout
         self.unavailable: str | None = None  # why no child can be started
@@ -263,7 +271,7 @@ class ProcessPool:
             self._closed = True
             workers, self._all, self._idle = list(self._all), set(), []
             self._cond.notify_all()
-        early = _take_prestarted(self.dispatch, self.tuned_alloc)  # (one this pool never needed)
+        early = _take_prestarted(self.dispatch, self.tuned_alloc, self.reserve_mb)  # (one this pool never needed)
         for w in workers if early is None else [*workers, early]:
             w.kill()
 
@@ -300,7 +308,9 @@ class ProcessPool:
                     break
                 self._cond.wait(POLL_S)
         try:
-            worker = _take_prestarted(self.dispatch, self.tuned_alloc) or _Worker(self.dispatch, self.tuned_alloc)
+            worker = _take_prestarted(self.dispatch, self.tuned_alloc, self.reserve_mb) or _Worker(
+                self.dispatch, self.tuned_alloc, self.reserve_mb
+            )
         except OSError as err:
             self._start_failed(f"cannot start a worker process: {err}")
         else:
@@ -407,8 +417,10 @@ def _describe(exc: BaseException) -> tuple[bytes | None, str, str, str, bool]:
     return data, type(exc).__name__, str(exc), tb, isinstance(exc, ValueError)
 
 
-def child_main(dispatch_ref: str) -> None:
-    """A worker child: run tasks from stdin, one at a time, until stdin closes."""
+def child_main(dispatch_ref: str, reserve_mb: int = 0) -> None:
+    """A worker child: run tasks from stdin, one at a time, until stdin closes; with
+    `reserve_mb`, its object allocator keeps that many megabytes of arenas from the start
+    (`alloc.reserve_object_arenas`, before it says it is ready)."""
     import queue
     import sys
 
@@ -417,6 +429,7 @@ def child_main(dispatch_ref: str) -> None:
     sys.stdout = sys.stderr
     inp = os.fdopen(os.dup(0), "rb")
     dispatch = _load(dispatch_ref)
+    _reserve = alloc.reserve_object_arenas(reserve_mb)  # (a local of a function that never returns: kept)
     write_lock = threading.Lock()
     state = threading.Lock()
     current: dict[str, Any] = {"id": None, "token": None}

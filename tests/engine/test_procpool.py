@@ -153,16 +153,16 @@ def test_a_prestarted_child_is_the_pools_first(monkeypatch):
     allocator setting asked for, and no second one is started."""
     monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procpool.prestart(DISPATCH, tuned_alloc=False)
-    early = procpool._prestarted[(DISPATCH, False)]
+    early = procpool._prestarted[(DISPATCH, False, 0)]
     procpool.prestart(DISPATCH, tuned_alloc=False)  # at most one per dispatch
-    assert procpool._prestarted[(DISPATCH, False)] is early
+    assert procpool._prestarted[(DISPATCH, False, 0)] is early
     other = ProcessPool(DISPATCH, size=2)  # the server's setting differs: not this pool's child
     p = ProcessPool(DISPATCH, size=2, tuned_alloc=False)
     try:
         assert other.run("echo", {}, None, None)["pid"] != early.pid
         got = p.run("echo", {}, None, None)
         assert got["pid"] == early.pid and p.pids() == [early.pid]
-        assert (DISPATCH, False) not in procpool._prestarted
+        assert (DISPATCH, False, 0) not in procpool._prestarted
         with open(f"/proc/{early.pid}/environ", "rb") as fh:
             env = fh.read().split(b"\0")
         assert not any(v.startswith(b"MALLOC_MMAP_THRESHOLD_=") for v in env)  # glibc's own threshold
@@ -175,7 +175,7 @@ def test_a_prestarted_child_is_the_pools_first(monkeypatch):
 def test_a_prestarted_child_that_died_is_replaced_and_an_unused_one_is_stopped(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procpool.prestart(DISPATCH)
-    dead = procpool._prestarted[(DISPATCH, True)]
+    dead = procpool._prestarted[(DISPATCH, True, 0)]
     dead.proc.kill()
     _wait_exit(dead)
     p = ProcessPool(DISPATCH, size=1)
@@ -185,9 +185,9 @@ def test_a_prestarted_child_that_died_is_replaced_and_an_unused_one_is_stopped(m
     finally:
         p.close()
     procpool.prestart(DISPATCH)
-    unused = procpool._prestarted[(DISPATCH, True)]
+    unused = procpool._prestarted[(DISPATCH, True, 0)]
     ProcessPool(DISPATCH, size=1).close()  # the server exits before its first preview
-    assert _wait_exit(unused) < 0 and (DISPATCH, True) not in procpool._prestarted
+    assert _wait_exit(unused) < 0 and (DISPATCH, True, 0) not in procpool._prestarted
 
 
 def _rss_mb(pid: int) -> float:
@@ -220,8 +220,9 @@ def test_an_idle_child_gives_its_heap_back(monkeypatch):
 def test_the_server_names_preview_tasks_without_importing_the_engine(tmp_path):
     """The language server hands previews to worker processes by name: naming a task
     imports nothing of the preview engine, and `Engines.warm_previews` (run after
-    `initialized`) imports what the server itself needs for a preview — the options
-    resolver, and the engine only when previews run in the server (no worker pool)."""
+    `initialized`, handlers/lifecycle.start_up_chores) imports what the server itself needs
+    for a preview — the options resolver, and the engine only when previews run in the
+    server (no worker pool)."""
     import subprocess
 
     script = (
@@ -230,7 +231,8 @@ def test_the_server_names_preview_tasks_without_importing_the_engine(tmp_path):
         "from fabric_lsp.engine.compaction.task_names import COMPACTION_PREVIEW\n"
         "from fabric_lsp.config import load_config\n"
         "from fabric_lsp.engine_owner import Engines\n"
-        "heavy = ('fabric_lsp.engine.compaction.api', 'fabric_lsp.engine.compaction.options')\n"
+        "heavy = ('fabric_lsp.engine.compaction.api', 'fabric_lsp.engine.compaction.options',\n"
+        "         'fabric_lsp.engine.compaction.hook')\n"
         "print([m in sys.modules for m in heavy])\n"
         "cfg = load_config()\n"
         "eng = Engines(lambda: cfg)\n"
@@ -250,4 +252,28 @@ def test_the_server_names_preview_tasks_without_importing_the_engine(tmp_path):
         env={**os.environ, "HOME": str(tmp_path)},
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split("\n")[:3] == ["[False, False]", "[False, True]", "[True, True]"]
+    # (the options resolver reads its defaults from compaction/defaults.py: no engine module)
+    assert out.stdout.split("\n")[:3] == ["[False, False, False]", "[False, True, False]", "[True, True, True]"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="page faults and RSS from /proc")
+def test_a_child_keeps_its_object_arena_reserve(monkeypatch):
+    """A pool's `reserve_mb` (the preview workers': preview_workers.RESERVE_MB) is resident
+    in each child from its start and serves its first task's small objects: that task
+    faults in a fraction of the pages the same task costs a child without a reserve, and
+    the reserve stays after the task (alloc.reserve_object_arenas)."""
+    monkeypatch.setenv("PYTHONPATH", str(TASKS_DIR) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    plain = ProcessPool(DISPATCH, size=1, tuned_alloc=False)
+    reserved = ProcessPool(DISPATCH, size=1, tuned_alloc=False, reserve_mb=32)
+    try:
+        pid_plain = plain.run("echo", {}, None, None)["pid"]
+        pid_reserved = reserved.run("echo", {}, None, None)["pid"]
+        assert _rss_mb(pid_reserved) >= _rss_mb(pid_plain) + 24, (_rss_mb(pid_reserved), _rss_mb(pid_plain))
+        faults_plain = plain.run("small_churn", {}, None, None)
+        faults_reserved = reserved.run("small_churn", {}, None, None)
+        assert faults_plain > 5000, faults_plain  # ~28 MB of fresh arenas
+        assert faults_reserved < faults_plain / 3, (faults_reserved, faults_plain)
+        assert reserved.run("small_churn", {}, None, None) < faults_plain / 3  # still there
+    finally:
+        plain.close()
+        reserved.close()
