@@ -2,8 +2,9 @@
 """Benchmark: `fabric/compactionPreview` of one ~50 MB session through a real server (issue 36).
 
 For each round a fresh `fabric-lsp` process is started; the first preview is sent right
-after `initialized` (the preview worker is warmed at `initialized`, so it should not pay
-for an interpreter start), then a second one. Both are timed from request to answer and
+after `initialized` (the preview worker is started before the server's own imports and
+keeps a reserve of object arenas, and the server's other start-up steps wait a quarter
+second, so the first preview should cost what the second does), then a second one. Both are timed from request to answer and
 compared with a same-run baseline: msgspec decode of every line of the file (median of
 rounds interleaved with the server runs). Asserts nothing: not a test.
 
