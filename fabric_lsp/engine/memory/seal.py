@@ -6,7 +6,6 @@ disk_cache.py (which reads, validates and files the records)."""
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +103,40 @@ def sealed_stream(
     yield last[:-66] + hasher.hexdigest().encode("ascii") + last[-2:]
 
 
+def _metrics(rest: int, size: int, cache_bytes: Any, ratio: Any) -> tuple[Any, Any]:
+    """The metrics `apply_cache_metrics` leaves in a record whose bytes other than the two
+    numbers are `rest`, starting from the values the record holds (`apply_cache_metrics_slow`'s
+    loop on lengths alone). The start matters: a record can have two self-consistent
+    sizes (978 bytes with a ratio of 122.25, 979 with 122.375), and the loop settles on
+    the one next to where it starts, as the reference's does."""
+
+    def length(cb: Any, r: Any) -> int:
+        return rest + len(encoder.encode(cb)) + len(encoder.encode(r))
+
+    last = -1
+    for _ in range(5):
+        n = length(cache_bytes, ratio)
+        cache_bytes = n
+        ratio = 0 if size == 0 else float(f"{n / size:.6f}")
+        if n == last:
+            break
+        last = n
+    return length(cache_bytes, ratio), ratio
+
+
+def _rest_length(record: JsonObject) -> int:
+    """The length of the record's sealed encoding less its two metrics' numbers (the record
+    is left as it was, but for a zero `recordHash`, moved last)."""
+    cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
+    record.pop("recordHash", None)
+    record["recordHash"] = _ZERO_HASH
+    record["cacheBytes"] = record["cacheSourceRatio"] = 0
+    try:
+        return len(encoder.encode(record)) - 2
+    finally:
+        record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
+
+
 def _spliced_layout(record: JsonObject, size: int, big_len: int | None) -> tuple[list[bytes], list[bytes]] | None:
     """The pieces of the record's encoding (zero hash) before and after its `entries`
     value when that value is left out (`big_len` is its encoded length), or the whole
@@ -138,18 +171,7 @@ def _spliced_layout(record: JsonObject, size: int, big_len: int | None) -> tuple
         tails = [base[at + len(_METRICS_AT_ZERO) : mark_at], base[mark_at + len(_ENTRIES_MARK) :]]
     rest = len(head) + 1 + len(b'"cacheSourceRatio":') + 1 + sum(len(t) for t in tails) + (big_len or 0)
 
-    def length(cb: Any, r: Any) -> int:
-        return rest + len(encoder.encode(cb)) + len(encoder.encode(r))
-
-    last = -1
-    for _ in range(5):
-        n = length(cache_bytes, ratio)
-        cache_bytes = n
-        ratio = 0 if size == 0 else float(f"{n / size:.6f}")
-        if n == last:
-            break
-        last = n
-    cache_bytes = length(cache_bytes, ratio)
+    cache_bytes, ratio = _metrics(rest, size, cache_bytes, ratio)
     record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
     first = [head, encoder.encode(cache_bytes), b',"cacheSourceRatio":', encoder.encode(ratio), b","]
     if big_len is None:
@@ -189,43 +211,44 @@ def fit_digest(record: JsonObject, size: int, max_bytes: int) -> bytes | None:
     def fits() -> bool:
         return len(apply_cache_metrics(record, size)) <= max_bytes
 
-    def largest_prefix(key: str, on_cut: Callable[[list[Any]], None]) -> None:
-        """Cut record[key] to its longest prefix with which the record fits: the length
-        each prefix would give is known from the items' own encoded lengths (the record's
-        other bytes do not change, its two metrics by a few digits), so only the prefixes
-        next to that estimate are encoded (a binary search encoded the record ~log2(n)
-        times, each time whole)."""
+    def largest_prefix(key: str, vocabulary: bool) -> None:
+        """Cut record[key] to the prefix the reference's binary search keeps: its steps,
+        each applying the metrics to the record as the previous step left them (so fitting
+        is not always monotonic in the prefix's length: see `_metrics`), are replayed on
+        lengths alone. A prefix's bytes are the record's less the items after it (their
+        encoded lengths and commas) and, for the vocabulary, with its `vocabularyBytes`;
+        the record is encoded once here instead of once per step."""
         items: list[Any] = record[key]
-        full = len(apply_cache_metrics(record, size))
         ends = [0]  # ends[k]: the first k items encoded with their k-1 commas
         total = 0
         for i, item in enumerate(items):
             total += len(encoder.encode(item)) + (1 if i else 0)
             ends.append(total)
-        fixed = full - total  # everything else, the list's brackets included
+        rest_all = _rest_length(record) - total
+        if vocabulary:
+            rest_all -= len(encoder.encode(cov["vocabularyBytes"]))
 
-        def set_prefix(k: int) -> None:
-            record[key] = items[:k]
-            on_cut(items[:k])
+        def rest_at(k: int) -> int:
+            # (a prefix of the vocabulary encodes in 2 + ends[k] bytes: its vocabularyBytes)
+            return rest_all + ends[k] + (len(encoder.encode(2 + ends[k])) if vocabulary else 0)
 
-        k = max(0, bisect_right(ends, max_bytes - fixed) - 1)  # `ends` ascends
-        set_prefix(k)
-        while k > 0 and not fits():
-            k -= 1
-            set_prefix(k)
-        while k < len(items):
-            set_prefix(k + 1)
-            if not fits():
-                set_prefix(k)
-                break
-            k += 1
+        cache_bytes, ratio = record["cacheBytes"], record["cacheSourceRatio"]
+        lo, hi = 0, len(items)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            rest = rest_at(mid)
+            cache_bytes, ratio = _metrics(rest, size, cache_bytes, ratio)
+            if rest + len(encoder.encode(cache_bytes)) + len(encoder.encode(ratio)) <= max_bytes:
+                lo = mid
+            else:
+                hi = mid - 1
+        record[key] = items[:lo]
+        if vocabulary:
+            cov["vocabularyBytes"] = 2 + ends[lo]
+        record["cacheBytes"], record["cacheSourceRatio"] = cache_bytes, ratio
 
-    largest_prefix("addresses", lambda _kept: None)
+    largest_prefix("addresses", False)
     if not fits():
-
-        def on_vocab(kept: list[Any]) -> None:
-            cov["vocabularyBytes"] = len(encoder.encode(kept))
-
-        largest_prefix("vocabulary", on_vocab)
+        largest_prefix("vocabulary", True)
     data = apply_cache_metrics(record, size)
     return data if len(data) <= max_bytes else None
