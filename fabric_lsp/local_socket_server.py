@@ -519,9 +519,7 @@ def serve_for_server(ls: Any) -> LocalSocketServer | None:
         lambda: ls.config,
         ls.memory_executor.submit,
         default_cwd=ls.default_cwd,
-        is_open=lambda: (
-            not getattr(ls.protocol, "_shutdown", False) and not getattr(ls.protocol, "_shutdown_seen", False)
-        ),
+        is_open=lambda: not ls.shutting_down,
         announce=ls.log_message,
     )
     try:

@@ -109,6 +109,11 @@ class FabricProtocol(LanguageServerProtocol):
     _initialize_seen = False
     _shutdown_seen = False
 
+    @property
+    def shutting_down(self) -> bool:
+        """`shutdown` was asked for (answered or not): start nothing new."""
+        return bool(self._shutdown_seen or self._shutdown)
+
     def _lifecycle_allows(self, raw: dict[str, Any]) -> bool:
         """LSP lifecycle: before `initialize` only `initialize` and `exit` (a request gets
         -32002); one `initialize`; after `shutdown` only `exit` (a request gets -32600).
@@ -116,7 +121,7 @@ class FabricProtocol(LanguageServerProtocol):
         method, is_request = raw["method"], "id" in raw
         if method == "exit":
             return True
-        if self._shutdown_seen or self._shutdown:
+        if self.shutting_down:
             why, code = f"Invalid Request: {method} after shutdown (only exit is accepted now)", -32600
         elif not self._initialize_seen:
             if method == "initialize" and is_request:
@@ -442,6 +447,12 @@ class FabricServer(LanguageServer):
                 loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # loop closed during shutdown
             pass
+
+    @property
+    def shutting_down(self) -> bool:
+        """The client asked for `shutdown`: start-up steps and servers not yet started stay so."""
+        protocol = self.protocol
+        return isinstance(protocol, FabricProtocol) and protocol.shutting_down
 
     def notify(self, method: str, params: Any) -> None:
         self.call_in_loop(self.protocol.notify, method, params)

@@ -94,16 +94,12 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
 
 
 def _submit_chores(ls: FabricServer) -> None:
-    if _shutting_down(ls):
+    if ls.shutting_down:
         return
     try:
         ls.engine_executor.submit(start_up_chores, ls)
     except RuntimeError:  # the executor is shut down: the server is stopping
         pass
-
-
-def _shutting_down(ls: FabricServer) -> bool:
-    return bool(getattr(ls.protocol, "_shutdown", False) or getattr(ls.protocol, "_shutdown_seen", False))
 
 
 def start_up_chores(ls: FabricServer) -> None:
@@ -123,7 +119,7 @@ def start_up_chores(ls: FabricServer) -> None:
     if os.environ.get("FABRIC_LSP_INTENTS_AUTOSTART", "1") != "0":
         steps.append(ls.engines.start_background)
     for step in steps:
-        if _shutting_down(ls):
+        if ls.shutting_down:
             return
         try:
             step()
