@@ -40,6 +40,12 @@ Notify = Callable[[str, Any], None]
 Submit = Callable[[Callable[[], None]], Any]
 
 
+class IntentsUnavailable(RuntimeError):
+    """Compaction intents cannot run on this platform: their commit path takes POSIX file
+    locks (`fcntl`), which Windows lacks. Previews, recall and file history do not need
+    them."""
+
+
 class DomainError(Exception):
     """A domain outcome the wire reports as `{error: {code, message, candidates?}}`."""
 
@@ -90,6 +96,11 @@ class Engines:
         self._lock = threading.RLock()
         self._memory: MemoryEngine | None = None
         self._intents: IntentsService | None = None
+        # One thread at a time imports the intents engine: when that import fails (no
+        # `fcntl`), a thread importing it at the same moment would otherwise get the
+        # half-made module from the import system and report a missing name instead.
+        self._intents_import = threading.Lock()
+        self._intents_missing: str | None = None
         self._team: TeamEngine | None = None
         self._autopush: AutoPush | None = None
         self._index_sink: ActivitySink | None = None
@@ -216,8 +227,17 @@ class Engines:
         return LeaseBook(self.config.agent_dir)
 
     def intents(self) -> IntentsService:
-        from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
-
+        with self._intents_import:
+            if self._intents_missing is None:
+                try:
+                    from fabric_lsp.engine.intents.service import IntentsService, default_state_dir
+                except ImportError as err:  # ModuleNotFoundError: fcntl, on Windows
+                    self._intents_missing = str(err)
+            if self._intents_missing is not None:
+                raise IntentsUnavailable(
+                    "compaction intents need POSIX file locks, which this platform does not have "
+                    f"({self._intents_missing}); previews, recall and file history work without them"
+                )
         with self._lock:
             if self._intents is None:
                 cfg = self.config
@@ -237,6 +257,8 @@ class Engines:
         by another process) are committed without waiting for a client request."""
         try:
             self.intents()
+        except IntentsUnavailable as err:
+            log.info("%s", err)
         except Exception:
             log.exception("starting the intents engine failed")
         self.resume_background_index()  # after a settings change: index with the new engine
