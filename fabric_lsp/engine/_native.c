@@ -24,6 +24,8 @@
  *
  * hot_record(...): one plain-shaped record into a `HotRecords`' columns
  * (`HotRecords.append`, memory/records.py); False (nothing changed) for another shape.
+ * encode_records(...): a `HotRecords`' records as msgspec encodes their dicts, from the
+ * columns (`HotRecords.encoded`, the hot shard's entries).
  *
  * gather_u32(values, at): values[at[i]] of two uint32 arrays (a team push's posting
  * columns, team/copy_rows.py).
@@ -581,7 +583,8 @@ done:
  * `base_keys` in that order (exact str keys), index and line exact ints in int64, text
  * an exact str, entryId and parentId None or 8 lowercase hex digits, timestamp an exact
  * int in (INT64_MIN, INT64_MAX], and a hashable kind. Then the record's kind code is
- * found in `kind_of` (or added: kind_of[kind] = len(kinds), kinds.append(kind)), its
+ * found in `kind_of` under the kind and its values' types (1, 1.0 and True are one dict
+ * key), or added (kind_of[(*kind, *types)] = len(kinds), kinds.append(kind)), its
  * text appended to `tbuf` as UTF-8 with surrogates passed, and tend, index, line, ts,
  * eid, pid, kind each get their value; True. For anything else nothing is touched and
  * False comes back: the Python code handles that record (every other shape, and the id
@@ -664,9 +667,23 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
         Py_RETURN_FALSE;
     PyObject *kind_t = PyTuple_Pack(7, v[0], v[1], v[5], v[6], v[7], v[10], v[11]);
     if (kind_t == NULL) return NULL;
-    PyObject *code = PyDict_GetItemWithError(kind_of, kind_t); /* borrowed */
+    /* looked up with the values' types (1, 1.0 and True are one dict key) */
+    PyObject *tagged = PyTuple_New(14);
+    if (tagged == NULL) {
+        Py_DECREF(kind_t);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < 7; i++) {
+        PyObject *value = PyTuple_GET_ITEM(kind_t, i);
+        Py_INCREF(value);
+        PyTuple_SET_ITEM(tagged, i, value);
+        Py_INCREF((PyObject *)Py_TYPE(value));
+        PyTuple_SET_ITEM(tagged, 7 + i, (PyObject *)Py_TYPE(value));
+    }
+    PyObject *code = PyDict_GetItemWithError(kind_of, tagged); /* borrowed */
     if (code == NULL) {
         if (PyErr_Occurred()) {
+            Py_DECREF(tagged);
             Py_DECREF(kind_t);
             if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* unhashable: the Python path keeps it whole */
                 PyErr_Clear();
@@ -675,14 +692,16 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
             return NULL;
         }
         code = PyLong_FromSsize_t(PyList_GET_SIZE(kinds));
-        if (code == NULL || PyDict_SetItem(kind_of, kind_t, code) < 0 || PyList_Append(kinds, kind_t) < 0) {
+        if (code == NULL || PyDict_SetItem(kind_of, tagged, code) < 0 || PyList_Append(kinds, kind_t) < 0) {
             Py_XDECREF(code);
+            Py_DECREF(tagged);
             Py_DECREF(kind_t);
             return NULL;
         }
         Py_DECREF(code); /* kind_of holds it */
     }
     Py_INCREF(code);
+    Py_DECREF(tagged);
     Py_DECREF(kind_t);
     /* the text, UTF-8 with lone surrogates passed */
     PyObject *encoded = NULL;
@@ -2716,6 +2735,230 @@ done:
     return result;
 }
 
+/* ---- encode_records: a HotRecords' records as JSON (memory/records.py, `encoded`) ----
+ *
+ * encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, start,
+ *                stop) -> bytes | None
+ *
+ * The records start..stop-1, each encoded exactly as msgspec.json encodes the dict
+ * `HotRecords._record` builds, joined by ",". The columns are the HotRecords' buffers
+ * (tend array('Q'); index, line, ts, eid, pid array('q'); kind array('I')). Everything
+ * that is not a column value comes pre-encoded by msgspec: `parts[code]` is the kind's
+ * (before index, between parentId and text, between timestamp and line) bytes, `strs[i]`
+ * the id string of id code -2-i, `whole[pos]` a whole record (another shape), `extra[pos]`
+ * the keys after the base ones (",k":v...), `odd[pos]` a timestamp kept aside. Only texts and integers are encoded here: a
+ * text with a lone surrogate (which msgspec refuses) gives None, and the caller encodes
+ * with msgspec. */
+static const char hex_digits[] = "0123456789abcdef";
+/* 0: copied as it is; 1: a short escape (its letter in esc_letter); 2: \u00XX */
+static unsigned char esc_kind[256];
+static char esc_letter[256];
+
+typedef struct {
+    PyObject *bytes;
+    char *p;
+    Py_ssize_t len, cap;
+} outbuf;
+
+static int out_reserve(outbuf *o, Py_ssize_t more) {
+    if (o->len + more <= o->cap) return 0;
+    Py_ssize_t cap = o->cap * 2;
+    if (cap < o->len + more) cap = o->len + more;
+    if (_PyBytes_Resize(&o->bytes, cap) < 0) return -1;
+    o->p = PyBytes_AS_STRING(o->bytes);
+    o->cap = cap;
+    return 0;
+}
+
+static int out_put(outbuf *o, const char *data, Py_ssize_t n) {
+    if (out_reserve(o, n) < 0) return -1;
+    memcpy(o->p + o->len, data, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int out_bytes(outbuf *o, PyObject *b) {
+    if (!PyBytes_Check(b)) {
+        PyErr_SetString(PyExc_TypeError, "encode_records: a pre-encoded part is not bytes");
+        return -1;
+    }
+    return out_put(o, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+}
+
+static int out_int(outbuf *o, long long v) {
+    char tmp[24];
+    int i = 24;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[--i] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (v < 0) tmp[--i] = '-';
+    return out_put(o, tmp + i, 24 - i);
+}
+
+/* 1: written; 0: a lone surrogate (nothing usable); -1: error */
+static int out_text(outbuf *o, const unsigned char *s, Py_ssize_t n) {
+    if (out_reserve(o, n + 2) < 0) return -1;
+    o->p[o->len++] = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && esc_kind[s[j]] == 0) {
+            if (s[j] == 0xED && j + 1 < n && s[j + 1] >= 0xA0) return 0; /* U+D800..U+DFFF */
+            j++;
+        }
+        if (j > i && out_put(o, (const char *)s + i, j - i) < 0) return -1;
+        if (j == n) break;
+        unsigned char c = s[j];
+        if (esc_kind[c] == 1) {
+            char e[2] = {'\\', esc_letter[c]};
+            if (out_put(o, e, 2) < 0) return -1;
+        } else {
+            char e[6] = {'\\', 'u', '0', '0', hex_digits[c >> 4], hex_digits[c & 15]};
+            if (out_put(o, e, 6) < 0) return -1;
+        }
+        i = j + 1;
+    }
+    return out_put(o, "\"", 1) < 0 ? -1 : 1;
+}
+
+static int out_id(outbuf *o, long long code, PyObject *strs) {
+    if (code == -1) return out_put(o, "null", 4);
+    if (code >= 0) {
+        char e[10];
+        e[0] = e[9] = '"';
+        for (int k = 0; k < 8; k++) e[8 - k] = hex_digits[(code >> (4 * k)) & 15];
+        return out_put(o, e, 10);
+    }
+    Py_ssize_t at = (Py_ssize_t)(-2 - code);
+    if (at >= PyList_GET_SIZE(strs)) {
+        PyErr_SetString(PyExc_IndexError, "encode_records: an id code out of range");
+        return -1;
+    }
+    return out_bytes(o, PyList_GET_ITEM(strs, at));
+}
+
+static PyObject *native_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 15) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, "
+                        "start, stop) takes 15 arguments");
+        return NULL;
+    }
+    PyObject *parts = args[8], *strs = args[9], *whole = args[10], *extra = args[11], *odd = args[12];
+    if (!PyList_CheckExact(parts) || !PyList_CheckExact(strs) || !PyDict_CheckExact(whole) || !PyDict_CheckExact(extra)
+        || !PyDict_CheckExact(odd)) {
+        PyErr_SetString(PyExc_TypeError, "encode_records: parts and strs lists, whole, extra and odd dicts");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[13]), stop = PyLong_AsSsize_t(args[14]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred()) return NULL;
+    Py_buffer view[8];
+    int got = 0;
+    PyObject *result = NULL;
+    outbuf o = {NULL, NULL, 0, 0};
+    for (; got < 8; got++)
+        if (PyObject_GetBuffer(args[got], &view[got], PyBUF_SIMPLE) < 0) goto done;
+    {
+        const unsigned char *tbuf = (const unsigned char *)view[0].buf;
+        const unsigned long long *tend = (const unsigned long long *)view[1].buf;
+        const long long *col[5];
+        for (int c = 0; c < 5; c++) col[c] = (const long long *)view[2 + c].buf;
+        const unsigned int *kind = (const unsigned int *)view[7].buf;
+        Py_ssize_t n = view[1].len / 8;
+        if (start < 0 || stop > n || start > stop || view[7].len / 4 < n) {
+            PyErr_SetString(PyExc_IndexError, "encode_records: records out of range");
+            goto done;
+        }
+        for (int c = 0; c < 5; c++)
+            if (view[2 + c].len / 8 < n) {
+                PyErr_SetString(PyExc_ValueError, "encode_records: a column is shorter than the texts");
+                goto done;
+            }
+        Py_ssize_t text_bytes = stop > start ? (Py_ssize_t)(tend[stop - 1] - (start ? tend[start - 1] : 0)) : 0;
+        o.cap = text_bytes + 256 * (stop - start) + 16;
+        o.bytes = PyBytes_FromStringAndSize(NULL, o.cap);
+        if (o.bytes == NULL) goto done;
+        o.p = PyBytes_AS_STRING(o.bytes);
+        for (Py_ssize_t pos = start; pos < stop; pos++) {
+            if (pos > start && out_put(&o, ",", 1) < 0) goto done;
+            unsigned long long a = pos ? tend[pos - 1] : 0, b = tend[pos];
+            if (b < a || b > (unsigned long long)view[0].len) {
+                PyErr_SetString(PyExc_ValueError, "encode_records: a text end out of range");
+                goto done;
+            }
+            if (PyDict_GET_SIZE(whole)) {
+                PyObject *key = PyLong_FromSsize_t(pos);
+                if (key == NULL) goto done;
+                PyObject *w = PyDict_GetItemWithError(whole, key);
+                Py_DECREF(key);
+                if (w != NULL) {
+                    if (out_bytes(&o, w) < 0) goto done;
+                    continue;
+                }
+                if (PyErr_Occurred()) goto done;
+            }
+            unsigned int k = kind[pos];
+            if ((Py_ssize_t)k >= PyList_GET_SIZE(parts)) {
+                PyErr_SetString(PyExc_IndexError, "encode_records: a kind code out of range");
+                goto done;
+            }
+            PyObject *part = PyList_GET_ITEM(parts, k);
+            if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 3) {
+                PyErr_SetString(PyExc_TypeError, "encode_records: a kind's parts are not a 3-tuple");
+                goto done;
+            }
+            if (out_bytes(&o, PyTuple_GET_ITEM(part, 0)) < 0 || out_int(&o, col[0][pos]) < 0
+                || out_put(&o, ",\"entryId\":", 11) < 0 || out_id(&o, col[3][pos], strs) < 0
+                || out_put(&o, ",\"parentId\":", 12) < 0 || out_id(&o, col[4][pos], strs) < 0
+                || out_bytes(&o, PyTuple_GET_ITEM(part, 1)) < 0)
+                goto done;
+            int t = out_text(&o, tbuf + a, (Py_ssize_t)(b - a));
+            if (t < 0) goto done;
+            if (t == 0) {
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+            if (out_put(&o, ",\"timestamp\":", 13) < 0) goto done;
+            long long ts = col[2][pos];
+            if (ts == LLONG_MIN) {
+                PyObject *key = PyLong_FromSsize_t(pos);
+                if (key == NULL) goto done;
+                PyObject *v = PyDict_GetItemWithError(odd, key);
+                Py_DECREF(key);
+                if (v == NULL) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "encode_records: an odd timestamp is missing");
+                    goto done;
+                }
+                if (out_bytes(&o, v) < 0) goto done;
+            } else if (out_int(&o, ts) < 0)
+                goto done;
+            if (out_bytes(&o, PyTuple_GET_ITEM(part, 2)) < 0 || out_int(&o, col[1][pos]) < 0) goto done;
+            if (PyDict_GET_SIZE(extra)) {
+                PyObject *key = PyLong_FromSsize_t(pos);
+                if (key == NULL) goto done;
+                PyObject *tail = PyDict_GetItemWithError(extra, key);
+                Py_DECREF(key);
+                if (tail != NULL) {
+                    if (out_bytes(&o, tail) < 0) goto done;
+                } else if (PyErr_Occurred())
+                    goto done;
+            }
+            if (out_put(&o, "}", 1) < 0) goto done;
+        }
+        if (_PyBytes_Resize(&o.bytes, o.len) < 0) goto done;
+        result = o.bytes;
+        o.bytes = NULL;
+    }
+done:
+    Py_XDECREF(o.bytes);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&view[i]);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"pieces", native_pieces, METH_O,
      "pieces(data) -> (set of lowercased ASCII pieces as str, set of pieces with a non-ASCII byte as bytes)"},
@@ -2728,6 +2971,9 @@ static PyMethodDef native_methods[] = {
     {"hot_record", (PyCFunction)(void (*)(void))native_hot_record, METH_FASTCALL,
      "hot_record(rec, base_keys, kind_of, kinds, tbuf, tend, index, line, ts, eid, pid, kind) -> appended (True) "
      "or not the plain shape (False, nothing changed)"},
+    {"encode_records", (PyCFunction)(void (*)(void))native_encode_records, METH_FASTCALL,
+     "encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, start, stop) -> the "
+     "records' JSON joined by ',', or None (a text msgspec refuses)"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,
@@ -2777,6 +3023,18 @@ PyMODINIT_FUNC PyInit__native(void) {
         int word = (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || b == '_';
         byte_kind[b] = (unsigned char)(b >= 0x80 ? 2 : (word ? 1 : 0));
         ascii_lower[b] = (unsigned char)((b >= 'A' && b <= 'Z') ? b + 32 : b);
+    }
+    for (int b = 0; b < 256; b++) {
+        esc_kind[b] = (unsigned char)(b < 0x20 ? 2 : 0);
+        esc_letter[b] = 0;
+    }
+    esc_kind['"'] = esc_kind['\\'] = 1;
+    esc_letter['"'] = '"';
+    esc_letter['\\'] = '\\';
+    const char *shorts = "\bb\tt\nn\ff\rr";
+    for (int i = 0; shorts[i]; i += 2) {
+        esc_kind[(unsigned char)shorts[i]] = 1;
+        esc_letter[(unsigned char)shorts[i]] = shorts[i + 1];
     }
     append_name = PyUnicode_InternFromString("append");
     copy_name = PyUnicode_InternFromString("__copy__");

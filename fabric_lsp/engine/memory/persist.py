@@ -117,7 +117,7 @@ def _encode_entries(state: SessionState) -> None:
     if done == len(entries) and (state.entries_json or state.entries_bytes):
         return
     if 0 < done < len(entries) and (state.entries_json or state.entries_bytes):
-        tail = b",".join(disk_cache.encoder.encode(e) for e in entries[done:])
+        tail = b",".join(entries.encoded(disk_cache.encoder.encode, done))
         state.entries_encoded = len(entries)
         if state.entries_json:
             state.entries_json = state.entries_json[:-1] + b"," + tail + b"]"
@@ -150,13 +150,12 @@ def _entries_pieces(entries: HotRecords) -> Iterable[Any]:
     thousand records at a time."""
     yield b"["
     first = True
-    for chunk in entries.chunks():
-        data = disk_cache.encoder.encode(chunk)
+    for data in entries.encoded(disk_cache.encoder.encode):
         if not first:
             yield b","
         first = False
-        yield memoryview(data)[1:-1]
-        del data, chunk
+        yield data
+        del data
     yield b"]"
 
 

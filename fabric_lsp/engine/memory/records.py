@@ -18,7 +18,7 @@ from, key order included, and encodes to the same bytes.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload
 
 from ..native import NATIVE
@@ -49,6 +49,8 @@ Kind = tuple[Any, Any, Any, Any, Any, Any, Any]  # sessionFile, sessionId, type,
 
 # `HotRecords.append` of a plain-shaped record in C (engine/_native.c), when it is built
 _hot_record = getattr(NATIVE, "hot_record", None)
+# `HotRecords.encoded` of the records in C (engine/_native.c), when it is built
+_encode_records = getattr(NATIVE, "encode_records", None)
 
 
 def _select(pos: int | slice, n: int) -> int | range:
@@ -104,7 +106,7 @@ class HotRecords(Sequence[Record]):
         self._pid = array("q")
         self._kind = array("I")
         self._kinds: list[Kind] = []
-        self._kind_of: dict[Kind, int] = {}
+        self._kind_of: dict[tuple[Any, ...], int] = {}  # a kind and its values' types -> code
         self._strs: list[str] = []  # ids that are not 8 lowercase hex digits
         self._str_of: dict[str, int] = {}
         self._odd_ts: dict[int, Any] = {}
@@ -176,13 +178,15 @@ class HotRecords(Sequence[Record]):
                     rec["isError"],
                     rec["truncated"],
                 )
+                # (looked up with the values' types: 1, 1.0 and True are one dict key)
+                tagged = (*kind, *map(type, kind))
                 try:
-                    code = self._kind_of.get(kind)
+                    code = self._kind_of.get(tagged)
                 except TypeError:  # an unhashable field: keep the record as it is
                     code = None
                     self._whole[pos] = rec
                 if code is None and pos not in self._whole:
-                    code = self._kind_of[kind] = len(self._kinds)
+                    code = self._kind_of[tagged] = len(self._kinds)
                     self._kinds.append(kind)
                 self._add_text(text)
                 self._index.append(index)
@@ -305,11 +309,38 @@ class HotRecords(Sequence[Record]):
             ts = ts_col[pos]
             yield odd[pos] if ts == _ODD_TS else ts
 
-    def chunks(self, size: int = 4096) -> Iterator[list[Record]]:
-        """The records as dicts, `size` at a time (for encoding without holding them all)."""
+    def encoded(self, encode: Callable[[Any], bytes], start: int = 0, size: int = 4096) -> Iterator[bytes]:
+        """The records from `start` on as JSON, `size` at a time: each piece the records
+        joined by "," (no brackets), every record the bytes `encode` (a msgspec JSON
+        encoder's) gives the dict `self[pos]`. In C from the columns where the accelerator
+        is built (no dicts: only the texts and integers are encoded there, every other value
+        by `encode`); a piece holding a text `encode` refuses (a lone surrogate) is encoded
+        from the dicts, so it fails as `encode` does."""
         n = len(self._tend)
-        for start in range(0, n, size):
-            yield [self._record(p) for p in range(start, min(n, start + size))]
+        native = _encode_records
+        if native is None:
+            for at in range(start, n, size):
+                yield encode([self._record(p) for p in range(at, min(n, at + size))])[1:-1]
+            return
+        parts = [
+            (
+                b'{"sessionFile":' + encode(sf) + b',"sessionId":' + encode(sid) + b',"index":',
+                b',"type":' + encode(etype) + b',"role":' + encode(role) + b',"toolName":' + encode(tool) + b',"text":',
+                b',"isError":' + encode(is_error) + b',"truncated":' + encode(truncated) + b',"line":',
+            )
+            for sf, sid, etype, role, tool, is_error, truncated in self._kinds
+        ]
+        strs = [encode(v) for v in self._strs]
+        whole = {pos: encode(self._record(pos)) for pos in self._whole if pos >= start}
+        extra = {pos: b"," + encode(dict(kv))[1:-1] for pos, kv in self._extra.items() if pos >= start}
+        odd = {pos: encode(ts) for pos, ts in self._odd_ts.items() if pos >= start}
+        cols = (self._tbuf, self._tend, self._index, self._line, self._ts, self._eid, self._pid, self._kind)
+        for at in range(start, n, size):
+            stop = min(n, at + size)
+            data = native(*cols, parts, strs, whole, extra, odd, at, stop)
+            if data is None:  # a lone surrogate: msgspec's own error
+                data = encode([self._record(p) for p in range(at, stop)])[1:-1]
+            yield data
 
 
 class RecordsPrefix(Sequence[Record]):

@@ -281,3 +281,92 @@ def test_native_append_takes_pi_records():
     for odd in ({**rec, "entryId": "u1"}, {**rec, "timestamp": None}, {**rec, "extra": 1}, {"text": "x"}):
         assert records_mod._hot_record(odd, *args) is False
     assert len(held) == 1 and held[0] == rec and held._eid[0] == 0x0A1B2C3D
+
+
+texts = st.one_of(
+    st.text(max_size=60),
+    st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=60),  # every control character, quote, backslash
+    st.sampled_from(['say "hi"\\n', "tab\there\r\n\x00\x1f\x7f", "é ü 😀 \u2028 \ufeff", "lone \ud83d surrogate"]),
+)
+
+
+@settings(max_examples=profile_examples(400), deadline=None)
+@given(
+    st.lists(st.one_of(plain_records(), records()), max_size=30),
+    st.lists(texts, min_size=30, max_size=30),
+    st.integers(0, 32),
+    st.integers(1, 9),
+)
+def test_encoded_records_are_msgspecs_bytes(recs, new_texts, start, size):
+    """`HotRecords.encoded` (the hot shard's entries; in C where the accelerator is built)
+    gives, from any start and in pieces of any size, exactly the bytes msgspec gives the
+    records' dicts: every kind of text (control characters, quotes, backslashes, non-ASCII),
+    ids that are not Pi's, odd timestamps, extra keys, records of another shape. Where
+    msgspec refuses a record (a lone surrogate), so does `encoded`."""
+    for rec, text in zip(recs, new_texts):
+        if isinstance(rec.get("text"), str):
+            rec["text"] = text
+    held = HotRecords(recs)
+    try:
+        expected: bytes | None = enc.encode(recs[start:])[1:-1]
+    except UnicodeEncodeError:
+        expected = None
+    from fabric_lsp.engine.memory import records as records_mod
+
+    native = records_mod._encode_records
+    for accelerated in (True, False):
+        records_mod._encode_records = native if accelerated else None
+        try:
+            if expected is None:
+                try:
+                    b",".join(held.encoded(enc.encode, start, size))
+                except UnicodeEncodeError:
+                    continue
+                raise AssertionError("a lone surrogate was encoded")
+            assert b",".join(held.encoded(enc.encode, start, size)) == expected, accelerated
+        finally:
+            records_mod._encode_records = native
+
+
+def test_native_encoding_is_built_and_used():
+    """Built here (a C compiler is on this machine), the shard's entries are encoded in C:
+    a text only C writes (the escapes msgspec would write) proves the path ran."""
+    from fabric_lsp.engine.memory import records as records_mod
+
+    if records_mod._encode_records is None:
+        import pytest
+
+        pytest.skip("the C accelerator is not built")
+    rec = {k: None for k in BASE_KEYS} | {"index": 1, "line": 2, "timestamp": 3, "isError": False, "truncated": False}
+    rec["text"] = "".join(map(chr, range(128))) + ' "quoted" é 😀 \u2028 \\'  # every ASCII character
+    held = HotRecords([rec])
+    assert held._kinds  # the plain shape: held in the columns
+    calls = []
+
+    def spy(value):
+        calls.append(value)
+        return enc.encode(value)
+
+    assert b"".join(held.encoded(spy)) == enc.encode(rec)
+    # only the kind's scalars went to msgspec: neither the text nor a record (the fallback)
+    assert calls and all(value is None or isinstance(value, bool) for value in calls), calls
+
+
+def test_kinds_keep_their_values_types():
+    """1, 1.0 and True are one dict key, but not one JSON value: records that differ only
+    so read back (and encode) each with its own value, in C and in Python."""
+    from fabric_lsp.engine.memory import records as records_mod
+
+    base = {k: None for k in BASE_KEYS} | {"index": 1, "line": 2, "timestamp": 3, "text": "t", "truncated": False}
+    recs = [base | {"isError": value} for value in (1, True, 1.0, False, 0, 0.0)]
+    native = records_mod._hot_record
+    for accelerated in (True, False):
+        records_mod._hot_record = native if accelerated else None
+        try:
+            held = HotRecords(recs)
+        finally:
+            records_mod._hot_record = native
+        got = list(held)
+        assert [type(r["isError"]) for r in got] == [int, bool, float, bool, int, float], accelerated
+        assert enc.encode(got) == enc.encode(recs)
+        assert b"".join(held.encoded(enc.encode)) == enc.encode(recs)[1:-1]
