@@ -317,16 +317,28 @@ class HotRecords(Sequence[Record]):
         by `encode`); a piece holding a text `encode` refuses (a lone surrogate) is encoded
         from the dicts, so it fails as `encode` does."""
         n = len(self._tend)
+        native = self._native_encoder(encode, start)
+        for at in range(start, n, size):
+            stop = min(n, at + size)
+            data = native(at, stop) if native is not None else None
+            if data is None:  # no accelerator, or a lone surrogate (msgspec's own error then)
+                data = encode([self._record(p) for p in range(at, stop)])[1:-1]
+            yield data
+
+    def _native_encoder(self, encode: Callable[[Any], bytes], start: int) -> Callable[[int, int], bytes | None] | None:
+        """`_native.encode_records` over these columns, every value it does not encode
+        itself encoded by `encode` once (the keys too, in BASE_KEYS order; the C code
+        writes the entryId, parentId and timestamp keys between them); None without the
+        accelerator."""
         native = _encode_records
-        if native is None:
-            for at in range(start, n, size):
-                yield encode([self._record(p) for p in range(at, min(n, at + size))])[1:-1]
-            return
+        if native is None or start >= len(self._tend):
+            return None
+        key = [b"," + encode(name) + b":" for name in BASE_KEYS]  # ,"sessionFile": ...
         parts = [
             (
-                b'{"sessionFile":' + encode(sf) + b',"sessionId":' + encode(sid) + b',"index":',
-                b',"type":' + encode(etype) + b',"role":' + encode(role) + b',"toolName":' + encode(tool) + b',"text":',
-                b',"isError":' + encode(is_error) + b',"truncated":' + encode(truncated) + b',"line":',
+                b"{" + key[0][1:] + encode(sf) + key[1] + encode(sid) + key[2],
+                key[5] + encode(etype) + key[6] + encode(role) + key[7] + encode(tool) + key[8],
+                key[10] + encode(is_error) + key[11] + encode(truncated) + key[12],
             )
             for sf, sid, etype, role, tool, is_error, truncated in self._kinds
         ]
@@ -335,12 +347,11 @@ class HotRecords(Sequence[Record]):
         extra = {pos: b"," + encode(dict(kv))[1:-1] for pos, kv in self._extra.items() if pos >= start}
         odd = {pos: encode(ts) for pos, ts in self._odd_ts.items() if pos >= start}
         cols = (self._tbuf, self._tend, self._index, self._line, self._ts, self._eid, self._pid, self._kind)
-        for at in range(start, n, size):
-            stop = min(n, at + size)
-            data = native(*cols, parts, strs, whole, extra, odd, at, stop)
-            if data is None:  # a lone surrogate: msgspec's own error
-                data = encode([self._record(p) for p in range(at, stop)])[1:-1]
-            yield data
+
+        def run(at: int, stop: int) -> bytes | None:
+            return native(*cols, parts, strs, whole, extra, odd, at, stop)
+
+        return run
 
 
 class RecordsPrefix(Sequence[Record]):
