@@ -1085,6 +1085,52 @@ static int i64_flush(I64Buf *b, PyObject *column) {
     return rc;
 }
 
+/* a growing buffer of fixed-size items for an array.array column (`item` its itemsize) */
+typedef struct {
+    char *v;
+    Py_ssize_t n, cap, item;
+} Col;
+
+static int col_push(Col *c, const void *x) {
+    if (c->n == c->cap) {
+        Py_ssize_t cap = c->cap ? c->cap * 2 : 1024;
+        char *v = (char *)realloc(c->v, (size_t)(cap * c->item));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->v = v;
+        c->cap = cap;
+    }
+    memcpy(c->v + c->n * c->item, x, (size_t)c->item);
+    c->n++;
+    return 0;
+}
+
+/* column.frombytes(what is buffered); the buffer is kept (emptied) for more */
+static int col_flush(Col *c, PyObject *column) {
+    if (c->n == 0) return 0;
+    PyObject *raw = PyBytes_FromStringAndSize(c->v, c->n * c->item);
+    c->n = 0;
+    if (raw == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(column, frombytes_name, raw);
+    Py_DECREF(raw);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The preview scan's pending-call map (compaction/scan.py `_Calls`, a dict subclass) as
+   the C sink of read_lines sees it: setting a call also notes its owner node in `owners`,
+   and a result paired by `get` notes (this node, the call's owner) in `users` /
+   `suppliers`, as `_Calls.__setitem__` and `_Calls.get` do. NULL: `calls` is used through
+   its own methods. */
+typedef struct {
+    PyObject *owners;
+    Col *users, *suppliers;
+    long node;
+} CallsCtx;
+
 /* whether `v` nests lists/dicts deeper than `limit` (`depth`: v's own depth if it is one) */
 static int nests_deeper(PyObject *v, int depth, int limit) {
     if (PyDict_Check(v)) {
@@ -1319,10 +1365,25 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     return Py_BuildValue("(inLLL)", status, pos, at, line_no, ordinal);
 }
 
+/* read_lines' C sink (compaction/scan.py `Scanned._sink`, `sink` there): the columns and
+   maps a pass-1 node goes to, so a node that is a common message never goes through the
+   Python `node`. Defined after message_node. */
+typedef struct {
+    PyObject *kinds, *tokens, *usage, *spans, *deferred, *blob, *ids_append, *offsets, *lengths, *parents, *last;
+    PyObject *calls, *events, *starts, *thinking, *nz, *kind_table, *stub_type, *truncate;
+    PyObject *owners, *users_col, *suppliers_col;
+    Col c_tokens, c_offsets, c_lengths, c_starts, c_users, c_suppliers;
+} NodeSink;
+
+static int sink_open(NodeSink *k, PyObject *spec);
+static int sink_flush(NodeSink *k);
+static void sink_close(NodeSink *k);
+static int sink_node(NodeSink *k, PyObject *value, PyObject *eid, PyObject *pid, long long offset, Py_ssize_t length);
+
 /* ---- read_lines: a preview's pass-1 line loop (compaction/loader.py, `_stream_fp`) ----
  *
  * read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node,
- *            line, check, owner) -> (pos, consumed, count)
+ *            line, check, owner, sink) -> (pos, consumed, count)
  *
  * Every complete line of data[pos:] (`view` a memoryview of `data`; `consumed` the file
  * offset of data[pos]) goes where the loop's `line(view, pos, end, max_line_bytes,
@@ -1334,13 +1395,17 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
  * which is what `line` does after `read_node` for it. Every other line (the first value,
  * blank, malformed, oversize, too deep, not an object, no id) goes to `line` itself.
  * Returns where the partial piece after the last newline starts, its file offset, and the
- * count. tests/engine/compaction/test_native_preview_lines.py checks both ways agree. */
+ * count. `sink` (None, or the tuple `Scanned._sink` describes): a node that is a `message`
+ * whose message `message_node` takes is added to the sink's columns here, as `node` would,
+ * without calling it; the buffered columns are written out before any call of `node` or
+ * `line` and before returning. tests/engine/compaction/test_native_preview_lines.py checks
+ * both ways agree. */
 static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 12) {
+    if (nargs != 13) {
         PyErr_SetString(PyExc_TypeError,
                         "read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node, line, "
-                        "check, owner) takes 12 arguments");
+                        "check, owner, sink) takes 13 arguments");
         return NULL;
     }
     PyObject *view = args[1], *decode = args[7], *node = args[8], *line = args[9], *check = args[10], *owner = args[11];
@@ -1356,6 +1421,14 @@ static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssi
         PyBuffer_Release(&buf);
         PyErr_SetString(PyExc_ValueError, "read_lines: pos out of range");
         return NULL;
+    }
+    NodeSink sink_store, *sink = NULL;
+    if (args[12] != Py_None) {
+        if (sink_open(&sink_store, args[12]) < 0) {
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
+        sink = &sink_store;
     }
     const unsigned char *data = (const unsigned char *)buf.buf;
     Py_ssize_t n = buf.len;
@@ -1415,6 +1488,20 @@ static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssi
                         && (pid == Py_None || PyUnicode_CheckExact(pid))) {
                         Py_INCREF(eid);
                         Py_INCREF(pid);
+                        int taken = sink == NULL ? 0 : sink_node(sink, value, eid, pid, consumed, length);
+                        if (taken == 0 && sink != NULL) taken = sink_flush(sink); /* (0 or -1) */
+                        if (taken != 0) {
+                            Py_DECREF(eid);
+                            Py_DECREF(pid);
+                            Py_DECREF(value);
+                            if (taken < 0) {
+                                failed = 1;
+                                break;
+                            }
+                            consumed += length + 1;
+                            pos = end + 1;
+                            continue;
+                        }
                         PyObject *off = PyLong_FromLongLong(consumed), *len = PyLong_FromSsize_t(length);
                         PyObject *r = NULL;
                         if (off != NULL && len != NULL) {
@@ -1438,6 +1525,10 @@ static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssi
             }
         }
         if (!handled) {
+            if (sink != NULL && sink_flush(sink) < 0) {
+                failed = 1;
+                break;
+            }
             PyObject *p = PyLong_FromSsize_t(pos), *e = PyLong_FromSsize_t(end), *off = PyLong_FromLongLong(consumed);
             PyObject *r = NULL;
             if (p != NULL && e != NULL && off != NULL) {
@@ -1457,6 +1548,28 @@ static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssi
         pos = end + 1;
     }
     PyBuffer_Release(&buf);
+    if (sink != NULL) {
+        /* (the columns get the nodes read before an error too) */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *raised = PyErr_GetRaisedException();
+#else
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyObject *raised = et;
+#endif
+        if (sink_flush(sink) < 0) {
+            if (raised != NULL) PyErr_Clear();
+            else failed = 1;
+        }
+        if (raised != NULL) {
+#if PY_VERSION_HEX >= 0x030C0000
+            PyErr_SetRaisedException(raised);
+#else
+            PyErr_Restore(et, ev, tb);
+#endif
+        }
+        sink_close(sink);
+    }
     if (failed) return NULL;
     return Py_BuildValue("(nLL)", pos, consumed, count);
 }
@@ -1726,7 +1839,37 @@ static PyObject *k_entry, *k_source, *k_tcid, *k_name, *k_args, *k_tool_name, *k
     *k_line, *k_content, *k_role, *k_arguments, *k_thinking, *k_content_field, *k_message_get, *k_newline;
 static PyObject *v_assistant_text, *v_tool_call, *v_user, *v_tool_result, *v_bash, *v_empty;
 static PyObject *k_usage, *k_total_tokens, *k_stop_reason, *k_chars;
-static PyObject *k_error_message, *k_timestamp, *v_undefined;
+static PyObject *k_error_message, *k_timestamp, *v_undefined, *k_message_field;
+
+static int calls_set(PyObject *calls, CallsCtx *ctx, PyObject *cid, PyObject *ev) {
+    if (ctx == NULL) return PyObject_SetItem(calls, cid, ev);
+    PyObject *node = PyLong_FromLong(ctx->node);
+    if (node == NULL) return -1;
+    int r = PyDict_SetItem(calls, cid, ev) < 0 || PyDict_SetItem(ctx->owners, cid, node) < 0 ? -1 : 0;
+    Py_DECREF(node);
+    return r;
+}
+
+/* calls.get(key): a new reference, None when missing */
+static PyObject *calls_get(PyObject *calls, CallsCtx *ctx, PyObject *key) {
+    if (ctx == NULL) return PyObject_CallMethodOneArg(calls, k_message_get, key);
+    PyObject *v = PyDict_GetItemWithError(calls, key);
+    if (v == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (v != Py_None) {
+        PyObject *owner = PyDict_GetItemWithError(ctx->owners, key);
+        if (owner == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            return NULL;
+        }
+        long o = PyLong_AsLong(owner);
+        if (o == -1 && PyErr_Occurred()) return NULL;
+        if (col_push(ctx->users, &ctx->node) < 0 || col_push(ctx->suppliers, &o) < 0) return NULL;
+    }
+    return Py_NewRef(v);
+}
 
 static int str_is(PyObject *v, const char *ascii) {
     return v != NULL && PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, ascii) == 0;
@@ -1763,7 +1906,7 @@ static int exact_parts(PyObject *content) {
     return 1;
 }
 
-static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events) {
+static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events) {
     PyObject *content = dget(msg, k_content_field);
     if (content == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -1801,7 +1944,7 @@ static PyObject *feed_assistant(PyObject *msg, PyObject *eid, PyObject *calls, P
                     PyObject *owned = (args == NULL || args == Py_None) ? PyDict_New() : (Py_INCREF(args), args);
                     PyObject *ev = owned == NULL ? NULL : event3(v_tool_call, eid);
                     if (ev == NULL || PyDict_SetItem(ev, k_tcid, cid) < 0 || PyDict_SetItem(ev, k_name, name) < 0
-                        || PyDict_SetItem(ev, k_args, owned) < 0 || PyObject_SetItem(calls, cid, ev) < 0) {
+                        || PyDict_SetItem(ev, k_args, owned) < 0 || calls_set(calls, ctx, cid, ev) < 0) {
                         Py_XDECREF(ev);
                         bad = 1;
                     } else if (emit(events, ev) < 0) bad = 1;
@@ -1850,7 +1993,8 @@ fail:
     return NULL;
 }
 
-static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events, PyObject *stub_type) {
+static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events,
+                                  PyObject *stub_type) {
     PyObject *err = dget(msg, k_is_error);
     if (err == Py_True) Py_RETURN_NONE; /* an error's text: the Python code */
     if (err == NULL && PyErr_Occurred()) return NULL;
@@ -1869,7 +2013,7 @@ static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls,
     Py_INCREF(tcid);
     Py_XINCREF(content);
     PyObject *ev = NULL, *result = NULL;
-    PyObject *pending = PyObject_CallMethodOneArg(calls, k_message_get, tcid);
+    PyObject *pending = calls_get(calls, ctx, tcid);
     if (pending == NULL) goto done;
     if (str_is(tname, "bash")) {
         PyObject *cmd = Py_NewRef(v_empty);
@@ -1926,7 +2070,8 @@ done:
     return result;
 }
 
-static PyObject *feed_core(PyObject *msg, PyObject *eid, PyObject *calls, PyObject *events, PyObject *stub_type) {
+static PyObject *feed_core(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events,
+                           PyObject *stub_type) {
     if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events)) Py_RETURN_NONE;
     PyObject *role = dget(msg, k_role);
     if (role == NULL) {
@@ -1934,9 +2079,9 @@ static PyObject *feed_core(PyObject *msg, PyObject *eid, PyObject *calls, PyObje
         Py_RETURN_NONE;
     }
     if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
-    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) return feed_assistant(msg, eid, calls, events);
+    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) return feed_assistant(msg, eid, calls, ctx, events);
     if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0)
-        return feed_tool_result(msg, eid, calls, events, stub_type);
+        return feed_tool_result(msg, eid, calls, ctx, events, stub_type);
     if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
         PyObject *content = dget(msg, k_content_field);
         if (content == NULL && PyErr_Occurred()) return NULL;
@@ -1964,7 +2109,7 @@ static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "feed_message(msg, eid, calls, events, tool_output)");
         return NULL;
     }
-    return feed_core(args[0], args[1], args[2], args[3], args[4]);
+    return feed_core(args[0], args[1], args[2], NULL, args[3], args[4]);
 }
 
 static int feed_init(void) {
@@ -1978,6 +2123,7 @@ static int feed_init(void) {
     S(v_assistant_text, "assistantText"); S(v_tool_call, "toolCall"); S(v_user, "user");
     S(v_tool_result, "toolResult"); S(v_bash, "bash"); S(v_empty, "");
     S(k_error_message, "errorMessage"); S(k_timestamp, "timestamp"); S(v_undefined, "undefined");
+    S(k_message_field, "message");
     S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
 #undef S
     return 0;
@@ -2211,14 +2357,8 @@ static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObj
     return 1;
 }
 
-static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "message_node(msg, eid, calls, events, kinds, tool_output, truncate)");
-        return NULL;
-    }
-    PyObject *msg = args[0], *eid = args[1], *calls = args[2], *events = args[3], *kinds = args[4];
-    PyObject *stub_type = args[5], *truncate = args[6];
+static PyObject *message_node_core(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events,
+                                   PyObject *kinds, PyObject *stub_type, PyObject *truncate) {
     if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events) || !PyDict_CheckExact(kinds)) Py_RETURN_NONE;
     PyObject *role = dget(msg, k_role);
     if (role == NULL) {
@@ -2253,7 +2393,7 @@ static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_SystemError, "message_node: facts left to Python after the checks");
         return NULL;
     }
-    PyObject *seen = feed_core(msg, eid, calls, events, stub_type);
+    PyObject *seen = feed_core(msg, eid, calls, ctx, events, stub_type);
     if (seen == NULL || seen == Py_None) {
         if (seen != NULL) {
             Py_DECREF(seen);
@@ -2267,6 +2407,181 @@ static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_s
     Py_DECREF(facts);
     Py_DECREF(seen);
     return r;
+}
+
+static PyObject *native_message_node(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "message_node(msg, eid, calls, events, kinds, tool_output, truncate)");
+        return NULL;
+    }
+    return message_node_core(args[0], args[1], args[2], NULL, args[3], args[4], args[5], args[6]);
+}
+
+/* ---- read_lines' sink (declared before read_lines) ---- */
+
+static int sink_column(PyObject *spec, Py_ssize_t at, const char *typecode, Col *col, PyObject **out) {
+    PyObject *a = PyTuple_GET_ITEM(spec, at);
+    PyObject *code = PyObject_GetAttrString(a, "typecode");
+    PyObject *size = code == NULL ? NULL : PyObject_GetAttrString(a, "itemsize");
+    int ok = code != NULL && size != NULL && PyUnicode_Check(code)
+             && PyUnicode_CompareWithASCIIString(code, typecode) == 0;
+    Py_ssize_t item = ok ? PyLong_AsSsize_t(size) : -1;
+    Py_XDECREF(code);
+    Py_XDECREF(size);
+    if (PyErr_Occurred()) return -1;
+    if (!ok || item <= 0) {
+        PyErr_Format(PyExc_TypeError, "read_lines: sink item %zd is not an array of type '%s'", at, typecode);
+        return -1;
+    }
+    col->v = NULL;
+    col->n = col->cap = 0;
+    col->item = item;
+    *out = a;
+    return 0;
+}
+
+/* the sink tuple: (kinds, tokens, usage, spans, deferred, id blob, ids.append, offsets,
+   lengths, parents, [previous id], calls, calls.owners, calls.users, calls.suppliers,
+   events, starts, thinking, normalizer, MESSAGE_KINDS, ToolOutput, truncate) */
+static int sink_open(NodeSink *k, PyObject *spec) {
+    memset(k, 0, sizeof(*k));
+    if (!PyTuple_CheckExact(spec) || PyTuple_GET_SIZE(spec) != 22) {
+        PyErr_SetString(PyExc_TypeError, "read_lines: the sink is a tuple of 22 items");
+        return -1;
+    }
+#define G(i) PyTuple_GET_ITEM(spec, i)
+    k->kinds = G(0);
+    k->usage = G(2);
+    k->spans = G(3);
+    k->deferred = G(4);
+    k->blob = G(5);
+    k->ids_append = G(6);
+    k->parents = G(9);
+    k->last = G(10);
+    k->calls = G(11);
+    k->owners = G(12);
+    k->events = G(15);
+    k->thinking = G(17);
+    k->nz = G(18);
+    k->kind_table = G(19);
+    k->stub_type = G(20);
+    k->truncate = G(21);
+#undef G
+    if (!PyList_CheckExact(k->kinds) || !PyDict_CheckExact(k->usage) || !PyDict_CheckExact(k->spans)
+        || !PyDict_CheckExact(k->deferred) || !PyByteArray_CheckExact(k->blob) || !PyDict_CheckExact(k->parents)
+        || !PyList_CheckExact(k->last) || PyList_GET_SIZE(k->last) != 1 || !PyDict_Check(k->calls)
+        || !PyDict_CheckExact(k->owners) || !PyList_CheckExact(k->events) || !PyDict_CheckExact(k->thinking)
+        || !PyDict_CheckExact(k->kind_table)) {
+        PyErr_SetString(PyExc_TypeError, "read_lines: a sink item has the wrong type");
+        return -1;
+    }
+    if (sink_column(spec, 1, "q", &k->c_tokens, &k->tokens) < 0 || sink_column(spec, 7, "q", &k->c_offsets, &k->offsets) < 0
+        || sink_column(spec, 8, "i", &k->c_lengths, &k->lengths) < 0
+        || sink_column(spec, 13, "l", &k->c_users, &k->users_col) < 0
+        || sink_column(spec, 14, "l", &k->c_suppliers, &k->suppliers_col) < 0
+        || sink_column(spec, 16, "i", &k->c_starts, &k->starts) < 0)
+        return -1;
+    if (k->c_tokens.item != sizeof(long long) || k->c_offsets.item != sizeof(long long) || k->c_lengths.item != sizeof(int)
+        || k->c_starts.item != sizeof(int) || k->c_users.item != sizeof(long) || k->c_suppliers.item != sizeof(long)) {
+        PyErr_SetString(PyExc_TypeError, "read_lines: a sink column's item size is not its C type's");
+        return -1;
+    }
+    return 0;
+}
+
+static int sink_flush(NodeSink *k) {
+    int rc = 0;
+    rc |= col_flush(&k->c_tokens, k->tokens);
+    rc |= col_flush(&k->c_offsets, k->offsets);
+    rc |= col_flush(&k->c_lengths, k->lengths);
+    rc |= col_flush(&k->c_starts, k->starts);
+    rc |= col_flush(&k->c_users, k->users_col);
+    rc |= col_flush(&k->c_suppliers, k->suppliers_col);
+    return rc ? -1 : 0;
+}
+
+static void sink_close(NodeSink *k) {
+    Col *cols[6] = {&k->c_tokens, &k->c_offsets, &k->c_lengths, &k->c_starts, &k->c_users, &k->c_suppliers};
+    for (int j = 0; j < 6; j++) {
+        free(cols[j]->v);
+        cols[j]->v = NULL;
+        cols[j]->n = cols[j]->cap = 0;
+    }
+}
+
+/* a value set in a dict keyed by the node's number unless it is None */
+static int sink_note(PyObject *map, PyObject *i, PyObject *v) {
+    return v == Py_None ? 0 : PyDict_SetItem(map, i, v);
+}
+
+/* `node(value, eid, pid, offset, length)` of scan.py for a node that is a `message`
+   whose message `message_node` takes: 1 done, 0 left to `node` (nothing changed), -1 an
+   error */
+static int sink_node(NodeSink *k, PyObject *value, PyObject *eid, PyObject *pid, long long offset, Py_ssize_t length) {
+    PyObject *t = dget(value, type_key);
+    if (t == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!str_is(t, "message")) return 0;
+    PyObject *m = dget(value, k_message_field);
+    if (m == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyDict_CheckExact(m)) return 0;
+    Py_ssize_t i = PyList_GET_SIZE(k->kinds);
+    int at = (int)PyList_GET_SIZE(k->events);
+    Col *users = &k->c_users, *suppliers = &k->c_suppliers;
+    CallsCtx ctx = {k->owners, users, suppliers, (long)i};
+    Py_INCREF(m);
+    PyObject *done = message_node_core(m, eid, k->calls, &ctx, k->events, k->kind_table, k->stub_type, k->truncate);
+    Py_DECREF(m);
+    if (done == NULL) return -1;
+    if (done == Py_None) {
+        Py_DECREF(done);
+        return 0;
+    }
+    int rc = -1;
+    PyObject *num = PyLong_FromSsize_t(i);
+    if (num == NULL) goto out;
+    /* the parent of a node that does not follow its parent in the file */
+    PyObject *prev = PyList_GET_ITEM(k->last, 0);
+    int differs = i == 0 ? 1 : PyObject_RichCompareBool(pid, prev, Py_NE);
+    if (differs < 0 || (differs && PyDict_SetItem(k->parents, num, pid) < 0)) goto out;
+    Py_INCREF(eid);
+    if (PyList_SetItem(k->last, 0, eid) < 0) goto out;
+    /* the id column (IdTable.append) */
+    if (PyUnicode_GET_LENGTH(eid) == 8 && PyUnicode_IS_ASCII(eid)) {
+        Py_ssize_t old = PyByteArray_GET_SIZE(k->blob);
+        if (PyByteArray_Resize(k->blob, old + 8) < 0) goto out;
+        memcpy(PyByteArray_AS_STRING(k->blob) + old, PyUnicode_1BYTE_DATA(eid), 8);
+    } else {
+        PyObject *r = PyObject_CallOneArg(k->ids_append, eid);
+        if (r == NULL) goto out;
+        Py_DECREF(r);
+    }
+    int len32 = (int)length;
+    long long tokens = PyLong_AsLongLong(PyTuple_GET_ITEM(done, 1));
+    if (tokens == -1 && PyErr_Occurred()) goto out;
+    if (col_push(&k->c_offsets, &offset) < 0 || col_push(&k->c_lengths, &len32) < 0) goto out;
+    if (PyList_Append(k->kinds, PyTuple_GET_ITEM(done, 0)) < 0 || col_push(&k->c_tokens, &tokens) < 0) goto out;
+    if (sink_note(k->usage, num, PyTuple_GET_ITEM(done, 2)) < 0 || sink_note(k->spans, num, PyTuple_GET_ITEM(done, 3)) < 0
+        || sink_note(k->deferred, num, PyTuple_GET_ITEM(done, 4)) < 0)
+        goto out;
+    if (col_push(&k->c_starts, &at) < 0) goto out;
+    PyObject *seen = PyTuple_GET_ITEM(done, 5);
+    int any = PyObject_IsTrue(seen);
+    if (any < 0) goto out;
+    if (any) {
+        PyObject *before = PyObject_GetAttr(k->nz, k_thinking);
+        PyObject *sum = before == NULL ? NULL : PyNumber_Add(before, seen);
+        Py_XDECREF(before);
+        if (sum == NULL) goto out;
+        int r = PyObject_SetAttr(k->nz, k_thinking, sum);
+        Py_DECREF(sum);
+        if (r < 0 || PyDict_SetItem(k->thinking, num, seen) < 0) goto out;
+    }
+    rc = 1;
+out:
+    Py_XDECREF(num);
+    Py_DECREF(done);
+    return rc;
 }
 
 
@@ -2980,7 +3295,7 @@ static PyMethodDef native_methods[] = {
      "scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes, max_depth, type_names, "
      "content) -> (status, pos, at, line_no, ordinal)"},
     {"read_lines", (PyCFunction)(void (*)(void))native_read_lines, METH_FASTCALL,
-     "read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node, line, check, owner) -> "
+     "read_lines(data, view, pos, consumed, count, max_line_bytes, max_depth, decode, node, line, check, owner, sink) -> "
      "(pos, consumed, count)"},
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},

@@ -327,13 +327,14 @@ def each_line(
     *,
     max_line_bytes: int,
     check: Callable[[], object] | None = None,
-    nodes: tuple[NodeFn, LineCounts] | None = None,
+    nodes: tuple[NodeFn, LineCounts, tuple[Any, ...] | None] | None = None,
 ) -> tuple[int, int]:
     """Feed every newline-terminated line of `data` to `line(view, pos, end, max_line_bytes,
     pos)`, checking `check` every 4096 lines; returns (bytes consumed, bytes of a trailing
     line without a newline, which Pi does not read). The one line loop of both loaders.
-    `nodes`: (the sink's `node`, the sink with its `first`): the accelerator's loop
-    (`_native.read_lines`) then runs it, handing plain node lines to `node`."""
+    `nodes`: (the sink's `node`, the sink with its `first`, its columns for the
+    accelerator or None): the accelerator's loop (`_native.read_lines`) then runs it,
+    handing plain node lines to `node` (or, for a common message, to those columns)."""
     mv = memoryview(data)
     n = len(data)
     pos = 0
@@ -341,9 +342,9 @@ def each_line(
     count = 0
     if nodes is not None and _read_lines is not None:
         # (offsets are positions here: consumed == pos)
-        node, owner = nodes
+        node, owner, sink = nodes
         pos, _, count = _read_lines(
-            data, mv, 0, 0, 0, max_line_bytes, MAX_JSON_DEPTH, decode_json, node, line, check, owner
+            data, mv, 0, 0, 0, max_line_bytes, MAX_JSON_DEPTH, decode_json, node, line, check, owner, sink
         )
         return pos, n - pos
     while pos < n:
@@ -399,11 +400,12 @@ def stream_hashed(
     check: Callable[[], object] | None,
     chunk_size: int,
     node: NodeFn | None = None,
+    sink: tuple[Any, ...] | None = None,
 ) -> str:
     """Feed every complete line of the open file `fp` to `line(data, pos, end,
     max_line_bytes, offset)` and set `out.partial_tail_bytes` / `out.size`; returns the
-    sha256 hex of every byte read. `node`: the sink's `node` (see `each_line`; `out` is
-    then the sink)."""
+    sha256 hex of every byte read. `node`, `sink`: the sink's `node` and its columns for
+    the accelerator (see `each_line`; `out` is then the sink)."""
     import hashlib
     import queue
     import threading
@@ -424,7 +426,17 @@ def stream_hashed(
     worker = threading.Thread(target=hasher, name="fabric-preview-hash", daemon=True)
     worker.start()
     try:
-        _stream_fp(fp, line, out, chunks, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size, node=node)
+        _stream_fp(
+            fp,
+            line,
+            out,
+            chunks,
+            max_line_bytes=max_line_bytes,
+            check=check,
+            chunk_size=chunk_size,
+            node=node,
+            sink=sink,
+        )
     finally:
         chunks.put(None)
         worker.join()
@@ -441,6 +453,7 @@ def _stream_fp(
     check: Callable[[], object] | None,
     chunk_size: int,
     node: NodeFn | None = None,
+    sink: tuple[Any, ...] | None = None,
 ) -> None:
     buf = b""
     consumed = 0  # file offset of data[pos]
@@ -461,7 +474,19 @@ def _stream_fp(
             if read_lines is not None and dropped < 0:
                 # every complete line left in this chunk, in C (the same calls: `each_line`)
                 pos, consumed, count = read_lines(
-                    data, mv, pos, consumed, count, max_line_bytes, MAX_JSON_DEPTH, decode_json, node, line, check, out
+                    data,
+                    mv,
+                    pos,
+                    consumed,
+                    count,
+                    max_line_bytes,
+                    MAX_JSON_DEPTH,
+                    decode_json,
+                    node,
+                    line,
+                    check,
+                    out,
+                    sink,
                 )
                 break
             nl = find(b"\n", pos)

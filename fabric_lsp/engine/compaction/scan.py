@@ -303,6 +303,7 @@ class Scanned:
         "fp",
         "line",
         "node",
+        "sink",
         "first",
     )
 
@@ -318,13 +319,16 @@ class Scanned:
         self.size = 0
         self.fp: IO[bytes] | None = None
         self.first = True  # no value read yet (`read_node`'s `first`)
-        self.line, self.node = self._sink()
+        self.line, self.node, self.sink = self._sink()
 
-    def _sink(self) -> tuple[LineFn, NodeFn]:
+    def _sink(self) -> tuple[LineFn, NodeFn, tuple[Any, ...] | None]:
         """The pass-1 sink `line(data, pos, end, max_line_bytes, offset)`: the loaders'
         line rules (`loader.read_node`), then `node(value, id, parentId, offset, length)`:
         the node's id, line, facts and speculative events (the accelerator's line loop
-        calls `node` itself for a line that is plainly a node: `loader.read_nodes`)."""
+        calls `node` itself for a line that is plainly a node: `loader.read_nodes`), and
+        the columns and maps `node` fills, for the accelerator's loop to fill them itself
+        for a node that is a common message (`_native.read_lines`' sink; None without the
+        accelerator)."""
         nodes = self.nodes
         kinds = nodes.kinds
         kinds_append = kinds.append
@@ -345,14 +349,13 @@ class Scanned:
         thinking = spec.thinking
         add_pi1x = nodes.add_pi1x
         message_node = _message_node
-        prev: Any = None
+        last: list[Any] = [None]  # the previous node's id
 
         def node(value: dict[str, Any], eid: str, pid: str | None, offset: int, length: int) -> None:
-            nonlocal prev
             i = len(kinds)
-            if i == 0 or pid != prev:
+            if i == 0 or pid != last[0]:
                 parents[i] = pid
-            prev = eid
+            last[0] = eid
             if len(eid) == 8 and eid.isascii():  # IdTable.append
                 blob_extend(eid.encode("ascii"))
             else:
@@ -410,7 +413,34 @@ class Scanned:
             if value is not None:
                 node(value, cast(str, eid), pid, offset, end - pos)  # (read_node: eid a str for a node)
 
-        return line, node
+        sink = None
+        if message_node is not None:
+            # (the order `_native.read_lines` reads them in)
+            sink = (
+                kinds,
+                nodes.tokens,
+                usage,
+                spans,
+                deferred_d,
+                nodes.ids.blob,
+                ids_append,
+                nodes.offsets,
+                nodes.lengths,
+                parents,
+                last,
+                calls,
+                calls.owners,
+                calls.users,
+                calls.suppliers,
+                events,
+                spec.starts,
+                thinking,
+                nz,
+                MESSAGE_KINDS,
+                ToolOutput,
+                _truncate_line,
+            )
+        return line, node, sink
 
     # -- the branch
     @property
@@ -535,10 +565,10 @@ def scan_session_bytes(
     out.nodes.lines = _BytesLines(data)
     try:
         out.size, out.partial_tail_bytes = each_line(
-            data, out.line, max_line_bytes=max_line_bytes, check=check, nodes=(out.node, out)
+            data, out.line, max_line_bytes=max_line_bytes, check=check, nodes=(out.node, out, out.sink)
         )
     finally:
-        out.line, out.node = _pass_one_over, _pass_one_over
+        out.line, out.node, out.sink = _pass_one_over, _pass_one_over, None
     return out
 
 
@@ -555,13 +585,20 @@ def scan_session_file(
     fp = open(path, "rb")
     try:
         digest = stream_hashed(
-            fp, out.line, out, max_line_bytes=max_line_bytes, check=check, chunk_size=chunk_size, node=out.node
+            fp,
+            out.line,
+            out,
+            max_line_bytes=max_line_bytes,
+            check=check,
+            chunk_size=chunk_size,
+            node=out.node,
+            sink=out.sink,
         )
     except BaseException:
         fp.close()
         raise
     finally:
-        out.line, out.node = _pass_one_over, _pass_one_over
+        out.line, out.node, out.sink = _pass_one_over, _pass_one_over, None
     out.fp = fp
     out.nodes.lines = _FileLines(fp)
     return out, digest

@@ -55,7 +55,11 @@ def session_bytes(draw: st.DrawFn) -> bytes:
     ids: list[str] = []
     for i in range(n):
         e: dict[str, Any] = dict(draw(entry()))
-        e["id"] = draw(st.sampled_from([f"{i:08x}"] * 4 + [None, 5, f"{max(0, i - 1):08x}"]))
+        # (Pi's 8 hex digits mostly; ids of other lengths or not ASCII go to the id table's
+        # other column)
+        e["id"] = draw(
+            st.sampled_from([f"{i:08x}"] * 4 + [None, 5, f"{max(0, i - 1):08x}", f"id-{i}", f"\u00fc{i:07x}"])
+        )
         e["parentId"] = draw(st.sampled_from([ids[-1] if ids else None] * 4 + [None, "ghost", 3]))
         if isinstance(e["id"], str):
             ids.append(e["id"])
@@ -92,6 +96,10 @@ def _state(scan: Scanned) -> str:
             "events": spec.nz.events,
             "starts": list(spec.starts),
             "thinking": sorted(spec.thinking.items()),
+            "normalizerThinking": spec.nz.thinking,
+            "calls": sorted(spec.calls.items()),
+            "owners": sorted(spec.calls.owners.items()),
+            "pairings": list(zip(spec.calls.users, spec.calls.suppliers)),
         }
     )
 
@@ -171,6 +179,60 @@ def test_native_message_nodes_leave_the_python_scan(tmp_path_factory, data):
     path.write_bytes(data)
     with pytest.MonkeyPatch.context() as mp:
         a, b = _both(mp, lambda: _state(scan_session_file(str(path))[0]))
+        assert a == b
+        previews = _both(mp, lambda: json.dumps(preview_compaction(str(path), include_qa=True), sort_keys=True))
+        assert previews[0] == previews[1]
+
+
+_CALL_IDS = st.sampled_from(["c1", "c2", "c3", "c4"])
+
+
+@st.composite
+def tool_session(draw: st.DrawFn) -> bytes:
+    """A session of tool calls and their results (the same call ids again and again, some
+    results on another branch than their call, some thinking, ids of every kind): the
+    pass-1 pairings `_Calls` notes, which decide whether its events are the branch's."""
+    lines = [HEADER]
+    ids: list[str] = []
+    for i in range(draw(st.integers(1, 14))):
+        role = draw(st.sampled_from(["assistant", "toolResult", "toolResult", "user"]))
+        m: dict[str, Any]
+        if role == "assistant":
+            parts: list[dict[str, Any]] = [
+                {"type": "toolCall", "id": cid, "name": draw(st.sampled_from(["bash", "read"])), "arguments": {}}
+                for cid in draw(st.lists(_CALL_IDS, min_size=1, max_size=3))
+            ]
+            if draw(st.booleans()):
+                parts.insert(0, {"type": "thinking", "thinking": "hm"})
+            m = {"role": "assistant", "content": parts, "usage": {"totalTokens": draw(st.integers(1, 500))}}
+        elif role == "toolResult":
+            m = {
+                "role": "toolResult",
+                "toolCallId": draw(_CALL_IDS),
+                "toolName": draw(st.sampled_from(["bash", "read"])),
+                "content": [{"type": "text", "text": draw(st.sampled_from(["ok", "x" * 300, "\u00e9" * 150]))}],
+                "isError": draw(st.sampled_from([False, None, True])),
+            }
+        else:
+            m = {"role": "user", "content": "go"}
+        eid = draw(st.sampled_from([f"{i:08x}"] * 6 + [f"n{i}", f"\u00fc{i:07x}"]))
+        parent = ids[-1] if ids and draw(st.integers(0, 3)) else draw(st.sampled_from([None, *ids[-4:]]))
+        ids.append(eid)
+        lines.append(msgspec.json.encode({"type": "message", "id": eid, "parentId": parent, "message": m}))
+    return b"\n".join(lines) + b"\n"
+
+
+@needs_native
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(tool_session(), st.sampled_from([64, 512 << 10]))
+def test_native_sink_pairs_results_with_calls_as_the_python_scan(tmp_path_factory, data, chunk):
+    """The accelerator's loop fills the scan's columns for a common message node itself
+    (`read_lines`' sink): the same columns, pending calls, owners and pairings, thinking
+    counts and preview as the Python sink."""
+    path = tmp_path_factory.mktemp("s") / "s.jsonl"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        a, b = _both(mp, lambda: _state(scan_session_file(str(path), chunk_size=chunk)[0]))
         assert a == b
         previews = _both(mp, lambda: json.dumps(preview_compaction(str(path), include_qa=True), sort_keys=True))
         assert previews[0] == previews[1]
