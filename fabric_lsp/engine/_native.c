@@ -1829,8 +1829,9 @@ static PyObject *native_tool_output(PyObject *self, PyObject *const *args, Py_ss
  * feed_message(msg, eid, calls, events, tool_output) -> int | None: `Normalizer.feed` of a
  * `message` entry whose message is the exact dict `msg`, for the roles `assistant` (its
  * text and tool-call events; returns the thinking blocks seen), `user` (its event) and a
- * `toolResult` that is not an error and not `fabric_exec` (its toolResult or bash event,
- * pairing with `calls.get`); `events` receives the events, `calls[id]` each tool call.
+ * `toolResult` that is not `fabric_exec`'s (its toolResult or bash event, pairing with
+ * `calls.get`; an error's event carries its text); `events` receives the events,
+ * `calls[id]` each tool call.
  * None, with nothing changed, for anything else (another role, a dict or list that is a
  * subclass): the Python code normalizes it. Dicts are built with the keys in the Python
  * code's order. */
@@ -1839,7 +1840,7 @@ static PyObject *k_entry, *k_source, *k_tcid, *k_name, *k_args, *k_tool_name, *k
     *k_line, *k_content, *k_role, *k_arguments, *k_thinking, *k_content_field, *k_message_get, *k_newline;
 static PyObject *v_assistant_text, *v_tool_call, *v_user, *v_tool_result, *v_bash, *v_empty;
 static PyObject *k_usage, *k_total_tokens, *k_stop_reason, *k_chars;
-static PyObject *k_error_message, *k_timestamp, *v_undefined, *k_message_field;
+static PyObject *k_error_message, *k_timestamp, *v_undefined, *k_message_field, *k_error;
 
 static int calls_set(PyObject *calls, CallsCtx *ctx, PyObject *cid, PyObject *ev) {
     if (ctx == NULL) return PyObject_SetItem(calls, cid, ev);
@@ -1996,8 +1997,8 @@ fail:
 static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events,
                                   PyObject *stub_type) {
     PyObject *err = dget(msg, k_is_error);
-    if (err == Py_True) Py_RETURN_NONE; /* an error's text: the Python code */
     if (err == NULL && PyErr_Occurred()) return NULL;
+    int is_error = err == Py_True;
     PyObject *tname = dget(msg, k_tool_name);
     if (tname == NULL && PyErr_Occurred()) return NULL;
     if (tname == NULL || !PyUnicode_Check(tname)) tname = v_empty;
@@ -2009,10 +2010,20 @@ static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls,
     if (content == NULL && PyErr_Occurred()) return NULL;
     int stub = content != NULL && Py_TYPE(content) == (PyTypeObject *)stub_type;
     int listed = content != NULL && PyList_Check(content);
+    /* an error's text (`content_text` of its content list), read before anything changes */
+    PyObject *error_text = NULL;
+    if (is_error && listed) {
+        error_text = text_of(content);
+        if (error_text == NULL) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE; /* not an exact list of exact dicts: the Python code */
+        }
+    }
     Py_INCREF(tname);
     Py_INCREF(tcid);
     Py_XINCREF(content);
     PyObject *ev = NULL, *result = NULL;
+    PyObject *is_error_obj = is_error ? Py_True : Py_False;
     PyObject *pending = calls_get(calls, ctx, tcid);
     if (pending == NULL) goto done;
     if (str_is(tname, "bash")) {
@@ -2038,15 +2049,23 @@ static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls,
         }
         ev = event3(v_bash, eid);
         if (ev == NULL || PyDict_SetItem(ev, k_tcid, tcid) < 0 || PyDict_SetItem(ev, k_command, cmd) < 0
-            || PyDict_SetItem(ev, k_is_error, Py_False) < 0 || PyDict_SetItem(ev, k_exit_code, Py_None) < 0) {
+            || PyDict_SetItem(ev, k_is_error, is_error_obj) < 0 || PyDict_SetItem(ev, k_exit_code, Py_None) < 0) {
             Py_DECREF(cmd);
             goto done;
         }
         Py_DECREF(cmd);
-    } else {
+        if (error_text != NULL && PyUnicode_GET_LENGTH(error_text) > 0 && PyDict_SetItem(ev, k_error, error_text) < 0)
+            goto done;
+    } else if (error_text != NULL) {
         ev = event3(v_tool_result, eid);
         if (ev == NULL || PyDict_SetItem(ev, k_tcid, tcid) < 0 || PyDict_SetItem(ev, k_tool_name, tname) < 0
-            || PyDict_SetItem(ev, k_is_error, Py_False) < 0
+            || PyDict_SetItem(ev, k_is_error, Py_True) < 0 || PyDict_SetItem(ev, k_text, error_text) < 0)
+            goto done;
+    } else {
+        /* (an error without a content list reads as a success without one, but for isError) */
+        ev = event3(v_tool_result, eid);
+        if (ev == NULL || PyDict_SetItem(ev, k_tcid, tcid) < 0 || PyDict_SetItem(ev, k_tool_name, tname) < 0
+            || PyDict_SetItem(ev, k_is_error, is_error_obj) < 0
             || PyDict_SetItem(ev, k_text, (stub || listed) ? Py_None : v_empty) < 0)
             goto done;
         if (stub) {
@@ -2064,6 +2083,7 @@ static PyObject *feed_tool_result(PyObject *msg, PyObject *eid, PyObject *calls,
 done:
     Py_XDECREF(ev);
     Py_XDECREF(pending);
+    Py_XDECREF(error_text);
     Py_DECREF(tname);
     Py_DECREF(tcid);
     Py_XDECREF(content);
@@ -2123,7 +2143,7 @@ static int feed_init(void) {
     S(v_assistant_text, "assistantText"); S(v_tool_call, "toolCall"); S(v_user, "user");
     S(v_tool_result, "toolResult"); S(v_bash, "bash"); S(v_empty, "");
     S(k_error_message, "errorMessage"); S(k_timestamp, "timestamp"); S(v_undefined, "undefined");
-    S(k_message_field, "message");
+    S(k_message_field, "message"); S(k_error, "error");
     S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
 #undef S
     return 0;
@@ -2348,11 +2368,10 @@ static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObj
     if (result) {
         PyObject *err = dget(msg, k_is_error);
         if (err == NULL && PyErr_Occurred()) return -1;
-        if (err == Py_True) return 0;
         PyObject *tname = dget(msg, k_tool_name);
         if (tname == NULL && PyErr_Occurred()) return -1;
         if (str_is(tname, "fabric_exec")) return 0;
-        return 2; /* a result to stub */
+        return err == Py_True ? 1 : 2; /* a success's output is stubbed, an error's text kept */
     }
     return 1;
 }
