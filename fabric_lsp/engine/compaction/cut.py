@@ -4,6 +4,7 @@ continuity cut and the legacy latest-turn cut."""
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from typing import Any
 
 from fabric_lsp.engine.session.context import build_context_messages
@@ -128,11 +129,7 @@ class Spans:
         for lo, hi in self.closed:
             diff[lo + 1] += 1
             diff[hi + 1] -= 1
-        acc = 0
-        self.crossing = [0] * n
-        for b in range(n):
-            acc += diff[b]
-            self.crossing[b] = acc
+        self.crossing = list(accumulate(diff))  # (prefix sums)
 
     def safe(self, b: int) -> bool:
         return self.crossing[b] == 0
