@@ -2376,6 +2376,21 @@ static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObj
     return 1;
 }
 
+/* ToolOutput(chars, line) (compaction/loader.py): its __init__ only sets its two slots,
+   so they are set here on a fresh instance without running it */
+static PyObject *new_stub(PyObject *stub_type, PyObject *chars, PyObject *line) {
+    PyTypeObject *t = (PyTypeObject *)stub_type;
+    if (!PyType_Check(stub_type) || t->tp_alloc == NULL)
+        return PyObject_CallFunctionObjArgs(stub_type, chars, line, NULL);
+    PyObject *o = t->tp_alloc(t, 0);
+    if (o == NULL) return NULL;
+    if (PyObject_SetAttr(o, k_chars, chars) < 0 || PyObject_SetAttr(o, k_line, line) < 0) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
 static PyObject *message_node_core(PyObject *msg, PyObject *eid, PyObject *calls, CallsCtx *ctx, PyObject *events,
                                    PyObject *kinds, PyObject *stub_type, PyObject *truncate) {
     if (!PyDict_CheckExact(msg) || !PyList_CheckExact(events) || !PyDict_CheckExact(kinds)) Py_RETURN_NONE;
@@ -2395,7 +2410,7 @@ static PyObject *message_node_core(PyObject *msg, PyObject *eid, PyObject *calls
         if (out != Py_None) {
             PyObject *line = PyTuple_GET_ITEM(out, 1);
             PyObject *shown = PyTuple_GET_ITEM(out, 2) == Py_True ? Py_NewRef(line) : PyObject_CallOneArg(truncate, line);
-            PyObject *stub = shown == NULL ? NULL : PyObject_CallFunctionObjArgs(stub_type, PyTuple_GET_ITEM(out, 0), shown, NULL);
+            PyObject *stub = shown == NULL ? NULL : new_stub(stub_type, PyTuple_GET_ITEM(out, 0), shown);
             Py_XDECREF(shown);
             Py_DECREF(out);
             if (stub == NULL) return NULL;
