@@ -4,10 +4,8 @@ branch walk reads without a dict per entry."""
 from __future__ import annotations
 
 import binascii
-import operator
 import sys
 from array import array
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,9 +105,7 @@ class IdTable:
         else:
             cells = array("Q", blob)
         del blob
-        s = sorted(cells)
-        del cells
-        return any(map(operator.eq, s, islice(s, 1, None)))  # sorted: a duplicate is a neighbour
+        return len(set(cells)) != len(cells)  # (a set of random ids: a quarter of sorting them)
 
     def gather(self, runs: Runs) -> IdTable:
         out = IdTable()

@@ -215,6 +215,23 @@ def test_id_table_cells():
     assert v.has_duplicates()
 
 
+@PROPS
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(0, 40).map(lambda i: f"{i * 2654435761 % (1 << 32):08x}"),  # Pi's ids
+            st.sampled_from(["e1", "ghost", "\u00e9", "x" * 8, "ODD00000", "0000ABCD"]),
+        ),
+        max_size=60,
+    )
+)
+def test_id_table_duplicates_are_the_ids_duplicates(ids):
+    t = IdTable()
+    for s in ids:
+        t.append(s)
+    assert t.has_duplicates() == (len(set(ids)) != len(ids))
+
+
 def test_a_line_rewritten_between_the_passes_is_refused(tmp_path):
     entries = link(
         [user("a"), assistant(call("c1", "read", {"path": "x"})), tool_result("c1", "read", "ok"), user("b")]
