@@ -26,6 +26,8 @@ from bench_common import add_session_arguments, describe, session_file
 
 from fabric_lsp.commands.demo import StdioLspClient
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def decode_baseline(path: Path) -> float:
     t = time.perf_counter()
@@ -42,7 +44,9 @@ def server_round(path: Path) -> tuple[float, float]:
         agent = Path(tmp) / "agent"
         (agent / "sessions").mkdir(parents=True)
         env = dict(os.environ, PI_CODING_AGENT_DIR=str(agent), HOME=tmp, FABRIC_LSP_BACKGROUND_INDEX="0")
-        client = StdioLspClient([sys.executable, "-m", "fabric_lsp"], env=env)
+        # (run in this checkout: `python -m` puts the working directory first on the path,
+        # so a comparison of two checkouts by PYTHONPATH measures the one it names)
+        client = StdioLspClient([sys.executable, "-m", "fabric_lsp"], env=env, cwd=str(REPO))
         try:
             client.request("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": {}})
             client.notify("initialized", {})

@@ -54,8 +54,11 @@ class StdioLspClient:
         env: dict[str, str],
         stderr: Any = subprocess.DEVNULL,
         settings: dict[str, Any] | None = None,
+        cwd: str | None = None,
     ) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=cwd
+        )
         self._next_id = 0
         self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
