@@ -505,7 +505,9 @@ def file_context_edit_marks(
 ) -> dict[str, dict[str, str]] | None:
     """`context_edit_marks` of a session file, remembered per (file identity, leaf,
     branches). None when the file cannot be read or no longer hashes to `source_hash`
-    (the reader's view is older than the file: no marks rather than wrong ones)."""
+    (the reader's view is older than the file: no marks rather than wrong ones); a file
+    without the text `"context_edit"` has no marks whatever its bytes, so it is not
+    hashed (the first recall over many sessions reads each shown one)."""
     import hashlib
     import os
 
@@ -524,9 +526,12 @@ def file_context_edit_marks(
             data = fp.read()
     except OSError:
         return None
-    if source_hash is not None and hashlib.sha256(data).hexdigest() != source_hash:
+    if EDIT_NEEDLE not in data:
+        marks: dict[str, dict[str, str]] = {}
+    elif source_hash is not None and hashlib.sha256(data).hexdigest() != source_hash:
         return None
-    marks = context_edit_marks(data, leaf_id=leaf_id, branches=branches)
+    else:
+        marks = context_edit_marks(data, leaf_id=leaf_id, branches=branches)
     if len(_marks_cache) >= _MARKS_CACHE_SIZE:
         _marks_cache.pop(next(iter(_marks_cache)))
     _marks_cache[key] = marks

@@ -90,3 +90,8 @@ def test_marks_follow_the_file_the_index_read(agent):
     good = file_context_edit_marks(str(path), source_hash=None)
     assert good == {"0d8c6d5d": {"editId": "6ed6b6ce", "state": "hidden"}}
     assert file_context_edit_marks(str(path), source_hash="0" * 64) is None
+    # a file without edits has no marks whatever it hashes to (it is not hashed)
+    plain = files["lab-one.jsonl"]
+    assert b'"context_edit"' not in plain.read_bytes()
+    assert file_context_edit_marks(str(plain), source_hash="0" * 64) == {}
+    assert file_context_edit_marks(str(plain), source_hash=None) == {}
