@@ -3084,6 +3084,306 @@ done:
     return result;
 }
 
+
+/* ---- fold_plain: a cold build's entry folded into its digest (memory/entry_text.py) ----
+ *
+ * fold_plain(raw, line, spec) -> bool: `Normalizer.fold` of an entry `plain_role` admits
+ * whose fields `plain_fields` reads here (True: folded, with the same effects as the
+ * Python steps `_plain_fields`, `_claim`, `DigestFolder.add_fields` and, when it has
+ * anything to do, `FileOpsCollector.observe_entry`); False, with nothing changed, for
+ * any other entry (the Python code folds it). `spec` (`Normalizer.fold_spec`): (normalizer,
+ * folder, observe_entry or None, the collector's pending calls or None, PI_FILE_TOOLS,
+ * hashlib.sha256, index_tool_output, index_thinking, max_entry_chars, args_summary,
+ * PATH_KEY_SEARCH, entry_timestamp, ARGS_SUMMARY_SCALARS, FILES_TOUCHED_CAP). */
+static PyObject *n_next_index, *n_reasons, *n_entry_ids, *n_entry_count, *n_first_ts, *n_last_ts, *n_error_count,
+    *n_tools, *n_files, *n_addresses, *n_vocab_stopped, *n_batch_chars, *n_seen_texts, *n_pending, *n_pending_chars,
+    *n_flush, *n_fold_text, *n_digest, *n_strip, *v_max_entry_chars, *v_duplicate_entry_id, *v_surrogatepass;
+
+static int fold_init(void) {
+#define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
+    S(n_next_index, "next_index"); S(n_reasons, "reasons"); S(n_entry_ids, "entry_ids");
+    S(n_entry_count, "entry_count"); S(n_first_ts, "first_ts"); S(n_last_ts, "last_ts");
+    S(n_error_count, "error_count"); S(n_tools, "tools"); S(n_files, "files"); S(n_addresses, "addresses");
+    S(n_vocab_stopped, "vocab_stopped"); S(n_batch_chars, "batch_chars"); S(n_seen_texts, "seen_texts");
+    S(n_pending, "pending"); S(n_pending_chars, "pending_chars"); S(n_flush, "flush"); S(n_fold_text, "_fold_text");
+    S(n_digest, "digest"); S(n_strip, "strip"); S(v_max_entry_chars, "max_entry_chars");
+    S(v_duplicate_entry_id, "duplicate_entry_id"); S(v_surrogatepass, "surrogatepass");
+#undef S
+    return 0;
+}
+
+/* obj.name += by (an int attribute); -1 with an error */
+static int attr_add(PyObject *obj, PyObject *name, Py_ssize_t by) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) return -1;
+    PyObject *d = PyLong_FromSsize_t(by);
+    PyObject *sum = d == NULL ? NULL : PyNumber_Add(v, d);
+    Py_DECREF(v);
+    Py_XDECREF(d);
+    if (sum == NULL) return -1;
+    int r = PyObject_SetAttr(obj, name, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* first_ts / last_ts of the folder widened to `ts` (`DigestFolder.add_fields`) */
+static int widen_ts(PyObject *folder, PyObject *name, PyObject *ts, int op) {
+    PyObject *cur = PyObject_GetAttr(folder, name);
+    if (cur == NULL) return -1;
+    int take = cur == Py_None ? 1 : PyObject_RichCompareBool(ts, cur, op);
+    Py_DECREF(cur);
+    if (take < 0) return -1;
+    return take ? PyObject_SetAttr(folder, name, ts) : 0;
+}
+
+/* the text's part of `DigestFolder.add_fields` (the folder's vocabulary not stopped) */
+static int fold_text(PyObject *folder, PyObject *text, PyObject *sha256) {
+    PyObject *batch = PyObject_GetAttr(folder, n_batch_chars);
+    if (batch == NULL) return -1;
+    int batched = PyObject_IsTrue(batch);
+    if (batched < 0) {
+        Py_DECREF(batch);
+        return -1;
+    }
+    Py_ssize_t chars = PyUnicode_GET_LENGTH(text);
+    PyObject *data = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+    if (data == NULL) {
+        Py_DECREF(batch);
+        return -1;
+    }
+    int rc = -1;
+    if (chars > 256) {
+        /* a long text already folded is skipped (128 bits of its SHA-256) */
+        PyObject *h = PyObject_CallOneArg(sha256, data);
+        PyObject *full = h == NULL ? NULL : PyObject_CallMethodNoArgs(h, n_digest);
+        Py_XDECREF(h);
+        if (full == NULL) goto out;
+        PyObject *seen = PyBytes_FromStringAndSize(PyBytes_AS_STRING(full), 16);
+        Py_DECREF(full);
+        if (seen == NULL) goto out;
+        PyObject *texts = PyObject_GetAttr(folder, n_seen_texts);
+        int known = texts == NULL ? -1 : PySet_Contains(texts, seen);
+        if (known == 0) known = PySet_Add(texts, seen) < 0 ? -1 : 0;
+        Py_XDECREF(texts);
+        Py_DECREF(seen);
+        if (known != 0) {
+            if (known > 0) rc = 0;
+            goto out;
+        }
+    }
+    if (!batched) {
+        PyObject *r = PyObject_CallMethodOneArg(folder, n_fold_text, text);
+        if (r == NULL) goto out;
+        Py_DECREF(r);
+        rc = 0;
+        goto out;
+    }
+    PyObject *pending = PyObject_GetAttr(folder, n_pending);
+    int r = pending == NULL ? -1 : PyList_Append(pending, data);
+    Py_XDECREF(pending);
+    if (r < 0 || attr_add(folder, n_pending_chars, chars) < 0) goto out;
+    PyObject *now = PyObject_GetAttr(folder, n_pending_chars);
+    int full = now == NULL ? -1 : PyObject_RichCompareBool(now, batch, Py_GE);
+    Py_XDECREF(now);
+    if (full < 0) goto out;
+    if (full) {
+        PyObject *f = PyObject_CallMethodNoArgs(folder, n_flush);
+        if (f == NULL) goto out;
+        Py_DECREF(f);
+    }
+    rc = 0;
+out:
+    Py_DECREF(batch);
+    Py_DECREF(data);
+    return rc;
+}
+
+/* whether `FileOpsCollector.observe_entry` has anything to do for this entry: an
+   assistant's call of a file tool, or a result of a call it is waiting for */
+static int needs_observing(PyObject *message, PyObject *role, PyObject *ops_pending, PyObject *file_tools) {
+    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+        PyObject *content = dget(message, k_content_field);
+        if (content == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyList_Check(content)) return 0;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+            PyObject *part = PyList_GET_ITEM(content, i);
+            if (!PyDict_Check(part)) continue;
+            if (!PyDict_CheckExact(part)) return 1; /* (its own `get`: the Python code decides) */
+            PyObject *pt = dget(part, type_key);
+            if (pt == NULL && PyErr_Occurred()) return -1;
+            if (!str_is(pt, "toolCall")) continue;
+            PyObject *name = dget(part, k_name);
+            if (name == NULL && PyErr_Occurred()) return -1;
+            if (name == NULL || !PyUnicode_Check(name)) continue;
+            int in = PySet_Contains(file_tools, name);
+            if (in != 0) return in;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+        PyObject *cid = dget(message, k_tcid);
+        if (cid == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyUnicode_Check(cid)) return 0;
+        return PyDict_Contains(ops_pending, cid);
+    }
+    return 0;
+}
+
+static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 14) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(raw, line, spec) takes an entry, a line and a 14-item spec");
+        return NULL;
+    }
+    PyObject *raw = args[0], *line = args[1], *spec = args[2];
+#define G(i) PyTuple_GET_ITEM(spec, i)
+    PyObject *norm = G(0), *folder = G(1), *observe = G(2), *ops_pending = G(3), *file_tools = G(4), *sha256 = G(5);
+    Py_ssize_t files_cap = PyLong_AsSsize_t(G(13));
+    if (files_cap == -1 && PyErr_Occurred()) return NULL;
+    /* plain_role */
+    if (!PyDict_CheckExact(raw)) Py_RETURN_FALSE;
+    PyObject *etype = dget(raw, type_key);
+    if (etype == NULL && PyErr_Occurred()) return NULL;
+    if (!str_is(etype, "message")) Py_RETURN_FALSE;
+    PyObject *message = dget(raw, k_message_field);
+    if (message == NULL && PyErr_Occurred()) return NULL;
+    if (message == NULL || !PyDict_CheckExact(message)) Py_RETURN_FALSE;
+    PyObject *role = dget(message, k_role);
+    if (role == NULL && PyErr_Occurred()) return NULL;
+    if (role == NULL || !PyUnicode_CheckExact(role)) Py_RETURN_FALSE;
+    int result = PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
+    if (!result && PyUnicode_CompareWithASCIIString(role, "user") != 0
+        && PyUnicode_CompareWithASCIIString(role, "assistant") != 0)
+        Py_RETURN_FALSE;
+    if (result) {
+        PyObject *tool = dget(message, k_tool_name);
+        if (tool == NULL && PyErr_Occurred()) return NULL;
+        if (tool == NULL || !PyUnicode_CheckExact(tool) || PyUnicode_CompareWithASCIIString(tool, "fabric_exec") == 0)
+            Py_RETURN_FALSE;
+    }
+    /* _plain_fields */
+    Py_INCREF(message);
+    Py_INCREF(role);
+    PyObject *fargs[10] = {raw, message, role, G(6), G(7), G(8), G(9), G(10), G(11), G(12)};
+#undef G
+    PyObject *got = native_plain_fields(NULL, fargs, 10);
+    PyObject *index = NULL, *row = NULL, *out = NULL;
+    if (got == NULL) goto done;
+    if (got == Py_None) {
+        out = Py_NewRef(Py_False);
+        goto done;
+    }
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 8) {
+        PyErr_SetString(PyExc_SystemError, "fold_plain: plain_fields gave no 8-tuple");
+        goto done;
+    }
+    PyObject *entry_id = PyTuple_GET_ITEM(got, 0), *tool_name = PyTuple_GET_ITEM(got, 2);
+    PyObject *text = PyTuple_GET_ITEM(got, 3), *ts = PyTuple_GET_ITEM(got, 4), *is_error = PyTuple_GET_ITEM(got, 5);
+    PyObject *truncated = PyTuple_GET_ITEM(got, 6), *files = PyTuple_GET_ITEM(got, 7);
+    if (!PyUnicode_Check(text) || !PyList_Check(files)) {
+        PyErr_SetString(PyExc_SystemError, "fold_plain: plain_fields gave an unexpected text or files");
+        goto done;
+    }
+    /* _claim */
+    {
+        int cut = PyObject_IsTrue(truncated);
+        if (cut < 0) goto done;
+        PyObject *reasons = PyObject_GetAttr(norm, n_reasons);
+        if (reasons == NULL) goto done;
+        int bad = cut && PySet_Add(reasons, v_max_entry_chars) < 0;
+        index = bad ? NULL : PyObject_GetAttr(norm, n_next_index);
+        if (index == NULL || attr_add(norm, n_next_index, 1) < 0) {
+            Py_DECREF(reasons);
+            goto done;
+        }
+        if (entry_id != Py_None) {
+            PyObject *ids = PyObject_GetAttr(norm, n_entry_ids);
+            int dup = ids == NULL ? -1 : PySet_Contains(ids, entry_id);
+            if (dup > 0 && PySet_Add(reasons, v_duplicate_entry_id) < 0) dup = -1;
+            if (dup >= 0 && PySet_Add(ids, entry_id) < 0) dup = -1;
+            Py_XDECREF(ids);
+            if (dup < 0) {
+                Py_DECREF(reasons);
+                goto done;
+            }
+        }
+        Py_DECREF(reasons);
+    }
+    /* DigestFolder.add_fields */
+    if (attr_add(folder, n_entry_count, 1) < 0) goto done;
+    if (ts != Py_None && (widen_ts(folder, n_first_ts, ts, Py_LT) < 0 || widen_ts(folder, n_last_ts, ts, Py_GT) < 0))
+        goto done;
+    {
+        int err = PyObject_IsTrue(is_error);
+        if (err < 0 || (err && attr_add(folder, n_error_count, 1) < 0)) goto done;
+        int named = PyObject_IsTrue(tool_name);
+        if (named < 0) goto done;
+        if (named) {
+            PyObject *tools = PyObject_GetAttr(folder, n_tools);
+            if (tools == NULL) goto done;
+            /* (a Counter: a missing tool counts 0) */
+            PyObject *count = PyDict_Check(tools) ? PyDict_GetItemWithError(tools, tool_name) : NULL;
+            PyObject *next = NULL;
+            if (!PyDict_Check(tools)) PyErr_SetString(PyExc_TypeError, "fold_plain: the folder's tools is not a dict");
+            if (!PyErr_Occurred()) {
+                PyObject *one = PyLong_FromLong(1);
+                next = one == NULL ? NULL : count == NULL ? Py_NewRef(one) : PyNumber_Add(count, one);
+                Py_XDECREF(one);
+            }
+            int r = next == NULL ? -1 : PyObject_SetItem(tools, tool_name, next);
+            Py_XDECREF(next);
+            Py_DECREF(tools);
+            if (r < 0) goto done;
+        }
+        PyObject *seen_files = PyObject_GetAttr(folder, n_files);
+        if (seen_files == NULL) goto done;
+        int bad = !PyDict_CheckExact(seen_files);
+        for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(files); i++) {
+            if (PyDict_GET_SIZE(seen_files) >= files_cap) break;
+            PyObject *key = PyObject_CallMethodNoArgs(PyList_GET_ITEM(files, i), n_strip);
+            if (key == NULL || PyDict_SetDefault(seen_files, key, Py_None) == NULL) bad = 1;
+            Py_XDECREF(key);
+        }
+        if (bad && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "fold_plain: the folder's files is not a dict");
+        Py_DECREF(seen_files);
+        if (bad) goto done;
+        row = PyList_New(6);
+        if (row == NULL) goto done;
+        PyObject *cells[6] = {index, entry_id, Py_None, role, tool_name, ts};
+        for (int j = 0; j < 6; j++) PyList_SET_ITEM(row, j, Py_NewRef(cells[j]));
+        PyObject *addresses = PyObject_GetAttr(folder, n_addresses);
+        int r = addresses == NULL ? -1 : PyList_Append(addresses, row);
+        Py_XDECREF(addresses);
+        if (r < 0) goto done;
+        PyObject *stopped = PyObject_GetAttr(folder, n_vocab_stopped);
+        int stop = stopped == NULL ? -1 : PyObject_IsTrue(stopped);
+        Py_XDECREF(stopped);
+        if (stop < 0 || (!stop && fold_text(folder, text, sha256) < 0)) goto done;
+    }
+    /* FileOpsCollector.observe_entry, when it has anything to do */
+    if (observe != Py_None) {
+        int need = needs_observing(message, role, ops_pending, file_tools);
+        if (need < 0) goto done;
+        if (need) {
+            PyObject *kw = Py_BuildValue("{sO}", "line", line);
+            PyObject *pos = kw == NULL ? NULL : PyTuple_Pack(5, message, role, index, entry_id, ts);
+            PyObject *r = pos == NULL ? NULL : PyObject_Call(observe, pos, kw);
+            Py_XDECREF(kw);
+            Py_XDECREF(pos);
+            if (r == NULL) goto done;
+            Py_DECREF(r);
+        }
+    }
+    out = Py_NewRef(Py_True);
+done:
+    Py_XDECREF(got);
+    Py_XDECREF(index);
+    Py_XDECREF(row);
+    Py_DECREF(message);
+    Py_DECREF(role);
+    return out;
+}
+
 /* ---- encode_records: a HotRecords' records as JSON (memory/records.py, `encoded`) ----
  *
  * encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, start,
@@ -3344,6 +3644,8 @@ static PyMethodDef native_methods[] = {
     {"message_node", (PyCFunction)(void (*)(void))native_message_node, METH_FASTCALL,
      "message_node(msg, eid, calls, events, kinds, tool_output, truncate) -> (kind, tokens, usage, spans, deferred, "
      "thinking) of a common message node, or None (nothing changed)"},
+    {"fold_plain", (PyCFunction)(void (*)(void))native_fold_plain, METH_FASTCALL,
+     "fold_plain(raw, line, spec) -> bool: Normalizer.fold of a plain entry (False: left to Python)"},
     {"plain_fields", (PyCFunction)(void (*)(void))native_plain_fields, METH_FASTCALL,
      "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, path_key, "
      "entry_timestamp) -> a plain message's record fields, or None (not decided here)"},
@@ -3396,6 +3698,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
         || parent_key == NULL || first_name == NULL || k_text == NULL)
         return NULL;
-    if (feed_init() < 0) return NULL;
+    if (feed_init() < 0 || fold_init() < 0) return NULL;
     return PyModule_Create(&native_module);
 }

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import entry_fields, entry_text
-from fabric_lsp.engine.memory.digest_fold import DigestFolder
+from fabric_lsp.engine.memory import entry_fields, entry_text, state_build
+from fabric_lsp.engine.memory.digest_fold import FILES_TOUCHED_CAP, DigestFolder
 from fabric_lsp.engine.memory.entry_fields import collect_paths, plain_role
 from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.file_history import new_collector
@@ -226,6 +226,109 @@ def test_folding_entries_equals_folding_their_records(entries, thinking, tool_ou
     assert folding.entry_ids == feeding.entry_ids and folding.op_addresses == feeding.op_addresses
     assert folding.file_ops.ops == feeding.file_ops.ops and folding.file_ops.pending == feeding.file_ops.pending
     assert folding.file_ops.unresolved == feeding.file_ops.unresolved
+
+
+# long texts (over 256 characters: remembered by digest), repeated, to fold in batches
+_LONG = st.sampled_from(["alpha beta " * 30, "gamma delta " * 40, "alpha beta " * 30 + "x"])
+_LONG_ENTRY = st.fixed_dictionaries(
+    {
+        "type": st.just("message"),
+        "id": st.sampled_from(["l1", "l2", "a1"]),
+        "message": st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "assistant", "toolResult"]), "content": _LONG},
+            optional={"toolName": st.sampled_from(["read", "bash"]), "toolCallId": st.sampled_from(["c1", "c2"])},
+        ),
+    }
+)
+
+
+@settings(max_examples=profile_examples(1500), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.one_of(_PLAIN, _ENTRY, _FILE_ENTRY, _LONG_ENTRY), max_size=8),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(["/w", None, "rel"]),
+    st.sampled_from([1, 64, 1 << 20]),
+    st.sampled_from([40, 300, 10**6]),
+)
+def test_the_native_fold_equals_the_python_fold(monkeypatch, entries, thinking, tool_output, cwd, batch, vocab_bytes):
+    """A cold build's loop (`state_build.fold_entries`) folds the common entries in one C
+    call (`_native.fold_plain`): the same folder, reasons, ids and file operations as
+    `Normalizer.fold` alone, and as folding `feed`'s records."""
+    if state_build._fold_plain is None:
+        pytest.skip("the C accelerator is not built")
+    (native, python), (feeding, _) = _pair(None, thinking, tool_output, cwd), _pair(None, thinking, tool_output, cwd)
+    into, by_python, of_records = (DigestFolder(vocab_bytes, batch) for _ in range(3))
+    state_build.fold_entries(native, into, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    with monkeypatch.context() as m:
+        m.setattr(state_build, "_fold_plain", None)
+        state_build.fold_entries(python, by_python, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    for n, e in enumerate(entries):
+        for rec in feeding.feed(copy.deepcopy(e), n):
+            of_records.add(rec)
+    assert _folded(into) == _folded(by_python) == _folded(of_records)
+    assert (into.seen_texts, into.vocab_bytes, into.vocab_stopped) == (
+        by_python.seen_texts,
+        by_python.vocab_bytes,
+        by_python.vocab_stopped,
+    )
+    for norm in (native, feeding):
+        assert norm.reasons == python.reasons and norm.next_index == python.next_index
+        assert norm.entry_ids == python.entry_ids
+        assert norm.file_ops.ops == python.file_ops.ops and norm.file_ops.pending == python.file_ops.pending
+        assert norm.file_ops.unresolved == python.file_ops.unresolved
+
+
+def test_the_native_fold_serves_the_common_entries(monkeypatch):
+    """The cold loop leaves no common entry to `Normalizer.fold`."""
+    if state_build._fold_plain is None:
+        pytest.skip("the C accelerator is not built")
+    norm, _ = _pair(None, False, True, "/w")
+    left: list[object] = []
+    monkeypatch.setattr(norm, "fold", lambda raw, line, folder: left.append(raw))
+    entries = [
+        {"type": "message", "id": "u", "message": {"role": "user", "content": "hello world"}},
+        {
+            "type": "message",
+            "id": "a",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "src/a.py"}}],
+            },
+        },
+        {"type": "message", "id": "t", "message": {"role": "toolResult", "toolName": "read", "toolCallId": "c1"}},
+        {"type": "custom_message", "id": "m", "customType": "x", "content": "note"},
+    ]
+    folder = DigestFolder(10**6)
+    state_build.fold_entries(norm, folder, ((e, n) for n, e in enumerate(entries)))
+    assert left == [entries[3]]
+    assert [(op.path, op.outcome) for op in norm.file_ops.ops] == [("/w/src/a.py", "succeeded")]
+    assert folder.entry_count == 3 and norm.next_index == 3
+
+
+def test_the_native_fold_stops_at_the_files_cap(monkeypatch):
+    """The digest keeps the first FILES_TOUCHED_CAP files, in both loops."""
+    if state_build._fold_plain is None:
+        pytest.skip("the C accelerator is not built")
+    paths = [f" f{i}.md" for i in range(FILES_TOUCHED_CAP + 10)]
+    entries = [
+        {
+            "type": "message",
+            "id": f"a{k}",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"files": paths[k::2]}}],
+            },
+        }
+        for k in range(2)
+    ]
+    native, python = _pair(None, False, True, "/w")
+    a, b = DigestFolder(10**6), DigestFolder(10**6)
+    state_build.fold_entries(native, a, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    monkeypatch.setattr(state_build, "_fold_plain", None)
+    state_build.fold_entries(python, b, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    assert list(a.files) == list(b.files) and len(a.files) == FILES_TOUCHED_CAP
+    assert list(a.files)[:2] == ["f0.md", "f2.md"]
 
 
 def test_folding_builds_no_record_for_the_common_entries():
