@@ -414,32 +414,10 @@ class Scanned:
                 node(value, cast(str, eid), pid, offset, end - pos)  # (read_node: eid a str for a node)
 
         sink = None
-        if message_node is not None:
-            # (the order `_native.read_lines` reads them in)
-            sink = (
-                kinds,
-                nodes.tokens,
-                usage,
-                spans,
-                deferred_d,
-                nodes.ids.blob,
-                ids_append,
-                nodes.offsets,
-                nodes.lengths,
-                parents,
-                last,
-                calls,
-                calls.owners,
-                calls.users,
-                calls.suppliers,
-                events,
-                spec.starts,
-                thinking,
-                nz,
-                MESSAGE_KINDS,
-                ToolOutput,
-                _truncate_line,
-            )
+        if message_node is not None:  # (in the order `_native.read_lines` reads them)
+            columns = (kinds, nodes.tokens, usage, spans, deferred_d, nodes.ids.blob, ids_append, nodes.offsets)
+            pairing = (nodes.lengths, parents, last, calls, calls.owners, calls.users, calls.suppliers, events)
+            sink = columns + pairing + (spec.starts, thinking, nz, MESSAGE_KINDS, ToolOutput, _truncate_line)
         return line, node, sink
 
     # -- the branch

@@ -14,11 +14,10 @@ from array import array
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..native import NATIVE
 from . import disk_cache, file_history
+from .cold_fold import fold_entries
 from .cold_index import keep_on_server
-from .digest_fold import FILES_TOUCHED_CAP, DigestFolder
-from .entry_fields import ARGS_SUMMARY_SCALARS, PATH_KEY_SEARCH, args_summary, entry_timestamp
+from .digest_fold import DigestFolder
 from .entry_text import Normalizer
 from .file_history import new_collector
 from .persist import finish_state, read_file_ops, write_records
@@ -51,8 +50,6 @@ if TYPE_CHECKING:
 # and at this size is no faster than the streaming build (measured: 1.80 vs 1.89 s CPU for
 # a 24 MB session of small entries), so the bound is low.
 SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
-# `fold_entries`' C path (None: not built, or FABRIC_LSP_NATIVE=0)
-_fold_plain: Any = getattr(NATIVE, "fold_plain", None)
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = 4 * 1024 * 1024
@@ -424,47 +421,6 @@ def _assemble(
         state.normalizer, state.folder = norm, folder
     finish_state(state, cfg, encode)
     return state
-
-
-def fold_spec(norm: Normalizer, folder: DigestFolder) -> tuple[Any, ...] | None:
-    """What `_native.fold_plain` needs to fold entries the way `norm.fold` folds them into
-    `folder` (None without the accelerator, or for a folder that folds text by text)."""
-    if _fold_plain is None or not folder.batch_chars:
-        return None
-    ops = norm.file_ops
-    return (
-        norm,
-        folder,
-        ops.observe_entry if ops is not None else None,
-        ops.pending if ops is not None else None,
-        file_history.PI_FILE_TOOLS,
-        hashlib.sha256,
-        norm.index_tool_output,
-        norm.index_thinking,
-        norm.max_entry_chars,
-        args_summary,
-        PATH_KEY_SEARCH,
-        entry_timestamp,
-        ARGS_SUMMARY_SCALARS,
-        FILES_TOUCHED_CAP,
-    )
-
-
-def fold_entries(norm: Normalizer, folder: DigestFolder, entries: Iterable[tuple[JsonValue, int]]) -> None:
-    """`norm.fold` of each (entry, line) into `folder`: an entry of a user, assistant or
-    plain tool-result message in one C call (`_native.fold_plain`, the same effects:
-    tests/engine/memory/test_normalize_fast_path.py), any other in Python."""
-    fold = norm.fold
-    spec = fold_spec(norm, folder)
-    if spec is None:
-        for raw, line in entries:
-            fold(raw, line, folder)
-        return
-    fold_plain = _fold_plain
-    assert fold_plain is not None
-    for raw, line in entries:
-        if not fold_plain(raw, line, spec):
-            fold(raw, line, folder)
 
 
 def build_detached(

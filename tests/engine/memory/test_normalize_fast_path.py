@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import entry_fields, entry_text, state_build
+from fabric_lsp.engine.memory import cold_fold, entry_fields, entry_text
 from fabric_lsp.engine.memory.digest_fold import FILES_TOUCHED_CAP, DigestFolder
 from fabric_lsp.engine.memory.entry_fields import collect_paths, plain_role
 from fabric_lsp.engine.memory.entry_text import Normalizer
@@ -252,17 +252,17 @@ _LONG_ENTRY = st.fixed_dictionaries(
     st.sampled_from([40, 300, 10**6]),
 )
 def test_the_native_fold_equals_the_python_fold(monkeypatch, entries, thinking, tool_output, cwd, batch, vocab_bytes):
-    """A cold build's loop (`state_build.fold_entries`) folds the common entries in one C
+    """A cold build's loop (`cold_fold.fold_entries`) folds the common entries in one C
     call (`_native.fold_plain`): the same folder, reasons, ids and file operations as
     `Normalizer.fold` alone, and as folding `feed`'s records."""
-    if state_build._fold_plain is None:
+    if cold_fold._fold_plain is None:
         pytest.skip("the C accelerator is not built")
     (native, python), (feeding, _) = _pair(None, thinking, tool_output, cwd), _pair(None, thinking, tool_output, cwd)
     into, by_python, of_records = (DigestFolder(vocab_bytes, batch) for _ in range(3))
-    state_build.fold_entries(native, into, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    cold_fold.fold_entries(native, into, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
     with monkeypatch.context() as m:
-        m.setattr(state_build, "_fold_plain", None)
-        state_build.fold_entries(python, by_python, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+        m.setattr(cold_fold, "_fold_plain", None)
+        cold_fold.fold_entries(python, by_python, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
     for n, e in enumerate(entries):
         for rec in feeding.feed(copy.deepcopy(e), n):
             of_records.add(rec)
@@ -281,7 +281,7 @@ def test_the_native_fold_equals_the_python_fold(monkeypatch, entries, thinking, 
 
 def test_the_native_fold_serves_the_common_entries(monkeypatch):
     """The cold loop leaves no common entry to `Normalizer.fold`."""
-    if state_build._fold_plain is None:
+    if cold_fold._fold_plain is None:
         pytest.skip("the C accelerator is not built")
     norm, _ = _pair(None, False, True, "/w")
     left: list[object] = []
@@ -300,7 +300,7 @@ def test_the_native_fold_serves_the_common_entries(monkeypatch):
         {"type": "custom_message", "id": "m", "customType": "x", "content": "note"},
     ]
     folder = DigestFolder(10**6)
-    state_build.fold_entries(norm, folder, ((e, n) for n, e in enumerate(entries)))
+    cold_fold.fold_entries(norm, folder, ((e, n) for n, e in enumerate(entries)))
     assert left == [entries[3]]
     assert [(op.path, op.outcome) for op in norm.file_ops.ops] == [("/w/src/a.py", "succeeded")]
     assert folder.entry_count == 3 and norm.next_index == 3
@@ -308,7 +308,7 @@ def test_the_native_fold_serves_the_common_entries(monkeypatch):
 
 def test_the_native_fold_stops_at_the_files_cap(monkeypatch):
     """The digest keeps the first FILES_TOUCHED_CAP files, in both loops."""
-    if state_build._fold_plain is None:
+    if cold_fold._fold_plain is None:
         pytest.skip("the C accelerator is not built")
     paths = [f" f{i}.md" for i in range(FILES_TOUCHED_CAP + 10)]
     entries = [
@@ -324,9 +324,9 @@ def test_the_native_fold_stops_at_the_files_cap(monkeypatch):
     ]
     native, python = _pair(None, False, True, "/w")
     a, b = DigestFolder(10**6), DigestFolder(10**6)
-    state_build.fold_entries(native, a, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
-    monkeypatch.setattr(state_build, "_fold_plain", None)
-    state_build.fold_entries(python, b, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    cold_fold.fold_entries(native, a, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+    monkeypatch.setattr(cold_fold, "_fold_plain", None)
+    cold_fold.fold_entries(python, b, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
     assert list(a.files) == list(b.files) and len(a.files) == FILES_TOUCHED_CAP
     assert list(a.files)[:2] == ["f0.md", "f2.md"]
 
