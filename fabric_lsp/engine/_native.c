@@ -1025,66 +1025,6 @@ done:
     return out;
 }
 
-/* ---- scan_lines: the line scan's common lines (memory/source.py, `scan_source`) ----
- *
- * scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes,
- *            max_depth, type_names, content) -> (status, pos, at, line_no, ordinal)
- *
- * Scans the complete lines of data[pos:n] (`at`: the file offset of data[pos]) exactly as
- * `scan_source`'s loop does, for the lines whose outcome needs no Python: a blank line
- * (empty or ASCII whitespace only) takes no ordinal; any other line of at most
- * `max_line_bytes` bytes is decoded with `decode` (a callable given a memoryview of the
- * line) and, when that succeeds and the value nests no deeper than `max_depth`, is added
- * to `cols` (ordinal, line, offset, length: array('q'); type, id, parentId: lists; node
- * flags: bytearray). With `keep` (a dict) `decode` is the full decoder: an object's
- * `type`, `id` and `parentId` are its members, and an object whose type is in `content`
- * is kept there by ordinal; without it `decode` gives the narrow envelope (a Struct with
- * those three attributes) and a line of more than `max_depth` brackets is left to Python.
- * A string type is stored as `type_names`' object for it when it has one.
- *
- * status 1: the complete line at `pos` is left to the Python code (a decoder refused it,
- * it is too long or too deep, it is a session header, or the envelope found no object);
- * status 0: every complete line before `n` is scanned and `pos` is where the partial
- * piece after the last newline starts (possibly at `n`). Either way the columns hold
- * exactly the lines before `pos`, and at / line_no / ordinal are the counters there.
- * tests/engine/memory/test_native_scan.py checks it against the Python loop. */
-
-typedef struct {
-    int64_t *v;
-    Py_ssize_t n, cap;
-} I64Buf;
-
-static int i64_push(I64Buf *b, int64_t x) {
-    if (b->n == b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap * 2 : 1024;
-        int64_t *v = (int64_t *)realloc(b->v, (size_t)cap * sizeof(int64_t));
-        if (v == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        b->v = v;
-        b->cap = cap;
-    }
-    b->v[b->n++] = x;
-    return 0;
-}
-
-/* array.frombytes(the buffer), then the buffer is emptied */
-static int i64_flush(I64Buf *b, PyObject *column) {
-    int rc = 0;
-    if (b->n) {
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)b->v, b->n * (Py_ssize_t)sizeof(int64_t));
-        PyObject *r = raw == NULL ? NULL : PyObject_CallMethodOneArg(column, frombytes_name, raw);
-        Py_XDECREF(raw);
-        if (r == NULL) rc = -1;
-        Py_XDECREF(r);
-    }
-    free(b->v);
-    b->v = NULL;
-    b->n = b->cap = 0;
-    return rc;
-}
-
 /* a growing buffer of fixed-size items for an array.array column (`item` its itemsize) */
 typedef struct {
     char *v;
@@ -1119,6 +1059,66 @@ static int col_flush(Col *c, PyObject *column) {
     Py_DECREF(r);
     return 0;
 }
+
+/* an int64 column's next value */
+static int col_push_i64(Col *c, int64_t x) { return col_push(c, &x); }
+
+/* the rest of the buffer written to `column`, and the buffer freed */
+static int col_finish(Col *c, PyObject *column) {
+    int rc = col_flush(c, column);
+    free(c->v);
+    c->v = NULL;
+    c->n = c->cap = 0;
+    return rc;
+}
+
+/* the error being raised, put aside while the columns are written out, and put back */
+typedef struct {
+    PyObject *type, *value, *tb; /* (3.12+: the exception in `type`) */
+} SavedError;
+
+static void error_save(SavedError *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    e->type = PyErr_GetRaisedException();
+    e->value = e->tb = NULL;
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->tb);
+#endif
+}
+
+static void error_restore(SavedError *e) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(e->type);
+#else
+    PyErr_Restore(e->type, e->value, e->tb);
+#endif
+}
+
+/* ---- scan_lines: the line scan's common lines (memory/source.py, `scan_source`) ----
+ *
+ * scan_lines(data, pos, n, at, line_no, ordinal, cols, keep, decode, max_line_bytes,
+ *            max_depth, type_names, content) -> (status, pos, at, line_no, ordinal)
+ *
+ * Scans the complete lines of data[pos:n] (`at`: the file offset of data[pos]) exactly as
+ * `scan_source`'s loop does, for the lines whose outcome needs no Python: a blank line
+ * (empty or ASCII whitespace only) takes no ordinal; any other line of at most
+ * `max_line_bytes` bytes is decoded with `decode` (a callable given a memoryview of the
+ * line) and, when that succeeds and the value nests no deeper than `max_depth`, is added
+ * to `cols` (ordinal, line, offset, length: array('q'); type, id, parentId: lists; node
+ * flags: bytearray). With `keep` (a dict) `decode` is the full decoder: an object's
+ * `type`, `id` and `parentId` are its members, and an object whose type is in `content`
+ * is kept there by ordinal; without it `decode` gives the narrow envelope (a Struct with
+ * those three attributes) and a line of more than `max_depth` brackets is left to Python.
+ * A string type is stored as `type_names`' object for it when it has one.
+ *
+ * status 1: the complete line at `pos` is left to the Python code (a decoder refused it,
+ * it is too long or too deep, it is a session header, or the envelope found no object);
+ * status 0: every complete line before `n` is scanned and `pos` is where the partial
+ * piece after the last newline starts (possibly at `n`). Either way the columns hold
+ * exactly the lines before `pos`, and at / line_no / ordinal are the counters there.
+ * tests/engine/memory/test_native_scan.py checks it against the Python loop. */
+
+
 
 /* The preview scan's pending-call map (compaction/scan.py `_Calls`, a dict subclass) as
    the C sink of read_lines sees it: setting a call also notes its owner node in `owners`,
@@ -1204,7 +1204,7 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     const unsigned char *data = (const unsigned char *)buf.buf;
-    I64Buf c_ordinal = {0}, c_line = {0}, c_offset = {0}, c_length = {0};
+    Col c_ordinal = {NULL, 0, 0, sizeof(int64_t)}, c_line = c_ordinal, c_offset = c_ordinal, c_length = c_ordinal;
     PyObject *nodes = PyByteArray_FromStringAndSize(NULL, 0);
     int status = 0, failed = nodes == NULL;
     while (!failed) {
@@ -1300,8 +1300,8 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
         } else {
             etype = eid = pid = Py_None;
         }
-        if (!failed && (i64_push(&c_ordinal, ordinal) < 0 || i64_push(&c_line, line_no) < 0 || i64_push(&c_offset, at) < 0
-                        || i64_push(&c_length, length) < 0 || PyList_Append(types, stored_type) < 0
+        if (!failed && (col_push_i64(&c_ordinal, ordinal) < 0 || col_push_i64(&c_line, line_no) < 0
+                        || col_push_i64(&c_offset, at) < 0 || col_push_i64(&c_length, length) < 0 || PyList_Append(types, stored_type) < 0
                         || PyList_Append(ids, eid) < 0 || PyList_Append(parents, pid) < 0))
             failed = 1;
         if (!failed) {
@@ -1331,17 +1331,12 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     }
     PyBuffer_Release(&buf);
     /* the columns get the lines scanned before an error too (an error abandons the scan) */
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *raised = PyErr_GetRaisedException();
-#else
-    PyObject *err_type, *err_value, *err_tb;
-    PyErr_Fetch(&err_type, &err_value, &err_tb);
-    PyObject *raised = err_type;
-#endif
-    int bad = i64_flush(&c_ordinal, PyTuple_GET_ITEM(cols, 0)) < 0;
-    bad |= i64_flush(&c_line, PyTuple_GET_ITEM(cols, 1)) < 0;
-    bad |= i64_flush(&c_offset, PyTuple_GET_ITEM(cols, 2)) < 0;
-    bad |= i64_flush(&c_length, PyTuple_GET_ITEM(cols, 3)) < 0;
+    SavedError raised;
+    error_save(&raised);
+    int bad = col_finish(&c_ordinal, PyTuple_GET_ITEM(cols, 0)) < 0;
+    bad |= col_finish(&c_line, PyTuple_GET_ITEM(cols, 1)) < 0;
+    bad |= col_finish(&c_offset, PyTuple_GET_ITEM(cols, 2)) < 0;
+    bad |= col_finish(&c_length, PyTuple_GET_ITEM(cols, 3)) < 0;
     if (nodes != NULL) {
         Py_ssize_t old = PyByteArray_GET_SIZE(node), add = PyByteArray_GET_SIZE(nodes);
         if (add && PyByteArray_Resize(node, old + add) == 0)
@@ -1350,12 +1345,8 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
             bad = 1;
         Py_DECREF(nodes);
     }
-    if (raised != NULL) {
-#if PY_VERSION_HEX >= 0x030C0000
-        PyErr_SetRaisedException(raised);
-#else
-        PyErr_Restore(err_type, err_value, err_tb);
-#endif
+    if (raised.type != NULL) {
+        error_restore(&raised);
         return NULL;
     }
     if (failed || bad) {
@@ -1550,24 +1541,13 @@ static PyObject *native_read_lines(PyObject *self, PyObject *const *args, Py_ssi
     PyBuffer_Release(&buf);
     if (sink != NULL) {
         /* (the columns get the nodes read before an error too) */
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *raised = PyErr_GetRaisedException();
-#else
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyObject *raised = et;
-#endif
+        SavedError raised;
+        error_save(&raised);
         if (sink_flush(sink) < 0) {
-            if (raised != NULL) PyErr_Clear();
+            if (raised.type != NULL) PyErr_Clear();
             else failed = 1;
         }
-        if (raised != NULL) {
-#if PY_VERSION_HEX >= 0x030C0000
-            PyErr_SetRaisedException(raised);
-#else
-            PyErr_Restore(et, ev, tb);
-#endif
-        }
+        if (raised.type != NULL) error_restore(&raised);
         sink_close(sink);
     }
     if (failed) return NULL;
