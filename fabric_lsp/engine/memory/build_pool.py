@@ -187,28 +187,50 @@ def run_batch(
         return [k for k, _ in queue if skip is None or not skip(k)]
     children: list[_Child] = []
     failed: list[Any] = []
+
+    held: list[tuple[Any, TaskArgs]] = []  # past `skip`, not sent (a child failed to start)
+
+    def next_task() -> tuple[Any, TaskArgs] | None:
+        """The next queued task `skip` does not leave out (None: none is left)."""
+        if held:
+            return held.pop()
+        while queue:
+            key, args = queue.pop(0)
+            if skip is None or not skip(key):
+                return key, args
+        return None
+
     try:
-        for _ in range(min(workers, len(queue))):
-            try:
-                children.append(_Child(nice, _CALL_CHILD if calls else _CHILD))
-            except OSError:
+        # A child is started only for a task it is to build: a batch whose tasks are all
+        # skipped (the background indexer's, while a call builds the same sessions) starts
+        # none, so it takes no CPU from the builders it waits for.
+        while len(children) < workers:
+            first = next_task()
+            if first is None:
                 break
+            try:
+                child = _Child(nice, _CALL_CHILD if calls else _CHILD)
+            except OSError:
+                held.append(first)
+                break
+            children.append(child)
+            try:
+                child.send(*first)
+            except OSError:
+                pass  # the child died: its task is failed when its pipe ends
         if not children:
-            return [k for k, _ in queue]
+            # no child could start: the caller builds the rest (`skip` asked once for each)
+            return [k for k, _ in held] + [k for k, _ in queue if skip is None or not skip(k)]
 
         def feed(child: _Child) -> None:
-            while queue:
-                key, args = queue.pop(0)
-                if skip is not None and skip(key):
-                    continue
-                try:
-                    child.send(key, args)
-                except OSError:
-                    pass  # the child died: its task is failed when its pipe ends
+            task = next_task()
+            if task is None:
                 return
+            try:
+                child.send(*task)
+            except OSError:
+                pass  # the child died: its task is failed when its pipe ends
 
-        for child in children:
-            feed(child)
         caller_busy = on_idle is not None
         while any(c.task is not None for c in children):
             check_cancel()
@@ -226,8 +248,8 @@ def run_batch(
                 except (EOFError, OSError):
                     failed.append(child.task)
                     child.task = None
-                    failed.extend(k for k, _ in queue)
-                    queue.clear()
+                    while (rest := next_task()) is not None:  # (`skip` asked for each)
+                        failed.append(rest[0])
                     continue
                 if payload is None:
                     continue

@@ -172,3 +172,41 @@ def test_without_pollable_pipes_the_caller_builds_everything_asking_skip_once(tm
     assert sorted(asked) == sorted(files)
     assert [r.file for r, _ in skipped] == [files[1]]
     assert sorted(built) == sorted(f for f in files if f != files[1])
+
+
+def test_children_start_only_for_tasks_left_to_build(tmp_path: Path, monkeypatch):
+    """A batch whose tasks `skip` leaves out (a call is building them) starts no child; one
+    with a single task left starts one child, not `workers`. Real children, counted."""
+    real_spawn = build_pool.spawn
+    started: list[int] = []
+
+    def counting_spawn(*args, **kwargs):
+        proc = real_spawn(*args, **kwargs)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(build_pool, "spawn", counting_spawn)
+    files = _files(tmp_path, 5)
+    asked: list[str] = []
+
+    def skip_all(key: str) -> bool:
+        asked.append(key)
+        return True
+
+    answers: list[str] = []
+    failed = build_pool.run_batch(
+        ((f, _task(f)) for f in files), 2, lambda key, reply: answers.append(key), lambda: None, skip=skip_all
+    )
+    assert (failed, answers, started) == ([], [], [])
+    assert asked == files  # each asked once
+
+    asked.clear()
+    failed = build_pool.run_batch(
+        ((f, _task(f)) for f in files),
+        2,
+        lambda key, reply: answers.append(key),
+        lambda: None,
+        skip=lambda key: asked.append(key) or key != files[3],
+    )
+    assert failed == [] and answers == [files[3]] and len(started) == 1
+    assert asked == files
