@@ -433,19 +433,17 @@ static int parse_index_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t 
     return 0;
 }
 
-static PyObject *native_index_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    unsigned long long base;
-    if (parse_index_args(args, nargs, 1, "index_text(data, postings, base, pack)", &base) < 0) return NULL;
-    PyObject *postings = args[1], *pack = args[3];
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *data = (const unsigned char *)view.buf;
-    Py_ssize_t n = view.len, tokens = 0;
+/* index_text's work on `n` bytes at `data`: 1 with *tokens (the postings added), 0 with
+ * *pieces a new dict of the piece counts (a piece is not ASCII: nothing changed), -1 with an
+ * error. */
+static int index_bytes(const unsigned char *data, Py_ssize_t n, PyObject *postings, unsigned long long base,
+                       PyObject *pack, Py_ssize_t *tokens_out, PyObject **pieces_out) {
+    Py_ssize_t tokens = 0;
     unsigned char *lower = (unsigned char *)malloc(n > 0 ? (size_t)n : 1);
     Counts c = {0};
-    PyObject *result = NULL, *pieces = NULL;
-    int any_mixed = 0;
+    PyObject *pieces = NULL;
+    int any_mixed = 0, rc = -1;
+    *pieces_out = NULL;
     if (lower == NULL || counts_init(&c, 256) < 0 || count_pieces(data, n, lower, &c, &tokens, &any_mixed) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -473,18 +471,33 @@ static PyObject *native_index_text(PyObject *self, PyObject *const *args, Py_ssi
         if (bad) goto done;
     }
     if (pieces != NULL) {
-        result = pieces;
+        *pieces_out = pieces;
         pieces = NULL;
+        rc = 0;
     } else {
-        result = PyLong_FromSsize_t(tokens);
+        *tokens_out = tokens;
+        rc = 1;
     }
 done:
     Py_XDECREF(pieces);
     free(c.cells);
     free(c.terms);
     free(lower);
+    return rc;
+}
+
+static PyObject *native_index_text(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    unsigned long long base;
+    if (parse_index_args(args, nargs, 1, "index_text(data, postings, base, pack)", &base) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t tokens = 0;
+    PyObject *pieces = NULL;
+    int r = index_bytes((const unsigned char *)view.buf, view.len, args[1], base, args[3], &tokens, &pieces);
     PyBuffer_Release(&view);
-    return result;
+    if (r < 0) return NULL;
+    return r ? PyLong_FromSsize_t(tokens) : pieces;
 }
 
 static PyObject *native_add_counts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -631,6 +644,86 @@ static int append_owned(PyObject *column, PyObject *value) {
     return rc;
 }
 
+/* hot_record's work on the 13 values `v` (in key order; cols: tend, index, line, ts, eid,
+ * pid, kind): 1 appended, with the text at *text_at of tbuf (*text_len bytes); 0 not the
+ * plain shape (nothing changed); -1 with an error. */
+static int hot_append(PyObject *const *v, PyObject *kind_of, PyObject *kinds, PyObject *tbuf, PyObject *const *cols,
+                      Py_ssize_t *text_at, Py_ssize_t *text_len) {
+    long long index_n, line_n, ts_n, eid_n, pid_n;
+    if (!exact_int64(v[2], &index_n) || !exact_int64(v[12], &line_n) || !PyUnicode_CheckExact(v[8])
+        || !hex_id(v[3], &eid_n) || !hex_id(v[4], &pid_n) || !exact_int64(v[9], &ts_n) || ts_n == LLONG_MIN)
+        return 0;
+    PyObject *kind_t = PyTuple_Pack(7, v[0], v[1], v[5], v[6], v[7], v[10], v[11]);
+    if (kind_t == NULL) return -1;
+    /* looked up with the values' types (1, 1.0 and True are one dict key) */
+    PyObject *tagged = PyTuple_New(14);
+    if (tagged == NULL) {
+        Py_DECREF(kind_t);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < 7; i++) {
+        PyObject *value = PyTuple_GET_ITEM(kind_t, i);
+        Py_INCREF(value);
+        PyTuple_SET_ITEM(tagged, i, value);
+        Py_INCREF((PyObject *)Py_TYPE(value));
+        PyTuple_SET_ITEM(tagged, 7 + i, (PyObject *)Py_TYPE(value));
+    }
+    PyObject *code = PyDict_GetItemWithError(kind_of, tagged); /* borrowed */
+    if (code == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(tagged);
+            Py_DECREF(kind_t);
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* unhashable: the Python path keeps it whole */
+                PyErr_Clear();
+                return 0;
+            }
+            return -1;
+        }
+        code = PyLong_FromSsize_t(PyList_GET_SIZE(kinds));
+        if (code == NULL || PyDict_SetItem(kind_of, tagged, code) < 0 || PyList_Append(kinds, kind_t) < 0) {
+            Py_XDECREF(code);
+            Py_DECREF(tagged);
+            Py_DECREF(kind_t);
+            return -1;
+        }
+        Py_DECREF(code); /* kind_of holds it */
+    }
+    Py_INCREF(code);
+    Py_DECREF(tagged);
+    Py_DECREF(kind_t);
+    /* the text, UTF-8 with lone surrogates passed */
+    PyObject *encoded = NULL;
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(v[8], &n);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        encoded = PyUnicode_AsEncodedString(v[8], "utf-8", "surrogatepass");
+        if (encoded == NULL) {
+            Py_DECREF(code);
+            return -1;
+        }
+        utf8 = PyBytes_AS_STRING(encoded);
+        n = PyBytes_GET_SIZE(encoded);
+    }
+    Py_ssize_t old = PyByteArray_GET_SIZE(tbuf);
+    if (PyByteArray_Resize(tbuf, old + n) < 0) {
+        Py_XDECREF(encoded);
+        Py_DECREF(code);
+        return -1;
+    }
+    memcpy(PyByteArray_AS_STRING(tbuf) + old, utf8, (size_t)n);
+    Py_XDECREF(encoded);
+    int bad = append_owned(cols[0], PyLong_FromSsize_t(old + n)) < 0 || append_to(cols[1], v[2]) < 0
+              || append_to(cols[2], v[12]) < 0 || append_to(cols[3], v[9]) < 0
+              || append_owned(cols[4], PyLong_FromLongLong(eid_n)) < 0
+              || append_owned(cols[5], PyLong_FromLongLong(pid_n)) < 0 || append_to(cols[6], code) < 0;
+    Py_DECREF(code);
+    if (bad) return -1;
+    *text_at = old;
+    *text_len = n;
+    return 1;
+}
+
 static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 12) {
@@ -661,77 +754,10 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
         }
         v[k++] = value;
     }
-    long long index_n, line_n, ts_n, eid_n, pid_n;
-    if (!exact_int64(v[2], &index_n) || !exact_int64(v[12], &line_n) || !PyUnicode_CheckExact(v[8])
-        || !hex_id(v[3], &eid_n) || !hex_id(v[4], &pid_n) || !exact_int64(v[9], &ts_n) || ts_n == LLONG_MIN)
-        Py_RETURN_FALSE;
-    PyObject *kind_t = PyTuple_Pack(7, v[0], v[1], v[5], v[6], v[7], v[10], v[11]);
-    if (kind_t == NULL) return NULL;
-    /* looked up with the values' types (1, 1.0 and True are one dict key) */
-    PyObject *tagged = PyTuple_New(14);
-    if (tagged == NULL) {
-        Py_DECREF(kind_t);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < 7; i++) {
-        PyObject *value = PyTuple_GET_ITEM(kind_t, i);
-        Py_INCREF(value);
-        PyTuple_SET_ITEM(tagged, i, value);
-        Py_INCREF((PyObject *)Py_TYPE(value));
-        PyTuple_SET_ITEM(tagged, 7 + i, (PyObject *)Py_TYPE(value));
-    }
-    PyObject *code = PyDict_GetItemWithError(kind_of, tagged); /* borrowed */
-    if (code == NULL) {
-        if (PyErr_Occurred()) {
-            Py_DECREF(tagged);
-            Py_DECREF(kind_t);
-            if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* unhashable: the Python path keeps it whole */
-                PyErr_Clear();
-                Py_RETURN_FALSE;
-            }
-            return NULL;
-        }
-        code = PyLong_FromSsize_t(PyList_GET_SIZE(kinds));
-        if (code == NULL || PyDict_SetItem(kind_of, tagged, code) < 0 || PyList_Append(kinds, kind_t) < 0) {
-            Py_XDECREF(code);
-            Py_DECREF(tagged);
-            Py_DECREF(kind_t);
-            return NULL;
-        }
-        Py_DECREF(code); /* kind_of holds it */
-    }
-    Py_INCREF(code);
-    Py_DECREF(tagged);
-    Py_DECREF(kind_t);
-    /* the text, UTF-8 with lone surrogates passed */
-    PyObject *encoded = NULL;
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(v[8], &n);
-    if (utf8 == NULL) {
-        PyErr_Clear();
-        encoded = PyUnicode_AsEncodedString(v[8], "utf-8", "surrogatepass");
-        if (encoded == NULL) {
-            Py_DECREF(code);
-            return NULL;
-        }
-        utf8 = PyBytes_AS_STRING(encoded);
-        n = PyBytes_GET_SIZE(encoded);
-    }
-    Py_ssize_t old = PyByteArray_GET_SIZE(tbuf);
-    if (PyByteArray_Resize(tbuf, old + n) < 0) {
-        Py_XDECREF(encoded);
-        Py_DECREF(code);
-        return NULL;
-    }
-    memcpy(PyByteArray_AS_STRING(tbuf) + old, utf8, (size_t)n);
-    Py_XDECREF(encoded);
-    int bad = append_owned(args[5], PyLong_FromSsize_t(old + n)) < 0 || append_to(args[6], v[2]) < 0
-              || append_to(args[7], v[12]) < 0 || append_to(args[8], v[9]) < 0
-              || append_owned(args[9], PyLong_FromLongLong(eid_n)) < 0
-              || append_owned(args[10], PyLong_FromLongLong(pid_n)) < 0 || append_to(args[11], code) < 0;
-    Py_DECREF(code);
-    if (bad) return NULL;
-    Py_RETURN_TRUE;
+    Py_ssize_t text_at, text_len;
+    int r = hot_append(v, kind_of, kinds, tbuf, args + 5, &text_at, &text_len);
+    if (r < 0) return NULL;
+    return PyBool_FromLong(r);
 }
 
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
@@ -3077,7 +3103,8 @@ done:
  * PATH_KEY_SEARCH, entry_timestamp, ARGS_SUMMARY_SCALARS, FILES_TOUCHED_CAP). */
 static PyObject *n_next_index, *n_reasons, *n_entry_ids, *n_entry_count, *n_first_ts, *n_last_ts, *n_error_count,
     *n_tools, *n_files, *n_addresses, *n_vocab_stopped, *n_batch_chars, *n_seen_texts, *n_pending, *n_pending_chars,
-    *n_flush, *n_fold_text, *n_digest, *n_strip, *v_max_entry_chars, *v_duplicate_entry_id, *v_surrogatepass;
+    *n_flush, *n_fold_text, *n_digest, *n_strip, *v_max_entry_chars, *v_duplicate_entry_id, *v_surrogatepass,
+    *n_total_len, *v_message, *v_files_touched;
 
 static int fold_init(void) {
 #define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
@@ -3088,6 +3115,7 @@ static int fold_init(void) {
     S(n_pending, "pending"); S(n_pending_chars, "pending_chars"); S(n_flush, "flush"); S(n_fold_text, "_fold_text");
     S(n_digest, "digest"); S(n_strip, "strip"); S(v_max_entry_chars, "max_entry_chars");
     S(v_duplicate_entry_id, "duplicate_entry_id"); S(v_surrogatepass, "surrogatepass");
+    S(n_total_len, "total_len"); S(v_message, "message"); S(v_files_touched, "filesTouched");
 #undef S
     return 0;
 }
@@ -3209,6 +3237,94 @@ static int needs_observing(PyObject *message, PyObject *role, PyObject *ops_pend
     return 0;
 }
 
+/* `plain_role`: 1 with *message and *role (borrowed) of an entry it admits (a message of
+ * a user, an assistant, or a tool result other than fabric_exec's), 0 for any other
+ * entry, -1 with an error */
+static int plain_entry(PyObject *raw, PyObject **message, PyObject **role) {
+    if (!PyDict_CheckExact(raw)) return 0;
+    PyObject *etype = dget(raw, type_key);
+    if (etype == NULL && PyErr_Occurred()) return -1;
+    if (!str_is(etype, "message")) return 0;
+    PyObject *m = dget(raw, k_message_field);
+    if (m == NULL && PyErr_Occurred()) return -1;
+    if (m == NULL || !PyDict_CheckExact(m)) return 0;
+    PyObject *r = dget(m, k_role);
+    if (r == NULL && PyErr_Occurred()) return -1;
+    if (r == NULL || !PyUnicode_CheckExact(r)) return 0;
+    int result = PyUnicode_CompareWithASCIIString(r, "toolResult") == 0;
+    if (!result && PyUnicode_CompareWithASCIIString(r, "user") != 0 && PyUnicode_CompareWithASCIIString(r, "assistant") != 0)
+        return 0;
+    if (result) {
+        PyObject *tool = dget(m, k_tool_name);
+        if (tool == NULL && PyErr_Occurred()) return -1;
+        if (tool == NULL || !PyUnicode_CheckExact(tool) || PyUnicode_CompareWithASCIIString(tool, "fabric_exec") == 0)
+            return 0;
+    }
+    *message = m;
+    *role = r;
+    return 1;
+}
+
+/* `Normalizer._claim`: the next record's index (a new reference), noting a truncated text
+ * and the entry id (a duplicate); NULL with an error */
+static PyObject *claim_index(PyObject *norm, PyObject *entry_id, PyObject *truncated) {
+    int cut = PyObject_IsTrue(truncated);
+    if (cut < 0) return NULL;
+    PyObject *reasons = PyObject_GetAttr(norm, n_reasons);
+    if (reasons == NULL) return NULL;
+    PyObject *index = NULL;
+    int bad = cut && PySet_Add(reasons, v_max_entry_chars) < 0;
+    if (!bad) index = PyObject_GetAttr(norm, n_next_index);
+    if (index == NULL || attr_add(norm, n_next_index, 1) < 0) goto fail;
+    if (entry_id != Py_None) {
+        PyObject *ids = PyObject_GetAttr(norm, n_entry_ids);
+        int dup = ids == NULL ? -1 : PySet_Contains(ids, entry_id);
+        if (dup > 0 && PySet_Add(reasons, v_duplicate_entry_id) < 0) dup = -1;
+        if (dup >= 0 && PySet_Add(ids, entry_id) < 0) dup = -1;
+        Py_XDECREF(ids);
+        if (dup < 0) goto fail;
+    }
+    Py_DECREF(reasons);
+    return index;
+fail:
+    Py_XDECREF(index);
+    Py_DECREF(reasons);
+    return NULL;
+}
+
+/* `FileOpsCollector.observe_entry` of a plain entry's record fields, when it has anything
+ * to do (`observe` None: no collector); -1 with an error */
+static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *file_tools, PyObject *message,
+                         PyObject *role, PyObject *index, PyObject *entry_id, PyObject *ts, PyObject *line) {
+    if (observe == Py_None) return 0;
+    int need = needs_observing(message, role, ops_pending, file_tools);
+    if (need <= 0) return need;
+    PyObject *kw = Py_BuildValue("{sO}", "line", line);
+    PyObject *pos = kw == NULL ? NULL : PyTuple_Pack(5, message, role, index, entry_id, ts);
+    PyObject *r = pos == NULL ? NULL : PyObject_Call(observe, pos, kw);
+    Py_XDECREF(kw);
+    Py_XDECREF(pos);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* plain_fields' 8-tuple for a plain entry (a new reference), Py_None (not decided here)
+ * or NULL; `opts` its 7 trailing arguments */
+static PyObject *plain_fields_of(PyObject *raw, PyObject *message, PyObject *role, PyObject *const *opts,
+                                 const char *who) {
+    PyObject *fargs[10] = {raw, message, role, opts[0], opts[1], opts[2], opts[3], opts[4], opts[5], opts[6]};
+    PyObject *got = native_plain_fields(NULL, fargs, 10);
+    if (got == NULL || got == Py_None) return got;
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 8 || !PyUnicode_Check(PyTuple_GET_ITEM(got, 3))
+        || !PyList_Check(PyTuple_GET_ITEM(got, 7))) {
+        PyErr_Format(PyExc_SystemError, "%s: plain_fields gave no (.., text, .., files) 8-tuple", who);
+        Py_DECREF(got);
+        return NULL;
+    }
+    return got;
+}
+
 static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 14) {
@@ -3220,75 +3336,24 @@ static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *norm = G(0), *folder = G(1), *observe = G(2), *ops_pending = G(3), *file_tools = G(4), *sha256 = G(5);
     Py_ssize_t files_cap = PyLong_AsSsize_t(G(13));
     if (files_cap == -1 && PyErr_Occurred()) return NULL;
-    /* plain_role */
-    if (!PyDict_CheckExact(raw)) Py_RETURN_FALSE;
-    PyObject *etype = dget(raw, type_key);
-    if (etype == NULL && PyErr_Occurred()) return NULL;
-    if (!str_is(etype, "message")) Py_RETURN_FALSE;
-    PyObject *message = dget(raw, k_message_field);
-    if (message == NULL && PyErr_Occurred()) return NULL;
-    if (message == NULL || !PyDict_CheckExact(message)) Py_RETURN_FALSE;
-    PyObject *role = dget(message, k_role);
-    if (role == NULL && PyErr_Occurred()) return NULL;
-    if (role == NULL || !PyUnicode_CheckExact(role)) Py_RETURN_FALSE;
-    int result = PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
-    if (!result && PyUnicode_CompareWithASCIIString(role, "user") != 0
-        && PyUnicode_CompareWithASCIIString(role, "assistant") != 0)
-        Py_RETURN_FALSE;
-    if (result) {
-        PyObject *tool = dget(message, k_tool_name);
-        if (tool == NULL && PyErr_Occurred()) return NULL;
-        if (tool == NULL || !PyUnicode_CheckExact(tool) || PyUnicode_CompareWithASCIIString(tool, "fabric_exec") == 0)
-            Py_RETURN_FALSE;
-    }
-    /* _plain_fields */
+    PyObject *message, *role;
+    int plain = plain_entry(raw, &message, &role);
+    if (plain <= 0) return plain < 0 ? NULL : Py_NewRef(Py_False);
     Py_INCREF(message);
     Py_INCREF(role);
-    PyObject *fargs[10] = {raw, message, role, G(6), G(7), G(8), G(9), G(10), G(11), G(12)};
+    PyObject *got = plain_fields_of(raw, message, role, &((PyTupleObject *)spec)->ob_item[6], "fold_plain");
 #undef G
-    PyObject *got = native_plain_fields(NULL, fargs, 10);
     PyObject *index = NULL, *row = NULL, *out = NULL;
     if (got == NULL) goto done;
     if (got == Py_None) {
         out = Py_NewRef(Py_False);
         goto done;
     }
-    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 8) {
-        PyErr_SetString(PyExc_SystemError, "fold_plain: plain_fields gave no 8-tuple");
-        goto done;
-    }
     PyObject *entry_id = PyTuple_GET_ITEM(got, 0), *tool_name = PyTuple_GET_ITEM(got, 2);
     PyObject *text = PyTuple_GET_ITEM(got, 3), *ts = PyTuple_GET_ITEM(got, 4), *is_error = PyTuple_GET_ITEM(got, 5);
     PyObject *truncated = PyTuple_GET_ITEM(got, 6), *files = PyTuple_GET_ITEM(got, 7);
-    if (!PyUnicode_Check(text) || !PyList_Check(files)) {
-        PyErr_SetString(PyExc_SystemError, "fold_plain: plain_fields gave an unexpected text or files");
-        goto done;
-    }
-    /* _claim */
-    {
-        int cut = PyObject_IsTrue(truncated);
-        if (cut < 0) goto done;
-        PyObject *reasons = PyObject_GetAttr(norm, n_reasons);
-        if (reasons == NULL) goto done;
-        int bad = cut && PySet_Add(reasons, v_max_entry_chars) < 0;
-        index = bad ? NULL : PyObject_GetAttr(norm, n_next_index);
-        if (index == NULL || attr_add(norm, n_next_index, 1) < 0) {
-            Py_DECREF(reasons);
-            goto done;
-        }
-        if (entry_id != Py_None) {
-            PyObject *ids = PyObject_GetAttr(norm, n_entry_ids);
-            int dup = ids == NULL ? -1 : PySet_Contains(ids, entry_id);
-            if (dup > 0 && PySet_Add(reasons, v_duplicate_entry_id) < 0) dup = -1;
-            if (dup >= 0 && PySet_Add(ids, entry_id) < 0) dup = -1;
-            Py_XDECREF(ids);
-            if (dup < 0) {
-                Py_DECREF(reasons);
-                goto done;
-            }
-        }
-        Py_DECREF(reasons);
-    }
+    index = claim_index(norm, entry_id, truncated);
+    if (index == NULL) goto done;
     /* DigestFolder.add_fields */
     if (attr_add(folder, n_entry_count, 1) < 0) goto done;
     if (ts != Py_None && (widen_ts(folder, n_first_ts, ts, Py_LT) < 0 || widen_ts(folder, n_last_ts, ts, Py_GT) < 0))
@@ -3340,25 +3405,132 @@ static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssi
         Py_XDECREF(stopped);
         if (stop < 0 || (!stop && fold_text(folder, text, sha256) < 0)) goto done;
     }
-    /* FileOpsCollector.observe_entry, when it has anything to do */
-    if (observe != Py_None) {
-        int need = needs_observing(message, role, ops_pending, file_tools);
-        if (need < 0) goto done;
-        if (need) {
-            PyObject *kw = Py_BuildValue("{sO}", "line", line);
-            PyObject *pos = kw == NULL ? NULL : PyTuple_Pack(5, message, role, index, entry_id, ts);
-            PyObject *r = pos == NULL ? NULL : PyObject_Call(observe, pos, kw);
-            Py_XDECREF(kw);
-            Py_XDECREF(pos);
-            if (r == NULL) goto done;
-            Py_DECREF(r);
-        }
-    }
+    if (observe_plain(observe, ops_pending, file_tools, message, role, index, entry_id, ts, line) < 0) goto done;
     out = Py_NewRef(Py_True);
 done:
     Py_XDECREF(got);
     Py_XDECREF(index);
     Py_XDECREF(row);
+    Py_DECREF(message);
+    Py_DECREF(role);
+    return out;
+}
+
+/* ---- hot_plain: a hot build's entry into its records and index (memory/hot_feed.py) ----
+ *
+ * hot_plain(raw, line, spec) -> bool: `Normalizer.feed` of an entry `plain_role` admits,
+ * its one record appended to a `HotRecords` and added to a `HotIndex` (True: done, with
+ * the same effects as the Python steps `_plain_fields`, `_claim`, `HotRecords.append`,
+ * `HotIndex.add` and, when it has anything to do, `FileOpsCollector.observe_entry`);
+ * False, with nothing changed, for any other entry, and for a record HotRecords keeps
+ * in Python (an id that is not 8 hex digits, a timestamp that is not an int64). A text
+ * with a piece that is not ASCII is finished by `finish(pieces, base) -> tokens` (the
+ * tokenizer's Python step). `spec` (`hot_feed.hot_spec`), 32 items: (normalizer,
+ * observe_entry or None, the collector's pending calls or None, PI_FILE_TOOLS, session
+ * file, session id, the records' kind_of, kinds, tbuf, tend, index, line, ts, eid, pid,
+ * kind, extra; the index's postings, doc_len, seg_starts, seg_of, pack, SEGMENT_ROLES,
+ * finish, the index itself; index_tool_output, index_thinking, max_entry_chars,
+ * args_summary, PATH_KEY_SEARCH, entry_timestamp, ARGS_SUMMARY_SCALARS). */
+static PyObject *native_hot_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 32) {
+        PyErr_SetString(PyExc_TypeError, "hot_plain(raw, line, spec) takes an entry, a line and a 32-item spec");
+        return NULL;
+    }
+    PyObject *raw = args[0], *line = args[1], *spec = args[2];
+#define G(i) PyTuple_GET_ITEM(spec, i)
+    PyObject *norm = G(0), *observe = G(1), *ops_pending = G(2), *file_tools = G(3), *session_file = G(4),
+             *session_id = G(5), *kind_of = G(6), *kinds = G(7), *tbuf = G(8), *extra = G(16), *postings = G(17),
+             *doc_len = G(18), *seg_starts = G(19), *seg_of = G(20), *pack = G(21), *segment_roles = G(22),
+             *finish = G(23), *hot_index = G(24);
+    PyObject *const *cols = &((PyTupleObject *)spec)->ob_item[9]; /* tend, index, line, ts, eid, pid, kind */
+    if (!PyDict_CheckExact(kind_of) || !PyList_CheckExact(kinds) || !PyByteArray_CheckExact(tbuf)
+        || !PyDict_CheckExact(extra) || !PyDict_CheckExact(postings) || !PyList_CheckExact(seg_starts)) {
+        PyErr_SetString(PyExc_TypeError, "hot_plain: a spec of other types than hot_feed.hot_spec makes");
+        return NULL;
+    }
+    PyObject *message, *role;
+    int plain = plain_entry(raw, &message, &role);
+    if (plain <= 0) return plain < 0 ? NULL : Py_NewRef(Py_False);
+    Py_INCREF(message);
+    Py_INCREF(role);
+    PyObject *got = plain_fields_of(raw, message, role, &((PyTupleObject *)spec)->ob_item[25], "hot_plain");
+#undef G
+    PyObject *index = NULL, *out = NULL, *pieces = NULL;
+    if (got == NULL) goto done;
+    if (got == Py_None) {
+        out = Py_NewRef(Py_False);
+        goto done;
+    }
+    PyObject *entry_id = PyTuple_GET_ITEM(got, 0), *parent_id = PyTuple_GET_ITEM(got, 1);
+    PyObject *tool_name = PyTuple_GET_ITEM(got, 2), *text = PyTuple_GET_ITEM(got, 3), *ts = PyTuple_GET_ITEM(got, 4);
+    PyObject *is_error = PyTuple_GET_ITEM(got, 5), *truncated = PyTuple_GET_ITEM(got, 6), *files = PyTuple_GET_ITEM(got, 7);
+    {
+        /* HotRecords' plain shape, decided before anything changes */
+        long long n;
+        if (!hex_id(entry_id, &n) || !hex_id(parent_id, &n) || !exact_int64(line, &n) || !exact_int64(ts, &n)
+            || n == LLONG_MIN || !PyUnicode_CheckExact(text)) {
+            out = Py_NewRef(Py_False);
+            goto done;
+        }
+    }
+    Py_ssize_t pos = PyObject_Size(cols[0]);
+    Py_ssize_t idx = PyObject_Size(doc_len);
+    if (pos < 0 || idx < 0) goto done;
+    index = claim_index(norm, entry_id, truncated);
+    if (index == NULL) goto done;
+    /* HotRecords.append */
+    {
+        PyObject *v[13] = {session_file, session_id, index, entry_id, parent_id, v_message, role,
+                           tool_name, text, ts, is_error, truncated, line};
+        Py_ssize_t text_at, text_len;
+        int r = hot_append(v, kind_of, kinds, tbuf, cols, &text_at, &text_len);
+        if (r <= 0) {
+            if (r == 0) PyErr_SetString(PyExc_SystemError, "hot_plain: HotRecords refused a record of the plain shape");
+            goto done;
+        }
+        if (PyList_GET_SIZE(files) > 0) {
+            PyObject *key = PyLong_FromSsize_t(pos);
+            PyObject *pair = PyTuple_Pack(2, v_files_touched, files);
+            PyObject *keys = pair == NULL ? NULL : PyTuple_Pack(1, pair);
+            int bad = key == NULL || keys == NULL || PyDict_SetItem(extra, key, keys) < 0;
+            Py_XDECREF(key);
+            Py_XDECREF(pair);
+            Py_XDECREF(keys);
+            if (bad) goto done;
+        }
+        /* HotIndex.add (the text's bytes as HotRecords holds them; tbuf is not resized meanwhile) */
+        unsigned long long base = (unsigned long long)idx << 32;
+        Py_ssize_t tokens = 0;
+        r = index_bytes((const unsigned char *)PyByteArray_AS_STRING(tbuf) + text_at, text_len, postings, base, pack,
+                        &tokens, &pieces);
+        if (r < 0) goto done;
+        if (r == 0) {
+            PyObject *b = PyLong_FromUnsignedLongLong(base);
+            PyObject *t = b == NULL ? NULL : PyObject_CallFunctionObjArgs(finish, pieces, b, NULL);
+            Py_XDECREF(b);
+            if (t == NULL) goto done;
+            tokens = PyLong_AsSsize_t(t);
+            Py_DECREF(t);
+            if (tokens == -1 && PyErr_Occurred()) goto done;
+        }
+        if (tokens < 1) tokens = 1;
+        if (append_owned(doc_len, PyLong_FromSsize_t(tokens)) < 0 || attr_add(hot_index, n_total_len, tokens) < 0)
+            goto done;
+        int seg = idx == 0;
+        if (!seg) {
+            seg = PySequence_Contains(segment_roles, role);
+            if (seg < 0) goto done;
+        }
+        if (seg && append_owned(seg_starts, PyLong_FromSsize_t(idx)) < 0) goto done;
+        if (append_owned(seg_of, PyLong_FromSsize_t(PyList_GET_SIZE(seg_starts) - 1)) < 0) goto done;
+    }
+    if (observe_plain(observe, ops_pending, file_tools, message, role, index, entry_id, ts, line) < 0) goto done;
+    out = Py_NewRef(Py_True);
+done:
+    Py_XDECREF(got);
+    Py_XDECREF(index);
+    Py_XDECREF(pieces);
     Py_DECREF(message);
     Py_DECREF(role);
     return out;
@@ -3626,6 +3798,9 @@ static PyMethodDef native_methods[] = {
      "thinking) of a common message node, or None (nothing changed)"},
     {"fold_plain", (PyCFunction)(void (*)(void))native_fold_plain, METH_FASTCALL,
      "fold_plain(raw, line, spec) -> bool: Normalizer.fold of a plain entry (False: left to Python)"},
+    {"hot_plain", (PyCFunction)(void (*)(void))native_hot_plain, METH_FASTCALL,
+     "hot_plain(raw, line, spec) -> bool: Normalizer.feed of a plain entry into hot records and their index "
+     "(False: left to Python)"},
     {"plain_fields", (PyCFunction)(void (*)(void))native_plain_fields, METH_FASTCALL,
      "plain_fields(raw, message, role, index_tool_output, index_thinking, limit, args_summary, path_key, "
      "entry_timestamp) -> a plain message's record fields, or None (not decided here)"},

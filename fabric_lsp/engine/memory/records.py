@@ -210,6 +210,11 @@ class HotRecords(Sequence[Record]):
             col.append(0)
         self._kind.append(0)
 
+    def c_columns(self) -> tuple[Any, ...]:
+        """What `_native.hot_plain` appends a record to (memory/hot_feed.py)."""
+        return (self._kind_of, self._kinds, self._tbuf, self._tend, self._index, self._line, self._ts, self._eid,
+                self._pid, self._kind, self._extra)  # fmt: skip
+
     def extend(self, records: Iterable[Record]) -> None:
         for rec in records:
             self.append(rec)

@@ -77,12 +77,7 @@ class HotIndex:
             # the same counts and postings as the loop below, in C; a text with non-ASCII
             # pieces comes back as its piece counts, which the tokenizer finishes
             done = _index_text(text.encode("utf-8", "surrogatepass"), postings, base, _pack)
-            if type(done) is int:
-                length = done
-            else:
-                counts = finish_piece_counts(done)
-                _add_counts(postings, counts, base, _pack)
-                length = sum(counts.values())
+            length = done if type(done) is int else self.add_pieces(done, base)
         else:
             counts, length = count_terms(text)
             get = postings.get
@@ -102,6 +97,17 @@ class HotIndex:
         if idx == 0 or record.get("role") in SEGMENT_ROLES:
             self.seg_starts.append(idx)
         self.seg_of.append(len(self.seg_starts) - 1)
+
+    def add_pieces(self, pieces: dict[Any, int], base: int) -> int:
+        """The postings of a text whose piece counts `index_text` gave back (a piece is not
+        ASCII: the tokenizer finishes them); returns its tokens."""
+        counts = finish_piece_counts(pieces)
+        _add_counts(self.postings, counts, base, _pack)
+        return sum(counts.values())
+
+    def c_parts(self) -> tuple[Any, ...]:
+        """What `_native.hot_plain` adds a record with (memory/hot_feed.py)."""
+        return (self.postings, self.doc_len, self.seg_starts, self.seg_of, _pack, SEGMENT_ROLES, self.add_pieces, self)
 
     def compact(self) -> None:
         """Pack long posting lists into 8-byte arrays (lists are cheaper to grow)."""

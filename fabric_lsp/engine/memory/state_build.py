@@ -20,6 +20,7 @@ from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
 from .entry_text import Normalizer
 from .file_history import new_collector
+from .hot_feed import feed_entries
 from .persist import finish_state, read_file_ops, write_records
 from .records import HotRecords, RecordSink
 from .search import HotIndex, postings_of
@@ -396,16 +397,10 @@ def _assemble(
         norm.file_ops = state.file_ops
         records = HotRecords()
         index: HotIndex | None = HotIndex() if searchable else None  # expand needs no index
-        feed = norm.feed
         if sink is not None:
             sink.start()  # (a streaming build that starts again starts its sink again)
-        for raw, line in entries(lineage, norm.max_entry_chars is not None):  # (the rule of records_from)
-            for rec in feed(raw, line):
-                records.append(rec)
-                if index is not None:
-                    index.add(rec)
-                if sink is not None:
-                    sink(rec)
+        # (the rule of records_from for the ids)
+        feed_entries(norm, records, index, entries(lineage, norm.max_entry_chars is not None), sink)
         state.entries, state.hot_index, state.normalizer = records, index, norm
     else:
         norm = Normalizer(
