@@ -3097,12 +3097,12 @@ done:
  * whose fields `plain_fields` reads here (True: folded, with the same effects as the
  * Python steps `_plain_fields`, `_claim`, `DigestFolder.add_fields` and, when it has
  * anything to do, `FileOpsCollector.observe_entry`); False, with nothing changed, for
- * any other entry (the Python code folds it). `spec` (`Normalizer.fold_spec`): (normalizer,
+ * any other entry (the Python code folds it). `spec` (`cold_fold.fold_spec`): (normalizer,
  * folder, observe_entry or None, the collector's pending calls or None, PI_FILE_TOOLS,
- * hashlib.sha256, index_tool_output, index_thinking, max_entry_chars, args_summary,
+ * index_tool_output, index_thinking, max_entry_chars, args_summary,
  * PATH_KEY_SEARCH, entry_timestamp, ARGS_SUMMARY_SCALARS, FILES_TOUCHED_CAP). */
 static PyObject *n_next_index, *n_reasons, *n_entry_ids, *n_entry_count, *n_first_ts, *n_last_ts, *n_error_count,
-    *n_tools, *n_files, *n_addresses, *n_vocab_stopped, *n_batch_chars, *n_seen_texts, *n_pending, *n_pending_chars,
+    *n_tools, *n_files, *n_addresses, *n_vocab_stopped, *n_batch_chars, *n_seen_texts, *n_seen_room, *n_pending, *n_pending_chars,
     *n_flush, *n_fold_text, *n_digest, *n_strip, *v_max_entry_chars, *v_duplicate_entry_id, *v_surrogatepass,
     *n_total_len, *v_message, *v_files_touched;
 
@@ -3111,7 +3111,7 @@ static int fold_init(void) {
     S(n_next_index, "next_index"); S(n_reasons, "reasons"); S(n_entry_ids, "entry_ids");
     S(n_entry_count, "entry_count"); S(n_first_ts, "first_ts"); S(n_last_ts, "last_ts");
     S(n_error_count, "error_count"); S(n_tools, "tools"); S(n_files, "files"); S(n_addresses, "addresses");
-    S(n_vocab_stopped, "vocab_stopped"); S(n_batch_chars, "batch_chars"); S(n_seen_texts, "seen_texts");
+    S(n_vocab_stopped, "vocab_stopped"); S(n_batch_chars, "batch_chars"); S(n_seen_texts, "seen_texts"); S(n_seen_room, "seen_room");
     S(n_pending, "pending"); S(n_pending_chars, "pending_chars"); S(n_flush, "flush"); S(n_fold_text, "_fold_text");
     S(n_digest, "digest"); S(n_strip, "strip"); S(v_max_entry_chars, "max_entry_chars");
     S(v_duplicate_entry_id, "duplicate_entry_id"); S(v_surrogatepass, "surrogatepass");
@@ -3145,7 +3145,7 @@ static int widen_ts(PyObject *folder, PyObject *name, PyObject *ts, int op) {
 }
 
 /* the text's part of `DigestFolder.add_fields` (the folder's vocabulary not stopped) */
-static int fold_text(PyObject *folder, PyObject *text, PyObject *sha256) {
+static int fold_text(PyObject *folder, PyObject *text) {
     PyObject *batch = PyObject_GetAttr(folder, n_batch_chars);
     if (batch == NULL) return -1;
     int batched = PyObject_IsTrue(batch);
@@ -3161,19 +3161,24 @@ static int fold_text(PyObject *folder, PyObject *text, PyObject *sha256) {
     }
     int rc = -1;
     if (chars > 256) {
-        /* a long text already folded is skipped (128 bits of its SHA-256) */
-        PyObject *h = PyObject_CallOneArg(sha256, data);
-        PyObject *full = h == NULL ? NULL : PyObject_CallMethodNoArgs(h, n_digest);
-        Py_XDECREF(h);
-        if (full == NULL) goto out;
-        PyObject *seen = PyBytes_FromStringAndSize(PyBytes_AS_STRING(full), 16);
-        Py_DECREF(full);
-        if (seen == NULL) goto out;
+        /* a long text already folded is skipped (`DigestFolder._repeat`: remembered whole
+           while the folder has room) */
         PyObject *texts = PyObject_GetAttr(folder, n_seen_texts);
-        int known = texts == NULL ? -1 : PySet_Contains(texts, seen);
-        if (known == 0) known = PySet_Add(texts, seen) < 0 ? -1 : 0;
+        int known = texts == NULL ? -1 : PySet_Contains(texts, data);
+        if (known == 0) {
+            PyObject *room = PyObject_GetAttr(folder, n_seen_room);
+            Py_ssize_t left = room == NULL ? -1 : PyLong_AsSsize_t(room);
+            Py_XDECREF(room);
+            if (left == -1 && PyErr_Occurred()) {
+                known = -1;
+            } else if (PyBytes_GET_SIZE(data) <= left) {
+                PyObject *now = PyLong_FromSsize_t(left - PyBytes_GET_SIZE(data));
+                if (now == NULL || PySet_Add(texts, data) < 0 || PyObject_SetAttr(folder, n_seen_room, now) < 0)
+                    known = -1;
+                Py_XDECREF(now);
+            }
+        }
         Py_XDECREF(texts);
-        Py_DECREF(seen);
         if (known != 0) {
             if (known > 0) rc = 0;
             goto out;
@@ -3327,21 +3332,21 @@ static PyObject *plain_fields_of(PyObject *raw, PyObject *message, PyObject *rol
 
 static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 14) {
-        PyErr_SetString(PyExc_TypeError, "fold_plain(raw, line, spec) takes an entry, a line and a 14-item spec");
+    if (nargs != 3 || !PyTuple_CheckExact(args[2]) || PyTuple_GET_SIZE(args[2]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "fold_plain(raw, line, spec) takes an entry, a line and a 13-item spec");
         return NULL;
     }
     PyObject *raw = args[0], *line = args[1], *spec = args[2];
 #define G(i) PyTuple_GET_ITEM(spec, i)
-    PyObject *norm = G(0), *folder = G(1), *observe = G(2), *ops_pending = G(3), *file_tools = G(4), *sha256 = G(5);
-    Py_ssize_t files_cap = PyLong_AsSsize_t(G(13));
+    PyObject *norm = G(0), *folder = G(1), *observe = G(2), *ops_pending = G(3), *file_tools = G(4);
+    Py_ssize_t files_cap = PyLong_AsSsize_t(G(12));
     if (files_cap == -1 && PyErr_Occurred()) return NULL;
     PyObject *message, *role;
     int plain = plain_entry(raw, &message, &role);
     if (plain <= 0) return plain < 0 ? NULL : Py_NewRef(Py_False);
     Py_INCREF(message);
     Py_INCREF(role);
-    PyObject *got = plain_fields_of(raw, message, role, &((PyTupleObject *)spec)->ob_item[6], "fold_plain");
+    PyObject *got = plain_fields_of(raw, message, role, &((PyTupleObject *)spec)->ob_item[5], "fold_plain");
 #undef G
     PyObject *index = NULL, *row = NULL, *out = NULL;
     if (got == NULL) goto done;
@@ -3403,7 +3408,7 @@ static PyObject *native_fold_plain(PyObject *self, PyObject *const *args, Py_ssi
         PyObject *stopped = PyObject_GetAttr(folder, n_vocab_stopped);
         int stop = stopped == NULL ? -1 : PyObject_IsTrue(stopped);
         Py_XDECREF(stopped);
-        if (stop < 0 || (!stop && fold_text(folder, text, sha256) < 0)) goto done;
+        if (stop < 0 || (!stop && fold_text(folder, text) < 0)) goto done;
     }
     if (observe_plain(observe, ops_pending, file_tools, message, role, index, entry_id, ts, line) < 0) goto done;
     out = Py_NewRef(Py_True);

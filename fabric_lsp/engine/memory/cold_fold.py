@@ -5,7 +5,6 @@ the C accelerator (`_native.fold_plain`) with the same effects as the Python ste
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,6 @@ def fold_spec(norm: Normalizer, folder: DigestFolder) -> tuple[Any, ...] | None:
         ops.observe_entry if ops is not None else None,
         ops.pending if ops is not None else None,
         file_history.PI_FILE_TOOLS,
-        hashlib.sha256,
         norm.index_tool_output,
         norm.index_thinking,
         norm.max_entry_chars,

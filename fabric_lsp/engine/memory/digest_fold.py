@@ -4,7 +4,6 @@ tool histogram, files touched and stable addresses."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,10 @@ if TYPE_CHECKING:
 
 FILES_TOUCHED_CAP = 50
 FOLD_BATCH_CHARS = 1 << 20  # texts folded per vocabulary step
+# Long texts already folded are remembered whole (UTF-8) up to this many bytes per session,
+# so a repeat (a re-read file, a re-run command) is not tokenized again. Skipping a repeat
+# changes nothing (its terms are all known): past the room, repeats are simply folded again.
+SEEN_TEXT_BYTES = 16 << 20
 
 
 class DigestFolder:
@@ -30,7 +33,8 @@ class DigestFolder:
         self.tools: Counter[str] = Counter()
         self.files: dict[str, None] = {}
         self.vocab: set[str] = set()
-        self.seen_texts: set[bytes] = set()  # digests of long texts already folded
+        self.seen_texts: set[bytes] = set()  # long texts already folded (UTF-8), while room is left
+        self.seen_room = SEEN_TEXT_BYTES
         self.vocab_bytes = 2
         self.vocab_stopped = False
         self.addresses: list[list[Any]] = []
@@ -84,28 +88,27 @@ class DigestFolder:
         if self.vocab_stopped:
             return
         if not self.batch_chars:
-            if len(text) > 256:
-                seen = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
-                if seen in self.seen_texts:
-                    return
-                self.seen_texts.add(seen)
+            if len(text) > 256 and self._repeat(text.encode("utf-8", "surrogatepass")):
+                return
             self._fold_text(text)
             return
-        # (encoded once: for the digest below and for the batch's tokens)
+        # (encoded once: for the repeat check and for the batch's tokens)
         data = text.encode("utf-8", "surrogatepass")
-        if len(text) > 256:
-            # Sessions repeat whole outputs (re-reads, re-runs): their terms are known.
-            # Remember a 128-bit digest, not the text: the set stays small for huge sessions.
-            # (SHA-256 cut to 128 bits: hashlib's runs on the CPU's SHA instructions where it
-            # has them, about twice BLAKE2b's speed here)
-            seen = hashlib.sha256(data).digest()[:16]
-            if seen in self.seen_texts:
-                return
-            self.seen_texts.add(seen)
+        if len(text) > 256 and self._repeat(data):
+            return  # sessions repeat whole outputs (re-reads, re-runs): their terms are known
         self.pending.append(data)
         self.pending_chars += len(text)
         if self.pending_chars >= self.batch_chars:
             self.flush()
+
+    def _repeat(self, data: bytes) -> bool:
+        """Whether this long text was folded before (remembered while room is left)."""
+        if data in self.seen_texts:
+            return True
+        if len(data) <= self.seen_room:
+            self.seen_texts.add(data)
+            self.seen_room -= len(data)
+        return False
 
     def flush(self) -> None:
         """Fold the pending texts at once. The vocabulary only depends on the order of

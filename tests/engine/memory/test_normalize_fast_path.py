@@ -444,3 +444,33 @@ def test_the_paths_collected_in_c_equal_python(value):
     finally:
         entry_fields._collect_paths_c = saved
     assert list(native) == list(python)
+
+
+@pytest.mark.parametrize("room", [0, 400, 10**6])
+def test_repeated_long_texts_fold_the_same_with_any_room(monkeypatch, room):
+    """Long texts are remembered whole while the folder has room, so a repeat is skipped;
+    past the room a repeat is folded again: the digest is the same either way, and the C
+    loop remembers exactly what the Python one does."""
+    texts = ["alpha beta " * 30, "gamma delta " * 40, "alpha beta " * 30, "épsilon " * 50, "gamma delta " * 40]
+    entries = [
+        {"type": "message", "id": f"e{i}", "message": {"role": "user", "content": t}} for i, t in enumerate(texts)
+    ]
+    digests = []
+    for native in (True, False):
+        norm, _ = _pair(None, False, True, "/w")
+        folder = DigestFolder(10**6, 64)
+        folder.seen_room = room
+        with monkeypatch.context() as m:
+            if not native:
+                m.setattr(cold_fold, "_fold_plain", None)
+            cold_fold.fold_entries(norm, folder, ((copy.deepcopy(e), n) for n, e in enumerate(entries)))
+        remembered = {t.encode() for t in texts if len(t.encode()) <= room}
+        if room == 400:
+            remembered = {texts[0].encode()}  # (330 bytes: the next ones do not fit in what is left)
+        assert folder.seen_texts == remembered
+        assert folder.seen_room == room - sum(map(len, remembered))
+        digests.append(_folded(folder))
+    unbatched = DigestFolder(10**6, 0)
+    for i, t in enumerate(texts):
+        unbatched.add_fields(i, f"e{i}", None, "user", None, ts=None, is_error=False, files=(), text=t)
+    assert digests[0] == digests[1] == _folded(unbatched)
