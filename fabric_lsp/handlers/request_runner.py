@@ -13,6 +13,7 @@ import asyncio
 import functools
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,11 @@ class RequestProgress:
         self._last_message: str | None = None
         self._last_pct = 0
         self._last_activity = float("-inf")
+        # events from worker threads waiting for the loop (`sink`, `_drain`)
+        self._lock = threading.Lock()
+        self._queue: list[ProgressEvent] = []
+        self._posted = False
+        self._last_drain = float("-inf")
 
     def start(self) -> None:
         if self.token is None and not self._create:
@@ -104,8 +110,37 @@ class RequestProgress:
 
     # called from worker threads
     def sink(self, event: ActivityEvent) -> None:
-        if isinstance(event, ProgressEvent):  # (an indexing event belongs to BackgroundProgress)
-            self.server.call_in_loop(self._on_event, event)
+        """Queue an engine event for the loop. The loop is woken at most once per report
+        interval (an indexing call reports every session it builds): a plain report replaces
+        the plain one still waiting, a milestone or the end of a count is always kept."""
+        if not isinstance(event, ProgressEvent):  # (an indexing event belongs to BackgroundProgress)
+            return
+        with self._lock:
+            queue = self._queue
+            last = queue[-1] if queue else None
+            if last is not None and not (last.milestone or last.percentage == 100 or event.milestone):
+                queue[-1] = event
+            else:
+                queue.append(event)
+            if self._posted:
+                return
+            self._posted = True
+            delay = max(0.0, self._last_drain + REPORT_INTERVAL_S - time.monotonic())
+        self.server.call_in_loop(self._drain_after, delay)
+
+    def _drain_after(self, delay: float) -> None:
+        loop = self.server.loop
+        if delay <= 0 or loop is None:
+            self._drain()
+        else:
+            loop.call_later(delay, self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            events, self._queue, self._posted = self._queue, [], False
+            self._last_drain = time.monotonic()
+        for event in events:
+            self._on_event(event)
 
     def _on_event(self, event: ProgressEvent) -> None:
         if self._ended:
@@ -146,6 +181,7 @@ class RequestProgress:
     async def end(self, message: str) -> None:
         if self._ended:
             return
+        self._drain()  # (what the engine reported before it answered goes out first)
         if self._started is not None and not self._started.done():
             if message == "cancelled":  # answer promptly: never wait for the client here
                 self._started.cancel()

@@ -148,3 +148,30 @@ async def test_background_index_reaches_every_session_and_pairs_progress(tmp_pat
         assert not _index_tokens(again)  # nothing was left to build: no indexing pass
     finally:
         await stop(again)
+
+
+async def test_a_call_that_indexes_reports_its_count_to_the_end(tmp_path: Path):
+    """A first recall that builds every session itself (no background indexer) reports
+    "Indexing k/N sessions" on its own token: paired, never going backwards, and the last
+    count (N/N, 100 %) goes out before the end, however the reports were coalesced."""
+    agent = _agent(tmp_path)
+    client = await start(
+        agent, "visual-studio-code", configuration=SETTINGS, env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0")
+    )
+    try:
+        token = f"first-recall-{time.monotonic_ns()}"
+        client.progress_reports.setdefault(token, [])
+        result = await rpc(
+            client, protocol.RECALL, {"query": "oldest_rare_fact", "scope": "global", "workDoneToken": token}
+        )
+        assert result["coverage"]["complete"] and result["coverage"]["indexedSessions"] == N
+        assert await _wait(lambda: client.progress_reports[token] and client.progress_reports[token][-1].kind == "end")
+        values = client.progress_reports[token]
+        kinds = [v.kind for v in values]
+        assert kinds[0] == "begin" and kinds[-1] == "end" and set(kinds[1:-1]) <= {"report"}, kinds
+        counts = [v for v in values if v.kind == "report" and v.message and v.message.startswith("Indexing ")]
+        assert counts and counts[-1].message == f"Indexing {N}/{N} sessions" and counts[-1].percentage == 100
+        pcts = [v.percentage for v in values if getattr(v, "percentage", None) is not None]
+        assert pcts == sorted(pcts), pcts
+    finally:
+        await stop(client)
