@@ -760,6 +760,127 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
     return PyBool_FromLong(r);
 }
 
+/* ---- lineage_walk: a session's active branch from its scanned lines (memory/source.py) ----
+ *
+ * lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals, cycle)
+ *
+ * `lineage_from_lines`' loops for the active branch, over the scan's columns (`ids` and
+ * `parents` lists, `node` a bytearray of flags, `ordinals` int64s): the leaf is the id of
+ * the last node line (or `leaf_override` when it is a node's id); each str parent id that
+ * names a node is replaced in `parents` by that node's own id object (one string per id);
+ * the walk goes up from the leaf through the parents until an id names no node, or a node
+ * comes again (cycle: True). Returns the branch root first: its ids (a list) and its
+ * lines' ordinals (native int64 bytes). A later node line with the same id wins, as a dict
+ * would have it; an unhashable parent value raises TypeError, as the dict lookup does. */
+static PyObject *native_lineage_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[1]) || !PyByteArray_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "lineage_walk(ids, parents, node, ordinals, leaf_override): two lists, a bytearray, int64s, a str or None");
+        return NULL;
+    }
+    PyObject *ids = args[0], *parents = args[1], *node = args[2], *leaf_override = args[4];
+    Py_ssize_t n = PyByteArray_GET_SIZE(node);
+    if (PyList_GET_SIZE(ids) < n || PyList_GET_SIZE(parents) < n) {
+        PyErr_SetString(PyExc_ValueError, "lineage_walk: the columns are shorter than the node flags");
+        return NULL;
+    }
+    Py_buffer ord;
+    if (PyObject_GetBuffer(args[3], &ord, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *by_id = NULL, *path_ids = NULL, *ords = NULL, *result = NULL, *leaf = Py_None;
+    Py_ssize_t *path = NULL, depth = 0;
+    unsigned char *seen = NULL;
+    int cycle = 0;
+    if (ord.len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "lineage_walk: fewer ordinals than lines");
+        goto done;
+    }
+    const unsigned char *flags = (const unsigned char *)PyByteArray_AS_STRING(node);
+    by_id = PyDict_New();
+    if (by_id == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!flags[i]) continue;
+        leaf = PyList_GET_ITEM(ids, i);
+        PyObject *at = PyLong_FromSsize_t(i);
+        int bad = at == NULL || PyDict_SetItem(by_id, leaf, at) < 0;
+        Py_XDECREF(at);
+        if (bad) goto done;
+    }
+    /* a parent id becomes its parent's own id object */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parents); i++) {
+        PyObject *parent = PyList_GET_ITEM(parents, i);
+        if (!PyUnicode_CheckExact(parent)) continue;
+        PyObject *j = PyDict_GetItemWithError(by_id, parent);
+        if (j == NULL) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(j);
+        PyObject *own = PyList_GET_ITEM(ids, at);
+        if (own != parent) {
+            Py_INCREF(own);
+            PyList_SetItem(parents, i, own); /* (steals own, drops the old parent) */
+        }
+    }
+    if (leaf_override != Py_None) {
+        int in = PyDict_Contains(by_id, leaf_override);
+        if (in < 0) goto done;
+        if (in) leaf = leaf_override;
+    }
+    Py_INCREF(leaf); /* (held: `leaf` is returned, and `parents` may drop a borrowed one) */
+    seen = (unsigned char *)calloc(n > 0 ? (size_t)n : 1, 1);
+    path = (Py_ssize_t *)malloc((n > 0 ? (size_t)n : 1) * sizeof(Py_ssize_t));
+    if (seen == NULL || path == NULL) {
+        PyErr_NoMemory();
+        goto held;
+    }
+    PyObject *cur = NULL;
+    if (leaf != Py_None) {
+        cur = PyDict_GetItemWithError(by_id, leaf);
+        if (cur == NULL && PyErr_Occurred()) goto held;
+    }
+    while (cur != NULL) {
+        Py_ssize_t at = PyLong_AsSsize_t(cur);
+        if (seen[at]) {
+            cycle = 1;
+            break;
+        }
+        seen[at] = 1;
+        path[depth++] = at;
+        PyObject *parent = PyList_GET_ITEM(parents, at);
+        cur = NULL;
+        if (parent != Py_None) {
+            cur = PyDict_GetItemWithError(by_id, parent);
+            if (cur == NULL && PyErr_Occurred()) goto held;
+        }
+    }
+    path_ids = PyList_New(depth);
+    ords = PyBytes_FromStringAndSize(NULL, depth * (Py_ssize_t)sizeof(int64_t));
+    if (path_ids == NULL || ords == NULL) goto held;
+    {
+        const int64_t *ordinal = (const int64_t *)ord.buf;
+        int64_t *out = (int64_t *)PyBytes_AS_STRING(ords);
+        for (Py_ssize_t k = 0; k < depth; k++) { /* root first */
+            Py_ssize_t at = path[depth - 1 - k];
+            PyObject *id = PyList_GET_ITEM(ids, at);
+            Py_INCREF(id);
+            PyList_SET_ITEM(path_ids, k, id);
+            out[k] = ordinal[at];
+        }
+    }
+    result = Py_BuildValue("(OOOO)", leaf, path_ids, ords, cycle ? Py_True : Py_False);
+held:
+    Py_DECREF(leaf);
+done:
+    Py_XDECREF(by_id);
+    Py_XDECREF(path_ids);
+    Py_XDECREF(ords);
+    free(seen);
+    free(path);
+    PyBuffer_Release(&ord);
+    return result;
+}
+
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
  *
  * gather_u32(values, at) -> bytes: `values` and `at` buffers of native uint32 (array('I'));
@@ -3780,6 +3901,8 @@ static PyMethodDef native_methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))native_encode_records, METH_FASTCALL,
      "encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, start, stop) -> the "
      "records' JSON joined by ',', or None (a text msgspec refuses)"},
+    {"lineage_walk", (PyCFunction)(void (*)(void))native_lineage_walk, METH_FASTCALL,
+     "lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals as int64 bytes, cycle)"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,

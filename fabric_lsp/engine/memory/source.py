@@ -53,6 +53,8 @@ class _Envelope(msgspec.Struct):
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
 # The C line scan (None: no accelerator, or one built from an older source)
 _scan_lines: Any = getattr(NATIVE, "scan_lines", None)
+# `lineage_from_lines`' loops in C (engine/_native.c), when it is built
+_lineage_walk: Any = getattr(NATIVE, "lineage_walk", None)
 
 
 def decode_json_line(raw: bytes, *, depth_checked: bool = False) -> tuple[bool, Any]:
@@ -469,8 +471,19 @@ def lineage_from_lines(
     if branches == "all":
         return Lineage("all", None, [], None, ALL_FINGERPRINT, []), []
     ids_col, parents, node, ordinal_col = lines.id, lines.parent, lines.node, lines.ordinal
+    reasons: list[str] = []
+    if _lineage_walk is not None:  # the loops below in C (test_lineage_walk.py)
+        leaf, ids, packed, cycle = _lineage_walk(ids_col, parents, node, ordinal_col, leaf_override)
+        ordinals = array("q")
+        ordinals.frombytes(packed)
+        if cycle:
+            reasons.append("invalid_parent_graph")
+        return (
+            Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
+            ordinals,
+        )
     by_id: dict[str, int] = {}
-    leaf: str | None = None
+    leaf = None
     for i in range(len(node)):
         if node[i]:
             leaf = ids_col[i]
@@ -483,7 +496,6 @@ def lineage_from_lines(
             if j is not None:
                 parents[i] = ids_col[j]
     path = array("q")
-    reasons: list[str] = []
     if leaf_override is not None and leaf_override in by_id:
         leaf = leaf_override
     cur = by_id.get(leaf) if leaf is not None else None
