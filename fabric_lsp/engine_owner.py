@@ -13,6 +13,7 @@ import: the server passes in how to notify and where to close engines.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -269,6 +270,21 @@ class Engines:
         with self._lock:
             self._index_enabled = True
             self._index_sink = sink
+
+    def prestart_builders(self) -> int:
+        """On a fresh index (no cold-term snapshot yet: no indexing pass ever finished
+        there), the first call or the indexer's first pass builds every session: start
+        their builder children now, so they are ready when that work comes (the indexer
+        ends the ones nothing took when it goes idle). Returns how many started."""
+        from fabric_lsp.engine.index_dir import SNAPSHOT_FILE
+        from fabric_lsp.engine.memory import build_pool
+
+        workers = min(2, os.cpu_count() or 1)
+        if not self._index_enabled or workers < 2:
+            return 0
+        if os.path.exists(os.path.join(str(self.config.index_dir), SNAPSHOT_FILE)):
+            return 0
+        return build_pool.prestart(workers)
 
     def resume_background_index(self) -> None:
         if not self._index_enabled:

@@ -77,6 +77,8 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
         ls.engines.enable_background_index(BackgroundProgress(ls).sink)
     await pull_client_settings(ls)
     config = ls.reload_config()
+    if index_in_background:  # (a fresh index only; its dir as the client's settings have it)
+        ls.engine_executor.submit(ls.engines.prestart_builders)
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
         await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
     await start_watching(ls)

@@ -37,6 +37,7 @@ from typing import Any
 from fabric_lsp.engine.activity import ActivitySink, Cancelled, CancelToken, IndexingEvent, check, report
 from fabric_lsp.engine.gcpause import cyclic_gc_paused
 
+from .build_pool import drop_spares
 from .catalog import all_refs, forget_vanished, hot_files, scope_refs, want_leaf
 from .core import MemoryState
 from .index import adopt as adopt_state
@@ -155,6 +156,7 @@ class BackgroundIndexer:
                 continue  # verify: the next pass must find everything current
             if self._kick.is_set():
                 continue
+            drop_spares()  # (builder children started for a first pass that did not need them)
             with self._cond:
                 self.pending = False
                 self._cond.notify_all()

@@ -18,6 +18,7 @@ import os
 import pickle
 import select
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -77,6 +78,7 @@ def _widen_pipe(fd: int) -> None:
 
 class _Child:
     def __init__(self, nice: int = 0, code: str = _CHILD) -> None:
+        self.code = code
         # glibc's own mmap threshold, not the server's fixed one (alloc.py): a builder frees
         # a multi-megabyte buffer per session (file, text batch, encoded record), and with a
         # fixed 256 KiB threshold each one is a fresh mapping whose pages the kernel zeroes
@@ -131,6 +133,57 @@ class _Child:
 
     def kill(self) -> None:
         stop(self.proc)
+
+
+# Builder children started ahead of a batch (`prestart`), taken by the next `run_batch`.
+_spares: list[_Child] = []
+_spares_lock = threading.Lock()
+
+
+def prestart(workers: int) -> int:
+    """Start `workers` builder children now, for a batch about to come (a fresh index:
+    the first call or the indexer's first pass builds every session), so they have
+    imported the builder when it does. The next `run_batch` takes them (reniced to its
+    priority); `drop_spares` ends the ones nothing took. Returns how many started."""
+    if not PIPES_POLLABLE:
+        return 0
+    started: list[_Child] = []
+    for _ in range(workers):
+        try:
+            started.append(_Child())
+        except OSError:
+            break
+    with _spares_lock:
+        _spares.extend(started)
+    return len(started)
+
+
+def _take_spare(nice: int, code: str) -> _Child | None:
+    """A started child for `code` (None: none left), at priority `nice`."""
+    with _spares_lock:
+        found = next((c for c in _spares if c.code == code), None)
+        if found is None:
+            return None
+        _spares.remove(found)
+    if found.proc.poll() is not None:  # it died meanwhile
+        found.kill()
+        return None
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, found.proc.pid, nice)
+        except (AttributeError, OSError):
+            pass
+    return found
+
+
+def drop_spares() -> int:
+    """End the started children no batch took; returns how many."""
+    with _spares_lock:
+        left = list(_spares)
+        _spares.clear()
+    for child in left:
+        child.kill()
+    return len(left)
 
 
 # A child that runs any `module:function(*args)` task (the team push's builders): the
@@ -208,8 +261,9 @@ def run_batch(
             first = next_task()
             if first is None:
                 break
+            code = _CALL_CHILD if calls else _CHILD
             try:
-                child = _Child(nice, _CALL_CHILD if calls else _CHILD)
+                child = _take_spare(nice, code) or _Child(nice, code)
             except OSError:
                 held.append(first)
                 break

@@ -210,3 +210,43 @@ def test_children_start_only_for_tasks_left_to_build(tmp_path: Path, monkeypatch
     )
     assert failed == [] and answers == [files[3]] and len(started) == 1
     assert asked == files
+
+
+def test_prestarted_children_serve_the_next_batch_at_its_priority(tmp_path: Path, monkeypatch):
+    """`prestart` starts builders ahead of a batch; the next batch takes them instead of
+    starting its own (reniced to the batch's priority), and `drop_spares` ends the ones
+    nothing took. Real children."""
+    real_spawn = build_pool.spawn
+    started: list[int] = []
+
+    def counting_spawn(*args, **kwargs):
+        proc = real_spawn(*args, **kwargs)
+        started.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(build_pool, "spawn", counting_spawn)
+    try:
+        assert build_pool.prestart(2) == 2 and len(started) == 2
+        spares = list(build_pool._spares)
+        pids = [c.proc.pid for c in spares]
+        niceness: list[int] = []
+
+        def on_result(key: str, reply: tuple) -> None:
+            niceness.extend(
+                os.getpriority(os.PRIO_PROCESS, pid) for pid in pids if spares[pids.index(pid)].proc.poll() is None
+            )
+            answers.append(key)
+
+        answers: list[str] = []
+        files = _files(tmp_path, 4)
+        failed = build_pool.run_batch(((f, _task(f)) for f in files), 2, on_result, lambda: None, nice=5)
+        assert failed == [] and sorted(answers) == sorted(files)
+        assert len(started) == 2  # no child besides the two prestarted ones
+        assert niceness and all(n >= 5 for n in niceness)
+        assert build_pool._spares == [] and all(c.proc.poll() is not None for c in spares)  # the batch ended them
+
+        assert build_pool.prestart(1) == 1
+        left = list(build_pool._spares)
+        assert build_pool.drop_spares() == 1 and left[0].proc.poll() is not None and build_pool._spares == []
+    finally:
+        build_pool.drop_spares()
