@@ -881,6 +881,125 @@ done:
     return result;
 }
 
+/* ---- postings_columns: a hot index's postings as columns (memory/hot_cache.py) ----
+ *
+ * postings_columns(postings) -> (terms, counts, flat): `hot_cache.encode_record`'s loop
+ * over a `HotIndex`'s postings dict in its order: the terms (a list), each term's posting
+ * count (native uint32 bytes) and every posting in order (native uint64 bytes). A term's
+ * postings are one int, or a list, tuple or 8-byte-item buffer of ints (`postings_of`). */
+static PyObject *native_postings_columns(PyObject *self, PyObject *postings) {
+    (void)self;
+    if (!PyDict_CheckExact(postings)) {
+        PyErr_SetString(PyExc_TypeError, "postings_columns: postings must be a dict");
+        return NULL;
+    }
+    Py_ssize_t nterms = PyDict_GET_SIZE(postings), pos = 0, total = 0;
+    PyObject *term, *plist;
+    /* first pass: how many postings */
+    while (PyDict_Next(postings, &pos, &term, &plist)) {
+        if (PyLong_CheckExact(plist)) {
+            total += 1;
+        } else if (PyList_CheckExact(plist) || PyTuple_CheckExact(plist)) {
+            total += PySequence_Fast_GET_SIZE(plist);
+        } else {
+            Py_buffer view;
+            if (PyObject_GetBuffer(plist, &view, PyBUF_SIMPLE) < 0) return NULL;
+            Py_ssize_t len = view.len;
+            PyBuffer_Release(&view);
+            if (len % 8 != 0) {
+                PyErr_SetString(PyExc_ValueError, "postings_columns: a postings buffer of other than 8-byte items");
+                return NULL;
+            }
+            total += len / 8;
+        }
+    }
+    PyObject *terms = PyList_New(nterms);
+    PyObject *counts = PyBytes_FromStringAndSize(NULL, nterms * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *flat = PyBytes_FromStringAndSize(NULL, total * (Py_ssize_t)sizeof(uint64_t));
+    if (terms == NULL || counts == NULL || flat == NULL) goto fail;
+    uint32_t *cnt = (uint32_t *)PyBytes_AS_STRING(counts);
+    uint64_t *out = (uint64_t *)PyBytes_AS_STRING(flat);
+    Py_ssize_t k = 0, at = 0;
+    pos = 0;
+    while (PyDict_Next(postings, &pos, &term, &plist)) {
+        if (k >= nterms) {
+            PyErr_SetString(PyExc_RuntimeError, "postings_columns: the postings changed meanwhile");
+            goto fail;
+        }
+        Py_INCREF(term);
+        PyList_SET_ITEM(terms, k, term);
+        Py_ssize_t n;
+        if (PyLong_CheckExact(plist)) {
+            n = 1;
+            if (at + 1 > total) goto changed;
+            out[at] = (uint64_t)PyLong_AsUnsignedLongLong(plist);
+            if (out[at] == (uint64_t)-1 && PyErr_Occurred()) goto fail;
+            at += 1;
+        } else if (PyList_CheckExact(plist) || PyTuple_CheckExact(plist)) {
+            n = PySequence_Fast_GET_SIZE(plist);
+            if (at + n > total) goto changed;
+            PyObject **items = PySequence_Fast_ITEMS(plist);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                out[at] = (uint64_t)PyLong_AsUnsignedLongLong(items[i]);
+                if (out[at] == (uint64_t)-1 && PyErr_Occurred()) goto fail;
+                at++;
+            }
+        } else {
+            Py_buffer view;
+            if (PyObject_GetBuffer(plist, &view, PyBUF_SIMPLE) < 0) goto fail;
+            n = view.len / 8;
+            if (at + n > total) {
+                PyBuffer_Release(&view);
+                goto changed;
+            }
+            memcpy(out + at, view.buf, (size_t)n * 8);
+            PyBuffer_Release(&view);
+            at += n;
+        }
+        if (n > (Py_ssize_t)UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "postings_columns: more than 2**32 postings of a term");
+            goto fail;
+        }
+        cnt[k++] = (uint32_t)n;
+    }
+    if (k != nterms || at != total) goto changed;
+    PyObject *result = PyTuple_Pack(3, terms, counts, flat);
+    Py_DECREF(terms);
+    Py_DECREF(counts);
+    Py_DECREF(flat);
+    return result;
+changed:
+    PyErr_SetString(PyExc_RuntimeError, "postings_columns: the postings changed meanwhile");
+fail:
+    Py_XDECREF(terms);
+    Py_XDECREF(counts);
+    Py_XDECREF(flat);
+    return NULL;
+}
+
+/* compact_postings(postings, pack) -> None: `HotIndex.compact`'s loop: each term's
+ * postings that are a list of more than 8 ints become `pack(list)` (an array('Q')), in
+ * place (the dict keeps its keys and order). */
+static PyObject *native_compact_postings(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyDict_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "compact_postings(postings, pack): postings must be a dict");
+        return NULL;
+    }
+    PyObject *postings = args[0], *pack = args[1], *term, *plist;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(postings, &pos, &term, &plist)) {
+        if (!PyList_CheckExact(plist) || PyList_GET_SIZE(plist) <= 8) continue;
+        PyObject *packed = PyObject_CallOneArg(pack, plist);
+        if (packed == NULL) return NULL;
+        /* (a new value for a present key: the dict neither grows nor reorders) */
+        int rc = PyDict_SetItem(postings, term, packed);
+        Py_DECREF(packed);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
  *
  * gather_u32(values, at) -> bytes: `values` and `at` buffers of native uint32 (array('I'));
@@ -3903,6 +4022,10 @@ static PyMethodDef native_methods[] = {
      "records' JSON joined by ',', or None (a text msgspec refuses)"},
     {"lineage_walk", (PyCFunction)(void (*)(void))native_lineage_walk, METH_FASTCALL,
      "lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals as int64 bytes, cycle)"},
+    {"postings_columns", native_postings_columns, METH_O,
+     "postings_columns(postings) -> (terms, counts as uint32 bytes, every posting as uint64 bytes)"},
+    {"compact_postings", (PyCFunction)(void (*)(void))native_compact_postings, METH_FASTCALL,
+     "compact_postings(postings, pack) -> None: lists of more than 8 postings packed, in place"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
+from ..native import NATIVE
 from . import disk_cache, seal
 from .search import HotIndex
 
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 RECORD_KIND = "hotIndex"
 _STR: frozenset[type] = frozenset((str,))
 FORMAT = 1
+
+# `encode_record`'s loop over the postings in C (engine/_native.c), when it is built
+_postings_columns: Any = getattr(NATIVE, "postings_columns", None)
 
 
 def cache_name(session_file: str, branches: str) -> str:
@@ -70,18 +74,23 @@ def encode_record(state: SessionState) -> bytes | None:
     index = state.hot_index
     if index is None or state.entries is None:
         return None
-    terms: list[str] = []
-    counts = array("I")
-    flat = array("Q")
-    plist: Any
-    for term, plist in index.postings.items():
-        terms.append(term)
-        if type(plist) is int:
-            counts.append(1)
-            flat.append(plist)
-        else:
-            counts.append(len(plist))
-            flat.extend(plist)
+    terms: list[str]
+    counts, flat = array("I"), array("Q")
+    if _postings_columns is not None:  # the loop below in C (test_hot_records.py)
+        terms, count_bytes, flat_bytes = _postings_columns(index.postings)
+        counts.frombytes(count_bytes)
+        flat.frombytes(flat_bytes)
+    else:
+        terms = []
+        plist: Any
+        for term, plist in index.postings.items():
+            terms.append(term)
+            if type(plist) is int:
+                counts.append(1)
+                flat.append(plist)
+            else:
+                counts.append(len(plist))
+                flat.extend(plist)
     record = _identity(
         state.file,
         state.branches,

@@ -44,6 +44,7 @@ _index_text, _add_counts = native_index_text()
 # a term's BM25 contributions and a view's segment keys in C (engine/_native.c), when built
 _bm25_add = getattr(NATIVE, "bm25_add", None)
 _segment_keys_c = getattr(NATIVE, "segment_keys", None)
+_compact_postings = getattr(NATIVE, "compact_postings", None)
 
 
 def _pack(plist: list[int]) -> array[int]:
@@ -112,6 +113,9 @@ class HotIndex:
     def compact(self) -> None:
         """Pack long posting lists into 8-byte arrays (lists are cheaper to grow)."""
         postings = self.postings
+        if _compact_postings is not None:  # the loop below in C (test_hot_plain.py)
+            _compact_postings(postings, _pack)
+            return
         for term, plist in postings.items():
             if type(plist) is list and len(plist) > 8:
                 postings[term] = array("Q", plist)

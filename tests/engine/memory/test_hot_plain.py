@@ -163,3 +163,32 @@ def test_a_sink_sees_every_record_in_python(monkeypatch):
     records = HotRecords()
     hot_feed.feed_entries(norm, records, HotIndex(), ((e, n) for n, e in enumerate(entries)), Sink())
     assert seen == list(records) and seen[0]["text"] == "hi"
+
+
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=4),
+        st.one_of(st.integers(0, 1 << 40), st.lists(st.integers(0, 1 << 40), min_size=2, max_size=20)),
+        max_size=20,
+    )
+)
+def test_hot_index_compact_in_c_equals_python(postings):
+    """`HotIndex.compact` packs lists of more than 8 postings into arrays, in C where the
+    accelerator is built: the same postings, types and key order as the Python loop."""
+    from fabric_lsp.engine.memory import search
+
+    native = search._compact_postings
+    if native is None:
+        pytest.skip("the C accelerator is not built")
+    a, b = HotIndex(postings=copy.deepcopy(postings)), HotIndex(postings=copy.deepcopy(postings))
+    a.compact()
+    search._compact_postings = None
+    try:
+        b.compact()
+    finally:
+        search._compact_postings = native
+    assert list(a.postings) == list(b.postings) == list(postings)
+    assert [(type(v), list(v) if not isinstance(v, int) else v) for v in a.postings.values()] == [
+        (type(v), list(v) if not isinstance(v, int) else v) for v in b.postings.values()
+    ]

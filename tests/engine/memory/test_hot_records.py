@@ -370,3 +370,47 @@ def test_kinds_keep_their_values_types():
         assert [type(r["isError"]) for r in got] == [int, bool, float, bool, int, float], accelerated
         assert enc.encode(got) == enc.encode(recs)
         assert b"".join(held.encoded(enc.encode)) == enc.encode(recs)[1:-1]
+
+
+_POSTING = st.integers(0, (1 << 64) - 1)
+
+
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=6),
+        st.one_of(
+            _POSTING,
+            st.lists(_POSTING, max_size=9),
+            st.lists(_POSTING, max_size=70).map(lambda xs: __import__("array").array("Q", xs)),
+        ),
+        max_size=12,
+    )
+)
+def test_the_hot_index_record_is_the_same_with_its_postings_read_in_c(postings):
+    """`hot_cache.encode_record` reads the postings (one int, a list or an array each) into
+    its columns in C where the accelerator is built: the same record as the Python loop."""
+    from fabric_lsp.engine.memory import hot_cache
+
+    native = hot_cache._postings_columns
+    if native is None:
+        import pytest
+
+        pytest.skip("the C accelerator is not built")
+    held = _state(REAL[0])
+    assert held.hot_index is not None
+    held.hot_index.postings = dict(postings)
+    with_c = hot_cache.encode_record(held)
+    hot_cache._postings_columns = None
+    try:
+        without = hot_cache.encode_record(held)
+    finally:
+        hot_cache._postings_columns = native
+    assert with_c == without
+    real = _state(REAL[0])
+    hot_cache._postings_columns = None
+    try:
+        expected = hot_cache.encode_record(real)
+    finally:
+        hot_cache._postings_columns = native
+    assert hot_cache.encode_record(real) == expected
