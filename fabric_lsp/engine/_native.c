@@ -762,7 +762,8 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
 
 /* ---- lineage_walk: a session's active branch from its scanned lines (memory/source.py) ----
  *
- * lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals, cycle)
+ * lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals, cycle, bits,
+ *                                                               count)
  *
  * `lineage_from_lines`' loops for the active branch, over the scan's columns (`ids` and
  * `parents` lists, `node` a bytearray of flags, `ordinals` int64s): the leaf is the id of
@@ -770,7 +771,8 @@ static PyObject *native_hot_record(PyObject *self, PyObject *const *args, Py_ssi
  * names a node is replaced in `parents` by that node's own id object (one string per id);
  * the walk goes up from the leaf through the parents until an id names no node, or a node
  * comes again (cycle: True). Returns the branch root first: its ids (a list) and its
- * lines' ordinals (native int64 bytes). A later node line with the same id wins, as a dict
+ * lines' ordinals (native int64 bytes), and those ordinals as `OrdinalSet`'s bitmap (a
+ * bytearray) with how many distinct ones it holds. A later node line with the same id wins, as a dict
  * would have it; an unhashable parent value raises TypeError, as the dict lookup does. */
 static PyObject *native_lineage_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -868,7 +870,32 @@ static PyObject *native_lineage_walk(PyObject *self, PyObject *const *args, Py_s
             out[k] = ordinal[at];
         }
     }
-    result = Py_BuildValue("(OOOO)", leaf, path_ids, ords, cycle ? Py_True : Py_False);
+    {
+        /* the branch's ordinals as `OrdinalSet`'s bitmap (one bit per ordinal up to the
+           largest) and how many distinct ones it holds */
+        const int64_t *o = (const int64_t *)PyBytes_AS_STRING(ords);
+        int64_t top = -1;
+        for (Py_ssize_t k = 0; k < depth; k++) {
+            if (o[k] < 0) {
+                PyErr_SetString(PyExc_ValueError, "lineage_walk: a negative ordinal");
+                goto held;
+            }
+            if (o[k] > top) top = o[k];
+        }
+        PyObject *bits = PyByteArray_FromStringAndSize(NULL, top >= 0 ? (Py_ssize_t)(top >> 3) + 1 : 0);
+        if (bits == NULL) goto held;
+        unsigned char *b = (unsigned char *)PyByteArray_AS_STRING(bits);
+        memset(b, 0, (size_t)PyByteArray_GET_SIZE(bits));
+        Py_ssize_t count = 0;
+        for (Py_ssize_t k = 0; k < depth; k++) {
+            unsigned char bit = (unsigned char)(1u << (o[k] & 7));
+            if (!(b[o[k] >> 3] & bit)) {
+                b[o[k] >> 3] |= bit;
+                count++;
+            }
+        }
+        result = Py_BuildValue("(OOOONn)", leaf, path_ids, ords, cycle ? Py_True : Py_False, bits, count);
+    }
 held:
     Py_DECREF(leaf);
 done:
@@ -998,6 +1025,120 @@ static PyObject *native_compact_postings(PyObject *self, PyObject *const *args, 
         if (rc < 0) return NULL;
     }
     Py_RETURN_NONE;
+}
+
+/* ---- kept_entries: a small session's selected entries (memory/state_build.py) ----
+ *
+ * kept_entries(types, ordinals, lines, ids, parents, bits, kept, content, share_ids, cancel)
+ *     -> list of (entry, line)
+ *
+ * `_entries_from`'s loop for a file read whole, whose content lines `scan_source` decoded
+ * and kept by ordinal (`kept`), every row in order: a row whose type is in `content` and
+ * whose ordinal is in the lineage (`bits`, an `OrdinalSet` bitmap; None: every ordinal)
+ * takes its value out of `kept` (none kept: skipped); with `share_ids`, a dict's "id" and
+ * "parentId" equal to the scan's id strings become those very objects. `cancel()` (unless
+ * None) is called for a selected row whose number is a multiple of 256. Columns: `types`,
+ * `ids` and `parents` lists; `ordinals` and `lines` int64 buffers. */
+static PyObject *native_kept_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 10 || !PyList_CheckExact(args[0]) || !PyList_CheckExact(args[3]) || !PyList_CheckExact(args[4])
+        || (args[5] != Py_None && !PyByteArray_Check(args[5])) || !PyDict_CheckExact(args[6])
+        || !PyAnySet_Check(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "kept_entries(types, ordinals, lines, ids, parents, bits, kept, content, share_ids, cancel): "
+                        "lists, int64 buffers, a bytearray or None, a dict, a set, a bool, a callable or None");
+        return NULL;
+    }
+    PyObject *types = args[0], *ids = args[3], *parents = args[4], *bits_obj = args[5], *kept = args[6],
+             *content = args[7], *cancel = args[9];
+    int share = PyObject_IsTrue(args[8]);
+    if (share < 0) return NULL;
+    Py_buffer ord, lin;
+    if (PyObject_GetBuffer(args[1], &ord, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[2], &lin, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&ord);
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(types);
+    PyObject *out = NULL;
+    if (ord.len < n * 8 || lin.len < n * 8 || PyList_GET_SIZE(ids) < n || PyList_GET_SIZE(parents) < n) {
+        PyErr_SetString(PyExc_ValueError, "kept_entries: columns of different lengths");
+        goto done;
+    }
+    const int64_t *ordinal = (const int64_t *)ord.buf, *line = (const int64_t *)lin.buf;
+    const unsigned char *bits = bits_obj == Py_None ? NULL : (const unsigned char *)PyByteArray_AS_STRING(bits_obj);
+    Py_ssize_t nbits = bits_obj == Py_None ? 0 : PyByteArray_GET_SIZE(bits_obj);
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int in = PySet_Contains(content, PyList_GET_ITEM(types, i));
+        if (in < 0) goto fail;
+        if (!in) continue;
+        int64_t o = ordinal[i];
+        if (bits_obj != Py_None && (o < 0 || (o >> 3) >= nbits || !((bits[o >> 3] >> (o & 7)) & 1))) continue;
+        if (cancel != Py_None && (i & 255) == 0) {
+            PyObject *r = PyObject_CallNoArgs(cancel);
+            if (r == NULL) goto fail;
+            Py_DECREF(r);
+        }
+        PyObject *key = PyLong_FromLongLong(o);
+        if (key == NULL) goto fail;
+        PyObject *raw = PyDict_GetItemWithError(kept, key); /* borrowed */
+        if (raw == NULL) {
+            Py_DECREF(key);
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        Py_INCREF(raw);
+        int gone = PyDict_DelItem(kept, key);
+        Py_DECREF(key);
+        if (gone < 0) {
+            Py_DECREF(raw);
+            goto fail;
+        }
+        if (raw == Py_None) { /* (kept.pop(o, None) is None: not parsed) */
+            Py_DECREF(raw);
+            continue;
+        }
+        if (share && PyDict_CheckExact(raw)) {
+            PyObject *pairs[2][2] = {{PyList_GET_ITEM(ids, i), id_key}, {PyList_GET_ITEM(parents, i), parent_key}};
+            for (int k = 0; k < 2; k++) {
+                PyObject *own = pairs[k][0], *name = pairs[k][1];
+                if (own == Py_None) continue;
+                PyObject *got = PyDict_GetItemWithError(raw, name);
+                if (got == NULL) {
+                    if (PyErr_Occurred()) {
+                        Py_DECREF(raw);
+                        goto fail;
+                    }
+                    got = Py_None; /* (raw.get(name) is None) */
+                }
+                Py_INCREF(got);
+                int same = PyObject_RichCompareBool(got, own, Py_EQ);
+                Py_DECREF(got);
+                if (same < 0 || (same && PyDict_SetItem(raw, name, own) < 0)) {
+                    Py_DECREF(raw);
+                    goto fail;
+                }
+            }
+        }
+        PyObject *at = PyLong_FromLongLong(line[i]);
+        PyObject *pair = at == NULL ? NULL : PyTuple_Pack(2, raw, at);
+        Py_XDECREF(at);
+        Py_DECREF(raw);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&lin);
+    PyBuffer_Release(&ord);
+    return out;
 }
 
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
@@ -4021,11 +4162,14 @@ static PyMethodDef native_methods[] = {
      "encode_records(tbuf, tend, index, line, ts, eid, pid, kind, parts, strs, whole, extra, odd, start, stop) -> the "
      "records' JSON joined by ',', or None (a text msgspec refuses)"},
     {"lineage_walk", (PyCFunction)(void (*)(void))native_lineage_walk, METH_FASTCALL,
-     "lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals as int64 bytes, cycle)"},
+     "lineage_walk(ids, parents, node, ordinals, leaf_override) -> (leaf, ids, ordinals as int64 bytes, cycle, "
+     "bitmap, count)"},
     {"postings_columns", native_postings_columns, METH_O,
      "postings_columns(postings) -> (terms, counts as uint32 bytes, every posting as uint64 bytes)"},
     {"compact_postings", (PyCFunction)(void (*)(void))native_compact_postings, METH_FASTCALL,
      "compact_postings(postings, pack) -> None: lists of more than 8 postings packed, in place"},
+    {"kept_entries", (PyCFunction)(void (*)(void))native_kept_entries, METH_FASTCALL,
+     "kept_entries(types, ordinals, lines, ids, parents, bits, kept, content, share_ids, cancel) -> [(entry, line)]"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,

@@ -377,6 +377,13 @@ class OrdinalSet:
                 count += 1
         self.bits, self.count = bits, count
 
+    @classmethod
+    def of_bits(cls, bits: bytearray, count: int) -> OrdinalSet:
+        """The set of a bitmap made elsewhere (`_native.lineage_walk`)."""
+        held = cls.__new__(cls)
+        held.bits, held.count = bits, count
+        return held
+
     def __contains__(self, o: object) -> bool:
         if type(o) is not int or o < 0:
             return False
@@ -473,15 +480,13 @@ def lineage_from_lines(
     ids_col, parents, node, ordinal_col = lines.id, lines.parent, lines.node, lines.ordinal
     reasons: list[str] = []
     if _lineage_walk is not None:  # the loops below in C (test_lineage_walk.py)
-        leaf, ids, packed, cycle = _lineage_walk(ids_col, parents, node, ordinal_col, leaf_override)
+        leaf, ids, packed, cycle, bits, count = _lineage_walk(ids_col, parents, node, ordinal_col, leaf_override)
         ordinals = array("q")
         ordinals.frombytes(packed)
         if cycle:
             reasons.append("invalid_parent_graph")
-        return (
-            Lineage("active", leaf, ids, OrdinalSet(ordinals), lineage_fingerprint("active", leaf, ids), reasons),
-            ordinals,
-        )
+        held = OrdinalSet.of_bits(bits, count)
+        return Lineage("active", leaf, ids, held, lineage_fingerprint("active", leaf, ids), reasons), ordinals
     by_id: dict[str, int] = {}
     leaf = None
     for i in range(len(node)):

@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..native import NATIVE
 from . import disk_cache, file_history
 from .cold_fold import fold_entries
 from .cold_index import keep_on_server
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
+
+# `_entries_from`'s loop over a file read whole, in C (engine/_native.c), when it is built
+_kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
@@ -270,10 +274,16 @@ def build_state(
     box: dict[str, Any] = {"data": data, "kept": kept}
     del data, kept
 
-    def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
-        return _entries_from(
-            box.pop("data"), 0, scan.lines, lineage.ordinals, cancel=cancel, kept=box.pop("kept"), share_ids=share_ids
-        )
+    def entries(lineage: Lineage, share_ids: bool) -> Iterable[tuple[JsonValue, int]]:
+        held, ordinals, lines = box.pop("kept"), lineage.ordinals, scan.lines
+        if held is not None and _kept_entries is not None and (ordinals is None or isinstance(ordinals, OrdinalSet)):
+            # `_entries_from`'s loop in C, as a list (test_kept_entries.py)
+            bits = ordinals.bits if ordinals is not None else None
+            content, box["data"] = CONTENT_TYPES, None
+            return _kept_entries(
+                lines.type, lines.ordinal, lines.line, lines.id, lines.parent, bits, held, content, share_ids, cancel
+            )
+        return _entries_from(box.pop("data"), 0, lines, ordinals, cancel=cancel, kept=held, share_ids=share_ids)
 
     return _assemble(
         file,

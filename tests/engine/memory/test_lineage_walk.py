@@ -63,6 +63,7 @@ def _walk(rows, override, monkeypatch, *, native: bool):
         lineage.leaf_id,
         lineage.ids,
         list(lineage.ordinals),
+        (bytes(lineage.ordinals.bits), lineage.ordinals.count),  # the bitmap itself
         lineage.fingerprint,
         lineage.reasons,
         list(ordinals),
