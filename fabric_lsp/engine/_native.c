@@ -3485,7 +3485,7 @@ done:
 static PyObject *n_next_index, *n_reasons, *n_entry_ids, *n_entry_count, *n_first_ts, *n_last_ts, *n_error_count,
     *n_tools, *n_files, *n_addresses, *n_vocab_stopped, *n_batch_chars, *n_seen_texts, *n_seen_room, *n_pending, *n_pending_chars,
     *n_flush, *n_fold_text, *n_digest, *n_strip, *v_max_entry_chars, *v_duplicate_entry_id, *v_surrogatepass,
-    *n_total_len, *v_message, *v_files_touched;
+    *n_total_len, *v_message, *v_files_touched, *n_outcome, *n_version, *v_failed, *v_succeeded;
 
 static int fold_init(void) {
 #define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
@@ -3497,6 +3497,7 @@ static int fold_init(void) {
     S(n_digest, "digest"); S(n_strip, "strip"); S(v_max_entry_chars, "max_entry_chars");
     S(v_duplicate_entry_id, "duplicate_entry_id"); S(v_surrogatepass, "surrogatepass");
     S(n_total_len, "total_len"); S(v_message, "message"); S(v_files_touched, "filesTouched");
+    S(n_outcome, "outcome"); S(n_version, "_version"); S(v_failed, "failed"); S(v_succeeded, "succeeded");
 #undef S
     return 0;
 }
@@ -3685,6 +3686,24 @@ static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *fil
     if (observe == Py_None) return 0;
     int need = needs_observing(message, role, ops_pending, file_tools);
     if (need <= 0) return need;
+    if (PyMethod_Check(observe) && PyDict_CheckExact(ops_pending)
+        && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+        /* observe_entry's result branch, here: the call it answers (pending: needs_observing)
+           leaves `pending` with its outcome, and the collector's version moves on */
+        PyObject *cid = dget(message, k_tcid); /* (a str: needs_observing) */
+        PyObject *flag = cid == NULL ? NULL : dget(message, k_is_error);
+        if (cid == NULL || (flag == NULL && PyErr_Occurred())) return -1;
+        PyObject *op = PyDict_GetItemWithError(ops_pending, cid);
+        if (op == NULL) return PyErr_Occurred() ? -1 : 0;
+        Py_INCREF(op);
+        int rc = PyDict_DelItem(ops_pending, cid) < 0
+                         || PyObject_SetAttr(op, n_outcome, flag == Py_True ? v_failed : v_succeeded) < 0
+                         || attr_add(PyMethod_GET_SELF(observe), n_version, 1) < 0
+                     ? -1
+                     : 0;
+        Py_DECREF(op);
+        return rc;
+    }
     PyObject *kw = Py_BuildValue("{sO}", "line", line);
     PyObject *pos = kw == NULL ? NULL : PyTuple_Pack(5, message, role, index, entry_id, ts);
     PyObject *r = pos == NULL ? NULL : PyObject_Call(observe, pos, kw);

@@ -75,7 +75,7 @@ def _same(a, b) -> None:
     )
     assert (na.reasons, na.next_index, na.entry_ids) == (nb.reasons, nb.next_index, nb.entry_ids)
     fa, fb = na.file_ops, nb.file_ops
-    assert (fa.ops, fa.pending, fa.unresolved) == (fb.ops, fb.pending, fb.unresolved)
+    assert (fa.ops, fa.pending, fa.unresolved, fa._version) == (fb.ops, fb.pending, fb.unresolved, fb._version)
 
 
 @native

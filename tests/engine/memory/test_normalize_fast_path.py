@@ -277,6 +277,7 @@ def test_the_native_fold_equals_the_python_fold(monkeypatch, entries, thinking, 
         assert norm.entry_ids == python.entry_ids
         assert norm.file_ops.ops == python.file_ops.ops and norm.file_ops.pending == python.file_ops.pending
         assert norm.file_ops.unresolved == python.file_ops.unresolved
+        assert norm.file_ops._version == python.file_ops._version
 
 
 def test_the_native_fold_serves_the_common_entries(monkeypatch):
