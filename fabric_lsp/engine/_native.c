@@ -550,6 +550,12 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
     uint32_t *out = (uint32_t *)malloc(n > 0 ? (size_t)n * sizeof(uint32_t) : 1);
     if (out == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
+    /* the postings' type's own append and __copy__, called straight (no method lookup per
+       term) on postings of exactly that type */
+    PyTypeObject *kind = Py_TYPE(proto);
+    PyObject *append = PyObject_GetAttr((PyObject *)kind, append_name);
+    PyObject *copy = append == NULL ? NULL : PyObject_GetAttr((PyObject *)kind, copy_name);
+    if (copy == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *term = PyList_GET_ITEM(terms, i);
         PyObject *tid = PyDict_GetItemWithError(ids, term); /* borrowed */
@@ -565,7 +571,7 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
             int bad = PyDict_SetItem(ids, term, id_obj) < 0 || PyList_Append(names, term) < 0;
             Py_DECREF(id_obj);
             if (bad) goto done;
-            PyObject *arr = PyObject_CallMethodNoArgs(proto, copy_name);
+            PyObject *arr = PyObject_Vectorcall(copy, &proto, 1, NULL);
             if (arr == NULL) goto done;
             bad = PyList_Append(postings, arr) < 0;
             Py_DECREF(arr);
@@ -576,12 +582,21 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
             if (at < 0 && PyErr_Occurred()) goto done;
             PyObject *arr = PyList_GetItem(postings, at); /* borrowed; IndexError when out of range */
             if (arr == NULL) goto done;
-            if (append_to(arr, slot) < 0) goto done;
+            if (Py_TYPE(arr) == kind) {
+                PyObject *call[2] = {arr, slot};
+                PyObject *r = PyObject_Vectorcall(append, call, 2, NULL);
+                if (r == NULL) goto done;
+                Py_DECREF(r);
+            } else if (append_to(arr, slot) < 0) {
+                goto done;
+            }
             out[i] = (uint32_t)at;
         }
     }
     result = PyBytes_FromStringAndSize((const char *)out, n * (Py_ssize_t)sizeof(uint32_t));
 done:
+    Py_XDECREF(append);
+    Py_XDECREF(copy);
     free(out);
     return result;
 }
