@@ -3694,6 +3694,132 @@ fail:
     return NULL;
 }
 
+/* file_history (its FileOp type, and MAX_FILE_OPERATIONS read at each use), taken at first use */
+static PyObject *fh_module, *fh_file_op, *n_resolved, *n_ops, *n_unresolved, *n_capped, *n_resolve, *k_path,
+    *n_max_ops;
+
+static int file_history_init(void) {
+    if (fh_file_op != NULL) return 0;
+#define S(var, text) if (var == NULL && (var = PyUnicode_InternFromString(text)) == NULL) return -1;
+    S(n_resolved, "_resolved"); S(n_ops, "ops"); S(n_unresolved, "unresolved"); S(n_capped, "capped");
+    S(n_resolve, "_resolve"); S(k_path, "path"); S(n_max_ops, "MAX_FILE_OPERATIONS");
+#undef S
+    PyObject *m = PyImport_ImportModule("fabric_lsp.engine.memory.file_history");
+    if (m == NULL) return -1;
+    PyObject *op = PyObject_GetAttrString(m, "FileOp");
+    if (op == NULL) {
+        Py_DECREF(m);
+        return -1;
+    }
+    fh_module = m;
+    fh_file_op = op;
+    return 0;
+}
+
+/* observe_entry's assistant branch for an entry whose content is a list of exact dicts
+ * (tool calls with exact dict arguments): each call of a file tool with a string id and a
+ * path that resolves becomes a FileOp, added (up to MAX_FILE_OPERATIONS) and pending. 1
+ * done, 0 not decided here (nothing changed), -1 with an error. */
+static int observe_calls(PyObject *collector, PyObject *ops_pending, PyObject *file_tools, PyObject *message,
+                         PyObject *index, PyObject *entry_id, PyObject *ts, PyObject *line) {
+    PyObject *content = dget(message, k_content_field);
+    if (content == NULL) return PyErr_Occurred() ? -1 : 1; /* (not a list: nothing to observe) */
+    if (!PyList_CheckExact(content)) return PyList_Check(content) ? 0 : 1;
+    Py_ssize_t n = PyList_GET_SIZE(content);
+    for (Py_ssize_t i = 0; i < n; i++) { /* shapes this code reads exactly as Python does */
+        PyObject *part = PyList_GET_ITEM(content, i);
+        if (!PyDict_Check(part)) continue;
+        if (!PyDict_CheckExact(part)) return 0;
+        PyObject *args = dget(part, k_arguments);
+        if (args == NULL && PyErr_Occurred()) return -1;
+        if (args != NULL && PyDict_Check(args) && !PyDict_CheckExact(args)) return 0;
+    }
+    if (file_history_init() < 0) return -1;
+    PyObject *resolved = PyObject_GetAttr(collector, n_resolved);
+    PyObject *ops = resolved == NULL ? NULL : PyObject_GetAttr(collector, n_ops);
+    if (ops == NULL || !PyDict_CheckExact(resolved) || !PyList_CheckExact(ops)) {
+        if (ops != NULL) PyErr_SetString(PyExc_TypeError, "observe_calls: a collector of another shape");
+        Py_XDECREF(resolved);
+        Py_XDECREF(ops);
+        return -1;
+    }
+    /* `_line(line)`: an int (not a bool) from 0 up, else None */
+    PyObject *line_or_none = Py_None;
+    if (PyLong_Check(line) && !PyBool_Check(line)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(line, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(resolved);
+            Py_DECREF(ops);
+            return -1;
+        }
+        if (overflow > 0 || (overflow == 0 && v >= 0)) line_or_none = line;
+    }
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(content); i++) {
+        PyObject *part = PyList_GET_ITEM(content, i);
+        if (!PyDict_Check(part)) continue;
+        PyObject *ptype = dget(part, type_key);
+        if (ptype == NULL && PyErr_Occurred()) goto done;
+        if (!str_is(ptype, "toolCall")) continue;
+        PyObject *name = dget(part, k_name), *call_id = name == NULL && PyErr_Occurred() ? NULL : dget(part, id_key);
+        if (PyErr_Occurred()) goto done;
+        PyObject *args = dget(part, k_arguments);
+        if (args == NULL && PyErr_Occurred()) goto done;
+        if (name == NULL || !PyUnicode_Check(name) || call_id == NULL || !PyUnicode_Check(call_id) || args == NULL
+            || !PyDict_Check(args))
+            continue;
+        int tool = PySet_Contains(file_tools, name);
+        if (tool < 0) goto done;
+        if (!tool) continue;
+        PyObject *value = dget(args, k_path);
+        if (value == NULL && PyErr_Occurred()) goto done;
+        if (value == NULL || !PyUnicode_Check(value)) continue; /* (`_resolve`: None, not counted) */
+        PyObject *path = PyDict_GetItemWithError(resolved, value); /* borrowed */
+        if (path != NULL) {
+            Py_INCREF(path);
+            if (path == Py_None && attr_add(collector, n_unresolved, 1) < 0) {
+                Py_DECREF(path);
+                goto done;
+            }
+        } else {
+            if (PyErr_Occurred()) goto done;
+            path = PyObject_CallMethodOneArg(collector, n_resolve, value);
+            if (path == NULL) goto done;
+        }
+        if (path == Py_None) {
+            Py_DECREF(path);
+            continue;
+        }
+        PyObject *fields[11] = {path, name, name, Py_None, index, entry_id, Py_None, ts, call_id, Py_None, line_or_none};
+        PyObject *op = PyObject_Vectorcall(fh_file_op, fields, 11, NULL);
+        Py_DECREF(path);
+        if (op == NULL) goto done;
+        /* `_add`: up to MAX_FILE_OPERATIONS, then the table is capped */
+        PyObject *cap = PyObject_GetAttr(fh_module, n_max_ops);
+        Py_ssize_t max_ops = cap == NULL ? -1 : PyLong_AsSsize_t(cap);
+        Py_XDECREF(cap);
+        if (max_ops == -1 && PyErr_Occurred()) {
+            Py_DECREF(op);
+            goto done;
+        }
+        int bad;
+        if (PyList_GET_SIZE(ops) >= max_ops) {
+            bad = PyObject_SetAttr(collector, n_capped, Py_True) < 0;
+        } else {
+            bad = PyList_Append(ops, op) < 0 || attr_add(collector, n_version, 1) < 0
+                  || PyDict_SetItem(ops_pending, call_id, op) < 0;
+        }
+        Py_DECREF(op);
+        if (bad) goto done;
+    }
+    rc = 1;
+done:
+    Py_DECREF(resolved);
+    Py_DECREF(ops);
+    return rc;
+}
+
 /* `FileOpsCollector.observe_entry` of a plain entry's record fields, when it has anything
  * to do (`observe` None: no collector); -1 with an error */
 static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *file_tools, PyObject *message,
@@ -3718,6 +3844,11 @@ static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *fil
                      : 0;
         Py_DECREF(op);
         return rc;
+    }
+    if (PyMethod_Check(observe) && PyDict_CheckExact(ops_pending) && PyAnySet_Check(file_tools)
+        && PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+        int done = observe_calls(PyMethod_GET_SELF(observe), ops_pending, file_tools, message, index, entry_id, ts, line);
+        if (done != 0) return done < 0 ? -1 : 0;
     }
     PyObject *kw = Py_BuildValue("{sO}", "line", line);
     PyObject *pos = kw == NULL ? NULL : PyTuple_Pack(5, message, role, index, entry_id, ts);

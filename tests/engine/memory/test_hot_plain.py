@@ -75,7 +75,13 @@ def _same(a, b) -> None:
     )
     assert (na.reasons, na.next_index, na.entry_ids) == (nb.reasons, nb.next_index, nb.entry_ids)
     fa, fb = na.file_ops, nb.file_ops
-    assert (fa.ops, fa.pending, fa.unresolved, fa._version) == (fb.ops, fb.pending, fb.unresolved, fb._version)
+    assert (fa.ops, fa.pending, fa.unresolved, fa._version, fa.capped) == (
+        fb.ops,
+        fb.pending,
+        fb.unresolved,
+        fb._version,
+        fb.capped,
+    )
 
 
 @native
@@ -192,3 +198,40 @@ def test_hot_index_compact_in_c_equals_python(postings):
     assert [(type(v), list(v) if not isinstance(v, int) else v) for v in a.postings.values()] == [
         (type(v), list(v) if not isinstance(v, int) else v) for v in b.postings.values()
     ]
+
+
+@native
+@pytest.mark.parametrize("cap", [0, 1, 3])
+def test_the_native_feed_caps_file_operations_as_python(monkeypatch, cap):
+    """File-tool calls past MAX_FILE_OPERATIONS are dropped and the table marked capped,
+    in C as in Python (the bound read when it applies); unresolvable paths are counted."""
+    from fabric_lsp.engine.memory import file_history
+
+    monkeypatch.setattr(file_history, "MAX_FILE_OPERATIONS", cap)
+    _DATE = "2026-01-30T12:24:02.668Z"
+    calls = [
+        {"type": "toolCall", "id": f"c{k}", "name": name, "arguments": {"path": path}}
+        for k, (name, path) in enumerate([("read", "a.py"), ("edit", "b.py"), ("write", " "), ("read", "a.py")])
+    ]
+    entries = [
+        {"type": "message", "id": "0000000a", "timestamp": _DATE, "message": {"role": "assistant", "content": calls}},
+        {
+            "type": "message",
+            "id": "0000000b",
+            "timestamp": _DATE,
+            "message": {"role": "toolResult", "toolName": "read", "toolCallId": "c0", "isError": True},
+        },
+    ]
+    fed: list[object] = []
+    native = hot_feed._hot_plain
+    monkeypatch.setattr(hot_feed, "_hot_plain", lambda raw, line, spec: fed.append(line) or native(raw, line, spec))
+    for cwd in ("/w", None):
+        c = _built(entries, None, False, True, cwd, c=True, monkeypatch=monkeypatch)
+        python = _built(entries, None, False, True, cwd, c=False, monkeypatch=monkeypatch)
+        _same(c, python)
+        ops = c[0].file_ops
+        if cwd is not None:
+            assert len(ops.ops) == min(cap, 3) and ops.capped == (cap < 3)
+        else:  # relative paths without a cwd: none resolves, each is counted
+            assert ops.ops == [] and ops.unresolved == 3 and not ops.capped
+    assert fed == [0, 1, 0, 1]  # (both entries took the C path)
