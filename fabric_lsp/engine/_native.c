@@ -1156,6 +1156,142 @@ done:
     return out;
 }
 
+/* ---- stream_entries: a streamed session's selected entries, one chunk (memory/state_build.py) ----
+ *
+ * stream_entries(data, base, rows, offsets, lengths, lines, ids, parents, share_ids, decode,
+ *                fallback, max_line_bytes, cancel) -> list of (entry, line)
+ *
+ * `_entries_from`'s loop over `rows` (int64 row numbers, content lines of the lineage) of a
+ * chunk `data` read from file offset `base`: each row's bytes (offsets and lengths int64
+ * columns) decoded by `decode` (the memory decoder); a line `decode` refuses (an Exception),
+ * or one longer than `max_line_bytes`, goes to `fallback(bytes)` -> (parsed, value) (`decode_json_line`
+ * of a scanned line). Parsed values come back with their line numbers; with `share_ids`, a
+ * dict's "id" and "parentId" equal to the scan's id strings become those very objects.
+ * `cancel()` (unless None) is called before the rows numbered 0, 256, 512, ... */
+static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 13 || !PyList_CheckExact(args[6]) || !PyList_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stream_entries(data, base, rows, offsets, lengths, lines, ids, parents, share_ids, decode, "
+                        "fallback, max_line_bytes, cancel) takes 13 arguments (ids and parents lists)");
+        return NULL;
+    }
+    PyObject *ids = args[6], *parents = args[7], *decode = args[9], *fallback = args[10], *cancel = args[12];
+    long long base = PyLong_AsLongLong(args[1]);
+    Py_ssize_t max_line = PyLong_AsSsize_t(args[11]);
+    int share = PyObject_IsTrue(args[8]);
+    if ((base == -1 || max_line == -1) && PyErr_Occurred()) return NULL;
+    if (share < 0) return NULL;
+    Py_buffer data, rows, off, len, lin;
+    int got = 0;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) return NULL;
+    got = 1;
+    PyObject *out = NULL;
+    if (PyObject_GetBuffer(args[2], &rows, PyBUF_SIMPLE) < 0) goto release;
+    got = 2;
+    if (PyObject_GetBuffer(args[3], &off, PyBUF_SIMPLE) < 0) goto release;
+    got = 3;
+    if (PyObject_GetBuffer(args[4], &len, PyBUF_SIMPLE) < 0) goto release;
+    got = 4;
+    if (PyObject_GetBuffer(args[5], &lin, PyBUF_SIMPLE) < 0) goto release;
+    got = 5;
+    Py_ssize_t nrows = rows.len / 8, ncols = off.len / 8;
+    if (len.len / 8 < ncols || lin.len / 8 < ncols || PyList_GET_SIZE(ids) < ncols || PyList_GET_SIZE(parents) < ncols) {
+        PyErr_SetString(PyExc_ValueError, "stream_entries: columns of different lengths");
+        goto release;
+    }
+    const int64_t *row = (const int64_t *)rows.buf, *offset = (const int64_t *)off.buf;
+    const int64_t *length = (const int64_t *)len.buf, *line = (const int64_t *)lin.buf;
+    out = PyList_New(0);
+    if (out == NULL) goto release;
+    for (Py_ssize_t k = 0; k < nrows; k++) {
+        int64_t i = row[k];
+        if (i < 0 || i >= ncols) {
+            PyErr_SetString(PyExc_IndexError, "stream_entries: a row out of the columns");
+            goto fail;
+        }
+        if (cancel != Py_None && (k & 255) == 0) {
+            PyObject *r = PyObject_CallNoArgs(cancel);
+            if (r == NULL) goto fail;
+            Py_DECREF(r);
+        }
+        int64_t start = offset[i] - base, n = length[i];
+        if (start < 0 || n < 0 || start + n > data.len) {
+            PyErr_SetString(PyExc_ValueError, "stream_entries: a line outside the chunk");
+            goto fail;
+        }
+        PyObject *piece = PyBytes_FromStringAndSize((const char *)data.buf + start, (Py_ssize_t)n);
+        if (piece == NULL) goto fail;
+        PyObject *raw = NULL;
+        if (n <= max_line) {
+            raw = PyObject_CallOneArg(decode, piece);
+            if (raw == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    Py_DECREF(piece);
+                    goto fail;
+                }
+                PyErr_Clear();
+            }
+        }
+        if (raw == NULL) { /* refused or too long: the Python rules decide */
+            PyObject *pair = PyObject_CallOneArg(fallback, piece);
+            if (pair == NULL) {
+                Py_DECREF(piece);
+                goto fail;
+            }
+            int ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 ? PyObject_IsTrue(PyTuple_GET_ITEM(pair, 0)) : -1;
+            if (ok > 0) raw = Py_NewRef(PyTuple_GET_ITEM(pair, 1));
+            Py_DECREF(pair);
+            if (ok < 0) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "stream_entries: fallback gave no (parsed, value)");
+                Py_DECREF(piece);
+                goto fail;
+            }
+        }
+        Py_DECREF(piece);
+        if (raw == NULL) continue; /* not parsed */
+        if (share && PyDict_CheckExact(raw)) {
+            PyObject *pairs[2][2] = {{PyList_GET_ITEM(ids, i), id_key}, {PyList_GET_ITEM(parents, i), parent_key}};
+            for (int j = 0; j < 2; j++) {
+                PyObject *own = pairs[j][0], *name = pairs[j][1];
+                if (own == Py_None) continue;
+                PyObject *had = PyDict_GetItemWithError(raw, name);
+                if (had == NULL && PyErr_Occurred()) {
+                    Py_DECREF(raw);
+                    goto fail;
+                }
+                if (had == NULL) had = Py_None;
+                Py_INCREF(had);
+                int same = PyObject_RichCompareBool(had, own, Py_EQ);
+                Py_DECREF(had);
+                if (same < 0 || (same && PyDict_SetItem(raw, name, own) < 0)) {
+                    Py_DECREF(raw);
+                    goto fail;
+                }
+            }
+        }
+        PyObject *at = PyLong_FromLongLong(line[i]);
+        PyObject *pair = at == NULL ? NULL : PyTuple_Pack(2, raw, at);
+        Py_XDECREF(at);
+        Py_DECREF(raw);
+        if (pair == NULL || PyList_Append(out, pair) < 0) {
+            Py_XDECREF(pair);
+            goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    goto release;
+fail:
+    Py_CLEAR(out);
+release:
+    if (got >= 5) PyBuffer_Release(&lin);
+    if (got >= 4) PyBuffer_Release(&len);
+    if (got >= 3) PyBuffer_Release(&off);
+    if (got >= 2) PyBuffer_Release(&rows);
+    PyBuffer_Release(&data);
+    return out;
+}
+
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
  *
  * gather_u32(values, at) -> bytes: `values` and `at` buffers of native uint32 (array('I'));
@@ -4335,6 +4471,9 @@ static PyMethodDef native_methods[] = {
      "compact_postings(postings, pack) -> None: lists of more than 8 postings packed, in place"},
     {"kept_entries", (PyCFunction)(void (*)(void))native_kept_entries, METH_FASTCALL,
      "kept_entries(types, ordinals, lines, ids, parents, bits, kept, content, share_ids, cancel) -> [(entry, line)]"},
+    {"stream_entries", (PyCFunction)(void (*)(void))native_stream_entries, METH_FASTCALL,
+     "stream_entries(data, base, rows, offsets, lengths, lines, ids, parents, share_ids, decode, fallback, "
+     "max_line_bytes, cancel) -> [(entry, line)]"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,

@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .entry_rows import records_from
 from .entry_text import Normalizer
 from .persist import finish_state
 from .source import (
@@ -22,7 +23,6 @@ from .source import (
     stat_key,
 )
 from .state import SessionState
-from .state_build import records_from
 
 if TYPE_CHECKING:
     from ..json_types import JsonObject, JsonValue

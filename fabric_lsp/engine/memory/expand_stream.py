@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .entry_rows import records_streaming, scan_streaming
 from .entry_text import Normalizer
 from .source import Lineage, StatKey, lineage_from_lines, stat_key
 from .state import SourceMissing
-from .state_build import records_streaming, scan_streaming
 
 BLOCK_BYTES = 8 * 1024 * 1024
 

@@ -10,15 +10,14 @@ engine can answer integrity checks without re-reading an unchanged file.
 from __future__ import annotations
 
 import hashlib
-from array import array
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..native import NATIVE
-from . import disk_cache, file_history
+from . import disk_cache, entry_rows, file_history
 from .cold_fold import fold_entries
 from .cold_index import keep_on_server
 from .digest_fold import DigestFolder
+from .entry_rows import entries_streaming, kept_entries, scan_streaming
 from .entry_text import Normalizer
 from .file_history import new_collector
 from .hot_feed import feed_entries
@@ -26,10 +25,7 @@ from .persist import finish_state, read_file_ops, write_records
 from .records import HotRecords, RecordSink
 from .search import HotIndex, postings_of
 from .source import (
-    CONTENT_TYPES,
     Lineage,
-    OrdinalSet,
-    ScanLines,
     SourceScan,
     StatKey,
     decode_json_line,
@@ -42,13 +38,10 @@ from .state import SessionState, SourceMissing
 from .tokenize import unique_terms
 
 if TYPE_CHECKING:
-    from ..json_types import JsonObject, JsonValue
+    from ..json_types import JsonValue
 
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
-
-# `_entries_from`'s loop over a file read whole, in C (engine/_native.c), when it is built
-_kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 
 # Up to this size a file is read whole and each content line decoded once, its value kept
 # until the lineage is known; that costs ~9x the file while it lasts (for small entries),
@@ -57,7 +50,7 @@ _kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
-STREAM_CHUNK_BYTES = 4 * 1024 * 1024
+STREAM_CHUNK_BYTES = entry_rows.STREAM_CHUNK_BYTES  # (a test sets this one)
 
 
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:
@@ -74,162 +67,6 @@ def _read_consistent(path: str) -> tuple[bytes, StatKey]:
         if after == key and len(data) == key.size:
             return data, key
     raise SourceMissing("source_changed_during_index")
-
-
-def _entries_from(
-    data: bytes,
-    base: int,
-    lines: ScanLines,
-    ordinals: Container[int] | None,
-    *,
-    cancel: Cancel = None,
-    kept: dict[int, Any] | None = None,
-    rows: Iterable[int] | None = None,
-    share_ids: bool = False,
-) -> Iterator[tuple[JsonValue, int]]:
-    """(decoded entry, line number) of the content lines among `rows` (default: all) of
-    `lines` that the lineage keeps (`ordinals`; None: all), decoded from `data` (the file
-    from `base`) or taken from `kept` (`scan_source`'s decoded values). `share_ids`: the
-    entries keep the scan's id strings (a hot build keeps its records and their ids)."""
-    types, ordinal_col, offsets, lengths, line_col = lines.type, lines.ordinal, lines.offset, lines.length, lines.line
-    id_col, parent_col = lines.id, lines.parent
-    content = CONTENT_TYPES
-    raw: JsonValue  # a decoded line (declared, not checked: `type(raw) is dict` narrows it)
-    # A lineage's OrdinalSet is read through its bitmap here (no method call per line).
-    bits = ordinals.bits if isinstance(ordinals, OrdinalSet) else None
-    nbits = len(bits) if bits is not None else 0
-    for n, i in enumerate(range(len(types)) if rows is None else rows):
-        if types[i] not in content:
-            continue
-        ordinal = ordinal_col[i]
-        if bits is not None:
-            if (ordinal >> 3) >= nbits or not (bits[ordinal >> 3] >> (ordinal & 7)) & 1:
-                continue
-        elif ordinals is not None and ordinal not in ordinals:
-            continue
-        if cancel is not None and (n & 255) == 0:
-            cancel()
-        if kept is not None:
-            raw = kept.pop(ordinal, None)
-            ok = raw is not None
-        else:
-            start = offsets[i] - base
-            ok, raw = decode_json_line(data[start : start + lengths[i]], depth_checked=True)  # a scanned line
-        if ok:
-            if share_ids and type(raw) is dict:
-                # The records and the normalizer's id set keep the scan's id strings (one
-                # object per id, shared with the lineage), not the decoded copies.
-                entry_id, parent_id = id_col[i], parent_col[i]
-                if entry_id is not None and raw.get("id") == entry_id:
-                    raw["id"] = entry_id
-                if parent_id is not None and raw.get("parentId") == parent_id:
-                    raw["parentId"] = parent_id
-            yield raw, line_col[i]
-
-
-def records_from(
-    data: bytes,
-    base: int,
-    lines: ScanLines,
-    ordinals: Container[int] | None,
-    norm: Normalizer,
-    *,
-    cancel: Cancel = None,
-    kept: dict[int, Any] | None = None,
-    rows: Iterable[int] | None = None,
-) -> Iterator[JsonObject]:
-    """The records of `_entries_from`'s entries."""
-    feed = norm.feed
-    for raw, line in _entries_from(
-        data, base, lines, ordinals, cancel=cancel, kept=kept, rows=rows, share_ids=norm.max_entry_chars is not None
-    ):
-        yield from feed(raw, line)
-
-
-def scan_streaming(fh: Any, cancel: Cancel = None, chunk_bytes: int = 0) -> tuple[SourceScan, Any, int]:
-    """(scan, sha256, bytes read) of an open file, read in chunks: only one chunk (or one
-    line longer than a chunk) is held at a time, never a copy of it. Each chunk starts at
-    the first line the previous one did not finish (re-read, not copied). Equal to
-    `scan_source` of the whole."""
-    size = chunk_bytes or STREAM_CHUNK_BYTES
-    want = size
-    scan = SourceScan()
-    hasher = hashlib.sha256()
-    base = 0
-    while True:
-        if cancel is not None:
-            cancel()
-        fh.seek(base)
-        chunk = fh.read(want)
-        if not chunk:
-            break
-        nl = chunk.rfind(b"\n")
-        if nl < 0:
-            if len(chunk) == want:
-                want *= 2  # one line longer than a chunk: read more of it
-                continue
-            hasher.update(chunk)  # a last line without a newline
-            scan_source(chunk, scan, base=base)
-            base += len(chunk)
-            break
-        hasher.update(memoryview(chunk)[: nl + 1])
-        scan_source(chunk, scan, base=base, stop=nl + 1)
-        base += nl + 1
-        want = size
-    return scan, hasher, base
-
-
-def entries_streaming(
-    fh: Any,
-    lines: ScanLines,
-    ordinals: Container[int] | None,
-    *,
-    cancel: Cancel = None,
-    chunk_bytes: int = 0,
-    share_ids: bool = False,
-) -> Iterator[tuple[JsonValue, int]]:
-    """The entries of the selected lines (as `_entries_from` gives them), reading the file
-    again chunk by chunk."""
-    size = chunk_bytes or STREAM_CHUNK_BYTES
-    types, ordinal_col, offsets, lengths = lines.type, lines.ordinal, lines.offset, lines.length
-    wanted = array(
-        "q",
-        (
-            i
-            for i in range(len(types))
-            if types[i] in CONTENT_TYPES and (ordinals is None or ordinal_col[i] in ordinals)
-        ),
-    )
-    i, n = 0, len(wanted)
-    while i < n:
-        start = offsets[wanted[i]]
-        j = i + 1
-        while j < n and offsets[wanted[j]] + lengths[wanted[j]] - start <= size:
-            j += 1
-        end = offsets[wanted[j - 1]] + lengths[wanted[j - 1]]
-        fh.seek(start)
-        data = fh.read(end - start)
-        if len(data) != end - start:
-            raise SourceMissing("source_changed_during_index")
-        yield from _entries_from(data, start, lines, None, cancel=cancel, rows=wanted[i:j], share_ids=share_ids)
-        i = j
-
-
-def records_streaming(
-    fh: Any,
-    lines: ScanLines,
-    ordinals: Container[int] | None,
-    norm: Normalizer,
-    *,
-    cancel: Cancel = None,
-    chunk_bytes: int = 0,
-) -> Iterator[JsonObject]:
-    """The records of `entries_streaming`'s entries."""
-    feed = norm.feed
-    for raw, line in entries_streaming(
-        fh, lines, ordinals, cancel=cancel, chunk_bytes=chunk_bytes, share_ids=norm.max_entry_chars is not None
-    ):
-        yield from feed(raw, line)
 
 
 def build_state(
@@ -275,15 +112,7 @@ def build_state(
     del data, kept
 
     def entries(lineage: Lineage, share_ids: bool) -> Iterable[tuple[JsonValue, int]]:
-        held, ordinals, lines = box.pop("kept"), lineage.ordinals, scan.lines
-        if held is not None and _kept_entries is not None and (ordinals is None or isinstance(ordinals, OrdinalSet)):
-            # `_entries_from`'s loop in C, as a list (test_kept_entries.py)
-            bits = ordinals.bits if ordinals is not None else None
-            content, box["data"] = CONTENT_TYPES, None
-            return _kept_entries(
-                lines.type, lines.ordinal, lines.line, lines.id, lines.parent, bits, held, content, share_ids, cancel
-            )
-        return _entries_from(box.pop("data"), 0, lines, ordinals, cancel=cancel, kept=held, share_ids=share_ids)
+        return kept_entries(box.pop("data"), scan.lines, lineage, box.pop("kept"), cancel=cancel, share_ids=share_ids)
 
     return _assemble(
         file,
@@ -323,12 +152,19 @@ def _build_streaming(
             raise SourceMissing("source_unavailable")
         try:
             with open(file, "rb") as fh:
-                scan, hasher, total = scan_streaming(fh, cancel)
+                scan, hasher, total = scan_streaming(fh, cancel, STREAM_CHUNK_BYTES)
                 if total != key.size or stat_key(file) != key:
                     continue
 
                 def entries(lineage: Lineage, share_ids: bool) -> Iterator[tuple[JsonValue, int]]:
-                    return entries_streaming(fh, scan.lines, lineage.ordinals, cancel=cancel, share_ids=share_ids)
+                    return entries_streaming(
+                        fh,
+                        scan.lines,
+                        lineage.ordinals,
+                        cancel=cancel,
+                        chunk_bytes=STREAM_CHUNK_BYTES,
+                        share_ids=share_ids,
+                    )
 
                 state = _assemble(
                     file,
