@@ -1292,6 +1292,60 @@ release:
     return out;
 }
 
+/* finish_counts(pieces, slow) -> dict: `finish_piece_counts`' loop: term counts in
+ * first-seen order from piece counts in first-seen order, a str piece counted as it is, a
+ * bytes piece (one with a non-ASCII byte) decoded (UTF-8, surrogates passed) and split by
+ * `slow(text) -> list of tokens`, each token counted with the piece's count. */
+static int count_into(PyObject *counts, PyObject *term, PyObject *n) {
+    PyObject *had = PyDict_GetItemWithError(counts, term); /* borrowed */
+    if (had == NULL && PyErr_Occurred()) return -1;
+    PyObject *sum = had == NULL ? Py_NewRef(n) : PyNumber_Add(had, n);
+    if (sum == NULL) return -1;
+    int rc = PyDict_SetItem(counts, term, sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+static PyObject *native_finish_counts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 2 || !PyDict_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "finish_counts(pieces, slow): pieces must be a dict");
+        return NULL;
+    }
+    PyObject *pieces = args[0], *slow = args[1], *piece, *n;
+    PyObject *counts = PyDict_New();
+    if (counts == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(pieces, &pos, &piece, &n)) {
+        if (PyUnicode_CheckExact(piece)) {
+            if (count_into(counts, piece, n) < 0) goto fail;
+            continue;
+        }
+        if (!PyBytes_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "finish_counts: a piece is neither str nor bytes");
+            goto fail;
+        }
+        PyObject *text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece), "surrogatepass");
+        PyObject *tokens = text == NULL ? NULL : PyObject_CallOneArg(slow, text);
+        Py_XDECREF(text);
+        if (tokens == NULL) goto fail;
+        PyObject *seq = PySequence_Fast(tokens, "finish_counts: slow gave no sequence");
+        Py_DECREF(tokens);
+        if (seq == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            if (count_into(counts, PySequence_Fast_GET_ITEM(seq, i), n) < 0) {
+                Py_DECREF(seq);
+                goto fail;
+            }
+        }
+        Py_DECREF(seq);
+    }
+    return counts;
+fail:
+    Py_DECREF(counts);
+    return NULL;
+}
+
 /* ---- gather_u32: values[at[i]] for each i (team/copy_rows.py) ----
  *
  * gather_u32(values, at) -> bytes: `values` and `at` buffers of native uint32 (array('I'));
@@ -4474,6 +4528,8 @@ static PyMethodDef native_methods[] = {
     {"stream_entries", (PyCFunction)(void (*)(void))native_stream_entries, METH_FASTCALL,
      "stream_entries(data, base, rows, offsets, lengths, lines, ids, parents, share_ids, decode, fallback, "
      "max_line_bytes, cancel) -> [(entry, line)]"},
+    {"finish_counts", (PyCFunction)(void (*)(void))native_finish_counts, METH_FASTCALL,
+     "finish_counts(pieces, slow) -> term counts in first-seen order from piece counts"},
     {"gather_u32", (PyCFunction)(void (*)(void))native_gather_u32, METH_FASTCALL,
      "gather_u32(values, at) -> bytes of values[at[i]] (native uint32 each)"},
     {"scan_lines", (PyCFunction)(void (*)(void))native_scan_lines, METH_FASTCALL,

@@ -116,10 +116,16 @@ def native_intern_terms() -> Any:
     return getattr(_native, "intern_terms", None)
 
 
+# `finish_piece_counts`' loop in C (engine/_native.c), when it is built
+_finish_counts: Any = getattr(NATIVE, "finish_counts", None)
+
+
 def finish_piece_counts(pieces: dict[str | bytes, int]) -> dict[str, int]:
     """Term counts in first-seen order (as `term_counts`) from piece counts in first-seen
     order: a lowercased ASCII piece (str) is a term, a piece with a non-ASCII byte (bytes)
     is tokenized with NFKC and the Unicode scan."""
+    if _finish_counts is not None:  # the loop below in C (test_native_tokens.py)
+        return cast("dict[str, int]", _finish_counts(pieces, _slow_piece))
     counts: dict[str, int] = {}
     get = counts.get
     for piece, n in pieces.items():

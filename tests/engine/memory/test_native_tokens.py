@@ -226,3 +226,36 @@ def test_native_intern_terms_builds_the_python_term_table(vocabularies):
     assert all(type(p) is array for p in c.postings)
     assert {k: list(v) for k, v in c.slots.items()} == {k: list(v) for k, v in py.slots.items()}
     assert all(v.typecode == "I" for v in c.slots.values())
+
+
+@needs_native
+@settings(max_examples=profile_examples(300), deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["fi", "abc", "x_1", "é", "É", "ﬁ", "Ǆ", "ß", "straße", "İ"]),
+            st.text(alphabet=_ALPHABET, min_size=1, max_size=8),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(1, 5), min_size=12, max_size=12),
+)
+def test_piece_counts_finish_the_same_in_c(words, ns):
+    """`finish_piece_counts` (in C where built): the same term counts, in the same order, as
+    its Python loop, pieces whose tokens meet (an ASCII piece and a ligature, both cases of
+    a letter) adding their counts."""
+    pieces: dict = {}
+    for w, n in zip(words, ns):
+        key = w.lower() if w.isascii() else w.encode("utf-8", "surrogatepass")
+        pieces[key] = pieces.get(key, 0) + n
+    native = tokenize._finish_counts
+    assert native is not None
+    got = tokenize.finish_piece_counts(dict(pieces))
+    tokenize._finish_counts = None
+    try:
+        want = tokenize.finish_piece_counts(dict(pieces))
+    finally:
+        tokenize._finish_counts = native
+    assert list(got.items()) == list(want.items())
+    if "fi" in pieces and "ﬁ".encode() in pieces:
+        assert got["fi"] == pieces["fi"] + pieces["ﬁ".encode()]
