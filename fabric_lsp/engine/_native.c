@@ -377,10 +377,22 @@ static int count_pieces(const unsigned char *data, Py_ssize_t n, unsigned char *
     return 0;
 }
 
+/* array.array and its `append` descriptor (taken at import): an array column's append is
+ * called straight, without a method lookup per value */
+static PyObject *array_type, *array_append;
+
 /* `column.append(value)` (a list, an array); -1 on error, also when `value` is NULL (a
  * failed allocation before the call). */
 static int append_to(PyObject *column, PyObject *value) {
     if (value == NULL) return -1;
+    if ((PyObject *)Py_TYPE(column) == array_type) {
+        PyObject *call[2] = {column, value};
+        PyObject *r = PyObject_Vectorcall(array_append, call, 2, NULL);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    if (PyList_CheckExact(column)) return PyList_Append(column, value);
     PyObject *r = PyObject_CallMethodOneArg(column, append_name, value);
     if (r == NULL) return -1;
     Py_DECREF(r);
@@ -4609,5 +4621,10 @@ PyMODINIT_FUNC PyInit__native(void) {
         || parent_key == NULL || first_name == NULL || k_text == NULL)
         return NULL;
     if (feed_init() < 0 || fold_init() < 0) return NULL;
+    PyObject *arrays = PyImport_ImportModule("array");
+    array_type = arrays == NULL ? NULL : PyObject_GetAttrString(arrays, "array");
+    Py_XDECREF(arrays);
+    array_append = array_type == NULL ? NULL : PyObject_GetAttr(array_type, append_name);
+    if (array_append == NULL) return NULL;
     return PyModule_Create(&native_module);
 }
