@@ -278,10 +278,13 @@ class Engines:
         ends the ones nothing took when it goes idle). Returns how many started."""
         from fabric_lsp.engine.index_dir import SNAPSHOT_FILE
         from fabric_lsp.engine.memory import build_pool
+        from fabric_lsp.engine.memory.config import MemoryConfig
 
         workers = min(2, os.cpu_count() or 1)
         if not self._index_enabled or workers < 2:
             return 0
+        if not MemoryConfig.from_settings(dict(self.config.memory)).enabled:
+            return 0  # (no index, no indexer to end them)
         if os.path.exists(os.path.join(str(self.config.index_dir), SNAPSHOT_FILE)):
             return 0
         return build_pool.prestart(workers)

@@ -250,3 +250,39 @@ def test_prestarted_children_serve_the_next_batch_at_its_priority(tmp_path: Path
         assert build_pool.drop_spares() == 1 and left[0].proc.poll() is not None and build_pool._spares == []
     finally:
         build_pool.drop_spares()
+
+
+def test_the_server_prestarts_builders_only_for_a_fresh_enabled_index(tmp_path: Path):
+    """`Engines.prestart_builders`: two builders for a fresh index with background indexing
+    on; none with it off, with memory disabled, or once the index has its cold-term
+    snapshot (a warm restart)."""
+    from fabric_lsp.config import load_config
+    from fabric_lsp.engine.index_dir import SNAPSHOT_FILE
+    from fabric_lsp.engine_owner import Engines
+
+    agent = tmp_path / "agent"
+    (agent / "sessions").mkdir(parents=True)
+    index = tmp_path / "index"
+
+    def engines(**memory: object) -> Engines:
+        opts = {"agentDir": str(agent), "indexDir": str(index), "memory": memory}
+        cfg = load_config(init_options=opts, env={})
+        return Engines(lambda: cfg)
+
+    try:
+        assert engines().prestart_builders() == 0  # background indexing not enabled
+        on = engines()
+        on.enable_background_index()
+        if (os.cpu_count() or 1) < 2:
+            assert on.prestart_builders() == 0
+            return
+        assert on.prestart_builders() == 2 and len(build_pool._spares) == 2
+        assert build_pool.drop_spares() == 2
+        off = engines(enabled=False)
+        off.enable_background_index()
+        assert off.prestart_builders() == 0
+        index.mkdir(exist_ok=True)
+        (index / SNAPSHOT_FILE).write_bytes(b"")
+        assert on.prestart_builders() == 0 and build_pool._spares == []
+    finally:
+        build_pool.drop_spares()
