@@ -280,7 +280,7 @@ class Engines:
         from fabric_lsp.engine.memory import build_pool
         from fabric_lsp.engine.memory.config import MemoryConfig
 
-        workers = min(2, os.cpu_count() or 1)
+        workers = build_pool.BUILD_WORKERS
         if not self._index_enabled or workers < 2:
             return 0
         if not MemoryConfig.from_settings(dict(self.config.memory)).enabled:

@@ -562,11 +562,9 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
     uint32_t *out = (uint32_t *)malloc(n > 0 ? (size_t)n * sizeof(uint32_t) : 1);
     if (out == NULL) return PyErr_NoMemory();
     PyObject *result = NULL;
-    /* the postings' type's own append and __copy__, called straight (no method lookup per
-       term) on postings of exactly that type */
-    PyTypeObject *kind = Py_TYPE(proto);
-    PyObject *append = PyObject_GetAttr((PyObject *)kind, append_name);
-    PyObject *copy = append == NULL ? NULL : PyObject_GetAttr((PyObject *)kind, copy_name);
+    /* the prototype's own __copy__, called straight (no method lookup per new term); the
+       postings' appends go through append_to (an array's append descriptor) */
+    PyObject *copy = PyObject_GetAttr((PyObject *)Py_TYPE(proto), copy_name);
     if (copy == NULL) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *term = PyList_GET_ITEM(terms, i);
@@ -594,20 +592,12 @@ static PyObject *native_intern_terms(PyObject *self, PyObject *const *args, Py_s
             if (at < 0 && PyErr_Occurred()) goto done;
             PyObject *arr = PyList_GetItem(postings, at); /* borrowed; IndexError when out of range */
             if (arr == NULL) goto done;
-            if (Py_TYPE(arr) == kind) {
-                PyObject *call[2] = {arr, slot};
-                PyObject *r = PyObject_Vectorcall(append, call, 2, NULL);
-                if (r == NULL) goto done;
-                Py_DECREF(r);
-            } else if (append_to(arr, slot) < 0) {
-                goto done;
-            }
+            if (append_to(arr, slot) < 0) goto done;
             out[i] = (uint32_t)at;
         }
     }
     result = PyBytes_FromStringAndSize((const char *)out, n * (Py_ssize_t)sizeof(uint32_t));
 done:
-    Py_XDECREF(append);
     Py_XDECREF(copy);
     free(out);
     return result;
@@ -1054,6 +1044,39 @@ static PyObject *native_compact_postings(PyObject *self, PyObject *const *args, 
     Py_RETURN_NONE;
 }
 
+/* ---- the (entry, line) pairs of the entry loops (memory/entry_rows.py) ----
+ *
+ * One decoded entry (a reference this takes over) appended to `out` as (entry, line); with
+ * `share`, a dict's "id" and "parentId" that equal the scan's id strings (`own_id`,
+ * `own_parent`; None: none) become those very objects (`_entries_from`'s share_ids).
+ * -1 with an error. */
+static int add_entry(PyObject *out, PyObject *raw, int share, PyObject *own_id, PyObject *own_parent, int64_t line) {
+    if (share && PyDict_CheckExact(raw)) {
+        PyObject *pairs[2][2] = {{own_id, id_key}, {own_parent, parent_key}};
+        for (int k = 0; k < 2; k++) {
+            PyObject *own = pairs[k][0], *name = pairs[k][1];
+            if (own == Py_None) continue;
+            PyObject *had = PyDict_GetItemWithError(raw, name); /* borrowed */
+            if (had == NULL && PyErr_Occurred()) goto fail;
+            if (had == NULL) had = Py_None; /* (raw.get(name) is None) */
+            Py_INCREF(had);
+            int same = PyObject_RichCompareBool(had, own, Py_EQ);
+            Py_DECREF(had);
+            if (same < 0 || (same && PyDict_SetItem(raw, name, own) < 0)) goto fail;
+        }
+    }
+    PyObject *at = PyLong_FromLongLong(line);
+    PyObject *pair = at == NULL ? NULL : PyTuple_Pack(2, raw, at);
+    Py_XDECREF(at);
+    Py_DECREF(raw);
+    int rc = pair == NULL || PyList_Append(out, pair) < 0 ? -1 : 0;
+    Py_XDECREF(pair);
+    return rc;
+fail:
+    Py_DECREF(raw);
+    return -1;
+}
+
 /* ---- kept_entries: a small session's selected entries (memory/state_build.py) ----
  *
  * kept_entries(types, ordinals, lines, ids, parents, bits, kept, content, share_ids, cancel)
@@ -1127,37 +1150,7 @@ static PyObject *native_kept_entries(PyObject *self, PyObject *const *args, Py_s
             Py_DECREF(raw);
             continue;
         }
-        if (share && PyDict_CheckExact(raw)) {
-            PyObject *pairs[2][2] = {{PyList_GET_ITEM(ids, i), id_key}, {PyList_GET_ITEM(parents, i), parent_key}};
-            for (int k = 0; k < 2; k++) {
-                PyObject *own = pairs[k][0], *name = pairs[k][1];
-                if (own == Py_None) continue;
-                PyObject *got = PyDict_GetItemWithError(raw, name);
-                if (got == NULL) {
-                    if (PyErr_Occurred()) {
-                        Py_DECREF(raw);
-                        goto fail;
-                    }
-                    got = Py_None; /* (raw.get(name) is None) */
-                }
-                Py_INCREF(got);
-                int same = PyObject_RichCompareBool(got, own, Py_EQ);
-                Py_DECREF(got);
-                if (same < 0 || (same && PyDict_SetItem(raw, name, own) < 0)) {
-                    Py_DECREF(raw);
-                    goto fail;
-                }
-            }
-        }
-        PyObject *at = PyLong_FromLongLong(line[i]);
-        PyObject *pair = at == NULL ? NULL : PyTuple_Pack(2, raw, at);
-        Py_XDECREF(at);
-        Py_DECREF(raw);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
-            goto fail;
-        }
-        Py_DECREF(pair);
+        if (add_entry(out, raw, share, PyList_GET_ITEM(ids, i), PyList_GET_ITEM(parents, i), line[i]) < 0) goto fail;
     }
     goto done;
 fail:
@@ -1262,35 +1255,7 @@ static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py
         }
         Py_DECREF(piece);
         if (raw == NULL) continue; /* not parsed */
-        if (share && PyDict_CheckExact(raw)) {
-            PyObject *pairs[2][2] = {{PyList_GET_ITEM(ids, i), id_key}, {PyList_GET_ITEM(parents, i), parent_key}};
-            for (int j = 0; j < 2; j++) {
-                PyObject *own = pairs[j][0], *name = pairs[j][1];
-                if (own == Py_None) continue;
-                PyObject *had = PyDict_GetItemWithError(raw, name);
-                if (had == NULL && PyErr_Occurred()) {
-                    Py_DECREF(raw);
-                    goto fail;
-                }
-                if (had == NULL) had = Py_None;
-                Py_INCREF(had);
-                int same = PyObject_RichCompareBool(had, own, Py_EQ);
-                Py_DECREF(had);
-                if (same < 0 || (same && PyDict_SetItem(raw, name, own) < 0)) {
-                    Py_DECREF(raw);
-                    goto fail;
-                }
-            }
-        }
-        PyObject *at = PyLong_FromLongLong(line[i]);
-        PyObject *pair = at == NULL ? NULL : PyTuple_Pack(2, raw, at);
-        Py_XDECREF(at);
-        Py_DECREF(raw);
-        if (pair == NULL || PyList_Append(out, pair) < 0) {
-            Py_XDECREF(pair);
-            goto fail;
-        }
-        Py_DECREF(pair);
+        if (add_entry(out, raw, share, PyList_GET_ITEM(ids, i), PyList_GET_ITEM(parents, i), line[i]) < 0) goto fail;
     }
     goto release;
 fail:

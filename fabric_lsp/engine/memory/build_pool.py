@@ -31,6 +31,9 @@ Reply = tuple[str, Any]
 
 # Windows' select() waits on sockets only, not on a child's pipes: no pool there.
 PIPES_POLLABLE = os.name != "nt"
+# Builder children of a batch: two at most (more only compete on a small machine), one
+# (no pool) on a single CPU.
+BUILD_WORKERS = min(2, os.cpu_count() or 1)
 
 _CHILD = r"""
 import gc, os, pickle, struct, sys

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from ..native import NATIVE
 from . import file_history
 from .digest_fold import FILES_TOUCHED_CAP, DigestFolder
-from .entry_fields import ARGS_SUMMARY_SCALARS, PATH_KEY_SEARCH, args_summary, entry_timestamp
 from .entry_text import Normalizer
 
 if TYPE_CHECKING:
@@ -26,22 +25,7 @@ def fold_spec(norm: Normalizer, folder: DigestFolder) -> tuple[Any, ...] | None:
     `folder` (None without the accelerator, or for a folder that folds text by text)."""
     if _fold_plain is None or not folder.batch_chars:
         return None
-    ops = norm.file_ops
-    return (
-        norm,
-        folder,
-        ops.observe_entry if ops is not None else None,
-        ops.pending if ops is not None else None,
-        file_history.PI_FILE_TOOLS,
-        norm.index_tool_output,
-        norm.index_thinking,
-        norm.max_entry_chars,
-        args_summary,
-        PATH_KEY_SEARCH,
-        entry_timestamp,
-        ARGS_SUMMARY_SCALARS,
-        FILES_TOUCHED_CAP,
-    )
+    return (norm, folder, *file_history.c_observer(norm.file_ops), *norm.plain_options(), FILES_TOUCHED_CAP)
 
 
 def fold_entries(norm: Normalizer, folder: DigestFolder, entries: Iterable[tuple[JsonValue, int]]) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
+from .build_pool import BUILD_WORKERS
 from .cold_index import ColdTermTable, StateTable
 from .config import MemoryConfig
 from .state import SessionState
@@ -83,7 +84,7 @@ class MemoryState:
         self.live_leaves: Callable[[], dict[str, str]] | None = None
         self.live_snapshot: dict[str, str] = {}
         # First builds of large cold sets use a small process pool (0/1 = never).
-        self.parallel_workers = min(2, os.cpu_count() or 1)
+        self.parallel_workers = BUILD_WORKERS
         self.parallel_min_bytes = 16 * 1024 * 1024
         # A long-lived engine's notices of changes in the session folders (dir_watch.py,
         # `MemoryEngine.watch_folders`) and the listing they keep (catalog.FolderListing);

@@ -136,6 +136,12 @@ class Normalizer:
             self.file_ops.observe(raw, message, out)
         return out
 
+    def plain_options(self) -> tuple[Any, ...]:
+        """The arguments after (raw, message, role) of `_native.plain_fields` (and of the C
+        feed and fold calls that read a plain entry's fields: hot_feed.py, cold_fold.py)."""
+        return (self.index_tool_output, self.index_thinking, self.max_entry_chars, args_summary, PATH_KEY_SEARCH,
+                entry_timestamp, ARGS_SUMMARY_SCALARS)  # fmt: skip
+
     def _plain_fields(
         self, raw: JsonObject, message: JsonObject, role: str
     ) -> tuple[str | None, str | None, str | None, str, int | float | None, bool, bool, list[str]]:
@@ -145,18 +151,7 @@ class Normalizer:
         `_message_text`), which they must equal (tests/engine/memory/test_normalize_fast_path.py):
         (entryId, parentId, toolName, text, timestamp, isError, truncated, filesTouched)."""
         if _plain_fields_c is not None:  # this method in C for the common shapes (test_normalize_fast_path.py)
-            got = _plain_fields_c(
-                raw,
-                message,
-                role,
-                self.index_tool_output,
-                self.index_thinking,
-                self.max_entry_chars,
-                args_summary,
-                PATH_KEY_SEARCH,
-                entry_timestamp,
-                ARGS_SUMMARY_SCALARS,
-            )
+            got = _plain_fields_c(raw, message, role, *self.plain_options())
             if got is not None:
                 return got
         tool_name: str | None = None

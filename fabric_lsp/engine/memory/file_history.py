@@ -304,6 +304,12 @@ def _line(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def c_observer(ops: FileOpsCollector | None) -> tuple[Any, Any, frozenset[str]]:
+    """What the C feed and fold calls observe file operations with (`observe_entry`, the
+    pending calls; None, None without a collector) and the file tools."""
+    return (ops.observe_entry if ops is not None else None, ops.pending if ops is not None else None, PI_FILE_TOOLS)
+
+
 def new_collector(cwd: str | None) -> FileOpsCollector:
     return FileOpsCollector(cwd)
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..native import NATIVE
 from . import file_history
-from .entry_fields import ARGS_SUMMARY_SCALARS, PATH_KEY_SEARCH, args_summary, entry_timestamp
 from .entry_text import Normalizer
 from .records import HotRecords, RecordSink
 from .search import HotIndex
@@ -27,23 +26,14 @@ def hot_spec(norm: Normalizer, records: HotRecords, index: HotIndex | None) -> t
     `records` and `index` (None without the accelerator, or without an index)."""
     if _hot_plain is None or index is None:
         return None
-    ops = norm.file_ops
     return (
         norm,
-        ops.observe_entry if ops is not None else None,
-        ops.pending if ops is not None else None,
-        file_history.PI_FILE_TOOLS,
+        *file_history.c_observer(norm.file_ops),
         norm.session_file,
         norm.session_id,
         *records.c_columns(),
         *index.c_parts(),
-        norm.index_tool_output,
-        norm.index_thinking,
-        norm.max_entry_chars,
-        args_summary,
-        PATH_KEY_SEARCH,
-        entry_timestamp,
-        ARGS_SUMMARY_SCALARS,
+        *norm.plain_options(),
     )
 
 

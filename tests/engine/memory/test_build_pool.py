@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from memory_kit import assistant, header, tool_result, user, write_session
 
 from fabric_lsp.engine.memory import build_pool, disk_cache
@@ -174,18 +175,24 @@ def test_without_pollable_pipes_the_caller_builds_everything_asking_skip_once(tm
     assert sorted(built) == sorted(f for f in files if f != files[1])
 
 
-def test_children_start_only_for_tasks_left_to_build(tmp_path: Path, monkeypatch):
-    """A batch whose tasks `skip` leaves out (a call is building them) starts no child; one
-    with a single task left starts one child, not `workers`. Real children, counted."""
+@pytest.fixture
+def started(monkeypatch) -> list[int]:
+    """The pids of the children the pool starts from now on (real ones, counted)."""
     real_spawn = build_pool.spawn
-    started: list[int] = []
+    pids: list[int] = []
 
     def counting_spawn(*args, **kwargs):
         proc = real_spawn(*args, **kwargs)
-        started.append(proc.pid)
+        pids.append(proc.pid)
         return proc
 
     monkeypatch.setattr(build_pool, "spawn", counting_spawn)
+    return pids
+
+
+def test_children_start_only_for_tasks_left_to_build(tmp_path: Path, started: list[int]):
+    """A batch whose tasks `skip` leaves out (a call is building them) starts no child; one
+    with a single task left starts one child, not `workers`. Real children, counted."""
     files = _files(tmp_path, 5)
     asked: list[str] = []
 
@@ -212,19 +219,10 @@ def test_children_start_only_for_tasks_left_to_build(tmp_path: Path, monkeypatch
     assert asked == files
 
 
-def test_prestarted_children_serve_the_next_batch_at_its_priority(tmp_path: Path, monkeypatch):
+def test_prestarted_children_serve_the_next_batch_at_its_priority(tmp_path: Path, started: list[int]):
     """`prestart` starts builders ahead of a batch; the next batch takes them instead of
     starting its own (reniced to the batch's priority), and `drop_spares` ends the ones
     nothing took. Real children."""
-    real_spawn = build_pool.spawn
-    started: list[int] = []
-
-    def counting_spawn(*args, **kwargs):
-        proc = real_spawn(*args, **kwargs)
-        started.append(proc.pid)
-        return proc
-
-    monkeypatch.setattr(build_pool, "spawn", counting_spawn)
     try:
         assert build_pool.prestart(2) == 2 and len(started) == 2
         spares = list(build_pool._spares)
@@ -273,7 +271,7 @@ def test_the_server_prestarts_builders_only_for_a_fresh_enabled_index(tmp_path: 
         assert engines().prestart_builders() == 0  # background indexing not enabled
         on = engines()
         on.enable_background_index()
-        if (os.cpu_count() or 1) < 2:
+        if build_pool.BUILD_WORKERS < 2:
             assert on.prestart_builders() == 0
             return
         assert on.prestart_builders() == 2 and len(build_pool._spares) == 2
