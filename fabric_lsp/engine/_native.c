@@ -47,6 +47,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -2232,11 +2233,69 @@ static PyObject *native_iso_ms(PyObject *self, PyObject *value) {
  *
  * js_float(text) -> int | float: `float(text)`, given as an int when it is integral and
  * below 1e21 in magnitude (memory/json_line.py's `js_float`, msgspec's float hook). */
+/* A JSON number's text read exactly when its digits make an integer m <= 2^53 and its
+ * decimal exponent e is within [-22, 22]: m and 10^|e| are exact doubles, so the one
+ * multiplication or division is correctly rounded, as strtod is (Clinger's fast path).
+ * 0 (nothing read) for any other text, which PyFloat_FromString reads. */
+static int simple_decimal(PyObject *text, double *out) {
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+    (void)text;
+    (void)out;
+    return 0; /* (x87 extended precision would round twice) */
+#else
+    static const double tens[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (!PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text)) return 0;
+    const unsigned char *c = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+    int negative = 0, digits = 0;
+    uint64_t m = 0;
+    long e = 0;
+    if (i < n && c[i] == '-') {
+        negative = 1;
+        i++;
+    }
+    for (; i < n && c[i] >= '0' && c[i] <= '9'; i++, digits++) {
+        m = m * 10 + (uint64_t)(c[i] - '0');
+        if (m > (1ULL << 53)) return 0;
+    }
+    if (i < n && c[i] == '.') {
+        for (i++; i < n && c[i] >= '0' && c[i] <= '9'; i++, digits++, e--) {
+            m = m * 10 + (uint64_t)(c[i] - '0');
+            if (m > (1ULL << 53)) return 0;
+        }
+    }
+    if (digits == 0) return 0;
+    if (i < n && (c[i] == 'e' || c[i] == 'E')) {
+        int minus = 0, exp_digits = 0;
+        long x = 0;
+        i++;
+        if (i < n && (c[i] == '+' || c[i] == '-')) minus = c[i++] == '-';
+        for (; i < n && c[i] >= '0' && c[i] <= '9'; i++, exp_digits++) {
+            if (exp_digits >= 4) return 0;
+            x = x * 10 + (c[i] - '0');
+        }
+        if (exp_digits == 0) return 0;
+        e += minus ? -x : x;
+    }
+    if (i != n || e < -22 || e > 22) return 0;
+    double v = (double)m;
+    v = e < 0 ? v / tens[-e] : v * tens[e];
+    *out = negative ? -v : v;
+    return 1;
+#endif
+}
+
 static PyObject *native_js_float(PyObject *self, PyObject *text) {
     (void)self;
+    double x;
+    if (simple_decimal(text, &x)) {
+        if (floor(x) == x && fabs(x) < 1e21) return PyLong_FromDouble(x);
+        return PyFloat_FromDouble(x);
+    }
     PyObject *value = PyFloat_FromString(text);
     if (value == NULL) return NULL;
-    double x = PyFloat_AS_DOUBLE(value);
+    x = PyFloat_AS_DOUBLE(value);
     if (isfinite(x) && floor(x) == x && fabs(x) < 1e21) {
         Py_DECREF(value);
         return PyLong_FromDouble(x);
