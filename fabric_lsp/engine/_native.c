@@ -19,6 +19,9 @@
  * same way and added to a hot index's postings (`HotIndex.add`, search.py); -1 for text
  * with a non-ASCII piece, which the Python path indexes.
  *
+ * postings_builder(), finish_postings(builder): a hot build's postings gathered in C
+ * (`HotIndex.building`), and the dict they make.
+ *
  * intern_terms(...): a cold session's vocabulary into the cold term table
  * (`ColdTermTable.add`, memory/cold_index.py), the same ids, names and postings.
  *
@@ -430,6 +433,233 @@ static int add_posting(PyObject *postings, PyObject *term, PyObject *value, PyOb
     return append_to(plist, value);
 }
 
+/* ---- postings_builder: a hot build's postings gathered in C (search.py, `HotIndex`) ----
+ *
+ * postings_builder() -> PostingsBuilder: stands in for a new HotIndex's postings dict
+ * while the index is built; `index_text`, `add_counts` and `hot_plain` add to it as they
+ * add to the dict (the `add_posting` rule) but make no term str or posting int per
+ * occurrence, only one str per distinct term (the first occurrence's).
+ * finish_postings(builder) -> dict: the dict those adds and then `compact_postings` make:
+ * the terms in first-seen order, a term's postings one int (one posting), a list (2 to 8)
+ * or an array('Q') (more); the builder is empty afterwards. (tests: test_hot_plain.py) */
+
+typedef struct {
+    uint64_t hash;
+    PyObject *term;      /* the first occurrence's str (a reference) */
+    Py_ssize_t off, len; /* its UTF-8 bytes (surrogates passed) in the key arena */
+    uint64_t first;      /* the first posting */
+    uint64_t *more;      /* the others (n - 1 of them) */
+    Py_ssize_t n, cap;
+} PostingRow;
+
+typedef struct {
+    PyObject_HEAD
+    int32_t *cells; /* -1: empty; else an index into rows */
+    size_t mask;
+    PostingRow *rows;
+    size_t used, cap;
+    char *keys;
+    size_t keys_used, keys_cap;
+} PostingsBuilder;
+
+static PyTypeObject PostingsBuilderType;
+
+/* The hash of a key's bytes: eight bytes per step (the byte order fixed, so it never
+ * depends on the machine). Only ever compared with hashes made by this function. */
+static uint64_t key_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0;
+    unsigned shift = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        word |= (uint64_t)p[i] << shift;
+        shift += 8;
+        if (shift == 64) {
+            h = (h ^ word) * 0x9fb21c651e98df25ULL;
+            h ^= h >> 29;
+            word = 0;
+            shift = 0;
+        }
+    }
+    return mix64((h ^ word) * 0x9fb21c651e98df25ULL ^ (uint64_t)n);
+}
+
+static void builder_clear(PostingsBuilder *b) {
+    for (size_t r = 0; r < b->used; r++) {
+        Py_XDECREF(b->rows[r].term);
+        free(b->rows[r].more);
+    }
+    free(b->cells);
+    free(b->rows);
+    free(b->keys);
+    b->cells = NULL;
+    b->rows = NULL;
+    b->keys = NULL;
+    b->mask = 0;
+    b->used = b->cap = b->keys_used = b->keys_cap = 0;
+}
+
+static void builder_dealloc(PyObject *self) {
+    builder_clear((PostingsBuilder *)self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int builder_grow(PostingsBuilder *b) {
+    size_t capacity = b->cells == NULL ? 1024 : (b->mask + 1) * 2;
+    int32_t *cells = (int32_t *)malloc(capacity * sizeof(int32_t));
+    PostingRow *rows = (PostingRow *)realloc(b->rows, (capacity / 2) * sizeof(PostingRow));
+    if (rows != NULL) b->rows = rows;
+    if (cells == NULL || rows == NULL) {
+        free(cells);
+        return -1;
+    }
+    memset(cells, 0xff, capacity * sizeof(int32_t));
+    for (size_t r = 0; r < b->used; r++) {
+        size_t j = (size_t)rows[r].hash & (capacity - 1);
+        while (cells[j] >= 0) j = (j + 1) & (capacity - 1);
+        cells[j] = (int32_t)r;
+    }
+    free(b->cells);
+    b->cells = cells;
+    b->mask = capacity - 1;
+    b->cap = capacity / 2;
+    return 0;
+}
+
+/* One posting of the term whose UTF-8 bytes are `key`: `term` is its str when the caller
+ * has one (borrowed), else one is made from `key` (ASCII) for a new term; -1 on error. */
+static int builder_add(PostingsBuilder *b, const unsigned char *key, Py_ssize_t len, PyObject *term,
+                       uint64_t posting) {
+    if (b->used >= b->cap && (b->used >= (size_t)INT32_MAX || builder_grow(b) < 0)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint64_t hash = key_hash(key, len);
+    size_t j = (size_t)hash & b->mask;
+    for (;;) {
+        int32_t r = b->cells[j];
+        if (r < 0) break;
+        PostingRow *row = &b->rows[r];
+        if (row->hash == hash && row->len == len && memcmp(b->keys + row->off, key, (size_t)len) == 0) {
+            if (row->n - 1 == row->cap) {
+                Py_ssize_t cap = row->cap ? row->cap * 2 : 3;
+                uint64_t *more = (uint64_t *)realloc(row->more, (size_t)cap * sizeof(uint64_t));
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                row->more = more;
+                row->cap = cap;
+            }
+            row->more[row->n - 1] = posting;
+            row->n++;
+            return 0;
+        }
+        j = (j + 1) & b->mask;
+    }
+    if (b->keys_used + (size_t)len > b->keys_cap) {
+        size_t cap = b->keys_cap ? b->keys_cap : 16384;
+        while (cap < b->keys_used + (size_t)len) cap *= 2;
+        char *keys = (char *)realloc(b->keys, cap);
+        if (keys == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->keys = keys;
+        b->keys_cap = cap;
+    }
+    if (term != NULL) {
+        Py_INCREF(term);
+    } else {
+        term = PyUnicode_New(len, 127);
+        if (term == NULL) return -1;
+        memcpy(PyUnicode_1BYTE_DATA(term), key, (size_t)len);
+    }
+    PostingRow *row = &b->rows[b->used];
+    row->hash = hash;
+    row->term = term;
+    row->off = (Py_ssize_t)b->keys_used;
+    row->len = len;
+    row->first = posting;
+    row->more = NULL;
+    row->n = 1;
+    row->cap = 0;
+    memcpy(b->keys + b->keys_used, key, (size_t)len);
+    b->keys_used += (size_t)len;
+    b->cells[j] = (int32_t)b->used++;
+    return 0;
+}
+
+/* A str term's posting (`add_counts`): its UTF-8 bytes are the key; -1 on error. */
+static int builder_add_term(PostingsBuilder *b, PyObject *term, uint64_t posting) {
+    if (!PyUnicode_Check(term)) {
+        PyErr_SetString(PyExc_TypeError, "add_counts: a term is not a str");
+        return -1;
+    }
+    if (PyUnicode_IS_ASCII(term))
+        return builder_add(b, PyUnicode_1BYTE_DATA(term), PyUnicode_GET_LENGTH(term), term, posting);
+    PyObject *data = PyUnicode_AsEncodedString(term, "utf-8", "surrogatepass");
+    if (data == NULL) return -1;
+    int rc = builder_add(b, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), term, posting);
+    Py_DECREF(data);
+    return rc;
+}
+
+static PyObject *native_postings_builder(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyType_GenericAlloc(&PostingsBuilderType, 0);
+}
+
+static PyObject *native_finish_postings(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (Py_TYPE(arg) != &PostingsBuilderType) {
+        PyErr_SetString(PyExc_TypeError, "finish_postings(builder): not a postings_builder()");
+        return NULL;
+    }
+    PostingsBuilder *b = (PostingsBuilder *)arg;
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (size_t r = 0; r < b->used; r++) {
+        PostingRow *row = &b->rows[r];
+        PyObject *value;
+        if (row->n == 1) {
+            value = PyLong_FromUnsignedLongLong(row->first);
+        } else if (row->n <= 8) {
+            value = PyList_New(row->n);
+            for (Py_ssize_t k = 0; value != NULL && k < row->n; k++) {
+                PyObject *v = PyLong_FromUnsignedLongLong(k ? row->more[k - 1] : row->first);
+                if (v == NULL) Py_CLEAR(value);
+                else PyList_SET_ITEM(value, k, v);
+            }
+        } else {
+            PyObject *raw = PyBytes_FromStringAndSize(NULL, row->n * 8);
+            if (raw != NULL) {
+                char *to = PyBytes_AS_STRING(raw);
+                memcpy(to, &row->first, 8);
+                memcpy(to + 8, row->more, (size_t)(row->n - 1) * 8);
+            }
+            value = raw == NULL ? NULL : PyObject_CallFunction(array_type, "sO", "Q", raw);
+            Py_XDECREF(raw);
+        }
+        if (value == NULL || PyDict_SetItem(out, row->term, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    builder_clear(b);
+    return out;
+}
+
+static PyTypeObject PostingsBuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fabric_lsp.engine._native.PostingsBuilder",
+    .tp_basicsize = sizeof(PostingsBuilder),
+    .tp_dealloc = builder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A hot build's postings, gathered in C until finish_postings.",
+};
+
 /* Four arguments, args[dict_at] a dict, args[2] the base; -1 with TypeError else. */
 static int parse_index_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t dict_at, const char *usage,
                             unsigned long long *base) {
@@ -437,8 +667,8 @@ static int parse_index_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t 
         PyErr_Format(PyExc_TypeError, "%s takes 4 arguments", usage);
         return -1;
     }
-    if (!PyDict_CheckExact(args[dict_at])) {
-        PyErr_Format(PyExc_TypeError, "%s: postings must be a dict", usage);
+    if (!PyDict_CheckExact(args[dict_at]) && Py_TYPE(args[dict_at]) != &PostingsBuilderType) {
+        PyErr_Format(PyExc_TypeError, "%s: postings must be a dict or a postings_builder()", usage);
         return -1;
     }
     *base = PyLong_AsUnsignedLongLong(args[2]);
@@ -464,6 +694,16 @@ static int index_bytes(const unsigned char *data, Py_ssize_t n, PyObject *postin
     if (any_mixed) {
         pieces = PyDict_New();
         if (pieces == NULL) goto done;
+    }
+    if (pieces == NULL && Py_TYPE(postings) == &PostingsBuilderType) {
+        for (size_t t = 0; t < c.used; t++) {
+            Term *e = &c.terms[t];
+            if (builder_add((PostingsBuilder *)postings, e->ptr, e->len, NULL, base | (unsigned long long)e->count) < 0)
+                goto done;
+        }
+        *tokens_out = tokens;
+        rc = 1;
+        goto done;
     }
     for (size_t t = 0; t < c.used; t++) {
         Term *e = &c.terms[t];
@@ -524,9 +764,14 @@ static PyObject *native_add_counts(PyObject *self, PyObject *const *args, Py_ssi
     }
     Py_ssize_t pos = 0;
     PyObject *term, *tf;
+    int built = Py_TYPE(postings) == &PostingsBuilderType;
     while (PyDict_Next(counts, &pos, &term, &tf)) {
         unsigned long long n = PyLong_AsUnsignedLongLong(tf);
         if (n == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+        if (built) {
+            if (builder_add_term((PostingsBuilder *)postings, term, base | n) < 0) return NULL;
+            continue;
+        }
         PyObject *value = PyLong_FromUnsignedLongLong(base | n);
         if (value == NULL) return NULL;
         int rc = add_posting(postings, term, value, pack);
@@ -4222,7 +4467,8 @@ static PyObject *native_hot_plain(PyObject *self, PyObject *const *args, Py_ssiz
              *finish = G(23), *hot_index = G(24);
     PyObject *const *cols = &((PyTupleObject *)spec)->ob_item[9]; /* tend, index, line, ts, eid, pid, kind */
     if (!PyDict_CheckExact(kind_of) || !PyList_CheckExact(kinds) || !PyByteArray_CheckExact(tbuf)
-        || !PyDict_CheckExact(extra) || !PyDict_CheckExact(postings) || !PyList_CheckExact(seg_starts)) {
+        || !PyDict_CheckExact(extra) || (!PyDict_CheckExact(postings) && Py_TYPE(postings) != &PostingsBuilderType)
+        || !PyList_CheckExact(seg_starts)) {
         PyErr_SetString(PyExc_TypeError, "hot_plain: a spec of other types than hot_feed.hot_spec makes");
         return NULL;
     }
@@ -4579,6 +4825,10 @@ static PyMethodDef native_methods[] = {
     {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
     {"iso_ms", native_iso_ms, METH_O,
      "iso_ms(value) -> ms since the epoch of a YYYY-MM-DDTHH:MM:SS.mmmZ date, else None (not decided)"},
+    {"postings_builder", native_postings_builder, METH_NOARGS,
+     "postings_builder() -> a hot build's postings gathered in C (HotIndex, search.py)"},
+    {"finish_postings", native_finish_postings, METH_O,
+     "finish_postings(builder) -> the compacted postings dict the builder's adds make"},
     {"js_float", native_js_float, METH_O, "js_float(text) -> float(text), as an int when integral and below 1e21"},
     {"feed_message", (PyCFunction)(void (*)(void))native_feed_message, METH_FASTCALL,
      "feed_message(msg, eid, calls, events, tool_output) -> thinking blocks seen, or None (not normalized here)"},
@@ -4650,5 +4900,6 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_XDECREF(arrays);
     array_append = array_type == NULL ? NULL : PyObject_GetAttr(array_type, append_name);
     if (array_append == NULL) return NULL;
+    if (PyType_Ready(&PostingsBuilderType) < 0) return NULL;
     return PyModule_Create(&native_module);
 }

@@ -283,7 +283,7 @@ def state_from_record(
         loaded: list[Any] = record["entries"]  # undecoded records (disk_cache.load_record)
         entries = HotRecords()
         build = hot_index is None  # (`hot_cache.load_record` checked it holds exactly these records)
-        index = HotIndex() if hot_index is None else hot_index
+        index = HotIndex().building() if hot_index is None else hot_index
         for i, raw in enumerate(loaded):
             e: JsonValue = disk_cache.shard_entry(raw) if isinstance(raw, msgspec.Raw) else raw
             if not isinstance(e, dict) or "line" not in e or "role" not in e:

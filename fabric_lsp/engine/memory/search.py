@@ -45,6 +45,9 @@ _index_text, _add_counts = native_index_text()
 _bm25_add = getattr(NATIVE, "bm25_add", None)
 _segment_keys_c = getattr(NATIVE, "segment_keys", None)
 _compact_postings = getattr(NATIVE, "compact_postings", None)
+# a build's postings gathered in C until `compact` (None: not built)
+_postings_builder = getattr(NATIVE, "postings_builder", None)
+_finish_postings = getattr(NATIVE, "finish_postings", None)
 
 
 def _pack(plist: list[int]) -> array[int]:
@@ -106,12 +109,25 @@ class HotIndex:
         _add_counts(self.postings, counts, base, _pack)
         return sum(counts.values())
 
+    def building(self) -> HotIndex:
+        """This new index with its postings gathered in C (`_native.postings_builder`: no
+        str or int per term occurrence) until `compact` makes them the dict they would be;
+        nothing may read them before. Unchanged without the accelerator."""
+        if _postings_builder is not None and _index_text is not None and not self.postings:
+            self.postings = _postings_builder()
+        return self
+
     def c_parts(self) -> tuple[Any, ...]:
         """What `_native.hot_plain` adds a record with (memory/hot_feed.py)."""
         return (self.postings, self.doc_len, self.seg_starts, self.seg_of, _pack, SEGMENT_ROLES, self.add_pieces, self)
 
     def compact(self) -> None:
         """Pack long posting lists into 8-byte arrays (lists are cheaper to grow)."""
+        gathered: Any = self.postings
+        if type(gathered) is not dict:  # gathered in C (`building`): made the dict here
+            assert _finish_postings is not None
+            self.postings = _finish_postings(gathered)
+            return
         postings = self.postings
         if _compact_postings is not None:  # the loop below in C (test_hot_plain.py)
             _compact_postings(postings, _pack)
@@ -122,7 +138,7 @@ class HotIndex:
 
     @classmethod
     def build(cls, records: Iterable[JsonObject]) -> HotIndex:
-        index = cls()
+        index = cls().building()
         for rec in records:
             index.add(rec)
         index.compact()

@@ -242,7 +242,7 @@ def _assemble(
         )
         norm.file_ops = state.file_ops
         records = HotRecords()
-        index: HotIndex | None = HotIndex() if searchable else None  # expand needs no index
+        index: HotIndex | None = HotIndex().building() if searchable else None  # expand needs no index
         if sink is not None:
             sink.start()  # (a streaming build that starts again starts its sink again)
         # (the rule of records_from for the ids)
