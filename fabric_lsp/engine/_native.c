@@ -381,6 +381,98 @@ static int count_pieces(const unsigned char *data, Py_ssize_t n, unsigned char *
     return 0;
 }
 
+/* ---- utf8_surrogatepass: a str's UTF-8, lone surrogates passed ----
+ *
+ * `str.encode("utf-8", "surrogatepass")`: every code point on its own (a surrogate, paired
+ * or not, as three bytes). CPython's encoder takes each character of a 2- or 4-byte str
+ * one at a time; the texts folded and indexed here are mostly ASCII with a few wider
+ * characters (an emoji makes a whole tool output a 4-byte str), so runs of four ASCII
+ * characters are copied at once. utf8_surrogatepass(s) -> bytes exposes it to the tests. */
+
+/* bytes enough for any str of `s`'s kind and length */
+static Py_ssize_t utf8_room(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) return n;
+    int kind = PyUnicode_KIND(s);
+    return n * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4);
+}
+
+static inline unsigned char *put_code_point(unsigned char *o, Py_UCS4 ch) {
+    if (ch < 0x80) {
+        *o++ = (unsigned char)ch;
+    } else if (ch < 0x800) {
+        *o++ = (unsigned char)(0xc0 | (ch >> 6));
+        *o++ = (unsigned char)(0x80 | (ch & 0x3f));
+    } else if (ch < 0x10000) {
+        *o++ = (unsigned char)(0xe0 | (ch >> 12));
+        *o++ = (unsigned char)(0x80 | ((ch >> 6) & 0x3f));
+        *o++ = (unsigned char)(0x80 | (ch & 0x3f));
+    } else {
+        *o++ = (unsigned char)(0xf0 | (ch >> 18));
+        *o++ = (unsigned char)(0x80 | ((ch >> 12) & 0x3f));
+        *o++ = (unsigned char)(0x80 | ((ch >> 6) & 0x3f));
+        *o++ = (unsigned char)(0x80 | (ch & 0x3f));
+    }
+    return o;
+}
+
+#define UTF8_WIDE_LOOP(T)                                                                        \
+    do {                                                                                         \
+        const T *c = (const T *)PyUnicode_DATA(s);                                               \
+        while (i < n) {                                                                          \
+            if (i + 4 <= n && (c[i] | c[i + 1] | c[i + 2] | c[i + 3]) < 0x80) {                  \
+                o[0] = (unsigned char)c[i];                                                      \
+                o[1] = (unsigned char)c[i + 1];                                                  \
+                o[2] = (unsigned char)c[i + 2];                                                  \
+                o[3] = (unsigned char)c[i + 3];                                                  \
+                o += 4;                                                                          \
+                i += 4;                                                                          \
+                continue;                                                                        \
+            }                                                                                    \
+            o = put_code_point(o, c[i++]);                                                       \
+        }                                                                                        \
+    } while (0)
+
+/* `s`'s UTF-8 written to `out` (utf8_room(s) bytes of room); returns the bytes written */
+static Py_ssize_t utf8_write(PyObject *s, unsigned char *out) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s), i = 0;
+    unsigned char *o = out;
+    if (PyUnicode_IS_ASCII(s)) {
+        memcpy(out, PyUnicode_1BYTE_DATA(s), (size_t)n);
+        return n;
+    }
+    switch (PyUnicode_KIND(s)) {
+    case PyUnicode_1BYTE_KIND:
+        UTF8_WIDE_LOOP(Py_UCS1);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        UTF8_WIDE_LOOP(Py_UCS2);
+        break;
+    default:
+        UTF8_WIDE_LOOP(Py_UCS4);
+        break;
+    }
+    return o - out;
+}
+
+/* a new bytes of `s`'s UTF-8 (NULL with an error) */
+static PyObject *utf8_bytes(PyObject *s) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, utf8_room(s));
+    if (out == NULL) return NULL;
+    Py_ssize_t n = utf8_write(s, (unsigned char *)PyBytes_AS_STRING(out));
+    if (n != PyBytes_GET_SIZE(out) && _PyBytes_Resize(&out, n) < 0) return NULL;
+    return out;
+}
+
+static PyObject *native_utf8_surrogatepass(PyObject *self, PyObject *s) {
+    (void)self;
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_surrogatepass(s): s must be a str");
+        return NULL;
+    }
+    return utf8_bytes(s);
+}
+
 /* array.array and its `append` descriptor (taken at import): an array column's append is
  * called straight, without a method lookup per value */
 static PyObject *array_type, *array_append;
@@ -954,28 +1046,17 @@ static int hot_append(PyObject *const *v, PyObject *kind_of, PyObject *kinds, Py
     Py_INCREF(code);
     Py_DECREF(tagged);
     Py_DECREF(kind_t);
-    /* the text, UTF-8 with lone surrogates passed */
-    PyObject *encoded = NULL;
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(v[8], &n);
-    if (utf8 == NULL) {
-        PyErr_Clear();
-        encoded = PyUnicode_AsEncodedString(v[8], "utf-8", "surrogatepass");
-        if (encoded == NULL) {
-            Py_DECREF(code);
-            return -1;
-        }
-        utf8 = PyBytes_AS_STRING(encoded);
-        n = PyBytes_GET_SIZE(encoded);
-    }
-    Py_ssize_t old = PyByteArray_GET_SIZE(tbuf);
-    if (PyByteArray_Resize(tbuf, old + n) < 0) {
-        Py_XDECREF(encoded);
+    /* the text (a str: checked above), UTF-8 with lone surrogates passed */
+    Py_ssize_t old = PyByteArray_GET_SIZE(tbuf), n;
+    if (PyByteArray_Resize(tbuf, old + utf8_room(v[8])) < 0) {
         Py_DECREF(code);
         return -1;
     }
-    memcpy(PyByteArray_AS_STRING(tbuf) + old, utf8, (size_t)n);
-    Py_XDECREF(encoded);
+    n = utf8_write(v[8], (unsigned char *)PyByteArray_AS_STRING(tbuf) + old);
+    if (PyByteArray_Resize(tbuf, old + n) < 0) {
+        Py_DECREF(code);
+        return -1;
+    }
     int bad = append_owned(cols[0], PyLong_FromSsize_t(old + n)) < 0 || append_to(cols[1], v[2]) < 0
               || append_to(cols[2], v[12]) < 0 || append_to(cols[3], v[9]) < 0
               || append_owned(cols[4], PyLong_FromLongLong(eid_n)) < 0
@@ -4022,7 +4103,7 @@ static int fold_text(PyObject *folder, PyObject *text) {
         return -1;
     }
     Py_ssize_t chars = PyUnicode_GET_LENGTH(text);
-    PyObject *data = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass");
+    PyObject *data = utf8_bytes(text);
     if (data == NULL) {
         Py_DECREF(batch);
         return -1;
@@ -4823,6 +4904,7 @@ static PyMethodDef native_methods[] = {
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
     {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
+    {"utf8_surrogatepass", native_utf8_surrogatepass, METH_O, "utf8_surrogatepass(s) -> s.encode('utf-8', 'surrogatepass')"},
     {"iso_ms", native_iso_ms, METH_O,
      "iso_ms(value) -> ms since the epoch of a YYYY-MM-DDTHH:MM:SS.mmmZ date, else None (not decided)"},
     {"postings_builder", native_postings_builder, METH_NOARGS,

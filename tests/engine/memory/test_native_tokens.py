@@ -259,3 +259,26 @@ def test_piece_counts_finish_the_same_in_c(words, ns):
     assert list(got.items()) == list(want.items())
     # pieces whose tokens meet add their counts (an ASCII piece and a ligature)
     assert tokenize.finish_piece_counts({"fi": 2, "ﬁ".encode(): 3, "x": 1}) == {"fi": 5, "x": 1}
+
+
+@needs_native
+@settings(max_examples=profile_examples(1500), deadline=None)
+@given(
+    st.one_of(
+        texts,
+        st.text(max_size=300),
+        # long ASCII runs (copied four characters at a time) with a wide character placed anywhere
+        st.builds(
+            lambda head, wide, tail: head + wide + tail,
+            st.text(alphabet="abc XYZ_09\n", max_size=40),
+            st.sampled_from(
+                ["", "é", "ÿ", "\u0080", "\u07ff", "\u0800", "\uffff", "\ud83d", "\udfff", "😀", "\U0010ffff", "\x7f"]
+            ),
+            st.text(alphabet="abc XYZ_09\n\x80", max_size=40),
+        ),
+    )
+)
+def test_utf8_surrogatepass_is_pythons_encoding(text):
+    """The UTF-8 the folds and hot records take from a str (`utf8_surrogatepass`): every
+    kind of str (1-, 2- and 4-byte), lone and paired surrogates each as three bytes."""
+    assert _native.utf8_surrogatepass(text) == text.encode("utf-8", "surrogatepass")
