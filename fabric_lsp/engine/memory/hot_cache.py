@@ -28,7 +28,7 @@ import msgspec
 
 from ..native import NATIVE
 from . import disk_cache, seal
-from .search import HotIndex
+from .hot_index import HotIndex
 
 if TYPE_CHECKING:
     from .source import StatKey

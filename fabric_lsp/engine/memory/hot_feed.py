@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from ..native import NATIVE
 from . import file_history
 from .entry_text import Normalizer
+from .hot_index import HotIndex
 from .records import HotRecords, RecordSink
-from .search import HotIndex
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import disk_cache, file_history, hot_cache, seal
+from .hot_index import HotIndex
 from .records import HotRecords
-from .search import HotIndex
 from .source import (
     Lineage,
     StatKey,

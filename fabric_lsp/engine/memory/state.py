@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import disk_cache
+from .hot_index import HotIndex
 from .records import HotRecords
-from .search import DigestView, HotIndex, HotView
+from .search import DigestView, HotView
 from .source import Lineage, SourceScan, StatKey
 
 if TYPE_CHECKING:

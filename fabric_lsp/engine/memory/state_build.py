@@ -21,9 +21,9 @@ from .entry_rows import entries_streaming, kept_entries, scan_streaming
 from .entry_text import Normalizer
 from .file_history import new_collector
 from .hot_feed import feed_entries
+from .hot_index import HotIndex, postings_of
 from .persist import finish_state, read_file_ops, write_records
 from .records import HotRecords, RecordSink
-from .search import HotIndex, postings_of
 from .source import (
     Lineage,
     SourceScan,

@@ -5,7 +5,7 @@ Entries and segments go in COPY's text format. Postings go in COPY's binary form
 hundreds of thousands of posting numbers, and both sides spend far less on 4-byte
 big-endian integers than on decimal text (formatting them here, `array_in` parsing them
 in the server). The numbers are moved with array operations, not one by one in Python:
-a term's postings are packed `(position << 32) | tf` (`search.HotIndex`), so their
+a term's postings are packed `(position << 32) | tf` (`hot_index.HotIndex`), so their
 big-endian bytes are the position's and the term frequency's, side by side.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from fabric_lsp.engine.memory.search import HotIndex
+from fabric_lsp.engine.memory.hot_index import HotIndex
 from fabric_lsp.engine.native import NATIVE
 
 # COPY binary: signature, flags, header extension length; and the trailer

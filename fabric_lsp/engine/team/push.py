@@ -3,7 +3,7 @@
 What leaves the machine is exactly what the local hot index holds for a session
 (`sessions.build_state`, tier hot, branch mode `active`): the normalized records under the
 same privacy policy (`memory.indexToolOutput`, `memory.indexThinking`,
-`memory.maxEntryChars`), their term counts and lengths (`search.HotIndex`), the segment
+`memory.maxEntryChars`), their term counts and lengths (`hot_index.HotIndex`), the segment
 starts, the typed file operations, and the session's identity (id, cwd, source hash,
 lineage fingerprint, stat key). Never a raw JSONL line.
 

@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 
-from fabric_lsp.engine.memory import disk_cache, hot_cache, persist, seal, search, state, state_build
+from fabric_lsp.engine.memory import disk_cache, hot_cache, persist, seal, state, state_build
 from fabric_lsp.engine.memory.api import MemoryConfig, MemoryEngine
+from fabric_lsp.engine.memory.hot_index import HotIndex, postings_of
 from fabric_lsp.engine.memory.records import HotRecords
-from fabric_lsp.engine.memory.search import HotIndex, postings_of
 from fabric_lsp.engine.memory.source import stat_key
 from tests.support.agent import EXAMPLES_AGENT, examples_agent
 from tests.support.examples import profile_examples
@@ -132,8 +132,8 @@ def test_restart_answers_the_same_without_tokenizing_again(tmp_path, monkeypatch
     shards = list(index_dir.glob("*.jsonl.json"))
     assert sidecars and len(sidecars) == len(shards)
     added: list[int] = []
-    real_add = search.HotIndex.add
-    monkeypatch.setattr(search.HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
+    real_add = HotIndex.add
+    monkeypatch.setattr(HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
     assert _recall(WireMemoryEngine(CFG, agent_dir=str(agent), index_dir=str(index_dir))) == first
     assert added == []  # every hot index came from its sidecar
 
@@ -144,8 +144,8 @@ def test_a_sidecar_that_is_not_this_shards_is_rebuilt(tmp_path, monkeypatch):
     victim = _terms_files(index_dir)[0]
     good = victim.read_bytes()
     added: list[int] = []
-    real_add = search.HotIndex.add
-    monkeypatch.setattr(search.HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
+    real_add = HotIndex.add
+    monkeypatch.setattr(HotIndex, "add", lambda self, rec: (added.append(1), real_add(self, rec))[1])
     # a flipped byte breaks the seal
     at = good.index(b'"postings":"') + 14
     victim.write_bytes(good[:at] + (b"B" if good[at : at + 1] != b"B" else b"C") + good[at + 1 :])

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from fabric_lsp.engine.memory import hot_feed
 from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.file_history import new_collector
+from fabric_lsp.engine.memory.hot_index import HotIndex
 from fabric_lsp.engine.memory.records import HotRecords
-from fabric_lsp.engine.memory.search import HotIndex
 from tests.engine.memory.test_normalize_fast_path import _ENTRY, _FILE_ENTRY, _LONG_ENTRY, _PLAIN
 from tests.support.examples import profile_examples
 
@@ -182,18 +182,18 @@ def test_a_sink_sees_every_record_in_python(monkeypatch):
 def test_hot_index_compact_in_c_equals_python(postings):
     """`HotIndex.compact` packs lists of more than 8 postings into arrays, in C where the
     accelerator is built: the same postings, types and key order as the Python loop."""
-    from fabric_lsp.engine.memory import search
+    from fabric_lsp.engine.memory import hot_index
 
-    native = search._compact_postings
+    native = hot_index._compact_postings
     if native is None:
         pytest.skip("the C accelerator is not built")
     a, b = HotIndex(postings=copy.deepcopy(postings)), HotIndex(postings=copy.deepcopy(postings))
     a.compact()
-    search._compact_postings = None
+    hot_index._compact_postings = None
     try:
         b.compact()
     finally:
-        search._compact_postings = native
+        hot_index._compact_postings = native
     assert list(a.postings) == list(b.postings) == list(postings)
     assert [(type(v), list(v) if not isinstance(v, int) else v) for v in a.postings.values()] == [
         (type(v), list(v) if not isinstance(v, int) else v) for v in b.postings.values()

@@ -11,7 +11,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory.search import HotIndex, HotView, bm25_located
+from fabric_lsp.engine.memory.hot_index import HotIndex
+from fabric_lsp.engine.memory.search import HotView, bm25_located
 from fabric_lsp.engine.memory.tokenize import (
     count_terms,
     reference_tokenize,

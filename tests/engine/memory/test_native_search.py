@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric_lsp.engine.memory import search
+from fabric_lsp.engine.memory.hot_index import HotIndex, postings_of
 from fabric_lsp.engine.memory.records import HotRecords
 from fabric_lsp.engine.memory.search import (
     DigestHit,
     DigestView,
-    HotIndex,
     HotView,
     SegmentItem,
     _item_key,
@@ -182,7 +182,7 @@ def test_bm25_add_takes_every_postings_form_and_leaves_others_to_python() -> Non
     for postings in ((1 << 32) | 2, [(0 << 32) | 1, (2 << 32) | 5], ((1 << 32) | 1,), array("Q", [(2 << 32) | 3, 1])):
         scores: dict[int, float] = {2: 0.5}
         expected = dict(scores)
-        for p in search.postings_of(postings):
+        for p in postings_of(postings):
             idx, tf = p >> 32, p & 0xFFFFFFFF
             expected[idx] = expected.get(idx, 0.0) + args[0] * (tf * args[1]) / (tf + (args[2] + args[3] * dl[idx]))
         assert _native.bm25_add(scores, postings, dl, *args) is True

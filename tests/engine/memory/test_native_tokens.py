@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import search, tokenize
-from fabric_lsp.engine.memory.search import HotIndex, postings_of
+from fabric_lsp.engine.memory import hot_index, tokenize
+from fabric_lsp.engine.memory.hot_index import HotIndex, postings_of
 from fabric_lsp.engine.memory.tokenize import (
     _MIXED_TABLE,
     reference_tokenize,
@@ -88,13 +88,13 @@ def test_native_pieces_on_large_inputs_with_many_distinct_pieces():
 
 
 def _index_in_python(texts: list[str]) -> HotIndex:
-    """HotIndex.add's loop, without the accelerator (`search._index_text` off)."""
-    saved = search._index_text
-    search._index_text = None
+    """HotIndex.add's loop, without the accelerator (`hot_index._index_text` off)."""
+    saved = hot_index._index_text
+    hot_index._index_text = None
     try:
         return HotIndex.build({"text": t, "role": "user" if i % 3 == 0 else "assistant"} for i, t in enumerate(texts))
     finally:
-        search._index_text = saved
+        hot_index._index_text = saved
 
 
 @needs_native
@@ -104,7 +104,7 @@ def test_native_index_text_builds_the_python_index(records):
     """`index_text` (ASCII records, in C) gives the same postings, in the same order (the
     persisted index keeps it), the same lengths and segments as the Python loop, also once
     a term's list passes 64 entries and is packed."""
-    assert search._index_text is not None
+    assert hot_index._index_text is not None
     native = HotIndex.build({"text": t, "role": "user" if i % 3 == 0 else "assistant"} for i, t in enumerate(records))
     python = _index_in_python(records)
     assert list(native.postings) == list(python.postings)

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory import hot_feed, search
+from fabric_lsp.engine.memory import hot_feed, hot_index
 from fabric_lsp.engine.memory.entry_text import Normalizer
 from fabric_lsp.engine.memory.file_history import new_collector
+from fabric_lsp.engine.memory.hot_index import HotIndex
 from fabric_lsp.engine.memory.records import HotRecords
-from fabric_lsp.engine.memory.search import HotIndex
 from tests.engine.memory.test_hot_plain import _pi_like
 from tests.support.examples import profile_examples
 
-native = pytest.mark.skipif(search._postings_builder is None, reason="the C accelerator is not built")
+native = pytest.mark.skipif(hot_index._postings_builder is None, reason="the C accelerator is not built")
 
 # Few words, so terms repeat across records (past 8 and 64 postings); an ASCII term also
 # arrives as the tokenizer's result of a non-ASCII piece ("ﬁ" is "fi", "ＦＵＬＬ" is "full").
@@ -84,8 +84,8 @@ def test_a_finished_builder_is_empty_and_only_a_builder_finishes():
     from fabric_lsp.engine.native import NATIVE
 
     builder = NATIVE.postings_builder()
-    assert NATIVE.index_text(b"Alpha beta alpha", builder, 5 << 32, search._pack) == 3
-    NATIVE.add_counts(builder, {"beta": 2, "wörd": 1}, 6 << 32, search._pack)
+    assert NATIVE.index_text(b"Alpha beta alpha", builder, 5 << 32, hot_index._pack) == 3
+    NATIVE.add_counts(builder, {"beta": 2, "wörd": 1}, 6 << 32, hot_index._pack)
     assert NATIVE.finish_postings(builder) == {
         "alpha": 5 << 32 | 2,
         "beta": [5 << 32 | 1, 6 << 32 | 2],
@@ -95,7 +95,7 @@ def test_a_finished_builder_is_empty_and_only_a_builder_finishes():
     with pytest.raises(TypeError, match="postings_builder"):
         NATIVE.finish_postings({})
     with pytest.raises(TypeError, match="not a str"):
-        NATIVE.add_counts(builder, {b"bytes": 1}, 0, search._pack)
+        NATIVE.add_counts(builder, {b"bytes": 1}, 0, hot_index._pack)
 
 
 @native

@@ -16,7 +16,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabric_lsp.engine.memory.search import HotIndex
+from fabric_lsp.engine.memory.hot_index import HotIndex
 from fabric_lsp.engine.team import copy_rows
 from fabric_lsp.engine.team.prepare import RecordEncoder, decode_record
 
