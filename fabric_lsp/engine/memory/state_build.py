@@ -271,13 +271,17 @@ def build_detached(
     (when the file grows, a hot state gets it back from the old bytes, verified against
     `sourceHash`: `_restore_bookkeeping`; a cold one is rebuilt). With `index_dir`, the
     worker writes the state's disk cache records itself (`write_records`) and the result
-    says so (`written`): the caller adopts it without writing, and the encoded record is
-    not sent back."""
+    says so (`written`): the caller adopts it without writing, and neither the encoded
+    record nor the encoded record list is sent back."""
     state = build_state(file, branches, tier, cfg, ref_id=ref_id, ref_cwd=ref_cwd)
     if index_dir is not None:
         write_records(index_dir, state)
         state.persisted = b""
         state.written = True
+        # Nor is the encoded record list (a hot shard's, up to 8 MiB each: more than half of
+        # what a hot build sends): the record on disk holds it, and the first append encodes
+        # the list again (`persist._encode_entries` from the start), then extends it.
+        state.entries_json, state.entries_encoded, state.entries_bytes = b"", 0, 0
     state.scan = None
     state.normalizer = None
     state.folder = None

@@ -284,3 +284,35 @@ def test_the_server_prestarts_builders_only_for_a_fresh_enabled_index(tmp_path: 
         assert on.prestart_builders() == 0 and build_pool._spares == []
     finally:
         build_pool.drop_spares()
+
+
+def test_a_hot_state_from_a_child_is_sent_without_its_encoded_records_and_appends_as_a_rebuild(tmp_path: Path):
+    """A builder writes the shard itself, so the state it sends keeps no encoded record list
+    (the bulk of a hot reply); the server's first append encodes the list again, and the
+    shard it then writes equals a fresh build's of the grown file."""
+    from fabric_lsp.engine.memory.append import try_append
+    from fabric_lsp.engine.memory.persist import write_records
+    from fabric_lsp.engine.memory.source import stat_key
+    from tests.support.sessions import append_rows
+
+    rows = [header("h1", CWD), user("u1", None, "hot words to encode", 1)]
+    rows += [
+        assistant(f"a{i}", "u1" if i == 0 else f"a{i - 1}", [{"type": "text", "text": f"reply {i}"}], 2 + i)
+        for i in range(5)
+    ]
+    path = write_session(tmp_path / "agent", CWD, "h1.jsonl", rows, 1_700_000_000)
+    index, fresh_index = tmp_path / "index", tmp_path / "fresh"
+    for d in (index, fresh_index):
+        disk_cache.claim_index_dir(str(d), agent_dir=str(tmp_path / "agent"), session_dir=str(tmp_path / "agent"))
+    cfg = MemoryConfig()
+    state = build_detached(str(path), "active", "hot", cfg, ref_id="h1", ref_cwd=CWD, index_dir=str(index))
+    assert state.written and (state.entries_json, state.entries_encoded, state.entries_bytes) == (b"", 0, 0)
+    write_records(str(index), state)  # (the server's adoption: clears `written`, writes nothing)
+
+    append_rows(path, [user("u2", "a4", "appended words", 9)])
+    key = stat_key(str(path))
+    assert key is not None and try_append(state, key, cfg)
+    write_records(str(index), state)
+    build_detached(str(path), "active", "hot", cfg, ref_id="h1", ref_cwd=CWD, index_dir=str(fresh_index))
+    name = disk_cache.cache_name(str(path), "active", "shard")
+    assert (index / name).read_bytes() == (fresh_index / name).read_bytes()
