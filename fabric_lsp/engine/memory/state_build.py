@@ -43,14 +43,26 @@ if TYPE_CHECKING:
     Cancel = Callable[[], None] | None
     EntriesOf = Callable[[Lineage, bool], Iterable[tuple[JsonValue, int]]]  # (lineage, share_ids)
 
-# Up to this size a file is read whole and each content line decoded once, its value kept
-# until the lineage is known; that costs ~9x the file while it lasts (for small entries),
-# and at this size is no faster than the streaming build (measured: 1.80 vs 1.89 s CPU for
-# a 24 MB session of small entries), so the bound is low.
-SINGLE_PASS_MAX_BYTES = 4 * 1024 * 1024
+# Up to this size a file is read whole. Its content lines are decoded once, each value kept
+# until the lineage is known, when those values fit KEPT_VALUES_MAX_BYTES (`single_pass`);
+# else the bytes are scanned first and the selected lines decoded from them after.
+SINGLE_PASS_MAX_BYTES = 16 * 1024 * 1024
+# The kept values of a file are estimated at 2.2 times its bytes plus 2.2 KB per line
+# (measured on generated sessions of 4.7 to 18 MB, 1.3 to 1.8 KB per line: peak RSS 1.9x to
+# 4.0x the file; a 24 MB session of small entries took ~9x). One pass saves the second
+# decode of the selected lines: 7.17 -> 6.47 G instructions for the 200 MB corpus's seven
+# files over 4 MiB (docs/performance.md).
+KEPT_VALUES_MAX_BYTES = 48 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = entry_rows.STREAM_CHUNK_BYTES  # (a test sets this one)
+
+
+def single_pass(data: bytes) -> bool:
+    """Whether a file read whole (`data`) is decoded in one pass, its values kept."""
+    if len(data) > SINGLE_PASS_MAX_BYTES:
+        return False
+    return len(data) * 22 // 10 + data.count(b"\n") * 2200 <= KEPT_VALUES_MAX_BYTES
 
 
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:
@@ -104,7 +116,7 @@ def build_state(
     data, key = _read_consistent(file)
     hasher = hashlib.sha256(data)
     # One full decode per line, keeping content values, saves the second decode.
-    kept: dict[int, Any] | None = {} if len(data) <= SINGLE_PASS_MAX_BYTES else None
+    kept: dict[int, Any] | None = {} if single_pass(data) else None
     scan = scan_source(data, keep=kept)
     # The bytes and decoded values are handed to the one pass over the records, so they
     # are freed when it ends (before the shard is encoded), not when this returns.

@@ -1,6 +1,8 @@
-"""A session built streaming (files over SINGLE_PASS_MAX_BYTES: read in chunks twice)
-gives exactly the state the in-memory build gives: the same persisted record, records,
-coverage and file operations, whatever the chunk size and wherever lines break."""
+"""A session built streaming (files over SINGLE_PASS_MAX_BYTES: read in chunks twice), or
+read whole and scanned before its selected lines are decoded (kept values over
+KEPT_VALUES_MAX_BYTES), gives exactly the state the one-pass build gives: the same
+persisted record, records, coverage and file operations, whatever the chunk size and
+wherever lines break."""
 
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ EXAMPLES = sorted((REPO / "fabric_lsp" / "examples" / "agent" / "sessions").glob
 REAL = sorted(REAL_SESSIONS.glob("*.jsonl"))
 
 
-def _build(path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch) -> state.SessionState:
+def _build(
+    path: Path, tier: str, branches: str, *, stream: bool, chunk: int, monkeypatch, keep: bool = True
+) -> state.SessionState:
     monkeypatch.setattr(state_build, "SINGLE_PASS_MAX_BYTES", 0 if stream else 1 << 40)
+    monkeypatch.setattr(state_build, "KEPT_VALUES_MAX_BYTES", 1 << 40 if keep else 0)
     monkeypatch.setattr(state_build, "STREAM_CHUNK_BYTES", chunk)
     return build_state(str(path), branches, tier, MemoryConfig(), ref_id="ref", ref_cwd="/ref")
 
@@ -56,6 +61,7 @@ def _facts(state: state.SessionState) -> tuple:
 @pytest.mark.parametrize("path", REAL + EXAMPLES, ids=lambda p: p.name[:40])
 def test_streaming_equals_in_memory(path, tier, branches, monkeypatch):
     whole = _facts(_build(path, tier, branches, stream=False, chunk=1 << 20, monkeypatch=monkeypatch))
+    assert _facts(_build(path, tier, branches, stream=False, chunk=1, monkeypatch=monkeypatch, keep=False)) == whole
     for chunk in (1, 97, 4096):
         assert _facts(_build(path, tier, branches, stream=True, chunk=chunk, monkeypatch=monkeypatch)) == whole
 
@@ -115,13 +121,13 @@ def test_streaming_equals_in_memory_on_odd_files(tmp_path_factory, lines, traili
     mp = pytest.MonkeyPatch()
     try:
 
-        def facts(stream: bool, size: int):
+        def facts(stream: bool, size: int, keep: bool = True):
             try:
-                return _facts(_build(path, tier, "active", stream=stream, chunk=size, monkeypatch=mp))
+                return _facts(_build(path, tier, "active", stream=stream, chunk=size, monkeypatch=mp, keep=keep))
             except SourceMissing as missing:
                 return ("missing", missing.reason)
 
-        assert facts(True, chunk) == facts(False, 1 << 20)
+        assert facts(True, chunk) == facts(False, 1 << 20) == facts(False, 1 << 20, keep=False)
     finally:
         mp.undo()
 
@@ -138,3 +144,18 @@ def test_ordinal_bitmap_answers_membership_like_a_set(ordinals, probes):
     assert len(bitmap) == len(plain) and sorted(bitmap) == sorted(plain) and bitmap == plain
     for probe in probes + ordinals:
         assert (probe in bitmap) == (probe in plain)
+
+
+def test_one_pass_takes_a_file_whose_kept_values_fit_the_budget():
+    """`single_pass`: read whole up to SINGLE_PASS_MAX_BYTES, decoded in one pass when its
+    estimated kept values (2.2 times the bytes, 2.2 KB per line) fit KEPT_VALUES_MAX_BYTES."""
+    budget = state_build.KEPT_VALUES_MAX_BYTES
+    lines = 8000
+    fits = (budget - lines * 2200) * 10 // 22  # the largest size of `lines` lines within budget
+    assert fits <= state_build.SINGLE_PASS_MAX_BYTES
+    data = (b"x" * (fits // lines - 1) + b"\n") * lines
+    data += b"x" * (fits - len(data))
+    assert len(data) == fits and state_build.single_pass(data)
+    assert not state_build.single_pass(data + b"x" * 10)
+    assert not state_build.single_pass(data[:-1] + b"\n\n")  # one line more
+    assert state_build.single_pass(b"") and not state_build.single_pass(b"\n" * (budget // 2200 + 1))
