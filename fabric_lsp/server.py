@@ -326,6 +326,9 @@ class FabricServer(LanguageServer):
         self.watch_mode: str | None = None  # "registered" | "polling"
         self.change_batcher: Any = None  # handlers/lifecycle.ChangeBatcher, made on first change
         self.initialized_done = False
+        # Set once `initialized` has the client's settings (None: not asked for yet): a
+        # request that comes meanwhile waits for them (request_runner.run_request).
+        self.settings_pulled: asyncio.Event | None = None
         self._shown_warnings: set[str] = set()
         self._lock = threading.Lock()
         self.engines = Engines(

@@ -67,6 +67,8 @@ async def pull_client_settings(ls: FabricServer) -> None:
 
 @feature(types.INITIALIZED)
 async def initialized(ls: FabricServer, params: types.InitializedParams) -> None:
+    # (before any await: a request read after this notification finds it unset)
+    pulled = ls.settings_pulled = asyncio.Event()
     index_in_background = os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0"
     if index_in_background:
         from fabric_lsp.handlers.request_runner import BackgroundProgress
@@ -75,8 +77,11 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
         # that runs meanwhile makes its memory engine with the indexer pending, so its
         # answer says what the indexer will cover (`indexing_in_progress`).
         ls.engines.enable_background_index(BackgroundProgress(ls).sink)
-    await pull_client_settings(ls)
-    config = ls.reload_config()
+    try:
+        await pull_client_settings(ls)
+        config = ls.reload_config()
+    finally:
+        pulled.set()
     if index_in_background:  # (a fresh index only; its dir as the client's settings have it)
         ls.engine_executor.submit(ls.engines.prestart_builders)
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):

@@ -10,6 +10,7 @@ tells the engine to stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -41,6 +42,7 @@ log = logging.getLogger("fabric_lsp.requests")
 _token_ids = itertools.count(1)
 
 CREATE_TIMEOUT_S = 5.0
+SETTINGS_WAIT_S = 10.0
 REPORT_INTERVAL_S = 0.05
 
 
@@ -288,6 +290,13 @@ async def run_request(
     """
     if params is None:
         params = decode(method, raw_params)
+    pulled = server.settings_pulled
+    if pulled is not None and not pulled.is_set():
+        # An editor's first requests come right behind `initialized`: they are answered
+        # with the client's settings (budgets, hot sessions), which that handler is
+        # asking for now (at most SETTINGS_WAIT_S: the pull has its own timeout).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(pulled.wait(), SETTINGS_WAIT_S)
     token = CancelToken()
     msg_id = server.protocol.msg_id
     if msg_id is not None:

@@ -88,9 +88,11 @@ class RawServer:
         stderr_path: Path | None = None,
         settings: dict | None = None,
         command: list[str] | None = None,
+        settings_delay: float = 0.0,
     ) -> None:
         self.agent = agent
         self.settings = settings  # answer to workspace/configuration "fabric"
+        self.settings_delay = settings_delay  # seconds before that answer (a slow client)
         if stderr_path is not None:
             Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
         self._stderr = open(stderr_path or os.devnull, "ab")
@@ -243,6 +245,12 @@ class RawServer:
         if method == "workspace/configuration":
             items = (msg.get("params") or {}).get("items") or [{}]
             result = [self.settings if it.get("section") == "fabric" else None for it in items]
+            if self.settings_delay:  # answered later, from another thread (reading goes on)
+                delay, self.settings_delay = self.settings_delay, 0.0
+                timer = threading.Timer(delay, self._answer_server_request, (msg,))
+                timer.daemon = True
+                timer.start()
+                return
         try:
             self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
         except (BrokenPipeError, ValueError, OSError):

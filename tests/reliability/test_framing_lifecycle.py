@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from reliability_kit import ORBIT, RawServer, example_agent, frame, session_files
+from reliability_kit import ORBIT, RawServer, example_agent, frame, server_env, session_files
 
 from fabric_lsp.framing import MAX_CONTENT_LENGTH, MAX_MESSAGE_DEPTH
 
@@ -229,3 +229,28 @@ def test_nesting_up_to_the_cap_is_handled_normally(server):
     err = server.wait(rid, 30).get("error")
     assert err is not None and err["code"] == -32602 and "x" in err["message"], err  # unknown field, not a crash
     assert "result" in server.wait(server.request("fabric/sessions", {"scope": "global"}), 30)
+
+
+def test_a_request_right_behind_initialized_is_answered_with_the_clients_settings(tmp_path):
+    """An editor's first requests come right behind `initialized`, while the server asks
+    for the client's settings (`workspace/configuration`, answered a second late here):
+    they wait for them and are answered with them (maxSyncSessions 1: the first answer
+    says the budget left sessions out), not with the defaults."""
+    agent = example_agent(tmp_path / "agent")
+    assert len(session_files(agent)) > 1
+    srv = RawServer(
+        agent,
+        env=server_env(agent, FABRIC_LSP_BACKGROUND_INDEX="0"),
+        stderr_path=tmp_path / "server.log",
+        settings={"memory": {"maxSyncSessions": 1}},
+        settings_delay=1.0,
+    )
+    try:
+        srv.initialize(ORBIT)
+        started = time.monotonic()
+        first = srv.call("fabric/recall", {"query": "test", "scope": "global"}, timeout=60)
+        assert time.monotonic() - started >= 0.5  # it waited for the settings
+        assert "max_sync_sessions" in first["coverage"]["reasons"], first["coverage"]
+        assert first["coverage"]["indexedSessions"] == 1
+    finally:
+        srv.stop()
