@@ -106,6 +106,8 @@ class Engines:
         self._autopush: AutoPush | None = None
         self._index_sink: ActivitySink | None = None
         self._index_enabled = False
+        self._builders_started = False  # `prestart_builders` started them once
+        self._prestart_lock = threading.Lock()
         # Runs a preview task `(name, kwargs, cancel, activity)`; None: in this thread.
         # The server sets its worker-process pool here (engine/procpool.py).
         self.preview_runner: Callable[..., dict[str, Any]] | None = None
@@ -271,23 +273,37 @@ class Engines:
             self._index_enabled = True
             self._index_sink = sink
 
-    def prestart_builders(self) -> int:
+    def prestart_builders(self, *, indexing: bool = False) -> int:
         """On a fresh index (no cold-term snapshot yet: no indexing pass ever finished
         there), the first call or the indexer's first pass builds every session: start
         their builder children now, so they are ready when that work comes (the indexer
-        ends the ones nothing took when it goes idle). Returns how many started."""
+        ends the ones nothing took when it goes idle). Returns how many started.
+
+        The server calls it at `initialize` (`indexing`: background indexing is about to be
+        enabled; the config as the initialization options give it), so the children import
+        while the handshake goes on, and again once the client's settings are in: children
+        start once, and a call whose config does not want them (memory disabled, an index
+        that is not fresh) ends the ones no batch took."""
         from fabric_lsp.engine.index_dir import SNAPSHOT_FILE
         from fabric_lsp.engine.memory import build_pool
         from fabric_lsp.engine.memory.config import MemoryConfig
 
-        workers = build_pool.BUILD_WORKERS
-        if not self._index_enabled or workers < 2:
-            return 0
-        if not MemoryConfig.from_settings(dict(self.config.memory)).enabled:
-            return 0  # (no index, no indexer to end them)
-        if os.path.exists(os.path.join(str(self.config.index_dir), SNAPSHOT_FILE)):
-            return 0
-        return build_pool.prestart(workers)
+        with self._prestart_lock:
+            wanted = (
+                (self._index_enabled or indexing)
+                and build_pool.BUILD_WORKERS >= 2
+                # (no index, no indexer to end them)
+                and MemoryConfig.from_settings(dict(self.config.memory)).enabled
+                and not os.path.exists(os.path.join(str(self.config.index_dir), SNAPSHOT_FILE))
+            )
+            if not wanted:
+                if self._builders_started:
+                    build_pool.drop_spares()
+                return 0
+            if self._builders_started:
+                return 0
+            self._builders_started = True
+            return build_pool.prestart(build_pool.BUILD_WORKERS)
 
     def resume_background_index(self) -> None:
         if not self._index_enabled:

@@ -45,6 +45,10 @@ def initialize(ls: FabricServer, params: types.InitializeParams) -> None:
     ls.init_options = params.initialization_options
     ls.workspace_root = workspace_root_of(params)
     ls.reload_config()
+    if os.environ.get("FABRIC_LSP_BACKGROUND_INDEX", "1") != "0":
+        # A fresh index's builders start now, before the answer, and import while the
+        # handshake goes on (`initialized` checks again with the client's settings).
+        ls.engines.prestart_builders(indexing=True)
 
 
 async def pull_client_settings(ls: FabricServer) -> None:
@@ -83,7 +87,7 @@ async def initialized(ls: FabricServer, params: types.InitializedParams) -> None
     finally:
         pulled.set()
     if index_in_background:  # (a fresh index only; its dir as the client's settings have it)
-        ls.engine_executor.submit(ls.engines.prestart_builders)
+        ls.engine_executor.submit(ls.engines.prestart_builders)  # (ends them if not wanted now)
     if ls.client_supports("workspace", "did_change_configuration", "dynamic_registration"):
         await _register(ls, CONFIG_REGISTRATION_ID, types.WORKSPACE_DID_CHANGE_CONFIGURATION, None)
     await start_watching(ls)

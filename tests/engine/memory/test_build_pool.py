@@ -316,3 +316,29 @@ def test_a_hot_state_from_a_child_is_sent_without_its_encoded_records_and_append
     build_detached(str(path), "active", "hot", cfg, ref_id="h1", ref_cwd=CWD, index_dir=str(fresh_index))
     name = disk_cache.cache_name(str(path), "active", "shard")
     assert (index / name).read_bytes() == (fresh_index / name).read_bytes()
+
+
+def test_builders_start_at_initialize_once_and_end_when_the_settings_do_not_want_them(tmp_path: Path):
+    """`initialize` calls `prestart_builders(indexing=True)` (background indexing not yet
+    enabled); `initialized` calls it again with the client's settings: no second pair of
+    children, and settings that disable memory end the ones no batch took."""
+    from fabric_lsp.config import load_config
+    from fabric_lsp.engine_owner import Engines
+
+    if build_pool.BUILD_WORKERS < 2:
+        pytest.skip("one builder: nothing is prestarted")
+    agent = tmp_path / "agent"
+    (agent / "sessions").mkdir(parents=True)
+    memory: dict[str, object] = {}
+    opts = {"agentDir": str(agent), "indexDir": str(tmp_path / "index"), "memory": memory}
+    engines = Engines(lambda: load_config(init_options=opts, env={}))
+    try:
+        assert engines.prestart_builders(indexing=True) == 2 and len(build_pool._spares) == 2
+        started = list(build_pool._spares)
+        engines.enable_background_index()
+        assert engines.prestart_builders() == 0 and build_pool._spares == started  # the same two
+        memory["enabled"] = False  # the client's settings turn memory off
+        assert engines.prestart_builders() == 0 and build_pool._spares == []
+        assert all(c.proc.wait(10) is not None for c in started)
+    finally:
+        build_pool.drop_spares()
