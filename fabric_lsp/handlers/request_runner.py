@@ -290,21 +290,21 @@ async def run_request(
     """
     if params is None:
         params = decode(method, raw_params)
-    pulled = server.settings_pulled
-    if pulled is not None and not pulled.is_set():
-        # An editor's first requests come right behind `initialized`: they are answered
-        # with the client's settings (budgets, hot sessions), which that handler is
-        # asking for now (at most SETTINGS_WAIT_S: the pull has its own timeout).
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(pulled.wait(), SETTINGS_WAIT_S)
     token = CancelToken()
-    msg_id = server.protocol.msg_id
+    msg_id = server.protocol.msg_id  # (the message being dispatched: read before any await)
     if msg_id is not None:
         server.cancel_tokens[msg_id] = token
     progress = RequestProgress(server, method, title, getattr(params, "work_done_token", None), create=long)
     progress.start()
     outcome = "failed"
     try:
+        pulled = server.settings_pulled
+        if pulled is not None and not pulled.is_set():
+            # An editor's first requests come right behind `initialized`: they are answered
+            # with the client's settings (budgets, hot sessions), which that handler is
+            # asking for now (at most SETTINGS_WAIT_S: the pull has its own timeout).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pulled.wait(), SETTINGS_WAIT_S)
         loop = asyncio.get_running_loop()
         if heavy:
             result = await run_heavy(server, method, params, work, progress.sink)
