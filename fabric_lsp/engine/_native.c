@@ -53,6 +53,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,21 +318,30 @@ static int counts_init(Counts *c, size_t capacity) {
     return 0;
 }
 
+/* The int32 cells (-1: empty) of an open-addressing table of `capacity` (a power of two)
+ * over `used` rows of `row_size` bytes, a row's uint64 hash `hash_at` bytes into it (the
+ * term counts here, the postings builder's rows below); NULL when out of memory. */
+static int32_t *index_rows(const char *rows, size_t used, size_t row_size, size_t hash_at, size_t capacity) {
+    int32_t *cells = (int32_t *)malloc(capacity * sizeof(int32_t));
+    if (cells == NULL) return NULL;
+    memset(cells, 0xff, capacity * sizeof(int32_t));
+    for (size_t r = 0; r < used; r++) {
+        uint64_t hash;
+        memcpy(&hash, rows + r * row_size + hash_at, sizeof hash);
+        size_t j = (size_t)hash & (capacity - 1);
+        while (cells[j] >= 0) j = (j + 1) & (capacity - 1);
+        cells[j] = (int32_t)r;
+    }
+    return cells;
+}
+
 static int counts_grow(Counts *c) {
     size_t capacity = (c->mask + 1) * 2;
-    int32_t *cells = (int32_t *)malloc(capacity * sizeof(int32_t));
     Term *terms = (Term *)realloc(c->terms, (capacity / 2) * sizeof(Term));
-    if (terms != NULL) c->terms = terms;
-    if (cells == NULL || terms == NULL) {
-        free(cells);
-        return -1;
-    }
-    memset(cells, 0xff, capacity * sizeof(int32_t));
-    for (size_t t = 0; t < c->used; t++) {
-        size_t j = (size_t)terms[t].hash & (capacity - 1);
-        while (cells[j] >= 0) j = (j + 1) & (capacity - 1);
-        cells[j] = (int32_t)t;
-    }
+    if (terms == NULL) return -1;
+    c->terms = terms;
+    int32_t *cells = index_rows((const char *)terms, c->used, sizeof(Term), offsetof(Term, hash), capacity);
+    if (cells == NULL) return -1;
     free(c->cells);
     c->cells = cells;
     c->mask = capacity - 1;
@@ -596,19 +606,11 @@ static void builder_dealloc(PyObject *self) {
 
 static int builder_grow(PostingsBuilder *b) {
     size_t capacity = b->cells == NULL ? 1024 : (b->mask + 1) * 2;
-    int32_t *cells = (int32_t *)malloc(capacity * sizeof(int32_t));
     PostingRow *rows = (PostingRow *)realloc(b->rows, (capacity / 2) * sizeof(PostingRow));
-    if (rows != NULL) b->rows = rows;
-    if (cells == NULL || rows == NULL) {
-        free(cells);
-        return -1;
-    }
-    memset(cells, 0xff, capacity * sizeof(int32_t));
-    for (size_t r = 0; r < b->used; r++) {
-        size_t j = (size_t)rows[r].hash & (capacity - 1);
-        while (cells[j] >= 0) j = (j + 1) & (capacity - 1);
-        cells[j] = (int32_t)r;
-    }
+    if (rows == NULL) return -1;
+    b->rows = rows;
+    int32_t *cells = index_rows((const char *)rows, b->used, sizeof(PostingRow), offsetof(PostingRow, hash), capacity);
+    if (cells == NULL) return -1;
     free(b->cells);
     b->cells = cells;
     b->mask = capacity - 1;
@@ -688,7 +690,7 @@ static int builder_add_term(PostingsBuilder *b, PyObject *term, uint64_t posting
     }
     if (PyUnicode_IS_ASCII(term))
         return builder_add(b, PyUnicode_1BYTE_DATA(term), PyUnicode_GET_LENGTH(term), term, posting);
-    PyObject *data = PyUnicode_AsEncodedString(term, "utf-8", "surrogatepass");
+    PyObject *data = utf8_bytes(term);
     if (data == NULL) return -1;
     int rc = builder_add(b, (const unsigned char *)PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), term, posting);
     Py_DECREF(data);

@@ -120,3 +120,15 @@ def test_a_hot_build_leaves_a_dict(tmp_path):
     assert type(postings) is dict
     assert type(postings["parser"]).__name__ == "array" and len(postings["parser"]) == 12
     assert postings["1"] == 0 << 32 | 1
+
+
+@native
+def test_gathered_postings_grow_past_their_first_tables():
+    """Thousands of distinct terms (the builder's table starts at 1,024 cells) and records
+    of hundreds of distinct pieces (a record's counts start at 256): the same dict."""
+    words = [" ".join(f"w{(r * 37 + k) % 5000}x{k % 3}" for k in range(400)) for r in range(40)]
+    records = [{"text": f"{w} {w}", "role": "user"} for w in words]  # (each piece counted twice)
+    records.append({"text": "ﬁne " + " ".join(f"w{k}x0" for k in range(300)), "role": "assistant"})
+    a, b = _index(records, gathered=True), _index(records, gathered=False)
+    assert len(a.postings) > 5000
+    assert _shape(a.postings) == _shape(b.postings)
