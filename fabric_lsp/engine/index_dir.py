@@ -11,7 +11,7 @@ import re
 
 from .owned_dir import DirRefused, OwnedDir, check_not_reserved, claim, refusal
 
-SNAPSHOT_FILE = "cold-terms.snapshot"  # the cold term table's snapshot (cold_index.SNAPSHOT_NAME)
+SNAPSHOT_FILE = "cold-terms.snapshot"  # the cold term table's snapshot (cold_snapshot.SNAPSHOT_NAME)
 _RECORD_NAME = re.compile(r"[0-9a-f]{16}-[a-zA-Z0-9._-]*\.json")
 
 

@@ -18,7 +18,9 @@ Invariants:
   is held for at most a small chunk of cache lookups at a time.
 * Stopping (`stop`) is the only cancellation: a request's CancelToken never reaches it.
 * Bounded memory: cold digests are built in child processes and adopted (their
-  vocabulary interned into the engine's term table) as each one arrives.
+  vocabulary handed to the engine's term table) as each one arrives; the table interns
+  them once the pass is done, a step per lock hold (at most `PENDING_MAX_TERMS` wait:
+  cold_index.py), so the answers that wait for a pass do not wait for the interning.
 * Every pass that has work emits one `{"type": "indexing", "phase": "begin"}` and exactly
   one matching `"end"` (also when stopped or failing), with progress events
   "Indexing N/M sessions" in between. When a pass finds nothing left to index (the index
@@ -54,6 +56,7 @@ PROGRESS_INTERVAL_S = 0.1
 # answered nothing for this long, so it never slows the answers that follow indexing; or
 # when the indexer stops (shutdown).
 SNAPSHOT_IDLE_S = 2.0
+SETTLE_STEP_TERMS = 20_000  # cold terms interned per hold of the engine lock (~7 ms)
 
 Sink = ActivitySink
 
@@ -88,6 +91,7 @@ class BackgroundIndexer:
         self._last_report = 0.0
         self._whole_pass = False  # the last pass looked at every session of a global scope
         self.snapshot_idle_s = SNAPSHOT_IDLE_S
+        self.settled_passes = 0  # passes whose pending cold vocabularies were all interned
         self.snapshots_checked = 0  # times the snapshot was written or found current
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -165,12 +169,32 @@ class BackgroundIndexer:
                     self.sink,
                     IndexingEvent(phase="idle", total=summary["total"], indexed=summary["indexed"]),
                 )
+            self._settle_terms()
             if not self._persist_when_idle():
                 continue  # new work came first
             self._kick.wait()
         with self._cond:
             self.pending = False
             self._cond.notify_all()
+
+    def _settle_terms(self) -> None:
+        """Intern the cold vocabularies the pass left pending (`ColdTermTable.settle`), a
+        step of SETTLE_STEP_TERMS terms per hold of the engine lock: a call waits for one
+        step at most. Stops early for new work (its pass ends here again) or a stop."""
+        eng = self.engine
+        while not self._stop.cancelled and not self._kick.is_set():
+            with eng.lock:
+                if not eng.cold.settle(SETTLE_STEP_TERMS):
+                    continue
+            with self._cond:
+                self.settled_passes += 1
+                self._cond.notify_all()
+            return
+
+    def wait_terms_settled(self, count: int, timeout: float | None = None) -> bool:
+        """Wait until a pass's pending cold vocabularies were interned `count` times."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.settled_passes >= count, timeout)
 
     def _persist_when_idle(self) -> bool:
         """Write the term table's snapshot once the engine has been idle for

@@ -24,8 +24,7 @@ only costs that time: every vocabulary can still be interned from its record.
 
 from __future__ import annotations
 
-import hashlib
-import sys
+import weakref
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,42 +32,17 @@ from itertools import accumulate, pairwise
 from operator import methodcaller
 from typing import TYPE_CHECKING, Any, cast, overload
 
-import msgspec
-
-from . import disk_cache
-from .disk_cache import StoredVocabulary, vocabulary_key
+from .cold_snapshot import KEY_BYTES, SnapshotCapture, decode_snapshot, encode_snapshot
+from .disk_cache import StoredVocabulary
 from .file_history import packed
 from .search import CANDIDATE_DIGESTS, DigestHit, DigestView, rank_digest_hits
 from .tokenize import native_intern_terms
 
-SNAPSHOT_NAME = disk_cache.SNAPSHOT_FILE  # not *.json: the cache cleanup inspects records only
-_SNAPSHOT_MAGIC = b"fabric-lsp cold terms 1; keys sha256/16\n"
-_KEY_BYTES = disk_cache.VOCABULARY_KEY_BYTES
 _intern_terms = native_intern_terms()
-_SCANNED_LOOKUPS = 32  # lookups a restored table answers by scanning its names (`_term_id`)
-
-
-def _le(values: array[int]) -> bytes:
-    if sys.byteorder != "little":
-        values = array("I", values)
-        values.byteswap()
-    return values.tobytes()
-
-
-def _from_le(data: bytes) -> array[int]:
-    out = array("I")
-    out.frombytes(data)
-    if sys.byteorder != "little":
-        out.byteswap()
-    return out
-
-
-class _SnapshotHead(msgspec.Struct):
-    terms: int
-    slots: int
-    names: int  # bytes of the newline-joined term names
-    ids: int  # term ids over all slots
-    postings: int  # slot numbers over all postings
+_SCANNED_LOOKUPS = 32  # lookups a table answers by scanning (its restored names, its pending terms)
+# terms a table may hold not interned yet: a first answer over 200 MB of sessions (~270,000
+# pending, ~16 MB of strings) waits for none; beyond this the oldest are interned as added
+PENDING_MAX_TERMS = 400_000
 
 
 if TYPE_CHECKING:
@@ -76,17 +50,32 @@ if TYPE_CHECKING:
 
 
 class ColdTermTable:
-    """Interned terms, per-slot term-id arrays and term -> slots postings."""
+    """Interned terms, per-slot term-id arrays and term -> slots postings.
 
-    def __init__(self) -> None:
+    A vocabulary added is interned later ("pending"), in slot order, so the table ends up
+    exactly as if each had been interned when added: the first answer after a start does
+    not wait for it (a query reads a pending vocabulary as its list of terms). The
+    indexer interns what is pending once a pass is done (`settle`, a few slots per lock),
+    and so does every change other than `add`, every reader of the whole table, a table
+    holding more than `pending_max_terms` pending terms, and a table asked more than
+    `_SCANNED_LOOKUPS` times while something is pending."""
+
+    def __init__(self, pending_max_terms: int = PENDING_MAX_TERMS) -> None:
         # term -> id and term id -> ascending live-or-dead slots (`ids`, `postings`); a
         # restored snapshot leaves both unmade until something needs them whole (`restore`)
         self._ids: dict[str, int] | None = {}
-        self.names: list[str] = []
+        self._names: list[str] = []
         self._postings: list[array[int]] | None = []
         self._packed: tuple[array[int], array[int]] | None = None  # (every posting, each term's start)
         self._lookups = 0  # terms looked up by name while `_ids` is unmade
-        self.slots: dict[int, array[int]] = {}  # live slot -> term ids (vocabulary order)
+        self._slots: dict[int, array[int]] = {}  # live interned slot -> term ids (vocabulary order)
+        # live slot -> its vocabulary, not interned yet (ascending slots, each above every
+        # interned one: interned in order, lowest first), with the count of its terms
+        self._pending: dict[int, list[str]] = {}
+        self._pending_terms = 0
+        self._pending_max = pending_max_terms
+        self._scans = 0  # lookups that scanned the pending vocabularies
+        self._views: dict[int, list[weakref.ref[TermsView]]] = {}  # pending slot -> its views
         self.keys: dict[int, bytes] = {}  # slot -> its vocabulary's key, where known
         self.claimable: dict[bytes, list[int]] = {}  # restored slots no state holds yet
         self.version = 0  # bumped by every change a snapshot would show
@@ -94,20 +83,56 @@ class ColdTermTable:
         self._dead = 0
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return len(self._slots) + len(self._pending)
+
+    def is_empty(self) -> bool:
+        """No slot and no term: never added to or restored (or every slot removed before
+        anything was interned)."""
+        return not self._slots and not self._pending and not self._names
+
+    # -- the whole table (what is pending is interned first) -------------------------------
+
+    @property
+    def slots(self) -> dict[int, array[int]]:
+        """live slot -> term ids (vocabulary order)."""
+        self.settle()
+        return self._slots
+
+    @property
+    def names(self) -> list[str]:
+        """term id -> term."""
+        self.settle()
+        return self._names
 
     @property
     def ids(self) -> dict[str, int]:
         """term -> term id (made on first use after a restore)."""
-        ids = self._ids
-        if ids is None:
-            ids = self._ids = dict(zip(self.names, range(len(self.names))))
-        return ids
+        self.settle()
+        return self._made_ids()
 
     @property
     def postings(self) -> list[array[int]]:
         """term id -> the ascending slots (live or dead) holding it (split per term on
         first use after a restore; `sessions_with` reads a restored table's unsplit)."""
+        self.settle()
+        return self._made_postings()
+
+    @property
+    def interned_names(self) -> list[str]:
+        """term id -> term, for the terms interned so far (nothing is interned first)."""
+        return self._names
+
+    def pending_terms(self, slot: int) -> list[str]:
+        """A pending slot's vocabulary (KeyError: the slot is not pending)."""
+        return self._pending[slot]
+
+    def _made_ids(self) -> dict[str, int]:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = dict(zip(self._names, range(len(self._names))))
+        return ids
+
+    def _made_postings(self) -> list[array[int]]:
         postings = self._postings
         if postings is None:
             assert self._packed is not None
@@ -125,11 +150,13 @@ class ColdTermTable:
         # the whole dict; a table asked more often makes it.
         self._lookups += 1
         if self._lookups > _SCANNED_LOOKUPS:
-            return self.ids.get(term)
+            return self._made_ids().get(term)
         try:
-            return self.names.index(term)
+            return self._names.index(term)
         except ValueError:
             return None
+
+    # -- adding, interning, removing --------------------------------------------------------
 
     def add(self, vocabulary: Iterable[str], key: bytes | None = None) -> int:
         """A new slot holding `vocabulary` (its order is kept); `key`: its vocabulary key
@@ -139,46 +166,55 @@ class ColdTermTable:
         self.version += 1
         if key is not None:
             self.keys[slot] = key
-        ids, names, postings = self.ids, self.names, self.postings
-        terms = vocabulary if isinstance(vocabulary, list) else list(vocabulary)
-        if _intern_terms is not None and type(terms) is list:
-            # the loop below in C (the same ids, names and postings; test_native_tokens.py)
-            self.slots[slot] = array("I", _intern_terms(terms, ids, names, postings, slot, array("I", (slot,))))
-            return slot
-        # The known terms' ids and their postings' appends run as C loops (map); only
-        # the terms new to the table take a Python step (a new id, in vocabulary order).
-        found: list[int | None] = list(map(ids.get, terms))
-        known: list[int] = [t for t in found if t is not None] if None in found else cast("list[int]", found)
-        if len(known) < len(found):
-            for i, tid in enumerate(found):
-                if tid is None:
-                    tid = ids.get(terms[i])  # a term repeated in `terms` is new only once
-                    if tid is None:
-                        tid = len(names)
-                        ids[terms[i]] = tid
-                        names.append(terms[i])
-                        postings.append(array("I", (slot,)))
-                    else:
-                        postings[tid].append(slot)
-                    found[i] = tid
-        deque(map(methodcaller("append", slot), map(postings.__getitem__, known)), maxlen=0)
-        self.slots[slot] = array("I", cast("list[int]", found))  # every id is set now
+        terms = list(vocabulary) if type(vocabulary) is not list else cast("list[str]", vocabulary)
+        self._pending[slot] = terms
+        self._pending_terms += len(terms)
+        while self._pending and (self._pending_terms > self._pending_max or self._pending_max <= 0):
+            self._intern_lowest()
         return slot
 
+    def settle(self, max_terms: int | None = None) -> bool:
+        """Intern pending vocabularies, lowest slot first, until none is left or (with
+        `max_terms`) at least that many terms were interned; True when none is left."""
+        done = 0
+        while self._pending and (max_terms is None or done < max_terms):
+            done += self._intern_lowest()
+        return not self._pending
+
+    def _intern_lowest(self) -> int:
+        slot = next(iter(self._pending))
+        terms = self._pending[slot]
+        ids, names, postings = self._made_ids(), self._names, self._made_postings()
+        if _intern_terms is not None:
+            # the loop below in C (the same ids, names and postings; test_native_tokens.py)
+            made = array("I", _intern_terms(terms, ids, names, postings, slot, array("I", (slot,))))
+        else:
+            made = array("I", _intern_python(terms, ids, names, postings, slot))
+        self._slots[slot] = made  # (before the pending entry goes: a reader finds one of them)
+        for ref in self._views.pop(slot, ()):
+            view = ref()
+            if view is not None:
+                view.interned(made)
+        del self._pending[slot]
+        self._pending_terms -= len(terms)
+        return len(terms)
+
     def remove(self, slot: int) -> None:
-        if self.slots.pop(slot, None) is None:
+        self.settle()
+        if self._slots.pop(slot, None) is None:
             return
         self.keys.pop(slot, None)
         self.version += 1
         self._dead += 1
-        if self._dead > max(64, len(self.slots)):
+        if self._dead > max(64, len(self._slots)):
             self._compact()
 
     def _compact(self) -> None:
-        live = self.slots
-        for tid, plist in enumerate(self.postings):
+        live = self._slots
+        postings = self._made_postings()
+        for tid, plist in enumerate(postings):
             if plist:
-                self.postings[tid] = array("I", (s for s in plist if s in live))
+                postings[tid] = array("I", (s for s in plist if s in live))
         self._dead = 0
 
     # -- the snapshot -----------------------------------------------------------------------
@@ -230,49 +266,20 @@ class ColdTermTable:
     def restore(self, data: bytes) -> bool:
         """Take a snapshot's slots as restored, claimable slots (only into an empty table).
         False, changing nothing, when the data is not a whole, sealed, consistent snapshot."""
-        if self.slots or self.names or self._next_slot:
+        if self._next_slot or self._slots or self._names:
             return False
-        try:
-            body, seal = data[:-32], data[-32:]
-            if len(data) < len(_SNAPSHOT_MAGIC) + 36 or not data.startswith(_SNAPSHOT_MAGIC):
-                return False
-            if hashlib.sha256(body).digest() != seal:
-                return False
-            at = len(_SNAPSHOT_MAGIC)
-            head_len = int.from_bytes(body[at : at + 4], "little")
-            at += 4
-            head = msgspec.json.decode(body[at : at + head_len], type=_SnapshotHead)
-            at += head_len
-            n, k = head.terms, head.slots
-            sizes = (head.names, _KEY_BYTES * k, 4 * k, 4 * head.ids, 4 * n, 4 * head.postings)
-            if min(n, k, *sizes) < 0 or at + sum(sizes) != len(body):
-                return False
-            parts: list[bytes] = []
-            for size in sizes:
-                parts.append(body[at : at + size])
-                at += size
-            blob, key_bytes, slot_lens_b, slot_ids_b, post_lens_b, post_slots_b = parts
-            names = blob.decode("utf-8", "surrogatepass").split("\n") if n else []
-            slot_lens, slot_ids = _from_le(slot_lens_b), _from_le(slot_ids_b)
-            post_lens, post_slots = _from_le(post_lens_b), _from_le(post_slots_b)
-            if len(names) != n or sum(slot_lens) != len(slot_ids) or sum(post_lens) != len(post_slots):
-                return False
-            if slot_ids and max(slot_ids) >= n:
-                return False
-            # Not checked here, to restore in time proportional to the slots rather than the
-            # terms (a process answering one query restores the table for a few lookups):
-            # that the names are distinct and that postings name slots below `k`. The seal
-            # proves the bytes are `encode_snapshot`'s, which writes both so; and a posting
-            # naming no held slot is ignored by every reader (they filter by held slots).
-        except (ValueError, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        decoded = decode_snapshot(data)
+        if decoded is None:
             return False
+        names, slot_lens, slot_ids, key_bytes, post_lens, post_slots = decoded
+        k = len(slot_lens)
         slots: dict[int, array[int]] = {}
         at = 0
         for slot, size in enumerate(slot_lens):
             slots[slot] = slot_ids[at : at + size]
             at += size
-        keys = [key_bytes[i : i + _KEY_BYTES] for i in range(0, len(key_bytes), _KEY_BYTES)]
-        self.names, self.slots = names, slots
+        keys = [key_bytes[i : i + KEY_BYTES] for i in range(0, len(key_bytes), KEY_BYTES)]
+        self._names, self._slots = names, slots
         self._ids, self._postings, self._lookups = None, None, 0  # made when needed: `ids`, `postings`
         self._packed = (post_slots, array("Q", accumulate(post_lens, initial=0)))
         self.keys = dict(enumerate(keys))
@@ -285,11 +292,33 @@ class ColdTermTable:
         self.version += 1
         return True
 
+    # -- queries (a pending vocabulary is read as its list) ---------------------------------
+
     def vocabulary(self, slot: int) -> TermsView:
-        return TermsView(self, self.slots.get(slot, array("I")))
+        ids = self._slots.get(slot)
+        if ids is None and slot in self._pending:
+            view = TermsView(self, None, slot)
+            self._views.setdefault(slot, []).append(weakref.ref(view))
+            return view
+        return TermsView(self, ids if ids is not None else array("I"), slot)
 
     def sessions_with(self, term: str) -> array[int]:
-        """Slots (live or dead: the caller filters by its own scope) that contain `term`."""
+        """Slots (live or dead: the caller filters by its own scope) that contain `term`,
+        ascending."""
+        found = self._interned_with(term)
+        if self._pending:
+            self._scans += 1
+            if self._scans > _SCANNED_LOOKUPS:
+                self.settle()
+                return self._interned_with(term)
+            # (each pending slot is above every interned one: the order holds)
+            # (a slot once per time its vocabulary holds the term, as interning posts it)
+            more = [slot for slot, terms in self._pending.items() if term in terms for _ in range(terms.count(term))]
+            if more:
+                found = found + array("I", more)
+        return found
+
+    def _interned_with(self, term: str) -> array[int]:
         tid = self._term_id(term)
         if tid is None:
             return array("I")
@@ -297,14 +326,17 @@ class ColdTermTable:
         if packed is not None:
             flat, starts = packed
             return flat[starts[tid] : starts[tid + 1]]
-        return self.postings[tid]
+        return self._made_postings()[tid]
 
     def terms_set(self, slot: int) -> TermsSet:
         """`term in ...` for one slot's vocabulary, answered from the postings."""
         return TermsSet(self, slot)
 
     def contains(self, slot: int, term: str) -> bool:
-        plist = self.sessions_with(term)
+        pending = self._pending.get(slot)
+        if pending is not None:
+            return term in pending
+        plist = self._interned_with(term)
         # postings are ascending: binary search
         lo, hi = 0, len(plist)
         while lo < hi:
@@ -313,83 +345,60 @@ class ColdTermTable:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo < len(plist) and plist[lo] == slot and slot in self.slots
+        return lo < len(plist) and plist[lo] == slot and slot in self._slots
 
     def stats(self) -> dict[str, int]:
-        pairs = sum(len(a) for a in self.slots.values())
-        return {"sessions": len(self.slots), "terms": len(self.names), "pairs": pairs}
+        slots = self.slots
+        pairs = sum(len(a) for a in slots.values())
+        return {"sessions": len(slots), "terms": len(self._names), "pairs": pairs}
 
 
-class SnapshotCapture:
-    """`ColdTermTable.capture`: the held slots' numbers, term-id arrays and keys (None: to
-    compute; `encode_snapshot` fills them in), and the table's term names."""
-
-    __slots__ = ("slots", "arrays", "keys", "names")
-
-    def __init__(self, slots: list[int], arrays: list[array[int]], keys: list[bytes | None], names: list[str]) -> None:
-        self.slots, self.arrays, self.keys, self.names = slots, arrays, keys, names
-
-
-def encode_snapshot(capture: SnapshotCapture) -> bytes:
-    """The sealed snapshot bytes of a capture. Each term's postings are made from the
-    captured slots themselves (not read from the live table, which may change meanwhile),
-    so every slot is listed under exactly the terms of its vocabulary. Keys the capture
-    lacked are computed and filled into it (`ColdTermTable.remember_keys` keeps them)."""
-    # (run from a background thread while requests are answered: no single C call walks
-    # more than one slot's terms, so the interpreter lock changes hands in between)
-    arrays, names = capture.arrays, capture.names
-    held: set[int] = set()
-    for ids in arrays:
-        held.update(ids)
-    used = sorted(held)
-    renumber = [0] * (used[-1] + 1 if used else 0)  # old term id -> new (a list: no hashing)
-    for new_id, old_id in enumerate(used):
-        renumber[old_id] = new_id
-    keys = capture.keys
-    for i, ids in enumerate(arrays):
-        if keys[i] is None:  # interned from a build here: the key of the list the record holds
-            keys[i] = vocabulary_key(disk_cache.encoder.encode([names[t] for t in ids]))
-    slot_lens = array("I", map(len, arrays))
-    slot_ids = array("I")
-    postings: list[array[int]] = [array("I") for _ in used]
-    for slot, ids in enumerate(arrays):
-        renumbered = array("I", map(renumber.__getitem__, ids))
-        slot_ids.extend(renumbered)
-        # (slots in ascending order: each term's postings come out ascending)
-        deque(map(methodcaller("append", slot), map(postings.__getitem__, renumbered)), maxlen=0)
-    post_lens = array("I", map(len, postings))
-    post_slots = array("I")
-    for plist in postings:
-        post_slots.extend(plist)
-    blob = "\n".join(names[t] for t in used).encode("utf-8", "surrogatepass")
-    head = disk_cache.encoder.encode(_SnapshotHead(len(used), len(arrays), len(blob), len(slot_ids), len(post_slots)))
-    body = b"".join(
-        (
-            _SNAPSHOT_MAGIC,
-            len(head).to_bytes(4, "little"),
-            head,
-            blob,
-            b"".join(cast("list[bytes]", keys)),
-            _le(slot_lens),
-            _le(slot_ids),
-            _le(post_lens),
-            _le(post_slots),
-        )
-    )
-    return body + hashlib.sha256(body).digest()
+def _intern_python(
+    terms: list[str], ids: dict[str, int], names: list[str], postings: list[array[int]], slot: int
+) -> list[int]:
+    """`_native.intern_terms` without the accelerator: the known terms' ids and their
+    postings' appends run as C loops (map); only the terms new to the table take a Python
+    step (a new id, in vocabulary order)."""
+    found: list[int | None] = list(map(ids.get, terms))
+    known: list[int] = [t for t in found if t is not None] if None in found else cast("list[int]", found)
+    if len(known) < len(found):
+        for i, tid in enumerate(found):
+            if tid is None:
+                tid = ids.get(terms[i])  # a term repeated in `terms` is new only once
+                if tid is None:
+                    tid = len(names)
+                    ids[terms[i]] = tid
+                    names.append(terms[i])
+                    postings.append(array("I", (slot,)))
+                else:
+                    postings[tid].append(slot)
+                found[i] = tid
+    deque(map(methodcaller("append", slot), map(postings.__getitem__, known)), maxlen=0)
+    return cast("list[int]", found)  # every id is set now
 
 
 class TermsView(Sequence[str]):
-    """A session's vocabulary as a read-only sequence of strings (built on demand)."""
+    """A session's vocabulary as a read-only sequence of strings (built on demand): its
+    slot's term ids, or while the slot is pending its list of terms (the table sets the
+    ids here when it interns the slot)."""
 
-    __slots__ = ("_ids", "_table")
+    __slots__ = ("_ids", "_table", "_slot", "__weakref__")
 
-    def __init__(self, table: ColdTermTable, ids: array[int]) -> None:
+    def __init__(self, table: ColdTermTable, ids: array[int] | None, slot: int) -> None:
         self._table = table
         self._ids = ids
+        self._slot = slot
+
+    def interned(self, ids: array[int]) -> None:
+        """The slot's term ids, now that its vocabulary is interned."""
+        self._ids = ids
+
+    def _terms(self) -> list[str] | None:
+        return self._table.pending_terms(self._slot) if self._ids is None else None
 
     def __len__(self) -> int:
-        return len(self._ids)
+        terms = self._terms()
+        return len(terms) if terms is not None else len(cast("array[int]", self._ids))
 
     @overload
     def __getitem__(self, i: int) -> str: ...
@@ -398,17 +407,23 @@ class TermsView(Sequence[str]):
     def __getitem__(self, i: slice) -> list[str]: ...
 
     def __getitem__(self, i: int | slice) -> str | list[str]:
-        names = self._table.names
+        terms = self._terms()
+        if terms is not None:
+            return terms[i]
+        ids, names = cast("array[int]", self._ids), self._table.interned_names
         if isinstance(i, slice):
-            return [names[t] for t in self._ids[i]]
-        return names[self._ids[i]]
+            return [names[t] for t in ids[i]]
+        return names[ids[i]]
 
     def __iter__(self) -> Iterator[str]:
-        names = self._table.names
-        return (names[t] for t in self._ids)
+        terms = self._terms()
+        if terms is not None:
+            return iter(terms)
+        names = self._table.interned_names
+        return (names[t] for t in cast("array[int]", self._ids))
 
     def __bool__(self) -> bool:
-        return len(self._ids) > 0
+        return len(self) > 0
 
 
 class TermsSet:

@@ -24,7 +24,7 @@ from fabric_lsp.engine.owned_dir import DirRefused
 from . import disk_cache, hot_cache
 from .append import try_append
 from .catalog import Ref, all_refs, forget_vanished, hot_files, path_of, scope_refs, want_leaf
-from .cold_index import SNAPSHOT_NAME, encode_snapshot
+from .cold_snapshot import SNAPSHOT_NAME, encode_snapshot
 from .core import MemoryState
 from .pending import with_pending_records
 from .persist import read_file_ops, state_from_record, write_records
@@ -80,7 +80,7 @@ def cleanup_once(eng: MemoryState) -> bool:
                 log.warning("memory index: %s; the index is kept in memory only", err)
             eng.index_dir, eng.index_dir_error = None, str(err)
         complete = eng.cleanup_complete = _cleanup(eng)
-        if not eng.cold.slots and not eng.cold.names:
+        if eng.cold.is_empty():
             data = disk_cache.read_cache_file(eng.index_dir, SNAPSHOT_NAME, eng.config.max_sync_source_bytes)
             if data is not None and not eng.cold.restore(data):
                 disk_cache.remove(eng.index_dir, SNAPSHOT_NAME)  # damaged or of another format

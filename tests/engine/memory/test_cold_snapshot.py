@@ -17,7 +17,8 @@ from memory_kit import engine, header, user, write_session
 
 from fabric_lsp.engine.memory import disk_cache, seal
 from fabric_lsp.engine.memory.background import BackgroundIndexer
-from fabric_lsp.engine.memory.cold_index import SNAPSHOT_NAME, ColdTermTable
+from fabric_lsp.engine.memory.cold_index import ColdTermTable
+from fabric_lsp.engine.memory.cold_snapshot import SNAPSHOT_NAME
 from fabric_lsp.engine.memory.disk_cache import vocabulary_key
 from fabric_lsp.engine.memory.index import persist_terms
 from fabric_lsp.engine.memory.tokenize import sort_lexical
@@ -252,7 +253,7 @@ def test_stopping_the_indexer_writes_the_snapshot_it_had_not_written(tmp_path: P
 
 
 def test_keys_a_snapshot_computed_are_kept_only_for_slots_that_still_hold_that_vocabulary():
-    from fabric_lsp.engine.memory.cold_index import encode_snapshot
+    from fabric_lsp.engine.memory.cold_snapshot import encode_snapshot
 
     table = ColdTermTable()
     kept = table.add(["alpha", "beta"])  # interned without a key (built in the server)

@@ -215,6 +215,7 @@ def test_native_intern_terms_builds_the_python_term_table(vocabularies):
             table = cold_index.ColdTermTable()
             for i, v in enumerate(vocabularies):
                 assert table.add(v) == i
+            assert table.settle()  # (interned here, while the choice of loop holds)
             return table
         finally:
             cold_index._intern_terms = saved

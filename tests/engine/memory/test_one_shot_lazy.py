@@ -110,8 +110,11 @@ def test_a_restored_term_table_answers_lookups_without_splitting_its_postings():
         assert list(back.sessions_with(term)) == want, term
         assert all(back.contains(s, term) == (term in table.vocabulary(o)) for o, s in renumber.items())
     assert back._postings is None  # never split: a one-shot process pays only for its lookups
-    # a change splits it; the table then holds exactly what one built by adding holds
+    # a vocabulary added is answered from its list until interned; interning splits the
+    # postings, and the table then holds exactly what one built by adding holds
     new = back.add(["t1", "fresh", "t49"])
+    assert list(back.sessions_with("fresh")) == [new] and new in back.sessions_with("t1")
+    assert back._postings is None and back.settle()
     assert back._postings is not None and back._packed is None
     assert list(back.sessions_with("fresh")) == [new] and new in back.sessions_with("t1")
     for term, tid in back.ids.items():
