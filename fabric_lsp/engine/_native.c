@@ -35,6 +35,7 @@
  *
  * scan_lines(...): the line scan of a session's common lines (`scan_source`,
  * memory/source.py); js_float(text): msgspec's float hook (memory/json_line.py);
+ * count_newlines(data): a buffer's newlines (memory/state_build.py, the one-pass rule);
  * deeper_than(value, limit): the session reader's depth rule (session/reader.py);
  * utf16_len(s): JavaScript's `s.length` (jsstr.py); read_lines(...): a preview's pass-1
  * line loop (compaction/loader.py); iso_ms(value): `parse_date_ms`'s common form (jsstr.py);
@@ -2632,6 +2633,27 @@ static PyObject *native_js_float(PyObject *self, PyObject *text) {
 }
 
 
+/* ---- count_newlines: data.count(b"\n"), line by line with memchr ----
+ *
+ * count_newlines(data) -> int. The one-pass rule's line count (memory/state_build.py,
+ * `single_pass`): bytes.count tests every byte, memchr skips a line's bytes a vector at a
+ * time (a session's lines average over a kilobyte). */
+static PyObject *native_count_newlines(PyObject *self, PyObject *data) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *p = (const char *)view.buf, *end = p + view.len;
+    Py_ssize_t n = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL) break;
+        n++;
+        p = nl + 1;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(n);
+}
+
 /* ---- tool_output: a successful tool result's stub (compaction/loader.py, `stub_output`) ----
  *
  * tool_output(content) -> (chars, line) | None: for a non-empty list of exact dicts each of
@@ -4906,6 +4928,7 @@ static PyMethodDef native_methods[] = {
     {"deeper_than", (PyCFunction)(void (*)(void))native_deeper_than, METH_FASTCALL,
      "deeper_than(value, limit) -> whether value nests lists/dicts deeper than limit"},
     {"utf16_len", native_utf16_len, METH_O, "utf16_len(s) -> the UTF-16 code units of s"},
+    {"count_newlines", native_count_newlines, METH_O, "count_newlines(data) -> data.count(b'\\n')"},
     {"utf8_surrogatepass", native_utf8_surrogatepass, METH_O, "utf8_surrogatepass(s) -> s.encode('utf-8', 'surrogatepass')"},
     {"iso_ms", native_iso_ms, METH_O,
      "iso_ms(value) -> ms since the epoch of a YYYY-MM-DDTHH:MM:SS.mmmZ date, else None (not decided)"},

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..native import NATIVE
 from . import disk_cache, entry_rows, file_history
 from .cold_fold import fold_entries
 from .cold_index import keep_on_server
@@ -56,13 +57,15 @@ KEPT_VALUES_MAX_BYTES = 48 * 1024 * 1024
 # Larger files are built streaming: read in chunks twice (line scan, then the selected
 # records), so neither the file's bytes nor all its decoded values are ever held at once.
 STREAM_CHUNK_BYTES = entry_rows.STREAM_CHUNK_BYTES  # (a test sets this one)
+_count_newlines: Any = getattr(NATIVE, "count_newlines", None)  # (None: no accelerator)
 
 
 def single_pass(data: bytes) -> bool:
     """Whether a file read whole (`data`) is decoded in one pass, its values kept."""
     if len(data) > SINGLE_PASS_MAX_BYTES:
         return False
-    return len(data) * 22 // 10 + data.count(b"\n") * 2200 <= KEPT_VALUES_MAX_BYTES
+    lines = _count_newlines(data) if _count_newlines is not None else data.count(b"\n")
+    return len(data) * 22 // 10 + lines * 2200 <= KEPT_VALUES_MAX_BYTES
 
 
 def _read_consistent(path: str) -> tuple[bytes, StatKey]:

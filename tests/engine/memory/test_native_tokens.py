@@ -283,3 +283,14 @@ def test_utf8_surrogatepass_is_pythons_encoding(text):
     """The UTF-8 the folds and hot records take from a str (`utf8_surrogatepass`): every
     kind of str (1-, 2- and 4-byte), lone and paired surrogates each as three bytes."""
     assert _native.utf8_surrogatepass(text) == text.encode("utf-8", "surrogatepass")
+
+
+@given(
+    st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b"x" * 40, b"\n\n", b"{}"]), max_size=40).map(b"".join)
+)
+def test_count_newlines_is_bytes_count(data):
+    """The one-pass rule's line count (`count_newlines`, memchr line by line): bytes,
+    bytearray and memoryview (a slice too) alike."""
+    assert _native.count_newlines(data) == data.count(b"\n")
+    assert _native.count_newlines(bytearray(data)) == data.count(b"\n")
+    assert _native.count_newlines(memoryview(data)[1:]) == data[1:].count(b"\n")
