@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..fabric_payloads import MISSING, read_branch_details, read_execution_trace
 from ..jsstr import js_string_of as js_string
-from ..jsstr import js_stringify, js_stringify_utf8_len, js_trim, js_truthy
+from ..jsstr import js_stringify, js_trim, js_truthy
 from ..native import NATIVE
 from ..session.content import content_text
 from .entry_fields import (
@@ -382,16 +382,21 @@ class Normalizer:
             return "compaction: " + (js_string(message["summary"]) if "summary" in message else "undefined")
         return ""
 
-    def _bounded_operation(self, op: JsonObject, result_present: bool, result: Any) -> JsonObject:
+    def _bounded_operation(self, op: JsonObject, result_present: bool, result: Any) -> str:
+        """`op` with its result (or `resultOmitted`), the result dropped when the op's JSON
+        would pass _OPERATION_JSON_BOUND UTF-8 bytes; returns that JSON (stringified once)."""
         if result_present:
             if self.index_tool_output:
                 op["result"] = result
             else:
                 op["resultOmitted"] = True
-        if "result" in op and js_stringify_utf8_len(op) > _OPERATION_JSON_BOUND:
+        json = js_stringify(op)
+        # (JSON.stringify escapes lone surrogates: the str encodes; at most 4 bytes a character)
+        if "result" in op and len(json) * 4 > _OPERATION_JSON_BOUND and len(json.encode()) > _OPERATION_JSON_BOUND:
             del op["result"]
             op["resultOmitted"] = True
-        return op
+            json = js_stringify(op)
+        return json
 
     def _trace_children(
         self, message: JsonObject, entry_id: str, parent_id: str | None, ts: int | float | None, line: int
@@ -421,8 +426,8 @@ class Normalizer:
             op["outcome"] = raw_op["outcome"]
             if raw_op["error"] is not None:
                 op["error"] = raw_op["error"]
-            op = self._bounded_operation(op, raw_op["result"] is not MISSING, raw_op["result"])
-            text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + js_stringify(op), self.max_entry_chars)
+            op_json = self._bounded_operation(op, raw_op["result"] is not MISSING, raw_op["result"])
+            text, truncated = truncate_scalars(f"Fabric operation {ref}\n" + op_json, self.max_entry_chars)
             rec = self._record(
                 address,
                 parent_id,
@@ -547,9 +552,9 @@ class Normalizer:
                 op["outcome"] = fact["outcome"]
                 if "error" in fact:
                     op["error"] = fact["error"]
-                op = self._bounded_operation(op, "result" in fact, fact.get("result"))
+                op_json = self._bounded_operation(op, "result" in fact, fact.get("result"))
                 role, tool_name = "fabricOperation", fact["tool"]
-                text = f"Fabric branch operation {fact['ref']}\n" + js_stringify(op)
+                text = f"Fabric branch operation {fact['ref']}\n" + op_json
                 is_error = fact["outcome"] != "succeeded"
                 found: dict[str, None] = {}
                 collect_paths(fact["args"], None, found)

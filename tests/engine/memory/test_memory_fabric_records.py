@@ -5,7 +5,12 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
 from memory_kit import assistant, engine, header, tool_result, ts, user, write_session
+
+from fabric_lsp.engine.jsstr import js_stringify
+from fabric_lsp.engine.memory.entry_text import _OPERATION_JSON_BOUND, Normalizer
 
 CWD = "/home/user/fab"
 
@@ -241,3 +246,23 @@ def test_trace_and_fact_records_fit_the_result_structs_exactly(tmp_path: Path):
     assert round_trip(out, protocol.ExpandResult) == out
     hit = eng.recall({"query": "pnpm", "scope": "project"}, cwd=CWD)
     assert round_trip(hit, protocol.RecallResult) == hit
+
+
+@given(filler=st.sampled_from(["a", "é", "€", "😀"]), over=st.integers(-3, 3))
+def test_an_operation_keeps_its_result_up_to_the_json_bound_in_utf8_bytes(filler, over):
+    """An operation's result is kept while the operation's JSON.stringify is at most
+    _OPERATION_JSON_BOUND UTF-8 bytes (characters of 1 to 4 bytes), else replaced by
+    `resultOmitted`; the JSON returned is the operation's as it ends up."""
+    norm = Normalizer("f.jsonl", "s", max_entry_chars=None, index_thinking=False, index_tool_output=True)
+    base = {"address": "r1/0", "tool": "read", "args": {}, "outcome": "succeeded"}
+    empty = len(js_stringify({**base, "result": ""}).encode())
+    width = len(filler.encode())
+    count = (_OPERATION_JSON_BOUND - empty) // width + over
+    op = dict(base)
+    json = norm._bounded_operation(op, True, filler * count)
+    size = empty + width * count
+    if size <= _OPERATION_JSON_BOUND:
+        assert op["result"] == filler * count and "resultOmitted" not in op
+    else:
+        assert "result" not in op and op["resultOmitted"] is True
+    assert json == js_stringify(op)
