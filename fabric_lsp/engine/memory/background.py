@@ -18,9 +18,11 @@ Invariants:
   is held for at most a small chunk of cache lookups at a time.
 * Stopping (`stop`) is the only cancellation: a request's CancelToken never reaches it.
 * Bounded memory: cold digests are built in child processes and adopted (their
-  vocabulary handed to the engine's term table) as each one arrives; the table interns
-  them once the pass is done, a step per lock hold (at most `PENDING_MAX_TERMS` wait:
-  cold_index.py), so the answers that wait for a pass do not wait for the interning.
+  vocabulary handed to the engine's term table) as each one arrives; every pass interns
+  what is pending (its own and what calls adopted) before its `end` event, a step per
+  lock hold and only while no call runs (at most `PENDING_MAX_TERMS` wait: cold_index.py),
+  so the answer that waits for a pass does not wait for the interning, and the answers
+  after the pass find everything interned.
 * Every pass that has work emits one `{"type": "indexing", "phase": "begin"}` and exactly
   one matching `"end"` (also when stopped or failing), with progress events
   "Indexing N/M sessions" in between. When a pass finds nothing left to index (the index
@@ -169,7 +171,6 @@ class BackgroundIndexer:
                     self.sink,
                     IndexingEvent(phase="idle", total=summary["total"], indexed=summary["indexed"]),
                 )
-            self._settle_terms()
             if not self._persist_when_idle():
                 continue  # new work came first
             self._kick.wait()
@@ -177,19 +178,22 @@ class BackgroundIndexer:
             self.pending = False
             self._cond.notify_all()
 
-    def _settle_terms(self) -> None:
-        """Intern the cold vocabularies the pass left pending (`ColdTermTable.settle`), a
-        step of SETTLE_STEP_TERMS terms per hold of the engine lock: a call waits for one
-        step at most. Stops early for new work (its pass ends here again) or a stop."""
+    def _settle_terms(self, cancel: CancelToken | None) -> None:
+        """Intern the cold vocabularies left pending (`ColdTermTable.settle`: adopted by
+        this pass or by calls) before the pass says it is done, so the answers after it
+        find them interned: a step of SETTLE_STEP_TERMS terms per hold of the engine lock,
+        each taken only while no call runs (the call that waited for this pass answers
+        first; a call that comes meanwhile waits for one step at most)."""
         eng = self.engine
-        while not self._stop.cancelled and not self._kick.is_set():
+        while eng.cold.has_pending():
+            while not eng.wait_no_call(0.25):
+                check(cancel)
+            check(cancel)
             with eng.lock:
-                if not eng.cold.settle(SETTLE_STEP_TERMS):
-                    continue
-            with self._cond:
-                self.settled_passes += 1
-                self._cond.notify_all()
-            return
+                eng.cold.settle(SETTLE_STEP_TERMS)
+        with self._cond:
+            self.settled_passes += 1
+            self._cond.notify_all()
 
     def wait_terms_settled(self, count: int, timeout: float | None = None) -> bool:
         """Wait until a pass's pending cold vocabularies were interned `count` times."""
@@ -264,6 +268,7 @@ class BackgroundIndexer:
             try:
                 self._progress(sink, summary, force=True)
                 self._build(todo, summary, sink, cancel)
+                self._settle_terms(cancel)  # (before `end`: the answers after it find them interned)
             finally:
                 summary["seconds"] = time.monotonic() - started
                 self._emit(
@@ -276,6 +281,8 @@ class BackgroundIndexer:
                         cancelled=bool(cancel is not None and cancel.cancelled),
                     ),
                 )
+        else:
+            self._settle_terms(cancel)  # what calls adopted meanwhile (before `idle` follows)
         # Every session of the scope was looked at: a global pass knows which restored
         # term-table slots no session claimed. The snapshot is written when it changed.
         self._whole_pass = self.scope == "global" and not (cancel is not None and cancel.cancelled)

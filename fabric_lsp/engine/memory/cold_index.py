@@ -173,6 +173,10 @@ class ColdTermTable:
             self._intern_lowest()
         return slot
 
+    def has_pending(self) -> bool:
+        """Whether a vocabulary added is not interned yet."""
+        return bool(self._pending)
+
     def settle(self, max_terms: int | None = None) -> bool:
         """Intern pending vocabularies, lowest slot first, until none is left or (with
         `max_terms`) at least that many terms were interned; True when none is left."""

@@ -77,6 +77,7 @@ class MemoryState:
         self.last_call = time.monotonic()
         self.calls = 0  # memory calls running now
         self._calls_lock = threading.Lock()
+        self._no_call = threading.Condition(self._calls_lock)  # notified when `calls` drops to 0
         self._regex = _RegexOnDemand()
         # The live leaves of the sessions a live Pi holds ({realpath: leaf id}, from
         # engine/session/lease.py): their active branch follows Pi's leaf (seed 000: the
@@ -157,11 +158,18 @@ class MemoryState:
             with self._calls_lock:
                 self.calls -= 1
                 self.last_call = time.monotonic()
+                if self.calls == 0:
+                    self._no_call.notify_all()
 
     def idle_seconds(self) -> float:
         """How long no memory call has been running (the background indexer writes its
         snapshot when the engine is idle)."""
         return time.monotonic() - self.last_call if self.calls == 0 else 0.0
+
+    def wait_no_call(self, timeout: float | None = None) -> bool:
+        """Wait until no memory call runs; False when `timeout` passed first."""
+        with self._calls_lock:
+            return self._no_call.wait_for(lambda: self.calls == 0, timeout)
 
     def background_pending(self) -> bool:
         """True while a background indexer has sessions left to index."""

@@ -8,6 +8,7 @@ interned; the indexer leaves nothing pending after a pass."""
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -106,22 +107,36 @@ def test_a_table_asked_often_interns_what_is_pending(monkeypatch):
     assert not table._pending and table._slots[slot].tolist() == [table.ids["a"], table.ids["b"]]
 
 
-def test_the_indexer_interns_what_its_pass_left_pending_before_any_snapshot(tmp_path: Path):
+def test_a_pass_interns_what_it_left_pending_before_it_ends(tmp_path: Path):
+    """Adopted cold vocabularies wait while the pass builds; the pass interns them before
+    its `end` event (the answers after it find them interned), no snapshot needed."""
     agent = tmp_path / "agent"
     for i in range(12):
         rows = [header(f"s{i:03d}", CWD), user(f"u{i}", None, f"shared words session {i} only_{i:03d}", 1)]
         write_session(agent, CWD, f"s{i:03d}.jsonl", rows, 1_700_000_000 + i * 10)
     eng = engine(agent, hot_sessions=2)
-    indexer = BackgroundIndexer(eng, workers=1)
-    indexer.snapshot_idle_s = 3600.0  # (no snapshot: it would intern everything itself)
-    try:
-        with eng.call():  # a call holds the engine busy: the pass adopts, nothing interns yet
-            indexer.start()
-            assert indexer.wait_idle(120)
-        assert indexer.wait_terms_settled(1, timeout=60)
-        table = eng.cold
-        assert len(table) == 10 and not table._pending and table._pending_terms == 0
-        assert indexer.snapshots_checked == 0
-        assert list(table.sessions_with("shared")) == sorted(table._slots)
-    finally:
-        indexer.stop()
+    seen: list[tuple[str, int]] = []  # (event, pending slots then), from the indexer's thread
+
+    def sink(event: object) -> None:
+        seen.append((getattr(event, "phase", "progress"), len(eng.cold._pending)))
+
+    indexer = BackgroundIndexer(eng, workers=1, sink=sink)
+    summary = indexer.run_once(sink=sink, persist=False)
+    assert summary["built"] == 12 and indexer.settled_passes == 1
+    assert max(n for _, n in seen) > 0  # adopted, not interned, while the pass built
+    assert seen[-1] == ("end", 0)
+    table = eng.cold
+    assert len(table) == 10 and table._pending_terms == 0 and indexer.snapshots_checked == 0
+    assert list(table.sessions_with("shared")) == sorted(table._slots)
+
+
+def test_waiting_for_no_call_ends_when_the_last_call_does(tmp_path: Path):
+    eng = engine(tmp_path / "agent")
+    assert eng.wait_no_call(0)
+    released = threading.Event()
+    with eng.call(), eng.call():
+        assert not eng.wait_no_call(0)
+        waiter = threading.Thread(target=lambda: eng.wait_no_call() and released.set())
+        waiter.start()
+    waiter.join(30)
+    assert released.is_set()
