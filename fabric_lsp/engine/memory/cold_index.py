@@ -122,9 +122,10 @@ class ColdTermTable:
         """term id -> term, for the terms interned so far (nothing is interned first)."""
         return self._names
 
-    def pending_terms(self, slot: int) -> list[str]:
-        """A pending slot's vocabulary (KeyError: the slot is not pending)."""
-        return self._pending[slot]
+    def pending_terms(self, slot: int) -> list[str] | None:
+        """A pending slot's vocabulary; None once it is interned (its views have the ids
+        by then: they are set before the slot leaves the pending ones)."""
+        return self._pending.get(slot)
 
     def _made_ids(self) -> dict[str, int]:
         ids = self._ids
@@ -398,6 +399,7 @@ class TermsView(Sequence[str]):
         self._ids = ids
 
     def _terms(self) -> list[str] | None:
+        """The pending list, or None when the ids are to be read (interned)."""
         return self._table.pending_terms(self._slot) if self._ids is None else None
 
     def __len__(self) -> int:

@@ -146,8 +146,10 @@ def recall(
                 eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states
             )
         # A regex may run up to its timeout in the worker: do that without the engine
-        # lock, on snapshots, so other memory requests are not held up meanwhile.
+        # lock, on snapshots, so other memory requests are not held up meanwhile (the cold
+        # vocabularies interned first: a view of an interned slot never changes).
         views = [snapshot_view(v) for v in views]
+        eng.cold.settle()
     return _mark_context_edits(
         eng, run_search(eng, plan, echo, views, digests, index_cov=index_cov, activity=activity), states
     )

@@ -140,3 +140,27 @@ def test_waiting_for_no_call_ends_when_the_last_call_does(tmp_path: Path):
         waiter.start()
     waiter.join(30)
     assert released.is_set()
+
+
+def test_an_engine_answers_alike_with_vocabularies_pending_or_interned(tmp_path: Path):
+    """Literal and regex recalls (a regex runs off the engine lock on interned views),
+    through the engine, with the cold vocabularies a call adopted still pending or
+    interned on arrival."""
+    agent = tmp_path / "agent"
+    for i in range(9):
+        rows = [header(f"s{i:03d}", CWD), user(f"u{i}", None, f"alpha beta_{i % 3} gamma{i} délta", 1)]
+        write_session(agent, CWD, f"s{i:03d}.jsonl", rows, 1_700_000_000 + i * 10)
+    answers = []
+    for eager in (False, True):
+        eng = engine(agent, hot_sessions=2, index_dir=str(tmp_path / f"index-{eager}"))
+        if eager:
+            eng.cold._pending_max = 0
+        got = [eng.recall({"query": "alpha", "scope": "global"}, cwd=CWD)]
+        assert eng.cold.has_pending() is not eager
+        got.append(eng.recall({"query": "beta_1 gamma4", "scope": "global"}, cwd=CWD))
+        got.append(eng.recall({"query": "beta_[12]", "queryMode": "regex", "scope": "global"}, cwd=CWD))
+        assert not eng.cold.has_pending()  # (the regex interned them before leaving the lock)
+        got.append(eng.recall({"query": "délta", "scope": "global"}, cwd=CWD))
+        answers.append(got)
+    assert answers[0] == answers[1]
+    assert answers[0][2]["items"]  # (the regex found cold sessions)
