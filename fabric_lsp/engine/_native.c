@@ -59,6 +59,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* `PyUnicode_CompareWithASCIIString(v, ascii) == 0` for a str `v`: a compact ASCII str (all
+   msgspec makes) is compared in place, its length and then its bytes (with `ascii` a
+   literal, strlen is folded); any other str the way CPython compares it. */
+static inline int ascii_eq(PyObject *v, const char *ascii) {
+    if (PyUnicode_IS_COMPACT_ASCII(v)) {
+        size_t n = strlen(ascii);
+        return (size_t)PyUnicode_GET_LENGTH(v) == n && memcmp(PyUnicode_DATA(v), ascii, n) == 0;
+    }
+    return PyUnicode_CompareWithASCIIString(v, ascii) == 0;
+}
+
 /* 0: separator (ASCII, not a word byte); 1: ASCII word byte; 2: non-ASCII byte */
 static unsigned char byte_kind[256];
 static unsigned char ascii_lower[256];
@@ -2201,7 +2212,7 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
             eid = PyTuple_GET_ITEM(held, 1);
             pid = PyTuple_GET_ITEM(held, 2);
         }
-        if (is_object && PyUnicode_CheckExact(etype) && PyUnicode_CompareWithASCIIString(etype, "session") == 0) {
+        if (is_object && PyUnicode_CheckExact(etype) && ascii_eq(etype, "session")) {
             Py_XDECREF(held);
             Py_DECREF(value);
             status = 1; /* a header: the Python code reads it */
@@ -2729,7 +2740,7 @@ static PyObject *stub_core(PyObject *content, Py_ssize_t max_units) {
             Py_RETURN_NONE;
         }
         if (!PyUnicode_CheckExact(t)) Py_RETURN_NONE;
-        if (PyUnicode_CompareWithASCIIString(t, "text") == 0) {
+        if (ascii_eq(t, "text")) {
             PyObject *s = PyDict_GetItemWithError(part, k_text);
             if (s == NULL) {
                 if (PyErr_Occurred()) return NULL;
@@ -2752,7 +2763,7 @@ static PyObject *stub_core(PyObject *content, Py_ssize_t max_units) {
                     start = i;
                 }
             }
-        } else if (PyUnicode_CompareWithASCIIString(t, "image") == 0) {
+        } else if (ascii_eq(t, "image")) {
             chars += 4800;
         } else {
             Py_RETURN_NONE;
@@ -2850,8 +2861,8 @@ static PyObject *calls_get(PyObject *calls, CallsCtx *ctx, PyObject *key) {
     return Py_NewRef(v);
 }
 
-static int str_is(PyObject *v, const char *ascii) {
-    return v != NULL && PyUnicode_Check(v) && PyUnicode_CompareWithASCIIString(v, ascii) == 0;
+static inline int str_is(PyObject *v, const char *ascii) {
+    return v != NULL && PyUnicode_Check(v) && ascii_eq(v, ascii);
 }
 
 /* a borrowed member of an exact dict, NULL when missing (error set on failure) */
@@ -3077,10 +3088,10 @@ static PyObject *feed_core(PyObject *msg, PyObject *eid, PyObject *calls, CallsC
         Py_RETURN_NONE;
     }
     if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
-    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) return feed_assistant(msg, eid, calls, ctx, events);
-    if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0)
+    if (ascii_eq(role, "assistant")) return feed_assistant(msg, eid, calls, ctx, events);
+    if (ascii_eq(role, "toolResult"))
         return feed_tool_result(msg, eid, calls, ctx, events, stub_type);
-    if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
+    if (ascii_eq(role, "user")) {
         PyObject *content = dget(msg, k_content_field);
         if (content == NULL && PyErr_Occurred()) return NULL;
         PyObject *text = text_of(content);
@@ -3179,9 +3190,9 @@ static PyObject *facts_core(PyObject *msg, PyObject *kinds, PyObject *stub_type)
         Py_RETURN_NONE;
     }
     if (!PyUnicode_CheckExact(role)) Py_RETURN_NONE;
-    int assistant = PyUnicode_CompareWithASCIIString(role, "assistant") == 0;
-    int result = !assistant && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
-    if (!assistant && !result && PyUnicode_CompareWithASCIIString(role, "user") != 0) Py_RETURN_NONE;
+    int assistant = ascii_eq(role, "assistant");
+    int result = !assistant && ascii_eq(role, "toolResult");
+    if (!assistant && !result && !ascii_eq(role, "user")) Py_RETURN_NONE;
     PyObject *kind = dget(kinds, role);
     if (kind == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -3325,9 +3336,9 @@ static PyObject *native_message_facts(PyObject *self, PyObject *const *args, Py_
  * thinking blocks seen). None, with nothing changed, wherever one of the three would
  * leave the message to the Python code. */
 static int message_node_ok(PyObject *msg, PyObject *role, PyObject *kinds, PyObject **content_out) {
-    int assistant = PyUnicode_CompareWithASCIIString(role, "assistant") == 0;
-    int result = !assistant && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0;
-    if (!assistant && !result && PyUnicode_CompareWithASCIIString(role, "user") != 0) return 0;
+    int assistant = ascii_eq(role, "assistant");
+    int result = !assistant && ascii_eq(role, "toolResult");
+    if (!assistant && !result && !ascii_eq(role, "user")) return 0;
     PyObject *kind = dget(kinds, role);
     if (kind == NULL) return PyErr_Occurred() ? -1 : 0;
     PyObject *content = dget(msg, k_content_field);
@@ -3437,7 +3448,7 @@ static int sink_column(PyObject *spec, Py_ssize_t at, const char *typecode, Col 
     PyObject *code = PyObject_GetAttrString(a, "typecode");
     PyObject *size = code == NULL ? NULL : PyObject_GetAttrString(a, "itemsize");
     int ok = code != NULL && size != NULL && PyUnicode_Check(code)
-             && PyUnicode_CompareWithASCIIString(code, typecode) == 0;
+             && ascii_eq(code, typecode);
     Py_ssize_t item = ok ? PyLong_AsSsize_t(size) : -1;
     Py_XDECREF(code);
     Py_XDECREF(size);
@@ -3904,10 +3915,10 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
     if (content != NULL && PyList_Check(content) && (!PyList_CheckExact(content) || !exact_parts(content))) Py_RETURN_NONE;
     PyObject *tool_name = Py_None, *text = NULL, *files = NULL, *found = NULL, *pieces = NULL, *result = NULL;
     Py_INCREF(tool_name);
-    if (PyUnicode_CompareWithASCIIString(role, "user") == 0) {
+    if (ascii_eq(role, "user")) {
         text = text_of(content);
         if (text == NULL) goto done;
-    } else if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+    } else if (ascii_eq(role, "toolResult")) {
         PyObject *tn = dget(message, k_tool_name);
         if (tn == NULL && PyErr_Occurred()) goto done;
         if (tn == NULL || !PyUnicode_CheckExact(tn)) { /* (plain_role admits only a str) */
@@ -3933,7 +3944,7 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
             text = prefix;
         Py_XDECREF(body);
         if (text == NULL) goto done;
-    } else if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+    } else if (ascii_eq(role, "assistant")) {
         pieces = PyList_New(0);
         if (pieces == NULL) goto done;
         if (content != NULL && PyList_Check(content)) {
@@ -4187,7 +4198,7 @@ out:
 /* whether `FileOpsCollector.observe_entry` has anything to do for this entry: an
    assistant's call of a file tool, or a result of a call it is waiting for */
 static int needs_observing(PyObject *message, PyObject *role, PyObject *ops_pending, PyObject *file_tools) {
-    if (PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+    if (ascii_eq(role, "assistant")) {
         PyObject *content = dget(message, k_content_field);
         if (content == NULL) return PyErr_Occurred() ? -1 : 0;
         if (!PyList_Check(content)) return 0;
@@ -4206,7 +4217,7 @@ static int needs_observing(PyObject *message, PyObject *role, PyObject *ops_pend
         }
         return 0;
     }
-    if (PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+    if (ascii_eq(role, "toolResult")) {
         PyObject *cid = dget(message, k_tcid);
         if (cid == NULL) return PyErr_Occurred() ? -1 : 0;
         if (!PyUnicode_Check(cid)) return 0;
@@ -4229,13 +4240,13 @@ static int plain_entry(PyObject *raw, PyObject **message, PyObject **role) {
     PyObject *r = dget(m, k_role);
     if (r == NULL && PyErr_Occurred()) return -1;
     if (r == NULL || !PyUnicode_CheckExact(r)) return 0;
-    int result = PyUnicode_CompareWithASCIIString(r, "toolResult") == 0;
-    if (!result && PyUnicode_CompareWithASCIIString(r, "user") != 0 && PyUnicode_CompareWithASCIIString(r, "assistant") != 0)
+    int result = ascii_eq(r, "toolResult");
+    if (!result && !ascii_eq(r, "user") && !ascii_eq(r, "assistant"))
         return 0;
     if (result) {
         PyObject *tool = dget(m, k_tool_name);
         if (tool == NULL && PyErr_Occurred()) return -1;
-        if (tool == NULL || !PyUnicode_CheckExact(tool) || PyUnicode_CompareWithASCIIString(tool, "fabric_exec") == 0)
+        if (tool == NULL || !PyUnicode_CheckExact(tool) || ascii_eq(tool, "fabric_exec"))
             return 0;
     }
     *message = m;
@@ -4404,7 +4415,7 @@ static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *fil
     int need = needs_observing(message, role, ops_pending, file_tools);
     if (need <= 0) return need;
     if (PyMethod_Check(observe) && PyDict_CheckExact(ops_pending)
-        && PyUnicode_CompareWithASCIIString(role, "toolResult") == 0) {
+        && ascii_eq(role, "toolResult")) {
         /* observe_entry's result branch, here: the call it answers (pending: needs_observing)
            leaves `pending` with its outcome, and the collector's version moves on */
         PyObject *cid = dget(message, k_tcid); /* (a str: needs_observing) */
@@ -4422,7 +4433,7 @@ static int observe_plain(PyObject *observe, PyObject *ops_pending, PyObject *fil
         return rc;
     }
     if (PyMethod_Check(observe) && PyDict_CheckExact(ops_pending) && PyAnySet_Check(file_tools)
-        && PyUnicode_CompareWithASCIIString(role, "assistant") == 0) {
+        && ascii_eq(role, "assistant")) {
         int done = observe_calls(PyMethod_GET_SELF(observe), ops_pending, file_tools, message, index, entry_id, ts, line);
         if (done != 0) return done < 0 ? -1 : 0;
     }
