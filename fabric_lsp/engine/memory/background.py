@@ -93,7 +93,6 @@ class BackgroundIndexer:
         self._last_report = 0.0
         self._whole_pass = False  # the last pass looked at every session of a global scope
         self.snapshot_idle_s = SNAPSHOT_IDLE_S
-        self.settled_passes = 0  # passes whose pending cold vocabularies were all interned
         self.snapshots_checked = 0  # times the snapshot was written or found current
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -191,14 +190,6 @@ class BackgroundIndexer:
             check(cancel)
             with eng.lock:
                 eng.cold.settle(SETTLE_STEP_TERMS)
-        with self._cond:
-            self.settled_passes += 1
-            self._cond.notify_all()
-
-    def wait_terms_settled(self, count: int, timeout: float | None = None) -> bool:
-        """Wait until a pass's pending cold vocabularies were interned `count` times."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self.settled_passes >= count, timeout)
 
     def _persist_when_idle(self) -> bool:
         """Write the term table's snapshot once the engine has been idle for

@@ -74,7 +74,7 @@ class ColdTermTable:
         self._pending: dict[int, list[str]] = {}
         self._pending_terms = 0
         self._pending_max = pending_max_terms
-        self._scans = 0  # lookups that scanned the pending vocabularies
+        self._scans = 0  # lookups that scanned the pending vocabularies since none was
         self._views: dict[int, list[weakref.ref[TermsView]]] = {}  # pending slot -> its views
         self.keys: dict[int, bytes] = {}  # slot -> its vocabulary's key, where known
         self.claimable: dict[bytes, list[int]] = {}  # restored slots no state holds yet
@@ -202,6 +202,8 @@ class ColdTermTable:
                 view.interned(made)
         del self._pending[slot]
         self._pending_terms -= len(terms)
+        if not self._pending:
+            self._scans = 0  # (the 32 lookups count while something is pending)
         return len(terms)
 
     def remove(self, slot: int) -> None:
