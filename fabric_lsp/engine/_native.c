@@ -76,6 +76,7 @@ static unsigned char ascii_lower[256];
 static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
 static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
+static PyObject *message_key, *role_key; /* "message", "role" */
 static PyObject *first_name; /* "first" */
 static PyObject *k_text;     /* "text" */
 
@@ -1514,6 +1515,8 @@ done:
  * of a scanned line). Parsed values come back with their line numbers; with `share_ids`, a
  * dict's "id" and "parentId" equal to the scan's id strings become those very objects.
  * `cancel()` (unless None) is called before the rows numbered 0, 256, 512, ... */
+static int kept_shape(PyObject *value, PyObject *content, PyObject *roles);
+
 static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 13 || !PyList_CheckExact(args[6]) || !PyList_CheckExact(args[7])) {
@@ -1523,6 +1526,18 @@ static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py
         return NULL;
     }
     PyObject *ids = args[6], *parents = args[7], *decode = args[9], *fallback = args[10], *cancel = args[12];
+    /* `decode` may be (typed decode, whole decode, roles): a message entry of those roles
+       is taken as the typed decode reads it (kept_shape), any other decoded whole */
+    PyObject *typed = NULL, *roles = NULL;
+    if (PyTuple_CheckExact(decode)) {
+        if (PyTuple_GET_SIZE(decode) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(decode, 2))) {
+            PyErr_SetString(PyExc_TypeError, "stream_entries: a decode tuple is (typed, whole, roles)");
+            return NULL;
+        }
+        typed = PyTuple_GET_ITEM(decode, 0);
+        roles = PyTuple_GET_ITEM(decode, 2);
+        decode = PyTuple_GET_ITEM(decode, 1);
+    }
     long long base = PyLong_AsLongLong(args[1]);
     Py_ssize_t max_line = PyLong_AsSsize_t(args[11]);
     int share = PyObject_IsTrue(args[8]);
@@ -1569,7 +1584,19 @@ static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py
         PyObject *piece = PyBytes_FromStringAndSize((const char *)data.buf + start, (Py_ssize_t)n);
         if (piece == NULL) goto fail;
         PyObject *raw = NULL;
-        if (n <= max_line) {
+        if (typed != NULL && n <= max_line) { /* (a scanned line: its depth was checked) */
+            raw = PyObject_CallOneArg(typed, piece);
+            int ok = raw == NULL ? 0 : kept_shape(raw, NULL, roles);
+            if (ok <= 0) {
+                Py_CLEAR(raw);
+                if (ok < 0 || (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))) {
+                    Py_DECREF(piece);
+                    goto fail;
+                }
+                PyErr_Clear(); /* refused or another shape: decoded whole */
+            }
+        }
+        if (raw == NULL && n <= max_line) {
             raw = PyObject_CallOneArg(decode, piece);
             if (raw == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_Exception)) {
@@ -2101,6 +2128,28 @@ static PyObject *member(PyObject *d, PyObject *key) {
     return v;
 }
 
+/* Whether a line's typed decode (json_line.kept_decoder), `value`, is taken as the line's
+ * value: a message entry whose message is an exact dict with a role in `roles` (the members
+ * memory reads are all there), or (unless `content` is NULL) an exact dict whose type is
+ * not one of the `content` types (only its lineage members are read). 0 means: decode
+ * the line whole. */
+static int kept_shape(PyObject *value, PyObject *content, PyObject *roles) {
+    if (!PyDict_CheckExact(value)) return 0;
+    PyObject *etype = PyDict_GetItemWithError(value, type_key);
+    if (etype == NULL) return PyErr_Occurred() ? -1 : content != NULL; /* (no type: not a content line) */
+    if (!PyUnicode_CheckExact(etype)) return content != NULL;
+    if (content != NULL) {
+        int in = PySet_Contains(content, etype);
+        if (in <= 0) return in < 0 ? -1 : 1;
+    }
+    if (!ascii_eq(etype, "message")) return 0;
+    PyObject *message = PyDict_GetItemWithError(value, message_key);
+    if (message == NULL || !PyDict_CheckExact(message)) return PyErr_Occurred() ? -1 : 0;
+    PyObject *role = PyDict_GetItemWithError(message, role_key);
+    if (role == NULL || !PyUnicode_CheckExact(role)) return PyErr_Occurred() ? -1 : 0;
+    return PySet_Contains(roles, role);
+}
+
 static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 13) {
@@ -2115,6 +2164,17 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     Py_ssize_t max_line = PyLong_AsSsize_t(args[9]);
     long max_depth = PyLong_AsLong(args[10]);
     if (PyErr_Occurred()) return NULL;
+    /* keeping, `decode` may be (typed decode, whole decode, roles): see kept_shape */
+    PyObject *typed = NULL, *roles = NULL;
+    if (PyTuple_CheckExact(decode)) {
+        if (keep == Py_None || PyTuple_GET_SIZE(decode) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(decode, 2))) {
+            PyErr_SetString(PyExc_TypeError, "scan_lines: a decode tuple is (typed, whole, roles), when keeping");
+            return NULL;
+        }
+        typed = PyTuple_GET_ITEM(decode, 0);
+        roles = PyTuple_GET_ITEM(decode, 2);
+        decode = PyTuple_GET_ITEM(decode, 1);
+    }
     if (!PyTuple_CheckExact(cols) || PyTuple_GET_SIZE(cols) != 8 || !PyDict_CheckExact(type_names)
         || !PyAnySet_Check(content) || !(keep == Py_None || PyDict_CheckExact(keep))) {
         PyErr_SetString(PyExc_TypeError, "scan_lines: cols an 8-tuple, keep a dict or None, type_names a dict, content a set");
@@ -2157,7 +2217,23 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
             failed = 1;
             break;
         }
-        value = PyObject_CallOneArg(decode, view);
+        /* (a line of at most max_depth brackets nests no deeper) */
+        int shallow = typed != NULL && bracket_count(raw, length) <= max_depth;
+        if (shallow) {
+            value = PyObject_CallOneArg(typed, view);
+            int ok = value == NULL ? 0 : kept_shape(value, content, roles);
+            if (ok <= 0) {
+                Py_CLEAR(value);
+                if (ok < 0 || (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))) {
+                    Py_DECREF(view);
+                    failed = 1;
+                    break;
+                }
+                PyErr_Clear(); /* refused or another shape: decoded whole */
+                shallow = 0;
+            }
+        }
+        if (value == NULL) value = PyObject_CallOneArg(decode, view);
         Py_DECREF(view);
         if (value == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* e.g. KeyboardInterrupt */
@@ -2170,7 +2246,7 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
         }
         int is_object;
         if (keep != Py_None) {
-            if (length > max_depth && nests_deeper(value, 1, (int)max_depth)) {
+            if (!shallow && length > max_depth && nests_deeper(value, 1, (int)max_depth)) {
                 Py_DECREF(value);
                 status = 1;
                 break;
@@ -5007,10 +5083,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     type_key = PyUnicode_InternFromString("type");
     id_key = PyUnicode_InternFromString("id");
     parent_key = PyUnicode_InternFromString("parentId");
+    message_key = PyUnicode_InternFromString("message");
+    role_key = PyUnicode_InternFromString("role");
     first_name = PyUnicode_InternFromString("first");
     k_text = PyUnicode_InternFromString("text");
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
-        || parent_key == NULL || first_name == NULL || k_text == NULL)
+        || parent_key == NULL || message_key == NULL || role_key == NULL || first_name == NULL || k_text == NULL)
         return NULL;
     if (feed_init() < 0 || fold_init() < 0) return NULL;
     PyObject *arrays = PyImport_ImportModule("array");

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..native import NATIVE
 from . import source
 from .entry_text import Normalizer
+from .json_line import KEPT_ROLES, kept_decoder, whole_decoder
 from .source import CONTENT_TYPES, Lineage, OrdinalSet, ScanLines, SourceScan, decode_json_line, scan_source
 from .state import SourceMissing
 
@@ -31,6 +32,9 @@ STREAM_CHUNK_BYTES = 4 * 1024 * 1024
 # (engine/_native.c), when it is built
 _kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 _stream_entries: Any = getattr(NATIVE, "stream_entries", None)
+# (a user, assistant or tool result message entry decoded as `kept_decoder` reads it: the
+# members memory reads; any other line whole)
+_STREAM_DECODE = (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES)
 
 
 def _decode_scanned(raw: bytes) -> tuple[bool, Any]:
@@ -191,7 +195,7 @@ def entries_streaming(
         if _stream_entries is not None:  # `_entries_from`'s loop in C (test_kept_entries.py)
             yield from _stream_entries(
                 data, start, wanted[i:j], offsets, lengths, lines.line, lines.id, lines.parent, share_ids,
-                source.whole_decoder.decode, _decode_scanned, source.MAX_LINE_BYTES, cancel,
+                _STREAM_DECODE, _decode_scanned, source.MAX_LINE_BYTES, cancel,
             )  # fmt: skip
         else:
             yield from _entries_from(data, start, lines, None, cancel=cancel, rows=wanted[i:j], share_ids=share_ids)

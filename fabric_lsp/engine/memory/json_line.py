@@ -10,7 +10,7 @@ import json
 import re
 from array import array
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 
@@ -36,6 +36,69 @@ def js_float(text: str) -> float | int:
 # number with a fraction or exponent)
 _any_decoder = msgspec.json.Decoder(float_hook=getattr(NATIVE, "js_float", js_float))
 whole_decoder = _any_decoder  # `decode_whole`'s first decoder (the C line scan calls it)
+
+
+# ---- the kept values of a whole-file build: only the members memory reads ---------------
+#
+# A build keeps each content line's decoded value until its lineage is known (state_build
+# `single_pass`). A message entry of a user, assistant or tool result message (nearly all
+# lines, nearly all bytes) is decoded by `kept_decoder` instead: the members below, each
+# value as `whole_decoder` gives it, every other member skipped (checked, never built: an
+# assistant's `usage` and `cost`, `api`, `model`, `responseId`, a part's signatures or
+# image data). They are every member of such an entry, its message and its content parts
+# that the memory normalizer reads (entry_text.py, entry_fields.py, file_history.py,
+# session/content.py, fabric_payloads.py via `details`), so its records, digest and file
+# operations are those of the whole value (tests/engine/memory/test_kept_decoder.py builds
+# both ways). A member the normalizer comes to read must be named here. The C line scan
+# (`_native.scan_lines`) takes such a value only for an entry of that shape, whose line
+# has at most MAX_JSON_DEPTH brackets (so it nests no deeper); any other line, and any line
+# the typed decode refuses, is decoded whole as before.
+
+
+class _KeptPart(TypedDict, total=False):
+    type: Any
+    text: Any
+    thinking: Any
+    name: Any
+    id: Any
+    arguments: Any
+
+
+class _KeptMessage(TypedDict, total=False):
+    role: Any
+    content: str | list[_KeptPart]
+    toolName: Any
+    toolCallId: Any
+    isError: Any
+    errorMessage: Any
+    timestamp: Any
+    details: Any
+    command: Any
+    exitCode: Any
+    output: Any
+    summary: Any
+    fromId: Any
+    customType: Any
+    display: Any
+
+
+class _KeptEntry(TypedDict, total=False):
+    type: Any
+    id: Any
+    parentId: Any
+    timestamp: Any
+    message: _KeptMessage
+    summary: Any
+    details: Any
+    fromId: Any
+    customType: Any
+    content: Any
+    display: Any
+
+
+# (the roles whose entries the C scan takes from `kept_decoder`)
+KEPT_ROLES = frozenset({"user", "assistant", "toolResult"})
+kept_decoder = msgspec.json.Decoder(_KeptEntry, float_hook=getattr(NATIVE, "js_float", js_float))
 
 
 def _scrub(value: JsonValue) -> Any:

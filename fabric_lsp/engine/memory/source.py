@@ -22,7 +22,7 @@ from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify
 from ..native import NATIVE
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH
-from .json_line import cut_json, decode_whole, whole_decoder
+from .json_line import KEPT_ROLES, cut_json, decode_whole, kept_decoder, whole_decoder
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -227,7 +227,8 @@ def _scan_native(data: bytes, scan: SourceScan, base: int, keep: dict[int, Any] 
     partial piece at the end are read by `_scan_python`, one line at a time."""
     cols = scan.lines
     columns = (cols.ordinal, cols.line, cols.offset, cols.length, cols.type, cols.id, cols.parent, cols.node)
-    decode = whole_decoder.decode if keep is not None else _envelope_decoder.decode
+    # (keeping: the members memory reads of a common message entry, else the whole value)
+    decode = (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES) if keep is not None else _envelope_decoder.decode
     pos, at = 0, base
     while True:
         status, pos, at_next, scan.next_line, scan.next_ordinal = _scan_lines(

@@ -35,6 +35,39 @@ _types = st.one_of(
 )
 
 
+_part = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["text", "thinking", "toolCall", "image"])},
+        optional={
+            "text": st.text(max_size=6),
+            "thinking": st.text(max_size=6),
+            "thinkingSignature": st.text(max_size=6),
+            "name": st.sampled_from(["read", "bash", 3]),
+            "arguments": st.dictionaries(st.sampled_from(["path", "command", "x"]), st.text(max_size=4), max_size=2),
+            "data": st.text(max_size=6),
+        },
+    ),
+    st.integers(),
+    st.text(max_size=3),
+)
+# (the message of a message entry: kept whole, or as json_line.kept_decoder reads it)
+_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["user", "assistant", "toolResult", "bashExecution", "custom"]) | st.integers(),
+        "content": st.one_of(st.text(max_size=10), st.lists(_part, max_size=3), st.none(), st.integers()),
+        "toolName": st.sampled_from(["read", "fabric_exec"]),
+        "isError": st.booleans(),
+        "details": st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+        "usage": st.fixed_dictionaries(
+            {"totalTokens": st.integers(), "cost": st.fixed_dictionaries({"total": st.floats(allow_nan=False)})}
+        ),
+        "n": st.floats(allow_nan=False),
+        "api": st.text(max_size=4),
+    },
+)
+
+
 @st.composite
 def _entry_line(draw: st.DrawFn) -> bytes:
     obj: dict[str, object] = {}
@@ -44,7 +77,7 @@ def _entry_line(draw: st.DrawFn) -> bytes:
     if obj.get("type") == "session" and draw(st.booleans()):
         obj["cwd"] = draw(st.text(max_size=6))
     if draw(st.booleans()):
-        obj["message"] = {"role": "user", "content": draw(st.text(max_size=10)), "n": draw(st.floats(allow_nan=False))}
+        obj["message"] = draw(_message)
     return json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8", "surrogatepass")
 
 
@@ -79,6 +112,31 @@ _odd = st.sampled_from(
 _lines = st.lists(st.one_of(_entry_line(), _odd), max_size=25)
 
 
+def kept_shape(value: object) -> bool:
+    """Whether `value` is an entry the C scan may keep as `kept_decoder` reads it."""
+    if not isinstance(value, dict) or value.get("type") != "message":
+        return False
+    message = value.get("message")
+    return isinstance(message, dict) and message.get("role") in json_line.KEPT_ROLES
+
+
+def kept_members(value: object) -> object:
+    """`value` as `json_line.kept_decoder` reads it, when it has the shape the C scan keeps
+    that way (the members `_KeptEntry`, `_KeptMessage` and `_KeptPart` name), else as is."""
+    if not kept_shape(value):
+        return value
+    assert isinstance(value, dict)
+    hints = json_line._KeptEntry.__annotations__, json_line._KeptMessage.__annotations__
+    out = {k: v for k, v in value.items() if k in hints[0]}
+    message = {k: v for k, v in value["message"].items() if k in hints[1]}
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = json_line._KeptPart.__annotations__
+        message["content"] = [{k: v for k, v in p.items() if k in parts} if isinstance(p, dict) else p for p in content]
+    out["message"] = message
+    return out
+
+
 def _scan(native: bool, data: bytes, base: int, keep: dict[int, object] | None, stop: int | None) -> source.SourceScan:
     scan = source.SourceScan()
     n = len(data) if stop is None else stop
@@ -95,7 +153,13 @@ def _same(data: bytes, *, base: int = 0, keep: bool, stop: int | None = None) ->
     for name in source.SourceScan.__dataclass_fields__:
         if name != "lines":
             assert getattr(a, name) == getattr(b, name), name
-    assert kept[0] == kept[1]
+    assert kept[0].keys() == kept[1].keys() if keep else kept[0] is kept[1] is None
+    for ordinal, value in (kept[0] or {}).items():
+        # a user, assistant or tool result message entry: the C scan may keep only the
+        # members memory reads (json_line.kept_decoder); every other value is kept whole
+        assert kept_members(value) == kept_members(kept[1][ordinal])
+        if not kept_shape(value):
+            assert value == kept[1][ordinal]
     if keep:
         # the same objects for the known types (one string per type, as the Python loop)
         assert [t is source._TYPE_NAMES.get(t) for t in a.lines.type if t in source._TYPE_NAMES] == [
