@@ -2116,8 +2116,17 @@ static int is_blank(const unsigned char *p, Py_ssize_t len) {
 }
 
 static Py_ssize_t bracket_count(const unsigned char *p, Py_ssize_t len) {
+    /* '[' (0x5b) and '{' (0x7b) differ only in bit 0x20; a 32-bit count per 4 KiB block
+       lets the compiler count 16 bytes a step */
     Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < len; i++) n += (p[i] == '[') + (p[i] == '{');
+    while (len > 0) {
+        Py_ssize_t k = len < 4096 ? len : 4096;
+        uint32_t m = 0;
+        for (Py_ssize_t i = 0; i < k; i++) m += (p[i] | 0x20) == '{';
+        n += m;
+        p += k;
+        len -= k;
+    }
     return n;
 }
 

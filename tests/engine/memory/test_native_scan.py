@@ -85,6 +85,18 @@ def _deep(depth: int) -> bytes:
     return b'{"type":"message","id":"aaaaaaaa","x":' + b"[" * depth + b"]" * depth + b"}"
 
 
+def _deep_skipped(depth: int) -> bytes:
+    """A message entry nesting `depth` deep in a member `kept_decoder` skips: only the
+    line's bracket count keeps the typed decode from taking it (that nesting is never
+    built), so one too deep is refused as the Python loop refuses it."""
+    return (
+        b'{"type":"message","id":"aaaaaaab","message":{"role":"user","content":"x","deep":'
+        + b"[" * (depth - 2)
+        + b"]" * (depth - 2)
+        + b"}}"
+    )
+
+
 _odd = st.sampled_from(
     [
         b"",
@@ -105,6 +117,8 @@ _odd = st.sampled_from(
         _deep(511),
         _deep(512),
         _deep(513),
+        _deep_skipped(512),
+        _deep_skipped(513),
         b'{"a":' + b"[" * 600 + b"]" * 600 + b', "type":"message"}',
         b'{"type":"message","id":"abcdefab","text":"' + b"x" * 300 + b'"}',
     ]
