@@ -175,6 +175,18 @@ typedef struct {
     int mixed;
 } Piece;
 
+/* Eight ASCII bytes at a time (SWAR) where a byte's lane is its place in a little-endian
+ * word: `next_piece` reads the common run of eight word characters in one step, the same
+ * bytes, lowered bytes and hash steps as one at a time. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PIECE_SWAR 1
+#define LANES(b) (0x0101010101010101ULL * (uint64_t)(b))
+/* 0x80 in each lane of `x` (every byte below 0x80) that lies in [lo, hi] (hi below 0x80) */
+static inline uint64_t lanes_in(uint64_t x, unsigned lo, unsigned hi) {
+    return (x + LANES(0x80 - lo)) & ~(x + LANES(0x7f - hi)) & LANES(0x80);
+}
+#endif
+
 /* The next piece of `data` from `*at` into `p` (0 when none is left); `*at` moves past it. */
 static inline int next_piece(const unsigned char *data, Py_ssize_t n, Py_ssize_t *at, unsigned char *lower, Piece *p) {
     Py_ssize_t i = *at;
@@ -188,6 +200,38 @@ static inline int next_piece(const unsigned char *data, Py_ssize_t n, Py_ssize_t
     uint64_t h = 0x9e3779b97f4a7c15ULL, word = 0, head = 0;
     unsigned shift = 0, full = 0;
     while (i < n) {
+#ifdef PIECE_SWAR
+        if (shift == 0 && i + 8 <= n) {
+            uint64_t x;
+            memcpy(&x, data + i, 8);
+            if ((x & LANES(0x80)) == 0) { /* eight ASCII bytes: the word characters among them */
+                uint64_t upper = lanes_in(x, 'A', 'Z');
+                uint64_t words = lanes_in(x | LANES(0x20), 'a', 'z') | lanes_in(x, '0', '9') | lanes_in(x, '_', '_');
+                uint64_t lowered = x | (upper >> 2);
+                memcpy(lower + i, &lowered, 8); /* (past the piece: never read as its bytes) */
+                seen |= 1;
+                if (words == LANES(0x80)) {
+                    if (!full) {
+                        head = lowered;
+                        full = 1;
+                    }
+                    h = (h ^ lowered) * 0x9fb21c651e98df25ULL;
+                    h ^= h >> 29;
+                    i += 8;
+                    continue;
+                }
+                /* the piece ends at the first separator among them (the first byte itself:
+                   left to the step below) */
+                unsigned k = (unsigned)__builtin_ctzll(~words & LANES(0x80)) / 8;
+                if (k > 0) {
+                    word = lowered & ((1ULL << (8 * k)) - 1);
+                    shift = 8 * k;
+                    i += k;
+                    break;
+                }
+            }
+        }
+#endif
         unsigned char b = data[i], k = byte_kind[b];
         if (k == 0) break;
         seen |= k;

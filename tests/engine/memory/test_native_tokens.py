@@ -87,6 +87,34 @@ def test_native_pieces_on_large_inputs_with_many_distinct_pieces():
         _native.pieces("text")  # type: ignore[arg-type]
 
 
+# Runs of word characters of every length around the eight bytes the C code reads in one
+# step, ended by every kind of separator, a non-ASCII character inside or after a run, at
+# the end of the text or not.
+_run = st.tuples(
+    st.text(alphabet="aZ09_xQ", min_size=0, max_size=26),
+    st.sampled_from(["", " ", ".", "-", "\n", "\x00", "\x7f", "@", "[", "`", "{", "/", ":", "é", "😀", "İ"]),
+)
+swar_texts = st.lists(_run, max_size=12).map(lambda runs: "".join(word + sep for word, sep in runs))
+
+
+@needs_native
+@settings(max_examples=profile_examples(400), deadline=None)
+@given(swar_texts, st.integers(0, 9))
+def test_pieces_read_eight_bytes_a_step_as_one_at_a_time(text, offset):
+    """The pieces, terms and index of texts of long words (`next_piece` reads eight word
+    characters a step), wherever in the buffer they start."""
+    data = text.encode("utf-8", "surrogatepass")
+    assert _native.pieces(data) == _python_pieces(data)
+    assert _native.pieces(memoryview(b" " * offset + data)[offset:]) == _python_pieces(data)
+    assert unique_terms_utf8(data) == unique_terms_utf8_py(data)
+    native = HotIndex.build({"text": text, "role": "user"} for _ in range(2))
+    python = _index_in_python([text, text])
+    assert [(k, list(postings_of(v))) for k, v in native.postings.items()] == [
+        (k, list(postings_of(v))) for k, v in python.postings.items()
+    ]
+    assert native.doc_len == python.doc_len
+
+
 def _index_in_python(texts: list[str]) -> HotIndex:
     """HotIndex.add's loop, without the accelerator (`hot_index._index_text` off)."""
     saved = hot_index._index_text
