@@ -3250,6 +3250,35 @@ static PyObject *native_feed_message(PyObject *self, PyObject *const *args, Py_s
     return feed_core(args[0], args[1], args[2], NULL, args[3], args[4]);
 }
 
+/* the literal pieces of plain_fields' texts */
+static PyObject *t_tool_result_open, *t_close, *t_error_mark, *t_colon, *t_tool, *t_open, *t_no_args, *t_error;
+
+/* The concatenation of `n` str objects as one new str of the kind its widest part needs:
+ * what PyUnicode_FromFormat("%U%U...") of them gives, without reading a format. */
+static PyObject *concat_strs(PyObject *const *parts, int n) {
+    Py_ssize_t len = 0;
+    Py_UCS4 widest = 0;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t k = PyUnicode_GET_LENGTH(parts[i]);
+        if (k > PY_SSIZE_T_MAX - len) return PyErr_NoMemory();
+        len += k;
+        Py_UCS4 m = PyUnicode_MAX_CHAR_VALUE(parts[i]);
+        if (m > widest) widest = m;
+    }
+    PyObject *out = PyUnicode_New(len, widest);
+    if (out == NULL) return NULL;
+    Py_ssize_t at = 0;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t k = PyUnicode_GET_LENGTH(parts[i]);
+        if (k > 0 && PyUnicode_CopyCharacters(out, at, parts[i], 0, k) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        at += k;
+    }
+    return out;
+}
+
 static int feed_init(void) {
 #define S(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return -1
     S(k_entry, "entryId"); S(k_source, "sourceEntryId");
@@ -3263,6 +3292,8 @@ static int feed_init(void) {
     S(k_error_message, "errorMessage"); S(k_timestamp, "timestamp"); S(v_undefined, "undefined");
     S(k_message_field, "message"); S(k_error, "error");
     S(k_usage, "usage"); S(k_total_tokens, "totalTokens"); S(k_stop_reason, "stopReason"); S(k_chars, "chars");
+    S(t_tool_result_open, "toolResult("); S(t_close, ")"); S(t_error_mark, " [error]"); S(t_colon, ": ");
+    S(t_tool, "Tool: "); S(t_open, "("); S(t_no_args, "()"); S(t_error, "Error: ");
 #undef S
     return 0;
 }
@@ -4012,7 +4043,12 @@ static PyObject *native_args_summary(PyObject *self, PyObject *const *args, Py_s
 
 static PyObject *format_tool(PyObject *shown, PyObject *summary) {
     /* "Tool: {shown}({summary})", summary NULL: "Tool: {shown}()" */
-    return summary == NULL ? PyUnicode_FromFormat("Tool: %U()", shown) : PyUnicode_FromFormat("Tool: %U(%U)", shown, summary);
+    PyObject *parts[5] = {t_tool, shown, t_open, summary, t_close};
+    if (summary == NULL) {
+        PyObject *bare[3] = {t_tool, shown, t_no_args};
+        return concat_strs(bare, 3);
+    }
+    return concat_strs(parts, 5);
 }
 
 static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -4054,23 +4090,24 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
             Py_DECREF(tool_name);
             Py_RETURN_NONE;
         }
-        PyObject *prefix;
+        /* "toolResult(<name>)[ [error]][: <body>]", "toolResult" without a name */
+        PyObject *parts[7];
+        int n = 0;
         if (PyUnicode_GET_LENGTH(tn) > 0) {
             Py_SETREF(tool_name, Py_NewRef(tn));
-            prefix = PyUnicode_FromFormat("toolResult(%U)%s", tn, is_error ? " [error]" : "");
+            parts[n++] = t_tool_result_open;
+            parts[n++] = tn;
+            parts[n++] = t_close;
         } else
-            prefix = PyUnicode_FromString(is_error ? "toolResult [error]" : "toolResult");
-        if (prefix == NULL) goto done;
+            parts[n++] = v_tool_result;
+        if (is_error) parts[n++] = t_error_mark;
         PyObject *body = index_tool_output ? text_of(content) : NULL;
-        if (index_tool_output && body == NULL) {
-            Py_DECREF(prefix);
-            goto done;
-        }
+        if (index_tool_output && body == NULL) goto done;
         if (body != NULL && PyUnicode_GET_LENGTH(body) > 0) {
-            text = PyUnicode_FromFormat("%U: %U", prefix, body);
-            Py_DECREF(prefix);
-        } else
-            text = prefix;
+            parts[n++] = t_colon;
+            parts[n++] = body;
+        }
+        text = concat_strs(parts, n);
         Py_XDECREF(body);
         if (text == NULL) goto done;
     } else if (ascii_eq(role, "assistant")) {
@@ -4151,7 +4188,8 @@ static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_s
         PyObject *err = dget(message, k_error_message);
         if (err == NULL && PyErr_Occurred()) goto done;
         if (err != NULL && PyUnicode_Check(err) && PyUnicode_GET_LENGTH(err) > 0) {
-            PyObject *piece = PyUnicode_FromFormat("Error: %U", err);
+            PyObject *parts[2] = {t_error, err};
+            PyObject *piece = concat_strs(parts, 2);
             if (piece == NULL) goto done;
             int r = PyList_Append(pieces, piece);
             Py_DECREF(piece);
