@@ -5188,5 +5188,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     array_append = array_type == NULL ? NULL : PyObject_GetAttr(array_type, append_name);
     if (array_append == NULL) return NULL;
     if (PyType_Ready(&PostingsBuilderType) < 0) return NULL;
-    return PyModule_Create(&native_module);
+    PyObject *module = PyModule_Create(&native_module);
+    /* scan_lines and stream_entries take a (typed, whole, roles) decode tuple
+       (json_line.kept_decoder); an extension built from an older source has no such mark */
+    if (module != NULL && PyModule_AddIntConstant(module, "KEPT_DECODE", 1) < 0) Py_CLEAR(module);
+    return module;
 }

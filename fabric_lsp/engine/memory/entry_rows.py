@@ -33,8 +33,12 @@ STREAM_CHUNK_BYTES = 4 * 1024 * 1024
 _kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 _stream_entries: Any = getattr(NATIVE, "stream_entries", None)
 # (a user, assistant or tool result message entry decoded as `kept_decoder` reads it: the
-# members memory reads; any other line whole)
-_STREAM_DECODE = (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES)
+# members memory reads; any other line whole; only whole with an older extension)
+_STREAM_DECODE: Any = (
+    (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES)
+    if getattr(NATIVE, "KEPT_DECODE", 0) == 1
+    else whole_decoder.decode
+)
 
 
 def _decode_scanned(raw: bytes) -> tuple[bool, Any]:

@@ -53,6 +53,12 @@ class _Envelope(msgspec.Struct):
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
 # The C line scan (None: no accelerator, or one built from an older source)
 _scan_lines: Any = getattr(NATIVE, "scan_lines", None)
+# What the C line scan and entry loop decode a kept line with: the members memory reads of
+# a common message entry, else the whole value (json_line.kept_decoder); None with an
+# extension built from an older source, which takes only the whole decoder
+_KEPT_DECODE: Any = (
+    (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES) if getattr(NATIVE, "KEPT_DECODE", 0) == 1 else None
+)
 # `lineage_from_lines`' loops in C (engine/_native.c), when it is built
 _lineage_walk: Any = getattr(NATIVE, "lineage_walk", None)
 
@@ -228,7 +234,7 @@ def _scan_native(data: bytes, scan: SourceScan, base: int, keep: dict[int, Any] 
     cols = scan.lines
     columns = (cols.ordinal, cols.line, cols.offset, cols.length, cols.type, cols.id, cols.parent, cols.node)
     # (keeping: the members memory reads of a common message entry, else the whole value)
-    decode = (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES) if keep is not None else _envelope_decoder.decode
+    decode = (_KEPT_DECODE or whole_decoder.decode) if keep is not None else _envelope_decoder.decode
     pos, at = 0, base
     while True:
         status, pos, at_next, scan.next_line, scan.next_ordinal = _scan_lines(

@@ -228,3 +228,22 @@ def test_a_build_from_kept_values_equals_the_whole_decode(tmp_path_factory, mess
         assert facts(True) == facts(False)
     finally:
         mp.undo()
+
+
+@pytest.mark.parametrize("tier", ["hot", "cold"])
+def test_an_extension_without_the_typed_decode_is_given_the_whole_decoder(tier, monkeypatch):
+    """An editable checkout keeps the extension it was built with until it is rebuilt: one
+    built from an older source (no `KEPT_DECODE` mark) is handed the whole decoder, and
+    the builds are the same either way."""
+    from fabric_lsp.engine.memory import entry_rows, source
+
+    if source._scan_lines is not None:
+        assert source._KEPT_DECODE is not None and isinstance(entry_rows._STREAM_DECODE, tuple)
+    for path in SESSIONS:
+        typed = _facts(_build(path, tier, "active", stream=False, chunk=1 << 20, monkeypatch=monkeypatch))
+        streamed = _facts(_build(path, tier, "active", stream=True, chunk=4096, monkeypatch=monkeypatch))
+        with monkeypatch.context() as m:
+            m.setattr(source, "_KEPT_DECODE", None)
+            m.setattr(entry_rows, "_STREAM_DECODE", json_line.whole_decoder.decode)
+            assert _facts(_build(path, tier, "active", stream=False, chunk=1 << 20, monkeypatch=m)) == typed
+            assert _facts(_build(path, tier, "active", stream=True, chunk=4096, monkeypatch=m)) == streamed == typed
