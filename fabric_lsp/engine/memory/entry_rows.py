@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..native import NATIVE
 from . import source
 from .entry_text import Normalizer
-from .json_line import KEPT_ROLES, kept_decoder, whole_decoder
+from .json_line import KEPT_DECODE, whole_decoder
 from .source import CONTENT_TYPES, Lineage, OrdinalSet, ScanLines, SourceScan, decode_json_line, scan_source
 from .state import SourceMissing
 
@@ -34,11 +34,7 @@ _kept_entries: Any = getattr(NATIVE, "kept_entries", None)
 _stream_entries: Any = getattr(NATIVE, "stream_entries", None)
 # (a user, assistant or tool result message entry decoded as `kept_decoder` reads it: the
 # members memory reads; any other line whole; only whole with an older extension)
-_STREAM_DECODE: Any = (
-    (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES)
-    if getattr(NATIVE, "KEPT_DECODE", 0) == 1
-    else whole_decoder.decode
-)
+_STREAM_DECODE: Any = KEPT_DECODE or whole_decoder.decode
 
 
 def _decode_scanned(raw: bytes) -> tuple[bool, Any]:

@@ -99,6 +99,12 @@ class _KeptEntry(TypedDict, total=False):
 # (the roles whose entries the C scan takes from `kept_decoder`)
 KEPT_ROLES = frozenset({"user", "assistant", "toolResult"})
 kept_decoder = msgspec.json.Decoder(_KeptEntry, float_hook=getattr(NATIVE, "js_float", js_float))
+# What the C line scan and entry loop (scan_lines, stream_entries) are handed to decode a
+# kept line with; None for an extension built from an older source (no `KEPT_DECODE`
+# mark), which takes only the whole decoder
+KEPT_DECODE: Any = (
+    (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES) if getattr(NATIVE, "KEPT_DECODE", 0) == 1 else None
+)
 
 
 def _scrub(value: JsonValue) -> Any:

@@ -22,7 +22,7 @@ from ..jsstr import js_string_of as js_string
 from ..jsstr import js_stringify
 from ..native import NATIVE
 from ..session.reader import DEFAULT_MAX_LINE_BYTES, MAX_JSON_DEPTH
-from .json_line import KEPT_ROLES, cut_json, decode_whole, kept_decoder, whole_decoder
+from .json_line import KEPT_DECODE, cut_json, decode_whole, whole_decoder
 
 if TYPE_CHECKING:
     from ..json_types import JsonValue
@@ -53,12 +53,8 @@ class _Envelope(msgspec.Struct):
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
 # The C line scan (None: no accelerator, or one built from an older source)
 _scan_lines: Any = getattr(NATIVE, "scan_lines", None)
-# What the C line scan and entry loop decode a kept line with: the members memory reads of
-# a common message entry, else the whole value (json_line.kept_decoder); None with an
-# extension built from an older source, which takes only the whole decoder
-_KEPT_DECODE: Any = (
-    (kept_decoder.decode, whole_decoder.decode, KEPT_ROLES) if getattr(NATIVE, "KEPT_DECODE", 0) == 1 else None
-)
+# What the C line scan decodes a kept line with (json_line.KEPT_DECODE; None: whole)
+_KEPT_DECODE: Any = KEPT_DECODE
 # `lineage_from_lines`' loops in C (engine/_native.c), when it is built
 _lineage_walk: Any = getattr(NATIVE, "lineage_walk", None)
 
