@@ -76,7 +76,6 @@ static unsigned char ascii_lower[256];
 static PyObject *append_name; /* "append", interned at import */
 static PyObject *copy_name;   /* "__copy__", interned at import */
 static PyObject *frombytes_name, *type_key, *id_key, *parent_key; /* "frombytes", "type", "id", "parentId" */
-static PyObject *message_key, *role_key; /* "message", "role" */
 static PyObject *first_name; /* "first" */
 static PyObject *k_text;     /* "text" */
 
@@ -1559,7 +1558,60 @@ done:
  * of a scanned line). Parsed values come back with their line numbers; with `share_ids`, a
  * dict's "id" and "parentId" equal to the scan's id strings become those very objects.
  * `cancel()` (unless None) is called before the rows numbered 0, 256, 512, ... */
-static int kept_shape(PyObject *value, PyObject *content, PyObject *roles);
+/* ---- the typed decode of kept lines (json_line.KEPT_DECODE), for scan_lines and
+ * stream_entries: `decode` is the whole decoder or (typed, whole, roles) ---- */
+
+/* feed_init's interned "message" and "role" (defined with the feed's keys below) */
+static PyObject *k_message_field, *k_role;
+
+/* Splits a (typed, whole, roles) `*decode` into `*typed`, `*roles` and the whole decoder
+ * (NULL, NULL and `*decode` unchanged for a decoder); -1 with a TypeError for another tuple. */
+static int split_decode(PyObject **decode, PyObject **typed, PyObject **roles, const char *who) {
+    *typed = *roles = NULL;
+    if (!PyTuple_CheckExact(*decode)) return 0;
+    if (PyTuple_GET_SIZE(*decode) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(*decode, 2))) {
+        PyErr_Format(PyExc_TypeError, "%s: a decode tuple is (typed, whole, roles)", who);
+        return -1;
+    }
+    *typed = PyTuple_GET_ITEM(*decode, 0);
+    *roles = PyTuple_GET_ITEM(*decode, 2);
+    *decode = PyTuple_GET_ITEM(*decode, 1);
+    return 0;
+}
+
+/* Whether a line's typed decode (json_line.kept_decoder), `value`, is taken as the line's
+ * value: a message entry whose message is an exact dict with a role in `roles` (the members
+ * memory reads are all there), or (unless `content` is NULL) an exact dict whose type is
+ * not one of the `content` types (only its lineage members are read). 0 means: decode
+ * the line whole. */
+static int kept_shape(PyObject *value, PyObject *content, PyObject *roles) {
+    if (!PyDict_CheckExact(value)) return 0;
+    PyObject *etype = PyDict_GetItemWithError(value, type_key);
+    if (etype == NULL) return PyErr_Occurred() ? -1 : content != NULL; /* (no type: not a content line) */
+    if (!PyUnicode_CheckExact(etype)) return content != NULL;
+    if (content != NULL) {
+        int in = PySet_Contains(content, etype);
+        if (in <= 0) return in < 0 ? -1 : 1;
+    }
+    if (!ascii_eq(etype, "message")) return 0;
+    PyObject *message = PyDict_GetItemWithError(value, k_message_field);
+    if (message == NULL || !PyDict_CheckExact(message)) return PyErr_Occurred() ? -1 : 0;
+    PyObject *role = PyDict_GetItemWithError(message, k_role);
+    if (role == NULL || !PyUnicode_CheckExact(role)) return PyErr_Occurred() ? -1 : 0;
+    return PySet_Contains(roles, role);
+}
+
+/* `typed(arg)` when kept_shape takes it (a new reference); NULL without an error when the
+ * typed decode refuses the line or it has another shape (decode it whole), NULL with an
+ * error to pass on (not an Exception, e.g. KeyboardInterrupt, or kept_shape's own). */
+static PyObject *typed_value(PyObject *typed, PyObject *arg, PyObject *content, PyObject *roles) {
+    PyObject *value = PyObject_CallOneArg(typed, arg);
+    int ok = value == NULL ? 0 : kept_shape(value, content, roles);
+    if (ok > 0) return value;
+    Py_XDECREF(value);
+    if (ok == 0 && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return NULL;
+}
 
 static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -1570,18 +1622,9 @@ static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py
         return NULL;
     }
     PyObject *ids = args[6], *parents = args[7], *decode = args[9], *fallback = args[10], *cancel = args[12];
-    /* `decode` may be (typed decode, whole decode, roles): a message entry of those roles
-       is taken as the typed decode reads it (kept_shape), any other decoded whole */
-    PyObject *typed = NULL, *roles = NULL;
-    if (PyTuple_CheckExact(decode)) {
-        if (PyTuple_GET_SIZE(decode) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(decode, 2))) {
-            PyErr_SetString(PyExc_TypeError, "stream_entries: a decode tuple is (typed, whole, roles)");
-            return NULL;
-        }
-        typed = PyTuple_GET_ITEM(decode, 0);
-        roles = PyTuple_GET_ITEM(decode, 2);
-        decode = PyTuple_GET_ITEM(decode, 1);
-    }
+    /* (a message entry of the typed decode's roles is taken as it reads it, any other whole) */
+    PyObject *typed, *roles;
+    if (split_decode(&decode, &typed, &roles, "stream_entries") < 0) return NULL;
     long long base = PyLong_AsLongLong(args[1]);
     Py_ssize_t max_line = PyLong_AsSsize_t(args[11]);
     int share = PyObject_IsTrue(args[8]);
@@ -1629,15 +1672,10 @@ static PyObject *native_stream_entries(PyObject *self, PyObject *const *args, Py
         if (piece == NULL) goto fail;
         PyObject *raw = NULL;
         if (typed != NULL && n <= max_line) { /* (a scanned line: its depth was checked) */
-            raw = PyObject_CallOneArg(typed, piece);
-            int ok = raw == NULL ? 0 : kept_shape(raw, NULL, roles);
-            if (ok <= 0) {
-                Py_CLEAR(raw);
-                if (ok < 0 || (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))) {
-                    Py_DECREF(piece);
-                    goto fail;
-                }
-                PyErr_Clear(); /* refused or another shape: decoded whole */
+            raw = typed_value(typed, piece, NULL, roles);
+            if (raw == NULL && PyErr_Occurred()) {
+                Py_DECREF(piece);
+                goto fail;
             }
         }
         if (raw == NULL && n <= max_line) {
@@ -2181,28 +2219,6 @@ static PyObject *member(PyObject *d, PyObject *key) {
     return v;
 }
 
-/* Whether a line's typed decode (json_line.kept_decoder), `value`, is taken as the line's
- * value: a message entry whose message is an exact dict with a role in `roles` (the members
- * memory reads are all there), or (unless `content` is NULL) an exact dict whose type is
- * not one of the `content` types (only its lineage members are read). 0 means: decode
- * the line whole. */
-static int kept_shape(PyObject *value, PyObject *content, PyObject *roles) {
-    if (!PyDict_CheckExact(value)) return 0;
-    PyObject *etype = PyDict_GetItemWithError(value, type_key);
-    if (etype == NULL) return PyErr_Occurred() ? -1 : content != NULL; /* (no type: not a content line) */
-    if (!PyUnicode_CheckExact(etype)) return content != NULL;
-    if (content != NULL) {
-        int in = PySet_Contains(content, etype);
-        if (in <= 0) return in < 0 ? -1 : 1;
-    }
-    if (!ascii_eq(etype, "message")) return 0;
-    PyObject *message = PyDict_GetItemWithError(value, message_key);
-    if (message == NULL || !PyDict_CheckExact(message)) return PyErr_Occurred() ? -1 : 0;
-    PyObject *role = PyDict_GetItemWithError(message, role_key);
-    if (role == NULL || !PyUnicode_CheckExact(role)) return PyErr_Occurred() ? -1 : 0;
-    return PySet_Contains(roles, role);
-}
-
 static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     if (nargs != 13) {
@@ -2217,16 +2233,11 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
     Py_ssize_t max_line = PyLong_AsSsize_t(args[9]);
     long max_depth = PyLong_AsLong(args[10]);
     if (PyErr_Occurred()) return NULL;
-    /* keeping, `decode` may be (typed decode, whole decode, roles): see kept_shape */
-    PyObject *typed = NULL, *roles = NULL;
-    if (PyTuple_CheckExact(decode)) {
-        if (keep == Py_None || PyTuple_GET_SIZE(decode) != 3 || !PyAnySet_Check(PyTuple_GET_ITEM(decode, 2))) {
-            PyErr_SetString(PyExc_TypeError, "scan_lines: a decode tuple is (typed, whole, roles), when keeping");
-            return NULL;
-        }
-        typed = PyTuple_GET_ITEM(decode, 0);
-        roles = PyTuple_GET_ITEM(decode, 2);
-        decode = PyTuple_GET_ITEM(decode, 1);
+    PyObject *typed, *roles; /* (keeping only: see kept_shape) */
+    if (split_decode(&decode, &typed, &roles, "scan_lines") < 0) return NULL;
+    if (typed != NULL && keep == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "scan_lines: a typed decode only when keeping");
+        return NULL;
     }
     if (!PyTuple_CheckExact(cols) || PyTuple_GET_SIZE(cols) != 8 || !PyDict_CheckExact(type_names)
         || !PyAnySet_Check(content) || !(keep == Py_None || PyDict_CheckExact(keep))) {
@@ -2273,18 +2284,13 @@ static PyObject *native_scan_lines(PyObject *self, PyObject *const *args, Py_ssi
         /* (a line of at most max_depth brackets nests no deeper) */
         int shallow = typed != NULL && bracket_count(raw, length) <= max_depth;
         if (shallow) {
-            value = PyObject_CallOneArg(typed, view);
-            int ok = value == NULL ? 0 : kept_shape(value, content, roles);
-            if (ok <= 0) {
-                Py_CLEAR(value);
-                if (ok < 0 || (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))) {
-                    Py_DECREF(view);
-                    failed = 1;
-                    break;
-                }
-                PyErr_Clear(); /* refused or another shape: decoded whole */
-                shallow = 0;
+            value = typed_value(typed, view, content, roles);
+            if (value == NULL && PyErr_Occurred()) {
+                Py_DECREF(view);
+                failed = 1;
+                break;
             }
+            shallow = value != NULL;
         }
         if (value == NULL) value = PyObject_CallOneArg(decode, view);
         Py_DECREF(view);
@@ -4043,12 +4049,8 @@ static PyObject *native_args_summary(PyObject *self, PyObject *const *args, Py_s
 
 static PyObject *format_tool(PyObject *shown, PyObject *summary) {
     /* "Tool: {shown}({summary})", summary NULL: "Tool: {shown}()" */
-    PyObject *parts[5] = {t_tool, shown, t_open, summary, t_close};
-    if (summary == NULL) {
-        PyObject *bare[3] = {t_tool, shown, t_no_args};
-        return concat_strs(bare, 3);
-    }
-    return concat_strs(parts, 5);
+    PyObject *parts[5] = {t_tool, shown, t_open, summary, t_close}, *bare[3] = {t_tool, shown, t_no_args};
+    return summary == NULL ? concat_strs(bare, 3) : concat_strs(parts, 5);
 }
 
 static PyObject *native_plain_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -5174,12 +5176,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     type_key = PyUnicode_InternFromString("type");
     id_key = PyUnicode_InternFromString("id");
     parent_key = PyUnicode_InternFromString("parentId");
-    message_key = PyUnicode_InternFromString("message");
-    role_key = PyUnicode_InternFromString("role");
     first_name = PyUnicode_InternFromString("first");
     k_text = PyUnicode_InternFromString("text");
     if (append_name == NULL || copy_name == NULL || frombytes_name == NULL || type_key == NULL || id_key == NULL
-        || parent_key == NULL || message_key == NULL || role_key == NULL || first_name == NULL || k_text == NULL)
+        || parent_key == NULL || first_name == NULL || k_text == NULL)
         return NULL;
     if (feed_init() < 0 || fold_init() < 0) return NULL;
     PyObject *arrays = PyImport_ImportModule("array");
