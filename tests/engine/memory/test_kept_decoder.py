@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memory_kit import REAL_SESSIONS
 from test_memory_fabric_records import _rows as fabric_rows
+from test_native_scan import kept_shape
 from test_streaming_build import _build, _facts
 
 from fabric_lsp.engine.memory import json_line
@@ -92,13 +93,6 @@ class Recording(dict[str, Any]):
         return super().__iter__()
 
 
-def _kept_shape(value: Any) -> bool:
-    if not isinstance(value, dict) or value.get("type") != "message":
-        return False
-    message = value.get("message")
-    return isinstance(message, dict) and message.get("role") in json_line.KEPT_ROLES
-
-
 def _recording(entry: dict[str, Any], seen: dict[str, set[str]]) -> Recording:
     message = dict(entry["message"])
     content = message.get("content")
@@ -115,10 +109,10 @@ def _entries() -> list[dict[str, Any]]:
                 value = json.loads(line)
             except ValueError:
                 continue
-            if _kept_shape(value):
+            if kept_shape(value):
                 out.append(value)
-    out += [row for row in fabric_rows() if _kept_shape(row)]
-    out += [row for row in (_message_row(i, m) for i, m in enumerate(_ODD_MESSAGES)) if _kept_shape(row)]
+    out += [row for row in fabric_rows() if kept_shape(row)]
+    out += [row for row in (_message_row(i, m) for i, m in enumerate(_ODD_MESSAGES)) if kept_shape(row)]
     return out
 
 
